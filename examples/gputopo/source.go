@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// sourceFlags choose where a command's topology comes from: a file, a
+// catalogue machine, or (by default) this machine with the catalogue's
+// default as the fallback.
+type sourceFlags struct {
+	file    string
+	machine string
+	model   string
+	lenient bool
+}
+
+func (s *sourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.file, "topology", "", "read the topology from `FILE`: our JSON or `nvidia-smi topo -m` output")
+	fs.StringVar(&s.machine, "machine", "", "use the embedded reference machine `NAME` (see `gputopo machines`)")
+	fs.StringVar(&s.model, "model", "", "GPU model for an nvidia-smi file, which does not print it (e.g. \"NVIDIA H100 80GB HBM3\")")
+	fs.BoolVar(&s.lenient, "lenient", false, "accept asymmetric or missing links in a file, with warnings")
+}
+
+// load returns the topology and a line saying where it came from.
+func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) {
+	switch {
+	case s.file != "" && s.machine != "":
+		return nil, "", fmt.Errorf("use --topology or --machine, not both")
+	case s.file != "":
+		n, err := provider.File(s.file, topology.NvidiaSMIOptions{Model: s.model, Lenient: s.lenient}).Discover(ctx)
+		return n, "topology from " + s.file, err
+	case s.machine != "":
+		n, err := catalog.Get(s.machine)
+		return n, "embedded reference machine " + s.machine, err
+	}
+	n, rep, err := provider.Detect(ctx)
+	if err == nil {
+		return n, "discovered on this machine by the " + rep.Chosen + " provider", nil
+	}
+	n, cerr := catalog.Get(catalog.Default)
+	if cerr != nil {
+		return nil, "", cerr
+	}
+	why := "no GPU detected on this machine"
+	if len(rep.Attempts) > 0 {
+		why += ":\n" + indent(rep.String(), "  ")
+	} else {
+		why += " (no hardware provider is built into this binary)"
+	}
+	return n, why + "\nshowing the embedded reference machine " + catalog.Default +
+		" instead (choose another with --machine, or --topology FILE)", nil
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return pre + strings.Join(lines, "\n"+pre)
+}

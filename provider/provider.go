@@ -1,0 +1,112 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// TopologyProvider discovers the GPU topology of the node it runs on (or of
+// a fixed source, for static providers).
+type TopologyProvider interface {
+	// Name returns a short name for reports ("nvidia", "amd", "file:node.txt").
+	Name() string
+	// Discover returns the node's topology. It returns an error wrapping
+	// [ErrNotDetected] when the provider finds nothing it can describe here
+	// (no driver, no devices of its kind), so [Detect] can move on.
+	Discover(ctx context.Context) (*topology.Node, error)
+}
+
+// ErrNotDetected says a provider found nothing to describe on this machine:
+// no driver, no library, no devices of its kind. Other errors mean the
+// provider found devices but could not read them.
+var ErrNotDetected = errors.New("provider: no devices detected")
+
+// maxFileBytes bounds what the file provider reads.
+const maxFileBytes = 64 << 20
+
+type static struct {
+	name string
+	node *topology.Node
+}
+
+func (s static) Name() string { return s.name }
+
+func (s static) Discover(ctx context.Context) (*topology.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.node, nil
+}
+
+// Static returns a provider that always answers with node.
+func Static(name string, node *topology.Node) TopologyProvider { return static{name: name, node: node} }
+
+// Catalog returns a provider that answers with the embedded reference
+// machine called name (see package [catalog]).
+func Catalog(name string) (TopologyProvider, error) {
+	n, err := catalog.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return Static("catalog:"+name, n), nil
+}
+
+type file struct {
+	path string
+	opts topology.NvidiaSMIOptions
+}
+
+// File returns a provider that reads path on every Discover: our JSON
+// schema (a document starting with '{') or `nvidia-smi topo -m` output.
+// opts tells the nvidia-smi parser what the printout does not say (the GPU
+// model); its Name defaults to the file's base name.
+func File(path string, opts topology.NvidiaSMIOptions) TopologyProvider {
+	return file{path: path, opts: opts}
+}
+
+func (f file) Name() string { return "file:" + f.path }
+
+func (f file) Discover(ctx context.Context) (*topology.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("provider: topology file: %w", err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxFileBytes))
+	if err != nil {
+		return nil, fmt.Errorf("provider: topology file %s: %w", f.path, err)
+	}
+	opts := f.opts
+	if opts.Name == "" {
+		opts.Name = strings.TrimSuffix(filepath.Base(f.path), filepath.Ext(f.path))
+	}
+	n, err := Parse(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("provider: topology file %s: %w", f.path, err)
+	}
+	return n, nil
+}
+
+// Parse reads a topology in either supported text form: our JSON schema
+// (recognised by a leading '{') or `nvidia-smi topo -m` output.
+func Parse(data []byte, opts topology.NvidiaSMIOptions) (*topology.Node, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+		if opts.Lenient {
+			return topology.ParseJSONLenient(data)
+		}
+		return topology.ParseJSON(data)
+	}
+	return topology.ParseNvidiaSMI(bytes.NewReader(data), opts)
+}

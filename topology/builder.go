@@ -1,0 +1,366 @@
+package topology
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// maxNUMANodes bounds NUMA ids; Linux supports at most 1024 (CONFIG_NODES_SHIFT=10).
+const maxNUMANodes = 1024
+
+// Builder assembles and validates a [Node]. Setters record input and never
+// fail; [Builder.Build] checks everything at once and reports every problem,
+// each naming the device or pair at fault.
+//
+// The zero Builder is not usable; call [NewBuilder].
+type Builder struct {
+	name          string
+	lenient       bool
+	inferNVSwitch bool
+	devices       []Device
+	links         map[[2]int]Link
+	nics          []NIC
+	nicLinks      map[[2]int]LinkKind
+	numa          [][]int
+	fabric        FabricDomain
+}
+
+// NewBuilder returns an empty strict builder.
+func NewBuilder() *Builder {
+	return &Builder{links: map[[2]int]Link{}, nicLinks: map[[2]int]LinkKind{}}
+}
+
+// SetName sets the node's name.
+func (b *Builder) SetName(name string) *Builder { b.name = name; return b }
+
+// SetLenient makes Build accept asymmetric links (keeping the weaker
+// direction for both) and missing links (as LinkNone, or mirrored from the
+// direction that is present), recording a warning for each instead of
+// failing. Drivers glitch; a scheduler should degrade, not fail or panic.
+func (b *Builder) SetLenient(lenient bool) *Builder { b.lenient = lenient; return b }
+
+// SetInferNVSwitch makes Build reclassify NVLink links as NVSwitch links when
+// a GPU's NVLink lanes summed over its peers exceed what one GPU of its model
+// has ([MaxNVLinks]): nvidia-smi prints "NV18" for every pair of an HGX
+// H100, though each GPU has only 18 links, all into the switch fabric.
+func (b *Builder) SetInferNVSwitch(infer bool) *Builder { b.inferNVSwitch = infer; return b }
+
+// AddDevice adds a device. Device indices must end up being 0..n-1.
+func (b *Builder) AddDevice(d Device) *Builder {
+	b.devices = append(b.devices, d.clone())
+	return b
+}
+
+// SetLink records the link in one direction, from device index from to to.
+func (b *Builder) SetLink(from, to int, l Link) *Builder {
+	b.links[[2]int{from, to}] = l
+	return b
+}
+
+// SetLinkPair records the same link in both directions between a and c.
+func (b *Builder) SetLinkPair(a, c int, l Link) *Builder {
+	b.links[[2]int{a, c}] = l
+	b.links[[2]int{c, a}] = l
+	return b
+}
+
+// AddNIC adds a NIC; its index is the number of NICs added before it.
+func (b *Builder) AddNIC(nic NIC) *Builder { b.nics = append(b.nics, nic); return b }
+
+// SetNICLink records the PCIe path class between device dev and NIC nic.
+func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
+	b.nicLinks[[2]int{dev, nic}] = kind
+	return b
+}
+
+// SetNUMADistances sets the NUMA distance table (SLIT, 10 = local); row i
+// is NUMA node i.
+func (b *Builder) SetNUMADistances(d [][]int) *Builder {
+	b.numa = make([][]int, len(d))
+	for i, r := range d {
+		b.numa[i] = slices.Clone(r)
+	}
+	return b
+}
+
+// SetFabric sets the node's multi-node NVLink domain.
+func (b *Builder) SetFabric(f FabricDomain) *Builder { b.fabric = f; return b }
+
+type problems struct {
+	errs     []error
+	warnings []string
+}
+
+func (p *problems) add(sentinel error, detail string, devices ...int) {
+	p.errs = append(p.errs, &ValidationError{Err: sentinel, Devices: devices, Detail: detail})
+}
+
+// Build validates the input and returns the node. On failure it returns an
+// error joining one [*ValidationError] per problem; errors.Is works with
+// every sentinel involved (ErrDuplicateDevice, ErrMissingLink, ...).
+func (b *Builder) Build() (*Node, error) {
+	var p problems
+	devs := b.checkDevices(&p)
+	b.checkNUMA(&p, devs)
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	n := &Node{name: b.name, devices: devs, fabric: b.fabric, numa: b.numa}
+	b.buildLinks(&p, n)
+	b.buildNICs(&p, n)
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	n.warnings = p.warnings
+	n.computeIslands()
+	n.computeFingerprint()
+	return n, nil
+}
+
+func (b *Builder) checkDevices(p *problems) []Device {
+	size := len(b.devices)
+	byIndex := make([]*Device, size)
+	ids := map[string]int{}
+	pcis := map[PCIAddress]int{}
+	for i := range b.devices {
+		d := &b.devices[i]
+		switch {
+		case d.Index < 0 || d.Index >= size:
+			p.add(ErrInvalidTopology, fmt.Sprintf("index out of range: a node of %d devices numbers them 0..%d", size, size-1), d.Index)
+			continue
+		case byIndex[d.Index] != nil:
+			p.add(ErrDuplicateDevice, "index used twice", d.Index)
+			continue
+		}
+		byIndex[d.Index] = d
+		if d.ID != "" {
+			if o, dup := ids[d.ID]; dup {
+				p.add(ErrDuplicateDevice, fmt.Sprintf("ID %q used twice", d.ID), o, d.Index)
+			}
+			ids[d.ID] = d.Index
+		}
+		if d.PCI.IsValid() {
+			if o, dup := pcis[d.PCI]; dup {
+				p.add(ErrDuplicateDevice, fmt.Sprintf("PCI address %s used twice", d.PCI), o, d.Index)
+			}
+			pcis[d.PCI] = d.Index
+		}
+		if d.Health > Unhealthy {
+			p.add(ErrInvalidTopology, fmt.Sprintf("unknown health %d", d.Health), d.Index)
+		}
+		if d.Vendor > VendorOther {
+			p.add(ErrInvalidTopology, fmt.Sprintf("unknown vendor %d", d.Vendor), d.Index)
+		}
+		if d.Partition.Kind > PartitionAMD {
+			p.add(ErrInvalidTopology, fmt.Sprintf("unknown partition kind %d", d.Partition.Kind), d.Index)
+		}
+	}
+	out := make([]Device, 0, size)
+	for i, d := range byIndex {
+		if d == nil {
+			if len(p.errs) == 0 {
+				p.add(ErrInvalidTopology, "index missing: indices must be 0..n-1", i)
+			}
+			continue
+		}
+		out = append(out, d.clone())
+	}
+	return out
+}
+
+func (b *Builder) checkNUMA(p *problems, devs []Device) {
+	for i, row := range b.numa {
+		if len(row) != len(b.numa) {
+			p.add(ErrInvalidNUMA, fmt.Sprintf("distance table row %d has %d entries, want %d", i, len(row), len(b.numa)))
+			continue
+		}
+		for j, d := range row {
+			if d <= 0 || d > 255 {
+				p.add(ErrInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d, want 1..255", i, j, d))
+			} else if d < row[i] {
+				p.add(ErrInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d is below the local distance %d", i, j, d, row[i]))
+			}
+		}
+	}
+	if len(b.numa) > maxNUMANodes {
+		p.add(ErrInvalidNUMA, fmt.Sprintf("%d NUMA nodes, more than Linux's %d", len(b.numa), maxNUMANodes))
+	}
+	for _, d := range devs {
+		switch {
+		case d.NUMA < -1 || d.NUMA >= maxNUMANodes:
+			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, maxNUMANodes-1), d.Index)
+		case b.numa != nil && d.NUMA >= len(b.numa):
+			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d is not in the %d-node distance table", d.NUMA, len(b.numa)), d.Index)
+		}
+	}
+	for _, nic := range b.nics {
+		if nic.NUMA < -1 || nic.NUMA >= maxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
+			p.add(ErrInvalidNUMA, fmt.Sprintf("NIC %q: NUMA node %d", nic.Name, nic.NUMA))
+		}
+	}
+}
+
+func (b *Builder) checkLink(p *problems, from, to int, l Link) bool {
+	ok := true
+	bad := func(sentinel error, detail string) {
+		p.add(sentinel, detail, from, to)
+		ok = false
+	}
+	if l.Kind > LinkNVSwitch {
+		bad(ErrInvalidTopology, fmt.Sprintf("unknown link kind %d", l.Kind))
+	}
+	if l.PCIe > LinkPIX {
+		bad(ErrInvalidTopology, fmt.Sprintf("PCIe path class %s is not a PCIe class", l.PCIe))
+	}
+	if l.Kind.IsPCIe() && l.PCIe != LinkNone && l.PCIe != l.Kind {
+		bad(ErrInvalidTopology, fmt.Sprintf("PCIe path class %s differs from link kind %s", l.PCIe, l.Kind))
+	}
+	if l.Lanes < 0 || l.Lanes > 1024 {
+		bad(ErrInvalidTopology, fmt.Sprintf("lane count %d out of range 0..1024", l.Lanes))
+	}
+	if l.Lanes > 0 && !l.Kind.IsFabric() {
+		bad(ErrInvalidTopology, fmt.Sprintf("%s link with %d lanes: only fabric links have lanes", l.Kind, l.Lanes))
+	}
+	if math.IsNaN(l.Bandwidth) || math.IsInf(l.Bandwidth, 0) || l.Bandwidth < 0 || l.Bandwidth > 1e6 {
+		bad(ErrInvalidTopology, fmt.Sprintf("bandwidth %v GB/s out of range", l.Bandwidth))
+	}
+	return ok
+}
+
+func (b *Builder) buildLinks(p *problems, n *Node) {
+	size := len(n.devices)
+	n.links = make([]Link, size*size)
+	keys := make([][2]int, 0, len(b.links))
+	for k := range b.links {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y [2]int) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+	set := make([]bool, size*size)
+	for _, k := range keys {
+		from, to := k[0], k[1]
+		l := b.links[k]
+		switch {
+		case from < 0 || from >= size || to < 0 || to >= size:
+			p.add(ErrUnknownDevice, fmt.Sprintf("link %d→%d on a node of %d devices", from, to, size), from, to)
+			continue
+		case from == to:
+			p.add(ErrSelfLink, "a device cannot link to itself", from)
+			continue
+		}
+		if !b.checkLink(p, from, to, l) {
+			continue
+		}
+		if l.Kind.IsPCIe() {
+			l.PCIe = l.Kind
+		}
+		n.links[from*size+to] = l
+		set[from*size+to] = true
+	}
+	if len(p.errs) > 0 {
+		return
+	}
+	for i := 0; i < size; i++ {
+		for j := i + 1; j < size; j++ {
+			fwd, back := set[i*size+j], set[j*size+i]
+			a, c := n.links[i*size+j], n.links[j*size+i]
+			switch {
+			case !fwd && !back:
+				if !b.lenient {
+					p.add(ErrMissingLink, "no link in either direction", i, j)
+					continue
+				}
+				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: no link given; assuming no path", i, j))
+			case fwd != back:
+				from, to := j, i
+				if !fwd {
+					from, to = i, j
+				}
+				if !b.lenient {
+					p.add(ErrMissingLink, fmt.Sprintf("no link %d→%d, though %d→%d is given", from, to, to, from), i, j)
+					continue
+				}
+				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: link %d→%d missing; mirrored from %d→%d", i, j, from, to, to, from))
+				if fwd {
+					c = a
+				} else {
+					a = c
+				}
+			case a != c:
+				if !b.lenient {
+					p.add(ErrAsymmetricLink, fmt.Sprintf("%d→%d is %v but %d→%d is %v", i, j, a, j, i, c), i, j)
+					continue
+				}
+				w := weaker(a, c)
+				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: asymmetric link (%v vs %v); kept the weaker %v", i, j, a, c, w))
+				a, c = w, w
+			}
+			n.links[i*size+j], n.links[j*size+i] = a, c
+		}
+	}
+	if b.inferNVSwitch {
+		inferNVSwitch(n)
+	}
+	for i := 0; i < size; i++ {
+		for j := 0; j < size; j++ {
+			l := &n.links[i*size+j]
+			if i != j && l.Bandwidth == 0 && l.Kind != LinkNone {
+				l.Bandwidth = math.Min(
+					EstimateBandwidth(l.Kind, l.Lanes, n.devices[i].Model),
+					EstimateBandwidth(l.Kind, l.Lanes, n.devices[j].Model))
+			}
+		}
+	}
+}
+
+// inferNVSwitch marks NVLink pairs as NVSwitch when either GPU has more
+// NVLink lanes across its peers than its model has links.
+func inferNVSwitch(n *Node) {
+	size := len(n.devices)
+	over := make([]bool, size)
+	for i := 0; i < size; i++ {
+		sum := 0
+		for j := 0; j < size; j++ {
+			if l := n.links[i*size+j]; l.Kind == LinkNVLink {
+				sum += max(l.Lanes, 1)
+			}
+		}
+		over[i] = sum > MaxNVLinks(n.devices[i].Model)
+	}
+	for i := 0; i < size; i++ {
+		for j := 0; j < size; j++ {
+			if l := &n.links[i*size+j]; l.Kind == LinkNVLink && (over[i] || over[j]) {
+				l.Kind = LinkNVSwitch
+			}
+		}
+	}
+}
+
+func (b *Builder) buildNICs(p *problems, n *Node) {
+	n.nics = slices.Clone(b.nics)
+	n.nicLinks = make([]LinkKind, len(n.devices)*len(n.nics))
+	names := map[string]bool{}
+	for _, nic := range n.nics {
+		if nic.Name == "" {
+			p.add(ErrInvalidTopology, "a NIC has no name")
+		} else if names[nic.Name] {
+			p.add(ErrDuplicateDevice, fmt.Sprintf("NIC name %q used twice", nic.Name))
+		}
+		names[nic.Name] = true
+	}
+	for k, kind := range b.nicLinks {
+		dev, nic := k[0], k[1]
+		switch {
+		case dev < 0 || dev >= len(n.devices):
+			p.add(ErrUnknownDevice, fmt.Sprintf("NIC link from device %d on a node of %d devices", dev, len(n.devices)), dev)
+		case nic < 0 || nic >= len(n.nics):
+			p.add(ErrUnknownDevice, fmt.Sprintf("NIC link to NIC %d of %d", nic, len(n.nics)), dev)
+		case kind != LinkNone && !kind.IsPCIe():
+			p.add(ErrInvalidTopology, fmt.Sprintf("NIC %q: link kind %s is not a PCIe path class", n.nics[nic].Name, kind), dev)
+		default:
+			n.nicLinks[dev*len(n.nics)+nic] = kind
+		}
+	}
+}

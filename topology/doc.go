@@ -1,0 +1,39 @@
+// Package topology is gputopo's vendor-neutral model of GPU hardware: the
+// devices of a node, the link between every pair of them, NICs, NUMA
+// distances, the node's multi-node NVLink domain, and clusters of nodes
+// arranged in a domain tree.
+//
+// A [Node] describes what the hardware is. It is immutable once built, safe
+// for concurrent use, and carries a [Fingerprint] so that anything derived
+// from its shape alone can be cached. What is in use right now (allocated
+// devices, memory, MIG instances) is not part of it: scheduling packages take
+// that as a separate value.
+//
+// # Links
+//
+// Every ordered pair of devices has a [Link] with a [LinkKind] from one set
+// for all vendors: NVLink, NVSwitch fabric, xGMI, the PCIe path classes of
+// nvidia-smi (PIX, PXB, PHB, NODE, SYS) and "no path", which is always the
+// worst case. A link carries its lane count and an estimated bandwidth per
+// direction; [EstimateBandwidth] documents the rates. [Link.Closeness]
+// totally orders links from farthest to closest.
+//
+// # Building and reading nodes
+//
+// Nodes come from a [Builder], which validates everything at once and
+// names the device or pair at fault in each [*ValidationError]; from our
+// versioned JSON schema ([ParseJSON], [Node.MarshalJSON], exact round trip);
+// or from the `nvidia-smi topo -m` printout users already have
+// ([ParseNvidiaSMI]). [WriteDOT] renders a node for Graphviz.
+//
+// # Clusters
+//
+// A [Cluster] is a set of nodes and a tree of [Domain]s (NVLink partition <
+// rack < block < ...), built from ordered node-label keys
+// ([NewClusterFromLabels], Kueue style) or explicit membership
+// ([NewClusterFromHyperNodes], Volcano style). A domain's identity is its
+// full path.
+//
+// Every error wraps a sentinel ([ErrInvalidTopology], [ErrParse], ...) for
+// errors.Is.
+package topology

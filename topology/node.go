@@ -1,0 +1,304 @@
+package topology
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// FabricDomain identifies a multi-node NVLink domain (an NVLink partition or
+// "clique" of a GB200 NVL72 rack): the fabric manager's cluster UUID and the
+// clique id. The zero value means the node is in no multi-node fabric.
+type FabricDomain struct {
+	ClusterUUID string `json:"clusterUUID"`
+	CliqueID    uint32 `json:"cliqueID"`
+}
+
+// IsZero reports whether f is the zero value (no multi-node fabric).
+func (f FabricDomain) IsZero() bool { return f == FabricDomain{} }
+
+// String formats f as "<clusterUUID>.<cliqueID>", the value of the
+// nvidia.com/gpu.clique node label; the zero value formats as "".
+func (f FabricDomain) String() string {
+	if f.IsZero() {
+		return ""
+	}
+	return f.ClusterUUID + "." + strconv.FormatUint(uint64(f.CliqueID), 10)
+}
+
+// ParseFabricDomain parses "<clusterUUID>.<cliqueID>" as [FabricDomain.String]
+// formats it; "" parses to the zero value.
+func ParseFabricDomain(s string) (FabricDomain, error) {
+	if s == "" {
+		return FabricDomain{}, nil
+	}
+	i := strings.LastIndexByte(s, '.')
+	if i <= 0 {
+		return FabricDomain{}, fmt.Errorf("%w: fabric domain %q: want <clusterUUID>.<cliqueID>", ErrParse, s)
+	}
+	id, err := strconv.ParseUint(s[i+1:], 10, 32)
+	if err != nil {
+		return FabricDomain{}, fmt.Errorf("%w: fabric domain %q: clique id: %v", ErrParse, s, err)
+	}
+	return FabricDomain{ClusterUUID: s[:i], CliqueID: uint32(id)}, nil
+}
+
+// Fingerprint is a content hash of a node's topology (devices, links, NICs,
+// NUMA distances, fabric domain; not the node's name), for caching results
+// that depend only on the hardware's shape.
+type Fingerprint [sha256.Size]byte
+
+// String returns the fingerprint in hex.
+func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// Node is the immutable topology of one machine: its devices, the link
+// between every pair, NICs, NUMA distances and fabric domain. Build one with
+// a [Builder], [ParseJSON] or [ParseNvidiaSMI]; it never changes afterwards,
+// so it is safe for concurrent use and can be cached by [Node.Fingerprint].
+//
+// Methods taking device indices panic when an index is out of range, as
+// slice indexing does; indices come from the node itself (0..Len()-1).
+type Node struct {
+	name     string
+	devices  []Device
+	links    []Link // n×n, row-major; the diagonal is the zero Link
+	nics     []NIC
+	nicLinks []LinkKind // n×len(nics); LinkNone when unknown
+	numa     [][]int    // NUMA distance table; nil when unknown
+	fabric   FabricDomain
+	islands  [][]int
+	islandOf []int
+	warnings []string
+	fp       Fingerprint
+}
+
+// Name returns the node's name (host name or reference machine id).
+func (n *Node) Name() string { return n.name }
+
+// Len returns the number of devices.
+func (n *Node) Len() int { return len(n.devices) }
+
+// Device returns device i.
+func (n *Node) Device(i int) Device { return n.devices[i].clone() }
+
+// Devices returns a copy of all devices, in index order.
+func (n *Node) Devices() []Device {
+	out := make([]Device, len(n.devices))
+	for i, d := range n.devices {
+		out[i] = d.clone()
+	}
+	return out
+}
+
+// DeviceByID returns the device whose ID is id.
+func (n *Node) DeviceByID(id string) (Device, bool) {
+	for _, d := range n.devices {
+		if d.ID != "" && d.ID == id {
+			return d.clone(), true
+		}
+	}
+	return Device{}, false
+}
+
+// Link returns the link from device i to device j. Link(i, i) is the zero
+// Link.
+func (n *Node) Link(i, j int) Link {
+	if i < 0 || i >= len(n.devices) || j < 0 || j >= len(n.devices) {
+		panic(fmt.Sprintf("topology: Link(%d, %d) on a node of %d devices", i, j, len(n.devices)))
+	}
+	return n.links[i*len(n.devices)+j]
+}
+
+// Bandwidth returns the estimated per-direction bandwidth in GB/s between
+// devices i and j (0 for i == j).
+func (n *Node) Bandwidth(i, j int) float64 { return n.Link(i, j).Bandwidth }
+
+// NICs returns a copy of the node's NICs.
+func (n *Node) NICs() []NIC { return slices.Clone(n.nics) }
+
+// NICLink returns the PCIe path class from device dev to NIC nic (an index
+// into [Node.NICs]); LinkNone when unknown.
+func (n *Node) NICLink(dev, nic int) LinkKind {
+	if dev < 0 || dev >= len(n.devices) || nic < 0 || nic >= len(n.nics) {
+		panic(fmt.Sprintf("topology: NICLink(%d, %d) on a node of %d devices and %d NICs", dev, nic, len(n.devices), len(n.nics)))
+	}
+	return n.nicLinks[dev*len(n.nics)+nic]
+}
+
+// NearestNICs returns the NICs with the closest PCIe path from device dev
+// (PIX before PXB before PHB ...), or nil when no NIC link is known.
+func (n *Node) NearestNICs(dev int) []int {
+	best := LinkNone
+	var out []int
+	for k := range n.nics {
+		l := n.NICLink(dev, k)
+		switch {
+		case l == LinkNone:
+		case l > best:
+			best, out = l, []int{k}
+		case l == best:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// NUMANodes returns the distinct NUMA ids of the devices, ascending
+// (unknown, -1, excluded).
+func (n *Node) NUMANodes() []int {
+	var out []int
+	for _, d := range n.devices {
+		if d.NUMA >= 0 && !slices.Contains(out, d.NUMA) {
+			out = append(out, d.NUMA)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NUMADistance returns the SLIT distance between NUMA nodes a and b (10 is
+// local). ok is false when the node has no distance table or a or b is
+// outside it.
+func (n *Node) NUMADistance(a, b int) (d int, ok bool) {
+	if a < 0 || b < 0 || a >= len(n.numa) || b >= len(n.numa) {
+		return 0, false
+	}
+	return n.numa[a][b], true
+}
+
+// NUMADistances returns a copy of the NUMA distance table (nil when unknown).
+func (n *Node) NUMADistances() [][]int {
+	if n.numa == nil {
+		return nil
+	}
+	out := make([][]int, len(n.numa))
+	for i, r := range n.numa {
+		out[i] = slices.Clone(r)
+	}
+	return out
+}
+
+// Fabric returns the node's multi-node NVLink domain (zero when none).
+func (n *Node) Fabric() FabricDomain { return n.fabric }
+
+// Islands returns the fabric islands: the connected components of the graph
+// whose edges are fabric links (NVLink, NVSwitch, XGMI). Every device is in
+// exactly one island (a device without fabric links is an island of one).
+// Islands are sorted, and ordered by their smallest device.
+func (n *Node) Islands() [][]int {
+	out := make([][]int, len(n.islands))
+	for i, is := range n.islands {
+		out[i] = slices.Clone(is)
+	}
+	return out
+}
+
+// Island returns the index into [Node.Islands] of device i's island.
+func (n *Node) Island(i int) int { return n.islandOf[i] }
+
+// Warnings returns what a lenient build accepted and repaired (asymmetric or
+// missing links); nil for a clean build.
+func (n *Node) Warnings() []string { return slices.Clone(n.warnings) }
+
+// Fingerprint returns the content hash of the topology; two nodes with equal
+// hardware shape have equal fingerprints regardless of their names.
+func (n *Node) Fingerprint() Fingerprint { return n.fp }
+
+// Equal reports whether n and m describe the same topology, name included.
+// Build warnings are not compared.
+func (n *Node) Equal(m *Node) bool {
+	if n == nil || m == nil {
+		return n == m
+	}
+	if n.name != m.name || n.fabric != m.fabric || len(n.devices) != len(m.devices) ||
+		!slices.Equal(n.links, m.links) || !slices.Equal(n.nics, m.nics) ||
+		!slices.Equal(n.nicLinks, m.nicLinks) || len(n.numa) != len(m.numa) {
+		return false
+	}
+	for i := range n.devices {
+		if !n.devices[i].equal(m.devices[i]) {
+			return false
+		}
+	}
+	for i := range n.numa {
+		if !slices.Equal(n.numa[i], m.numa[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns a one-line summary: name, device count, models and islands.
+func (n *Node) String() string {
+	models := map[string]int{}
+	var order []string
+	for _, d := range n.devices {
+		m := d.Model
+		if m == "" {
+			m = "unknown model"
+		}
+		if models[m] == 0 {
+			order = append(order, m)
+		}
+		models[m]++
+	}
+	parts := make([]string, len(order))
+	for i, m := range order {
+		parts[i] = fmt.Sprintf("%d× %s", models[m], m)
+	}
+	return fmt.Sprintf("%s: %d devices (%s), %d fabric islands", n.name, len(n.devices), strings.Join(parts, ", "), len(n.islands))
+}
+
+// computeIslands fills islands and islandOf with a union-find over fabric links.
+func (n *Node) computeIslands() {
+	size := len(n.devices)
+	parent := make([]int, size)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	for i := 0; i < size; i++ {
+		for j := i + 1; j < size; j++ {
+			if n.links[i*size+j].Kind.IsFabric() {
+				ri, rj := find(i), find(j)
+				if ri != rj {
+					parent[max(ri, rj)] = min(ri, rj)
+				}
+			}
+		}
+	}
+	n.islandOf = make([]int, size)
+	rootIsland := map[int]int{}
+	for i := 0; i < size; i++ {
+		r := find(i)
+		k, ok := rootIsland[r]
+		if !ok {
+			k = len(n.islands)
+			rootIsland[r] = k
+			n.islands = append(n.islands, nil)
+		}
+		n.islands[k] = append(n.islands[k], i)
+		n.islandOf[i] = k
+	}
+}
+
+func (n *Node) computeFingerprint() {
+	doc := n.document()
+	doc.Name = ""
+	b, err := marshalDocument(doc)
+	if err != nil {
+		// The document holds only plain values; encoding cannot fail.
+		panic(fmt.Sprintf("topology: fingerprint encoding: %v", err))
+	}
+	n.fp = sha256.Sum256(b)
+}

@@ -1,0 +1,442 @@
+package topology
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// SMITable is the raw content of an `nvidia-smi topo -m` printout: the
+// device columns, one row per GPU or NIC printed, the affinity columns and
+// the NIC legend. [ParseSMITable] reads it; [SMITable.Node] turns it into a
+// validated [Node].
+type SMITable struct {
+	// Columns are the device column names in header order ("GPU0", ...,
+	// "NIC0" or "mlx5_0").
+	Columns []string
+	// GPUs is the number of leading GPU columns (GPU0..GPU<GPUs-1>).
+	GPUs int
+	// Rows holds the device rows in input order.
+	Rows []SMIRow
+	// NICLegend maps NIC column names to device names ("NIC0" → "mlx5_0").
+	NICLegend map[string]string
+	// HeaderSynthesized is true when the input had no header line and the
+	// columns were inferred from the rows (see [ParseSMITable]).
+	HeaderSynthesized bool
+}
+
+// SMIRow is one device row of an `nvidia-smi topo -m` matrix.
+type SMIRow struct {
+	// Name is the row label ("GPU3", "NIC1").
+	Name string
+	// Line is the 1-based input line number.
+	Line int
+	// Cells are the raw link cells ("X", "NV12", "PIX", ...), one per
+	// column; fewer than the columns when the row was cut short.
+	Cells []string
+	// CPUAffinity, NUMAAffinity and GPUNUMAID are the affinity columns, ""
+	// when absent.
+	CPUAffinity, NUMAAffinity, GPUNUMAID string
+}
+
+// Truncated reports whether the row has fewer cells than columns.
+func (r SMIRow) Truncated(columns int) bool { return len(r.Cells) < columns }
+
+// NvidiaSMIOptions tunes [ParseNvidiaSMI] and [SMITable.Node].
+type NvidiaSMIOptions struct {
+	// Name is the node name.
+	Name string
+	// Model is the GPU model (nvidia-smi topo -m does not print it); it
+	// decides per-link bandwidth and NVSwitch inference ("NVIDIA H200").
+	Model string
+	// GPUCount tells a header-less printout how many leading columns are
+	// GPUs; 0 infers it from the rows.
+	GPUCount int
+	// Lenient builds with [Builder.SetLenient]: asymmetric cells keep the
+	// weaker link and pairs printed nowhere become "no path", with warnings.
+	Lenient bool
+}
+
+const (
+	maxSMIBytes = 4 << 20
+	maxSMICols  = 4096
+)
+
+var (
+	smiGPUName   = regexp.MustCompile(`^GPU(\d+)$`)
+	smiNVCell    = regexp.MustCompile(`^NV(\d+)$`)
+	smiLegendNIC = regexp.MustCompile(`^\s*(\S+)\s*:\s*(\S+)\s*$`)
+	// Affinity column names, as printed (two or three words each).
+	smiAffinityCols = [][]string{{"CPU", "Affinity"}, {"NUMA", "Affinity"}, {"GPU", "NUMA", "ID"}}
+)
+
+func isSMICell(tok string) bool {
+	switch tok {
+	case "X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC":
+		return true
+	}
+	return smiNVCell.MatchString(tok)
+}
+
+// ParseSMITable reads `nvidia-smi topo -m` output, with tabs or spaces,
+// with or without the trailing legends. It accepts NIC rows and columns,
+// the CPU Affinity, NUMA Affinity and GPU NUMA ID columns, and rows cut
+// short (the cells present are kept).
+//
+// Without a header line the columns are synthesized: the GPU count is the
+// largest position of an "X" or "NV#" cell in any row plus one (override
+// with opts.GPUCount in [SMITable.Node]'s caller, [ParseNvidiaSMI]), and the
+// remaining cells are named NIC0, NIC1, ...
+//
+// Errors wrap [ErrParse] and name the line.
+func ParseSMITable(r io.Reader) (*SMITable, error) { return parseSMITable(r, 0) }
+
+func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
+	sc := bufio.NewScanner(io.LimitReader(r, maxSMIBytes))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	t := &SMITable{NICLegend: map[string]string{}}
+	var affinity []string // affinity column names, in order
+	inLegend, inNICLegend := false, false
+	lineNo := 0
+	fail := func(format string, args ...any) (*SMITable, error) {
+		return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: %s", ErrParse, lineNo, fmt.Sprintf(format, args...))
+	}
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		toks := strings.Fields(line)
+		if len(toks) == 0 {
+			inLegend = false
+			continue
+		}
+		switch {
+		case strings.EqualFold(strings.TrimSpace(line), "NIC Legend:"):
+			inNICLegend, inLegend = true, false
+			continue
+		case strings.EqualFold(strings.TrimSpace(line), "Legend:"):
+			inLegend, inNICLegend = true, false
+			continue
+		case inNICLegend:
+			if m := smiLegendNIC.FindStringSubmatch(line); m != nil {
+				t.NICLegend[m[1]] = m[2]
+				continue
+			}
+			inNICLegend = false
+		case inLegend:
+			continue
+		}
+		if t.Columns == nil && isSMIHeader(toks) {
+			cols, aff, err := splitSMIHeader(toks)
+			if err != nil {
+				return fail("%v", err)
+			}
+			t.Columns, affinity = cols, aff
+			for _, c := range cols {
+				if smiGPUName.MatchString(c) {
+					t.GPUs++
+				} else {
+					break
+				}
+			}
+			continue
+		}
+		if len(toks) < 2 || !isSMICell(toks[1]) {
+			// Not a device row (a banner, a stray legend line): skip it.
+			if len(t.Rows) == 0 || !looksLikeRowLabel(toks[0], t) {
+				continue
+			}
+			if len(toks) == 1 {
+				// A row label with nothing after it: a row cut right after its name.
+				t.Rows = append(t.Rows, SMIRow{Name: toks[0], Line: lineNo})
+				continue
+			}
+			return fail("row %q: %q is not a link cell", toks[0], toks[1])
+		}
+		row := SMIRow{Name: toks[0], Line: lineNo}
+		rest := toks[1:]
+		limit := len(rest)
+		if t.Columns != nil {
+			limit = min(limit, len(t.Columns))
+		}
+		for len(row.Cells) < limit && isSMICell(rest[len(row.Cells)]) {
+			row.Cells = append(row.Cells, rest[len(row.Cells)])
+		}
+		extra := rest[len(row.Cells):]
+		if t.Columns != nil && len(row.Cells) < len(t.Columns) && len(extra) > 0 {
+			return fail("row %q: cell %d is %q, want a link (X, NV#, PIX, PXB, PHB, NODE, SYS)", row.Name, len(row.Cells)+1, extra[0])
+		}
+		if t.Columns == nil {
+			// Header-less input: remember affinity values positionally.
+			affinity = []string{"CPU Affinity", "NUMA Affinity", "GPU NUMA ID"}
+		}
+		if len(extra) > len(affinity) {
+			return fail("row %q: %d values after the link cells, but the header has %d affinity columns", row.Name, len(extra), len(affinity))
+		}
+		for i, v := range extra {
+			switch affinity[i] {
+			case "CPU Affinity":
+				row.CPUAffinity = v
+			case "NUMA Affinity":
+				row.NUMAAffinity = v
+			case "GPU NUMA ID":
+				row.GPUNUMAID = v
+			}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if err := sc.Err(); err != nil {
+		return fail("%v", err)
+	}
+	if len(t.Rows) == 0 {
+		return nil, fmt.Errorf("%w: nvidia-smi topo -m: no device rows found", ErrParse)
+	}
+	if t.Columns == nil {
+		synthesizeSMIHeader(t, gpuHint)
+	}
+	if t.GPUs == 0 {
+		return nil, fmt.Errorf("%w: nvidia-smi topo -m: no GPU columns", ErrParse)
+	}
+	return t, nil
+}
+
+func looksLikeRowLabel(tok string, t *SMITable) bool {
+	if smiGPUName.MatchString(tok) {
+		return true
+	}
+	for _, c := range t.Columns {
+		if c == tok {
+			return true
+		}
+	}
+	return false
+}
+
+// isSMIHeader: the line names GPU columns and holds no link cell.
+func isSMIHeader(toks []string) bool {
+	hasGPU := false
+	for _, tok := range toks {
+		if isSMICell(tok) {
+			return false
+		}
+		if smiGPUName.MatchString(tok) {
+			hasGPU = true
+		}
+	}
+	return hasGPU
+}
+
+func splitSMIHeader(toks []string) (cols, affinity []string, err error) {
+	for i := 0; i < len(toks); {
+		matched := false
+		for _, words := range smiAffinityCols {
+			if i+len(words) <= len(toks) && equalFoldAll(toks[i:i+len(words)], words) {
+				affinity = append(affinity, strings.Join(words, " "))
+				i += len(words)
+				matched = true
+				break
+			}
+		}
+		if matched {
+			continue
+		}
+		if affinity != nil {
+			return nil, nil, fmt.Errorf("header: device column %q after the affinity columns", toks[i])
+		}
+		cols = append(cols, toks[i])
+		i++
+	}
+	if len(cols) > maxSMICols {
+		return nil, nil, fmt.Errorf("header: %d columns, more than %d", len(cols), maxSMICols)
+	}
+	seen := map[string]bool{}
+	for i, c := range cols {
+		if seen[c] {
+			return nil, nil, fmt.Errorf("header: column %q appears twice", c)
+		}
+		seen[c] = true
+		if m := smiGPUName.FindStringSubmatch(c); m != nil && m[1] != strconv.Itoa(i) {
+			return nil, nil, fmt.Errorf("header: column %d is %q, want GPU%d (GPU columns come first, in order)", i+1, c, i)
+		}
+	}
+	return cols, affinity, nil
+}
+
+func equalFoldAll(a, b []string) bool {
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func synthesizeSMIHeader(t *SMITable, gpuHint int) {
+	t.HeaderSynthesized = true
+	width, gpus := 0, gpuHint
+	for _, r := range t.Rows {
+		width = max(width, len(r.Cells))
+		if gpuHint > 0 {
+			continue
+		}
+		if m := smiGPUName.FindStringSubmatch(r.Name); m != nil {
+			if k, err := strconv.Atoi(m[1]); err == nil && k < maxSMICols {
+				gpus = max(gpus, k+1)
+			}
+		}
+		for i, c := range r.Cells {
+			if c == "X" || smiNVCell.MatchString(c) {
+				gpus = max(gpus, i+1)
+			}
+		}
+	}
+	width = max(width, gpus)
+	for i := 0; i < width; i++ {
+		if i < gpus {
+			t.Columns = append(t.Columns, "GPU"+strconv.Itoa(i))
+		} else {
+			t.Columns = append(t.Columns, "NIC"+strconv.Itoa(i-gpus))
+		}
+	}
+	t.GPUs = gpus
+}
+
+// smiLink converts one cell to a Link. ok is false for "X".
+func smiLink(cell string) (l Link, self bool, err error) {
+	switch cell {
+	case "X":
+		return Link{}, true, nil
+	case "PIX":
+		return Link{Kind: LinkPIX}, false, nil
+	case "PXB":
+		return Link{Kind: LinkPXB}, false, nil
+	case "PHB":
+		return Link{Kind: LinkPHB}, false, nil
+	case "NODE":
+		return Link{Kind: LinkNODE}, false, nil
+	case "SYS", "SOC": // SOC is the pre-2017 name of SYS
+		return Link{Kind: LinkSYS}, false, nil
+	}
+	if m := smiNVCell.FindStringSubmatch(cell); m != nil {
+		n, err := strconv.Atoi(m[1])
+		if err != nil || n < 1 || n > 1024 {
+			return Link{}, false, fmt.Errorf("NVLink count in %q out of range 1..1024", cell)
+		}
+		return Link{Kind: LinkNVLink, Lanes: n}, false, nil
+	}
+	return Link{}, false, fmt.Errorf("unknown link cell %q", cell)
+}
+
+// firstNUMA reads a NUMA Affinity value: "3", "0,3-9,11-17" (Grace prints a
+// list; the first node is the one the GPU hangs off) or "N/A" (-1).
+func firstNUMA(v string) (int, error) {
+	if v == "" || strings.EqualFold(v, "N/A") {
+		return -1, nil
+	}
+	head, _, _ := strings.Cut(v, ",")
+	head, _, _ = strings.Cut(head, "-")
+	n, err := strconv.Atoi(head)
+	if err != nil || n < 0 || n >= maxNUMANodes {
+		return 0, fmt.Errorf("NUMA affinity %q", v)
+	}
+	return n, nil
+}
+
+// Node converts the table into a validated node: one device per GPU
+// column, links from the GPU rows (a pair printed in one row only is
+// mirrored), NICs from the other columns with GPU-to-NIC path classes, and
+// NVSwitch inferred from NVLink lane counts (see [Builder.SetInferNVSwitch]).
+func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
+	rowOf := map[string]*SMIRow{}
+	for i := range t.Rows {
+		r := &t.Rows[i]
+		if _, dup := rowOf[r.Name]; dup {
+			return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q printed twice", ErrParse, r.Line, r.Name)
+		}
+		rowOf[r.Name] = r
+	}
+	colIndex := map[string]int{}
+	for i, c := range t.Columns {
+		colIndex[c] = i
+	}
+	for _, r := range t.Rows {
+		if _, ok := colIndex[r.Name]; !ok {
+			return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q has no column", ErrParse, r.Line, r.Name)
+		}
+	}
+	cell := func(row, col int) (string, int, bool) {
+		r := rowOf[t.Columns[row]]
+		if r == nil || col >= len(r.Cells) {
+			return "", 0, false
+		}
+		return r.Cells[col], r.Line, true
+	}
+	b := NewBuilder().SetName(opts.Name).SetLenient(opts.Lenient).SetInferNVSwitch(true)
+	for g := 0; g < t.GPUs; g++ {
+		d := Device{Index: g, Vendor: VendorNVIDIA, Model: opts.Model, NUMA: -1}
+		if r := rowOf[t.Columns[g]]; r != nil {
+			cpus, err := ParseCPUSet(r.CPUAffinity)
+			if err != nil {
+				return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q: %w", ErrParse, r.Line, r.Name, err)
+			}
+			d.CPUs = cpus
+			if d.NUMA, err = firstNUMA(r.NUMAAffinity); err != nil {
+				return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q: %v", ErrParse, r.Line, r.Name, err)
+			}
+		}
+		b.AddDevice(d)
+	}
+	for i := 0; i < t.GPUs; i++ {
+		for j := 0; j < t.GPUs; j++ {
+			c, line, ok := cell(i, j)
+			if !ok {
+				continue
+			}
+			l, self, err := smiLink(c)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q column %q: %v", ErrParse, line, t.Columns[i], t.Columns[j], err)
+			case self != (i == j):
+				return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q column %q: %q (X marks the diagonal only)", ErrParse, line, t.Columns[i], t.Columns[j], c)
+			case self:
+				continue
+			}
+			if _, _, mirrored := cell(j, i); mirrored {
+				b.SetLink(i, j, l)
+			} else {
+				b.SetLinkPair(i, j, l)
+			}
+		}
+	}
+	for k := t.GPUs; k < len(t.Columns); k++ {
+		name := t.Columns[k]
+		b.AddNIC(NIC{Name: name, Device: t.NICLegend[name], NUMA: -1})
+		for g := 0; g < t.GPUs; g++ {
+			c, line, ok := cell(g, k)
+			if !ok {
+				c, line, ok = cell(k, g)
+			}
+			if !ok {
+				continue
+			}
+			l, self, err := smiLink(c)
+			if err != nil || self || !l.Kind.IsPCIe() {
+				return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: GPU%d and %q: %q is not a PCIe path class", ErrParse, line, g, name, c)
+			}
+			b.SetNICLink(g, k-t.GPUs, l.Kind)
+		}
+	}
+	return b.Build()
+}
+
+// ParseNvidiaSMI reads `nvidia-smi topo -m` output (see [ParseSMITable])
+// and converts it with [SMITable.Node].
+func ParseNvidiaSMI(r io.Reader, opts NvidiaSMIOptions) (*Node, error) {
+	t, err := parseSMITable(r, opts.GPUCount)
+	if err != nil {
+		return nil, err
+	}
+	return t.Node(opts)
+}
