@@ -9,8 +9,9 @@ import (
 
 // WriteDOT renders the node as a Graphviz graph: one vertex per device
 // (clustered by NUMA node), one edge per fabric link labelled with its kind
-// and bandwidth, and dashed edges for PCIe pairs closer than SYS. Pairs
-// with no path and SYS pairs are left out to keep the picture readable.
+// and bandwidth, and dashed edges for pairs behind the same PCIe switches
+// (PIX, PXB). Other PCIe pairs (PHB, NODE, SYS) and pairs with no path are
+// left out; the NUMA clusters already show them.
 func WriteDOT(w io.Writer, n *Node) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "graph %s {\n", strconv.Quote(n.Name()))
@@ -51,7 +52,7 @@ func WriteDOT(w io.Writer, n *Node) error {
 			switch {
 			case l.Kind.IsFabric():
 				fmt.Fprintf(&b, "  d%d -- d%d [label=%s, penwidth=2];\n", i, j, strconv.Quote(l.String()))
-			case l.Kind > LinkSYS:
+			case l.Kind == LinkPIX || l.Kind == LinkPXB:
 				fmt.Fprintf(&b, "  d%d -- d%d [label=%s, style=dashed];\n", i, j, strconv.Quote(l.Kind.String()))
 			}
 		}

@@ -158,7 +158,7 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 		case errors.Is(err, ErrParse), errors.Is(err, ErrInvalidTopology), errors.Is(err, ErrBadPCIAddress), errors.Is(err, ErrBadCPUList):
 			return nil, fmt.Errorf("%w: %w", ErrParse, err)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+		return nil, fmt.Errorf("%w: JSON: %v", ErrParse, err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
@@ -182,7 +182,13 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 		}
 		b.AddDevice(d)
 	}
-	for _, l := range doc.Links {
+	seen := make(map[[2]int]bool, len(doc.Links))
+	for i, l := range doc.Links {
+		key := [2]int{min(l.A, l.B), max(l.A, l.B)}
+		if seen[key] {
+			return nil, fmt.Errorf("%w: links[%d]: devices %d and %d listed twice", ErrParse, i, key[0], key[1])
+		}
+		seen[key] = true
 		if l.Kind == LinkNone && l.Bandwidth == 0 && l.Lanes == 0 && l.PCIe == LinkNone {
 			b.SetLinkPair(l.A, l.B, Link{})
 			continue

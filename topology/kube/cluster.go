@@ -1,0 +1,153 @@
+package kube
+
+import (
+	"fmt"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// NodeMeta is the part of a Kubernetes Node object this package reads: its
+// name, labels and annotations. Convert a corev1.Node with
+// NodeMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}.
+type NodeMeta struct {
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Topology decodes the node's [AnnotationTopology]. It returns an error
+// wrapping [ErrNoTopology] when the annotation is absent, and the errors of
+// [DecodeAnnotation] when it is malformed.
+func (m NodeMeta) Topology() (*topology.Node, error) {
+	v, ok := m.Annotations[AnnotationTopology]
+	if !ok {
+		return nil, fmt.Errorf("%w: node %q", ErrNoTopology, m.Name)
+	}
+	n, err := DecodeAnnotation(v)
+	if err != nil {
+		return nil, fmt.Errorf("node %q: %w", m.Name, err)
+	}
+	return n, nil
+}
+
+// Well-known node label keys that describe where a node sits, from
+// Kubernetes itself, NVIDIA Topograph and the clouds (as documented in
+// Topograph's node-label reference).
+const (
+	LevelRegion = "topology.kubernetes.io/region"
+	LevelZone   = "topology.kubernetes.io/zone"
+
+	// Topograph's switch tree (core > spine > leaf) and accelerated
+	// interconnect domain.
+	LevelTopographCore        = "network.topology.nvidia.com/core"
+	LevelTopographSpine       = "network.topology.nvidia.com/spine"
+	LevelTopographLeaf        = "network.topology.nvidia.com/leaf"
+	LevelTopographAccelerator = "network.topology.nvidia.com/accelerator"
+
+	// AWS: network node layers 1 (spine) to 3 (leaf), and the UltraServer
+	// (NVL domain) on SageMaker HyperPod.
+	LevelAWSLayer1      = "topology.k8s.aws/network-node-layer-1"
+	LevelAWSLayer2      = "topology.k8s.aws/network-node-layer-2"
+	LevelAWSLayer3      = "topology.k8s.aws/network-node-layer-3"
+	LevelAWSUltraServer = "topology.k8s.aws/ultraserver-id"
+
+	// GCP topology block and sub-block.
+	LevelGCPBlock    = "cloud.google.com/gce-topology-block"
+	LevelGCPSubblock = "cloud.google.com/gce-topology-subblock"
+
+	// OCI network block and rack.
+	LevelOCINetworkBlock = "oci.oraclecloud.com/host.network_block_id"
+	LevelOCIRack         = "oci.oraclecloud.com/host.rack_id"
+)
+
+// standardLevels is the broadest-to-narrowest order of the well-known keys.
+// Providers' families never mix in practice, so their relative order only
+// matters within a family; the NVLink partition (clique) is always last,
+// right above the node.
+var standardLevels = []string{
+	LevelRegion, LevelZone,
+	LevelTopographCore, LevelTopographSpine, LevelTopographLeaf,
+	LevelAWSLayer1, LevelAWSLayer2, LevelAWSLayer3,
+	LevelGCPBlock, LevelGCPSubblock,
+	LevelOCINetworkBlock, LevelOCIRack,
+	LevelAWSUltraServer, LevelTopographAccelerator,
+	LabelClique,
+}
+
+// StandardLevels returns every well-known level key, broadest first.
+func StandardLevels() []string { return append([]string(nil), standardLevels...) }
+
+// DetectLevels returns the [StandardLevels] that at least one node
+// carries, broadest first: the levels to pass to [NewCluster] when the
+// cluster uses only well-known labels.
+func DetectLevels(nodes []NodeMeta) []string {
+	var out []string
+	for _, key := range standardLevels {
+		for _, n := range nodes {
+			if _, ok := n.Labels[key]; ok {
+				out = append(out, key)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ClusterOption tunes [ClusterNodes] and [NewCluster].
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct {
+	onBad func(node string, err error)
+}
+
+// OnBadAnnotation makes a node whose topology annotation cannot be decoded
+// join the cluster without a topology (like a CPU node) after calling
+// report, instead of failing the whole build: one corrupt node should not
+// blind a scheduler to the rest of the cluster.
+func OnBadAnnotation(report func(node string, err error)) ClusterOption {
+	return func(c *clusterConfig) { c.onBad = report }
+}
+
+// ClusterNodes converts node objects to cluster members, decoding each
+// topology annotation. A node without the annotation gets a nil topology
+// (a CPU node, or one whose agent has not published yet). A malformed
+// annotation fails the call, naming the node, unless [OnBadAnnotation] is
+// given.
+func ClusterNodes(nodes []NodeMeta, opts ...ClusterOption) ([]topology.ClusterNode, error) {
+	var cfg clusterConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	out := make([]topology.ClusterNode, len(nodes))
+	for i, m := range nodes {
+		out[i] = topology.ClusterNode{Name: m.Name, Labels: m.Labels}
+		if _, ok := m.Annotations[AnnotationTopology]; !ok {
+			continue
+		}
+		t, err := m.Topology()
+		if err != nil {
+			if cfg.onBad == nil {
+				return nil, err
+			}
+			cfg.onBad(m.Name, err)
+			continue
+		}
+		out[i].Topology = t
+	}
+	return out, nil
+}
+
+// NewCluster builds the cluster's domain tree from node labels
+// ([topology.NewClusterFromLabels]) with each node's topology decoded from
+// its annotation ([ClusterNodes]). levels lists label keys broadest first;
+// nil means [DetectLevels] of the nodes.
+func NewCluster(nodes []NodeMeta, levels []string, opts ...ClusterOption) (*topology.Cluster, error) {
+	members, err := ClusterNodes(nodes, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if levels == nil {
+		levels = DetectLevels(nodes)
+	}
+	return topology.NewClusterFromLabels(members, levels)
+}

@@ -1,0 +1,119 @@
+package topology_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+func TestParsePCIAddress(t *testing.T) {
+	good := map[string]string{
+		"0000:0c:00.0":     "0000:0c:00.0",
+		"00000000:0C:00.0": "0000:0c:00.0", // NVML's 8-digit domain
+		"0c:00.0":          "0000:0c:00.0",
+		"0001:ff:1f.7":     "0001:ff:1f.7",
+		"c:0.1":            "0000:0c:00.1",
+	}
+	for in, want := range good {
+		a, err := topology.ParsePCIAddress(in)
+		if err != nil {
+			t.Errorf("ParsePCIAddress(%q): %v", in, err)
+			continue
+		}
+		if a.String() != want || !a.IsValid() {
+			t.Errorf("ParsePCIAddress(%q) = %q, want %q", in, a, want)
+		}
+	}
+	for _, in := range []string{"", "0c:00", "0000:0c:20.0", "0000:0c:00.8", "zz:00.0", "000000000:0c:00.0", "0000:100:00.0", "0:0:0:0.0", ":0c:00.0", "0c:00.00"} {
+		if a, err := topology.ParsePCIAddress(in); err == nil || !errors.Is(err, topology.ErrBadPCIAddress) {
+			t.Errorf("ParsePCIAddress(%q) = %v, %v; want ErrBadPCIAddress", in, a, err)
+		}
+	}
+	var zero topology.PCIAddress
+	if zero.IsValid() || zero.String() != "" {
+		t.Error("zero PCIAddress should be invalid and format as empty")
+	}
+	a, b := topology.MustParsePCIAddress("0000:0c:00.0"), topology.MustParsePCIAddress("0000:0d:00.0")
+	if a.Compare(b) != -1 || b.Compare(a) != 1 || a.Compare(a) != 0 || zero.Compare(a) != -1 {
+		t.Error("Compare order wrong")
+	}
+	m := map[topology.PCIAddress]bool{a: true}
+	if !m[topology.MustParsePCIAddress("0c:00.0")] {
+		t.Error("PCIAddress is not usable as a map key")
+	}
+}
+
+func TestCPUSet(t *testing.T) {
+	s, err := topology.ParseCPUSet("0-3,8,10-11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.String() != "0-3,8,10-11" || s.Count() != 7 || !s.Contains(8) || s.Contains(9) || s.Contains(-1) || s.Contains(1000) {
+		t.Errorf("set %v count %d", s, s.Count())
+	}
+	n, _ := topology.ParseCPUSet("3,1,2,0,8,11,10")
+	if !n.Equal(s) {
+		t.Errorf("unsorted input %v != %v", n, s)
+	}
+	other, _ := topology.ParseCPUSet("64-127")
+	if s.Intersects(other) || !other.Intersects(other) || other.Count() != 64 {
+		t.Error("Intersects or Count wrong across words")
+	}
+	for _, in := range []string{"", "N/A"} {
+		e, err := topology.ParseCPUSet(in)
+		if err != nil || !e.IsEmpty() {
+			t.Errorf("ParseCPUSet(%q) = %v, %v; want empty", in, e, err)
+		}
+	}
+	for _, in := range []string{"a", "3-1", "-1", "0-", "1,,2", "0-99999999"} {
+		if _, err := topology.ParseCPUSet(in); !errors.Is(err, topology.ErrBadCPUList) {
+			t.Errorf("ParseCPUSet(%q) error %v, want ErrBadCPUList", in, err)
+		}
+	}
+	if _, err := topology.NewCPUSet(1, -2); !errors.Is(err, topology.ErrBadCPUList) {
+		t.Error("NewCPUSet accepted a negative CPU")
+	}
+}
+
+func TestFabricDomain(t *testing.T) {
+	f, err := topology.ParseFabricDomain("7f2c1e4a-0000-4000-8000-000000000001.3")
+	if err != nil || f.CliqueID != 3 || f.ClusterUUID != "7f2c1e4a-0000-4000-8000-000000000001" {
+		t.Fatalf("ParseFabricDomain = %+v, %v", f, err)
+	}
+	if f.String() != "7f2c1e4a-0000-4000-8000-000000000001.3" {
+		t.Errorf("String = %q", f)
+	}
+	for _, in := range []string{"nouuid", ".3", "abc.x", "abc.99999999999"} {
+		if _, err := topology.ParseFabricDomain(in); !errors.Is(err, topology.ErrParse) {
+			t.Errorf("ParseFabricDomain(%q) error %v", in, err)
+		}
+	}
+	if z, err := topology.ParseFabricDomain(""); err != nil || !z.IsZero() || z.String() != "" {
+		t.Error("empty fabric domain")
+	}
+}
+
+func TestEnumText(t *testing.T) {
+	for _, v := range []topology.Vendor{topology.VendorUnknown, topology.VendorNVIDIA, topology.VendorAMD, topology.VendorIntel, topology.VendorOther} {
+		got, err := topology.ParseVendor(v.String())
+		if err != nil || got != v {
+			t.Errorf("vendor %v round trip: %v %v", v, got, err)
+		}
+	}
+	if v, _ := topology.ParseVendor("0x10DE"); v != topology.VendorNVIDIA {
+		t.Error("PCI vendor id 0x10de")
+	}
+	if _, err := topology.ParseVendor("acme"); err == nil {
+		t.Error("unknown vendor accepted")
+	}
+	for k := topology.LinkNone; k <= topology.LinkNVSwitch; k++ {
+		got, err := topology.ParseLinkKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("link kind %v round trip: %v %v", k, got, err)
+		}
+	}
+	if _, err := topology.ParseLinkKind("NV12"); err == nil {
+		t.Error("ParseLinkKind accepted an nvidia-smi cell; cells go through the SMI parser")
+	}
+}
