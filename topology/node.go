@@ -249,7 +249,11 @@ func (n *Node) String() string {
 	for i, m := range order {
 		parts[i] = fmt.Sprintf("%d× %s", models[m], m)
 	}
-	return fmt.Sprintf("%s: %d devices (%s), %d fabric islands", n.name, len(n.devices), strings.Join(parts, ", "), len(n.islands))
+	islands := "fabric islands"
+	if len(n.islands) == 1 {
+		islands = "fabric island"
+	}
+	return fmt.Sprintf("%s: %d devices (%s), %d %s", n.name, len(n.devices), strings.Join(parts, ", "), len(n.islands), islands)
 }
 
 // computeIslands fills islands and islandOf with a union-find over fabric links.
