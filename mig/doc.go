@@ -1,0 +1,70 @@
+// Package mig plans GPU partitions: NVIDIA Multi-Instance GPU (MIG) slot
+// geometry, placement that keeps large profiles placeable, priority-safe
+// defragmentation plans, and AMD Instinct compute/memory partition modes.
+//
+// # Model
+//
+// A MIG GPU has a row of memory-slice slots (8; 4 on the A30). A GPU
+// instance of a [Profile] occupies a contiguous [Placement] [start,
+// start+size) that must be one of the profile's legal placements; two
+// instances conflict exactly when their placements overlap. That, plus
+// per-profile instance limits and the single optical-flow engine the "+me"
+// profiles share, is the whole rule set (facts-partitions.md §1.4).
+//
+//   - [Model] is one GPU model's profile table. Profile IDs are per model
+//     (ID 14 is 2g.10gb on an A100, 1g.6gb on an A30): look profiles up by
+//     name ([Model.Profile]) or by (model, ID) ([Model.ProfileByID]).
+//   - [DefaultCatalog] ships tables for A100-40GB, A100-80GB, A30-24GB,
+//     H100-80GB, H100-94GB, GH200-96GB, H200-141GB and B200-180GB as
+//     fallbacks and fixtures. A provider that reads the tables from NVML
+//     builds models with [NewModel] and layers them over the shipped ones
+//     with [Catalog.With]; discovered tables take precedence.
+//   - [ParseProfileName] and [ProfileName.String] read and write names such
+//     as "1g.10gb", "1g.10gb+me", "1c.3g.20gb".
+//   - [Layout] is one GPU's instances ([Instance]: profile, placement,
+//     idle or in use, owner, owner priority). [Layout.Validate] checks it;
+//     [Layout.FreePlacements] lists where a profile fits now.
+//
+// # Placement and fragmentation
+//
+// [Layout.Fragmentation] and [NodeFragmentation] measure the free capacity
+// that placement rules make unusable for a demand [Mix], against a
+// perfectly packable GPU with the same free slots. [Place] and [Fleet]
+// choose a GPU and an explicit slot for one request or a batch so that
+// placements for large profiles stay open; [FirstFit] and [MostUsedFirst]
+// are the baselines they are measured against.
+//
+// # Defragmentation
+//
+// [PlanDefrag] finds, for a request that fits nowhere, the cheapest
+// reconfiguration as an ordered [Plan] of [Step]s (drain, destroy compute
+// instance, destroy GPU instance, create GPU instance at a placement,
+// create compute instance), each leaving a valid layout. [Cost] orders
+// plans: no eviction beats any eviction, low priorities are evicted before
+// high, moves are preferred, then fewer disruptions. [Policy] sets the
+// priority a job needs to evict or move work, never lets a job disrupt
+// work of equal or higher priority, and bounds disruptions; when nothing
+// is allowed the error is a [*NoPlanError] (wrapping [ErrNoPlan]) with the
+// reasons. [Plan.Explain] says what the plan does in words.
+//
+// # AMD
+//
+// AMD Instinct GPUs partition by mode, not by placement: a compute mode
+// (SPX, DPX, TPX, QPX, CPX) and a memory mode (NPS1, NPS2, NPS4) for the
+// whole GPU, with identical partitions. [AMDModel] lists the valid
+// combinations per model; [PlanAMD] plans a mode change, which needs the
+// GPU idle (a memory-mode change reloads the driver for the whole hive) and
+// is costed as such.
+//
+// # Applying plans
+//
+// [PartitionManager] reads layouts and applies one step, dry-run unless
+// told to commit; the NVIDIA provider implements it through NVML with
+// explicit placements. [ApplyStep] is the same transition in memory, and
+// [Fake] is an in-memory PartitionManager that enforces the hardware rules
+// independently, for tests.
+//
+// Every error wraps a sentinel (ErrOverlap, ErrIllegalPlacement, ErrNoPlan,
+// ...) for errors.Is. The package imports no vendor library and builds
+// with CGO_ENABLED=0.
+package mig

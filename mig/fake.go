@@ -1,0 +1,236 @@
+package mig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Fake is an in-memory PartitionManager for tests. It enforces the hardware
+// rules with its own slot-by-slot bookkeeping, independent of Layout's
+// checks: a GPU instance is created only at one of its profile's legal
+// placements, on free memory slices, within the profile's instance limit
+// and the GPU's optical-flow engine budget; a compute instance is destroyed
+// only when no work runs on it; a GPU instance only once its compute
+// instance is gone. DryRun checks without changing anything. It is safe for
+// concurrent use.
+type Fake struct {
+	mu    sync.Mutex
+	gpus  []*fakeGPU
+	log   []Step
+	fails map[int]error
+	calls int
+}
+
+type fakeInst struct {
+	prof     *Profile
+	pl       Placement
+	ci, busy bool
+	owner    string
+	prio     int
+}
+
+type fakeGPU struct {
+	id    string
+	model *Model
+	slot  [MaxSlots]int // index into inst, -1 when free
+	inst  map[int]*fakeInst
+}
+
+var _ PartitionManager = (*Fake)(nil)
+
+// NewFake returns a fake holding copies of the given layouts, which must be
+// valid and have distinct GPU names.
+func NewFake(layouts ...*Layout) (*Fake, error) {
+	f := &Fake{fails: map[int]error{}}
+	seen := map[string]bool{}
+	for _, l := range layouts {
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[l.GPU] {
+			return nil, fmt.Errorf("%w: duplicate GPU %q", ErrInvalidLayout, l.GPU)
+		}
+		seen[l.GPU] = true
+		g := &fakeGPU{id: l.GPU, model: l.Model, inst: map[int]*fakeInst{}}
+		for s := range g.slot {
+			g.slot[s] = -1
+		}
+		for _, in := range l.Instances {
+			pr, _ := l.Model.Profile(in.Profile.String())
+			fi := &fakeInst{prof: &pr, pl: in.Placement, ci: !in.NoComputeInstance, busy: in.State == InUse, owner: in.Owner, prio: in.Priority}
+			g.inst[in.Placement.Start] = fi
+			for s := in.Placement.Start; s < in.Placement.End(); s++ {
+				g.slot[s] = in.Placement.Start
+			}
+		}
+		f.gpus = append(f.gpus, g)
+	}
+	return f, nil
+}
+
+// FailAt makes the n-th call to Apply with Commit (counting from 1) fail
+// with err without changing anything, to test partial application.
+func (f *Fake) FailAt(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fails[n] = err
+}
+
+// Log returns the steps committed so far.
+func (f *Fake) Log() []Step {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
+}
+
+// Layouts implements PartitionManager.
+func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*Layout, 0, len(f.gpus))
+	for _, g := range f.gpus {
+		l := &Layout{GPU: g.id, Model: g.model}
+		starts := make([]int, 0, len(g.inst))
+		for s := range g.inst {
+			starts = append(starts, s)
+		}
+		slices.Sort(starts)
+		for _, s := range starts {
+			fi := g.inst[s]
+			in := Instance{Profile: fi.prof.Name, Placement: fi.pl, NoComputeInstance: !fi.ci, Owner: fi.owner, Priority: fi.prio}
+			if fi.busy {
+				in.State = InUse
+			}
+			l.Instances = append(l.Instances, in)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Apply implements PartitionManager.
+func (f *Fake) Apply(ctx context.Context, s Step, mode ApplyMode) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mode == Commit {
+		f.calls++
+		if err, ok := f.fails[f.calls]; ok {
+			return err
+		}
+	}
+	var g *fakeGPU
+	for _, c := range f.gpus {
+		if c.id == s.GPU {
+			g = c
+		}
+	}
+	if g == nil {
+		return fmt.Errorf("%w: fake has no GPU %q", ErrUnknownGPU, s.GPU)
+	}
+	if err := g.apply(s, mode == Commit); err != nil {
+		return fmt.Errorf("fake %s %s@%v: %w", s.Kind, s.Profile, s.Placement, err)
+	}
+	if mode == Commit {
+		f.log = append(f.log, s)
+	}
+	return nil
+}
+
+func (g *fakeGPU) apply(s Step, commit bool) error {
+	switch s.Kind {
+	case StepCreateGPUInstance:
+		var prof *Profile
+		for _, p := range g.model.Profiles() {
+			if p.Name == s.Profile {
+				prof = &p
+				break
+			}
+		}
+		if prof == nil {
+			return fmt.Errorf("%w: %s on %s", ErrUnknownProfile, s.Profile, g.model.Name())
+		}
+		if s.Placement.Size == 0 {
+			return fmt.Errorf("%w: no explicit placement", ErrBadStep)
+		}
+		if !slices.Contains(prof.Placements, s.Placement) {
+			return fmt.Errorf("%w: %v not in %v", ErrIllegalPlacement, s.Placement, prof.Placements)
+		}
+		for sl := s.Placement.Start; sl < s.Placement.End(); sl++ {
+			if g.slot[sl] >= 0 {
+				return fmt.Errorf("%w: memory slice %d is held by the instance at %d (NVML: insufficient resources)", ErrOverlap, sl, g.slot[sl])
+			}
+		}
+		same, ofa := 0, 0
+		for _, fi := range g.inst {
+			if fi.prof.Name == prof.Name {
+				same++
+			}
+			ofa += fi.prof.OFAEngines
+		}
+		if same+1 > prof.MaxInstances || ofa+prof.OFAEngines > g.model.OFABudget() {
+			return fmt.Errorf("%w: %s", ErrInstanceLimit, prof.Name)
+		}
+		if commit {
+			g.inst[s.Placement.Start] = &fakeInst{prof: prof, pl: s.Placement}
+			for sl := s.Placement.Start; sl < s.Placement.End(); sl++ {
+				g.slot[sl] = s.Placement.Start
+			}
+		}
+		return nil
+	case StepDrain, StepDestroyComputeInstance, StepDestroyGPUInstance, StepCreateComputeInstance:
+	default:
+		return fmt.Errorf("%w: %s", ErrUnsupported, s.Kind)
+	}
+	fi, ok := g.inst[s.Placement.Start]
+	if !ok || fi.pl != s.Placement && s.Placement.Size != 0 {
+		return fmt.Errorf("%w: at %v", ErrNoInstance, s.Placement)
+	}
+	if s.Profile.IsValid() && fi.prof.Name != s.Profile {
+		return fmt.Errorf("%w: the instance is a %s", ErrBadStep, fi.prof.Name)
+	}
+	switch s.Kind {
+	case StepDrain:
+		if commit {
+			fi.busy, fi.owner, fi.prio = false, "", 0
+		}
+	case StepDestroyComputeInstance:
+		if !fi.ci {
+			return fmt.Errorf("%w: no compute instance", ErrBadStep)
+		}
+		if fi.busy {
+			return fmt.Errorf("%w: processes are running", ErrInUse)
+		}
+		if commit {
+			fi.ci = false
+		}
+	case StepDestroyGPUInstance:
+		if fi.ci || fi.busy {
+			return fmt.Errorf("%w: compute instances are active on the GPU instance", ErrInUse)
+		}
+		if commit {
+			delete(g.inst, s.Placement.Start)
+			for sl := fi.pl.Start; sl < fi.pl.End(); sl++ {
+				g.slot[sl] = -1
+			}
+		}
+	case StepCreateComputeInstance:
+		if fi.ci {
+			return fmt.Errorf("%w: compute instance exists", ErrBadStep)
+		}
+		if commit {
+			fi.ci = true
+			if s.Owner != "" {
+				fi.busy, fi.owner, fi.prio = true, s.Owner, s.Priority
+			}
+		}
+	}
+	return nil
+}

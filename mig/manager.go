@@ -1,0 +1,88 @@
+package mig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrUnsupported: a PartitionManager cannot perform a step of this kind (an
+// NVML manager asked to change an AMD mode, a build without NVML).
+var ErrUnsupported = errors.New("mig: unsupported operation")
+
+// ApplyMode says whether a PartitionManager only checks a step or performs
+// it. The zero value is DryRun, so nothing changes unless asked.
+type ApplyMode uint8
+
+const (
+	// DryRun checks the step against the current hardware state and
+	// changes nothing.
+	DryRun ApplyMode = iota
+	// Commit performs the step.
+	Commit
+)
+
+// String returns "dry-run" or "commit".
+func (m ApplyMode) String() string {
+	if m == Commit {
+		return "commit"
+	}
+	return "dry-run"
+}
+
+// PartitionManager reads and changes the partitions of a node's GPUs. The
+// NVIDIA provider implements it through NVML, creating every GPU instance
+// with an explicit placement (CreateGpuInstanceWithPlacement); Fake
+// implements it in memory with the same hardware rules, for tests.
+//
+// Implementations must reject a step that the hardware would reject (an
+// overlapping or illegal placement, destroying an instance in use) with an
+// error wrapping the matching sentinel (ErrOverlap, ErrIllegalPlacement,
+// ErrInUse, ErrNoInstance, ErrInstanceLimit), and step kinds they cannot
+// perform with ErrUnsupported.
+type PartitionManager interface {
+	// Layouts returns the current layout of every MIG-capable GPU.
+	Layouts(ctx context.Context) ([]*Layout, error)
+	// Apply checks (DryRun) or performs (Commit) one step.
+	Apply(ctx context.Context, step Step, mode ApplyMode) error
+}
+
+// ApplyPlan carries out a plan through pm. With DryRun it reads pm's
+// layouts and simulates every step with ApplyStep, so a plan that would
+// fail on the current state is caught before anything changes; it calls no
+// mutating method. With Commit it applies the steps in order and stops at
+// the first error. It returns the number of steps applied (simulated, for
+// DryRun) and the error, wrapped with the failing step.
+func ApplyPlan(ctx context.Context, pm PartitionManager, p *Plan, mode ApplyMode) (int, error) {
+	if p == nil {
+		return 0, fmt.Errorf("%w: nil plan", ErrBadStep)
+	}
+	if mode == DryRun {
+		ls, err := pm.Layouts(ctx)
+		if err != nil {
+			return 0, err
+		}
+		sim := make([]*Layout, len(ls))
+		for i, l := range ls {
+			sim[i] = l.Clone()
+		}
+		for i, s := range p.Steps {
+			if err := ctx.Err(); err != nil {
+				return i, err
+			}
+			if err := ApplyStep(sim, s); err != nil {
+				return i, fmt.Errorf("step %d (%s): %w", i+1, s, err)
+			}
+		}
+		return len(p.Steps), nil
+	}
+	for i, s := range p.Steps {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+		if err := pm.Apply(ctx, s, Commit); err != nil {
+			return i, fmt.Errorf("step %d (%s): %w", i+1, s, err)
+		}
+	}
+	return len(p.Steps), nil
+}

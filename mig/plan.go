@@ -1,0 +1,379 @@
+package mig
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StepKind is the kind of one reconfiguration step.
+type StepKind uint8
+
+// Step kinds. A MIG move is drain → destroy compute instance → destroy GPU
+// instance on the source, and create GPU instance → create compute instance
+// at the destination (NVIDIA's own teardown order; destroying a GPU instance
+// that still has a compute instance or a process fails with
+// NVML_ERROR_IN_USE). The AMD kinds change a whole GPU's (or, for memory
+// modes, a whole hive's) partition mode.
+const (
+	// StepDrain stops the workload on an instance (the scheduler evicts or
+	// checkpoints the pod); the instance becomes idle.
+	StepDrain StepKind = iota + 1
+	// StepDestroyComputeInstance destroys an idle instance's compute instance.
+	StepDestroyComputeInstance
+	// StepDestroyGPUInstance destroys a GPU instance that has no compute
+	// instance and no work.
+	StepDestroyGPUInstance
+	// StepCreateGPUInstance creates a GPU instance of Profile at Placement
+	// (always an explicit placement: the driver's own choice is not
+	// left-first and can make a valid geometry fail).
+	StepCreateGPUInstance
+	// StepCreateComputeInstance creates the full-size compute instance in
+	// the GPU instance at Placement; with an Owner, the owner's work starts
+	// there.
+	StepCreateComputeInstance
+	// StepSetComputeMode sets an AMD GPU's compute partition mode (Mode);
+	// the GPU must be idle. No reset: KFD re-initialises that GPU.
+	StepSetComputeMode
+	// StepSetMemoryMode requests an AMD memory (NPS) mode for the hive of
+	// GPU; it takes effect at the next StepReloadDriver.
+	StepSetMemoryMode
+	// StepReloadDriver reloads the amdgpu driver, which re-partitions every
+	// GPU of the hive; all of them must be idle.
+	StepReloadDriver
+)
+
+var stepNames = [...]string{
+	StepDrain:                  "drain",
+	StepDestroyComputeInstance: "destroy-ci",
+	StepDestroyGPUInstance:     "destroy-gi",
+	StepCreateGPUInstance:      "create-gi",
+	StepCreateComputeInstance:  "create-ci",
+	StepSetComputeMode:         "set-compute-mode",
+	StepSetMemoryMode:          "set-memory-mode",
+	StepReloadDriver:           "reload-driver",
+}
+
+// String returns the kind's short name ("drain", "destroy-gi", ...).
+func (k StepKind) String() string {
+	if int(k) < len(stepNames) && stepNames[k] != "" {
+		return stepNames[k]
+	}
+	return fmt.Sprintf("StepKind(%d)", uint8(k))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k StepKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(stepNames) || stepNames[k] == "" {
+		return nil, fmt.Errorf("%w: step kind %d", ErrBadStep, uint8(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *StepKind) UnmarshalText(b []byte) error {
+	for i, n := range stepNames {
+		if n != "" && n == string(b) {
+			*k = StepKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown step kind %q", ErrParse, b)
+}
+
+// Step is one operation of a plan. An instance is identified by its GPU and
+// its placement (instances on one GPU never overlap, so the start is unique).
+type Step struct {
+	// Kind says what the step does.
+	Kind StepKind `json:"kind"`
+	// GPU is the layout's GPU identifier.
+	GPU string `json:"gpu"`
+	// Profile is the instance's profile (MIG steps).
+	Profile ProfileName `json:"profile,omitzero"`
+	// Placement is the instance's placement (MIG steps).
+	Placement Placement `json:"placement,omitzero"`
+	// Owner and Priority name the workload the step drains or starts.
+	Owner    string `json:"owner,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	// Mode is the AMD mode a mode step sets ("CPX", "NPS4").
+	Mode string `json:"mode,omitempty"`
+	// Why says, in words, what the step is for ("evict", "move to gpu1
+	// {2}:1", "make room for 7g.80gb").
+	Why string `json:"why,omitempty"`
+}
+
+// String formats the step on one line.
+func (s Step) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-16s %s", s.Kind, s.GPU)
+	if s.Profile.IsValid() {
+		fmt.Fprintf(&b, " %s@%v", s.Profile, s.Placement)
+	}
+	if s.Mode != "" {
+		fmt.Fprintf(&b, " %s", s.Mode)
+	}
+	if s.Owner != "" {
+		fmt.Fprintf(&b, " (%s p%d)", s.Owner, s.Priority)
+	}
+	if s.Why != "" {
+		fmt.Fprintf(&b, ": %s", s.Why)
+	}
+	return b.String()
+}
+
+// ApplyStep applies one MIG step to the layout of step.GPU among layouts,
+// enforcing the hardware rules: a GPU instance is created only at a legal,
+// free placement within the instance limits; a compute instance is
+// destroyed only when idle; a GPU instance only when it has no compute
+// instance. On error the layouts are unchanged. Mode steps (AMD) return an
+// error wrapping ErrBadStep: apply those with ApplyModeStep.
+func ApplyStep(layouts []*Layout, s Step) error {
+	l := findLayout(layouts, s.GPU)
+	if l == nil {
+		return fmt.Errorf("%w: %s: %q", ErrUnknownGPU, s.Kind, s.GPU)
+	}
+	return l.apply(s)
+}
+
+func findLayout(layouts []*Layout, gpu string) *Layout {
+	for _, l := range layouts {
+		if l != nil && l.GPU == gpu {
+			return l
+		}
+	}
+	return nil
+}
+
+func (l *Layout) apply(s Step) error {
+	bad := func(sentinel error, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s@%v on %s: %s", sentinel, s.Kind, s.Profile, s.Placement, l.GPU, fmt.Sprintf(format, args...))
+	}
+	k := -1
+	if s.Kind != StepCreateGPUInstance {
+		k = l.index(s.Placement.Start)
+		switch {
+		case s.Kind > StepCreateComputeInstance || s.Kind == 0:
+			return bad(ErrBadStep, "not a MIG step")
+		case k < 0:
+			return bad(ErrNoInstance, "no instance there")
+		case s.Profile.IsValid() && l.Instances[k].Profile != s.Profile:
+			return bad(ErrBadStep, "the instance there is a %s", l.Instances[k].Profile)
+		}
+	}
+	switch s.Kind {
+	case StepDrain:
+		in := &l.Instances[k]
+		in.State, in.Owner, in.Priority = Idle, "", 0
+	case StepDestroyComputeInstance:
+		in := &l.Instances[k]
+		if in.State == InUse {
+			return bad(ErrInUse, "work runs on it (%s); drain it first", in.Owner)
+		}
+		if in.NoComputeInstance {
+			return bad(ErrBadStep, "it has no compute instance")
+		}
+		in.NoComputeInstance = true
+	case StepDestroyGPUInstance:
+		in := l.Instances[k]
+		if !in.NoComputeInstance || in.State == InUse {
+			return bad(ErrInUse, "a compute instance or work is active on it")
+		}
+		l.Instances = append(l.Instances[:k], l.Instances[k+1:]...)
+	case StepCreateGPUInstance:
+		in := Instance{Profile: s.Profile, Placement: s.Placement, NoComputeInstance: true}
+		if s.Placement.Size == 0 {
+			return bad(ErrBadStep, "no placement: always create at an explicit placement")
+		}
+		if err := l.Add(in); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrBadStep, s.Kind, err)
+		}
+	case StepCreateComputeInstance:
+		in := &l.Instances[k]
+		if !in.NoComputeInstance {
+			return bad(ErrBadStep, "it already has a compute instance")
+		}
+		in.NoComputeInstance = false
+		if s.Owner != "" {
+			in.State, in.Owner, in.Priority = InUse, s.Owner, s.Priority
+		}
+	}
+	return nil
+}
+
+// Move is one in-use instance relocated by a plan.
+type Move struct {
+	// Instance is the instance before the move.
+	Instance Instance `json:"instance"`
+	// From and To are the source and destination GPUs (equal for a move
+	// within one GPU).
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Dest is the placement on To.
+	Dest Placement `json:"dest"`
+}
+
+// Eviction is one instance a plan takes down without re-creating it: in-use
+// work that is evicted, or an idle instance reclaimed.
+type Eviction struct {
+	GPU      string   `json:"gpu"`
+	Instance Instance `json:"instance"`
+}
+
+// Cost is what a plan disrupts. Plans compare lexicographically (Compare):
+// first no eviction beats any eviction; then the highest evicted priority,
+// the number of evictions and the sum of evicted priorities (Kubernetes
+// preemption's order); then whole-GPU operations (AMD mode changes); then
+// the number of moves, the sum of moved priorities, moves across GPUs, and
+// last the idle instances reclaimed. So a plan moves work rather than
+// evicting any, and evicts low-priority work before high.
+type Cost struct {
+	Evictions          int   `json:"evictions"`
+	MaxEvictedPriority int   `json:"maxEvictedPriority,omitempty"`
+	EvictedPrioritySum int64 `json:"evictedPrioritySum,omitempty"`
+	WholeGPUOps        int   `json:"wholeGPUOps,omitempty"`
+	Moves              int   `json:"moves"`
+	MovedPrioritySum   int64 `json:"movedPrioritySum,omitempty"`
+	CrossGPUMoves      int   `json:"crossGPUMoves,omitempty"`
+	Reclaimed          int   `json:"reclaimed,omitempty"`
+}
+
+// Disruptions returns the number of in-use instances the plan disrupts
+// (moved or evicted), which Policy.MaxDisruptions bounds.
+func (c Cost) Disruptions() int { return c.Evictions + c.Moves }
+
+// Compare returns -1 when c is cheaper than d, +1 when dearer, 0 when equal.
+func (c Cost) Compare(d Cost) int {
+	cmp := func(a, b int64) int {
+		switch {
+		case a < b:
+			return -1
+		case a > b:
+			return 1
+		}
+		return 0
+	}
+	b2i := func(b bool) int64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	if r := cmp(b2i(c.Evictions > 0), b2i(d.Evictions > 0)); r != 0 {
+		return r
+	}
+	if c.Evictions > 0 {
+		if r := cmp(int64(c.MaxEvictedPriority), int64(d.MaxEvictedPriority)); r != 0 {
+			return r
+		}
+	}
+	for _, p := range [][2]int64{
+		{int64(c.Evictions), int64(d.Evictions)},
+		{c.EvictedPrioritySum, d.EvictedPrioritySum},
+		{int64(c.WholeGPUOps), int64(d.WholeGPUOps)},
+		{int64(c.Moves), int64(d.Moves)},
+		{c.MovedPrioritySum, d.MovedPrioritySum},
+		{int64(c.CrossGPUMoves), int64(d.CrossGPUMoves)},
+		{int64(c.Reclaimed), int64(d.Reclaimed)},
+	} {
+		if r := cmp(p[0], p[1]); r != 0 {
+			return r
+		}
+	}
+	return 0
+}
+
+// String formats the cost ("0 evictions, 2 moves (priority sum 7), 1 idle reclaimed").
+func (c Cost) String() string {
+	var parts []string
+	if c.Evictions > 0 {
+		parts = append(parts, fmt.Sprintf("%d eviction(s) (highest priority %d, sum %d)", c.Evictions, c.MaxEvictedPriority, c.EvictedPrioritySum))
+	} else {
+		parts = append(parts, "no eviction")
+	}
+	if c.WholeGPUOps > 0 {
+		parts = append(parts, fmt.Sprintf("%d whole-GPU operation(s)", c.WholeGPUOps))
+	}
+	if c.Moves > 0 {
+		parts = append(parts, fmt.Sprintf("%d move(s) (priority sum %d, %d across GPUs)", c.Moves, c.MovedPrioritySum, c.CrossGPUMoves))
+	} else {
+		parts = append(parts, "no move")
+	}
+	if c.Reclaimed > 0 {
+		parts = append(parts, fmt.Sprintf("%d idle instance(s) reclaimed", c.Reclaimed))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Request asks for one instance of a profile.
+type Request struct {
+	// Profile is the profile name ("3g.40gb"); only GPUs whose model has
+	// it are candidates.
+	Profile string `json:"profile"`
+	// Owner names the workload; it becomes the instance's Owner.
+	Owner string `json:"owner,omitempty"`
+	// Priority is the workload's priority (larger is more important).
+	Priority int `json:"priority,omitempty"`
+}
+
+// String formats the request ("3g.40gb for train-a (priority 5)").
+func (r Request) String() string {
+	s := r.Profile
+	if r.Owner != "" {
+		s += " for " + r.Owner
+	}
+	return fmt.Sprintf("%s (priority %d)", s, r.Priority)
+}
+
+// Plan is an ordered reconfiguration that ends with the request's instance
+// created. Applying the steps in order with ApplyStep (or a
+// PartitionManager) leaves a valid layout after every step.
+type Plan struct {
+	// Request is what the plan makes room for.
+	Request Request `json:"request"`
+	// GPU and Placement are where the request's instance is created.
+	GPU       string    `json:"gpu"`
+	Placement Placement `json:"placement"`
+	// Steps are the operations, in order.
+	Steps []Step `json:"steps"`
+	// Moves, Evictions and Reclaimed summarise what the steps disrupt.
+	Moves     []Move     `json:"moves,omitempty"`
+	Evictions []Eviction `json:"evictions,omitempty"`
+	Reclaimed []Eviction `json:"reclaimed,omitempty"`
+	// Cost is the plan's cost.
+	Cost Cost `json:"cost"`
+	// Considered is how many ways of making room the planner weighed.
+	Considered int `json:"considered"`
+}
+
+// Explain describes the plan in words, one sentence per line.
+func (p *Plan) Explain() string {
+	var b strings.Builder
+	if len(p.Moves) == 0 && len(p.Evictions) == 0 && len(p.Reclaimed) == 0 {
+		fmt.Fprintf(&b, "%s fits at %v on %s without disturbing anything.\n", p.Request, p.Placement, p.GPU)
+	} else {
+		fmt.Fprintf(&b, "To fit %s, free %v on %s.\n", p.Request, p.Placement, p.GPU)
+	}
+	for _, m := range p.Moves {
+		where := "on the same GPU"
+		if m.From != m.To {
+			where = "on " + m.To
+		}
+		fmt.Fprintf(&b, "Move %s (priority %d) from %s %v to %v %s: it restarts, nothing is lost.\n",
+			ownerOr(m.Instance), m.Instance.Priority, m.From, m.Instance.Placement, m.Dest, where)
+	}
+	for _, e := range p.Evictions {
+		fmt.Fprintf(&b, "Evict %s (%s, priority %d) from %s %v: no free placement for it that the policy allows.\n",
+			ownerOr(e.Instance), e.Instance.Profile, e.Instance.Priority, e.GPU, e.Instance.Placement)
+	}
+	for _, e := range p.Reclaimed {
+		fmt.Fprintf(&b, "Destroy the idle %s at %v on %s: no work runs there.\n", e.Instance.Profile, e.Instance.Placement, e.GPU)
+	}
+	fmt.Fprintf(&b, "Cost: %s; %d steps; %d alternatives weighed.\n", p.Cost, len(p.Steps), p.Considered)
+	return b.String()
+}
+
+func ownerOr(in Instance) string {
+	if in.Owner != "" {
+		return in.Owner
+	}
+	return fmt.Sprintf("the %s instance", in.Profile)
+}

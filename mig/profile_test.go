@@ -1,0 +1,83 @@
+package mig
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseProfileName(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ProfileName
+		out  string
+	}{
+		{"1g.10gb", ProfileName{GPUSlices: 1, MemoryGB: 10}, "1g.10gb"},
+		{"1g.10gb+me", ProfileName{GPUSlices: 1, MemoryGB: 10, Suffix: "+me"}, "1g.10gb+me"},
+		{"7g.80gb", ProfileName{GPUSlices: 7, MemoryGB: 80}, "7g.80gb"},
+		{"7g.141gb", ProfileName{GPUSlices: 7, MemoryGB: 141}, "7g.141gb"},
+		{"1g.24gb+me.all", ProfileName{GPUSlices: 1, MemoryGB: 24, Suffix: "+me.all"}, "1g.24gb+me.all"},
+		{"1g.24gb-me", ProfileName{GPUSlices: 1, MemoryGB: 24, Suffix: "-me"}, "1g.24gb-me"},
+		{"1g.24gb+gfx", ProfileName{GPUSlices: 1, MemoryGB: 24, Suffix: "+gfx"}, "1g.24gb+gfx"},
+		{"1c.3g.20gb", ProfileName{ComputeSlices: 1, GPUSlices: 3, MemoryGB: 20}, "1c.3g.20gb"},
+		{"MIG 3g.40gb", ProfileName{GPUSlices: 3, MemoryGB: 40}, "3g.40gb"},
+		{"mig-2g.20gb", ProfileName{GPUSlices: 2, MemoryGB: 20}, "2g.20gb"},
+		{" 4G.40GB ", ProfileName{GPUSlices: 4, MemoryGB: 40}, "4g.40gb"},
+	} {
+		got, err := ParseProfileName(tc.in)
+		if err != nil {
+			t.Errorf("ParseProfileName(%q): %v", tc.in, err)
+			continue
+		}
+		if got != tc.want || got.String() != tc.out {
+			t.Errorf("ParseProfileName(%q) = %+v (%q), want %+v (%q)", tc.in, got, got, tc.want, tc.out)
+		}
+	}
+}
+
+func TestParseProfileNameErrors(t *testing.T) {
+	for _, in := range []string{
+		"", "g.10gb", "1g", "1g.", "1g.gb", "1g.10", "1g.10mb", "0g.10gb", "1g.0gb",
+		"4c.3g.20gb", "0c.3g.20gb", "1g.10gb+", "1g.10gb+me.", "1g.10gb me", "1g.10gb++me",
+		"01g.10gb", "99999g.1gb", "1x.10gb", "1g.10gb+ME!", "1g.10gb+.me",
+	} {
+		if n, err := ParseProfileName(in); !errors.Is(err, ErrBadProfileName) {
+			t.Errorf("ParseProfileName(%q) = %+v, %v; want ErrBadProfileName", in, n, err)
+		}
+	}
+	if (ProfileName{}).String() != "" {
+		t.Error("zero ProfileName should format as empty")
+	}
+	if _, err := (ProfileName{}).MarshalText(); !errors.Is(err, ErrBadProfileName) {
+		t.Errorf("zero MarshalText err = %v", err)
+	}
+}
+
+func TestMemoryGBForName(t *testing.T) {
+	// go-nvlib's rule against real names: A100-40GB 1g.5gb (4864 MiB of 40 GiB),
+	// A100-80GB 3g.40gb, H100 1g.10gb (9984 MiB of 80 GiB).
+	for _, tc := range []struct {
+		mib  uint64
+		dev  uint64
+		want int
+	}{
+		{4864, 40 << 30, 5},
+		{40192, 80 << 30, 40},
+		{9984, 80 << 30, 10},
+		{81152, 80 << 30, 80},
+		{0, 80 << 30, 0},
+	} {
+		if got := MemoryGBForName(tc.mib, tc.dev); got != tc.want {
+			t.Errorf("MemoryGBForName(%d, %d) = %d, want %d", tc.mib, tc.dev, got, tc.want)
+		}
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	a, b, c := Placement{0, 4}, Placement{4, 4}, Placement{3, 2}
+	if a.Overlaps(b) || !a.Overlaps(c) || !b.Overlaps(c) || a.Overlaps(Placement{2, 0}) {
+		t.Error("Overlaps")
+	}
+	if a.String() != "{0}:4" || a.End() != 4 || !a.Contains(3) || a.Contains(4) {
+		t.Error("String/End/Contains")
+	}
+}
