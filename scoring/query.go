@@ -1,0 +1,363 @@
+package scoring
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// Option configures one SelectDevices or ScoreNode call.
+type Option func(*options)
+
+type options struct {
+	explain bool
+}
+
+// WithExplanation asks for Result.Components and Result.RunnerUp. Without
+// it the search allocates nothing on small nodes.
+func WithExplanation() Option { return func(o *options) { o.explain = true } }
+
+// query is one validated request against one compiled node and state.
+type query struct {
+	c        *Compiled
+	m        *model
+	w        Weights
+	k        int // devices to choose
+	L        int // look-ahead group size
+	shared   bool
+	free     DeviceSet // usable devices
+	required DeviceSet
+	// Weights of the active components (0 when a component is inactive).
+	wU, wLA, wPack, wAff, wScope, wFit, wSum float64
+	scopeK                                   int // index of the scope kind, -1 for none
+	scopeReq                                 bool
+	allowed                                  []DeviceSet // nil: unconstrained
+	aff                                      [MaxDevices]float64
+	fit                                      [MaxDevices]float64
+	explain                                  bool
+}
+
+func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option) error {
+	q.c, q.m = c, c.m
+	for _, o := range opts {
+		var op options
+		o(&op)
+		q.explain = q.explain || op.explain
+	}
+	m := c.m
+	n := m.n
+	q.shared = req.Shared != nil
+	q.k = req.Count
+	if q.shared && q.k == 0 {
+		q.k = 1
+	}
+	if q.k < 1 {
+		return reqErr(ErrInvalidRequest, nil, "count must be at least 1, got %d", req.Count)
+	}
+	if q.k > n {
+		return reqErr(ErrInsufficientDevices, nil, "request for %d devices on a node of %d", q.k, n)
+	}
+	if req.Weights == nil {
+		q.w = DefaultWeights()
+	} else {
+		q.w = *req.Weights
+		if err := q.w.validate(); err != nil {
+			return err
+		}
+	}
+	if state != nil && len(state.Devices) > n {
+		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
+	}
+	if state != nil {
+		for i, u := range state.Devices {
+			if u.ComputeUsed < 0 || u.ComputeUsed > 1000 || u.Slices < 0 {
+				return reqErr(ErrInvalidRequest, []int{i}, "state: compute used %d (want 0..1000), slices %d", u.ComputeUsed, u.Slices)
+			}
+		}
+	}
+	if q.shared {
+		s := req.Shared
+		if s.ComputeMilli < 0 || s.ComputeMilli > 1000 {
+			return reqErr(ErrInvalidRequest, nil, "shared slice compute %d milli, want 0..1000", s.ComputeMilli)
+		}
+		if s.MemoryBytes == 0 && s.ComputeMilli == 0 {
+			return reqErr(ErrInvalidRequest, nil, "shared slice asks for neither memory nor compute")
+		}
+	}
+	var excluded DeviceSet
+	for _, i := range req.Excluded {
+		if i < 0 || i >= n {
+			return reqErr(ErrInvalidRequest, []int{i}, "excluded device out of range 0..%d", n-1)
+		}
+		excluded = excluded.With(i)
+	}
+	q.required = DeviceSet{}
+	for _, i := range req.Required {
+		if i < 0 || i >= n {
+			return reqErr(ErrInvalidRequest, []int{i}, "required device out of range 0..%d", n-1)
+		}
+		if q.required.Contains(i) {
+			return reqErr(ErrInvalidRequest, []int{i}, "required device listed twice")
+		}
+		if excluded.Contains(i) {
+			return reqErr(ErrInvalidRequest, []int{i}, "device both required and excluded")
+		}
+		q.required = q.required.With(i)
+	}
+	if len(req.Required) > q.k {
+		return reqErr(ErrInvalidRequest, nil, "%d required devices for a request of %d", len(req.Required), q.k)
+	}
+	if req.Scope > ScopePackage {
+		return reqErr(ErrInvalidRequest, nil, "unknown scope %d", req.Scope)
+	}
+	if req.ScopeMode > ScopeRequired {
+		return reqErr(ErrInvalidRequest, nil, "unknown scope mode %d", req.ScopeMode)
+	}
+	q.scopeK = int(req.Scope) - 1
+	q.scopeReq = req.ScopeMode == ScopeRequired && q.scopeK >= 0
+
+	// Usable devices.
+	q.free = DeviceSet{}
+	for i := range n {
+		if q.usable(state, req, i) == "" {
+			q.free = q.free.With(i)
+		}
+	}
+	if !q.required.SubsetOf(q.free) {
+		for i := range q.required.Difference(q.free).All() {
+			return reqErr(ErrRequiredUnavailable, []int{i}, "required device %d is %s", i, q.usable(state, req, i))
+		}
+	}
+	if f := q.free.Len(); f < q.k {
+		return reqErr(ErrInsufficientDevices, nil, "%d usable devices for a request of %d", f, q.k)
+	}
+
+	// Allowed-set table.
+	q.allowed = nil
+	for _, set := range req.AllowedSets {
+		var s DeviceSet
+		for _, i := range set {
+			if i < 0 || i >= n || s.Contains(i) {
+				return reqErr(ErrInvalidRequest, []int{i}, "allowed set %v: index out of range or repeated", set)
+			}
+			s = s.With(i)
+		}
+		if len(set) == q.k {
+			q.allowed = append(q.allowed, s)
+		}
+	}
+
+	// Affinity.
+	affOn := len(req.Affinity.NUMA) > 0 || len(req.Affinity.NICs) > 0
+	for _, nic := range req.Affinity.NICs {
+		if nic < 0 || nic >= m.nics {
+			return reqErr(ErrInvalidRequest, nil, "affinity NIC %d out of range (the node has %d NICs)", nic, m.nics)
+		}
+	}
+	if affOn {
+		for i := range n {
+			q.aff[i] = deviceAffinity(m.node, i, &req.Affinity)
+		}
+	}
+	if q.shared {
+		for i := range n {
+			q.fit[i] = sliceFit(m.memory[i], state.Usage(i), req.Shared)
+		}
+	}
+
+	// Active weights.
+	w := &q.w
+	q.wU = w.Ring + w.Aggregate + w.NUMA + w.PCIe
+	q.wLA, q.wPack, q.wAff, q.wScope, q.wFit = 0, 0, 0, 0, 0
+	q.L = max(q.k, 2)
+	if !q.shared && q.L <= n {
+		q.wLA = w.LookAhead
+	}
+	for _, u := range m.useful {
+		if u {
+			q.wPack = w.Packing
+		}
+	}
+	if affOn {
+		q.wAff = w.Affinity
+	}
+	if q.scopeK >= 0 && !q.scopeReq {
+		q.wScope = w.Scope
+	}
+	if q.shared {
+		q.wFit = w.Fit
+	}
+	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit
+	return nil
+}
+
+// usable returns "" when device i can take the request, else why not.
+func (q *query) usable(state *State, req *Request, i int) string {
+	m := q.m
+	if !m.healthy[i] {
+		return "unhealthy"
+	}
+	for _, e := range req.Excluded {
+		if e == i {
+			return "excluded"
+		}
+	}
+	u := state.Usage(i)
+	capacity := m.memory[i]
+	if q.shared {
+		if u.Allocated {
+			return "allocated whole"
+		}
+		s := req.Shared
+		if s.MemoryBytes > 0 && (capacity == 0 || u.MemoryUsed > capacity || capacity-u.MemoryUsed < s.MemoryBytes) {
+			return "short of free memory for the slice"
+		}
+		if u.ComputeUsed+s.ComputeMilli > 1000 {
+			return "short of free compute for the slice"
+		}
+	} else if u.InUse() {
+		return "in use"
+	}
+	if req.MinFreeMemory > 0 && (capacity == 0 || u.MemoryUsed > capacity || capacity-u.MemoryUsed < req.MinFreeMemory) {
+		if capacity == 0 {
+			return "of unknown memory capacity"
+		}
+		return "short of free memory"
+	}
+	return ""
+}
+
+// deviceAffinity scores device i against the preference: 1 on a preferred
+// NUMA node, else the PCIe closeness to the nearest preferred NIC (PIX 1 ...
+// SYS 0.2), averaged when both NUMA nodes and NICs are preferred.
+func deviceAffinity(node *topology.Node, i int, a *Affinity) float64 {
+	var sum float64
+	parts := 0
+	if len(a.NUMA) > 0 {
+		parts++
+		if slices.Contains(a.NUMA, node.Device(i).NUMA) {
+			sum++
+		}
+	}
+	if len(a.NICs) > 0 {
+		parts++
+		best := 0
+		for _, nic := range a.NICs {
+			best = max(best, pcieScore(node.NICLink(i, nic)))
+		}
+		sum += float64(best) / 5
+	}
+	return sum / float64(parts)
+}
+
+// sliceFit is the best-fit score of putting slice on a device: 1 when the
+// slice fills what is left, lower the more free capacity remains after it.
+func sliceFit(capacity uint64, u DeviceUsage, s *SharedSlice) float64 {
+	if capacity > 0 && s.MemoryBytes > 0 && u.MemoryUsed+s.MemoryBytes <= capacity {
+		return 1 - float64(capacity-u.MemoryUsed-s.MemoryBytes)/float64(capacity)
+	}
+	after := 1000 - u.ComputeUsed - s.ComputeMilli
+	return 1 - float64(max(after, 0))/1000
+}
+
+// candidate is a scored set during a search.
+type candidate struct {
+	set   DeviceSet
+	score float64
+	ok    bool
+}
+
+// better reports whether a beats b: a higher score, or an equal score and a
+// lexicographically smaller sorted index list.
+func better(aSet DeviceSet, aScore float64, b candidate) bool {
+	if !b.ok || aScore > b.score {
+		return true
+	}
+	if aScore < b.score {
+		return false
+	}
+	return lexLess(aSet, b.set)
+}
+
+// lexLess reports whether a's sorted index list is lexicographically smaller
+// than b's (for sets of equal size: a holds the lowest device they differ on).
+func lexLess(a, b DeviceSet) bool {
+	for i := range a.w {
+		if d := a.w[i] ^ b.w[i]; d != 0 {
+			return a.w[i]&(d&-d) != 0
+		}
+	}
+	return false
+}
+
+// combine returns the score from the components that are not the set's own.
+func (q *query) combine(u, la, pack, aff, scope, fit float64) float64 {
+	if q.wSum == 0 {
+		return 1
+	}
+	return (q.wU*u + q.wLA*la + q.wPack*pack + q.wAff*aff + q.wScope*scope + q.wFit*fit) / q.wSum
+}
+
+// packing returns the best-fit term of set s: per useful scope kind, the
+// share of the free devices in the scopes s touches that s takes; averaged.
+func (q *query) packingOf(s DeviceSet) float64 {
+	m := q.m
+	sum, kinds := 0.0, 0
+	k := float64(s.Len())
+	for kind := range scopeKinds {
+		if !m.useful[kind] {
+			continue
+		}
+		var touched DeviceSet
+		for i := range s.All() {
+			touched = touched.Union(m.scope[kind][i])
+		}
+		sum += k / float64(touched.Intersect(q.free).Len())
+		kinds++
+	}
+	if kinds == 0 {
+		return 1
+	}
+	return sum / float64(kinds)
+}
+
+// scopeOf returns 1 when s lies within one scope of the requested kind.
+func (q *query) scopeOf(s DeviceSet) float64 {
+	if q.scopeK < 0 {
+		return 1
+	}
+	for i := range s.All() {
+		if s.SubsetOf(q.m.scope[q.scopeK][i]) {
+			return 1
+		}
+		return 0
+	}
+	return 1
+}
+
+func (q *query) affinityOf(s DeviceSet) float64 {
+	if q.wAff == 0 {
+		return 1
+	}
+	sum := 0.0
+	for i := range s.All() {
+		sum += q.aff[i]
+	}
+	return sum / float64(s.Len())
+}
+
+func (q *query) fitOf(s DeviceSet) float64 {
+	if q.wFit == 0 {
+		return 1
+	}
+	sum := 0.0
+	for i := range s.All() {
+		sum += q.fit[i]
+	}
+	return sum / float64(s.Len())
+}
+
+var _ = math.Inf
+var _ = bits.OnesCount

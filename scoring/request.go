@@ -1,0 +1,183 @@
+package scoring
+
+import (
+	"fmt"
+	"math"
+)
+
+// Request says what a workload wants from one node.
+//
+// The zero value is not a valid request: set Count (whole devices) or Shared
+// (a slice of one device per counted device). Every other field is optional
+// and its zero value means "no constraint" or "the default".
+type Request struct {
+	// Count is the number of devices wanted, 1..the node's device count.
+	// With Shared set, 0 means 1: each counted device receives one slice.
+	Count int
+	// MinFreeMemory is the memory in bytes every chosen device must have
+	// free. A device whose capacity is unknown (0) cannot satisfy a non-zero
+	// MinFreeMemory.
+	MinFreeMemory uint64
+	// Shared, when non-nil, asks for a slice of a device (memory and a share
+	// of its compute, vGPU/MPS/time-slicing style) instead of whole devices.
+	// Such devices may already hold other slices, but never a whole-device
+	// allocation.
+	Shared *SharedSlice
+	// Required lists devices the chosen set must contain.
+	Required []int
+	// Excluded lists devices that must not be chosen.
+	Excluded []int
+	// Affinity states a soft preference for devices near a CPU NUMA node or
+	// a NIC.
+	Affinity Affinity
+	// Scope asks for all chosen devices to share one scope (a fabric island,
+	// a PCIe switch tree, a NUMA node, a package); ScopeMode says whether
+	// that is required or preferred.
+	Scope     Scope
+	ScopeMode ScopeMode
+	// AllowedSets is an allowed-set table (NVIDIA Fabric Manager partitions,
+	// koordinator's gpu-partitions): when it lists at least one set of Count
+	// devices, the chosen set must be one of those. Sizes the table does not
+	// list are unconstrained.
+	AllowedSets [][]int
+	// Weights are the objective's weights; nil means DefaultWeights.
+	Weights *Weights
+}
+
+// SharedSlice is a fraction of one device.
+type SharedSlice struct {
+	// MemoryBytes is the device memory the slice needs.
+	MemoryBytes uint64
+	// ComputeMilli is the share of the device's compute, 1..1000 (1000 = all
+	// of it, as HAMi's 100% cores). 0 means no compute reservation.
+	ComputeMilli int
+}
+
+// Affinity is a soft preference for devices near CPUs or NICs.
+type Affinity struct {
+	// NUMA lists preferred CPU NUMA node ids; a device attached to one of
+	// them scores 1 on the affinity component, others 0.
+	NUMA []int
+	// NICs lists preferred NIC indices (into topology.Node.NICs); a device
+	// scores by its PCIe path class to the closest of them (PIX 1, PXB 0.8,
+	// PHB 0.6, NODE 0.4, SYS 0.2, unknown 0).
+	NICs []int
+}
+
+// Scope is a kind of device grouping a request can be confined to.
+type Scope uint8
+
+const (
+	// ScopeNone: no scope constraint.
+	ScopeNone Scope = iota
+	// ScopeFabric: one fabric island (an NVLink/NVSwitch domain or an XGMI
+	// hive; topology.Node.Islands).
+	ScopeFabric
+	// ScopePCIe: one PCIe switch tree — devices connected to each other by
+	// PIX or PXB paths, never through a CPU host bridge.
+	ScopePCIe
+	// ScopeNUMA: one CPU NUMA node (devices whose NUMA node is unknown are
+	// grouped by their CPU affinity).
+	ScopeNUMA
+	// ScopePackage: one physical package (the partitions of one GPU, the
+	// GCDs of one MI250X).
+	ScopePackage
+)
+
+var scopeNames = [...]string{"none", "fabric", "pcie", "numa", "package"}
+
+// String returns "none", "fabric", "pcie", "numa" or "package".
+func (s Scope) String() string {
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
+	}
+	return fmt.Sprintf("Scope(%d)", s)
+}
+
+// ParseScope parses a name Scope.String returns.
+func ParseScope(name string) (Scope, error) {
+	for i, n := range scopeNames {
+		if n == name {
+			return Scope(i), nil
+		}
+	}
+	return 0, reqErr(ErrInvalidRequest, nil, "unknown scope %q (want none, fabric, pcie, numa or package)", name)
+}
+
+// ScopeMode says how strictly a Scope applies.
+type ScopeMode uint8
+
+const (
+	// ScopePreferred: sets inside one scope score higher (the "scope"
+	// component); others stay possible.
+	ScopePreferred ScopeMode = iota
+	// ScopeRequired: only sets inside one scope are candidates.
+	ScopeRequired
+)
+
+// String returns "preferred" or "required".
+func (m ScopeMode) String() string {
+	if m == ScopeRequired {
+		return "required"
+	}
+	return "preferred"
+}
+
+// Weights weigh the objective's components (see the package documentation).
+// The score of a set is the weighted mean of its components, each in [0,1],
+// so only the ratios between weights matter. Weights must be finite and
+// non-negative, and at least one must be positive.
+type Weights struct {
+	// Ring weighs the bottleneck bandwidth of the set's best ring.
+	Ring float64
+	// Aggregate weighs the mean bandwidth each member has to the others.
+	Aggregate float64
+	// NUMA weighs spanning few NUMA nodes.
+	NUMA float64
+	// PCIe weighs close PCIe paths between members.
+	PCIe float64
+	// LookAhead weighs what the choice leaves behind for the next
+	// same-size request (see the package documentation).
+	LookAhead float64
+	// Packing weighs best fit: taking the free devices of scopes already in
+	// use rather than breaking intact ones.
+	Packing float64
+	// Affinity weighs Request.Affinity.
+	Affinity float64
+	// Scope weighs a preferred Request.Scope.
+	Scope float64
+	// Fit weighs memory best fit for shared slices.
+	Fit float64
+}
+
+// DefaultWeights returns the default policy: communication quality first
+// (a doubling of ring bandwidth is worth 10 points of 100 on the Ring
+// term), the look-ahead as heavy as the set's own quality, then packing.
+func DefaultWeights() Weights {
+	return Weights{
+		Ring:      100,
+		Aggregate: 10,
+		NUMA:      5,
+		PCIe:      2,
+		LookAhead: 117,
+		Packing:   8,
+		Affinity:  30,
+		Scope:     30,
+		Fit:       20,
+	}
+}
+
+func (w *Weights) validate() error {
+	vals := [...]float64{w.Ring, w.Aggregate, w.NUMA, w.PCIe, w.LookAhead, w.Packing, w.Affinity, w.Scope, w.Fit}
+	sum := 0.0
+	for _, v := range vals {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return reqErr(ErrInvalidRequest, nil, "weights must be finite and non-negative, got %+v", *w)
+		}
+		sum += v
+	}
+	if sum == 0 {
+		return reqErr(ErrInvalidRequest, nil, "at least one weight must be positive")
+	}
+	return nil
+}

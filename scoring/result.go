@@ -1,0 +1,123 @@
+package scoring
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Result is the outcome of SelectDevices.
+type Result struct {
+	// Set is the chosen devices.
+	Set DeviceSet
+	// Score is the objective value of Set, the weighted mean of its
+	// components, in [0,1]. Scores are comparable across nodes for the same
+	// request (no component is normalised by the node's own best).
+	Score float64
+	// Exact reports whether Set is proven optimal under the objective
+	// (always for nodes of up to 16 devices; see the package documentation
+	// for larger nodes).
+	Exact bool
+	// Components are the named score terms of Set; nil unless the call asked
+	// for an explanation (WithExplanation).
+	Components []Component
+	// RunnerUp is the best other set and why it lost; nil unless the call
+	// asked for an explanation, or when Set was the only candidate.
+	RunnerUp *RunnerUp
+	// Candidates is the number of device sets the search scored (a measure
+	// of work, not of the candidate space).
+	Candidates int
+}
+
+// Devices returns the chosen device indices in ascending order.
+func (r Result) Devices() []int { return r.Set.Indices() }
+
+// Component is one named term of the objective.
+type Component struct {
+	// Name identifies the term: "ring", "aggregate", "numa", "pcie",
+	// "lookahead", "packing", "affinity", "scope", "fit".
+	Name string
+	// Value is the term's value in [0,1]; higher is better.
+	Value float64
+	// Weight is the term's weight.
+	Weight float64
+	// Detail says what the value measures for this set ("ring bottleneck
+	// 300 GB/s", "2 NUMA nodes", ...).
+	Detail string
+}
+
+// RunnerUp is the best set other than the chosen one.
+type RunnerUp struct {
+	// Set is the runner-up devices.
+	Set DeviceSet
+	// Score is its objective value.
+	Score float64
+	// Components are its named terms, in the same order as the winner's.
+	Components []Component
+	// Why explains the loss: the components where it scored lower, largest
+	// weighted loss first, or the tie-break when scores are equal.
+	Why string
+}
+
+// Component returns the component called name and whether it exists.
+func (r Result) Component(name string) (Component, bool) {
+	for _, c := range r.Components {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Component{}, false
+}
+
+// String formats the result on one line: the set, its score and, when
+// explained, its components.
+func (r Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v score %.4f", r.Set, r.Score)
+	for _, c := range r.Components {
+		fmt.Fprintf(&b, " %s=%.3f", c.Name, c.Value)
+	}
+	return b.String()
+}
+
+// explainLoss describes why loser lost to winner.
+func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, win, lose []Component) string {
+	type loss struct {
+		name   string
+		amount float64
+		detail string
+	}
+	var losses []loss
+	total := 0.0
+	for _, c := range win {
+		total += c.Weight
+	}
+	for i := range win {
+		if i >= len(lose) {
+			break
+		}
+		d := (win[i].Value - lose[i].Value) * win[i].Weight
+		if d > 1e-12 {
+			losses = append(losses, loss{win[i].Name, d, fmt.Sprintf("%s vs %s", lose[i].Detail, win[i].Detail)})
+		}
+	}
+	if winScore == loseScore || len(losses) == 0 {
+		return fmt.Sprintf("tied at score %.4f; %v comes first in device order", winScore, winSet)
+	}
+	slices.SortStableFunc(losses, func(a, b loss) int {
+		switch {
+		case a.amount > b.amount:
+			return -1
+		case a.amount < b.amount:
+			return 1
+		}
+		return 0
+	})
+	var parts []string
+	for _, l := range losses {
+		if total > 0 {
+			parts = append(parts, fmt.Sprintf("%s -%.4f (%s)", l.name, l.amount/total, l.detail))
+		}
+	}
+	return fmt.Sprintf("score %.4f < %.4f: lower %s", loseScore, winScore, strings.Join(parts, ", "))
+}

@@ -1,0 +1,236 @@
+package scoring
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// smallMax is the largest node for which every subset's components are
+// tabulated, which makes the search exact and each candidate O(1).
+const smallMax = 16
+
+// smallTables hold, for every subset mask of a node of n <= smallMax devices,
+// its own components and, per scope kind, the union of the scopes it touches.
+type smallTables struct {
+	n       int
+	own     []own
+	ringMB  []int64
+	touched [scopeKinds][]uint32
+}
+
+func newSmallTables(m *model) *smallTables {
+	n := m.n
+	N := 1 << n
+	t := &smallTables{n: n, own: make([]own, N), ringMB: make([]int64, N)}
+	for k := range t.touched {
+		t.touched[k] = make([]uint32, N)
+	}
+	// Ranks of the distinct bandwidths, for a compact ring DP.
+	var vals []int64
+	seen := map[int64]bool{}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			if b := m.bw[i*n+j]; !seen[b] {
+				seen[b] = true
+				vals = append(vals, b)
+			}
+		}
+	}
+	sortInt64(vals)
+	rank := make([]uint8, n*n) // 1..len(vals); 0 = unreachable
+	rankOf := map[int64]uint8{}
+	for r, v := range vals {
+		rankOf[v] = uint8(r + 1)
+	}
+	for i := range n {
+		for j := range n {
+			if i != j {
+				rank[i*n+j] = rankOf[m.bw[i*n+j]]
+			}
+		}
+	}
+	ringRank := t.ringRanks(rank)
+
+	direct := make([]int64, N)
+	switched := make([]int64, N)
+	pcie := make([]int32, N)
+	numaBits := make([]uint64, N)
+	for mask := 1; mask < N; mask++ {
+		h := 63 - bits.LeadingZeros64(uint64(mask))
+		prev := mask &^ (1 << h)
+		d, s, p := direct[prev], switched[prev], pcie[prev]
+		for r := uint64(prev); r != 0; r &= r - 1 {
+			j := bits.TrailingZeros64(r)
+			if m.sw[h*n+j] {
+				s += m.bw[h*n+j]
+			} else {
+				d += m.bw[h*n+j]
+			}
+			p += int32(m.pcie[h*n+j])
+		}
+		direct[mask], switched[mask], pcie[mask] = d, s, p
+		numaBits[mask] = numaBits[prev] | 1<<uint(m.numa[h]&63)
+		for k := range t.touched {
+			t.touched[k][mask] = t.touched[k][prev] | uint32(m.scope[k][h].lowBits())
+		}
+		k := bits.OnesCount64(uint64(mask))
+		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), pcieSum: int(p)}
+		if k >= 2 {
+			st.ringMB = vals[ringRank[mask]-1]
+		}
+		t.ringMB[mask] = st.ringMB
+		t.own[mask] = st.components()
+	}
+	return t
+}
+
+// ringRanks returns, per mask of 2+ devices, the rank of its best ring's
+// bottleneck: a bottleneck Hamiltonian-path DP over all subsets at once,
+// paths starting at each mask's lowest device.
+func (t *smallTables) ringRanks(rank []uint8) []uint8 {
+	n := t.n
+	N := 1 << n
+	path := make([]uint8, N*n) // best bottleneck rank of a path low(mask)..v over mask
+	out := make([]uint8, N)
+	const inf = 255
+	for mask := 1; mask < N; mask++ {
+		low := bits.TrailingZeros32(uint32(mask))
+		row := path[mask*n : mask*n+n]
+		if mask == 1<<low {
+			row[low] = inf
+		}
+		// Close the ring.
+		if c := bits.OnesCount32(uint32(mask)); c == 2 {
+			hi := 31 - bits.LeadingZeros32(uint32(mask))
+			out[mask] = rank[low*n+hi]
+		} else if c >= 3 {
+			best := uint8(0)
+			for v := low + 1; v < n; v++ {
+				if b := row[v]; b > 0 {
+					best = max(best, min(b, rank[v*n+low]))
+				}
+			}
+			out[mask] = best
+		}
+		// Extend paths to devices above low not yet in mask.
+		for v := low; v < n; v++ {
+			b := row[v]
+			if b == 0 {
+				continue
+			}
+			for u := low + 1; u < n; u++ {
+				if mask&(1<<u) != 0 {
+					continue
+				}
+				nb := min(b, rank[v*n+u])
+				if idx := (mask|1<<u)*n + u; nb > path[idx] {
+					path[idx] = nb
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortInt64(v []int64) {
+	for i := 1; i < len(v); i++ {
+		for j := i; j > 0 && v[j] < v[j-1]; j-- {
+			v[j], v[j-1] = v[j-1], v[j]
+		}
+	}
+}
+
+// weightedTables are the tables that depend on the weights: each subset's
+// unit score u, and the look-ahead partition values per group size.
+type weightedTables struct {
+	w  Weights
+	u  []float64
+	la [smallMax + 1]lookAheadTable
+}
+
+type lookAheadTable struct {
+	once sync.Once
+	p    []float64
+}
+
+func newWeightedTables(t *smallTables, w Weights) *weightedTables {
+	N := 1 << t.n
+	wt := &weightedTables{w: w, u: make([]float64, N)}
+	for mask := range N {
+		if bits.OnesCount32(uint32(mask)) <= 1 {
+			wt.u[mask] = 1
+			continue
+		}
+		wt.u[mask] = unitScore(t.own[mask], &w)
+	}
+	return wt
+}
+
+// partition returns the table P_L: for every mask, the largest achievable
+// minimum unit score over partitions of the mask into floor(|mask|/L) groups
+// of L devices (the rest left over, unscored), or +Inf when |mask| < L.
+func (wt *weightedTables) partition(n, L int) []float64 {
+	e := &wt.la[L]
+	e.once.Do(func() { e.p = buildPartition(n, L, wt.u) })
+	return e.p
+}
+
+func buildPartition(n, L int, u []float64) []float64 {
+	N := 1 << n
+	p := make([]float64, N)
+	var pos [smallMax]int
+	var idx [smallMax]int
+	for mask := range N {
+		pc := bits.OnesCount32(uint32(mask))
+		if pc < L {
+			p[mask] = math.Inf(1)
+			continue
+		}
+		low := bits.TrailingZeros32(uint32(mask))
+		lowBit := uint32(1) << low
+		best := math.Inf(-1)
+		if pc%L != 0 {
+			best = p[uint32(mask)^lowBit] // the lowest device is left over
+		}
+		rest := uint32(mask) ^ lowBit
+		m := 0
+		for r := rest; r != 0; r &= r - 1 {
+			pos[m] = bits.TrailingZeros32(r)
+			m++
+		}
+		r := L - 1
+		for i := range r {
+			idx[i] = i
+		}
+		for {
+			g := lowBit
+			for i := range r {
+				g |= 1 << pos[idx[i]]
+			}
+			if ug := u[g]; ug > best {
+				v := p[uint32(mask)^g]
+				if ug < v {
+					v = ug
+				}
+				if v > best {
+					best = v
+				}
+			}
+			// Next combination.
+			i := r - 1
+			for i >= 0 && idx[i] == m-r+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			idx[i]++
+			for j := i + 1; j < r; j++ {
+				idx[j] = idx[j-1] + 1
+			}
+		}
+		p[mask] = best
+	}
+	return p
+}
