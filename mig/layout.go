@@ -151,9 +151,9 @@ func (l *Layout) invalid(err error) error {
 // legal placement, no overlap, instance limits. A zero Placement.Size is
 // filled from the profile.
 func (l *Layout) Add(in Instance) error {
-	i, err := l.Model.profileIndex(in.Profile.String())
-	if err != nil {
-		return l.invalid(err)
+	i, ok := l.Model.byName[in.Profile]
+	if !ok {
+		return l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
 	}
 	p := &l.Model.spec.Profiles[i]
 	if in.Placement.Size == 0 {

@@ -1,0 +1,457 @@
+package mig
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// Strategy chooses a GPU and a slot for a request.
+type Strategy uint8
+
+const (
+	// KeepLargeOpen (the default) picks the GPU and placement that cost the
+	// least placeable capacity: for every profile, how many instances of it
+	// still fit, times its size, weighted by the Mix, is compared before and
+	// after; ties go to the fuller GPU, then the lower GPU index and slot.
+	// A 1g therefore lands at slot 6 of an empty GPU (keeping 2g@0,2,4,
+	// 3g@0 and 4g@0 open), and on a partly used GPU before an empty one.
+	KeepLargeOpen Strategy = iota
+	// FirstFit takes the first GPU (by index) with a free placement, and
+	// its lowest free placement.
+	FirstFit
+	// MostUsedFirst takes the GPU with the fewest free slots that fits
+	// (bin packing by occupancy), and its lowest free placement.
+	MostUsedFirst
+)
+
+// String returns the strategy's name.
+func (s Strategy) String() string {
+	switch s {
+	case KeepLargeOpen:
+		return "keep-large-open"
+	case FirstFit:
+		return "first-fit"
+	case MostUsedFirst:
+		return "most-used-first"
+	}
+	return fmt.Sprintf("Strategy(%d)", uint8(s))
+}
+
+// ParseStrategy parses a name String returns.
+func ParseStrategy(s string) (Strategy, error) {
+	for _, c := range []Strategy{KeepLargeOpen, FirstFit, MostUsedFirst} {
+		if c.String() == s {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown strategy %q (want keep-large-open, first-fit or most-used-first)", ErrParse, s)
+}
+
+// PlaceOptions tune placement.
+type PlaceOptions struct {
+	// Strategy is the placement rule; the zero value is KeepLargeOpen.
+	Strategy Strategy
+	// Mix weighs the profiles whose capacity KeepLargeOpen preserves; nil
+	// weighs all profiles equally (so larger profiles, which lose more
+	// slots, count more).
+	Mix Mix
+}
+
+// Assignment is where a request goes.
+type Assignment struct {
+	// Request is the request placed.
+	Request Request `json:"request"`
+	// Index is the GPU's position in the fleet; -1 when the request was
+	// not placed (PlaceBatch).
+	Index int `json:"index"`
+	// GPU is the GPU's name.
+	GPU string `json:"gpu,omitempty"`
+	// Placement is the slot run to create the instance at, explicitly.
+	Placement Placement `json:"placement"`
+	// Loss is the mix-weighted placeable capacity, in slots, the
+	// placement takes (KeepLargeOpen's criterion).
+	Loss float64 `json:"loss"`
+}
+
+// OK reports whether the request was placed.
+func (a Assignment) OK() bool { return a.Index >= 0 }
+
+// Fleet is a set of MIG GPUs under placement: it keeps the GPUs grouped by
+// placement state, so that choosing a GPU costs time in the number of
+// distinct states rather than GPUs (1,000 requests over 1,000 GPUs take a
+// few milliseconds). A Fleet is not safe for concurrent use.
+type Fleet struct {
+	opts   PlaceOptions
+	gpus   []fleetGPU
+	groups []*modelGroup
+}
+
+type fleetGPU struct {
+	layout *Layout
+	group  *modelGroup
+	b      *bucket
+}
+
+type modelGroup struct {
+	m       *Model
+	table   *stateTable
+	weights []float64
+	buckets map[uint32]*bucket
+	active  []*bucket
+	byName  map[string]int
+}
+
+type bucket struct {
+	key    uint32
+	state  gstate
+	free   int
+	gpus   []int32 // ascending
+	pos    int     // index in group.active, -1 when empty
+	best   []bestCand // per profile, computed lazily
+	scored []bool
+}
+
+type bestCand struct {
+	ok      bool
+	pl      uint8 // placement index with the least loss
+	next    uint32
+	loss    float64
+	first   uint8 // lowest free placement index
+	firstNx uint32
+}
+
+// NewFleet returns a fleet holding copies of the layouts, which must be
+// valid. Layouts may be of different models.
+func NewFleet(layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
+	f := &Fleet{opts: opts}
+	if opts.Strategy > MostUsedFirst {
+		return nil, fmt.Errorf("%w: strategy %d", ErrParse, opts.Strategy)
+	}
+	for i, l := range layouts {
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("gpu %d: %w", i, err)
+		}
+		g, err := f.group(l.Model)
+		if err != nil {
+			return nil, err
+		}
+		f.gpus = append(f.gpus, fleetGPU{layout: l.Clone(), group: g})
+		s := l.Model.stateOf(l)
+		f.enter(int32(i), g.bucketFor(&s))
+	}
+	return f, nil
+}
+
+func (f *Fleet) group(m *Model) (*modelGroup, error) {
+	for _, g := range f.groups {
+		if g.m == m {
+			return g, nil
+		}
+	}
+	w, err := f.opts.Mix.weights(m)
+	if err != nil {
+		return nil, err
+	}
+	g := &modelGroup{m: m, table: m.stateTable(), weights: w, buckets: map[uint32]*bucket{}, byName: map[string]int{}}
+	f.groups = append(f.groups, g)
+	return g, nil
+}
+
+func (g *modelGroup) bucketFor(s *gstate) *bucket {
+	k := g.m.pack(s)
+	if b, ok := g.buckets[k]; ok {
+		return b
+	}
+	np := len(g.m.spec.Profiles)
+	slotsMask := uint32(1)<<uint(g.m.Slots()) - 1
+	b := &bucket{key: k, state: *s, free: bits.OnesCount32(^s.used & slotsMask), pos: -1, best: make([]bestCand, np), scored: make([]bool, np)}
+	g.buckets[k] = b
+	return b
+}
+
+func (g *modelGroup) bucketForKey(k uint32) *bucket {
+	if b, ok := g.buckets[k]; ok {
+		return b
+	}
+	s := g.m.unpack(k)
+	return g.bucketFor(&s)
+}
+
+// enter adds GPU i to bucket b.
+func (f *Fleet) enter(i int32, b *bucket) {
+	fg := &f.gpus[i]
+	fg.b = b
+	k, _ := slices.BinarySearch(b.gpus, i)
+	b.gpus = slices.Insert(b.gpus, k, i)
+	if b.pos < 0 {
+		g := fg.group
+		b.pos = len(g.active)
+		g.active = append(g.active, b)
+	}
+}
+
+// leave removes GPU i from its bucket.
+func (f *Fleet) leave(i int32) {
+	fg := &f.gpus[i]
+	b := fg.b
+	k, _ := slices.BinarySearch(b.gpus, i)
+	b.gpus = slices.Delete(b.gpus, k, k+1)
+	if len(b.gpus) == 0 {
+		g := fg.group
+		last := g.active[len(g.active)-1]
+		g.active[b.pos] = last
+		last.pos = b.pos
+		g.active = g.active[:len(g.active)-1]
+		b.pos = -1
+	}
+	fg.b = nil
+}
+
+// caps returns the capacities of state key k.
+func (g *modelGroup) caps(k uint32, buf []uint8) []uint8 {
+	if g.table != nil {
+		return g.table.caps[k]
+	}
+	s := g.m.unpack(k)
+	buf = buf[:0]
+	for i := range g.m.spec.Profiles {
+		buf = append(buf, uint8(g.m.capOf(&s, i)))
+	}
+	return buf
+}
+
+func (g *modelGroup) cands(b *bucket, i int) []cand {
+	if g.table != nil {
+		return g.table.cands[b.key][i]
+	}
+	return g.m.candsOf(nil, &b.state, i)
+}
+
+// score fills b.best[i].
+func (g *modelGroup) score(b *bucket, i int) *bestCand {
+	e := &b.best[i]
+	if b.scored[i] {
+		return e
+	}
+	b.scored[i] = true
+	cs := g.cands(b, i)
+	if len(cs) == 0 {
+		return e
+	}
+	var buf0, buf1 [maxProfiles]uint8
+	before := g.caps(b.key, buf0[:0])
+	e.ok = true
+	e.first, e.firstNx = cs[0].pl, cs[0].next
+	for n, c := range cs {
+		after := g.caps(c.next, buf1[:0])
+		loss := 0.0
+		for q := range before {
+			if d := int(before[q]) - int(after[q]); d != 0 {
+				loss += g.weights[q] * float64(d*g.m.spec.Profiles[q].MemorySlices)
+			}
+		}
+		if n == 0 || loss < e.loss {
+			e.pl, e.next, e.loss = c.pl, c.next, loss
+		}
+	}
+	return e
+}
+
+func (g *modelGroup) profile(name string) (int, bool, error) {
+	if i, ok := g.byName[name]; ok {
+		return i, i >= 0, nil
+	}
+	n, err := ParseProfileName(name)
+	if err != nil {
+		return 0, false, err
+	}
+	i, ok := g.m.byName[n]
+	if !ok {
+		i = -1
+	}
+	g.byName[name] = i
+	return i, ok, nil
+}
+
+// choice is a candidate (group, bucket) for a request.
+type choice struct {
+	g    *modelGroup
+	b    *bucket
+	pl   uint8
+	next uint32
+	loss float64
+}
+
+func (f *Fleet) choose(req Request) (choice, error) {
+	var best choice
+	found, known := false, false
+	for _, g := range f.groups {
+		i, ok, err := g.profile(req.Profile)
+		if err != nil {
+			return choice{}, err
+		}
+		if !ok {
+			continue
+		}
+		known = true
+		for _, b := range g.active {
+			e := g.score(b, i)
+			if !e.ok {
+				continue
+			}
+			c := choice{g: g, b: b, pl: e.pl, next: e.next, loss: e.loss}
+			if f.opts.Strategy != KeepLargeOpen {
+				c.pl, c.next = e.first, e.firstNx
+			}
+			if !found || f.better(&c, &best) {
+				best, found = c, true
+			}
+		}
+	}
+	if !known {
+		return choice{}, fmt.Errorf("%w: no GPU in the fleet has profile %s", ErrUnknownProfile, req.Profile)
+	}
+	if !found {
+		return choice{}, fmt.Errorf("%w: %s: no free placement on any of %d GPUs", ErrNoFit, req, len(f.gpus))
+	}
+	return best, nil
+}
+
+func (f *Fleet) better(a, b *choice) bool {
+	ga, gb := a.b.gpus[0], b.b.gpus[0]
+	switch f.opts.Strategy {
+	case FirstFit:
+		return ga < gb
+	case MostUsedFirst:
+		if a.b.free != b.b.free {
+			return a.b.free < b.b.free
+		}
+		return ga < gb
+	}
+	if r := cmp.Compare(a.loss, b.loss); r != 0 {
+		return r < 0
+	}
+	if a.b.free != b.b.free {
+		return a.b.free < b.b.free
+	}
+	return ga < gb
+}
+
+// Choose returns where req would go, without placing it. The error wraps
+// ErrNoFit when no GPU has a free placement, ErrUnknownProfile when no GPU
+// has the profile, ErrBadProfileName for a malformed name.
+func (f *Fleet) Choose(req Request) (Assignment, error) {
+	c, err := f.choose(req)
+	if err != nil {
+		return Assignment{Request: req, Index: -1}, err
+	}
+	return f.assignment(req, c), nil
+}
+
+func (f *Fleet) assignment(req Request, c choice) Assignment {
+	i := int(c.b.gpus[0])
+	pi, _, _ := c.g.profile(req.Profile)
+	return Assignment{Request: req, Index: i, GPU: f.gpus[i].layout.GPU, Placement: c.g.m.spec.Profiles[pi].Placements[c.pl], Loss: c.loss}
+}
+
+// Place chooses like Choose and records the instance (in use, owned by
+// req.Owner) in the fleet.
+func (f *Fleet) Place(req Request) (Assignment, error) {
+	c, err := f.choose(req)
+	if err != nil {
+		return Assignment{Request: req, Index: -1}, err
+	}
+	a := f.assignment(req, c)
+	pi, _, _ := c.g.profile(req.Profile)
+	in := Instance{Profile: c.g.m.spec.Profiles[pi].Name, Placement: a.Placement, State: InUse, Owner: req.Owner, Priority: req.Priority}
+	l := f.gpus[a.Index].layout
+	if err := l.Add(in); err != nil {
+		return Assignment{Request: req, Index: -1}, fmt.Errorf("mig: internal error: fleet state out of step: %w", err)
+	}
+	f.leave(int32(a.Index))
+	f.enter(int32(a.Index), c.g.bucketForKey(c.next))
+	return a, nil
+}
+
+// PlaceBatch places a batch of requests: largest profiles first (by memory
+// slices, then priority, then input order), each as Place would. The
+// result is aligned with reqs; a request that fits nowhere gets Index -1,
+// and the error joins one ErrNoFit error per such request (nil when all
+// were placed).
+func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
+	type item struct {
+		k, size int
+	}
+	items := make([]item, len(reqs))
+	for k, r := range reqs {
+		size := 0
+		for _, g := range f.groups {
+			if i, ok, _ := g.profile(r.Profile); ok {
+				size = max(size, g.m.spec.Profiles[i].MemorySlices)
+			}
+		}
+		items[k] = item{k, size}
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		if a.size != b.size {
+			return b.size - a.size
+		}
+		return reqs[b.k].Priority - reqs[a.k].Priority
+	})
+	out := make([]Assignment, len(reqs))
+	var errs []error
+	for _, it := range items {
+		a, err := f.Place(reqs[it.k])
+		out[it.k] = a
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Remove deletes the instance starting at slot start from GPU index i (a
+// workload finished) and returns it.
+func (f *Fleet) Remove(i, start int) (Instance, error) {
+	if i < 0 || i >= len(f.gpus) {
+		return Instance{}, fmt.Errorf("%w: index %d of %d", ErrUnknownGPU, i, len(f.gpus))
+	}
+	fg := &f.gpus[i]
+	in, err := fg.layout.Remove(start)
+	if err != nil {
+		return Instance{}, err
+	}
+	s := fg.group.m.stateOf(fg.layout)
+	f.leave(int32(i))
+	f.enter(int32(i), fg.group.bucketFor(&s))
+	return in, nil
+}
+
+// Len returns the number of GPUs.
+func (f *Fleet) Len() int { return len(f.gpus) }
+
+// Layout returns a copy of GPU i's layout.
+func (f *Fleet) Layout(i int) *Layout { return f.gpus[i].layout.Clone() }
+
+// Layouts returns copies of every GPU's layout, in fleet order.
+func (f *Fleet) Layouts() []*Layout {
+	out := make([]*Layout, len(f.gpus))
+	for i := range f.gpus {
+		out[i] = f.gpus[i].layout.Clone()
+	}
+	return out
+}
+
+// Place chooses a GPU and placement for one request among layouts without
+// changing them (a one-shot Fleet.Choose). The Assignment's Index is the
+// position in layouts.
+func Place(layouts []*Layout, req Request, opts PlaceOptions) (Assignment, error) {
+	f, err := NewFleet(layouts, opts)
+	if err != nil {
+		return Assignment{Request: req, Index: -1}, err
+	}
+	return f.Choose(req)
+}
