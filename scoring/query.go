@@ -144,7 +144,7 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option) 
 			}
 			s = s.With(i)
 		}
-		if len(set) == q.k {
+		if len(set) == q.k && !slices.Contains(q.allowed, s) {
 			q.allowed = append(q.allowed, s)
 		}
 	}
