@@ -86,14 +86,24 @@ func oracleLoss(l *Layout, in Instance, w Mix) float64 {
 
 // genLayout draws a valid layout of model m by adding random instances.
 func genLayout(t *rapid.T, m *Model, gpu string) *Layout {
+	return genLayoutN(t, m, gpu, 0, 9, 50)
+}
+
+// genLayoutN draws lo..hi random adds, each in use with probability
+// busyPct %.
+func genLayoutN(t *rapid.T, m *Model, gpu string, lo, hi, busyPct int) *Layout {
 	l := &Layout{GPU: gpu, Model: m}
 	profs := m.Profiles()
-	n := rapid.IntRange(0, 9).Draw(t, gpu+"-adds")
+	if busyPct > 50 && rapid.Bool().Draw(t, gpu+"-small") {
+		// Only small instances: the scattered layouts defragmentation is for.
+		profs = slices.DeleteFunc(profs, func(p Profile) bool { return p.MemorySlices > 2 })
+	}
+	n := rapid.IntRange(lo, hi).Draw(t, gpu+"-adds")
 	for k := 0; k < n; k++ {
 		p := profs[rapid.IntRange(0, len(profs)-1).Draw(t, "prof")]
 		pl := p.Placements[rapid.IntRange(0, len(p.Placements)-1).Draw(t, "pl")]
 		in := Instance{Profile: p.Name, Placement: pl}
-		if rapid.Bool().Draw(t, "busy") {
+		if rapid.IntRange(0, 99).Draw(t, "busy") < busyPct {
 			in.State = InUse
 			in.Priority = rapid.IntRange(0, 9).Draw(t, "prio")
 			in.Owner = fmt.Sprintf("%s-w%d", gpu, k)

@@ -108,8 +108,8 @@ type bucket struct {
 	key    uint32
 	state  gstate
 	free   int
-	gpus   []int32 // ascending
-	pos    int     // index in group.active, -1 when empty
+	gpus   []int32    // ascending
+	pos    int        // index in group.active, -1 when empty
 	best   []bestCand // per profile, computed lazily
 	scored []bool
 }
