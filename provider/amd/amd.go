@@ -1,0 +1,172 @@
+package amd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gputopo/gputopo/provider/internal/detecterr"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotDetected is wrapped when there is no KFD topology or it lists no
+	// GPU. It is the sentinel package provider's ErrNotDetected matches in
+	// provider.Detect's report.
+	ErrNotDetected = detecterr.ErrNotDetected
+	// ErrMalformed is wrapped when a file exists but cannot be parsed, or
+	// the tree is inconsistent (a link whose node_from is not its node). The
+	// message names the file and line.
+	ErrMalformed = errors.New("amd: malformed KFD or amdgpu sysfs file")
+	// ErrChanged is wrapped when the KFD generation_id kept changing while
+	// the tree was read (a partition switch or hot plug in progress).
+	ErrChanged = errors.New("amd: KFD topology changed while it was read")
+)
+
+// Provider discovers AMD GPUs from the KFD topology and amdgpu sysfs. It is
+// safe for concurrent use; every Discover or Scan reads sysfs afresh.
+type Provider struct {
+	root string
+	kfd  string
+	name string
+}
+
+// Option configures a [Provider].
+type Option func(*Provider)
+
+// WithRoot reads sysfs under root instead of "/": KFD at
+// <root>/sys/class/kfd/kfd/topology, PCI functions at
+// <root>/sys/bus/pci/devices, DRM at <root>/sys/class/drm and NUMA nodes at
+// <root>/sys/devices/system/node.
+func WithRoot(root string) Option { return func(p *Provider) { p.root = root } }
+
+// WithKFDTopology reads the KFD topology from dir (the directory holding
+// nodes/ and, on a live system, generation_id) instead of under the root,
+// for raw captures of /sys/class/kfd/kfd/topology.
+func WithKFDTopology(dir string) Option { return func(p *Provider) { p.kfd = dir } }
+
+// WithNodeName names the discovered node; the default is the host name.
+func WithNodeName(name string) Option { return func(p *Provider) { p.name = name } }
+
+// New returns a provider reading the live sysfs unless options say
+// otherwise.
+func New(opts ...Option) *Provider {
+	p := &Provider{root: "/"}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.kfd == "" {
+		p.kfd = filepath.Join(p.root, "sys", "class", "kfd", "kfd", "topology")
+	}
+	return p
+}
+
+// Name returns "amd".
+func (p *Provider) Name() string { return "amd" }
+
+// Discover returns the node's topology: one device per KFD GPU node (a
+// whole GPU, one GCD of an MI250X, or one XCP of a partitioned MI300X).
+// It is [Provider.Scan] without the vendor details.
+func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
+	inv, err := p.Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inv.Node, nil
+}
+
+// Inventory is what [Provider.Scan] found: the topology plus the AMD details
+// the vendor-neutral model has no field for.
+type Inventory struct {
+	// Node is the topology; its Warnings list pairs of devices that KFD
+	// links in no way (LinkNone, the worst case) and other repairs.
+	Node *topology.Node
+	// Devices[i] details Node.Device(i).
+	Devices []Device
+	// Generation is the KFD generation_id the tree was read at (0 when the
+	// tree has none, as in raw captures).
+	Generation uint64
+	// Skipped lists KFD nodes left out because this process may not read
+	// them (outside its device cgroup), as ROCm's runtime does.
+	Skipped []SkippedNode
+	// Notes say which facts were derived rather than read (NUMA from the
+	// KFD CPU link, the partition mode from the node count, ...).
+	Notes []string
+}
+
+// Device is the AMD view of one device of the inventory's node.
+type Device struct {
+	// KFDNode is the KFD topology node id.
+	KFDNode int
+	// GPUID is the KFD gpu_id (0 when the tree has no gpu_id file).
+	GPUID uint64
+	// Card and Render name the DRM nodes ("card1", "renderD128"); "" when
+	// /sys/class/drm does not show them.
+	Card, Render string
+	// RenderMinor is KFD's drm_render_minor.
+	RenderMinor int
+	// PCI is the device's address; for partition k of a partitioned GPU,
+	// the physical GPU's address with function k, as KFD's location_id has it.
+	PCI topology.PCIAddress
+	// PhysicalPCI is the PCI function of the physical GPU (partition 0).
+	PhysicalPCI topology.PCIAddress
+	// UniqueID is KFD's unique_id: the same for every partition of one GPU.
+	UniqueID uint64
+	// HiveID is the xGMI hive; 0 when the GPU is in none.
+	HiveID uint64
+	// DeviceID is the PCI device id (0x74a1 for an MI300X).
+	DeviceID uint16
+	// GFXTarget is the ISA name derived from gfx_target_version ("gfx942").
+	GFXTarget string
+	// ComputeUnits is simd_count / simd_per_cu.
+	ComputeUnits int
+	// XCCs is the number of compute dies (num_xcc; 1 when not published).
+	XCCs int
+	// MemoryBytes is the frame buffer of the device (mem_banks of heap type 1
+	// or 2); for a partition, its share.
+	MemoryBytes uint64
+	// Partitions is the number of KFD nodes of the physical GPU; Partition
+	// is this device's position among them.
+	Partitions, Partition int
+}
+
+// SkippedNode is a KFD node left out of the inventory.
+type SkippedNode struct {
+	KFDNode int
+	Reason  string
+}
+
+// Scan reads KFD and amdgpu sysfs and returns the topology with the AMD
+// details. Errors wrap [ErrNotDetected] (no KFD, no GPU), [ErrMalformed]
+// (a file that cannot be parsed, named in the message), [ErrChanged], or the
+// context's error.
+//
+// Missing files are not errors; what they would have said is left unknown:
+// no PCI sysfs entry means NUMA comes from the GPU's KFD link to its CPU
+// node and PCIe classes from NUMA alone (NODE or SYS); no partition files
+// mean the mode is inferred from the KFD nodes of the GPU; a GPU pair that
+// no io_link or p2p_link record joins is LinkNone, the worst case, with a
+// warning on the node (except on kernels that publish no p2p_links at all,
+// where a PCIe class is derived as for a p2p record).
+func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, err := readKFD(ctx, p.kfd)
+	if err != nil {
+		return nil, err
+	}
+	name := p.name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return build(ctx, t, filepath.Join(p.root, "sys"), name)
+}
+
+// errorf formats a malformed-tree error.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+}

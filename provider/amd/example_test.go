@@ -1,0 +1,48 @@
+package amd_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/gputopo/gputopo/provider/amd"
+	"github.com/gputopo/gputopo/provider/internal/fakesys"
+)
+
+// Example reads a generated sysfs tree of an 8× MI300X node in DPX mode (two
+// logical GPUs per physical GPU). On a real node, amd.New() with no options
+// reads the live /sys.
+func Example() {
+	root, err := os.MkdirTemp("", "amd-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	if err := fakesys.New(root).AddAMD(fakesys.MI300X8("DPX", "NPS1")); err != nil {
+		log.Fatal(err)
+	}
+
+	p := amd.New(amd.WithRoot(root), amd.WithNodeName("mi300x-dpx"))
+	inv, err := p.Scan(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := inv.Node
+	fmt.Println(n)
+	d := n.Device(1)
+	fmt.Printf("device 1: %s, %d GiB, package %s, %s partition %d, NUMA %d\n",
+		d.Model, d.MemoryBytes>>30, d.Package, d.Partition.ComputeMode, d.Partition.Index, d.NUMA)
+	fmt.Printf("KFD node %d, %s %s, %d CUs\n", inv.Devices[1].KFDNode, inv.Devices[1].Card, inv.Devices[1].Render, inv.Devices[1].ComputeUnits)
+	for _, j := range []int{1, 2, 8} {
+		l := n.Link(0, j)
+		fmt.Printf("0-%d: %v, PCIe path %v\n", j, l, l.PCIe)
+	}
+	// Output:
+	// mi300x-dpx: 16 devices (16× AMD Instinct MI300X), 1 fabric island
+	// device 1: AMD Instinct MI300X, 96 GiB, package 0000:03:00.0, DPX partition 1, NUMA 0
+	// KFD node 3, card2 renderD129, 152 CUs
+	// 0-1: XGMIx0 (819.2 GB/s), PCIe path none
+	// 0-2: XGMIx1 (64 GB/s), PCIe path NODE
+	// 0-8: XGMIx1 (64 GB/s), PCIe path SYS
+}

@@ -1,0 +1,283 @@
+// Package pcitree reads PCI functions from a Linux sysfs tree and classifies
+// the PCIe path between two of them in nvidia-smi's classes (PIX, PXB, PHB,
+// NODE, SYS), for the providers that cannot ask a vendor library.
+//
+// The path of a function through the PCI hierarchy comes from the target of
+// its /sys/bus/pci/devices/<address> symlink, for example
+// ../../../devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0:
+// pci0000:00 is the host bridge (root bus), 0000:00:01.1 the root port, then
+// the bridges of any PCIe switches, then the function itself.
+package pcitree
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// ErrMalformed is wrapped by every error about a sysfs file that exists but
+// cannot be parsed; the message names the file.
+var ErrMalformed = errors.New("pcitree: malformed sysfs file")
+
+// maxFile bounds what is read from one sysfs attribute.
+const maxFile = 64 << 10
+
+// Function is what sysfs says about one PCI function.
+type Function struct {
+	// Address is the function's bus address.
+	Address topology.PCIAddress
+	// Ancestors are the PCI bridges from the root port down to the
+	// function's parent (nil for a function on a root bus, or when Placed
+	// is false).
+	Ancestors []topology.PCIAddress
+	// HostBridge names the root bus the function hangs from ("pci0000:00");
+	// "" when Placed is false.
+	HostBridge string
+	// Placed reports whether the function's path through the PCI tree was
+	// read (its sysfs entry is a symlink into /sys/devices).
+	Placed bool
+	// NUMA is the function's NUMA node, -1 when unknown.
+	NUMA int
+	// CPUs is the function's local CPU list; empty when unknown.
+	CPUs topology.CPUSet
+	// Vendor and Device are the PCI vendor and device ids; 0 when unknown.
+	Vendor, Device uint16
+	// Class is the 24-bit class code (0x030200 for a 3D controller); 0 when
+	// unknown.
+	Class uint32
+	// Driver is the bound driver's name, "" when none.
+	Driver string
+}
+
+// DevicesDir returns the directory listing the PCI functions under a sysfs
+// mount (sys is normally "/sys").
+func DevicesDir(sys string) string { return filepath.Join(sys, "bus", "pci", "devices") }
+
+// Read reads the function at addr from the sysfs mounted at sys. A function
+// that does not exist gives an error wrapping fs.ErrNotExist; an attribute
+// that exists but cannot be parsed gives one wrapping [ErrMalformed].
+// Missing attributes leave their fields unknown.
+func Read(sys string, addr topology.PCIAddress) (Function, error) {
+	dir := filepath.Join(DevicesDir(sys), addr.String())
+	f := Function{Address: addr, NUMA: -1}
+	if _, err := os.Stat(dir); err != nil {
+		return f, fmt.Errorf("pcitree: PCI function %s: %w", addr, err)
+	}
+	if target, err := os.Readlink(dir); err == nil {
+		f.HostBridge, f.Ancestors, f.Placed = parsePath(target, addr)
+	}
+	var err error
+	if f.NUMA, err = readInt(filepath.Join(dir, "numa_node"), -1); err != nil {
+		return f, err
+	}
+	if f.NUMA < -1 {
+		return f, fmt.Errorf("%w: %s: NUMA node %d", ErrMalformed, filepath.Join(dir, "numa_node"), f.NUMA)
+	}
+	if s, ok, err := readString(filepath.Join(dir, "local_cpulist")); err != nil {
+		return f, err
+	} else if ok {
+		if f.CPUs, err = topology.ParseCPUSet(s); err != nil {
+			return f, fmt.Errorf("%w: %s: %w", ErrMalformed, filepath.Join(dir, "local_cpulist"), err)
+		}
+	}
+	v, err := readHex(filepath.Join(dir, "vendor"), 16)
+	if err != nil {
+		return f, err
+	}
+	d, err := readHex(filepath.Join(dir, "device"), 16)
+	if err != nil {
+		return f, err
+	}
+	c, err := readHex(filepath.Join(dir, "class"), 24)
+	if err != nil {
+		return f, err
+	}
+	f.Vendor, f.Device, f.Class = uint16(v), uint16(d), uint32(c)
+	if t, err := os.Readlink(filepath.Join(dir, "driver")); err == nil {
+		f.Driver = filepath.Base(t)
+	}
+	return f, nil
+}
+
+// parsePath reads the host bridge and the bridges above addr from a sysfs
+// device path. A nested root bus (Intel VMD) restarts the chain.
+func parsePath(target string, addr topology.PCIAddress) (host string, anc []topology.PCIAddress, ok bool) {
+	var chain []topology.PCIAddress
+	for _, c := range strings.Split(filepath.ToSlash(target), "/") {
+		if strings.HasPrefix(c, "pci") && strings.Contains(c, ":") {
+			host, chain = c, nil
+			continue
+		}
+		if a, err := topology.ParsePCIAddress(c); err == nil && strings.Count(c, ":") == 2 {
+			chain = append(chain, a)
+		}
+	}
+	if host == "" || len(chain) == 0 || chain[len(chain)-1] != addr {
+		return "", nil, false
+	}
+	return host, slices.Clip(chain[:len(chain)-1]), true
+}
+
+// PathClass returns the PCIe path class between two functions, as
+// nvidia-smi names it:
+//
+//   - PIX: below one common PCIe switch, each side crossing at most one
+//     bridge under the switch's upstream port (or functions of one device);
+//   - PXB: below a common bridge, through several switches;
+//   - PHB: no common bridge, same host bridge (root bus);
+//   - NODE: different host bridges on the same NUMA node;
+//   - SYS: different NUMA nodes.
+//
+// When either side's place in the tree is unknown only NUMA decides (NODE or
+// SYS). Unknown NUMA nodes count as the same node when numaNodes is 1 (a
+// single-node machine) and as different nodes otherwise (the pessimistic
+// answer).
+func PathClass(a, b Function, numaNodes int) topology.LinkKind {
+	if a.Placed && b.Placed && a.HostBridge == b.HostBridge {
+		c := 0
+		for c < len(a.Ancestors) && c < len(b.Ancestors) && a.Ancestors[c] == b.Ancestors[c] {
+			c++
+		}
+		if c > 0 {
+			if len(a.Ancestors)-c <= 1 && len(b.Ancestors)-c <= 1 {
+				return topology.LinkPIX
+			}
+			return topology.LinkPXB
+		}
+		return topology.LinkPHB
+	}
+	return NUMAClass(a.NUMA, b.NUMA, numaNodes)
+}
+
+// NUMAClass is the PCIe class of a path known only by its endpoints' NUMA
+// nodes: NODE on one node, SYS across nodes. Unknown nodes (-1) count as
+// the same node only on a single-node machine (numaNodes == 1).
+func NUMAClass(a, b, numaNodes int) topology.LinkKind {
+	switch {
+	case a >= 0 && b >= 0 && a == b:
+		return topology.LinkNODE
+	case a >= 0 && b >= 0:
+		return topology.LinkSYS
+	case numaNodes == 1:
+		return topology.LinkNODE
+	}
+	return topology.LinkSYS
+}
+
+// NIC is a network function found in the PCI tree.
+type NIC struct {
+	Function
+	// RDMA is the first RDMA device name (infiniband/<name>), "" when none.
+	RDMA string
+	// Netdev is the first network interface name (net/<name>), "" when none.
+	Netdev string
+	// SpeedMbps is the interface speed when the link is up; 0 otherwise.
+	SpeedMbps uint64
+}
+
+// NICs lists the physical network functions (PCI class 0x02, not SR-IOV
+// virtual functions) under the sysfs mounted at sys, ordered by address. A
+// missing PCI directory gives no NICs and no error.
+func NICs(sys string) ([]NIC, error) {
+	dir := DevicesDir(sys)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pcitree: %w", err)
+	}
+	var out []NIC
+	for _, e := range ents {
+		addr, err := topology.ParsePCIAddress(e.Name())
+		if err != nil {
+			continue
+		}
+		cls, err := readHex(filepath.Join(dir, e.Name(), "class"), 24)
+		if err != nil || cls>>16 != 0x02 {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, e.Name(), "physfn")); err == nil {
+			continue
+		}
+		f, err := Read(sys, addr)
+		if err != nil {
+			return nil, err
+		}
+		n := NIC{Function: f, RDMA: firstEntry(filepath.Join(dir, e.Name(), "infiniband")), Netdev: firstEntry(filepath.Join(dir, e.Name(), "net"))}
+		if n.Netdev != "" {
+			if s, err := readInt(filepath.Join(dir, e.Name(), "net", n.Netdev, "speed"), 0); err == nil && s > 0 {
+				n.SpeedMbps = uint64(s)
+			}
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(x, y NIC) int { return x.Address.Compare(y.Address) })
+	return out, nil
+}
+
+func firstEntry(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		return ""
+	}
+	return ents[0].Name()
+}
+
+// ReadFile reads a small sysfs file (at most 64 KiB).
+func ReadFile(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return io.ReadAll(io.LimitReader(fh, maxFile))
+}
+
+// readString returns the trimmed content of path; ok is false when the file
+// does not exist.
+func readString(path string) (s string, ok bool, err error) {
+	b, err := ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("pcitree: %w", err)
+	}
+	return strings.TrimSpace(string(b)), true, nil
+}
+
+// readInt reads a decimal integer, returning def when the file is absent.
+func readInt(path string, def int) (int, error) {
+	s, ok, err := readString(path)
+	if err != nil || !ok {
+		return def, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return def, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, s)
+	}
+	return v, nil
+}
+
+// readHex reads a "0x"-prefixed hex number of at most bits bits, returning 0
+// when the file is absent.
+func readHex(path string, bits int) (uint64, error) {
+	s, ok, err := readString(path)
+	if err != nil || !ok {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, bits)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %q is not a %d-bit hex number", ErrMalformed, path, s, bits)
+	}
+	return v, nil
+}
