@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gputopo/gputopo/provider/internal/pciname"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -647,20 +648,6 @@ func gfxTarget(v uint64) string {
 	return fmt.Sprintf("gfx%d%d%x", v/10000, (v/100)%100, v%100)
 }
 
-// models maps PCI device ids to product names.
-var models = map[uint16]string{
-	0x738c: "AMD Instinct MI100",
-	0x7408: "AMD Instinct MI250X",
-	0x740c: "AMD Instinct MI250X/MI250",
-	0x740f: "AMD Instinct MI210",
-	0x74a0: "AMD Instinct MI300A",
-	0x74a1: "AMD Instinct MI300X",
-	0x74a2: "AMD Instinct MI308X",
-	0x74a5: "AMD Instinct MI325X",
-	0x75a0: "AMD Instinct MI350X",
-	0x75a3: "AMD Instinct MI355X",
-}
-
 // families names unknown devices by ISA, so that link rates still match.
 var families = map[string]string{
 	"gfx908": "AMD Instinct MI100-series",
@@ -672,7 +659,7 @@ var families = map[string]string{
 }
 
 func modelName(id uint16, gfx string) string {
-	if m, ok := models[id]; ok {
+	if m, ok := pciname.Model(pciname.VendorAMD, id); ok {
 		return m
 	}
 	f, ok := families[gfx]

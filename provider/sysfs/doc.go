@@ -1,0 +1,34 @@
+// Package sysfs is the fallback hardware provider: it finds any PCI
+// accelerator in Linux sysfs, through github.com/jaypipes/ghw (pure Go, no
+// cgo), when no vendor library answers: NVIDIA GPUs without a working
+// driver or NVML, Intel Gaudi, AMD GPUs without KFD, and others.
+//
+// It sees:
+//
+//   - the accelerators, by PCI class: 3D controllers (0x0302), display
+//     controllers (0x0380) and processing accelerators (0x12xx) of any
+//     vendor, and VGA controllers (0x0300) of NVIDIA and AMD (see
+//     [IsAccelerator]); SR-IOV virtual functions are left out;
+//   - each one's vendor, device id, driver, NUMA node and local CPUs, and a
+//     model name (a built-in table of datacenter parts, else pci.ids when
+//     installed, else "PCI vvvv:dddd");
+//   - the PCIe path between every pair, classified as nvidia-smi does from
+//     the sysfs device paths: PIX (one switch), PXB (several switches), PHB
+//     (same host bridge), NODE (same NUMA node), SYS (across NUMA nodes);
+//   - the NUMA distance table (ghw's topology), and the network functions
+//     with their PCIe path to every accelerator (GPUDirect RDMA affinity).
+//
+// It does not see, and says so ([NoFabric], [Provider.Notes]): NVLink,
+// NVSwitch and xGMI links (every pair is a PCIe link, however the GPUs are
+// really joined), MIG or AMD partitions, device memory and UUIDs. Those
+// need the vendor providers (provider/nvidia, provider/amd), which
+// provider.Detect tries first.
+//
+// A machine without accelerators gives an error wrapping [ErrNotDetected],
+// so the fallback never claims an empty node. Attributes that exist but
+// cannot be parsed give errors wrapping [ErrMalformed] naming the file; a
+// NUMA table ghw cannot read completely is left out with a note.
+//
+// The root is injectable ([WithRoot], ghw's chroot), so tests run on ghw
+// snapshots and generated trees.
+package sysfs
