@@ -73,6 +73,8 @@ type planner struct {
 
 	bestCost Cost
 	best     *solution
+	// classes groups all GPUs by (model, state), built on first use.
+	classes []*gpuClass
 }
 
 type solution struct {
@@ -406,23 +408,47 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 			items = append(items, k)
 		}
 	}
-	// Larger instances first: they have fewer places to go.
+	// Larger instances first (they have fewer places to go), identical
+	// instances next to each other (for symmetry breaking below).
 	slices.SortStableFunc(items, func(a, b int) int {
-		return tg.l.Instances[b].Placement.Size - tg.l.Instances[a].Placement.Size
+		ia, ib := &tg.l.Instances[a], &tg.l.Instances[b]
+		if ia.Placement.Size != ib.Placement.Size {
+			return ib.Placement.Size - ia.Placement.Size
+		}
+		return compareNames(ia.Profile, ib.Profile)
 	})
-	states := []slotState{base}
+	// Other GPUs are grouped into classes of equal model and state: they
+	// are interchangeable, so the search tries each class once.
+	var classes []*gpuClass
 	if !pn.pol.SameGPUMovesOnly {
-		for g := range pn.gpus {
-			if g != t.g {
-				states = append(states, slotState{g: g, m: pn.gpus[g].l.Model, st: pn.gpus[g].state})
+		if pn.classes == nil {
+			for g := range pn.gpus {
+				c := findClass(pn.classes, pn.gpus[g].l.Model, pn.gpus[g].state)
+				if c == nil {
+					c = &gpuClass{m: pn.gpus[g].l.Model, st: pn.gpus[g].state}
+					pn.classes = append(pn.classes, c)
+				}
+				c.gpus = append(c.gpus, g)
 			}
 		}
+		classes = make([]*gpuClass, len(pn.classes))
+		for i, c := range pn.classes {
+			cc := *c
+			if k := slices.Index(cc.gpus, t.g); k >= 0 {
+				cc.gpus = slices.Delete(slices.Clone(cc.gpus), k, k+1)
+			}
+			classes[i] = &cc
+		}
+	}
+	if !pn.capacityOK(&base, classes, tg.l, items) {
+		return nil, 0, false
 	}
 	dest := make([]destRef, len(acts))
 	bestDest := make([]destRef, len(acts))
 	bestCross := -1
-	var rec func(j, cross int)
-	rec = func(j, cross int) {
+	type opt struct{ class, pl int } // class -1 = the target GPU
+	var rec func(j, cross int, floor opt)
+	rec = func(j, cross int, floor opt) {
 		if bestCross >= 0 && cross >= bestCross {
 			return
 		}
@@ -433,50 +459,122 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 		}
 		k := items[j]
 		in := &tg.l.Instances[k]
-		for si := range states {
-			s := &states[si]
-			pi, ok := s.m.byName[in.Profile]
+		// An instance identical to the previous one takes an option no
+		// earlier than the previous one's: the other orders are the same
+		// packing.
+		if j == 0 || tg.l.Instances[items[j-1]].Profile != in.Profile {
+			floor = opt{-1, 0}
+		}
+		before := func(o opt) bool { return o.class < floor.class || (o.class == floor.class && o.pl < floor.pl) }
+		if pi, ok := base.m.byName[in.Profile]; ok {
+			for pl := range base.m.pmask[pi] {
+				if before(opt{-1, pl}) || !base.fits(pi, pl) {
+					continue
+				}
+				saved := base.st
+				base.add(pi, pl)
+				dest[k] = destRef{gpu: t.g, pl: base.m.spec.Profiles[pi].Placements[pl]}
+				rec(j+1, cross, opt{-1, pl})
+				base.st = saved
+				if bestCross >= 0 && bestCross <= cross {
+					return
+				}
+			}
+		}
+		for ci := 0; ci < len(classes); ci++ {
+			c := classes[ci]
+			if len(c.gpus) == 0 {
+				continue
+			}
+			pi, ok := c.m.byName[in.Profile]
 			if !ok {
 				continue
 			}
-			// GPUs in the same state are interchangeable: try the first only.
-			dup := false
-			for sj := 1; sj < si; sj++ {
-				if states[sj].m == s.m && states[sj].st == s.st {
-					dup = true
-					break
-				}
-			}
-			if dup {
-				continue
-			}
-			c := cross
-			if si > 0 {
-				c++
-			}
-			for pl := range s.m.pmask[pi] {
-				if !s.fits(pi, pl) {
+			for pl := range c.m.pmask[pi] {
+				s := slotState{m: c.m, st: c.st}
+				if before(opt{ci, pl}) || !s.fits(pi, pl) {
 					continue
 				}
-				saved := s.st
 				s.add(pi, pl)
-				dest[k] = destRef{gpu: s.g, pl: s.m.spec.Profiles[pi].Placements[pl]}
-				rec(j+1, c)
-				s.st = saved
-				if bestCross == 0 || (bestCross >= 0 && bestCross <= c) {
-					break
+				g := c.gpus[0]
+				saved, n := c.gpus, len(classes)
+				c.gpus = c.gpus[1:]
+				classes = addToClass(classes, c.m, s.st, g)
+				dest[k] = destRef{gpu: g, pl: c.m.spec.Profiles[pi].Placements[pl]}
+				rec(j+1, cross+1, opt{ci, pl})
+				// Undo: g was appended to the last GPU list of its new class.
+				nc := findClass(classes, c.m, s.st)
+				nc.gpus = nc.gpus[:len(nc.gpus)-1]
+				classes = classes[:n]
+				c.gpus = saved
+				if bestCross >= 0 && bestCross <= cross+1 {
+					return
 				}
-			}
-			if bestCross == 0 {
-				return
 			}
 		}
 	}
-	rec(0, 0)
+	rec(0, 0, opt{-1, 0})
 	if bestCross < 0 {
 		return nil, 0, false
 	}
 	return bestDest, bestCross, true
+}
+
+// gpuClass is a set of GPUs with the same model and placement state.
+type gpuClass struct {
+	m    *Model
+	st   gstate
+	gpus []int
+}
+
+func findClass(cs []*gpuClass, m *Model, st gstate) *gpuClass {
+	for _, c := range cs {
+		if c.m == m && c.st == st {
+			return c
+		}
+	}
+	return nil
+}
+
+func addToClass(cs []*gpuClass, m *Model, st gstate, g int) []*gpuClass {
+	if c := findClass(cs, m, st); c != nil {
+		c.gpus = append(c.gpus[:len(c.gpus):len(c.gpus)], g)
+		return cs
+	}
+	return append(cs, &gpuClass{m: m, st: st, gpus: []int{g}})
+}
+
+// capacityOK is a quick necessary condition for packing: for every profile
+// among the items, the GPUs must have room for that many instances of it.
+func (pn *planner) capacityOK(base *slotState, classes []*gpuClass, l *Layout, items []int) bool {
+	for j, k := range items {
+		prof := l.Instances[k].Profile
+		if j > 0 && l.Instances[items[j-1]].Profile == prof {
+			continue
+		}
+		need := 0
+		for _, k2 := range items[j:] {
+			if l.Instances[k2].Profile == prof {
+				need++
+			}
+		}
+		have := 0
+		if pi, ok := base.m.byName[prof]; ok {
+			have += base.m.capOf(&base.st, pi)
+		}
+		for _, c := range classes {
+			if pi, ok := c.m.byName[prof]; ok {
+				have += c.m.capOf(&c.st, pi) * len(c.gpus)
+			}
+			if have >= need {
+				break
+			}
+		}
+		if have < need {
+			return false
+		}
+	}
+	return true
 }
 
 func placementIndex(m *Model, pi int, pl Placement) int {
@@ -613,4 +711,17 @@ func (pn *planner) build(s *solution) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+func compareNames(a, b ProfileName) int {
+	if c := a.GPUSlices - b.GPUSlices; c != 0 {
+		return c
+	}
+	if c := a.MemoryGB - b.MemoryGB; c != 0 {
+		return c
+	}
+	if c := a.ComputeSlices - b.ComputeSlices; c != 0 {
+		return c
+	}
+	return strings.Compare(a.Suffix, b.Suffix)
 }
