@@ -2,110 +2,738 @@ package scoring
 
 import (
 	"math"
+	"math/bits"
+	"slices"
+	"sync"
 )
 
-// largeModel serves nodes of more than 16 devices.
-type largeModel struct {
-	m *model
+// Nodes of more than 16 devices (MI300X in CPX mode: 64 logical devices;
+// NVL72 domains; several NVSwitch islands) are searched on collapsed
+// cliques:
+//
+//  1. Twin classes. Devices with identical links to every other device, the
+//     same link among themselves, and the same NUMA node, scopes, NIC links
+//     and memory are interchangeable: the partitions of one package, the
+//     GPUs of one NVSwitch island behind one PCIe switch. A set is then a
+//     count per class, its members the lowest-numbered usable devices of
+//     each class (for a shared slice, the best-fitting ones).
+//  2. Symmetric classes. Classes with the same link to every other class,
+//     the same size, usable count and locality are interchangeable too; the
+//     search fills such a group's classes in order, taking from a class only
+//     when the previous one is full, so at most one of them is taken in
+//     part. (Moving a device from a smaller partial class to a larger one
+//     trades cross-class pairs for internal ones and never touches more
+//     scopes, which helps whenever a class's internal link is at least its
+//     link to its twins; this is a restriction of the search, not a proof.)
+//  3. Every remaining count vector meeting the hard constraints is scored.
+//     Aggregate, NUMA, PCIe, packing, affinity, scope and fit are computed
+//     exactly from the counts. The ring is the best ring that traverses each
+//     class as one contiguous run (a lower bound of the best ring; equal to
+//     it whenever every class's internal link is its strongest and the
+//     touched classes have a ring in the class graph, as in NVSwitch islands,
+//     XGMI hives and CPX packages). The look-ahead value P_L of the rest is
+//     replaced by the partition that fills groups inside classes first and
+//     then chunks the remaining devices in locality order (a lower bound).
+//
+// Results of this search have Exact = false. Its gap to the exact search is
+// measured in the tests on every real node of up to 16 devices.
+
+// maxLargeCandidates bounds the count vectors one large search scores
+// before falling back to a greedy completion.
+const maxLargeCandidates = 1 << 18
+
+type class struct {
+	members []int // ascending
+	intraBW int64
+	intraSW bool
+	intraPC int8
+	numa    int
 }
 
-func newLargeModel(m *model) *largeModel { return &largeModel{m: m} }
+type largeModel struct {
+	m       *model
+	cls     []class
+	classOf []int
+	cbw     []int64 // C×C representative links
+	csw     []bool
+	cpc     []int8
+	order   []int // classes in locality order, for look-ahead chunking
 
-// ringHeuristic returns the bottleneck of a ring built greedily (each step
-// to the closest unvisited device); a lower bound of the best ring.
-func (m *model) ringHeuristic(devs []int) int64 {
-	if len(devs) <= 12 {
-		return m.bottleneckRing(devs)
-	}
-	visited := make([]bool, len(devs))
-	visited[0] = true
-	cur := 0
-	ring := int64(math.MaxInt64)
-	for range len(devs) - 1 {
-		next, nb := -1, int64(-1)
-		for j := range devs {
-			if !visited[j] && m.bw[devs[cur]*m.n+devs[j]] > nb {
-				next, nb = j, m.bw[devs[cur]*m.n+devs[j]]
+	ringMu    sync.Mutex
+	ringCache map[uint64]int64 // touched classes (C <= 64) -> quotient ring
+}
+
+func newLargeModel(m *model) *largeModel {
+	n := m.n
+	lm := &largeModel{m: m, classOf: make([]int, n), ringCache: map[uint64]int64{}}
+	twin := func(i, j int) bool {
+		if m.numa[i] != m.numa[j] || m.memory[i] != m.memory[j] || m.healthy[i] != m.healthy[j] {
+			return false
+		}
+		for k := range scopeKinds {
+			if m.scopeID[k][i] != m.scopeID[k][j] && (m.scope[k][i].Len() > 1 || m.scope[k][j].Len() > 1) {
+				return false
 			}
 		}
-		visited[next] = true
-		ring = min(ring, nb)
-		cur = next
-	}
-	return min(ring, m.bw[devs[cur]*m.n+devs[0]])
-}
-
-// searchLarge builds a set greedily: starting from the required devices it
-// adds, one at a time, the usable device that maximises the partial set's
-// objective. It is not exact.
-func (q *query) searchLarge() (Result, error) {
-	m := q.m
-	set := q.required
-	buf := make([]int, 0, q.k)
-	count := 0
-	for set.Len() < q.k {
-		bestI, bestScore := -1, math.Inf(-1)
-		for i := range q.free.Difference(set).All() {
-			cand := set.With(i)
-			if q.scopeReq && q.scopeOf(cand) == 0 {
+		for x := range n {
+			if x == i || x == j {
 				continue
 			}
-			count++
-			devs := cand.AppendTo(buf[:0])
-			st := m.quickStats(devs)
-			u := unitScore(st.components(), &q.w)
-			sc := q.combine(u, u, q.packingOf(cand), q.affinityOf(cand), q.scopeOf(cand), q.fitOf(cand))
-			if sc > bestScore {
-				bestI, bestScore = i, sc
+			if m.bw[i*n+x] != m.bw[j*n+x] || m.sw[i*n+x] != m.sw[j*n+x] || m.pcie[i*n+x] != m.pcie[j*n+x] {
+				return false
 			}
 		}
-		if bestI < 0 {
-			return Result{}, q.unsatisfiable()
+		for nic := range m.nics {
+			if m.node.NICLink(i, nic) != m.node.NICLink(j, nic) {
+				return false
+			}
 		}
-		set = set.With(bestI)
+		return true
 	}
+	for i := range n {
+		placed := false
+		for c := range lm.cls {
+			cl := &lm.cls[c]
+			rep := cl.members[0]
+			if !twin(i, rep) {
+				continue
+			}
+			if len(cl.members) >= 2 && (m.bw[i*n+rep] != cl.intraBW || m.sw[i*n+rep] != cl.intraSW || m.pcie[i*n+rep] != cl.intraPC) {
+				continue
+			}
+			if len(cl.members) == 1 {
+				cl.intraBW, cl.intraSW, cl.intraPC = m.bw[i*n+rep], m.sw[i*n+rep], m.pcie[i*n+rep]
+			}
+			cl.members = append(cl.members, i)
+			lm.classOf[i] = c
+			placed = true
+			break
+		}
+		if !placed {
+			lm.classOf[i] = len(lm.cls)
+			lm.cls = append(lm.cls, class{members: []int{i}, numa: m.numa[i]})
+		}
+	}
+	C := len(lm.cls)
+	lm.cbw, lm.csw, lm.cpc = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C)
+	for a := range C {
+		for b := range C {
+			if a != b {
+				i, j := lm.cls[a].members[0], lm.cls[b].members[0]
+				lm.cbw[a*C+b], lm.csw[a*C+b], lm.cpc[a*C+b] = m.bw[i*n+j], m.sw[i*n+j], m.pcie[i*n+j]
+			}
+		}
+	}
+	lm.order = make([]int, C)
+	for c := range lm.order {
+		lm.order[c] = c
+	}
+	key := func(c int) [5]int {
+		r := lm.cls[c].members[0]
+		return [5]int{m.scopeID[0][r], m.numa[r], m.scopeID[1][r], m.scopeID[3][r], c}
+	}
+	slices.SortFunc(lm.order, func(a, b int) int {
+		ka, kb := key(a), key(b)
+		return slices.Compare(ka[:], kb[:])
+	})
+	return lm
+}
+
+// largeSearch is the per-query state of the collapsed search.
+type largeSearch struct {
+	q      *query
+	lm     *largeModel
+	C      int
+	free   []int   // usable members per class
+	req    []int   // required members per class
+	chosen [][]int // per class, usable members in the order they are taken
+	fitPre [][]float64
+	affC   []float64
+	twinOf []int             // previous class of the same symmetry group, -1 if none
+	x      []int             // current counts
+	suffix []int             // usable devices in classes c.. (for pruning)
+	scopeN [scopeKinds][]int // usable devices per scope id
+	best   struct {
+		x     []int
+		score float64
+		set   DeviceSet
+		ok    bool
+	}
+	second struct {
+		x     []int
+		score float64
+		set   DeviceSet
+		ok    bool
+	}
+	count     int
+	truncated bool
+}
+
+func (q *query) searchLarge() (Result, error) {
+	lm := q.c.large
+	m := q.m
+	C := len(lm.cls)
+	s := &largeSearch{q: q, lm: lm, C: C, free: make([]int, C), req: make([]int, C), chosen: make([][]int, C),
+		affC: make([]float64, C), twinOf: make([]int, C), x: make([]int, C), suffix: make([]int, C+1)}
+	for k := range scopeKinds {
+		s.scopeN[k] = make([]int, m.n)
+	}
+	for i := range q.free.All() {
+		for k := range scopeKinds {
+			s.scopeN[k][m.scopeID[k][i]]++
+		}
+	}
+	for c, cl := range lm.cls {
+		var reqd, rest []int
+		for _, i := range cl.members {
+			switch {
+			case q.required.Contains(i):
+				reqd = append(reqd, i)
+			case q.free.Contains(i):
+				rest = append(rest, i)
+			}
+		}
+		if q.shared { // best fit first
+			slices.SortStableFunc(rest, func(a, b int) int {
+				switch {
+				case q.fit[a] > q.fit[b]:
+					return -1
+				case q.fit[a] < q.fit[b]:
+					return 1
+				}
+				return a - b
+			})
+		}
+		s.chosen[c] = append(reqd, rest...)
+		s.req[c] = len(reqd)
+		s.free[c] = len(reqd) + len(rest)
+		s.affC[c] = q.aff[cl.members[0]]
+		if q.shared {
+			pre := make([]float64, len(s.chosen[c])+1)
+			for j, i := range s.chosen[c] {
+				pre[j+1] = pre[j] + q.fit[i]
+			}
+			s.fitPre = append(s.fitPre, pre)
+		}
+	}
+	for c := C - 1; c >= 0; c-- {
+		s.suffix[c] = s.suffix[c+1] + s.free[c]
+	}
+	s.symmetry()
+
 	if q.allowed != nil {
-		found := false
-		for _, a := range q.allowed {
-			if a == set {
-				found = true
+		for _, set := range q.allowed {
+			if !set.SubsetOf(q.free) || !q.required.SubsetOf(set) {
+				continue
 			}
+			clear(s.x)
+			for i := range set.All() {
+				s.x[lm.classOf[i]]++
+			}
+			if q.scopeReq && q.scopeOf(set) == 0 {
+				continue
+			}
+			s.consider(set)
 		}
-		if !found {
-			return Result{}, q.unsatisfiable()
-		}
+	} else {
+		s.enumerate(0, q.k)
 	}
-	devs := set.Indices()
-	st := m.quickStats(devs)
-	o := st.components()
-	u := unitScore(o, &q.w)
-	res := Result{Set: set, Score: q.combine(u, u, q.packingOf(set), q.affinityOf(set), q.scopeOf(set), q.fitOf(set)), Candidates: count}
+	if !s.best.ok {
+		return Result{}, q.unsatisfiable()
+	}
+	res := Result{Set: s.best.set, Score: s.best.score, Candidates: s.count}
 	if q.explain {
-		res.Components = q.components(set, o, st.ringMB, u, "not computed for large nodes")
+		copy(s.x, s.best.x)
+		res.Components = s.components()
+		if s.second.ok {
+			copy(s.x, s.second.x)
+			comps := s.components()
+			res.RunnerUp = &RunnerUp{Set: s.second.set, Score: s.second.score, Components: comps,
+				Why: explainLoss(s.best.set, s.second.set, s.best.score, s.second.score, res.Components, comps)}
+		}
 	}
 	return res, nil
 }
 
-// quickStats is statsOf with the heuristic ring.
-func (m *model) quickStats(devs []int) setStats {
-	s := setStats{k: len(devs)}
-	seen := map[int]bool{}
-	for a, i := range devs {
-		if !seen[m.numa[i]] {
-			seen[m.numa[i]] = true
-			s.numaSpan++
-		}
-		for _, j := range devs[a+1:] {
-			if m.sw[i*m.n+j] {
-				s.switched += m.bw[i*m.n+j]
-			} else {
-				s.direct += m.bw[i*m.n+j]
+// symmetry links each class to the previous class it is interchangeable
+// with for this query.
+func (s *largeSearch) symmetry() {
+	lm, m, q := s.lm, s.lm.m, s.q
+	C := s.C
+	for c := range C {
+		s.twinOf[c] = -1
+	}
+	if q.shared {
+		return // slices make members differ by what they already hold
+	}
+	// ownScope: the scope of kind k of class c's members lies inside c.
+	ownScope := func(c, k int) bool {
+		for i := range m.scope[k][lm.cls[c].members[0]].All() {
+			if lm.classOf[i] != c {
+				return false
 			}
-			s.pcieSum += int(m.pcie[i*m.n+j])
+		}
+		return true
+	}
+	for c := range C {
+		for p := c - 1; p >= 0; p-- {
+			a, b := &lm.cls[p], &lm.cls[c]
+			if len(a.members) != len(b.members) || s.free[p] != s.free[c] || s.req[p] != 0 || s.req[c] != 0 ||
+				a.numa != b.numa || a.intraBW != b.intraBW || a.intraSW != b.intraSW || a.intraPC != b.intraPC ||
+				s.affC[p] != s.affC[c] {
+				continue
+			}
+			ra, rb := a.members[0], b.members[0]
+			same := true
+			for k := range scopeKinds {
+				if m.scopeID[k][ra] != m.scopeID[k][rb] && !(ownScope(p, k) && ownScope(c, k)) {
+					same = false
+				}
+			}
+			if m.scopeID[0][ra] != m.scopeID[0][rb] {
+				same = false // different islands are not interchangeable here
+			}
+			for x := 0; same && x < C; x++ {
+				if x != p && x != c && (lm.cbw[p*C+x] != lm.cbw[c*C+x] || lm.csw[p*C+x] != lm.csw[c*C+x] || lm.cpc[p*C+x] != lm.cpc[c*C+x]) {
+					same = false
+				}
+			}
+			if same && lm.cbw[p*C+c] == lm.cbw[c*C+p] {
+				s.twinOf[c] = p
+				break
+			}
 		}
 	}
-	if len(devs) >= 2 {
-		s.ringMB = m.ringHeuristic(devs)
-	}
-	return s
 }
+
+func (s *largeSearch) enumerate(c, left int) {
+	if s.count >= maxLargeCandidates {
+		s.truncated = true
+		return
+	}
+	if left == 0 {
+		for j := c; j < s.C; j++ {
+			s.x[j] = 0
+			if s.req[j] > 0 {
+				return
+			}
+		}
+		s.considerCounts()
+		return
+	}
+	if c == s.C || s.suffix[c] < left {
+		return
+	}
+	hi := min(s.free[c], left)
+	if t := s.twinOf[c]; t >= 0 {
+		// Within a group of interchangeable classes, fill classes in
+		// order: a class is taken only when its predecessor is full.
+		if s.x[t] < s.free[t] {
+			hi = 0
+		}
+	}
+	for x := hi; x >= s.req[c]; x-- {
+		s.x[c] = x
+		s.enumerate(c+1, left-x)
+	}
+	s.x[c] = 0
+}
+
+func (s *largeSearch) setOf(x []int) DeviceSet {
+	var set DeviceSet
+	for c, cnt := range x {
+		for _, i := range s.chosen[c][:cnt] {
+			set = set.With(i)
+		}
+	}
+	return set
+}
+
+func (s *largeSearch) considerCounts() {
+	q := s.q
+	if q.scopeReq && !s.sameScope(q.scopeK) {
+		return
+	}
+	s.consider(DeviceSet{})
+}
+
+// consider scores the current counts; set is the explicit device set when
+// known (allowed tables), else it is derived from the counts.
+func (s *largeSearch) consider(set DeviceSet) {
+	s.count++
+	sc, ok := s.score()
+	if !ok {
+		return
+	}
+	if set.IsEmpty() && (!s.best.ok || sc >= s.best.score || (s.q.explain && (!s.second.ok || sc >= s.second.score))) {
+		set = s.setOf(s.x)
+	}
+	if better(set, sc, candidate{s.best.set, s.best.score, s.best.ok}) {
+		if s.q.explain && s.best.ok {
+			s.second = s.best
+		}
+		s.best.x, s.best.score, s.best.set, s.best.ok = slices.Clone(s.x), sc, set, true
+	} else if s.q.explain && better(set, sc, candidate{s.second.set, s.second.score, s.second.ok}) {
+		s.second.x, s.second.score, s.second.set, s.second.ok = slices.Clone(s.x), sc, set, true
+	}
+}
+
+func (s *largeSearch) sameScope(k int) bool {
+	m := s.lm.m
+	id := -1
+	for c, cnt := range s.x {
+		if cnt == 0 {
+			continue
+		}
+		r := s.lm.cls[c].members[0]
+		if id >= 0 && m.scopeID[k][r] != id {
+			return false
+		}
+		id = m.scopeID[k][r]
+	}
+	return true
+}
+
+// stats computes setStats for counts x.
+func (s *largeSearch) stats(x []int) setStats {
+	st := s.statsNoRing(x)
+	if st.k >= 2 {
+		st.ringMB = s.ringOfCounts(x)
+	}
+	return st
+}
+
+// ringOfCounts is the contiguous-class ring of counts x.
+func (s *largeSearch) ringOfCounts(x []int) int64 {
+	var touched uint64
+	wide := false
+	for c, cnt := range x {
+		if cnt > 0 {
+			if c < 64 {
+				touched |= 1 << c
+			} else {
+				wide = true
+			}
+		}
+	}
+	return s.ringOf(x, touched, wide)
+}
+
+// statsNoRing computes setStats for counts x, all but the ring.
+func (s *largeSearch) statsNoRing(x []int) setStats {
+	lm := s.lm
+	C := s.C
+	st := setStats{}
+	var numaSeen [MaxDevices / 64]uint64
+	for a, ca := range x {
+		if ca == 0 {
+			continue
+		}
+		st.k += ca
+		cl := &lm.cls[a]
+		if g := cl.numa; numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
+			numaSeen[g>>6] |= 1 << (uint(g) & 63)
+			st.numaSpan++
+		}
+		in := int64(ca * (ca - 1) / 2)
+		if cl.intraSW {
+			st.switched += in * cl.intraBW
+		} else {
+			st.direct += in * cl.intraBW
+		}
+		st.pcieSum += int(in) * int(cl.intraPC)
+		for b := a + 1; b < C; b++ {
+			cb := x[b]
+			if cb == 0 {
+				continue
+			}
+			p := int64(ca * cb)
+			if lm.csw[a*C+b] {
+				st.switched += p * lm.cbw[a*C+b]
+			} else {
+				st.direct += p * lm.cbw[a*C+b]
+			}
+			st.pcieSum += int(p) * int(lm.cpc[a*C+b])
+		}
+	}
+	return st
+}
+
+// ringOf is the best ring traversing each touched class contiguously.
+func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
+	lm := s.lm
+	C := s.C
+	intra := int64(math.MaxInt64)
+	var cls []int
+	for c, cnt := range x {
+		if cnt > 0 {
+			cls = append(cls, c)
+			if cnt >= 2 {
+				intra = min(intra, lm.cls[c].intraBW)
+			}
+		}
+	}
+	var cross int64
+	switch {
+	case len(cls) == 1:
+		return intra
+	case len(cls) == 2:
+		cross = lm.cbw[cls[0]*C+cls[1]]
+	case wide:
+		cross = s.quotientRing(cls)
+	default:
+		lm.ringMu.Lock()
+		r, ok := lm.ringCache[touched]
+		lm.ringMu.Unlock()
+		if !ok {
+			r = s.quotientRing(cls)
+			lm.ringMu.Lock()
+			lm.ringCache[touched] = r
+			lm.ringMu.Unlock()
+		}
+		cross = r
+	}
+	return min(intra, cross)
+}
+
+// quotientRing is the bottleneck Hamiltonian cycle over the classes (exact
+// DP up to 14 classes, nearest-neighbour beyond).
+func (s *largeSearch) quotientRing(cls []int) int64 {
+	lm := s.lm
+	C := s.C
+	k := len(cls)
+	w := func(a, b int) int64 { return lm.cbw[cls[a]*C+cls[b]] }
+	if k > 14 {
+		visited := make([]bool, k)
+		visited[0] = true
+		cur, ring := 0, int64(math.MaxInt64)
+		for range k - 1 {
+			next, nb := -1, int64(-1)
+			for j := range k {
+				if !visited[j] && w(cur, j) > nb {
+					next, nb = j, w(cur, j)
+				}
+			}
+			visited[next] = true
+			ring = min(ring, nb)
+			cur = next
+		}
+		return min(ring, w(cur, 0))
+	}
+	full := 1<<k - 1
+	best := make([]int64, (full+1)*k)
+	for i := range best {
+		best[i] = -1
+	}
+	best[1*k] = math.MaxInt64
+	for mask := 1; mask <= full; mask += 2 {
+		for v := range k {
+			b := best[mask*k+v]
+			if b < 0 {
+				continue
+			}
+			for u := 1; u < k; u++ {
+				if mask&(1<<u) == 0 {
+					if nb := min(b, w(v, u)); nb > best[(mask|1<<u)*k+u] {
+						best[(mask|1<<u)*k+u] = nb
+					}
+				}
+			}
+		}
+	}
+	ring := int64(0)
+	for v := 1; v < k; v++ {
+		if b := best[full*k+v]; b >= 0 {
+			ring = max(ring, min(b, w(v, 0)))
+		}
+	}
+	return ring
+}
+
+// score is the objective of the current counts, or ok = false when a bound
+// proves the counts cannot beat the incumbent(s): first with the ring
+// bounded by the bottleneck spanning tree of the touched classes (every ring
+// contains a spanning path) and the look-ahead by u, then with the ring
+// computed and the look-ahead by u.
+func (s *largeSearch) score() (float64, bool) {
+	q := s.q
+	pack, aff, scope, fit := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm()
+	st := s.statsNoRing(s.x)
+	if st.k >= 2 {
+		st.ringMB = s.ringUpper(s.x)
+		u := unitScore(st.components(), &q.w)
+		if !s.mayWin(q.combine(u, u, pack, aff, scope, fit)) {
+			return 0, false
+		}
+		st.ringMB = s.ringOfCounts(s.x)
+	}
+	u := unitScore(st.components(), &q.w)
+	if q.wLA == 0 {
+		return q.combine(u, u, pack, aff, scope, fit), true
+	}
+	if !s.mayWin(q.combine(u, u, pack, aff, scope, fit)) {
+		return 0, false
+	}
+	return q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit), true
+}
+
+// mayWin reports whether a candidate whose score is at most ub could still
+// become the best (or, with an explanation, the runner-up).
+func (s *largeSearch) mayWin(ub float64) bool {
+	lim := s.best
+	if s.q.explain {
+		lim = s.second
+	}
+	return !lim.ok || ub >= lim.score
+}
+
+// ringUpper is the bottleneck of the maximum spanning tree over the touched
+// devices: no ring over them can do better.
+func (s *largeSearch) ringUpper(x []int) int64 {
+	lm := s.lm
+	C := s.C
+	var cls [64]int
+	var key [64]int64
+	var in [64]bool
+	k := 0
+	ub := int64(math.MaxInt64)
+	for c, cnt := range x {
+		if cnt > 0 {
+			if k == len(cls) {
+				return ub // too many classes to bound cheaply
+			}
+			cls[k] = c
+			k++
+			if cnt >= 2 {
+				ub = min(ub, lm.cls[c].intraBW)
+			}
+		}
+	}
+	// Prim on the class graph: the tree's weakest edge.
+	for i := range k {
+		key[i] = -1
+	}
+	key[0] = math.MaxInt64
+	for range k {
+		v := -1
+		for i := range k {
+			if !in[i] && (v < 0 || key[i] > key[v]) {
+				v = i
+			}
+		}
+		in[v] = true
+		ub = min(ub, key[v])
+		for i := range k {
+			if !in[i] {
+				key[i] = max(key[i], lm.cbw[cls[v]*C+cls[i]])
+			}
+		}
+	}
+	return ub
+}
+
+// lookAhead is a lower bound of P_L over the devices left: groups inside
+// classes first, then the remaining devices chunked in locality order.
+func (s *largeSearch) lookAhead() float64 {
+	q, lm := s.q, s.lm
+	L := q.L
+	worst := math.Inf(1)
+	g := make([]int, s.C)
+	var pool []int // classes of leftover devices, in locality order
+	for _, c := range lm.order {
+		r := s.free[c] - s.x[c]
+		if full := r / L; full > 0 {
+			clear(g)
+			g[c] = L
+			worst = math.Min(worst, unitScore(s.stats(g).components(), &q.w))
+		}
+		for range r % L {
+			pool = append(pool, c)
+		}
+	}
+	for len(pool) >= L {
+		clear(g)
+		for _, c := range pool[:L] {
+			g[c]++
+		}
+		worst = math.Min(worst, unitScore(s.stats(g).components(), &q.w))
+		pool = pool[L:]
+	}
+	return worst
+}
+
+func (s *largeSearch) packing() float64 {
+	q, m := s.q, s.lm.m
+	if q.wPack == 0 {
+		return 1
+	}
+	sum, kinds := 0.0, 0
+	for kind := range scopeKinds {
+		if !m.useful[kind] {
+			continue
+		}
+		var seen DeviceSet
+		freeIn := 0
+		for c, cnt := range s.x {
+			if cnt == 0 {
+				continue
+			}
+			id := m.scopeID[kind][s.lm.cls[c].members[0]]
+			if !seen.Contains(id) {
+				seen = seen.With(id)
+				freeIn += s.scopeN[kind][id]
+			}
+		}
+		sum += float64(q.k) / float64(freeIn)
+		kinds++
+	}
+	return sum / float64(kinds)
+}
+
+func (s *largeSearch) affinity() float64 {
+	if s.q.wAff == 0 {
+		return 1
+	}
+	sum := 0.0
+	for c, cnt := range s.x {
+		sum += float64(cnt) * s.affC[c]
+	}
+	return sum / float64(s.q.k)
+}
+
+func (s *largeSearch) scopeTerm() float64 {
+	if s.q.wScope == 0 || s.sameScope(s.q.scopeK) {
+		return 1
+	}
+	return 0
+}
+
+func (s *largeSearch) fitTerm() float64 {
+	if s.q.wFit == 0 {
+		return 1
+	}
+	sum := 0.0
+	for c, cnt := range s.x {
+		sum += s.fitPre[c][cnt]
+	}
+	return sum / float64(s.q.k)
+}
+
+func (s *largeSearch) components() []Component {
+	q := s.q
+	st := s.stats(s.x)
+	o := st.components()
+	u := unitScore(o, &q.w)
+	la := u
+	detail := "no further group"
+	if q.wLA > 0 {
+		if p := s.lookAhead(); !math.IsInf(p, 1) {
+			detail = "worst group left (estimate)"
+			la = math.Min(u, p)
+		}
+	}
+	set := s.setOf(s.x)
+	return q.components(set, o, st.ringMB, la, detail)
+}
+
+var _ = bits.OnesCount64

@@ -1,0 +1,326 @@
+package scoring
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// Behaviour tests: the cases of shared/docs/allocators.md §7 that apply to
+// whole devices and partitions, each named by its id there.
+
+// stateFree returns the state of an n-device node where only free are free.
+func stateFree(n int, free ...int) *State {
+	s := NewState(n)
+	for i := range n {
+		if !slices.Contains(free, i) {
+			s.Devices[i].Allocated = true
+		}
+	}
+	return s
+}
+
+func stateBusy(n int, busy ...int) *State {
+	s := NewState(n)
+	for _, i := range busy {
+		s.Devices[i].Allocated = true
+	}
+	return s
+}
+
+func all(n int) []int { return seq(n) }
+
+func mustSelect(t *testing.T, node *topology.Node, st *State, req Request) Result {
+	t.Helper()
+	r, err := SelectDevices(node, st, req, WithExplanation())
+	if err != nil {
+		t.Fatalf("%s: %v", node.Name(), err)
+	}
+	return r
+}
+
+func wantSet(t *testing.T, r Result, want ...int) {
+	t.Helper()
+	if !slices.Equal(r.Devices(), want) {
+		t.Errorf("chose %v, want %v\n  %v\n  runner-up: %+v", r.Devices(), want, r, r.RunnerUp)
+	}
+}
+
+// sequence runs requests in order on a fresh node, applying each answer.
+func sequence(t *testing.T, node *topology.Node, counts ...int) [][]int {
+	t.Helper()
+	st := NewState(node.Len())
+	var out [][]int
+	for _, k := range counts {
+		req := Request{Count: k}
+		r := mustSelect(t, node, st, req)
+		if err := st.Apply(req, r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r.Devices())
+	}
+	return out
+}
+
+func sameSets(got, want [][]int) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if slices.Equal(g, w) {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParityGoGPUAllocator(t *testing.T) {
+	f1 := fixtureF1(t)
+	t.Run("P1", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 2, 4, 5), Request{Count: 2}), 4, 5)
+	})
+	t.Run("P2", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 4, 5, 6), Request{Count: 2}), 5, 6)
+	})
+	t.Run("P3", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 1, 3), Request{Count: 2}), 0, 3)
+	})
+	t.Run("P4", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 1, 4), Request{Count: 2}), 0, 4)
+	})
+	t.Run("P5", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, nil, Request{Count: 1, Required: []int{4}}), 4)
+		wantSet(t, mustSelect(t, f1, nil, Request{Count: 2, Required: []int{4}}), 4, 7)
+		wantSet(t, mustSelect(t, f1, nil, Request{Count: 4, Required: []int{4}}), 4, 5, 6, 7)
+	})
+	t.Run("P6", func(t *testing.T) {
+		_, err := SelectDevices(f1, stateBusy(8, 0), Request{Count: 4, Required: []int{0, 1, 2, 3}})
+		if !errors.Is(err, ErrRequiredUnavailable) {
+			t.Fatalf("err %v, want ErrRequiredUnavailable", err)
+		}
+		var re *RequestError
+		if !errors.As(err, &re) || !slices.Equal(re.Devices, []int{0}) {
+			t.Fatalf("error %v should name device 0", err)
+		}
+	})
+	t.Run("P7", func(t *testing.T) {
+		wantSet(t, mustSelect(t, f1, nil, Request{Count: 4, Required: []int{0, 2, 4, 6}}), 0, 2, 4, 6)
+	})
+	t.Run("P8", func(t *testing.T) {
+		_, err := SelectDevices(f1, nil, Request{Count: 4, Required: []int{0, 1, 2, 3, 4, 5}})
+		if !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("6 required for k=4: err %v, want ErrInvalidRequest", err)
+		}
+		_, err = SelectDevices(f1, stateFree(8, 0, 1, 2, 3, 4), Request{Count: 6})
+		if !errors.Is(err, ErrInsufficientDevices) {
+			t.Fatalf("k=6 on 5 free: err %v, want ErrInsufficientDevices", err)
+		}
+		_, err = SelectDevices(f1, stateFree(8, 0, 1, 2, 3, 4), Request{Count: 1, Required: []int{0, 1, 2, 3, 4, 5}})
+		if !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("6 required for k=1: err %v, want ErrInvalidRequest", err)
+		}
+	})
+	t.Run("P9", func(t *testing.T) {
+		got := sequence(t, f1, 2, 2, 2, 2)
+		if want := [][]int{{0, 3}, {1, 2}, {4, 7}, {5, 6}}; !sameSets(got, want) {
+			t.Fatalf("k=2 ×4 gave %v, want %v in any order", got, want)
+		}
+	})
+	t.Run("P10", func(t *testing.T) {
+		for _, node := range []*topology.Node{f1, fixtureF2(t)} {
+			got := sequence(t, node, 4, 4)
+			if want := [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}; !sameSets(got, want) {
+				t.Fatalf("%s: k=4 ×2 gave %v, want quads", node.Name(), got)
+			}
+			wantSet(t, mustSelect(t, node, nil, Request{Count: 8}), all(8)...)
+		}
+	})
+	t.Run("P11", func(t *testing.T) {
+		got := sequence(t, fixtureF2(t), 2, 2, 2, 2)
+		if want := [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}; !sameSets(got, want) {
+			t.Fatalf("k=2 ×4 gave %v, want %v", got, want)
+		}
+	})
+	t.Run("P12", func(t *testing.T) {
+		f3 := fixtureF3(t)
+		got := sequence(t, f3, 2, 2)
+		if want := [][]int{{0, 3}, {1, 2}}; !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("k=2, k=2 gave %v, want %v", got, want)
+		}
+		wantSet(t, mustSelect(t, f3, nil, Request{Count: 4}), 0, 1, 2, 3)
+		_, err := SelectDevices(f3, stateBusy(4, 0, 1, 2, 3), Request{Count: 1})
+		if !errors.Is(err, ErrInsufficientDevices) {
+			t.Fatalf("k=1 on a full node: %v", err)
+		}
+	})
+	t.Run("P13", func(t *testing.T) {
+		// StaticDGX1 Volta table: pairs, the two quads and all eight.
+		table := [][]int{{0, 3}, {1, 2}, {4, 7}, {5, 6}, {0, 1, 2, 3}, {4, 5, 6, 7}, all(8)}
+		_, err := SelectDevices(f1, nil, Request{Count: 4, Required: []int{0, 2, 4, 6}, AllowedSets: table})
+		if !errors.Is(err, ErrUnsatisfiable) {
+			t.Fatalf("required {0,2,4,6} against the static table: %v, want ErrUnsatisfiable", err)
+		}
+		wantSet(t, mustSelect(t, f1, nil, Request{Count: 2, Required: []int{4}, AllowedSets: table}), 4, 7)
+	})
+}
+
+func TestBetterThanAnchors(t *testing.T) {
+	b8 := fixtureB8(t)
+	t.Run("W1", func(t *testing.T) {
+		r := mustSelect(t, b8, stateFree(8, 0, 1, 4, 5, 6), Request{Count: 3})
+		if d := r.Devices(); len(d) != 3 || !slices.Contains(d, 4) || !slices.Contains(d, 5) {
+			t.Fatalf("chose %v, want 3 devices holding {4,5}", d)
+		}
+	})
+	t.Run("W2", func(t *testing.T) {
+		wantSet(t, mustSelect(t, b8, stateBusy(8, 0), Request{Count: 1}), 2)
+	})
+	t.Run("W3", func(t *testing.T) {
+		got := sequence(t, b8, 1, 1, 2, 2, 2)
+		singles := [][]int{got[0], got[1]}
+		if !sameSets(singles, [][]int{{0}, {2}}) || !sameSets(got[2:], [][]int{{1, 3}, {4, 5}, {6, 7}}) {
+			t.Fatalf("1,1,2,2,2 gave %v, want singles 0 and 2, then pairs {1,3} {4,5} {6,7}", got)
+		}
+	})
+	t.Run("W4", func(t *testing.T) {
+		wantSet(t, mustSelect(t, b8, stateFree(8, 0, 1, 2, 4, 5, 6), Request{Count: 4}), 0, 2, 4, 5)
+	})
+	t.Run("W5", func(t *testing.T) {
+		for _, node := range []*topology.Node{fixtureK8(t), fixtureH8(t)} {
+			wantSet(t, mustSelect(t, node, stateBusy(8, 5), Request{Count: 2}), 6, 7)
+		}
+	})
+	t.Run("W6", func(t *testing.T) {
+		wantSet(t, mustSelect(t, fixtureK8(t), stateBusy(8, 5), Request{Count: 1}), 4)
+	})
+	t.Run("W7", func(t *testing.T) {
+		h8 := fixtureH8(t)
+		hopper := [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}, all(8)}
+		wantSet(t, mustSelect(t, h8, stateBusy(8, 0), Request{Count: 1, AllowedSets: hopper}), 1)
+		wantSet(t, mustSelect(t, h8, stateBusy(8, 0), Request{Count: 2, AllowedSets: hopper}), 2, 3)
+	})
+	t.Run("W9", func(t *testing.T) {
+		n16 := fixtureN16(t)
+		for k := 2; k <= 5; k++ {
+			r := mustSelect(t, n16, nil, Request{Count: k})
+			d := r.Devices()
+			// Pairs on one PCIe switch: the set is made of whole PIX pairs
+			// (plus one device for odd k) within one PXB quad when k <= 4.
+			pairs := 0
+			for _, i := range d {
+				if i%2 == 0 && slices.Contains(d, i+1) {
+					pairs++
+				}
+			}
+			if pairs != k/2 {
+				t.Errorf("k=%d chose %v: want %d whole PCIe-switch pairs", k, d, k/2)
+			}
+			if !r.Exact {
+				t.Errorf("k=%d not exact", k)
+			}
+		}
+	})
+	t.Run("W12", func(t *testing.T) {
+		b := topology.NewBuilder().SetName("W12-two-xgmi-islands").SetLenient(true)
+		for i := range 4 {
+			b.AddDevice(topology.Device{Index: i, Model: "AMD Instinct MI210", Vendor: topology.VendorAMD, NUMA: 0})
+		}
+		b.SetLinkPair(0, 1, topology.Link{Kind: topology.LinkXGMI, Lanes: 1})
+		b.SetLinkPair(2, 3, topology.Link{Kind: topology.LinkXGMI, Lanes: 1})
+		node, err := b.Build() // pairs across islands have no record: "none"
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Link(0, 2).Kind != topology.LinkNone {
+			t.Fatalf("fixture: cross-island link %v", node.Link(0, 2))
+		}
+		r := mustSelect(t, node, nil, Request{Count: 2})
+		if d := r.Devices(); !slices.Equal(d, []int{0, 1}) && !slices.Equal(d, []int{2, 3}) {
+			t.Fatalf("chose %v: a missing link must count as the worst, not the best", d)
+		}
+	})
+	t.Run("W15", func(t *testing.T) {
+		b := topology.NewBuilder().SetName("W15-fell-off-bus").SetLenient(true)
+		for i := range 8 {
+			d := topology.Device{Index: i, Model: "NVIDIA H100 80GB HBM3", NUMA: i / 4}
+			if i == 3 {
+				d.Health, d.HealthReason = topology.Unhealthy, "Xid 79: fell off the bus"
+			}
+			b.AddDevice(d)
+		}
+		for i := range 8 {
+			for j := i + 1; j < 8; j++ {
+				if i != 3 && j != 3 { // links of GPU 3 unreadable
+					b.SetLinkPair(i, j, topology.Link{Kind: topology.LinkNVSwitch, Lanes: 18, PCIe: pcieTree8(i, j)})
+				}
+			}
+		}
+		node, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 1; k <= 2; k++ {
+			r := mustSelect(t, node, nil, Request{Count: k})
+			if slices.Contains(r.Devices(), 3) || r.Set.Len() != k {
+				t.Fatalf("k=%d chose %v", k, r.Devices())
+			}
+		}
+		wantSet(t, mustSelect(t, node, nil, Request{Count: 1}), 2) // the stranded partner of the dead GPU
+	})
+	t.Run("W16", func(t *testing.T) {
+		b := topology.NewBuilder().SetName("W16-asymmetric").SetLenient(true)
+		for i := range 4 {
+			b.AddDevice(topology.Device{Index: i, Model: "NVIDIA A100-SXM4-80GB", NUMA: 0})
+		}
+		for i := range 4 {
+			for j := i + 1; j < 4; j++ {
+				b.SetLinkPair(i, j, pci(topology.LinkPHB))
+			}
+		}
+		b.SetLink(0, 1, nv(12, topology.LinkPHB)) // the glitch: only one direction reports NVLink
+		node, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(node.Warnings()) == 0 {
+			t.Fatal("lenient build should warn about the asymmetric pair")
+		}
+		r := mustSelect(t, node, nil, Request{Count: 2})
+		if r.Set.Len() != 2 {
+			t.Fatalf("chose %v", r.Devices())
+		}
+	})
+}
+
+func TestHAMiFixtures(t *testing.T) {
+	// Cards a..f = 0..5.
+	t.Run("R6", func(t *testing.T) {
+		// a-e fully NVLinked, f on PCIe only: k=1 takes the least-connected f.
+		node := buildNode(t, "R6-hami", "NVIDIA A100-SXM4-80GB", []int{0, 0, 0, 0, 0, 0}, func(i, j int) topology.Link {
+			if j == 5 {
+				return pci(topology.LinkNODE)
+			}
+			return nv(4, topology.LinkNODE)
+		})
+		wantSet(t, mustSelect(t, node, nil, Request{Count: 1}), 5)
+	})
+	t.Run("R7", func(t *testing.T) {
+		// f strongly linked to a and c, which link to each other: k=3 → {a,c,f}.
+		node := buildNode(t, "R7-hami", "NVIDIA A100-SXM4-80GB", []int{0, 0, 0, 0, 0, 0}, func(i, j int) topology.Link {
+			switch pairKey(i, j) {
+			case [2]int{0, 5}, [2]int{2, 5}, [2]int{0, 2}:
+				return nv(12, topology.LinkNODE)
+			}
+			return pci(topology.LinkNODE)
+		})
+		wantSet(t, mustSelect(t, node, nil, Request{Count: 3}), 0, 2, 5)
+	})
+}
