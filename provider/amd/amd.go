@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
 	"github.com/gputopo/gputopo/topology"
@@ -32,6 +33,9 @@ type Provider struct {
 	root string
 	kfd  string
 	name string
+
+	mu   sync.Mutex
+	last *Inventory // the latest Discover's inventory, for Notes
 }
 
 // Option configures a [Provider].
@@ -75,7 +79,22 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	p.last = inv
+	p.mu.Unlock()
 	return inv.Node, nil
+}
+
+// Notes returns the [Inventory.Notes] of the latest Discover when it
+// returned n (nil otherwise), so that provider.Detect's report says which
+// facts were derived rather than read.
+func (p *Provider) Notes(n *topology.Node) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil || p.last.Node != n {
+		return nil
+	}
+	return p.last.Notes
 }
 
 // Inventory is what [Provider.Scan] found: the topology plus the AMD details
