@@ -96,6 +96,8 @@ type Step struct {
 	Priority int    `json:"priority,omitempty"`
 	// Mode is the AMD mode a mode step sets ("CPX", "NPS4").
 	Mode string `json:"mode,omitempty"`
+	// Partition is the AMD partition a drain step empties.
+	Partition int `json:"partition,omitempty"`
 	// Why says, in words, what the step is for ("evict", "move to gpu1
 	// {2}:1", "make room for 7g.80gb").
 	Why string `json:"why,omitempty"`
@@ -107,6 +109,8 @@ func (s Step) String() string {
 	fmt.Fprintf(&b, "%-16s %s", s.Kind, s.GPU)
 	if s.Profile.IsValid() {
 		fmt.Fprintf(&b, " %s@%v", s.Profile, s.Placement)
+	} else if s.Kind == StepDrain {
+		fmt.Fprintf(&b, " partition %d", s.Partition)
 	}
 	if s.Mode != "" {
 		fmt.Fprintf(&b, " %s", s.Mode)
@@ -332,6 +336,10 @@ type Plan struct {
 	// GPU and Placement are where the request's instance is created.
 	GPU       string    `json:"gpu"`
 	Placement Placement `json:"placement"`
+	// Mode and Partition are, for an AMD plan (PlanAMD), the GPU's mode
+	// after the plan ("CPX/NPS4") and the partition the request gets.
+	Mode      string `json:"mode,omitempty"`
+	Partition int    `json:"partition,omitempty"`
 	// Steps are the operations, in order.
 	Steps []Step `json:"steps"`
 	// Moves, Evictions and Reclaimed summarise what the steps disrupt.
@@ -346,6 +354,9 @@ type Plan struct {
 
 // Explain describes the plan in words, one sentence per line.
 func (p *Plan) Explain() string {
+	if p.Mode != "" {
+		return p.explainAMD()
+	}
 	var b strings.Builder
 	if len(p.Moves) == 0 && len(p.Evictions) == 0 && len(p.Reclaimed) == 0 {
 		fmt.Fprintf(&b, "%s fits at %v on %s without disturbing anything.\n", p.Request, p.Placement, p.GPU)
@@ -376,4 +387,28 @@ func ownerOr(in Instance) string {
 		return in.Owner
 	}
 	return fmt.Sprintf("the %s instance", in.Profile)
+}
+
+func (p *Plan) explainAMD() string {
+	var b strings.Builder
+	if len(p.Steps) == 0 {
+		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", p.Request.Profile, p.GPU, p.Partition, p.Mode)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "To fit %s, switch %s to %s; the request gets partition %d.\n", p.Request.Profile, p.GPU, p.Mode, p.Partition)
+	if p.Cost.WholeGPUOps > 1 {
+		fmt.Fprintf(&b, "The memory-mode change reloads the driver: %d GPUs of the hive go down.\n", p.Cost.WholeGPUOps)
+	} else {
+		fmt.Fprintf(&b, "The compute-mode change needs %s idle.\n", p.GPU)
+	}
+	for _, m := range p.Moves {
+		fmt.Fprintf(&b, "Move %s (priority %d) from %s partition %d to %s partition %d: it restarts, nothing is lost.\n",
+			ownerOr(m.Instance), m.Instance.Priority, m.From, m.Instance.Placement.Start, m.To, m.Dest.Start)
+	}
+	for _, e := range p.Evictions {
+		fmt.Fprintf(&b, "Evict %s (priority %d) from %s partition %d: no free partition of its size that the policy allows.\n",
+			ownerOr(e.Instance), e.Instance.Priority, e.GPU, e.Instance.Placement.Start)
+	}
+	fmt.Fprintf(&b, "Cost: %s; %d steps; %d alternatives weighed.\n", p.Cost, len(p.Steps), p.Considered)
+	return b.String()
 }

@@ -1,0 +1,359 @@
+package mig
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func amdModel(t testing.TB, name string) *AMDModel {
+	t.Helper()
+	m, err := LookupAMD(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestAMDCombinations checks the valid (compute, memory) pairs per model
+// against facts-partitions.md §4.2–4.3.
+func TestAMDCombinations(t *testing.T) {
+	for name, want := range map[string]string{
+		"MI300X": "SPX/NPS1 DPX/NPS1 QPX/NPS1 QPX/NPS4 CPX/NPS1 CPX/NPS4",
+		"MI325X": "SPX/NPS1 DPX/NPS1 QPX/NPS1 QPX/NPS4 CPX/NPS1 CPX/NPS4",
+		"MI355X": "SPX/NPS1 DPX/NPS1 DPX/NPS2 QPX/NPS1 QPX/NPS2 CPX/NPS1 CPX/NPS2",
+		"MI308X": "SPX/NPS1 DPX/NPS1 CPX/NPS1 CPX/NPS4",
+		"MI300A": "SPX/NPS1 TPX/NPS1 CPX/NPS1",
+	} {
+		var got []string
+		for _, c := range amdModel(t, name).Combinations() {
+			got = append(got, c.String())
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: %v, want %s", name, got, want)
+		}
+	}
+	// An MI300X whose VBIOS reports NPS2 also gets DPX/NPS2 (AMD SMI matrix).
+	s := amdModel(t, "MI300X").Spec()
+	s.MemoryModes = append(s.MemoryModes, NPS2)
+	m, err := NewAMDModel(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Valid(DPX, NPS2) != nil || m.Valid(QPX, NPS2) == nil || m.Valid(SPX, NPS2) == nil {
+		t.Error("MI300X with NPS2: want DPX/NPS2 only")
+	}
+	// Partition sizes: MI300X SPX 192 GB ... CPX 24 GB; MI355X CPX 36 GB.
+	mi := amdModel(t, "MI300X")
+	for c, gb := range map[ComputeMode]int{SPX: 192, DPX: 96, QPX: 48, CPX: 24, TPX: 0} {
+		if got := mi.PartitionMemoryGB(c); got != gb {
+			t.Errorf("MI300X %s memory %d, want %d", c, got, gb)
+		}
+	}
+	if amdModel(t, "MI355X").PartitionMemoryGB(CPX) != 36 || mi.PartitionCUs(CPX) != 38 || mi.Partitions(CPX) != 8 {
+		t.Error("partition sizes")
+	}
+	for _, bad := range []string{"XPX", ""} {
+		if _, err := ParseComputeMode(bad); !errors.Is(err, ErrBadMode) {
+			t.Errorf("ParseComputeMode(%q): %v", bad, err)
+		}
+	}
+	if _, err := ParseMemoryMode("NPS3"); !errors.Is(err, ErrBadMode) {
+		t.Error("NPS3")
+	}
+	if err := mi.Valid(SPX, NPS4); !errors.Is(err, ErrBadMode) {
+		t.Errorf("SPX/NPS4: %v", err)
+	}
+	if _, err := NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8}); !errors.Is(err, ErrInvalidModel) {
+		t.Errorf("no memory modes: %v", err)
+	}
+	for in, want := range map[string]string{"AMD Instinct MI300X (gfx942, 0x74a1)": "MI300X", "AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X", "mi300a": "MI300A"} {
+		if m, err := LookupAMD(in); err != nil || m.Name() != want {
+			t.Errorf("LookupAMD(%q) = %v, %v", in, m, err)
+		}
+	}
+	if _, err := LookupAMD("AMD Instinct MI250"); !errors.Is(err, ErrUnknownModel) {
+		t.Errorf("MI250: %v", err)
+	}
+}
+
+func hive2(t testing.TB) []*AMDGPU {
+	m := amdModel(t, "MI300X")
+	return []*AMDGPU{
+		{GPU: "gpu0", Hive: "h", Model: m, Compute: SPX, Memory: NPS1, Work: []AMDWork{{0, "train", 1}}},
+		{GPU: "gpu1", Hive: "h", Model: m, Compute: SPX, Memory: NPS1},
+	}
+}
+
+func TestPlanAMD(t *testing.T) {
+	// A compute-mode change takes only the idle GPU down.
+	p, err := PlanAMD(hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
+	if err != nil || p.GPU != "gpu1" || p.Mode != "CPX/NPS1" || p.Cost.WholeGPUOps != 1 || p.Cost.Disruptions() != 0 || len(p.Steps) != 1 {
+		t.Fatalf("CPX: %+v %v", p, err)
+	}
+	checkAMDPlan(t, hive2(t), AMDRequest{Compute: CPX, Priority: 5}, Policy{}, p)
+	// NPS4 reloads the driver for the whole hive, so the training job is
+	// evicted (policy permitting) and both GPUs count.
+	req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "inf", Priority: 5}
+	p, err = PlanAMD(hive2(t), req, Policy{Threshold: 5})
+	if err != nil || p.Cost.WholeGPUOps != 2 || p.Cost.Evictions != 1 {
+		t.Fatalf("CPX/NPS4: %+v %v", p, err)
+	}
+	checkAMDPlan(t, hive2(t), req, Policy{Threshold: 5}, p)
+	kinds := ""
+	for _, s := range p.Steps {
+		kinds += s.Kind.String() + " "
+	}
+	// SPX/NPS4 is invalid, so compute goes to CPX first, then NPS4 + reload.
+	if kinds != "drain set-compute-mode set-memory-mode reload-driver " {
+		t.Errorf("steps %q\n%s", kinds, p.Explain())
+	}
+	if ex := p.Explain(); !strings.Contains(ex, "reloads the driver: 2 GPUs") || !strings.Contains(ex, "Evict train") {
+		t.Errorf("Explain:\n%s", ex)
+	}
+	// Below the threshold: no plan, with the reason.
+	_, err = PlanAMD(hive2(t), req, Policy{Threshold: 8})
+	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "below the eviction threshold 8") {
+		t.Errorf("threshold: %v", err)
+	}
+	// Already in mode with a free partition: no change.
+	gs := hive2(t)
+	gs[1].Compute = CPX
+	p, err = PlanAMD(gs, AMDRequest{Compute: CPX}, Policy{})
+	if err != nil || len(p.Steps) != 0 || p.GPU != "gpu1" || p.Partition != 0 {
+		t.Errorf("in mode: %+v %v", p, err)
+	}
+	// A model without the mode is skipped with a reason.
+	a := amdModel(t, "MI300A")
+	_, err = PlanAMD([]*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
+	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "no QPX mode") {
+		t.Errorf("APU QPX: %v", err)
+	}
+	if _, err := PlanAMD(hive2(t), AMDRequest{Compute: "XPX"}, Policy{}); !errors.Is(err, ErrBadMode) {
+		t.Errorf("bad mode: %v", err)
+	}
+	bad := hive2(t)
+	bad[1].Memory = NPS4
+	bad[1].Compute = CPX
+	if _, err := PlanAMD(bad, AMDRequest{Compute: CPX}, Policy{}); !errors.Is(err, ErrInvalidLayout) {
+		t.Errorf("mixed hive: %v", err)
+	}
+	// The rules ApplyAMDStep enforces.
+	gs = hive2(t)
+	for _, tc := range []struct {
+		s    Step
+		want error
+	}{
+		{Step{Kind: StepSetComputeMode, GPU: "gpu0", Mode: "CPX"}, ErrInUse},
+		{Step{Kind: StepSetComputeMode, GPU: "gpu1", Mode: "TPX"}, ErrBadMode},
+		{Step{Kind: StepReloadDriver, GPU: "gpu1"}, ErrInUse},
+		{Step{Kind: StepSetMemoryMode, GPU: "gpu1", Mode: "NPS2"}, ErrBadMode},
+		{Step{Kind: StepDrain, GPU: "gpu1", Partition: 0}, ErrNoInstance},
+		{Step{Kind: StepCreateGPUInstance, GPU: "gpu1"}, ErrBadStep},
+		{Step{Kind: StepDrain, GPU: "gpu9"}, ErrUnknownGPU},
+	} {
+		if err := ApplyAMDStep(gs, tc.s); !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.s, err, tc.want)
+		}
+	}
+}
+
+// checkAMDPlan applies an AMD plan and checks the invariants.
+func checkAMDPlan(t tb, gpus []*AMDGPU, req AMDRequest, pol Policy, p *Plan) {
+	t.Helper()
+	for _, e := range p.Evictions {
+		if e.Instance.Priority >= pol.Threshold || e.Instance.Priority >= req.Priority || req.Priority < pol.Threshold || pol.NoEvictions {
+			t.Fatalf("AMD plan evicts %v against the policy:\n%s", e, p.Explain())
+		}
+	}
+	for _, m := range p.Moves {
+		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= req.Priority) {
+			t.Fatalf("AMD plan moves %v against the policy", m)
+		}
+	}
+	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
+		t.Fatalf("AMD plan disrupts %d, budget %d", d, pol.MaxDisruptions)
+	}
+	sim := make([]*AMDGPU, len(gpus))
+	for i := range gpus {
+		sim[i] = gpus[i].Clone()
+	}
+	for i, s := range p.Steps {
+		if err := ApplyAMDStep(sim, s); err != nil {
+			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
+		}
+		for _, g := range sim {
+			if err := g.Validate(); err != nil {
+				t.Fatalf("after step %d: %v", i+1, err)
+			}
+		}
+	}
+	for _, g := range sim {
+		if g.GPU != p.GPU {
+			continue
+		}
+		if g.Compute != req.Compute || (req.Memory != "" && g.Memory != req.Memory) || !slices.Contains(g.FreePartitions(), p.Partition) {
+			t.Fatalf("plan ends with %s in %s/%s, partition %d free: %v", g.GPU, g.Compute, g.Memory, p.Partition, g.FreePartitions())
+		}
+	}
+	for _, m := range p.Moves {
+		for _, g := range sim {
+			if g.GPU == m.To && !slices.Contains(g.FreePartitions(), m.Dest.Start) {
+				t.Fatalf("move destination %s partition %d not free", m.To, m.Dest.Start)
+			}
+		}
+	}
+}
+
+// oracleAMD returns the least cost of any AMD plan by brute force over
+// target GPU, target memory mode and every move/evict assignment.
+func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
+	for _, g := range gpus {
+		if g.Compute == req.Compute && (req.Memory == "" || g.Memory == req.Memory) && len(g.FreePartitions()) > 0 {
+			return Cost{}, true, true
+		}
+	}
+	var best Cost
+	found := false
+	for i, g := range gpus {
+		for _, n := range g.Model.MemoryModes() {
+			if (req.Memory != "" && n != req.Memory) || g.Model.Valid(req.Compute, n) != nil || (req.Compute == g.Compute && n == g.Memory) {
+				continue
+			}
+			if modePath(g.Model, AMDMode{g.Compute, g.Memory}, AMDMode{req.Compute, n}) == nil {
+				continue
+			}
+			var affected []int
+			for j, h := range gpus {
+				if j == i || (n != g.Memory && h.Hive != "" && h.Hive == g.Hive) {
+					affected = append(affected, j)
+				}
+			}
+			var items []AMDWork
+			var from []int
+			for _, j := range affected {
+				for _, w := range gpus[j].Work {
+					items = append(items, w)
+					from = append(from, j)
+				}
+			}
+			type slot struct{ gpu, part int }
+			var slots []slot
+			for j, h := range gpus {
+				if !slices.Contains(affected, j) {
+					for _, p := range h.FreePartitions() {
+						slots = append(slots, slot{j, p})
+					}
+				}
+			}
+			used := make([]bool, len(slots))
+			var c Cost
+			c.WholeGPUOps = len(affected)
+			var rec func(k int)
+			rec = func(k int) {
+				if k == len(items) {
+					if b := pol.MaxDisruptions; (b > 0 && c.Disruptions() > b) || (b < 0 && c.Disruptions() > 0) {
+						return
+					}
+					if !found || c.Compare(best) < 0 {
+						best, found = c, true
+					}
+					return
+				}
+				w := items[k]
+				in := Instance{State: InUse, Priority: w.Priority}
+				saved := c
+				if oracleMayEvict(in, Request{Priority: req.Priority}, pol) {
+					if c.Evictions == 0 || w.Priority > c.MaxEvictedPriority {
+						c.MaxEvictedPriority = w.Priority
+					}
+					c.Evictions++
+					c.EvictedPrioritySum += int64(w.Priority)
+					rec(k + 1)
+					c = saved
+				}
+				if oracleMayMove(in, Request{Priority: req.Priority}, pol) {
+					src := gpus[from[k]]
+					for si, s := range slots {
+						dst := gpus[s.gpu]
+						if used[si] || dst.Model != src.Model || dst.Compute != src.Compute || dst.Memory != src.Memory || dst.PendingMemory != "" {
+							continue
+						}
+						used[si] = true
+						c.Moves++
+						c.CrossGPUMoves++
+						c.MovedPrioritySum += int64(w.Priority)
+						rec(k + 1)
+						c = saved
+						used[si] = false
+					}
+				}
+			}
+			rec(0)
+		}
+	}
+	return best, found, false
+}
+
+func genAMD(t *rapid.T) []*AMDGPU {
+	m, _ := LookupAMD(rapid.SampledFrom([]string{"MI300X", "MI355X", "MI308X"}).Draw(t, "model"))
+	combos := m.Combinations()
+	n := rapid.IntRange(1, 3).Draw(t, "gpus")
+	hiveMem := combos[rapid.IntRange(0, len(combos)-1).Draw(t, "hivemode")].Memory
+	var out []*AMDGPU
+	for i := 0; i < n; i++ {
+		g := &AMDGPU{GPU: fmt.Sprintf("gpu%d", i), Model: m}
+		if rapid.Bool().Draw(t, "inhive") {
+			g.Hive = "h"
+			g.Memory = hiveMem
+		} else {
+			g.Memory = combos[rapid.IntRange(0, len(combos)-1).Draw(t, "mem")].Memory
+		}
+		var cs []ComputeMode
+		for _, c := range combos {
+			if c.Memory == g.Memory {
+				cs = append(cs, c.Compute)
+			}
+		}
+		g.Compute = rapid.SampledFrom(cs).Draw(t, "compute")
+		for p := 0; p < m.Partitions(g.Compute) && p < 4; p++ {
+			if rapid.Bool().Draw(t, "busy") {
+				g.Work = append(g.Work, AMDWork{Partition: p, Owner: fmt.Sprintf("%s-w%d", g.GPU, p), Priority: rapid.IntRange(0, 9).Draw(t, "prio")})
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func TestPlanAMDOracle(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		gpus := genAMD(t)
+		combos := gpus[0].Model.Combinations()
+		want := combos[rapid.IntRange(0, len(combos)-1).Draw(t, "req")]
+		req := AMDRequest{Compute: want.Compute, Owner: "pending", Priority: rapid.IntRange(0, 10).Draw(t, "reqprio")}
+		if rapid.Bool().Draw(t, "reqmem") {
+			req.Memory = want.Memory
+		}
+		pol := genPolicy(t)
+		p, err := PlanAMD(gpus, req, pol)
+		cost, ok, trivial := oracleAMD(gpus, req, pol)
+		if !ok {
+			if !errors.Is(err, ErrNoPlan) {
+				t.Fatalf("oracle: none; PlanAMD %v %v", p, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("oracle %v; PlanAMD: %v", cost, err)
+		}
+		if trivial != (len(p.Steps) == 0) || p.Cost.Compare(cost) != 0 {
+			t.Fatalf("cost %v, oracle %v (trivial %v)\n%s", p.Cost, cost, trivial, p.Explain())
+		}
+		checkAMDPlan(t, gpus, req, pol, p)
+	})
+}
