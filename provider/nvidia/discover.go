@@ -1,0 +1,612 @@
+package nvidia
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// session is one discovery pass over an initialised Library.
+type session struct {
+	lib       Library
+	sysfsRoot string
+	handles   []Device
+	gpus      []GPU
+	warnings  []string
+}
+
+func (s *session) warnf(format string, args ...any) {
+	s.warnings = append(s.warnings, fmt.Sprintf(format, args...))
+}
+
+// markLost records that GPU i cannot be read; later steps skip it.
+func (s *session) markLost(i int, what string, err error) {
+	g := &s.gpus[i]
+	if g.Err != nil {
+		return
+	}
+	g.Err = fmt.Errorf("%w: GPU %d: %s: %w", ErrDeviceUnreadable, i, what, err)
+	s.warnf("GPU %d unhealthy: %s: %v", i, what, err)
+}
+
+// ok classifies the error of an optional read of GPU i: nil is success;
+// a lost GPU is marked unhealthy; an absent feature is silent; anything
+// else is a warning. It returns err == nil.
+func (s *session) ok(i int, what string, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case lost(err):
+		s.markLost(i, what, err)
+	case absent(err):
+	default:
+		s.warnf("GPU %d: %s: %v", i, what, err)
+	}
+	return false
+}
+
+func (s *session) healthy(i int) bool { return s.gpus[i].Err == nil }
+
+func (s *session) inspect(ctx context.Context, name string) (*Inventory, error) {
+	inv := &Inventory{}
+	if v, err := s.lib.DriverVersion(); err == nil {
+		inv.DriverVersion = v
+	}
+	n, err := s.lib.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("%w: device count: %w", ErrDiscovery, err)
+	}
+	if n <= 0 {
+		return nil, ErrNoDevices
+	}
+	if n > 1024 {
+		return nil, fmt.Errorf("%w: NVML reports %d GPUs", ErrDiscovery, n)
+	}
+	s.handles = make([]Device, n)
+	s.gpus = make([]GPU, n)
+	for i := range s.gpus {
+		s.gpus[i] = GPU{Index: i, NUMA: -1, MemoryNUMA: -1, Architecture: ArchUnknown}
+	}
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.readIdentity(i)
+	}
+	s.rejectDuplicates()
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.healthy(i) {
+			s.readDevice(i)
+		}
+	}
+	s.resolvePeers()
+	levels, p2p, err := s.readPairs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv.P2P = p2p
+	b := topology.NewBuilder().SetName(name).SetLenient(true)
+	for i := range s.gpus {
+		b.AddDevice(s.device(i))
+	}
+	s.setLinks(b, levels, p2p)
+	if f, ok := s.fabricDomain(); ok {
+		b.SetFabric(f)
+	}
+	node, err := b.Build()
+	if err != nil {
+		// Every input is range-checked above, so this is a bug; still an
+		// error, never a panic.
+		return nil, fmt.Errorf("%w: building the node: %w", ErrDiscovery, err)
+	}
+	inv.Node = node
+	inv.GPUs = s.gpus
+	inv.Warnings = append(s.warnings, node.Warnings()...)
+	return inv, nil
+}
+
+// readIdentity reads what a GPU cannot be used without: its handle, UUID
+// and PCI address. Any failure makes it unhealthy.
+func (s *session) readIdentity(i int) {
+	g := &s.gpus[i]
+	h, err := s.lib.DeviceByIndex(i)
+	if err != nil {
+		s.markLost(i, "handle", err)
+		return
+	}
+	s.handles[i] = h
+	name, err := h.Name()
+	if s.ok(i, "name", err) {
+		g.Name = name
+	} else if !s.healthy(i) {
+		return
+	}
+	uuid, err := h.UUID()
+	if err != nil {
+		s.markLost(i, "UUID", err)
+		return
+	}
+	g.UUID = uuid
+	pci, err := h.PCIInfo()
+	if err != nil {
+		s.markLost(i, "PCI info", err)
+		return
+	}
+	addr, err := topology.ParsePCIAddress(pci.BusID)
+	if err != nil {
+		s.markLost(i, "PCI bus id", err)
+		return
+	}
+	g.PCI, g.PCIDeviceID = addr, pci.DeviceID
+}
+
+// rejectDuplicates marks a GPU whose UUID or PCI address repeats an earlier
+// GPU's as unreadable (the driver is confused about it) and clears the
+// repeated identity, so the node never holds two devices with one ID.
+// Healthy GPUs keep their identity before unhealthy ones.
+func (s *session) rejectDuplicates() {
+	uuids := map[string]int{}
+	pcis := map[topology.PCIAddress]int{}
+	var order []int
+	for pass := range 2 {
+		for i := range s.gpus {
+			if s.healthy(i) == (pass == 0) {
+				order = append(order, i)
+			}
+		}
+	}
+	for _, i := range order {
+		g := &s.gpus[i]
+		if o, dup := uuids[g.UUID]; dup && g.UUID != "" {
+			s.markLost(i, "UUID", fmt.Errorf("%q repeats GPU %d's", g.UUID, o))
+			g.UUID = ""
+		}
+		if o, dup := pcis[g.PCI]; dup && g.PCI.IsValid() {
+			s.markLost(i, "PCI address", fmt.Errorf("%s repeats GPU %d's", g.PCI, o))
+			g.PCI = topology.PCIAddress{}
+		}
+		if g.UUID != "" {
+			uuids[g.UUID] = i
+		}
+		if g.PCI.IsValid() {
+			pcis[g.PCI] = i
+		}
+	}
+}
+
+// readDevice reads the per-GPU properties; any step may mark it lost.
+func (s *session) readDevice(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	steps := []func(){
+		func() {
+			if a, err := h.Architecture(); s.ok(i, "architecture", err) {
+				g.Architecture = a
+			}
+		},
+		func() { s.readMemory(i) },
+		func() { s.readAffinity(i) },
+		func() { s.readNvLinks(i) },
+		func() { s.readFabric(i) },
+		func() { s.readMIG(i) },
+	}
+	for _, step := range steps {
+		if !s.healthy(i) {
+			return
+		}
+		step()
+	}
+}
+
+// versioned calls f with each struct version in turn, newest first, moving
+// on while the driver lacks the function or the struct version.
+func versioned[T any](versions []int, f func(v int) (T, error)) (T, error) {
+	var zero T
+	err := error(CodeFunctionNotFound)
+	for _, v := range versions {
+		var out T
+		out, err = f(v)
+		if err == nil {
+			return out, nil
+		}
+		if c := codeOf(err); c != CodeFunctionNotFound && c != CodeArgumentVersionMismatch {
+			return zero, err
+		}
+	}
+	return zero, err
+}
+
+func (s *session) readMemory(i int) {
+	m, err := versioned([]int{2, 1}, s.handles[i].MemoryInfo)
+	if s.ok(i, "memory info", err) {
+		s.gpus[i].Memory = m
+	}
+}
+
+func (s *session) readAffinity(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	if id, err := h.NUMANodeID(); s.ok(i, "GPU memory NUMA node", err) && id >= 0 && id < affinityMaxNUMANodes {
+		g.MemoryNUMA = id
+	}
+	if words, err := h.MemoryAffinity(affinityMaxNUMANodes); s.ok(i, "memory affinity", err) {
+		g.NUMANodes = bitsOf(words, affinityMaxNUMANodes)
+	}
+	if !s.healthy(i) {
+		return
+	}
+	if len(g.NUMANodes) > 0 {
+		g.NUMA = g.NUMANodes[0]
+	} else if n, ok := s.sysfsNUMA(g.PCI); ok {
+		g.NUMA, g.NUMANodes = n, []int{n}
+	}
+	var cpus []int
+	if words, err := h.CPUAffinity(affinityMaxCPUs); s.ok(i, "CPU affinity", err) {
+		cpus = bitsOf(words, affinityMaxCPUs)
+	}
+	if len(cpus) > 0 {
+		if set, err := topology.NewCPUSet(cpus...); err == nil {
+			g.CPUs = set
+		}
+	} else if set, ok := s.sysfsCPUs(g.PCI); ok {
+		g.CPUs = set
+	}
+}
+
+// bitsOf returns the positions of the set bits below limit, ascending.
+func bitsOf(words []uint64, limit int) []int {
+	var out []int
+	for w, word := range words {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			if id := w*64 + b; id < limit {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func (s *session) sysfsPath(addr topology.PCIAddress, file string) string {
+	return filepath.Join(s.sysfsRoot, "bus", "pci", "devices", addr.String(), file)
+}
+
+func (s *session) sysfsNUMA(addr topology.PCIAddress) (int, bool) {
+	if s.sysfsRoot == "" || !addr.IsValid() {
+		return 0, false
+	}
+	b, err := os.ReadFile(s.sysfsPath(addr, "numa_node"))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 || n >= affinityMaxNUMANodes {
+		return 0, false
+	}
+	return n, true
+}
+
+func (s *session) sysfsCPUs(addr topology.PCIAddress) (topology.CPUSet, bool) {
+	if s.sysfsRoot == "" || !addr.IsValid() {
+		return topology.CPUSet{}, false
+	}
+	b, err := os.ReadFile(s.sysfsPath(addr, "local_cpulist"))
+	if err != nil {
+		return topology.CPUSet{}, false
+	}
+	set, err := topology.ParseCPUSet(strings.TrimSpace(string(b)))
+	if err != nil || set.IsEmpty() {
+		return topology.CPUSet{}, false
+	}
+	return set, true
+}
+
+func (s *session) readNvLinks(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	for link := range maxNvLinks {
+		active, err := h.NvLinkState(link)
+		if err != nil {
+			if !s.ok(i, fmt.Sprintf("NVLink %d state", link), err) && !s.healthy(i) {
+				return
+			}
+			continue
+		}
+		l := NvLink{Link: link, Active: active, Peer: -1, RemoteType: NvLinkDeviceUnknown}
+		if active {
+			if pci, err := h.NvLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
+				if addr, err := topology.ParsePCIAddress(pci.BusID); err == nil {
+					l.RemotePCI = addr
+				} else {
+					s.warnf("GPU %d: NVLink %d: remote %v", i, link, err)
+				}
+			}
+			if t, err := h.NvLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
+				l.RemoteType = t
+			}
+			if !s.healthy(i) {
+				return
+			}
+		}
+		g.NvLinks = append(g.NvLinks, l)
+	}
+}
+
+func (s *session) readFabric(i int) {
+	h := s.handles[i]
+	f, err := versioned([]int{3, 2, 1}, h.FabricInfo)
+	if s.ok(i, "fabric info", err) && f.State != FabricNotSupported {
+		s.gpus[i].Fabric = &f
+	}
+}
+
+// resolvePeers fills each active NVLink's Peer and infers remote types the
+// driver could not report, and counts each GPU's active switch links.
+func (s *session) resolvePeers() {
+	byPCI := map[topology.PCIAddress]int{}
+	for i, g := range s.gpus {
+		if g.Err == nil {
+			byPCI[g.PCI] = i
+		}
+	}
+	for i := range s.gpus {
+		g := &s.gpus[i]
+		if g.Err != nil {
+			continue
+		}
+		for k := range g.NvLinks {
+			l := &g.NvLinks[k]
+			if !l.Active {
+				continue
+			}
+			peer, isGPU := -1, false
+			if l.RemotePCI.IsValid() {
+				peer, isGPU = byPCI[l.RemotePCI]
+			}
+			if l.RemoteType == NvLinkDeviceUnknown {
+				l.RemoteTypeInferred = true
+				if isGPU {
+					l.RemoteType = NvLinkDeviceGPU
+				} else {
+					l.RemoteType = NvLinkDeviceSwitch
+				}
+			}
+			switch {
+			case l.RemoteType == NvLinkDeviceGPU && isGPU && peer != i:
+				l.Peer = peer
+			case l.RemoteType == NvLinkDeviceGPU:
+				s.warnf("GPU %d: NVLink %d leads to GPU %s, which is not a readable GPU of this node", i, l.Link, l.RemotePCI)
+			case l.RemoteType == NvLinkDeviceSwitch:
+				g.SwitchLinks++
+			}
+		}
+	}
+}
+
+// readPairs reads the PCIe common ancestor and the P2P status of every
+// ordered pair of healthy GPUs. levels[i][j] is -1 when unread.
+func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, error) {
+	n := len(s.gpus)
+	levels := make([][]TopologyLevel, n)
+	p2p := make([][]P2P, n)
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		levels[i] = make([]TopologyLevel, n)
+		for j := range levels[i] {
+			levels[i][j] = -1
+		}
+		if !s.healthy(i) {
+			continue
+		}
+		p2p[i] = make([]P2P, n)
+		for j := range n {
+			p2p[i][j] = P2P{Read: P2PUnknown, Write: P2PUnknown, NvLink: P2PUnknown, Atomics: P2PUnknown, PCI: P2PUnknown}
+			if i == j || !s.healthy(j) || !s.healthy(i) {
+				continue
+			}
+			hi, hj := s.handles[i], s.handles[j]
+			if lvl, err := hi.TopologyCommonAncestor(hj); s.ok(i, fmt.Sprintf("common ancestor with GPU %d", j), err) {
+				levels[i][j] = lvl
+			}
+			st := &p2p[i][j]
+			for _, c := range []struct {
+				kind P2PCapability
+				out  *P2PStatus
+			}{{P2PRead, &st.Read}, {P2PWrite, &st.Write}, {P2PNvLink, &st.NvLink}, {P2PAtomics, &st.Atomics}, {P2PPCI, &st.PCI}} {
+				if !s.healthy(i) {
+					break
+				}
+				if v, err := hi.P2PStatus(hj, c.kind); s.ok(i, fmt.Sprintf("P2P status with GPU %d", j), err) {
+					*c.out = v
+				}
+			}
+		}
+	}
+	return levels, p2p, nil
+}
+
+// pcieKind maps an NVML common-ancestor level to the nvidia-smi path class.
+func pcieKind(l TopologyLevel) (topology.LinkKind, bool) {
+	switch l {
+	case TopologyInternal, TopologySingle:
+		return topology.LinkPIX, true
+	case TopologyMultiple:
+		return topology.LinkPXB, true
+	case TopologyHostBridge:
+		return topology.LinkPHB, true
+	case TopologyNode:
+		return topology.LinkNODE, true
+	case TopologySystem:
+		return topology.LinkSYS, true
+	}
+	return topology.LinkNone, false
+}
+
+// switchGroups returns, per GPU, the id of its NVSwitch fabric (-1 when it
+// has no active switch link). GPUs are in one fabric when their links reach
+// a common NVSwitch, or when NVML reports NVLink P2P between two
+// switch-attached GPUs (DGX-2: two baseboards whose switches are trunked).
+func (s *session) switchGroups(p2p [][]P2P) []int {
+	n := len(s.gpus)
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	union := func(a, b int) { parent[find(a)] = find(b) }
+	attached := func(i int) bool { return s.gpus[i].Err == nil && s.gpus[i].SwitchLinks > 0 }
+	owner := map[topology.PCIAddress]int{}
+	for i := range n {
+		if !attached(i) {
+			continue
+		}
+		for _, l := range s.gpus[i].NvLinks {
+			if !l.Active || l.RemoteType != NvLinkDeviceSwitch || !l.RemotePCI.IsValid() {
+				continue
+			}
+			if o, seen := owner[l.RemotePCI]; seen {
+				union(i, o)
+			} else {
+				owner[l.RemotePCI] = i
+			}
+		}
+	}
+	for i := range n {
+		for j := range n {
+			if i != j && attached(i) && attached(j) && p2p[i] != nil && p2p[i][j].NvLink == P2POK {
+				union(i, j)
+			}
+		}
+	}
+	out := make([]int, n)
+	for i := range n {
+		out[i] = -1
+		if attached(i) {
+			out[i] = find(i)
+		}
+	}
+	return out
+}
+
+// setLinks records the link of every ordered pair.
+func (s *session) setLinks(b *topology.Builder, levels [][]TopologyLevel, p2p [][]P2P) {
+	n := len(s.gpus)
+	group := s.switchGroups(p2p)
+	direct := make([][]int, n)
+	for i := range n {
+		direct[i] = make([]int, n)
+		if !s.healthy(i) {
+			continue
+		}
+		for _, l := range s.gpus[i].NvLinks {
+			if l.Active && l.Peer >= 0 && s.healthy(l.Peer) {
+				direct[i][l.Peer]++
+			}
+		}
+	}
+	for i := range n {
+		for j := range n {
+			if i == j {
+				continue
+			}
+			if !s.healthy(i) || !s.healthy(j) {
+				b.SetLink(i, j, topology.Link{})
+				continue
+			}
+			pcie, known := pcieKind(levels[i][j])
+			if !known && levels[i][j] >= 0 {
+				s.warnf("GPU %d to %d: unknown common-ancestor level %d", i, j, levels[i][j])
+			}
+			var l topology.Link
+			switch {
+			case group[i] >= 0 && group[i] == group[j]:
+				l = topology.Link{Kind: topology.LinkNVSwitch, Lanes: min(s.gpus[i].SwitchLinks, s.gpus[j].SwitchLinks), PCIe: pcie}
+			case direct[i][j] > 0:
+				l = topology.Link{Kind: topology.LinkNVLink, Lanes: direct[i][j], PCIe: pcie}
+			default:
+				l = topology.Link{Kind: pcie, PCIe: pcie}
+			}
+			b.SetLink(i, j, l)
+		}
+	}
+}
+
+// device returns the topology device of GPU i.
+func (s *session) device(i int) topology.Device {
+	g := s.gpus[i]
+	d := topology.Device{
+		Index:       i,
+		ID:          g.UUID,
+		PCI:         g.PCI,
+		Vendor:      topology.VendorNVIDIA,
+		Model:       g.Name,
+		MemoryBytes: g.Memory.Total,
+		NUMA:        g.NUMA,
+		CPUs:        g.CPUs,
+	}
+	if g.MIG.Capable {
+		d.Partition = topology.Partitioning{Kind: topology.PartitionMIG, Enabled: g.MIG.Enabled}
+	}
+	if g.Err != nil {
+		d.Health = topology.Unhealthy
+		d.HealthReason = g.Err.Error()
+	}
+	return d
+}
+
+// fabricDomain returns the node's multi-node NVLink domain: the cluster
+// UUID and clique of its GPUs whose fabric registration completed. GPUs
+// that disagree leave the node without a domain, with a warning.
+func (s *session) fabricDomain() (topology.FabricDomain, bool) {
+	var dom topology.FabricDomain
+	from := -1
+	for i, g := range s.gpus {
+		if g.Err != nil || g.Fabric == nil {
+			continue
+		}
+		f := g.Fabric
+		if f.State != FabricCompleted || f.Status != CodeSuccess || f.ClusterUUID == ([16]byte{}) {
+			continue
+		}
+		d := topology.FabricDomain{ClusterUUID: formatUUID(f.ClusterUUID), CliqueID: f.CliqueID}
+		if from < 0 {
+			dom, from = d, i
+			continue
+		}
+		if d != dom {
+			s.warnf("GPU %d is in NVLink domain %s but GPU %d in %s; reporting no domain", i, d, from, dom)
+			return topology.FabricDomain{}, false
+		}
+	}
+	return dom, from >= 0
+}
+
+// formatUUID formats 16 bytes as a lower-case RFC 4122 UUID string.
+func formatUUID(u [16]byte) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b.WriteByte('-')
+		}
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
+}

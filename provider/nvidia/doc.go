@@ -1,0 +1,68 @@
+// Package nvidia discovers the topology of a node's NVIDIA GPUs through NVML
+// (github.com/NVIDIA/go-nvml) and reads their MIG partitions.
+//
+// [New] returns a [Provider]; [Provider.Discover] returns the node as a
+// vendor-neutral topology.Node (it satisfies provider.TopologyProvider) and
+// [Provider.Inspect] the full [Inventory] with what the model has no field
+// for: architecture, memory in use, per-link NVLink state, P2P status, MIG
+// profiles and instances, fabric registration.
+//
+// # What is read
+//
+//   - Devices: UUID, PCI bus id, name, architecture, memory total, used and
+//     free, NUMA node (from NVML's memory affinity, the lowest node; sysfs
+//     numa_node on drivers without it), CPU affinity, MIG mode.
+//   - Links: every NVLink's state, remote PCI address and remote device
+//     type. A link to a GPU of the node counts toward an NVLink pair
+//     (topology.LinkNVLink, lanes = links). A link to an NVSwitch makes the
+//     GPU part of a switch fabric; two GPUs whose links reach a common
+//     switch, or that NVML reports NVLink P2P between, are joined by
+//     topology.LinkNVSwitch with lanes = the smaller of their switch link
+//     counts. So an HGX/DGX A100, H100, H200 or B200 is one NVSwitch fabric,
+//     never "no NVLink" (the mistake of go-gpuallocator, which matches remote
+//     addresses against GPUs only). When the driver cannot report the remote
+//     type, a remote that is not a GPU of the node is taken as a switch.
+//   - PCIe: the common-ancestor level of every ordered pair becomes the path
+//     class (single switch → PIX, multiple → PXB, host bridge → PHB, NODE,
+//     SYS); it is the link's kind when there is no NVLink and its PCIe field
+//     under one.
+//   - P2P status of every ordered pair for read, write, NVLink, atomics and
+//     PCI.
+//   - MIG: mode, every GPU-instance profile the GPU answers for with every
+//     legal placement (read from NVML, never from a shipped table), and the
+//     live GPU and compute instances with their placements.
+//   - Fabric: the fabric manager's cluster UUID and clique id (multi-node
+//     NVLink, GB200 NVL72) become the node's topology.FabricDomain when every
+//     registered GPU agrees.
+//
+// # Safety
+//
+// NVML is never called after a failed Init (not even Shutdown), and every
+// successful Init is matched by one Shutdown. Functions newer than the
+// oldest supported driver (R450) are called only after their symbol is
+// found in the loaded library, because with lazy binding a missing symbol
+// aborts the process: nvmlDeviceGetArchitecture, _GetMemoryInfo_v2,
+// _GetNumaNodeId, _GetMemoryAffinity, _GetNvLinkRemoteDeviceType,
+// _GetP2PStatus, _GetGpuFabricInfo and _GetGpuFabricInfoV, _GetMigMode, the
+// GPU-instance profile, placement and instance calls, and the compute
+// instance calls. A missing function reads as "not supported", and versioned
+// calls fall back from the newest struct version to the oldest.
+//
+// A GPU that cannot be read (no handle, no UUID or bus id, or NVML answering
+// "GPU is lost" at any point) is reported unhealthy, with the reason in
+// HealthReason and every link to it "no path"; the rest of the node still
+// comes back. Answers that disagree between the two directions of a pair
+// are reconciled by the lenient topology builder (the weaker view, with a
+// warning), never by a panic. Failures of optional reads become warnings in
+// the [Inventory].
+//
+// # Builds and tests
+//
+// This is the project's only package with cgo. The go-nvml binding is
+// compiled only with cgo on Linux; elsewhere [New] without [WithLibrary]
+// yields a provider whose Discover fails with an error wrapping [ErrNoNVML]
+// and errors.ErrUnsupported. Everything else is pure Go behind the narrow
+// [Library] interface, so package nvidiatest's fake NVML exercises all of it
+// in any build. The integration test against a real driver is behind the
+// build tag nvml and is read-only.
+package nvidia

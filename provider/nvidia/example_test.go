@@ -1,0 +1,71 @@
+package nvidia_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+)
+
+// Discover the GPUs of this machine. Without an NVIDIA driver (or in a
+// build without cgo) the error says so and wraps ErrNoNVML.
+func ExampleNew() {
+	n, err := nvidia.New().Discover(context.Background())
+	if errors.Is(err, nvidia.ErrNoNVML) {
+		fmt.Println("no NVIDIA driver on this machine")
+		return
+	}
+	if err != nil {
+		fmt.Println("discovery failed:", err)
+		return
+	}
+	fmt.Println(n)
+}
+
+// On an HGX H100 every NVLink of every GPU leads to an NVSwitch, never to
+// another GPU. The provider reads the remote device type and reports each
+// pair as one shared NVSwitch fabric with the GPU's 18 links, not as "no
+// NVLink".
+func ExampleProvider_Discover() {
+	ref, _ := catalog.Get("dgx-h100")
+	fake := nvidiatest.FromNode(ref) // a fake NVML answering like that hardware
+	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0"), nvidia.WithSysfsRoot(""))
+	n, err := p.Discover(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(n)
+	fmt.Println("GPU0-GPU7:", n.Link(0, 7), "over PCIe", n.Link(0, 7).PCIe)
+	fmt.Println("GPU0 NUMA", n.Device(0).NUMA, "CPUs", n.Device(0).CPUs)
+	// Output:
+	// hgx-0: 8 devices (8× NVIDIA H100 80GB HBM3), 1 fabric island
+	// GPU0-GPU7: NVSwitch/NV18 (450 GB/s) over PCIe SYS
+	// GPU0 NUMA 0 CPUs 0-55,112-167
+}
+
+// A GPU that fell off the bus is reported unhealthy, with no path to any
+// other GPU; the rest of the node still comes back.
+func ExampleProvider_Inspect() {
+	ref, _ := catalog.Get("dgx-h100")
+	fake := nvidiatest.FromNode(ref)
+	fake.GPUs[3].Lost = true
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0")).Inspect(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := inv.Node.Device(3)
+	fmt.Println("GPU3:", d.Health, "-", d.HealthReason)
+	fmt.Println("GPU3-GPU0:", inv.Node.Link(3, 0))
+	fmt.Println("GPU0-GPU1:", inv.Node.Link(0, 1))
+	fmt.Println("islands:", inv.Node.Islands())
+	// Output:
+	// GPU3: unhealthy - nvidia: GPU unreadable: GPU 3: name: nvml: GPU is lost (15)
+	// GPU3-GPU0: none
+	// GPU0-GPU1: NVSwitch/NV18 (450 GB/s)
+	// islands: [[0 1 2 4 5 6 7] [3]]
+}

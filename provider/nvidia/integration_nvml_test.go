@@ -1,0 +1,134 @@
+//go:build nvml && cgo && linux
+
+package nvidia_test
+
+// Integration test against the machine's real NVIDIA driver. Build and run
+// with:
+//
+//	go test -tags nvml -run TestRealDriver -v ./provider/nvidia
+//
+// It is read-only: it only discovers (Inspect and Layouts); it never
+// changes MIG mode, never creates or destroys instances, never resets.
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/topology"
+)
+
+func TestRealDriver(t *testing.T) {
+	ctx := context.Background()
+	p := nvidia.New()
+	inv, err := p.Inspect(ctx)
+	if errors.Is(err, nvidia.ErrNoNVML) || errors.Is(err, nvidia.ErrNoDevices) {
+		t.Skipf("no usable NVIDIA driver or GPU here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	n := inv.Node
+	t.Logf("driver %s: %v", inv.DriverVersion, n)
+	for _, w := range inv.Warnings {
+		t.Logf("warning: %s", w)
+	}
+	if len(inv.GPUs) != n.Len() {
+		t.Fatalf("%d GPU records for %d devices", len(inv.GPUs), n.Len())
+	}
+	for i, g := range inv.GPUs {
+		d := n.Device(i)
+		t.Logf("GPU %d: %s %s %s arch %v mem %d/%d NUMA %d (mem node %d) CPUs %s switch links %d MIG %v/%v fabric %v err %v",
+			i, g.UUID, g.PCI, g.Name, g.Architecture, g.Memory.Used, g.Memory.Total, g.NUMA, g.MemoryNUMA, g.CPUs, g.SwitchLinks,
+			g.MIG.Capable, g.MIG.Enabled, g.Fabric, g.Err)
+		if g.Err != nil {
+			if d.Health != topology.Unhealthy {
+				t.Errorf("GPU %d: error %v but device healthy", i, g.Err)
+			}
+			continue
+		}
+		if g.UUID == "" || !g.PCI.IsValid() || d.ID != g.UUID || d.PCI != g.PCI {
+			t.Errorf("GPU %d: identity %q %v vs device %q %v", i, g.UUID, g.PCI, d.ID, d.PCI)
+		}
+		if g.Memory.Total == 0 || g.Memory.Used > g.Memory.Total || g.Memory.Free > g.Memory.Total {
+			t.Errorf("GPU %d: memory %+v", i, g.Memory)
+		}
+		active := 0
+		for _, l := range g.NvLinks {
+			if l.Active {
+				active++
+			}
+			if l.Peer == i {
+				t.Errorf("GPU %d: NVLink %d leads to itself", i, l.Link)
+			}
+		}
+		lanes := 0
+		for j := range n.Len() {
+			l := n.Link(i, j)
+			if i == j {
+				continue
+			}
+			switch l.Kind {
+			case topology.LinkNVLink:
+				lanes += l.Lanes
+				if inv.P2P[i][j].NvLink != nvidia.P2POK {
+					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NvLink)
+				}
+			case topology.LinkNVSwitch:
+				if l.Lanes > g.SwitchLinks {
+					t.Errorf("GPU %d→%d: %d NVSwitch lanes but %d switch links", i, j, l.Lanes, g.SwitchLinks)
+				}
+			}
+		}
+		if lanes > active {
+			t.Errorf("GPU %d: %d NVLink lanes to peers but %d active links", i, lanes, active)
+		}
+		checkMIG(t, i, g.MIG)
+	}
+	again, err := p.Discover(ctx)
+	if err != nil {
+		t.Fatalf("second Discover: %v", err)
+	}
+	if again.Fingerprint() != n.Fingerprint() {
+		t.Errorf("topology changed between two discoveries: %v vs %v", again, n)
+	}
+}
+
+// checkMIG checks that the MIG state NVML reported is self-consistent:
+// placements inside the GPU, instances on legal, non-overlapping placements.
+func checkMIG(t *testing.T, gpu int, m nvidia.MIG) {
+	t.Helper()
+	if !m.Capable {
+		return
+	}
+	byID := map[int]nvidia.MIGProfile{}
+	for _, p := range m.Profiles {
+		byID[p.ID] = p
+		t.Logf("GPU %d profile %s id %d slices %d max %d placements %v", gpu, p.Name, p.ID, p.SliceCount, p.InstanceCount, p.Placements)
+		for _, pl := range p.Placements {
+			if pl.Start < 0 || pl.Size <= 0 || pl.End() > 8 {
+				t.Errorf("GPU %d profile %s: placement %v outside 8 slots", gpu, p.Name, pl)
+			}
+		}
+	}
+	for a, in := range m.Instances {
+		p, ok := byID[in.ProfileID]
+		if !ok {
+			t.Errorf("GPU %d: instance %d has unknown profile id %d", gpu, in.ID, in.ProfileID)
+			continue
+		}
+		legal := false
+		for _, pl := range p.Placements {
+			legal = legal || pl == in.Placement
+		}
+		if !legal {
+			t.Errorf("GPU %d: instance %d at %v, not a placement of %s", gpu, in.ID, in.Placement, p.Name)
+		}
+		for _, other := range m.Instances[a+1:] {
+			if other.Placement.Overlaps(in.Placement) {
+				t.Errorf("GPU %d: instances %d and %d overlap", gpu, in.ID, other.ID)
+			}
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package nvidia
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// readMIG reads GPU i's MIG mode, its GPU-instance profiles with their legal
+// placements (from NVML, never from a shipped table), and, when MIG is on,
+// the live GPU and compute instances.
+func (s *session) readMIG(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	cur, pend, err := h.MIGMode()
+	if !s.ok(i, "MIG mode", err) {
+		return
+	}
+	g.MIG = MIG{Capable: true, Enabled: cur, Pending: pend}
+	profiles, err := readProfiles(h, g.Memory.Total)
+	if err != nil {
+		s.ok(i, "MIG profiles", err)
+		return
+	}
+	g.MIG.Profiles = profiles
+	if !cur {
+		return
+	}
+	for _, p := range profiles {
+		gis, err := h.GPUInstances(p.GPUInstanceProfileInfo)
+		if err != nil {
+			if !s.ok(i, fmt.Sprintf("GPU instances of profile %d", p.ID), err) && !s.healthy(i) {
+				return
+			}
+			continue
+		}
+		for _, gi := range gis {
+			inst, err := readInstance(gi, p.Index)
+			if err != nil {
+				if !s.ok(i, fmt.Sprintf("GPU instance of profile %d", p.ID), err) && !s.healthy(i) {
+					return
+				}
+				continue
+			}
+			g.MIG.Instances = append(g.MIG.Instances, inst)
+		}
+	}
+}
+
+// readProfiles reads every GPU-instance profile index the GPU answers for.
+// An index the GPU lacks answers not-supported or invalid-argument and is
+// skipped; any other error aborts.
+func readProfiles(h Device, totalMemory uint64) ([]MIGProfile, error) {
+	var out []MIGProfile
+	for idx := range giProfileCount {
+		info, err := versioned([]int{3, 2, 1}, func(v int) (GPUInstanceProfileInfo, error) {
+			return h.GPUInstanceProfileInfo(idx, v)
+		})
+		if err != nil {
+			if absent(err) {
+				continue
+			}
+			return nil, fmt.Errorf("profile index %d: %w", idx, err)
+		}
+		info.Index = idx
+		if info.SliceCount <= 0 || info.InstanceCount <= 0 {
+			continue // NVML lists unusable profiles with zero counts on some GPUs
+		}
+		p := MIGProfile{GPUInstanceProfileInfo: info}
+		p.Name = strings.TrimPrefix(p.Name, "MIG ")
+		if p.Name == "" {
+			p.Name, p.NameDerived = profileName(info, totalMemory), true
+		}
+		pl, err := h.GPUInstancePossiblePlacements(info)
+		if err != nil && !absent(err) {
+			return nil, fmt.Errorf("placements of profile %d: %w", info.ID, err)
+		}
+		p.Placements = pl
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func readInstance(gi GPUInstance, profileIndex int) (MIGInstance, error) {
+	info, err := gi.Info()
+	if err != nil {
+		return MIGInstance{}, err
+	}
+	inst := MIGInstance{GPUInstanceInfo: info, ProfileIndex: profileIndex}
+	for idx := range ciProfileCount {
+		cp, err := gi.ComputeInstanceProfileInfo(idx)
+		if err != nil {
+			if absent(err) {
+				continue
+			}
+			return inst, err
+		}
+		if cp.InstanceCount <= 0 {
+			continue
+		}
+		cp.Index = idx
+		cis, err := gi.ComputeInstances(cp)
+		if err != nil {
+			if absent(err) {
+				continue
+			}
+			return inst, err
+		}
+		for _, ci := range cis {
+			ciInfo, err := ci.Info()
+			if err != nil {
+				return inst, err
+			}
+			inst.ComputeInstances = append(inst.ComputeInstances, ciInfo)
+		}
+	}
+	return inst, nil
+}
+
+// profileName derives a GPU-instance profile name from its counts when the
+// driver gives none (profile info version 1), by go-nvlib's rule: the "gb"
+// figure is the memory fraction rounded up to eighths, times the GPU's
+// memory in whole GiB rounded up, rounded to the nearest integer; the suffix
+// comes from the NVML profile index.
+func profileName(p GPUInstanceProfileInfo, totalMemory uint64) string {
+	gb := uint64(0)
+	if totalMemory > 0 {
+		const mib, gib = 1 << 20, 1 << 30
+		frac := float64(p.MemorySizeMB) * mib / float64(totalMemory)
+		frac = math.Ceil(frac*8) / 8
+		gb = uint64(math.Round(frac * float64((totalMemory+gib-1)/gib)))
+	} else {
+		gb = (p.MemorySizeMB + 1023) / 1024
+	}
+	return fmt.Sprintf("%dg.%dgb%s", p.SliceCount, gb, profileSuffix(p.Index))
+}
+
+// profileSuffix returns the name suffix of an NVML GPU-instance profile
+// index: media extensions, all media extensions, graphics, or no media
+// extensions.
+func profileSuffix(index int) string {
+	switch index {
+	case 7, 8: // 1_SLICE_REV1, 2_SLICE_REV1
+		return "+me"
+	case 15, 16: // 1_SLICE_ALL_ME, 2_SLICE_ALL_ME
+		return "+me.all"
+	case 10, 11, 12, 17: // *_GFX
+		return "+gfx"
+	case 13, 14: // *_NO_ME
+		return "-me"
+	}
+	return ""
+}

@@ -1,0 +1,426 @@
+// Package nvidiatest provides a fake NVML for testing code that uses
+// package nvidia: a Machine is an in-memory set of GPUs that answers every
+// call of nvidia.Library, including the versioned calls (fabric info and MIG
+// profile info v2/v3) that go-nvml's mocks cannot fake. It is pure Go and
+// builds without cgo.
+//
+// The fake behaves like the driver where it matters for topology and
+// partitioning: every call before a successful Init (or after Shutdown) is
+// recorded as a violation instead of being answered, MIG GPU instances are
+// created only at one of the profile's legal placements on free memory
+// slices and within the profile's instance limit (the go-nvml mocks accept
+// overlapping instances), a GPU instance with compute instances cannot be
+// destroyed, and any call can be made to fail through Machine.Hook.
+//
+// FromNode builds a Machine whose answers describe a given topology node, so
+// that discovery can be checked to round-trip real machine topologies.
+package nvidiatest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gputopo/gputopo/provider/nvidia"
+)
+
+// Call identifies one NVML call made to a Machine, for Hook.
+type Call struct {
+	// GPU is the device index, -1 for library-level calls.
+	GPU int
+	// Method is the nvidia.Device (or Library, GPUInstance,
+	// ComputeInstance) method name, e.g. "NvLinkState".
+	Method string
+	// Version is the struct version of a versioned call, else 0.
+	Version int
+	// Arg is the link number, profile index or peer GPU index the call
+	// names, else -1.
+	Arg int
+}
+
+// Machine is a fake NVML library. Set its fields before use; while a
+// provider uses it, change it only through its methods. It is safe for
+// concurrent use.
+type Machine struct {
+	// GPUs are the devices, in NVML index order.
+	GPUs []*GPU
+	// Driver is the driver version string.
+	Driver string
+	// InitErr, when non-nil, is what Init returns.
+	InitErr error
+	// Hook, when non-nil, is consulted before every call made after Init;
+	// a non-nil error is returned instead of the answer. Use it to make a
+	// GPU fall off the bus mid-discovery or a function be missing from an
+	// older driver. It runs with the Machine locked and must not call the
+	// Machine's methods.
+	Hook func(Call) error
+
+	mu         sync.Mutex
+	inits      int
+	calls      int
+	violations []string
+	log        []Call
+}
+
+// GPU is one fake device and the answers NVML gives about it. Nil slices and
+// pointers mean "not supported" for the matching call.
+type GPU struct {
+	UUID, Name string
+	// BusID is the NVML form, "00000000:3B:00.0".
+	BusID    string
+	DeviceID uint32
+	Arch     nvidia.Architecture
+	Memory   nvidia.MemoryInfo
+	// MemoryNUMA is the GPU memory's own NUMA node; -1 means not supported.
+	MemoryNUMA int
+	// NUMANodes is the memory affinity; nil means not supported.
+	NUMANodes []int
+	// CPUs is the CPU affinity; nil means not supported.
+	CPUs []int
+	// Links are the NVLinks, by link number; nil means no NVLink.
+	Links []Link
+	// Ancestor maps a peer GPU index to the common-ancestor level.
+	Ancestor map[int]nvidia.TopologyLevel
+	// P2P maps a peer GPU index to the P2P status per capability; a
+	// missing capability answers P2PNotSupported.
+	P2P map[int]map[nvidia.P2PCapability]nvidia.P2PStatus
+	// Fabric is the fabric registration; nil means not supported.
+	Fabric *nvidia.FabricInfo
+	// FabricVersion is the newest fabric-info struct version the driver
+	// knows (1..3); newer versions answer "argument version mismatch".
+	FabricVersion int
+	// MIG is the MIG state; nil means MIG is not supported.
+	MIG *MIG
+	// Lost makes every call on the GPU's handle answer GPU-is-lost, as
+	// for a GPU that fell off the bus.
+	Lost bool
+}
+
+// Link is one NVLink of a fake GPU.
+type Link struct {
+	Active bool
+	// RemoteBusID is the far end's bus id in NVML form.
+	RemoteBusID string
+	// RemoteType is what the far end is.
+	RemoteType nvidia.NvLinkDeviceType
+}
+
+// Calls returns the number of calls answered or refused since the Machine
+// was created.
+func (m *Machine) Calls() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls
+}
+
+// Violations returns the calls made while NVML was not initialised (a real
+// process would have died on most of them), and unbalanced Shutdowns.
+func (m *Machine) Violations() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.violations)
+}
+
+// Initialized reports whether Init has succeeded more often than Shutdown
+// has been called.
+func (m *Machine) Initialized() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inits > 0
+}
+
+// Log returns every call made after a successful Init, in order.
+func (m *Machine) Log() []Call {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.log)
+}
+
+// enter checks and records a call; it returns the error to answer with.
+// The caller holds no lock; enter takes it and returns with it held, so the
+// answer is consistent. The caller must call m.mu.Unlock.
+func (m *Machine) enter(c Call) error {
+	m.mu.Lock()
+	m.calls++
+	if m.inits == 0 {
+		m.violations = append(m.violations, fmt.Sprintf("%s (GPU %d) called while NVML is not initialised", c.Method, c.GPU))
+		return nvidia.CodeUninitialized
+	}
+	m.log = append(m.log, c)
+	if m.Hook != nil {
+		if err := m.Hook(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Init implements nvidia.Library.
+func (m *Machine) Init() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.InitErr != nil {
+		return m.InitErr
+	}
+	m.inits++
+	return nil
+}
+
+// Shutdown implements nvidia.Library.
+func (m *Machine) Shutdown() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.inits == 0 {
+		m.violations = append(m.violations, "Shutdown called without a successful Init")
+		return nvidia.CodeUninitialized
+	}
+	m.inits--
+	return nil
+}
+
+// DriverVersion implements nvidia.Library.
+func (m *Machine) DriverVersion() (string, error) {
+	err := m.enter(Call{GPU: -1, Method: "DriverVersion", Arg: -1})
+	defer m.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return m.Driver, nil
+}
+
+// DeviceCount implements nvidia.Library.
+func (m *Machine) DeviceCount() (int, error) {
+	err := m.enter(Call{GPU: -1, Method: "DeviceCount", Arg: -1})
+	defer m.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return len(m.GPUs), nil
+}
+
+// DeviceByIndex implements nvidia.Library.
+func (m *Machine) DeviceByIndex(i int) (nvidia.Device, error) {
+	err := m.enter(Call{GPU: i, Method: "DeviceByIndex", Arg: -1})
+	defer m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if i < 0 || i >= len(m.GPUs) {
+		return nil, nvidia.CodeInvalidArgument
+	}
+	return &device{m: m, i: i}, nil
+}
+
+// device is a handle to GPU i of m.
+type device struct {
+	m *Machine
+	i int
+}
+
+var _ nvidia.Device = (*device)(nil)
+
+// call enters m for a device call and returns the GPU (with m.mu held).
+func (d *device) call(method string, version, arg int) (*GPU, error) {
+	err := d.m.enter(Call{GPU: d.i, Method: method, Version: version, Arg: arg})
+	g := d.m.GPUs[d.i]
+	if err == nil && g.Lost {
+		err = nvidia.CodeGPUIsLost
+	}
+	return g, err
+}
+
+func (d *device) UUID() (string, error) {
+	g, err := d.call("UUID", 0, -1)
+	defer d.m.mu.Unlock()
+	return g.UUID, err
+}
+
+func (d *device) Name() (string, error) {
+	g, err := d.call("Name", 0, -1)
+	defer d.m.mu.Unlock()
+	return g.Name, err
+}
+
+func (d *device) PCIInfo() (nvidia.PCIInfo, error) {
+	g, err := d.call("PCIInfo", 0, -1)
+	defer d.m.mu.Unlock()
+	if err != nil {
+		return nvidia.PCIInfo{}, err
+	}
+	return nvidia.PCIInfo{BusID: g.BusID, DeviceID: g.DeviceID}, nil
+}
+
+func (d *device) Architecture() (nvidia.Architecture, error) {
+	g, err := d.call("Architecture", 0, -1)
+	defer d.m.mu.Unlock()
+	if err != nil {
+		return nvidia.ArchUnknown, err
+	}
+	return g.Arch, nil
+}
+
+func (d *device) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
+	g, err := d.call("MemoryInfo", version, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.MemoryInfo{}, err
+	case version == 1:
+		mem := g.Memory
+		mem.Reserved = 0
+		return mem, nil
+	case version == 2:
+		return g.Memory, nil
+	}
+	return nvidia.MemoryInfo{}, nvidia.CodeArgumentVersionMismatch
+}
+
+func (d *device) NUMANodeID() (int, error) {
+	g, err := d.call("NUMANodeID", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return 0, err
+	case g.MemoryNUMA < 0:
+		return 0, nvidia.CodeNotSupported
+	}
+	return g.MemoryNUMA, nil
+}
+
+// mask returns the bitmask words of ids, of the size NVML would use.
+func mask(ids []int, limit int) []uint64 {
+	out := make([]uint64, (limit+63)/64)
+	for _, id := range ids {
+		if id >= 0 && id < limit {
+			out[id/64] |= 1 << (id % 64)
+		}
+	}
+	return out
+}
+
+func (d *device) MemoryAffinity(maxNodes int) ([]uint64, error) {
+	g, err := d.call("MemoryAffinity", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.NUMANodes == nil:
+		return nil, nvidia.CodeNotSupported
+	}
+	return mask(g.NUMANodes, maxNodes), nil
+}
+
+func (d *device) CPUAffinity(maxCPUs int) ([]uint64, error) {
+	g, err := d.call("CPUAffinity", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.CPUs == nil:
+		return nil, nvidia.CodeNotSupported
+	}
+	return mask(g.CPUs, maxCPUs), nil
+}
+
+func (d *device) link(method string, l int) (Link, error) {
+	g, err := d.call(method, 0, l)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return Link{}, err
+	case g.Links == nil:
+		return Link{}, nvidia.CodeNotSupported
+	case l < 0 || l >= len(g.Links):
+		return Link{}, nvidia.CodeInvalidArgument
+	}
+	return g.Links[l], nil
+}
+
+func (d *device) NvLinkState(l int) (bool, error) {
+	ln, err := d.link("NvLinkState", l)
+	return ln.Active, err
+}
+
+func (d *device) NvLinkRemotePCIInfo(l int) (nvidia.PCIInfo, error) {
+	ln, err := d.link("NvLinkRemotePCIInfo", l)
+	if err == nil && !ln.Active {
+		err = nvidia.CodeNotSupported
+	}
+	return nvidia.PCIInfo{BusID: ln.RemoteBusID}, err
+}
+
+func (d *device) NvLinkRemoteDeviceType(l int) (nvidia.NvLinkDeviceType, error) {
+	ln, err := d.link("NvLinkRemoteDeviceType", l)
+	if err == nil && !ln.Active {
+		err = nvidia.CodeNotSupported
+	}
+	return ln.RemoteType, err
+}
+
+// peer returns the index of another handle of the same machine.
+func (d *device) peer(other nvidia.Device) (int, bool) {
+	o, ok := other.(*device)
+	if !ok || o.m != d.m {
+		return 0, false
+	}
+	return o.i, true
+}
+
+func (d *device) TopologyCommonAncestor(other nvidia.Device) (nvidia.TopologyLevel, error) {
+	j, ok := d.peer(other)
+	if !ok {
+		j = -1
+	}
+	g, err := d.call("TopologyCommonAncestor", 0, j)
+	defer d.m.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	lvl, known := g.Ancestor[j]
+	if !ok || !known {
+		return 0, nvidia.CodeInvalidArgument
+	}
+	return lvl, nil
+}
+
+func (d *device) P2PStatus(other nvidia.Device, kind nvidia.P2PCapability) (nvidia.P2PStatus, error) {
+	j, ok := d.peer(other)
+	if !ok {
+		j = -1
+	}
+	g, err := d.call("P2PStatus", int(kind), j)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.P2PUnknown, err
+	case !ok || j == d.i:
+		return nvidia.P2PUnknown, nvidia.CodeInvalidArgument
+	}
+	if st, ok := g.P2P[j][kind]; ok {
+		return st, nil
+	}
+	return nvidia.P2PNotSupported, nil
+}
+
+func (d *device) FabricInfo(version int) (nvidia.FabricInfo, error) {
+	g, err := d.call("FabricInfo", version, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.FabricInfo{}, err
+	case g.Fabric == nil:
+		return nvidia.FabricInfo{}, nvidia.CodeNotSupported
+	case version < 1 || version > max(g.FabricVersion, 1):
+		return nvidia.FabricInfo{}, nvidia.CodeArgumentVersionMismatch
+	}
+	f := *g.Fabric
+	if version < 2 {
+		f.HealthMask = 0
+	}
+	if version < 3 {
+		f.HealthSummary = 0
+	}
+	return f, nil
+}

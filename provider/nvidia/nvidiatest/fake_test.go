@@ -1,0 +1,253 @@
+package nvidiatest_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+)
+
+// tb is what the helpers need of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func a100(t tb, enabled bool) (*nvidiatest.Machine, nvidia.Device) {
+	t.Helper()
+	mig := nvidiatest.A100SXM440GB()
+	mig.Enabled = enabled
+	m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{UUID: "GPU-0", BusID: "00000000:10:00.0", MIG: mig, MemoryNUMA: -1}}}
+	if err := m.Init(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.DeviceByIndex(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, d
+}
+
+func profile(t tb, d nvidia.Device, index int) nvidia.GPUInstanceProfileInfo {
+	t.Helper()
+	p, err := d.GPUInstanceProfileInfo(index, 3)
+	if err != nil {
+		t.Fatalf("profile index %d: %v", index, err)
+	}
+	return p
+}
+
+const (
+	idx1g   = 0 // 1g.5gb, placements {0..6}:1
+	idx1gme = 7 // 1g.5gb+me
+	idx2g   = 1
+	idx3g   = 2 // {0,4}:4
+	idx4g   = 3
+	idx7g   = 4
+)
+
+// TestMIGRulesEnforced: the fake refuses what the driver refuses, unlike
+// go-nvml's mocks, which accept two overlapping 7g instances.
+func TestMIGRulesEnforced(t *testing.T) {
+	m, d := a100(t, true)
+	create := func(index, start, size int) error {
+		_, err := d.CreateGPUInstanceWithPlacement(profile(t, d, index), nvidia.Placement{Start: start, Size: size})
+		return err
+	}
+	if err := create(idx3g, 0, 4); err != nil {
+		t.Fatalf("3g@0: %v", err)
+	}
+	for _, c := range []struct {
+		name             string
+		index, start, sz int
+		want             nvidia.Code
+	}{
+		{"1g inside the 3g", idx1g, 2, 1, nvidia.CodeInsufficientResources},
+		{"7g over the 3g", idx7g, 0, 8, nvidia.CodeInsufficientResources},
+		{"4g over the 3g", idx4g, 0, 4, nvidia.CodeInsufficientResources},
+		{"1g at slot 7 (no such placement)", idx1g, 7, 1, nvidia.CodeInvalidArgument},
+		{"3g at 2 (no such placement)", idx3g, 2, 4, nvidia.CodeInvalidArgument},
+		{"2g with the wrong size", idx2g, 4, 1, nvidia.CodeInvalidArgument},
+	} {
+		if err := create(c.index, c.start, c.sz); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := create(idx3g, 4, 4); err != nil {
+		t.Fatalf("3g@4: %v", err)
+	}
+	if err := create(idx3g, 4, 4); !errors.Is(err, nvidia.CodeInsufficientResources) {
+		t.Errorf("third 3g: %v", err)
+	}
+	if got := m.Instances(0); len(got) != 2 || got[0].Placement.Start != 0 || got[1].Placement.Start != 4 {
+		t.Errorf("instances %+v", got)
+	}
+	checkNoOverlap(t, m)
+}
+
+func TestMIGOneOpticalFlowEngine(t *testing.T) {
+	_, d := a100(t, true)
+	p := profile(t, d, idx1gme)
+	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 0, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 1, Size: 1}); !errors.Is(err, nvidia.CodeInsufficientResources) {
+		t.Errorf("second +me: %v, want insufficient resources", err)
+	}
+}
+
+func TestMIGDisabledAndDestroyOrder(t *testing.T) {
+	_, d := a100(t, false)
+	if _, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx1g), nvidia.Placement{Start: 0, Size: 1}); !errors.Is(err, nvidia.CodeNotSupported) {
+		t.Errorf("create with MIG off: %v", err)
+	}
+	m, d := a100(t, true)
+	gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx7g), nvidia.Placement{Start: 0, Size: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := gi.ComputeInstanceProfileInfo(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := gi.CreateComputeInstance(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gi.CreateComputeInstance(cp); !errors.Is(err, nvidia.CodeInsufficientResources) {
+		t.Errorf("second full-size CI: %v", err)
+	}
+	if err := gi.Destroy(); !errors.Is(err, nvidia.CodeInUse) {
+		t.Errorf("destroy GI with a CI: %v, want in use", err)
+	}
+	if err := ci.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gi.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gi.Info(); !errors.Is(err, nvidia.CodeInvalidArgument) {
+		t.Errorf("info of a destroyed GI: %v", err)
+	}
+	if len(m.Instances(0)) != 0 {
+		t.Errorf("instances left: %+v", m.Instances(0))
+	}
+}
+
+func TestCallsBeforeInitAreViolations(t *testing.T) {
+	m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{UUID: "GPU-0"}}}
+	if _, err := m.DeviceCount(); !errors.Is(err, nvidia.CodeUninitialized) {
+		t.Errorf("DeviceCount before Init: %v", err)
+	}
+	if err := m.Shutdown(); err == nil {
+		t.Error("Shutdown without Init succeeded")
+	}
+	if v := m.Violations(); len(v) != 2 {
+		t.Errorf("violations %q, want 2", v)
+	}
+	m.InitErr = nvidia.CodeDriverNotLoaded
+	if err := m.Init(); !errors.Is(err, nvidia.CodeDriverNotLoaded) || m.Initialized() {
+		t.Errorf("Init = %v, initialised %v", err, m.Initialized())
+	}
+}
+
+func checkNoOverlap(t interface{ Fatalf(string, ...any) }, m *nvidiatest.Machine) {
+	in := m.Instances(0)
+	for i := range in {
+		for j := i + 1; j < len(in); j++ {
+			if in[i].Placement.Overlaps(in[j].Placement) {
+				t.Fatalf("overlapping instances %+v and %+v", in[i], in[j])
+			}
+		}
+	}
+}
+
+// TestMIGFakeAgainstSlotModel drives random create/destroy sequences and
+// checks every answer against a brute-force model of the 8 memory slices:
+// a create succeeds exactly when the placement is legal for the profile,
+// every slice it covers is free, the profile is under its instance limit
+// and, for a profile holding the optical-flow engine, no other instance
+// holds it.
+func TestMIGFakeAgainstSlotModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m, d := a100(t, true)
+		mig := nvidiatest.A100SXM440GB()
+		type inst struct {
+			gi nvidia.GPUInstance
+			ci nvidia.ComputeInstance
+			p  nvidiatest.MIGProfile
+			pl nvidia.Placement
+		}
+		var live []inst
+		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			if len(live) > 0 && rapid.IntRange(0, 2).Draw(t, "op") == 0 {
+				k := rapid.IntRange(0, len(live)-1).Draw(t, "victim")
+				if err := live[k].ci.Destroy(); err != nil {
+					t.Fatalf("destroy CI: %v", err)
+				}
+				if err := live[k].gi.Destroy(); err != nil {
+					t.Fatalf("destroy GI: %v", err)
+				}
+				live = slices.Delete(live, k, k+1)
+				continue
+			}
+			p := mig.Profiles[rapid.IntRange(0, len(mig.Profiles)-1).Draw(t, "profile")]
+			pl := nvidia.Placement{Start: rapid.IntRange(0, 7).Draw(t, "start"), Size: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "size")}
+			// Oracle.
+			want := slices.Contains(p.Placements, pl)
+			count, ofa := 0, 0
+			for _, l := range live {
+				want = want && !l.pl.Overlaps(pl)
+				if l.p.Info.ID == p.Info.ID {
+					count++
+				}
+				ofa += l.p.Info.OFAs
+			}
+			want = want && count < p.Info.InstanceCount && (p.Info.OFAs == 0 || ofa == 0)
+			gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, p.Info.Index), pl)
+			if (err == nil) != want {
+				t.Fatalf("create %s at %v with %d live: err %v, oracle says %v", p.Info.Name, pl, len(live), err, want)
+			}
+			if err != nil {
+				continue
+			}
+			cp, err := gi.ComputeInstanceProfileInfo(map[int]int{1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[p.Info.SliceCount])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ci, err := gi.CreateComputeInstance(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, inst{gi, ci, p, pl})
+			checkNoOverlap(t, m)
+		}
+		if got := len(m.Instances(0)); got != len(live) {
+			t.Fatalf("fake holds %d instances, model %d", got, len(live))
+		}
+	})
+}
+
+func FuzzParseUUID(f *testing.F) {
+	for _, s := range []string{"GPU-5f1c0000-aaaa-bbbb-cccc-0123456789ab", "7b4e3f1a-0000-4000-8000-00000000000F", "MIG-", "", "zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz", "GPU-GPU-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := nvidiatest.ParseUUID(s)
+		if err != nil {
+			return
+		}
+		canon := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+		body := strings.TrimPrefix(strings.TrimPrefix(s, "GPU-"), "MIG-")
+		if !strings.EqualFold(canon, body) {
+			t.Fatalf("ParseUUID(%q) = %s, which does not format back", s, canon)
+		}
+	})
+}

@@ -1,0 +1,421 @@
+package nvidiatest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gputopo/gputopo/provider/nvidia"
+)
+
+// MIG is a fake GPU's MIG state: its mode, its profile table and its live
+// instances. The instances change only through NVML calls (or
+// Machine.AddInstance), which enforce the hardware rules.
+type MIG struct {
+	// Enabled and Pending are the current and pending MIG mode.
+	Enabled, Pending bool
+	// Profiles is the GPU-instance profile table; Info.Index is the NVML
+	// profile index each answers at.
+	Profiles []MIGProfile
+	// InfoVersion is the newest profile-info struct version the driver
+	// knows (1..3); version 1 carries no profile name.
+	InfoVersion int
+
+	instances []*gpuInstance
+	nextGI    int
+}
+
+// MIGProfile is one GPU-instance profile of a fake GPU.
+type MIGProfile struct {
+	Info       nvidia.GPUInstanceProfileInfo
+	Placements []nvidia.Placement
+}
+
+type gpuInstance struct {
+	id        int
+	profile   *MIGProfile
+	placement nvidia.Placement
+	cis       []*computeInstance
+	nextCI    int
+	destroyed bool
+}
+
+type computeInstance struct {
+	info      nvidia.ComputeInstanceInfo
+	destroyed bool
+}
+
+// Instance describes a live GPU instance of a fake GPU.
+type Instance struct {
+	ID           int
+	ProfileIndex int
+	ProfileID    int
+	Placement    nvidia.Placement
+	// ComputeInstances is the number of live compute instances.
+	ComputeInstances int
+}
+
+// ciIndexBySlices maps a compute-slice count to the NVML compute-instance
+// profile index of a full-size compute instance (COMPUTE_INSTANCE_PROFILE_*).
+var ciIndexBySlices = map[int]int{1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+
+func (g *MIG) profileByID(id int) *MIGProfile {
+	for k := range g.Profiles {
+		if g.Profiles[k].Info.ID == id {
+			return &g.Profiles[k]
+		}
+	}
+	return nil
+}
+
+func (g *MIG) live() []*gpuInstance {
+	var out []*gpuInstance
+	for _, gi := range g.instances {
+		if !gi.destroyed {
+			out = append(out, gi)
+		}
+	}
+	return out
+}
+
+// create enforces the hardware rules of CreateGpuInstanceWithPlacement.
+func (g *MIG) create(p *MIGProfile, pl nvidia.Placement) (*gpuInstance, error) {
+	if !g.Enabled {
+		return nil, nvidia.CodeNotSupported
+	}
+	if !slices.Contains(p.Placements, pl) {
+		return nil, nvidia.CodeInvalidArgument
+	}
+	count := 0
+	ofa := 0
+	for _, gi := range g.live() {
+		if gi.placement.Overlaps(pl) {
+			return nil, nvidia.CodeInsufficientResources
+		}
+		if gi.profile.Info.ID == p.Info.ID {
+			count++
+		}
+		ofa += gi.profile.Info.OFAs
+	}
+	if count >= p.Info.InstanceCount {
+		return nil, nvidia.CodeInsufficientResources
+	}
+	// One optical-flow engine per GPU: at most one instance holding it.
+	if p.Info.OFAs > 0 && ofa+p.Info.OFAs > g.ofaBudget() {
+		return nil, nvidia.CodeInsufficientResources
+	}
+	gi := &gpuInstance{id: g.nextGI, profile: p, placement: pl}
+	g.nextGI++
+	g.instances = append(g.instances, gi)
+	return gi, nil
+}
+
+func (g *MIG) ofaBudget() int {
+	b := 0
+	for _, p := range g.Profiles {
+		b = max(b, p.Info.OFAs)
+	}
+	return b
+}
+
+// AddInstance creates a GPU instance of the profile at NVML profile index
+// on GPU gpu at the placement, with its full-size compute instance, under
+// the same rules as the NVML call. It is for setting up a test's starting
+// state and needs no Init.
+func (m *Machine) AddInstance(gpu, profileIndex int, pl nvidia.Placement) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gpu < 0 || gpu >= len(m.GPUs) || m.GPUs[gpu].MIG == nil {
+		return fmt.Errorf("GPU %d has no MIG", gpu)
+	}
+	g := m.GPUs[gpu].MIG
+	var p *MIGProfile
+	for k := range g.Profiles {
+		if g.Profiles[k].Info.Index == profileIndex {
+			p = &g.Profiles[k]
+		}
+	}
+	if p == nil {
+		return fmt.Errorf("GPU %d has no profile index %d", gpu, profileIndex)
+	}
+	gi, err := g.create(p, pl)
+	if err != nil {
+		return err
+	}
+	_, err = gi.createCI(p.Info.SliceCount)
+	return err
+}
+
+// Instances returns the live GPU instances of GPU gpu, by placement start.
+func (m *Machine) Instances(gpu int) []Instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.GPUs[gpu].MIG
+	if g == nil {
+		return nil
+	}
+	var out []Instance
+	for _, gi := range g.live() {
+		n := 0
+		for _, ci := range gi.cis {
+			if !ci.destroyed {
+				n++
+			}
+		}
+		out = append(out, Instance{ID: gi.id, ProfileIndex: gi.profile.Info.Index, ProfileID: gi.profile.Info.ID, Placement: gi.placement, ComputeInstances: n})
+	}
+	slices.SortFunc(out, func(a, b Instance) int { return a.Placement.Start - b.Placement.Start })
+	return out
+}
+
+func (d *device) MIGMode() (bool, bool, error) {
+	g, err := d.call("MIGMode", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return false, false, err
+	case g.MIG == nil:
+		return false, false, nvidia.CodeNotSupported
+	}
+	return g.MIG.Enabled, g.MIG.Pending, nil
+}
+
+func (d *device) GPUInstanceProfileInfo(index, version int) (nvidia.GPUInstanceProfileInfo, error) {
+	g, err := d.call("GPUInstanceProfileInfo", version, index)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.GPUInstanceProfileInfo{}, err
+	case g.MIG == nil:
+		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeNotSupported
+	case index < 0 || index >= 18:
+		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeInvalidArgument
+	case version < 1 || version > max(g.MIG.InfoVersion, 1):
+		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeArgumentVersionMismatch
+	}
+	for _, p := range g.MIG.Profiles {
+		if p.Info.Index != index {
+			continue
+		}
+		info := p.Info
+		switch version {
+		case 1:
+			info.Name, info.Capabilities = "", 0
+		case 2:
+			info.Capabilities = 0
+		case 3:
+			if info.P2P {
+				info.Capabilities |= 1
+			}
+		}
+		return info, nil
+	}
+	return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeNotSupported
+}
+
+func (d *device) GPUInstancePossiblePlacements(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.Placement, error) {
+	g, err := d.call("GPUInstancePossiblePlacements", 0, profile.ID)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.MIG == nil:
+		return nil, nvidia.CodeNotSupported
+	}
+	p := g.MIG.profileByID(profile.ID)
+	if p == nil {
+		return nil, nvidia.CodeInvalidArgument
+	}
+	return slices.Clone(p.Placements), nil
+}
+
+func (d *device) GPUInstances(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.GPUInstance, error) {
+	g, err := d.call("GPUInstances", 0, profile.ID)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.MIG == nil || !g.MIG.Enabled:
+		return nil, nvidia.CodeNotSupported
+	case g.MIG.profileByID(profile.ID) == nil:
+		return nil, nvidia.CodeInvalidArgument
+	}
+	var out []nvidia.GPUInstance
+	for _, gi := range g.MIG.live() {
+		if gi.profile.Info.ID == profile.ID {
+			out = append(out, &giHandle{d: d, gi: gi})
+		}
+	}
+	return out, nil
+}
+
+func (d *device) CreateGPUInstanceWithPlacement(profile nvidia.GPUInstanceProfileInfo, pl nvidia.Placement) (nvidia.GPUInstance, error) {
+	g, err := d.call("CreateGPUInstanceWithPlacement", 0, profile.ID)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.MIG == nil:
+		return nil, nvidia.CodeNotSupported
+	}
+	p := g.MIG.profileByID(profile.ID)
+	if p == nil {
+		return nil, nvidia.CodeInvalidArgument
+	}
+	gi, err := g.MIG.create(p, pl)
+	if err != nil {
+		return nil, err
+	}
+	return &giHandle{d: d, gi: gi}, nil
+}
+
+// giHandle is a GPU-instance handle of a fake GPU.
+type giHandle struct {
+	d  *device
+	gi *gpuInstance
+}
+
+var _ nvidia.GPUInstance = (*giHandle)(nil)
+
+func (h *giHandle) enter(method string, arg int) error {
+	err := h.d.m.enter(Call{GPU: h.d.i, Method: method, Arg: arg})
+	if err == nil && h.gi.destroyed {
+		err = nvidia.CodeInvalidArgument
+	}
+	return err
+}
+
+func (h *giHandle) Info() (nvidia.GPUInstanceInfo, error) {
+	err := h.enter("GPUInstance.Info", h.gi.id)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return nvidia.GPUInstanceInfo{}, err
+	}
+	return nvidia.GPUInstanceInfo{ID: h.gi.id, ProfileID: h.gi.profile.Info.ID, Placement: h.gi.placement}, nil
+}
+
+// ciProfile returns the full-size compute-instance profile of gi, the one
+// the fake offers (at the NVML index for its slice count).
+func (gi *gpuInstance) ciProfile() nvidia.ComputeInstanceProfileInfo {
+	s := gi.profile.Info.SliceCount
+	return nvidia.ComputeInstanceProfileInfo{Index: ciIndexBySlices[s], ID: ciIndexBySlices[s], SliceCount: s, InstanceCount: 1, MultiprocessorCount: gi.profile.Info.MultiprocessorCount}
+}
+
+func (h *giHandle) ComputeInstanceProfileInfo(index int) (nvidia.ComputeInstanceProfileInfo, error) {
+	err := h.enter("GPUInstance.ComputeInstanceProfileInfo", index)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return nvidia.ComputeInstanceProfileInfo{}, err
+	}
+	if index < 0 || index >= 9 {
+		return nvidia.ComputeInstanceProfileInfo{}, nvidia.CodeInvalidArgument
+	}
+	if p := h.gi.ciProfile(); p.Index == index {
+		return p, nil
+	}
+	return nvidia.ComputeInstanceProfileInfo{}, nvidia.CodeNotSupported
+}
+
+func (h *giHandle) ComputeInstances(profile nvidia.ComputeInstanceProfileInfo) ([]nvidia.ComputeInstance, error) {
+	err := h.enter("GPUInstance.ComputeInstances", profile.ID)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []nvidia.ComputeInstance
+	for _, ci := range h.gi.cis {
+		if !ci.destroyed && ci.info.ProfileID == profile.ID {
+			out = append(out, &ciHandle{gi: h, ci: ci})
+		}
+	}
+	return out, nil
+}
+
+// createCI creates a compute instance of the given compute slices on the
+// first free run of the GPU instance's compute slices.
+func (gi *gpuInstance) createCI(slices int) (*computeInstance, error) {
+	used := make([]bool, gi.profile.Info.SliceCount)
+	for _, ci := range gi.cis {
+		if ci.destroyed {
+			continue
+		}
+		for s := ci.info.Placement.Start; s < ci.info.Placement.End(); s++ {
+			used[s] = true
+		}
+	}
+	for start := 0; start+slices <= len(used); start++ {
+		free := true
+		for s := start; s < start+slices; s++ {
+			free = free && !used[s]
+		}
+		if free {
+			p := gi.ciProfile()
+			ci := &computeInstance{info: nvidia.ComputeInstanceInfo{ID: gi.nextCI, ProfileID: p.ID, Placement: nvidia.Placement{Start: start, Size: slices}}}
+			gi.nextCI++
+			gi.cis = append(gi.cis, ci)
+			return ci, nil
+		}
+	}
+	return nil, nvidia.CodeInsufficientResources
+}
+
+func (h *giHandle) CreateComputeInstance(profile nvidia.ComputeInstanceProfileInfo) (nvidia.ComputeInstance, error) {
+	err := h.enter("GPUInstance.CreateComputeInstance", profile.ID)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if p := h.gi.ciProfile(); profile.ID != p.ID {
+		return nil, nvidia.CodeInvalidArgument
+	}
+	ci, err := h.gi.createCI(h.gi.profile.Info.SliceCount)
+	if err != nil {
+		return nil, err
+	}
+	return &ciHandle{gi: h, ci: ci}, nil
+}
+
+func (h *giHandle) Destroy() error {
+	err := h.enter("GPUInstance.Destroy", h.gi.id)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, ci := range h.gi.cis {
+		if !ci.destroyed {
+			return nvidia.CodeInUse
+		}
+	}
+	h.gi.destroyed = true
+	return nil
+}
+
+// ciHandle is a compute-instance handle of a fake GPU.
+type ciHandle struct {
+	gi *giHandle
+	ci *computeInstance
+}
+
+func (h *ciHandle) Info() (nvidia.ComputeInstanceInfo, error) {
+	err := h.gi.enter("ComputeInstance.Info", h.ci.info.ID)
+	defer h.gi.d.m.mu.Unlock()
+	if err == nil && h.ci.destroyed {
+		err = nvidia.CodeInvalidArgument
+	}
+	if err != nil {
+		return nvidia.ComputeInstanceInfo{}, err
+	}
+	return h.ci.info, nil
+}
+
+func (h *ciHandle) Destroy() error {
+	err := h.gi.enter("ComputeInstance.Destroy", h.ci.info.ID)
+	defer h.gi.d.m.mu.Unlock()
+	if err == nil && h.ci.destroyed {
+		err = nvidia.CodeInvalidArgument
+	}
+	if err != nil {
+		return err
+	}
+	h.ci.destroyed = true
+	return nil
+}

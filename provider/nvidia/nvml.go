@@ -1,0 +1,383 @@
+package nvidia
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Library is the narrow slice of NVML the provider uses, in plain Go types
+// so it can be faked completely, including the versioned calls (fabric info
+// v2/v3, MIG profile info v2/v3) whose go-nvml handler structs cannot be
+// mocked. Production code gets an implementation over go-nvml (cgo, Linux);
+// tests inject a fake with [WithLibrary].
+//
+// Methods return nil on success and otherwise an error that wraps a [Code]
+// (errors.Is(err, CodeNotSupported) works). No method is called before Init
+// has returned nil, and none after Shutdown.
+type Library interface {
+	// Init loads and initialises NVML (nvmlInit_v2).
+	Init() error
+	// Shutdown releases NVML; it is called once for each successful Init.
+	Shutdown() error
+	// DriverVersion returns the driver version string ("550.54.15").
+	DriverVersion() (string, error)
+	// DeviceCount returns the number of GPUs NVML sees.
+	DeviceCount() (int, error)
+	// DeviceByIndex returns the handle of GPU i, 0 <= i < DeviceCount.
+	DeviceByIndex(i int) (Device, error)
+}
+
+// Device is one GPU handle of a [Library]. Every method maps to one NVML call
+// (or, for the versioned ones, to the call of that struct version); an
+// implementation over a real driver returns [CodeFunctionNotFound] instead of
+// calling a function the installed driver does not export.
+type Device interface {
+	// UUID returns the GPU UUID ("GPU-5f1c...").
+	UUID() (string, error)
+	// Name returns the product name ("NVIDIA H100 80GB HBM3").
+	Name() (string, error)
+	// PCIInfo returns the device's PCI identity.
+	PCIInfo() (PCIInfo, error)
+	// Architecture returns the GPU architecture.
+	Architecture() (Architecture, error)
+	// MemoryInfo returns the framebuffer totals; version 2 adds Reserved
+	// (nvmlDeviceGetMemoryInfo_v2), version 1 is nvmlDeviceGetMemoryInfo.
+	MemoryInfo(version int) (MemoryInfo, error)
+	// NUMANodeID returns the GPU's own NUMA node on platforms where GPU
+	// memory is a NUMA node (Grace Hopper, Grace Blackwell).
+	NUMANodeID() (int, error)
+	// MemoryAffinity returns the bitmask (64 nodes per word) of the NUMA
+	// nodes closest to the GPU, for up to maxNodes nodes.
+	MemoryAffinity(maxNodes int) ([]uint64, error)
+	// CPUAffinity returns the bitmask (64 CPUs per word) of the CPUs
+	// closest to the GPU, for up to maxCPUs CPUs.
+	CPUAffinity(maxCPUs int) ([]uint64, error)
+	// NvLinkState reports whether NVLink link is active.
+	NvLinkState(link int) (bool, error)
+	// NvLinkRemotePCIInfo returns the PCI identity of the device at the
+	// far end of link.
+	NvLinkRemotePCIInfo(link int) (PCIInfo, error)
+	// NvLinkRemoteDeviceType returns what is at the far end of link.
+	NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error)
+	// TopologyCommonAncestor returns the closest common PCIe ancestor level
+	// of this device and other (a Device of the same Library).
+	TopologyCommonAncestor(other Device) (TopologyLevel, error)
+	// P2PStatus returns whether peer-to-peer of the given kind works from
+	// this device to other.
+	P2PStatus(other Device, kind P2PCapability) (P2PStatus, error)
+	// FabricInfo returns the multi-node NVLink fabric registration; version
+	// 1 is nvmlDeviceGetGpuFabricInfo, versions 2 and 3 the
+	// nvmlDeviceGetGpuFabricInfoV struct versions (health mask, summary).
+	FabricInfo(version int) (FabricInfo, error)
+	// MIGMode returns the current and pending MIG mode.
+	MIGMode() (current, pending bool, err error)
+	// GPUInstanceProfileInfo returns the GPU-instance profile at an NVML
+	// profile index (GPU_INSTANCE_PROFILE_*); version 1 is
+	// nvmlDeviceGetGpuInstanceProfileInfo (no name), versions 2 and 3 the
+	// nvmlDeviceGetGpuInstanceProfileInfoV struct versions.
+	GPUInstanceProfileInfo(index, version int) (GPUInstanceProfileInfo, error)
+	// GPUInstancePossiblePlacements lists every legal placement of the
+	// profile, whether or not MIG is enabled and whether or not it is free.
+	GPUInstancePossiblePlacements(profile GPUInstanceProfileInfo) ([]Placement, error)
+	// GPUInstances returns the live GPU instances of the profile.
+	GPUInstances(profile GPUInstanceProfileInfo) ([]GPUInstance, error)
+	// CreateGPUInstanceWithPlacement creates a GPU instance of the profile
+	// at exactly the given placement.
+	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p Placement) (GPUInstance, error)
+}
+
+// GPUInstance is a MIG GPU instance handle.
+type GPUInstance interface {
+	// Info returns the instance's id, profile id and placement.
+	Info() (GPUInstanceInfo, error)
+	// ComputeInstanceProfileInfo returns the compute-instance profile at an
+	// NVML index (COMPUTE_INSTANCE_PROFILE_*), shared engine profile.
+	ComputeInstanceProfileInfo(index int) (ComputeInstanceProfileInfo, error)
+	// ComputeInstances returns the live compute instances of the profile.
+	ComputeInstances(profile ComputeInstanceProfileInfo) ([]ComputeInstance, error)
+	// CreateComputeInstance creates a compute instance of the profile.
+	CreateComputeInstance(profile ComputeInstanceProfileInfo) (ComputeInstance, error)
+	// Destroy destroys the GPU instance (it must hold no compute instance).
+	Destroy() error
+}
+
+// ComputeInstance is a MIG compute instance handle.
+type ComputeInstance interface {
+	// Info returns the compute instance's id, profile id and placement.
+	Info() (ComputeInstanceInfo, error)
+	// Destroy destroys the compute instance.
+	Destroy() error
+}
+
+// PCIInfo is the part of nvmlPciInfo_t the provider reads.
+type PCIInfo struct {
+	// BusID is NVML's bus id string ("00000000:3B:00.0").
+	BusID string
+	// DeviceID is the combined device and vendor id (0x233010DE).
+	DeviceID uint32
+}
+
+// MemoryInfo is a GPU's framebuffer memory in bytes.
+type MemoryInfo struct {
+	Total, Reserved, Free, Used uint64
+}
+
+// FabricInfo is a GPU's registration with the NVLink fabric manager
+// (nvmlGpuFabricInfo_t and its V versions).
+type FabricInfo struct {
+	// ClusterUUID identifies the NVLink domain; all zero when none.
+	ClusterUUID [16]byte
+	// Status is the registration's NVML status (CodeSuccess when it worked).
+	Status Code
+	// CliqueID is the NVLink partition within the cluster.
+	CliqueID uint32
+	// State is the registration state.
+	State FabricState
+	// HealthMask is the version 2+ health bit field (0 when absent).
+	HealthMask uint32
+	// HealthSummary is the version 3 health summary (0 when absent).
+	HealthSummary uint8
+}
+
+// Placement is a run of MIG memory slices [Start, Start+Size).
+type Placement struct {
+	Start, Size int
+}
+
+// End returns the first slice after the placement.
+func (p Placement) End() int { return p.Start + p.Size }
+
+// Overlaps reports whether p and q share a memory slice.
+func (p Placement) Overlaps(q Placement) bool { return p.Start < q.End() && q.Start < p.End() }
+
+// String formats the placement as nvidia-smi does, "start:size".
+func (p Placement) String() string { return fmt.Sprintf("%d:%d", p.Start, p.Size) }
+
+// GPUInstanceProfileInfo describes one GPU-instance profile as NVML reports
+// it on this GPU.
+type GPUInstanceProfileInfo struct {
+	// Index is the NVML profile index it was read at (GPU_INSTANCE_PROFILE_*).
+	Index int
+	// ID is the device-specific profile id nvidia-smi prints (19, 14, 9, 0
+	// on A100 and H100) and live instances report.
+	ID int
+	// Name is the profile name ("1g.10gb"); empty from version 1.
+	Name string
+	// SliceCount is the number of compute (SM) slices.
+	SliceCount int
+	// InstanceCount is the most instances of this profile the GPU holds.
+	InstanceCount int
+	// MultiprocessorCount is the number of SMs.
+	MultiprocessorCount int
+	// MemorySizeMB is the instance's memory in MiB.
+	MemorySizeMB uint64
+	// CopyEngines, Decoders, Encoders, JPEGs and OFAs count the engines.
+	CopyEngines, Decoders, Encoders, JPEGs, OFAs int
+	// P2P reports peer-to-peer support (version 1/2 field, or the version 3
+	// P2P capability bit).
+	P2P bool
+	// Capabilities is the version 3 capability bit field (0 otherwise).
+	Capabilities uint32
+}
+
+// ComputeInstanceProfileInfo describes one compute-instance profile of a
+// GPU instance.
+type ComputeInstanceProfileInfo struct {
+	// Index is the NVML index it was read at (COMPUTE_INSTANCE_PROFILE_*).
+	Index int
+	// ID is the profile id live compute instances report.
+	ID int
+	// SliceCount is the number of compute slices.
+	SliceCount int
+	// InstanceCount is the most compute instances of this profile.
+	InstanceCount int
+	// MultiprocessorCount is the number of SMs.
+	MultiprocessorCount int
+}
+
+// GPUInstanceInfo identifies a live GPU instance.
+type GPUInstanceInfo struct {
+	ID        int
+	ProfileID int
+	Placement Placement
+}
+
+// ComputeInstanceInfo identifies a live compute instance.
+type ComputeInstanceInfo struct {
+	ID        int
+	ProfileID int
+	// Placement is in compute slices of the parent GPU instance.
+	Placement Placement
+}
+
+// Architecture is NVML's GPU architecture (nvmlDeviceArchitecture_t).
+type Architecture uint32
+
+// Architectures, with NVML's values.
+const (
+	ArchKepler    Architecture = 2
+	ArchMaxwell   Architecture = 3
+	ArchPascal    Architecture = 4
+	ArchVolta     Architecture = 5
+	ArchTuring    Architecture = 6
+	ArchAmpere    Architecture = 7
+	ArchAda       Architecture = 8
+	ArchHopper    Architecture = 9
+	ArchBlackwell Architecture = 10
+	ArchRubin     Architecture = 13
+	ArchUnknown   Architecture = 0xFFFFFFFF
+)
+
+var archNames = map[Architecture]string{
+	ArchKepler: "kepler", ArchMaxwell: "maxwell", ArchPascal: "pascal", ArchVolta: "volta",
+	ArchTuring: "turing", ArchAmpere: "ampere", ArchAda: "ada", ArchHopper: "hopper",
+	ArchBlackwell: "blackwell", ArchRubin: "rubin", ArchUnknown: "unknown",
+}
+
+// String returns the lower-case architecture name, or "arch(<n>)".
+func (a Architecture) String() string {
+	if s, ok := archNames[a]; ok {
+		return s
+	}
+	return fmt.Sprintf("arch(%d)", uint32(a))
+}
+
+// TopologyLevel is NVML's common-ancestor level (nvmlGpuTopologyLevel_t);
+// smaller is closer.
+type TopologyLevel int
+
+// Topology levels, with NVML's values.
+const (
+	TopologyInternal   TopologyLevel = 0  // same board (multi-GPU card)
+	TopologySingle     TopologyLevel = 10 // one PCIe switch (PIX)
+	TopologyMultiple   TopologyLevel = 20 // several PCIe switches (PXB)
+	TopologyHostBridge TopologyLevel = 30 // a host bridge (PHB)
+	TopologyNode       TopologyLevel = 40 // same NUMA node (NODE)
+	TopologySystem     TopologyLevel = 50 // across sockets (SYS)
+)
+
+// NvLinkDeviceType is what sits at the far end of an NVLink
+// (nvmlIntNvLinkDeviceType_t).
+type NvLinkDeviceType int
+
+// NVLink remote device types, with NVML's values.
+const (
+	NvLinkDeviceGPU     NvLinkDeviceType = 0
+	NvLinkDeviceIBMNPU  NvLinkDeviceType = 1
+	NvLinkDeviceSwitch  NvLinkDeviceType = 2
+	NvLinkDeviceUnknown NvLinkDeviceType = 255
+)
+
+// String returns "gpu", "ibmnpu", "switch" or "unknown".
+func (t NvLinkDeviceType) String() string {
+	switch t {
+	case NvLinkDeviceGPU:
+		return "gpu"
+	case NvLinkDeviceIBMNPU:
+		return "ibmnpu"
+	case NvLinkDeviceSwitch:
+		return "switch"
+	}
+	return "unknown"
+}
+
+// P2PCapability selects the peer-to-peer capability P2PStatus asks about
+// (nvmlGpuP2PCapsIndex_t).
+type P2PCapability int
+
+// P2P capabilities, with NVML's values.
+const (
+	P2PRead    P2PCapability = 0
+	P2PWrite   P2PCapability = 1
+	P2PNvLink  P2PCapability = 2
+	P2PAtomics P2PCapability = 3
+	P2PPCI     P2PCapability = 4
+)
+
+// P2PStatus is NVML's peer-to-peer status (nvmlGpuP2PStatus_t); P2POK means
+// supported.
+type P2PStatus int
+
+// P2P statuses, with NVML's values.
+const (
+	P2POK                      P2PStatus = 0
+	P2PChipsetNotSupported     P2PStatus = 1
+	P2PGPUNotSupported         P2PStatus = 2
+	P2PIOHTopologyNotSupported P2PStatus = 3
+	P2PDisabledByRegkey        P2PStatus = 4
+	P2PNotSupported            P2PStatus = 5
+	P2PUnknown                 P2PStatus = 6
+)
+
+// String returns "ok" or why peer-to-peer does not work.
+func (s P2PStatus) String() string {
+	switch s {
+	case P2POK:
+		return "ok"
+	case P2PChipsetNotSupported:
+		return "chipset not supported"
+	case P2PGPUNotSupported:
+		return "GPU not supported"
+	case P2PIOHTopologyNotSupported:
+		return "IOH topology not supported"
+	case P2PDisabledByRegkey:
+		return "disabled by regkey"
+	case P2PNotSupported:
+		return "not supported"
+	}
+	return "unknown"
+}
+
+// FabricState is the fabric registration state (nvmlGpuFabricState_t).
+type FabricState uint8
+
+// Fabric states, with NVML's values.
+const (
+	FabricNotSupported FabricState = 0
+	FabricNotStarted   FabricState = 1
+	FabricInProgress   FabricState = 2
+	FabricCompleted    FabricState = 3
+)
+
+// String returns the state's name.
+func (s FabricState) String() string {
+	switch s {
+	case FabricNotSupported:
+		return "not supported"
+	case FabricNotStarted:
+		return "not started"
+	case FabricInProgress:
+		return "in progress"
+	case FabricCompleted:
+		return "completed"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// NVML enumeration bounds the provider iterates over.
+const (
+	maxNvLinks           = 36 // NVML_NVLINK_MAX_LINKS
+	giProfileCount       = 18 // NVML_GPU_INSTANCE_PROFILE_COUNT
+	ciProfileCount       = 9  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+	affinityMaxNUMANodes = 1024
+	affinityMaxCPUs      = 8192
+)
+
+// GPU-instance profile capability bits (version 3).
+const (
+	giCapP2P = 1
+	giCapGfx = 2
+)
+
+// cString returns the NUL-terminated prefix of a C char array, as NVML
+// fills bus ids and names.
+func cString[T ~int8 | ~uint8](b []T) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}

@@ -1,0 +1,415 @@
+//go:build cgo && linux
+
+package nvidia
+
+import (
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// systemLibrary returns the machine's NVML (libnvidia-ml.so.1, or path).
+func systemLibrary(path string) Library {
+	var opts []nvml.LibraryOption
+	if path != "" {
+		opts = append(opts, nvml.WithLibraryPath(path))
+	}
+	return newNVMLLibrary(nvml.New(opts...))
+}
+
+// newNVMLLibrary adapts a go-nvml interface (the real library, or one of
+// go-nvml's mocks in tests) to Library.
+func newNVMLLibrary(l nvml.Interface) *nvmlLibrary {
+	return &nvmlLibrary{l: l, syms: map[string]bool{}}
+}
+
+// nvmlLibrary implements Library over go-nvml. Every function newer than
+// the oldest driver we support (R450, the first with MIG) is called only
+// after its symbol is found in the loaded library: with lazy binding a
+// missing symbol is not an error return but a dynamic-linker abort of the
+// whole process. Such calls answer CodeFunctionNotFound instead.
+type nvmlLibrary struct {
+	l    nvml.Interface
+	mu   sync.Mutex
+	syms map[string]bool
+}
+
+// Symbols guarded before use, by the method that needs them.
+const (
+	symArchitecture      = "nvmlDeviceGetArchitecture"
+	symMemoryInfoV2      = "nvmlDeviceGetMemoryInfo_v2"
+	symNUMANodeID        = "nvmlDeviceGetNumaNodeId"
+	symMemoryAffinity    = "nvmlDeviceGetMemoryAffinity"
+	symRemoteDeviceType  = "nvmlDeviceGetNvLinkRemoteDeviceType"
+	symP2PStatus         = "nvmlDeviceGetP2PStatus"
+	symFabricInfo        = "nvmlDeviceGetGpuFabricInfo"
+	symFabricInfoV       = "nvmlDeviceGetGpuFabricInfoV"
+	symMIGMode           = "nvmlDeviceGetMigMode"
+	symGIProfileInfo     = "nvmlDeviceGetGpuInstanceProfileInfo"
+	symGIProfileInfoV    = "nvmlDeviceGetGpuInstanceProfileInfoV"
+	symGIPlacements      = "nvmlDeviceGetGpuInstancePossiblePlacements"
+	symGIs               = "nvmlDeviceGetGpuInstances"
+	symCreateGIPlacement = "nvmlDeviceCreateGpuInstanceWithPlacement"
+	symGIInfo            = "nvmlGpuInstanceGetInfo"
+	symGIDestroy         = "nvmlGpuInstanceDestroy"
+	symCIProfileInfo     = "nvmlGpuInstanceGetComputeInstanceProfileInfo"
+	symCIs               = "nvmlGpuInstanceGetComputeInstances"
+	symCreateCI          = "nvmlGpuInstanceCreateComputeInstance"
+	symCIInfo            = "nvmlComputeInstanceGetInfo"
+	symCIDestroy         = "nvmlComputeInstanceDestroy"
+)
+
+// has reports whether the loaded library exports name; answers are cached
+// for the life of the adapter (one driver stays loaded).
+func (a *nvmlLibrary) has(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ok, seen := a.syms[name]; seen {
+		return ok
+	}
+	ok := a.l.Extensions().LookupSymbol(name) == nil
+	a.syms[name] = ok
+	return ok
+}
+
+func code(r nvml.Return) error {
+	if r == nvml.SUCCESS {
+		return nil
+	}
+	return Code(r)
+}
+
+func (a *nvmlLibrary) Init() error     { return code(a.l.Init()) }
+func (a *nvmlLibrary) Shutdown() error { return code(a.l.Shutdown()) }
+
+func (a *nvmlLibrary) DriverVersion() (string, error) {
+	v, r := a.l.SystemGetDriverVersion()
+	return v, code(r)
+}
+
+func (a *nvmlLibrary) DeviceCount() (int, error) {
+	n, r := a.l.DeviceGetCount()
+	return n, code(r)
+}
+
+func (a *nvmlLibrary) DeviceByIndex(i int) (Device, error) {
+	d, r := a.l.DeviceGetHandleByIndex(i)
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	return &nvmlDevice{a: a, d: d}, nil
+}
+
+// nvmlDevice implements Device. It calls methods on the nvml.Device value
+// (not the Interface-level forwarders) so go-nvml's mocks work too.
+type nvmlDevice struct {
+	a *nvmlLibrary
+	d nvml.Device
+}
+
+func (x *nvmlDevice) UUID() (string, error) {
+	s, r := x.d.GetUUID()
+	return s, code(r)
+}
+
+func (x *nvmlDevice) Name() (string, error) {
+	s, r := x.d.GetName()
+	return s, code(r)
+}
+
+func pciInfo(p nvml.PciInfo) PCIInfo {
+	id := cString(p.BusId[:])
+	if id == "" {
+		id = cString(p.BusIdLegacy[:])
+	}
+	return PCIInfo{BusID: id, DeviceID: p.PciDeviceId}
+}
+
+func (x *nvmlDevice) PCIInfo() (PCIInfo, error) {
+	p, r := x.d.GetPciInfo()
+	return pciInfo(p), code(r)
+}
+
+func (x *nvmlDevice) Architecture() (Architecture, error) {
+	if !x.a.has(symArchitecture) {
+		return ArchUnknown, CodeFunctionNotFound
+	}
+	v, r := x.d.GetArchitecture()
+	return Architecture(v), code(r)
+}
+
+func (x *nvmlDevice) MemoryInfo(version int) (MemoryInfo, error) {
+	switch version {
+	case 1:
+		m, r := x.d.GetMemoryInfo()
+		return MemoryInfo{Total: m.Total, Free: m.Free, Used: m.Used}, code(r)
+	case 2:
+		if !x.a.has(symMemoryInfoV2) {
+			return MemoryInfo{}, CodeFunctionNotFound
+		}
+		m, r := x.d.GetMemoryInfo_v2()
+		return MemoryInfo{Total: m.Total, Reserved: m.Reserved, Free: m.Free, Used: m.Used}, code(r)
+	}
+	return MemoryInfo{}, CodeArgumentVersionMismatch
+}
+
+func (x *nvmlDevice) NUMANodeID() (int, error) {
+	if !x.a.has(symNUMANodeID) {
+		return -1, CodeFunctionNotFound
+	}
+	n, r := x.d.GetNumaNodeId()
+	return n, code(r)
+}
+
+func words(w []uint) []uint64 {
+	out := make([]uint64, len(w))
+	for i, v := range w {
+		out[i] = uint64(v)
+	}
+	return out
+}
+
+func (x *nvmlDevice) MemoryAffinity(maxNodes int) ([]uint64, error) {
+	if !x.a.has(symMemoryAffinity) {
+		return nil, CodeFunctionNotFound
+	}
+	w, r := x.d.GetMemoryAffinity(maxNodes, nvml.AFFINITY_SCOPE_NODE)
+	return words(w), code(r)
+}
+
+func (x *nvmlDevice) CPUAffinity(maxCPUs int) ([]uint64, error) {
+	w, r := x.d.GetCpuAffinity(maxCPUs)
+	return words(w), code(r)
+}
+
+func (x *nvmlDevice) NvLinkState(link int) (bool, error) {
+	s, r := x.d.GetNvLinkState(link)
+	return s == nvml.FEATURE_ENABLED, code(r)
+}
+
+func (x *nvmlDevice) NvLinkRemotePCIInfo(link int) (PCIInfo, error) {
+	p, r := x.d.GetNvLinkRemotePciInfo(link)
+	return pciInfo(p), code(r)
+}
+
+func (x *nvmlDevice) NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error) {
+	if !x.a.has(symRemoteDeviceType) {
+		return NvLinkDeviceUnknown, CodeFunctionNotFound
+	}
+	t, r := x.d.GetNvLinkRemoteDeviceType(link)
+	return NvLinkDeviceType(t), code(r)
+}
+
+func (x *nvmlDevice) TopologyCommonAncestor(other Device) (TopologyLevel, error) {
+	o, ok := other.(*nvmlDevice)
+	if !ok {
+		return 0, CodeInvalidArgument
+	}
+	l, r := x.d.GetTopologyCommonAncestor(o.d)
+	return TopologyLevel(l), code(r)
+}
+
+func (x *nvmlDevice) P2PStatus(other Device, kind P2PCapability) (P2PStatus, error) {
+	o, ok := other.(*nvmlDevice)
+	if !ok {
+		return P2PUnknown, CodeInvalidArgument
+	}
+	if !x.a.has(symP2PStatus) {
+		return P2PUnknown, CodeFunctionNotFound
+	}
+	s, r := x.d.GetP2PStatus(o.d, nvml.GpuP2PCapsIndex(kind))
+	return P2PStatus(s), code(r)
+}
+
+func (x *nvmlDevice) FabricInfo(version int) (FabricInfo, error) {
+	switch version {
+	case 1:
+		if !x.a.has(symFabricInfo) {
+			return FabricInfo{}, CodeFunctionNotFound
+		}
+		f, r := x.d.GetGpuFabricInfo()
+		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State)}, code(r)
+	case 2:
+		if !x.a.has(symFabricInfoV) {
+			return FabricInfo{}, CodeFunctionNotFound
+		}
+		f, r := x.d.GetGpuFabricInfoV().V2()
+		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State), HealthMask: f.HealthMask}, code(r)
+	case 3:
+		if !x.a.has(symFabricInfoV) {
+			return FabricInfo{}, CodeFunctionNotFound
+		}
+		f, r := x.d.GetGpuFabricInfoV().V3()
+		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State), HealthMask: f.HealthMask, HealthSummary: f.HealthSummary}, code(r)
+	}
+	return FabricInfo{}, CodeArgumentVersionMismatch
+}
+
+func (x *nvmlDevice) MIGMode() (bool, bool, error) {
+	if !x.a.has(symMIGMode) {
+		return false, false, CodeFunctionNotFound
+	}
+	cur, pend, r := x.d.GetMigMode()
+	return cur == nvml.DEVICE_MIG_ENABLE, pend == nvml.DEVICE_MIG_ENABLE, code(r)
+}
+
+func (x *nvmlDevice) GPUInstanceProfileInfo(index, version int) (GPUInstanceProfileInfo, error) {
+	switch version {
+	case 1:
+		if !x.a.has(symGIProfileInfo) {
+			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+		}
+		p, r := x.d.GetGpuInstanceProfileInfo(index)
+		return GPUInstanceProfileInfo{
+			Index: index, ID: int(p.Id), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
+			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
+			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
+			JPEGs: int(p.JpegCount), OFAs: int(p.OfaCount), P2P: p.IsP2pSupported != 0,
+		}, code(r)
+	case 2:
+		if !x.a.has(symGIProfileInfoV) {
+			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+		}
+		p, r := x.d.GetGpuInstanceProfileInfoV(index).V2()
+		return GPUInstanceProfileInfo{
+			Index: index, ID: int(p.Id), Name: cString(p.Name[:]), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
+			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
+			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
+			JPEGs: int(p.JpegCount), OFAs: int(p.OfaCount), P2P: p.IsP2pSupported != 0,
+		}, code(r)
+	case 3:
+		if !x.a.has(symGIProfileInfoV) {
+			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+		}
+		p, r := x.d.GetGpuInstanceProfileInfoV(index).V3()
+		return GPUInstanceProfileInfo{
+			Index: index, ID: int(p.Id), Name: cString(p.Name[:]), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
+			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
+			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
+			JPEGs: int(p.JpegCount), OFAs: int(p.OfaCount), P2P: p.Capabilities&giCapP2P != 0, Capabilities: p.Capabilities,
+		}, code(r)
+	}
+	return GPUInstanceProfileInfo{}, CodeArgumentVersionMismatch
+}
+
+// giProfile is the go-nvml struct the placement and instance calls read:
+// they use only the id and the instance count (the output buffer size).
+func giProfile(p GPUInstanceProfileInfo) *nvml.GpuInstanceProfileInfo {
+	return &nvml.GpuInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
+}
+
+func (x *nvmlDevice) GPUInstancePossiblePlacements(p GPUInstanceProfileInfo) ([]Placement, error) {
+	if !x.a.has(symGIPlacements) {
+		return nil, CodeFunctionNotFound
+	}
+	pl, r := x.d.GetGpuInstancePossiblePlacements(giProfile(p))
+	out := make([]Placement, len(pl))
+	for i, q := range pl {
+		out[i] = Placement{Start: int(q.Start), Size: int(q.Size)}
+	}
+	return out, code(r)
+}
+
+func (x *nvmlDevice) GPUInstances(p GPUInstanceProfileInfo) ([]GPUInstance, error) {
+	if !x.a.has(symGIs) {
+		return nil, CodeFunctionNotFound
+	}
+	gis, r := x.d.GetGpuInstances(giProfile(p))
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	out := make([]GPUInstance, len(gis))
+	for i, gi := range gis {
+		out[i] = &nvmlGPUInstance{a: x.a, gi: gi}
+	}
+	return out, nil
+}
+
+func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p GPUInstanceProfileInfo, pl Placement) (GPUInstance, error) {
+	if !x.a.has(symCreateGIPlacement) {
+		return nil, CodeFunctionNotFound
+	}
+	gi, r := x.d.CreateGpuInstanceWithPlacement(giProfile(p), &nvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	return &nvmlGPUInstance{a: x.a, gi: gi}, nil
+}
+
+type nvmlGPUInstance struct {
+	a  *nvmlLibrary
+	gi nvml.GpuInstance
+}
+
+func (x *nvmlGPUInstance) Info() (GPUInstanceInfo, error) {
+	if !x.a.has(symGIInfo) {
+		return GPUInstanceInfo{}, CodeFunctionNotFound
+	}
+	i, r := x.gi.GetInfo()
+	return GPUInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+}
+
+func (x *nvmlGPUInstance) ComputeInstanceProfileInfo(index int) (ComputeInstanceProfileInfo, error) {
+	if !x.a.has(symCIProfileInfo) {
+		return ComputeInstanceProfileInfo{}, CodeFunctionNotFound
+	}
+	p, r := x.gi.GetComputeInstanceProfileInfo(index, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	return ComputeInstanceProfileInfo{Index: index, ID: int(p.Id), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount), MultiprocessorCount: int(p.MultiprocessorCount)}, code(r)
+}
+
+func ciProfile(p ComputeInstanceProfileInfo) *nvml.ComputeInstanceProfileInfo {
+	return &nvml.ComputeInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
+}
+
+func (x *nvmlGPUInstance) ComputeInstances(p ComputeInstanceProfileInfo) ([]ComputeInstance, error) {
+	if !x.a.has(symCIs) {
+		return nil, CodeFunctionNotFound
+	}
+	cis, r := x.gi.GetComputeInstances(ciProfile(p))
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	out := make([]ComputeInstance, len(cis))
+	for i, ci := range cis {
+		out[i] = &nvmlComputeInstance{a: x.a, ci: ci}
+	}
+	return out, nil
+}
+
+func (x *nvmlGPUInstance) CreateComputeInstance(p ComputeInstanceProfileInfo) (ComputeInstance, error) {
+	if !x.a.has(symCreateCI) {
+		return nil, CodeFunctionNotFound
+	}
+	ci, r := x.gi.CreateComputeInstance(ciProfile(p))
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	return &nvmlComputeInstance{a: x.a, ci: ci}, nil
+}
+
+func (x *nvmlGPUInstance) Destroy() error {
+	if !x.a.has(symGIDestroy) {
+		return CodeFunctionNotFound
+	}
+	return code(x.gi.Destroy())
+}
+
+type nvmlComputeInstance struct {
+	a  *nvmlLibrary
+	ci nvml.ComputeInstance
+}
+
+func (x *nvmlComputeInstance) Info() (ComputeInstanceInfo, error) {
+	if !x.a.has(symCIInfo) {
+		return ComputeInstanceInfo{}, CodeFunctionNotFound
+	}
+	i, r := x.ci.GetInfo()
+	return ComputeInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+}
+
+func (x *nvmlComputeInstance) Destroy() error {
+	if !x.a.has(symCIDestroy) {
+		return CodeFunctionNotFound
+	}
+	return code(x.ci.Destroy())
+}
