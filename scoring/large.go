@@ -207,7 +207,9 @@ func (q *query) searchLarge() (Result, error) {
 		s.chosen[c] = append(reqd, rest...)
 		s.req[c] = len(reqd)
 		s.free[c] = len(reqd) + len(rest)
-		s.affC[c] = q.aff[cl.members[0]]
+		if q.aff != nil {
+			s.affC[c] = q.aff[cl.members[0]]
+		}
 		if q.shared {
 			pre := make([]float64, len(s.chosen[c])+1)
 			for j, i := range s.chosen[c] {
@@ -733,7 +735,7 @@ func (s *largeSearch) components() []Component {
 		}
 	}
 	set := s.setOf(s.x)
-	return q.components(set, o, st.ringMB, la, detail)
+	return q.components(set, o, st.ringMB, la, detail, q.aff, q.fit)
 }
 
 var _ = bits.OnesCount64

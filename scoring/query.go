@@ -34,12 +34,16 @@ type query struct {
 	scopeK                                   int // index of the scope kind, -1 for none
 	scopeReq                                 bool
 	allowed                                  []DeviceSet // nil: unconstrained
-	aff                                      [MaxDevices]float64
-	fit                                      [MaxDevices]float64
+	affOn    bool
+	aff      []float64 // per device, when affinity is active (large nodes)
+	fit      []float64 // per device, for shared slices (large nodes)
 	explain                                  bool
 }
 
-func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option) error {
+// prepare validates req against c and state. With perDevice set it also
+// fills q.aff and q.fit (the small-node search keeps them in stack arrays
+// instead, see deviceTerms).
+func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, perDevice bool) error {
 	q.c, q.m = c, c.m
 	for _, o := range opts {
 		var op options
@@ -156,15 +160,15 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option) 
 			return reqErr(ErrInvalidRequest, nil, "affinity NIC %d out of range (the node has %d NICs)", nic, m.nics)
 		}
 	}
-	if affOn {
-		for i := range n {
-			q.aff[i] = deviceAffinity(m.node, i, &req.Affinity)
+	q.affOn = affOn
+	if perDevice {
+		if affOn {
+			q.aff = make([]float64, n)
 		}
-	}
-	if q.shared {
-		for i := range n {
-			q.fit[i] = sliceFit(m.memory[i], state.Usage(i), req.Shared)
+		if q.shared {
+			q.fit = make([]float64, n)
 		}
+		q.deviceTerms(state, req, q.aff, q.fit)
 	}
 
 	// Active weights.
@@ -191,6 +195,19 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option) 
 	}
 	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit
 	return nil
+}
+
+// deviceTerms fills the per-device affinity (when active) and slice fit
+// (for shared requests) into aff and fit, each at least n long when used.
+func (q *query) deviceTerms(state *State, req *Request, aff, fit []float64) {
+	for i := range q.m.n {
+		if q.affOn {
+			aff[i] = deviceAffinity(q.m.node, i, &req.Affinity)
+		}
+		if q.shared {
+			fit[i] = sliceFit(q.m.memory[i], state.Usage(i), req.Shared)
+		}
+	}
 }
 
 // usable returns "" when device i can take the request, else why not.
@@ -337,24 +354,24 @@ func (q *query) scopeOf(s DeviceSet) float64 {
 	return 1
 }
 
-func (q *query) affinityOf(s DeviceSet) float64 {
+func (q *query) affinityOf(s DeviceSet, aff []float64) float64 {
 	if q.wAff == 0 {
 		return 1
 	}
 	sum := 0.0
 	for i := range s.All() {
-		sum += q.aff[i]
+		sum += aff[i]
 	}
 	return sum / float64(s.Len())
 }
 
-func (q *query) fitOf(s DeviceSet) float64 {
+func (q *query) fitOf(s DeviceSet, fit []float64) float64 {
 	if q.wFit == 0 {
 		return 1
 	}
 	sum := 0.0
 	for i := range s.All() {
-		sum += q.fit[i]
+		sum += fit[i]
 	}
 	return sum / float64(s.Len())
 }

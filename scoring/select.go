@@ -25,105 +25,159 @@ func SelectDevices(node *topology.Node, state *State, req Request, opts ...Optio
 
 // Select is SelectDevices on a compiled node.
 func (c *Compiled) Select(state *State, req Request, opts ...Option) (Result, error) {
-	var q query
-	if err := q.prepare(c, state, &req, opts); err != nil {
-		return Result{}, err
+	if c.small == nil {
+		q := new(query)
+		if err := q.prepare(c, state, &req, opts, true); err != nil {
+			return Result{}, err
+		}
+		return q.searchLarge()
 	}
-	if c.small != nil {
-		return q.searchSmall()
-	}
-	return q.searchLarge()
+	return c.selectSmall(state, &req, opts)
 }
 
-// searchSmall enumerates every candidate set of a node of at most 16
-// devices; each candidate costs O(1) table lookups.
-func (q *query) searchSmall() (Result, error) {
+// selectSmall keeps its query on the stack: a small-node selection without
+// an explanation allocates nothing.
+func (c *Compiled) selectSmall(state *State, req *Request, opts []Option) (Result, error) {
+	var q query
+	if err := q.prepare(c, state, req, opts, false); err != nil {
+		return Result{}, err
+	}
+	var aff, fit [smallMax]float64
+	q.deviceTerms(state, req, aff[:], fit[:])
+	return q.searchSmall(&aff, &fit)
+}
+
+// recip[i] = 1/i.
+var recip = func() (r [MaxDevices + 1]float64) {
+	for i := 1; i < len(r); i++ {
+		r[i] = 1 / float64(i)
+	}
+	return
+}()
+
+// searchSmall scores every candidate set of a node of at most 16 devices
+// from the tables, O(1) per candidate (O(k) with affinity or slices).
+func (q *query) searchSmall(aff, fit *[smallMax]float64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)
+	u := wt.u
 	F := uint32(q.free.lowBits())
 	Q := uint32(q.required.lowBits())
 	var P []float64
 	if q.wLA > 0 {
 		P = wt.partition(t.n, q.L)
 	}
-	var best, second candidate
-	var bestMask, secondMask uint32
+	// Packing: wPack * mean over useful kinds of k / (free devices in the
+	// touched scopes).
+	var pk [scopeKinds][]uint32
+	npk := 0
+	for kind := range scopeKinds {
+		if q.m.useful[kind] {
+			pk[npk] = t.touched[kind]
+			npk++
+		}
+	}
+	cPack := 0.0
+	if q.wPack > 0 {
+		cPack = q.wPack * float64(q.k) / float64(npk)
+	}
+	var scopeT []uint32
+	var scopeMask [smallMax]uint32
+	if q.scopeK >= 0 {
+		scopeT = t.touched[q.scopeK]
+		for i := range t.n {
+			scopeMask[i] = uint32(q.m.scope[q.scopeK][i].lowBits())
+		}
+	}
+	inv := 1 / float64(q.k)
+
+	cands := t.byCount[q.k]
+	var table []uint32
+	if q.allowed != nil {
+		table = make([]uint32, len(q.allowed))
+		for i, s := range q.allowed {
+			table[i] = uint32(s.lowBits())
+		}
+		cands = table
+	}
+	var bestS, secondS uint32
+	bestRaw, secondRaw := math.Inf(-1), math.Inf(-1)
+	found, foundSecond := false, false
 	count := 0
-	consider := func(S uint32) {
-		if q.scopeReq {
-			low := bits.TrailingZeros32(S)
-			if t.touched[q.scopeK][S] != uint32(q.m.scope[q.scopeK][low].lowBits()) {
-				return
-			}
+	for _, S := range cands {
+		if S&^F != 0 || S&Q != Q {
+			continue
+		}
+		if q.scopeReq && scopeT[S] != scopeMask[bits.TrailingZeros32(S)] {
+			continue
 		}
 		count++
-		sc := q.scoreSmall(t, wt.u, P, S, F)
-		set := setFromMask(uint64(S))
-		if better(set, sc, best) {
-			if q.explain && best.ok {
-				second, secondMask = best, bestMask
+		us := u[S]
+		raw := q.wU * us
+		if P != nil {
+			la := us
+			if p := P[F&^S]; p < la {
+				la = p
 			}
-			best, bestMask = candidate{set, sc, true}, S
-		} else if q.explain && better(set, sc, second) {
-			second, secondMask = candidate{set, sc, true}, S
+			raw += q.wLA * la
+		}
+		for i := range npk {
+			raw += cPack * recip[bits.OnesCount32(pk[i][S]&F)]
+		}
+		if q.wAff > 0 {
+			sum := 0.0
+			for r := S; r != 0; r &= r - 1 {
+				sum += aff[bits.TrailingZeros32(r)]
+			}
+			raw += q.wAff * sum * inv
+		}
+		if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
+			raw += q.wScope
+		}
+		if q.wFit > 0 {
+			sum := 0.0
+			for r := S; r != 0; r &= r - 1 {
+				sum += fit[bits.TrailingZeros32(r)]
+			}
+			raw += q.wFit * sum * inv
+		}
+		if !found || raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
+			if found {
+				secondS, secondRaw, foundSecond = bestS, bestRaw, true
+			}
+			bestS, bestRaw, found = S, raw, true
+		} else if !foundSecond || raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS)) {
+			secondS, secondRaw, foundSecond = S, raw, true
 		}
 	}
-	if q.allowed != nil {
-		for _, s := range q.allowed {
-			S := uint32(s.lowBits())
-			if S&^F == 0 && Q&^S == 0 {
-				consider(S)
-			}
-		}
-	} else {
-		pool := F &^ Q
-		r := q.k - bits.OnesCount32(Q)
-		if r == 0 {
-			consider(Q)
-		} else {
-			var pos [smallMax]int
-			m := 0
-			for p := pool; p != 0; p &= p - 1 {
-				pos[m] = bits.TrailingZeros32(p)
-				m++
-			}
-			var idx [smallMax]int
-			for i := range r {
-				idx[i] = i
-			}
-			for {
-				S := Q
-				for i := range r {
-					S |= 1 << pos[idx[i]]
-				}
-				consider(S)
-				i := r - 1
-				for i >= 0 && idx[i] == m-r+i {
-					i--
-				}
-				if i < 0 {
-					break
-				}
-				idx[i]++
-				for j := i + 1; j < r; j++ {
-					idx[j] = idx[j-1] + 1
-				}
-			}
-		}
-	}
-	if !best.ok {
+	if !found {
 		return Result{}, q.unsatisfiable()
 	}
-	res := Result{Set: best.set, Score: best.score, Exact: true, Candidates: count}
+	res := Result{Set: setFromMask(uint64(bestS)), Score: q.normalize(bestRaw), Exact: true, Candidates: count}
 	if q.explain {
-		res.Components = q.smallComponents(t, wt, P, bestMask, F)
-		if second.ok {
-			comps := q.smallComponents(t, wt, P, secondMask, F)
-			res.RunnerUp = &RunnerUp{Set: second.set, Score: second.score, Components: comps,
-				Why: explainLoss(best.set, second.set, best.score, second.score, res.Components, comps)}
+		res.Components = q.smallComponents(t, wt, P, bestS, F, aff[:], fit[:])
+		if foundSecond {
+			second := setFromMask(uint64(secondS))
+			sc := q.normalize(secondRaw)
+			comps := q.smallComponents(t, wt, P, secondS, F, aff[:], fit[:])
+			res.RunnerUp = &RunnerUp{Set: second, Score: sc, Components: comps,
+				Why: explainLoss(res.Set, second, res.Score, sc, res.Components, comps)}
 		}
 	}
 	return res, nil
+}
+
+func lexLess32(a, b uint32) bool {
+	d := a ^ b
+	return a&(d&-d) != 0
+}
+
+// normalize turns a weighted sum into the weighted mean.
+func (q *query) normalize(raw float64) float64 {
+	if q.wSum == 0 {
+		return 1
+	}
+	return raw / q.wSum
 }
 
 func (q *query) unsatisfiable() error {
@@ -138,51 +192,7 @@ func (q *query) unsatisfiable() error {
 	return reqErr(ErrUnsatisfiable, nil, "no candidate set")
 }
 
-// scoreSmall is the objective of set S on a small node, from the tables.
-func (q *query) scoreSmall(t *smallTables, u, P []float64, S, F uint32) float64 {
-	uS := u[S]
-	la := uS
-	if P != nil {
-		if p := P[F&^S]; p < la {
-			la = p
-		}
-	}
-	pack, aff, scope, fit := 1.0, 1.0, 1.0, 1.0
-	k := float64(q.k)
-	if q.wPack > 0 {
-		sum, kinds := 0.0, 0
-		for kind := range scopeKinds {
-			if q.m.useful[kind] {
-				sum += k / float64(bits.OnesCount32(t.touched[kind][S]&F))
-				kinds++
-			}
-		}
-		pack = sum / float64(kinds)
-	}
-	if q.wAff > 0 {
-		sum := 0.0
-		for r := S; r != 0; r &= r - 1 {
-			sum += q.aff[bits.TrailingZeros32(r)]
-		}
-		aff = sum / k
-	}
-	if q.wScope > 0 {
-		low := bits.TrailingZeros32(S)
-		if t.touched[q.scopeK][S] != uint32(q.m.scope[q.scopeK][low].lowBits()) {
-			scope = 0
-		}
-	}
-	if q.wFit > 0 {
-		sum := 0.0
-		for r := S; r != 0; r &= r - 1 {
-			sum += q.fit[bits.TrailingZeros32(r)]
-		}
-		fit = sum / k
-	}
-	return q.combine(uS, la, pack, aff, scope, fit)
-}
-
-func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32) []Component {
+func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64) []Component {
 	set := setFromMask(uint64(S))
 	la, laDetail := wt.u[S], "no further group"
 	if P != nil {
@@ -193,11 +203,11 @@ func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64,
 			}
 		}
 	}
-	return q.components(set, t.own[S], t.ringMB[S], la, laDetail)
+	return q.components(set, t.own[S], t.ringMB[S], la, laDetail, aff, fit)
 }
 
 // components lists the named terms of a set.
-func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string) []Component {
+func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string, aff, fit []float64) []Component {
 	w := &q.w
 	var cs []Component
 	k := set.Len()
@@ -220,13 +230,13 @@ func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDet
 		cs = append(cs, Component{"packing", q.packingOf(set), q.wPack, "share of free devices in touched scopes taken"})
 	}
 	if q.wAff > 0 {
-		cs = append(cs, Component{"affinity", q.affinityOf(set), q.wAff, "closeness to preferred NUMA nodes/NICs"})
+		cs = append(cs, Component{"affinity", q.affinityOf(set, aff), q.wAff, "closeness to preferred NUMA nodes/NICs"})
 	}
 	if q.wScope > 0 {
 		cs = append(cs, Component{"scope", q.scopeOf(set), q.wScope, fmt.Sprintf("within one %v scope", Scope(q.scopeK+1))})
 	}
 	if q.wFit > 0 {
-		cs = append(cs, Component{"fit", q.fitOf(set), q.wFit, "memory best fit of the slice"})
+		cs = append(cs, Component{"fit", q.fitOf(set, fit), q.wFit, "memory best fit of the slice"})
 	}
 	return cs
 }

@@ -14,6 +14,7 @@ const smallMax = 16
 // its own components and, per scope kind, the union of the scopes it touches.
 type smallTables struct {
 	n       int
+	byCount [smallMax + 1][]uint32 // every mask, grouped by device count
 	own     []own
 	ringMB  []int64
 	touched [scopeKinds][]uint32
@@ -51,6 +52,10 @@ func newSmallTables(m *model) *smallTables {
 		}
 	}
 	ringRank := t.ringRanks(rank)
+	for mask := range N {
+		c := bits.OnesCount32(uint32(mask))
+		t.byCount[c] = append(t.byCount[c], uint32(mask))
+	}
 
 	direct := make([]int64, N)
 	switched := make([]int64, N)
