@@ -34,9 +34,9 @@ type query struct {
 	scopeK                                   int // index of the scope kind, -1 for none
 	scopeReq                                 bool
 	allowed                                  []DeviceSet // nil: unconstrained
-	affOn    bool
-	aff      []float64 // per device, when affinity is active (large nodes)
-	fit      []float64 // per device, for shared slices (large nodes)
+	affOn                                    bool
+	aff                                      []float64 // per device, when affinity is active (large nodes)
+	fit                                      []float64 // per device, for shared slices (large nodes)
 	explain                                  bool
 }
 
