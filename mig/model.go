@@ -20,18 +20,18 @@ const maxProfiles = 32
 // tables are ModelSpecs written from the facts.
 type ModelSpec struct {
 	// Name is the canonical model name ("A100-80GB", "H100-80GB").
-	Name string
+	Name string `json:"name"`
 	// Aliases are other names Catalog.Lookup accepts (marketing names such
 	// as "NVIDIA A100-SXM4-80GB"), matched case-insensitively.
-	Aliases []string
+	Aliases []string `json:"aliases,omitempty"`
 	// PCIDeviceIDs are the PCI device IDs in NVML's form (0x20B210DE).
-	PCIDeviceIDs []uint32
+	PCIDeviceIDs []uint32 `json:"pciDeviceIDs,omitempty"`
 	// Slots is the number of memory slices (8; 4 on the A30).
-	Slots int
+	Slots int `json:"slots"`
 	// Profiles is the GPU-instance profile table.
-	Profiles []Profile
+	Profiles []Profile `json:"profiles"`
 	// Source says where the table comes from ("shipped", "nvml", a file).
-	Source string
+	Source string `json:"source,omitempty"`
 }
 
 // Model is the immutable MIG profile table of one GPU model: its memory-slice
