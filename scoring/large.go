@@ -28,18 +28,25 @@ import (
 //  3. Every remaining count vector meeting the hard constraints is scored.
 //     Aggregate, NUMA, PCIe, packing, affinity, scope and fit are computed
 //     exactly from the counts. The ring is the best ring that traverses each
-//     class as one contiguous run (a lower bound of the best ring; equal to
-//     it whenever every class's internal link is its strongest and the
-//     touched classes have a ring in the class graph, as in NVSwitch islands,
-//     XGMI hives and CPX packages). The look-ahead value P_L of the rest is
-//     replaced by the partition that fills groups inside classes first and
-//     then chunks the remaining devices in locality order (a lower bound).
+//     class as one contiguous run: a lower bound of the best ring, equal to
+//     it on NVSwitch islands, XGMI hives and CPX packages, where every link
+//     between two classes of one domain is the same. The look-ahead value
+//     P_L of the rest is replaced by a partition built greedily (a lower
+//     bound): groups inside classes first, then each remaining group grown
+//     from the first leftover device in locality order by the device whose
+//     weakest link to the group is strongest.
+//  4. Bounds prune the scoring: with the ring bounded by the bottleneck of
+//     the touched classes' maximum spanning tree (every ring contains a
+//     spanning path) and the look-ahead by the set's own quality, a count
+//     vector that cannot beat the incumbent is skipped.
 //
-// Results of this search have Exact = false. Its gap to the exact search is
-// measured in the tests on every real node of up to 16 devices.
+// Results of this search have Exact = false; Score is a lower bound of the
+// exact objective of the chosen set. Its gap to the exact search is
+// measured in the tests on every real node of up to 16 devices (forcing
+// this search there).
 
-// maxLargeCandidates bounds the count vectors one large search scores
-// before falling back to a greedy completion.
+// maxLargeCandidates bounds the count vectors one large search scores; past
+// it the search stops and returns the best set found.
 const maxLargeCandidates = 1 << 18
 
 type class struct {
@@ -653,13 +660,41 @@ func (s *largeSearch) lookAhead() float64 {
 			pool = append(pool, c)
 		}
 	}
+	// Mixed groups: seed with the first pooled device in locality order,
+	// then add the pooled device whose weakest link to the group is
+	// strongest (ties: the larger sum, then locality order).
+	C := s.C
+	link := func(a, b int) int64 {
+		if a == b {
+			return lm.cls[a].intraBW
+		}
+		return lm.cbw[a*C+b]
+	}
+	var grp []int
 	for len(pool) >= L {
 		clear(g)
-		for _, c := range pool[:L] {
+		grp = append(grp[:0], pool[0])
+		pool = pool[1:]
+		for len(grp) < L {
+			bi, bmin, bsum := -1, int64(0), int64(0)
+			for i, c := range pool {
+				mn, sm := int64(math.MaxInt64), int64(0)
+				for _, gc := range grp {
+					l := link(c, gc)
+					mn = min(mn, l)
+					sm += l
+				}
+				if bi < 0 || mn > bmin || (mn == bmin && sm > bsum) {
+					bi, bmin, bsum = i, mn, sm
+				}
+			}
+			grp = append(grp, pool[bi])
+			pool = append(pool[:bi], pool[bi+1:]...)
+		}
+		for _, c := range grp {
 			g[c]++
 		}
 		worst = math.Min(worst, unitScore(s.stats(g).components(), &q.w))
-		pool = pool[L:]
 	}
 	return worst
 }
