@@ -467,8 +467,8 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 		}
 		before := func(o opt) bool { return o.class < floor.class || (o.class == floor.class && o.pl < floor.pl) }
 		if pi, ok := base.m.byName[in.Profile]; ok {
-			for pl := range base.m.pmask[pi] {
-				if before(opt{-1, pl}) || !base.fits(pi, pl) {
+			for _, pl := range base.m.fitOrder(&base.st, pi) {
+				if before(opt{-1, pl}) {
 					continue
 				}
 				saved := base.st
@@ -490,9 +490,9 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 			if !ok {
 				continue
 			}
-			for pl := range c.m.pmask[pi] {
+			for _, pl := range c.m.fitOrder(&c.st, pi) {
 				s := slotState{m: c.m, st: c.st}
-				if before(opt{ci, pl}) || !s.fits(pi, pl) {
+				if before(opt{ci, pl}) {
 					continue
 				}
 				s.add(pi, pl)

@@ -315,6 +315,13 @@ func TestDefragExamples(t *testing.T) {
 			t.Errorf("Explain lacks %q:\n%s", want, ex)
 		}
 	}
+	// A moved instance lands where it keeps large placements open: slot 5
+	// of gpu1 leaves the two-slice 1g at {6}:2 placeable, slot 6 would not.
+	lone, _ := NewLayout("gpu0", m, busy(t, "1g.10gb", 0, "solo", 1))
+	p, err = PlanDefrag([]*Layout{lone, g1}, Request{Profile: "7g.80gb", Owner: "x", Priority: 10}, Policy{Threshold: 10})
+	if err != nil || len(p.Moves) != 1 || p.Moves[0].Dest != (Placement{5, 1}) {
+		t.Fatalf("destination choice: %v %v", p, err)
+	}
 	// Below the threshold a job may not evict; with nowhere to move work
 	// there is no plan, and the reasons say why.
 	full, _ := NewLayout("gpu2", m, busy(t, "4g.40gb", 0, "a", 1), busy(t, "3g.40gb", 4, "b", 1))

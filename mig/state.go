@@ -1,5 +1,7 @@
 package mig
 
+import "slices"
+
 // A GPU's placement state, for the fast paths, is its used-slot mask plus
 // the instance counts of the model's tracked profiles (those whose limit is
 // tighter than the geometry, and those holding the optical-flow engine);
@@ -162,4 +164,47 @@ func (m *Model) stateTable() *stateTable {
 		m.table = t
 	})
 	return m.table
+}
+
+// fitOrder returns the placements of profile i that fit state s, cheapest
+// first by the placeable capacity (in slots, every profile weighing 1) they
+// take, then by start: the order in which a moved instance's destinations
+// are tried, so that moves keep large placements open.
+func (m *Model) fitOrder(s *gstate, i int) []int {
+	cs := m.candsOf(nil, s, i)
+	if len(cs) == 0 {
+		return nil
+	}
+	type scored struct {
+		pl   int
+		loss int
+	}
+	tab := m.stateTable()
+	capsOf := func(k uint32) []uint8 {
+		if tab != nil {
+			return tab.caps[k]
+		}
+		st := m.unpack(k)
+		out := make([]uint8, len(m.spec.Profiles))
+		for q := range out {
+			out[q] = uint8(m.capOf(&st, q))
+		}
+		return out
+	}
+	before := capsOf(m.pack(s))
+	out := make([]scored, len(cs))
+	for n, c := range cs {
+		after := capsOf(c.next)
+		loss := 0
+		for q := range before {
+			loss += (int(before[q]) - int(after[q])) * m.spec.Profiles[q].MemorySlices
+		}
+		out[n] = scored{int(c.pl), loss}
+	}
+	slices.SortStableFunc(out, func(a, b scored) int { return a.loss - b.loss })
+	idx := make([]int, len(out))
+	for n, o := range out {
+		idx[n] = o.pl
+	}
+	return idx
 }
