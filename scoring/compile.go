@@ -19,6 +19,7 @@ type Compiled struct {
 	large *largeModel  // nil when small is set
 	def   *weightedTables
 	other sync.Map // Weights -> *weightedTables
+	evals sync.Map // *FGDWorkload -> *FGDEvaluator for this node's model
 }
 
 // cache maps fingerprints to compiled forms. It grows with the number of
@@ -92,4 +93,18 @@ func (c *Compiled) weighted(w *Weights) *weightedTables {
 	}
 	t, _ := c.other.LoadOrStore(*w, newWeightedTables(c.small, *w))
 	return t.(*weightedTables)
+}
+
+// evaluator returns the FGD evaluator of w for the node's GPU model (the
+// model of device 0; FGD keys workloads by model).
+func (c *Compiled) evaluator(w *FGDWorkload) *FGDEvaluator {
+	if e, ok := c.evals.Load(w); ok {
+		return e.(*FGDEvaluator)
+	}
+	model := ""
+	if c.m.n > 0 {
+		model = c.m.node.Device(0).Model
+	}
+	e, _ := c.evals.LoadOrStore(w, w.Evaluator(model))
+	return e.(*FGDEvaluator)
 }

@@ -174,9 +174,10 @@ type largeSearch struct {
 	}
 	count     int
 	truncated bool
+	gpuFree   []int64 // per device, with the fragmentation term
 }
 
-func (q *query) searchLarge() (Result, error) {
+func (q *query) searchLarge(state *State) (Result, error) {
 	lm := q.c.large
 	m := q.m
 	C := len(lm.cls)
@@ -229,6 +230,9 @@ func (q *query) searchLarge() (Result, error) {
 		s.suffix[c] = s.suffix[c+1] + s.free[c]
 	}
 	s.symmetry()
+	if q.wFrag > 0 {
+		s.gpuFree = gpuFreeMilli(m, state, make([]int64, m.n))
+	}
 
 	if q.allowed != nil {
 		for _, set := range q.allowed {
@@ -566,24 +570,27 @@ func (s *largeSearch) quotientRing(cls []int) int64 {
 // computed and the look-ahead by u.
 func (s *largeSearch) score() (float64, bool) {
 	q := s.q
-	pack, aff, scope, fit := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm()
+	pack, aff, scope, fit, frag := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm(), 1.0
+	if q.wFrag > 0 {
+		frag = q.fragOf(s.gpuFree, s.setOf(s.x), int64(q.sliceMilli))
+	}
 	st := s.statsNoRing(s.x)
 	if st.k >= 2 {
 		st.ringMB = s.ringUpper(s.x)
 		u := unitScore(st.components(), &q.w)
-		if !s.mayWin(q.combine(u, u, pack, aff, scope, fit)) {
+		if !s.mayWin(q.combine(u, u, pack, aff, scope, fit, frag)) {
 			return 0, false
 		}
 		st.ringMB = s.ringOfCounts(s.x)
 	}
 	u := unitScore(st.components(), &q.w)
 	if q.wLA == 0 {
-		return q.combine(u, u, pack, aff, scope, fit), true
+		return q.combine(u, u, pack, aff, scope, fit, frag), true
 	}
-	if !s.mayWin(q.combine(u, u, pack, aff, scope, fit)) {
+	if !s.mayWin(q.combine(u, u, pack, aff, scope, fit, frag)) {
 		return 0, false
 	}
-	return q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit), true
+	return q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit, frag), true
 }
 
 // mayWin reports whether a candidate whose score is at most ub could still
@@ -770,7 +777,7 @@ func (s *largeSearch) components() []Component {
 		}
 	}
 	set := s.setOf(s.x)
-	return q.components(set, o, st.ringMB, la, detail, q.aff, q.fit)
+	return q.components(set, o, st.ringMB, la, detail, q.aff, q.fit, s.gpuFree)
 }
 
 var _ = bits.OnesCount64

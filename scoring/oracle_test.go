@@ -319,6 +319,32 @@ func (o *oracle) fit(i int) float64 {
 	return 1 - float64(max(1000-u.ComputeUsed-s.ComputeMilli, 0))/1000
 }
 
+// fgdFragment is Σ_m p_m·F_n(m) by FGDTaskFragment, after the slice is put
+// on each device of placed.
+func (o *oracle) fgdFragment(placed []int) float64 {
+	node := FGDNode{CPUMilli: math.MaxInt64, MemoryMiB: math.MaxInt64, Model: o.node.Device(0).Model}
+	for i := range o.n {
+		u := o.usage(i)
+		f := int64(0)
+		if !u.Allocated && o.node.Device(i).Health == topology.Healthy {
+			f = int64(max(1000-u.ComputeUsed, 0))
+		}
+		if slices.Contains(placed, i) {
+			f -= int64(o.req.Shared.ComputeMilli)
+		}
+		node.GPUMilli = append(node.GPUMilli, f)
+	}
+	sum := 0.0
+	for _, task := range o.req.Workload.Tasks() {
+		fr, err := FGDTaskFragment(node, task)
+		if err != nil {
+			panic(err)
+		}
+		sum += task.Weight * float64(fr)
+	}
+	return sum
+}
+
 // candidateOK applies the hard constraints (a).
 func (o *oracle) candidateOK(s []int) bool {
 	for _, r := range o.req.Required {
@@ -394,6 +420,12 @@ func (o *oracle) score(s []int, free []int) float64 {
 		}
 		num += w.Fit * f / float64(len(s))
 		den += w.Fit
+		if o.req.Workload != nil && w.Fragmentation > 0 {
+			before := o.fgdFragment(nil)
+			after := o.fgdFragment(s)
+			num += w.Fragmentation / (1 + math.Exp((after-before)/1000))
+			den += w.Fragmentation
+		}
 	}
 	if den == 0 {
 		return 1
@@ -504,6 +536,9 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 		r.Shared = &SharedSlice{MemoryBytes: uint64(rapid.IntRange(0, 40).Draw(t, "slicemem")) << 30,
 			ComputeMilli: rapid.IntRange(1, 1000).Draw(t, "slicecu")}
 		r.Count = rapid.IntRange(0, min(n, 3)).Draw(t, "sharedcount")
+		if rapid.Bool().Draw(t, "workload") {
+			r.Workload = testWorkload
+		}
 	}
 	perm := rapid.Permutation(seq(n)).Draw(t, "perm")
 	nReq := rapid.IntRange(0, min(2, max(r.Count, 1))).Draw(t, "nreq")
@@ -531,7 +566,7 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 	}
 	if rapid.IntRange(0, 3).Draw(t, "weights") == 0 {
 		w := Weights{}
-		for _, f := range []*float64{&w.Ring, &w.Aggregate, &w.NUMA, &w.PCIe, &w.LookAhead, &w.Packing, &w.Affinity, &w.Scope, &w.Fit} {
+		for _, f := range []*float64{&w.Ring, &w.Aggregate, &w.NUMA, &w.PCIe, &w.LookAhead, &w.Packing, &w.Affinity, &w.Scope, &w.Fit, &w.Fragmentation} {
 			*f = float64(rapid.IntRange(0, 100).Draw(t, "w"))
 		}
 		w.Ring++
@@ -539,6 +574,21 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 	}
 	return r
 }
+
+// testWorkload mixes CPU-only, shared and whole-GPU task shapes.
+var testWorkload = func() *FGDWorkload {
+	w, err := NewFGDWorkload([]FGDTask{
+		{CPUMilli: 4000, Weight: 1},
+		{CPUMilli: 8000, GPUMilli: 250, GPUs: 1, Weight: 3},
+		{CPUMilli: 8000, GPUMilli: 500, GPUs: 1, Weight: 2},
+		{CPUMilli: 16000, GPUMilli: 1000, GPUs: 1, Weight: 2},
+		{CPUMilli: 32000, GPUMilli: 1000, GPUs: 2, Weight: 1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return w
+}()
 
 func seq(n int) []int {
 	s := make([]int, n)

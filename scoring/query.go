@@ -30,7 +30,10 @@ type query struct {
 	free     DeviceSet // usable devices
 	required DeviceSet
 	// Weights of the active components (0 when a component is inactive).
-	wU, wLA, wPack, wAff, wScope, wFit, wSum float64
+	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
+	fgd        *FGDEvaluator // with wFrag > 0
+	sliceMilli int           // the shared slice's compute share
+	fragBefore float64       // the node's expected fragment now (milli-GPU)
 	scopeK                                   int // index of the scope kind, -1 for none
 	scopeReq                                 bool
 	allowed                                  []DeviceSet // nil: unconstrained
@@ -53,6 +56,9 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	m := c.m
 	n := m.n
 	q.shared = req.Shared != nil
+	if q.shared {
+		q.sliceMilli = req.Shared.ComputeMilli
+	}
 	q.k = req.Count
 	if q.shared && q.k == 0 {
 		q.k = 1
@@ -190,11 +196,66 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if q.scopeK >= 0 && !q.scopeReq {
 		q.wScope = w.Scope
 	}
+	q.wFrag, q.fgd = 0, nil
 	if q.shared {
 		q.wFit = w.Fit
+		if req.Workload != nil && w.Fragmentation > 0 {
+			q.wFrag = w.Fragmentation
+			q.fgd = c.evaluator(req.Workload)
+			var buf [MaxDevices]int64
+			free := gpuFreeMilli(m, state, buf[:n])
+			q.fragBefore = q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+		}
 	}
-	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit
+	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit + q.wFrag
 	return nil
+}
+
+// gpuFreeMilli fills buf (n long) with each device's free milli-GPU as FGD
+// sees it: 0 for a device allocated whole or unhealthy, else 1000 minus the
+// compute its slices hold.
+func gpuFreeMilli(m *model, state *State, buf []int64) []int64 {
+	for i := range buf {
+		u := state.Usage(i)
+		if u.Allocated || !m.healthy[i] {
+			buf[i] = 0
+		} else {
+			buf[i] = int64(max(1000-u.ComputeUsed, 0))
+		}
+	}
+	return buf
+}
+
+// fragTerm maps a change of expected fragment (milli-GPU) to [0,1] like
+// FGD's node score: 1/(1+exp(delta/1000)), 0.5 for no change.
+func fragTerm(delta float64) float64 { return 1 / (1 + math.Exp(delta/FGDMilli)) }
+
+// fragOf is the fragmentation term of giving each device of set the slice:
+// free holds every device's free milli-GPU; it is modified and restored.
+func (q *query) fragOf(free []int64, set DeviceSet, slice int64) float64 {
+	if q.wFrag == 0 {
+		return 1
+	}
+	for i := range set.All() {
+		free[i] -= slice
+	}
+	f := q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+	for i := range set.All() {
+		free[i] += slice
+	}
+	return fragTerm(f - q.fragBefore)
+}
+
+// fragOfMask is fragOf for a small node's mask, without iterators.
+func (q *query) fragOfMask(free []int64, set uint32, slice int64) float64 {
+	for r := set; r != 0; r &= r - 1 {
+		free[bits.TrailingZeros32(r)] -= slice
+	}
+	f := q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+	for r := set; r != 0; r &= r - 1 {
+		free[bits.TrailingZeros32(r)] += slice
+	}
+	return fragTerm(f - q.fragBefore)
 }
 
 // deviceTerms fills the per-device affinity (when active) and slice fit
@@ -310,11 +371,11 @@ func lexLess(a, b DeviceSet) bool {
 }
 
 // combine returns the score from the components that are not the set's own.
-func (q *query) combine(u, la, pack, aff, scope, fit float64) float64 {
+func (q *query) combine(u, la, pack, aff, scope, fit, frag float64) float64 {
 	if q.wSum == 0 {
 		return 1
 	}
-	return (q.wU*u + q.wLA*la + q.wPack*pack + q.wAff*aff + q.wScope*scope + q.wFit*fit) / q.wSum
+	return (q.wU*u + q.wLA*la + q.wPack*pack + q.wAff*aff + q.wScope*scope + q.wFit*fit + q.wFrag*frag) / q.wSum
 }
 
 // packing returns the best-fit term of set s: per useful scope kind, the
@@ -376,5 +437,3 @@ func (q *query) fitOf(s DeviceSet, fit []float64) float64 {
 	return sum / float64(s.Len())
 }
 
-var _ = math.Inf
-var _ = bits.OnesCount

@@ -42,6 +42,11 @@ type Request struct {
 	AllowedSets [][]int
 	// Weights are the objective's weights; nil means DefaultWeights.
 	Weights *Weights
+	// Workload, when set, is the typical workload (FGD's task shapes and
+	// popularities) against which a shared slice's placement is judged by
+	// how much it grows the node's expected fragmentation (the
+	// "fragmentation" component; see Fragmentation).
+	Workload *FGDWorkload
 }
 
 // SharedSlice is a fraction of one device.
@@ -148,6 +153,9 @@ type Weights struct {
 	Scope float64
 	// Fit weighs memory best fit for shared slices.
 	Fit float64
+	// Fragmentation weighs how little a shared slice grows the node's
+	// expected fragmentation under Request.Workload.
+	Fragmentation float64
 }
 
 // DefaultWeights returns the default policy: communication quality first
@@ -164,11 +172,13 @@ func DefaultWeights() Weights {
 		Affinity:  30,
 		Scope:     30,
 		Fit:       20,
+		// Fragmentation only counts with Request.Workload.
+		Fragmentation: 40,
 	}
 }
 
 func (w *Weights) validate() error {
-	vals := [...]float64{w.Ring, w.Aggregate, w.NUMA, w.PCIe, w.LookAhead, w.Packing, w.Affinity, w.Scope, w.Fit}
+	vals := [...]float64{w.Ring, w.Aggregate, w.NUMA, w.PCIe, w.LookAhead, w.Packing, w.Affinity, w.Scope, w.Fit, w.Fragmentation}
 	sum := 0.0
 	for _, v := range vals {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {

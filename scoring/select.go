@@ -30,7 +30,7 @@ func (c *Compiled) Select(state *State, req Request, opts ...Option) (Result, er
 		if err := q.prepare(c, state, &req, opts, true); err != nil {
 			return Result{}, err
 		}
-		return q.searchLarge()
+		return q.searchLarge(state)
 	}
 	return c.selectSmall(state, &req, opts)
 }
@@ -44,7 +44,11 @@ func (c *Compiled) selectSmall(state *State, req *Request, opts []Option) (Resul
 	}
 	var aff, fit [smallMax]float64
 	q.deviceTerms(state, req, aff[:], fit[:])
-	return q.searchSmall(&aff, &fit)
+	var free [smallMax]int64
+	if q.wFrag > 0 {
+		gpuFreeMilli(c.m, state, free[:c.m.n])
+	}
+	return q.searchSmall(&aff, &fit, &free)
 }
 
 // recip[i] = 1/i.
@@ -57,7 +61,7 @@ var recip = func() (r [MaxDevices + 1]float64) {
 
 // searchSmall scores every candidate set of a node of at most 16 devices
 // from the tables, O(1) per candidate (O(k) with affinity or slices).
-func (q *query) searchSmall(aff, fit *[smallMax]float64) (Result, error) {
+func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)
 	u := wt.u
@@ -90,6 +94,11 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64) (Result, error) {
 		}
 	}
 	inv := 1 / float64(q.k)
+	var slice int64
+	free := gpuFree[:t.n]
+	if q.wFrag > 0 {
+		slice = int64(q.sliceMilli)
+	}
 
 	cands := t.byCount[q.k]
 	var table []uint32
@@ -141,6 +150,9 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64) (Result, error) {
 			}
 			raw += q.wFit * sum * inv
 		}
+		if q.wFrag > 0 {
+			raw += q.wFrag * q.fragOfMask(free, S, slice)
+		}
 		if !found || raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
 			if found {
 				secondS, secondRaw, foundSecond = bestS, bestRaw, true
@@ -155,11 +167,11 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64) (Result, error) {
 	}
 	res := Result{Set: setFromMask(uint64(bestS)), Score: q.normalize(bestRaw), Exact: true, Candidates: count}
 	if q.explain {
-		res.Components = q.smallComponents(t, wt, P, bestS, F, aff[:], fit[:])
+		res.Components = q.smallComponents(t, wt, P, bestS, F, aff[:], fit[:], free)
 		if foundSecond {
 			second := setFromMask(uint64(secondS))
 			sc := q.normalize(secondRaw)
-			comps := q.smallComponents(t, wt, P, secondS, F, aff[:], fit[:])
+			comps := q.smallComponents(t, wt, P, secondS, F, aff[:], fit[:], free)
 			res.RunnerUp = &RunnerUp{Set: second, Score: sc, Components: comps,
 				Why: explainLoss(res.Set, second, res.Score, sc, res.Components, comps)}
 		}
@@ -192,7 +204,7 @@ func (q *query) unsatisfiable() error {
 	return reqErr(ErrUnsatisfiable, nil, "no candidate set")
 }
 
-func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64) []Component {
+func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64, free []int64) []Component {
 	set := setFromMask(uint64(S))
 	la, laDetail := wt.u[S], "no further group"
 	if P != nil {
@@ -203,11 +215,11 @@ func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64,
 			}
 		}
 	}
-	return q.components(set, t.own[S], t.ringMB[S], la, laDetail, aff, fit)
+	return q.components(set, t.own[S], t.ringMB[S], la, laDetail, aff, fit, free)
 }
 
 // components lists the named terms of a set.
-func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string, aff, fit []float64) []Component {
+func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string, aff, fit []float64, free []int64) []Component {
 	w := &q.w
 	var cs []Component
 	k := set.Len()
@@ -237,6 +249,11 @@ func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDet
 	}
 	if q.wFit > 0 {
 		cs = append(cs, Component{"fit", q.fitOf(set, fit), q.wFit, "memory best fit of the slice"})
+	}
+	if q.wFrag > 0 {
+		v := q.fragOf(free, set, int64(q.sliceMilli))
+		delta := -FGDMilli * math.Log(1/v-1) // invert fragTerm for the detail
+		cs = append(cs, Component{"fragmentation", v, q.wFrag, fmt.Sprintf("expected fragment %+.0f milli-GPU (FGD)", delta)})
 	}
 	return cs
 }

@@ -1,0 +1,51 @@
+package scoring
+
+import (
+	"math"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// FreeFragment is how much of a node's free accelerator capacity the
+// typical workload cannot use, in FGD's terms (shared/docs/anchors.md §5).
+type FreeFragment struct {
+	// Free is the node's free capacity in milli-GPU: 1000 per healthy
+	// device not allocated whole, minus the compute its slices hold.
+	Free int64
+	// Fragment is FGD's expected fragment F_n(M) in milli-GPU: the free
+	// capacity a task drawn from the workload could not use (all of it for
+	// a task that does not fit; the devices too small for it otherwise).
+	Fragment float64
+	// Ratio is Fragment / Free (0 on a node with nothing free).
+	Ratio float64
+}
+
+// Fragmentation measures the free state of node under workload w with
+// FGD's definition (FGDWorkload.Fragment), seeing only accelerators: CPU
+// and host memory are taken as unlimited, and the node's GPU model is that
+// of device 0. Schedulers that track CPU and memory call FGDWorkload
+// directly. Request.Workload makes the same measure a score term for
+// shared slices (the "fragmentation" component).
+func Fragmentation(node *topology.Node, state *State, w *FGDWorkload) (FreeFragment, error) {
+	if node == nil || w == nil {
+		return FreeFragment{}, reqErr(ErrInvalidRequest, nil, "nil node or workload")
+	}
+	c, err := Compile(node)
+	if err != nil {
+		return FreeFragment{}, err
+	}
+	n := node.Len()
+	if state != nil && len(state.Devices) > n {
+		return FreeFragment{}, reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
+	}
+	free := gpuFreeMilli(c.m, state, make([]int64, n))
+	var out FreeFragment
+	for _, f := range free {
+		out.Free += f
+	}
+	out.Fragment = c.evaluator(w).Fragment(math.MaxInt64, math.MaxInt64, free)
+	if out.Free > 0 {
+		out.Ratio = out.Fragment / float64(out.Free)
+	}
+	return out, nil
+}
