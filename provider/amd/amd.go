@@ -62,6 +62,9 @@ func New(opts ...Option) *Provider {
 	for _, o := range opts {
 		o(p)
 	}
+	if p.root == "" {
+		p.root = "/"
+	}
 	if p.kfd == "" {
 		p.kfd = filepath.Join(p.root, "sys", "class", "kfd", "kfd", "topology")
 	}

@@ -276,17 +276,28 @@ func readModes(path string, valid []string) ([]string, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("amd: %w", err)
 	}
+	modes, err := parseModes(b, valid)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return modes, true, nil
+}
+
+// parseModes parses a comma-separated list of partition modes ("SPX, DPX,
+// CPX"), case-insensitively, dropping repeats. Every entry must be one of
+// valid; an error wraps ErrMalformed.
+func parseModes(b []byte, valid []string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(strings.TrimSpace(string(b)), ",") {
 		m := strings.ToUpper(strings.TrimSpace(f))
 		if !slices.Contains(valid, m) {
-			return nil, false, errorf("%s: %q is not one of %s", path, truncate([]byte(m)), strings.Join(valid, ", "))
+			return nil, fmt.Errorf("%w: %q is not one of %s", ErrMalformed, truncate([]byte(m)), strings.Join(valid, ", "))
 		}
 		if !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // device fills in the device and its AMD details.

@@ -214,3 +214,24 @@ func bfsHops(links map[[2]int]int, n int) [][]int {
 	}
 	return h
 }
+
+// BenchmarkScan measures a full read of a generated 8× MI300X tree: SPX (8
+// devices, ~100 KFD files) and CPX (64 devices, ~4,200 KFD files).
+func BenchmarkScan(b *testing.B) {
+	for _, mode := range []string{"SPX", "CPX"} {
+		b.Run(mode, func(b *testing.B) {
+			tr := fakesys.New(b.TempDir())
+			if err := tr.AddAMD(fakesys.MI300X8(mode, "NPS4")); err != nil {
+				b.Fatal(err)
+			}
+			p := New(WithRoot(tr.Root), WithNodeName("bench"))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Scan(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

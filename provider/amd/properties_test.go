@@ -3,6 +3,7 @@ package amd
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,4 +99,33 @@ func TestGFXTarget(t *testing.T) {
 	if got := modelName(0x7461, "gfx942"); got != "AMD Instinct MI300-series (gfx942, 0x7461)" {
 		t.Errorf("unknown MI300 device: %q", got)
 	}
+}
+
+// FuzzParseModes: the partition-mode list parser never panics, returns only
+// valid modes without repeats, and rejects with ErrMalformed.
+func FuzzParseModes(f *testing.F) {
+	for _, s := range []string{"SPX, DPX, QPX, CPX\n", "NPS1, NPS4", "cpx", "", "SPX,,", "SPX, SPX", "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, valid := range [][]string{computeModes, memoryModes} {
+			modes, err := parseModes(data, valid)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("error %v does not wrap ErrMalformed", err)
+				}
+				continue
+			}
+			if len(modes) == 0 {
+				t.Fatalf("%q parsed to no mode", data)
+			}
+			seen := map[string]bool{}
+			for _, m := range modes {
+				if seen[m] || !slices.Contains(valid, m) {
+					t.Fatalf("%q gave %q", data, modes)
+				}
+				seen[m] = true
+			}
+		}
+	})
 }

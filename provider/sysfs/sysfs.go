@@ -47,6 +47,9 @@ type Provider struct {
 
 	dbOnce sync.Once
 	db     *pcidb.PCIDB
+
+	mu   sync.Mutex
+	last *Inventory // the latest Discover's inventory, for Notes
 }
 
 // Option configures a [Provider].
@@ -67,6 +70,9 @@ func New(opts ...Option) *Provider {
 	for _, o := range opts {
 		o(p)
 	}
+	if p.root == "" {
+		p.root = "/"
+	}
 	return p
 }
 
@@ -74,8 +80,11 @@ func New(opts ...Option) *Provider {
 func (p *Provider) Name() string { return "sysfs" }
 
 // Notes says what this provider's answer cannot contain (see
-// provider.Annotator): always [NoFabric], and for NVIDIA or AMD devices
-// which vendor provider would see more.
+// provider.Annotator): always [NoFabric]; for NVIDIA or AMD devices which
+// vendor provider would see more; and, when n came from this provider's
+// latest Discover, the vendor drivers bound to the devices (a bound driver
+// whose vendor provider did not answer points at a missing library or
+// permission rather than missing hardware) and the inventory's notes.
 func (p *Provider) Notes(n *topology.Node) []string {
 	notes := []string{NoFabric}
 	var nv, amd bool
@@ -89,7 +98,25 @@ func (p *Provider) Notes(n *topology.Node) []string {
 	if amd {
 		notes = append(notes, "AMD GPUs seen without the KFD topology: xGMI links, partitions and memory are unknown")
 	}
-	return notes
+	p.mu.Lock()
+	inv := p.last
+	p.mu.Unlock()
+	if inv == nil || inv.Node != n {
+		return notes
+	}
+	bound := map[string]int{}
+	for _, d := range inv.Devices {
+		if d.Driver == "nvidia" || d.Driver == "amdgpu" {
+			bound[d.Driver]++
+		}
+	}
+	if c := bound["nvidia"]; c > 0 {
+		notes = append(notes, fmt.Sprintf("the nvidia driver is bound to %d of these GPUs: if the nvidia provider did not answer, NVML (libnvidia-ml.so.1) is not usable by this process", c))
+	}
+	if c := bound["amdgpu"]; c > 0 {
+		notes = append(notes, fmt.Sprintf("the amdgpu driver is bound to %d of these GPUs: if the amd provider did not answer, /sys/class/kfd is not readable by this process", c))
+	}
+	return append(notes, inv.Notes[1:]...)
 }
 
 // Discover returns the node's accelerators with their PCIe paths. It is
@@ -99,6 +126,9 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	p.last = inv
+	p.mu.Unlock()
 	return inv.Node, nil
 }
 

@@ -33,7 +33,7 @@ func hgxPath(w, s int) []string {
 // hgxH100 writes an HGX H100 board as sysfs shows it without the NVIDIA
 // driver: 8 GPUs (10de:2330, class 0x0302) and 8 ConnectX-7 NICs behind 4
 // PCIe switches, two sockets, a BMC VGA controller, NUMA nodes for ghw.
-func hgxH100(t *testing.T, driver string) *fakesys.Tree {
+func hgxH100(t testing.TB, driver string) *fakesys.Tree {
 	t.Helper()
 	tr := fakesys.New(t.TempDir())
 	cpus := [][]int{append(fakesys.Range(0, 55), fakesys.Range(112, 167)...), append(fakesys.Range(56, 111), fakesys.Range(168, 223)...)}
@@ -117,6 +117,16 @@ func TestHGXWithoutDriver(t *testing.T) {
 		notes := New().Notes(inv.Node)
 		if len(notes) != 2 || !strings.Contains(notes[1], "NVIDIA GPUs seen without NVML") {
 			t.Errorf("Notes = %q", notes)
+		}
+		// The provider that discovered the node also knows the drivers.
+		p := New(WithRoot(tr.Root), WithNodeName("hgx"))
+		n, err := p.Discover(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes = p.Notes(n)
+		if bound := len(notes) == 3 && strings.Contains(notes[2], "nvidia driver is bound to 8 of these GPUs"); bound != (driver == "nvidia") || len(notes) < 2 {
+			t.Errorf("driver %q: Notes = %q", driver, notes)
 		}
 	}
 }
@@ -344,6 +354,20 @@ func TestIsAccelerator(t *testing.T) {
 	} {
 		if got := IsAccelerator(c.v, c.class); got != c.want {
 			t.Errorf("IsAccelerator(%04x, %06x) = %v", c.v, c.class, got)
+		}
+	}
+}
+
+// BenchmarkScan measures a full read of the generated HGX H100 tree (8 GPUs,
+// 8 NICs, 2 NUMA nodes) through ghw.
+func BenchmarkScan(b *testing.B) {
+	tr := hgxH100(b, "")
+	p := New(WithRoot(tr.Root), WithNodeName("bench"))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Scan(ctx); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
