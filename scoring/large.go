@@ -66,6 +66,10 @@ type largeModel struct {
 	cpc     []int8
 	order   []int // classes in locality order, for look-ahead chunking
 
+	// split[k][c]: class c's members lie in different (single-device)
+	// scopes of kind k.
+	split [scopeKinds][]bool
+
 	ringMu    sync.Mutex
 	ringCache map[uint64]int64 // touched classes (C <= 64) -> quotient ring
 }
@@ -122,6 +126,16 @@ func newLargeModel(m *model) *largeModel {
 		}
 	}
 	C := len(lm.cls)
+	for k := range scopeKinds {
+		lm.split[k] = make([]bool, C)
+		for c, cl := range lm.cls {
+			for _, i := range cl.members[1:] {
+				if m.scopeID[k][i] != m.scopeID[k][cl.members[0]] {
+					lm.split[k][c] = true
+				}
+			}
+		}
+	}
 	lm.cbw, lm.csw, lm.cpc = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C)
 	for a := range C {
 		for b := range C {
@@ -394,6 +408,15 @@ func (s *largeSearch) consider(set DeviceSet) {
 func (s *largeSearch) sameScope(k int) bool {
 	m := s.lm.m
 	id := -1
+	total := 0
+	split := false
+	for c, cnt := range s.x {
+		total += cnt
+		split = split || (cnt > 0 && s.lm.split[k][c])
+	}
+	if split { // a split class's devices are each alone in their scope
+		return total <= 1
+	}
 	for c, cnt := range s.x {
 		if cnt == 0 {
 			continue
@@ -720,6 +743,10 @@ func (s *largeSearch) packing() float64 {
 		freeIn := 0
 		for c, cnt := range s.x {
 			if cnt == 0 {
+				continue
+			}
+			if s.lm.split[kind][c] { // cnt single-device scopes
+				freeIn += cnt
 				continue
 			}
 			id := m.scopeID[kind][s.lm.cls[c].members[0]]

@@ -31,16 +31,16 @@ type query struct {
 	required DeviceSet
 	// Weights of the active components (0 when a component is inactive).
 	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
-	fgd        *FGDEvaluator // with wFrag > 0
-	sliceMilli int           // the shared slice's compute share
-	fragBefore float64       // the node's expected fragment now (milli-GPU)
-	scopeK                                   int // index of the scope kind, -1 for none
-	scopeReq                                 bool
-	allowed                                  []DeviceSet // nil: unconstrained
-	affOn                                    bool
-	aff                                      []float64 // per device, when affinity is active (large nodes)
-	fit                                      []float64 // per device, for shared slices (large nodes)
-	explain                                  bool
+	fgd                                             *FGDEvaluator // with wFrag > 0
+	sliceMilli                                      int           // the shared slice's compute share
+	fragBefore                                      float64       // the node's expected fragment now (milli-GPU)
+	scopeK                                          int           // index of the scope kind, -1 for none
+	scopeReq                                        bool
+	allowed                                         []DeviceSet // nil: unconstrained
+	affOn                                           bool
+	aff                                             []float64 // per device, when affinity is active (large nodes)
+	fit                                             []float64 // per device, for shared slices (large nodes)
+	explain                                         bool
 }
 
 // prepare validates req against c and state. With perDevice set it also
@@ -436,4 +436,3 @@ func (q *query) fitOf(s DeviceSet, fit []float64) float64 {
 	}
 	return sum / float64(s.Len())
 }
-
