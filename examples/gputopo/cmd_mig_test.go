@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/mig"
+)
+
+const migLayout = `{
+  "schema": "gputopo-mig/v1",
+  "gpus": [
+    {"gpu": "gpu0", "model": "A100-80GB", "instances": [
+      {"profile": "1g.10gb", "start": 0, "state": "in-use", "owner": "inf-a", "priority": 1},
+      {"profile": "1g.10gb", "start": 4, "state": "in-use", "owner": "inf-b", "priority": 1}
+    ]},
+    {"gpu": "gpu1", "model": "A100-80GB", "instances": [
+      {"profile": "3g.40gb", "start": 0, "state": "in-use", "owner": "train", "priority": 9},
+      {"profile": "1g.10gb", "start": 4, "state": "in-use", "owner": "inf-c", "priority": 1}
+    ]}
+  ],
+  "amd": [
+    {"gpu": "mi0", "hive": "h0", "model": "MI300X", "compute": "SPX", "memory": "NPS1",
+     "work": [{"partition": 0, "owner": "llm", "priority": 3}]},
+    {"gpu": "mi1", "hive": "h0", "model": "MI300X", "compute": "SPX", "memory": "NPS1"}
+  ]
+}`
+
+func migCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"mig"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func migLayoutFile(t *testing.T, doc string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "layout.json")
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMigModelsAndProfiles(t *testing.T) {
+	code, out, errOut := migCLI(t, "models")
+	if code != 0 || !strings.Contains(out, "A100-80GB") || !strings.Contains(out, "MI300X") || !strings.Contains(out, "H200-141GB") {
+		t.Fatalf("models: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = migCLI(t, "profiles", "--model", "NVIDIA A100-SXM4-40GB")
+	if code != 0 || !strings.Contains(out, "3g.20gb") || !strings.Contains(out, "{0,4}:4") || !strings.Contains(out, "{0,1,2,3,4,5,6}:1") {
+		t.Fatalf("profiles:\n%s", out)
+	}
+	code, out, _ = migCLI(t, "profiles", "--model", "H100-80GB", "--json")
+	var spec mig.ModelSpec
+	if code != 0 || json.Unmarshal([]byte(out), &spec) != nil || spec.Name != "H100-80GB" || len(spec.Profiles) != 7 || spec.Profiles[2].Multiprocessors != 26 {
+		t.Fatalf("profiles --json: %d %s", code, out)
+	}
+	code, out, _ = migCLI(t, "profiles", "--model", "MI355X")
+	if code != 0 || !strings.Contains(out, "CPX/NPS2") || !strings.Contains(out, "36") {
+		t.Fatalf("AMD profiles:\n%s", out)
+	}
+	if code, _, errOut := migCLI(t, "profiles"); code != 2 || !strings.Contains(errOut, "--model is required") {
+		t.Errorf("no --model: %d %s", code, errOut)
+	}
+	if code, _, errOut := migCLI(t, "profiles", "--model", "Tesla V100"); code != 1 || !strings.Contains(errOut, "unknown GPU model") {
+		t.Errorf("unknown model: %d %s", code, errOut)
+	}
+	if code, _, _ := migCLI(t); code != 2 {
+		t.Errorf("no action: %d", code)
+	}
+	if code, _, errOut := migCLI(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown action") {
+		t.Errorf("unknown action: %d %s", code, errOut)
+	}
+}
+
+func TestMigShow(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	code, out, errOut := migCLI(t, "show", "--layout", f, "--mix", "3g.40gb=1")
+	if code != 0 {
+		t.Fatalf("show: %d %s", code, errOut)
+	}
+	for _, want := range []string{"gpu0  A100-80GB  [A...B...]", "unusable 4.0", "does not fit: 3g.40gb 4g.40gb 7g.80gb", "2g.20gb@{2}", "node: 9 of 16 slots free", "mi0  MI300X  hive h0  SPX/NPS1", "partition 0: llm p3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = migCLI(t, "show", "--layout", f, "--json")
+	var doc struct {
+		GPUs []struct {
+			GPU           string                     `json:"gpu"`
+			Free          map[string][]mig.Placement `json:"freePlacements"`
+			Fragmentation mig.Fragmentation          `json:"fragmentation"`
+		} `json:"gpus"`
+		Fragmentation mig.Fragmentation `json:"fragmentation"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.GPUs) != 2 || len(doc.GPUs[0].Free["2g.20gb"]) != 1 || doc.Fragmentation.FreeSlots != 9 {
+		t.Fatalf("show --json: %d %s", code, out)
+	}
+	if code, _, errOut := migCLI(t, "show"); code != 2 || !strings.Contains(errOut, "--layout is required") {
+		t.Errorf("no layout: %d %s", code, errOut)
+	}
+	if code, _, errOut := migCLI(t, "show", "--layout", f, "--mix", "3g=1"); code != 1 || !strings.Contains(errOut, "malformed profile name") {
+		t.Errorf("bad mix: %d %s", code, errOut)
+	}
+	bad := migLayoutFile(t, `{"gpus": [{"gpu": "g", "model": "A30", "instances": [{"profile": "2g.12gb", "start": 1}]}]}`)
+	if code, _, errOut := migCLI(t, "show", "--layout", bad); code != 1 || !strings.Contains(errOut, "illegal placement") || !strings.Contains(errOut, "instances[0]") {
+		t.Errorf("bad layout: %d %s", code, errOut)
+	}
+	if code, _, errOut := migCLI(t, "show", "--layout", filepath.Join(t.TempDir(), "missing.json")); code != 1 || errOut == "" {
+		t.Errorf("missing file: %d %s", code, errOut)
+	}
+}
+
+func TestMigPlace(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	code, out, errOut := migCLI(t, "place", "--layout", f, "--profile", "2g.20gb")
+	if code != 0 || !strings.Contains(out, "2g.20gb -> gpu0 {2}:2") {
+		t.Fatalf("place: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = migCLI(t, "place", "--layout", f, "--profile", "1g.10gb,1g.10gb", "--owner", "web", "--json")
+	var doc struct {
+		Assignments []mig.Assignment `json:"assignments"`
+		Layouts     json.RawMessage  `json:"layouts"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Assignments) != 2 || !doc.Assignments[1].OK() {
+		t.Fatalf("place --json: %d %s", code, out)
+	}
+	// The layouts it prints are a valid layout file with the new instances.
+	after, err := mig.ParseFile(doc.Layouts, nil)
+	if err != nil || len(after.Layouts[0].Instances)+len(after.Layouts[1].Instances) != 6 {
+		t.Fatalf("printed layouts: %v %v", after, err)
+	}
+	code, out, errOut = migCLI(t, "place", "--layout", f, "--profile", "7g.80gb")
+	if code != 1 || !strings.Contains(out, "no free placement") || !strings.Contains(errOut, "did not fit") {
+		t.Errorf("no fit: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := migCLI(t, "place", "--layout", f, "--profile", "1g.10gb", "--strategy", "best"); code != 1 || !strings.Contains(errOut, "unknown strategy") {
+		t.Errorf("bad strategy: %d %s", code, errOut)
+	}
+	code, out, _ = migCLI(t, "place", "--layout", f, "--profile", "1g.10gb", "--strategy", "first-fit")
+	if code != 0 || !strings.Contains(out, "gpu0 {1}:1") {
+		t.Errorf("first-fit: %s", out)
+	}
+	if code, _, _ := migCLI(t, "place", "--layout", f); code != 2 {
+		t.Errorf("no profile: %d", code)
+	}
+}
+
+func TestMigDefrag(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	code, out, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "10", "--threshold", "10")
+	if code != 0 {
+		t.Fatalf("defrag: %d %s", code, errOut)
+	}
+	for _, want := range []string{"free {0}:8 on gpu0", "Move inf-a", "Move inf-b", "no eviction", "Steps:", "create-gi        gpu0 7g.80gb@{0}:8"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("defrag lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "10", "--json")
+	var doc struct {
+		Plan        *mig.Plan `json:"plan"`
+		Explanation string    `json:"explanation"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Plan == nil || doc.Plan.Cost.Moves != 2 || len(doc.Plan.Steps) != 12 {
+		t.Fatalf("defrag --json: %d %s", code, out)
+	}
+	// No plan: moves are disabled and a job below the threshold may not evict.
+	code, out, errOut = migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "5", "--threshold", "8", "--no-moves")
+	if code != 1 || !strings.Contains(out, "No plan for 7g.80gb") || !strings.Contains(out, "below the eviction threshold 8") || !strings.Contains(errOut, "no plan") {
+		t.Errorf("no plan: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "5", "--no-moves", "--json")
+	var np struct {
+		Reasons []string `json:"reasons"`
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &np) != nil || len(np.Reasons) == 0 {
+		t.Errorf("no plan --json: %d %s", code, out)
+	}
+	// AMD: a compute-mode change on the idle GPU of the hive.
+	code, out, _ = migCLI(t, "defrag", "--layout", f, "--compute", "CPX", "--priority", "5")
+	if code != 0 || !strings.Contains(out, "switch mi1 to CPX/NPS1") || !strings.Contains(out, "set-compute-mode") {
+		t.Errorf("AMD: %d %s", code, out)
+	}
+	code, out, _ = migCLI(t, "defrag", "--layout", f, "--compute", "CPX", "--memory", "NPS4", "--priority", "5", "--threshold", "5")
+	if code != 0 || !strings.Contains(out, "reloads the driver: 2 GPUs") || !strings.Contains(out, "Evict llm") {
+		t.Errorf("AMD NPS4: %d %s", code, out)
+	}
+	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--compute", "CPX"); code != 2 || !strings.Contains(errOut, "either --profile") {
+		t.Errorf("both: %d %s", code, errOut)
+	}
+	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--compute", "XPX"); code != 1 || !strings.Contains(errOut, "unknown compute mode") {
+		t.Errorf("bad mode: %d %s", code, errOut)
+	}
+	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g"); code != 1 || !strings.Contains(errOut, "malformed profile name") {
+		t.Errorf("bad profile: %d %s", code, errOut)
+	}
+}
