@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
@@ -18,11 +19,11 @@ func benchSelect(b *testing.B, node *topology.Node, st *State, req Request) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	reportCPU(b, func() {
 		if _, err := c.Select(st, req); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 func BenchmarkSelect8(b *testing.B) {
@@ -59,4 +60,39 @@ func BenchmarkSelectMI300XCPX(b *testing.B) {
 	for _, k := range []int{8, 40, 56} {
 		b.Run(fmt.Sprintf("%s/k=%d", node.Name(), k), func(b *testing.B) { benchSelect(b, node, nil, Request{Count: k}) })
 	}
+}
+
+// BenchmarkScoreNode5000 scores one request (2 GPUs) on 5,000 8-GPU nodes
+// of four hardware shapes in random states, one op = all 5,000 nodes, on
+// one goroutine, through the package-level ScoreNode (fingerprint cache
+// lookup included).
+func BenchmarkScoreNode5000(b *testing.B) {
+	shapes := []*topology.Node{fixtureH8(b), fixtureF1(b), fixtureB8(b), fixtureK8(b)}
+	rng := rand.New(rand.NewPCG(7, 11))
+	nodes := make([]*topology.Node, 5000)
+	states := make([]*State, 5000)
+	for i := range nodes {
+		nodes[i] = shapes[i%len(shapes)]
+		st := NewState(8)
+		for d := range 8 {
+			if rng.IntN(10) < 3 {
+				st.Devices[d].Allocated = true
+			}
+		}
+		states[i] = st
+	}
+	req := Request{Count: 2}
+	feasible := 0
+	for i := range nodes {
+		if _, err := ScoreNode(nodes[i], states[i], req); err == nil {
+			feasible++
+		}
+	}
+	b.ReportAllocs()
+	b.ReportMetric(float64(feasible), "feasible-nodes")
+	reportCPU(b, func() {
+		for i := range nodes {
+			_, _ = ScoreNode(nodes[i], states[i], req)
+		}
+	})
 }

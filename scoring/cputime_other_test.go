@@ -1,0 +1,11 @@
+//go:build !unix
+
+package scoring
+
+import "testing"
+
+func reportCPU(b *testing.B, fn func()) {
+	for b.Loop() {
+		fn()
+	}
+}
