@@ -206,8 +206,10 @@ func (m *AMDModel) Valid(c ComputeMode, n MemoryMode) error {
 
 // AMDMode is a (compute, memory) mode pair.
 type AMDMode struct {
+	// Compute is the compute partition mode.
 	Compute ComputeMode `json:"compute"`
-	Memory  MemoryMode  `json:"memory"`
+	// Memory is the memory partition mode.
+	Memory MemoryMode `json:"memory"`
 }
 
 // String formats the pair as "CPX/NPS4".

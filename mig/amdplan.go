@@ -79,12 +79,16 @@ func (g *AMDGPU) FreePartitions() []int {
 // AMDRequest asks for one partition of a given compute mode (and, when
 // Memory is set, memory mode).
 type AMDRequest struct {
-	Compute  ComputeMode `json:"compute"`
-	Memory   MemoryMode  `json:"memory,omitempty"`
-	Owner    string      `json:"owner,omitempty"`
-	Priority int         `json:"priority,omitempty"`
+	// Compute is the partition size wanted, as a compute mode.
+	Compute ComputeMode `json:"compute"`
+	// Memory is the memory mode wanted; "" accepts any.
+	Memory MemoryMode `json:"memory,omitempty"`
+	// Owner and Priority name the workload.
+	Owner    string `json:"owner,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 }
 
+// String formats the request ("CPX/NPS4 for inf partition (priority 5)").
 func (r AMDRequest) String() string {
 	m := string(r.Compute)
 	if r.Memory != "" {

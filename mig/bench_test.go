@@ -155,11 +155,12 @@ func BenchmarkSimulation(b *testing.B) {
 	m := model(b, "H100-80GB")
 	for _, s := range []Strategy{KeepLargeOpen, FirstFit, MostUsedFirst} {
 		b.Run(s.String(), func(b *testing.B) {
-			served := 0
+			served, large := 0, 0
 			for b.Loop() {
-				served = simulate(s, m, 100, 4000, 1)
+				served, large = simulate(s, m, 100, 4000, 1)
 			}
 			b.ReportMetric(float64(served), "served/4000")
+			b.ReportMetric(float64(large), "large-served")
 		})
 	}
 }

@@ -52,9 +52,17 @@
 // AMD Instinct GPUs partition by mode, not by placement: a compute mode
 // (SPX, DPX, TPX, QPX, CPX) and a memory mode (NPS1, NPS2, NPS4) for the
 // whole GPU, with identical partitions. [AMDModel] lists the valid
-// combinations per model; [PlanAMD] plans a mode change, which needs the
-// GPU idle (a memory-mode change reloads the driver for the whole hive) and
-// is costed as such.
+// combinations per model ([LookupAMD], [AMDModels]); [AMDGPU] is one GPU's
+// modes and work; [PlanAMD] plans a mode change, which needs the GPU idle
+// (a memory-mode change reloads the driver for the whole hive) and is
+// costed as whole-GPU operations; [ApplyAMDStep] applies its steps in
+// memory with the same rules.
+//
+// # Layout files
+//
+// [ParseFile] and [MarshalFile] read and write a JSON file of MIG layouts,
+// AMD GPUs and, optionally, profile tables (schema [FileSchema]); the
+// gputopo CLI's "mig" command works on such files.
 //
 // # Applying plans
 //

@@ -241,7 +241,7 @@ func TestFragmentation(t *testing.T) {
 // simulate replays one arrival/departure stream on n GPUs with each strategy
 // and returns the number of requests served. Every request has a lifetime
 // drawn up front, so all strategies see the same workload.
-func simulate(s Strategy, m *Model, n, events int, seed uint64) int {
+func simulate(s Strategy, m *Model, n, events int, seed uint64) (served, servedLarge int) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	mix := []struct {
 		prof string
@@ -254,7 +254,6 @@ func simulate(s Strategy, m *Model, n, events int, seed uint64) int {
 	f, _ := NewFleet(ls, PlaceOptions{Strategy: s})
 	type running struct{ gpu, start, until int }
 	var live []running
-	served := 0
 	for t := 0; t < events; t++ {
 		r := rng.Float64()
 		prof := mix[len(mix)-1].prof
@@ -278,24 +277,29 @@ func simulate(s Strategy, m *Model, n, events int, seed uint64) int {
 		a, err := f.Place(Request{Profile: prof})
 		if err == nil {
 			served++
+			if a.Placement.Size >= 4 {
+				servedLarge++
+			}
 			live = append(live, running{a.Index, a.Placement.Start, t + life})
 		}
 	}
-	return served
+	return served, servedLarge
 }
 
 // TestSimulationServed compares KeepLargeOpen with first-fit and
 // most-used-first on the same arrival/departure streams of H100 requests.
 func TestSimulationServed(t *testing.T) {
 	m := model(t, "H100-80GB")
-	var tot [3]int
+	var tot, large [3]int
 	for seed := uint64(1); seed <= 5; seed++ {
 		for s := KeepLargeOpen; s <= MostUsedFirst; s++ {
-			tot[s] += simulate(s, m, 100, 4000, seed)
+			a, b := simulate(s, m, 100, 4000, seed)
+			tot[s] += a
+			large[s] += b
 		}
 	}
-	t.Logf("requests served over 5×4000 arrivals on 100 H100s: keep-large-open %d, first-fit %d, most-used-first %d",
-		tot[KeepLargeOpen], tot[FirstFit], tot[MostUsedFirst])
+	t.Logf("requests served of 5×4000 arrivals on 100 H100s (3g/4g/7g among them): keep-large-open %d (%d), first-fit %d (%d), most-used-first %d (%d)",
+		tot[KeepLargeOpen], large[KeepLargeOpen], tot[FirstFit], large[FirstFit], tot[MostUsedFirst], large[MostUsedFirst])
 	if tot[KeepLargeOpen] < tot[FirstFit] || tot[KeepLargeOpen] < tot[MostUsedFirst] {
 		t.Errorf("keep-large-open served fewer requests than a baseline: %v", tot)
 	}

@@ -218,7 +218,9 @@ type Move struct {
 // Eviction is one instance a plan takes down without re-creating it: in-use
 // work that is evicted, or an idle instance reclaimed.
 type Eviction struct {
-	GPU      string   `json:"gpu"`
+	// GPU is the instance's GPU.
+	GPU string `json:"gpu"`
+	// Instance is the instance taken down.
 	Instance Instance `json:"instance"`
 }
 
@@ -230,14 +232,23 @@ type Eviction struct {
 // last the idle instances reclaimed. So a plan moves work rather than
 // evicting any, and evicts low-priority work before high.
 type Cost struct {
-	Evictions          int   `json:"evictions"`
-	MaxEvictedPriority int   `json:"maxEvictedPriority,omitempty"`
+	// Evictions counts in-use instances taken down for good.
+	Evictions int `json:"evictions"`
+	// MaxEvictedPriority is the highest evicted priority (meaningful when
+	// Evictions > 0).
+	MaxEvictedPriority int `json:"maxEvictedPriority,omitempty"`
+	// EvictedPrioritySum sums the evicted priorities.
 	EvictedPrioritySum int64 `json:"evictedPrioritySum,omitempty"`
-	WholeGPUOps        int   `json:"wholeGPUOps,omitempty"`
-	Moves              int   `json:"moves"`
-	MovedPrioritySum   int64 `json:"movedPrioritySum,omitempty"`
-	CrossGPUMoves      int   `json:"crossGPUMoves,omitempty"`
-	Reclaimed          int   `json:"reclaimed,omitempty"`
+	// WholeGPUOps counts GPUs an AMD mode change takes down.
+	WholeGPUOps int `json:"wholeGPUOps,omitempty"`
+	// Moves counts in-use instances restarted elsewhere.
+	Moves int `json:"moves"`
+	// MovedPrioritySum sums the moved priorities.
+	MovedPrioritySum int64 `json:"movedPrioritySum,omitempty"`
+	// CrossGPUMoves counts moves to another GPU.
+	CrossGPUMoves int `json:"crossGPUMoves,omitempty"`
+	// Reclaimed counts idle instances destroyed.
+	Reclaimed int `json:"reclaimed,omitempty"`
 }
 
 // Disruptions returns the number of in-use instances the plan disrupts
