@@ -496,3 +496,20 @@ func TestDegradedSwitchLinks(t *testing.T) {
 		t.Errorf("7→0 = %v, want its PCIe class %v", l, want.Link(7, 0).PCIe)
 	}
 }
+
+// TestDetectSkipsNoDriver: provider.Detect reports a machine without an
+// NVIDIA driver as "not detected" and moves on to the next provider.
+func TestDetectSkipsNoDriver(t *testing.T) {
+	_, m := machine(t, "dgx-h100")
+	m.InitErr = nvidia.CodeDriverNotLoaded
+	fallback, _ := catalog.Get("pcie-8gpu-2numa")
+	n, rep, err := provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m)), provider.Static("static", fallback))
+	if err != nil || n != fallback || len(rep.Attempts) != 2 || !rep.Attempts[0].NotDetected() {
+		t.Fatalf("Detect: %v, report %+v", err, rep)
+	}
+	_, m = machine(t, "dgx-h100")
+	n, rep, err = provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName("x")))
+	if err != nil || n.Len() != 8 || rep.Chosen != "nvidia" {
+		t.Fatalf("Detect with a driver: %v %v %+v", n, err, rep)
+	}
+}

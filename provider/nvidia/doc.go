@@ -35,6 +35,17 @@
 //     NVLink, GB200 NVL72) become the node's topology.FabricDomain when every
 //     registered GPU agrees.
 //
+// # MIG partitions
+//
+// The profile tables NVML reports become mig.Models ([GPU.MIGModel],
+// [Inventory.MIGModels]); [Provider.MIGCatalog] layers them over package
+// mig's shipped fallbacks, so a scheduler plans with the driver's own table.
+// [Provider.MIGLayouts] returns each GPU's instances as mig.Layouts, and
+// [MIGManager] implements mig.PartitionManager: it checks every step
+// against the state NVML reports with mig's rules, is dry-run unless built
+// with [AllowChanges], creates GPU instances only at explicit placements,
+// and never changes MIG mode or resets a GPU.
+//
 // # Safety
 //
 // NVML is never called after a failed Init (not even Shutdown), and every

@@ -3,18 +3,29 @@ package nvidia
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gputopo/gputopo/provider/internal/detecterr"
 )
+
+// notDetected is a sentinel meaning "no NVIDIA GPU to describe here"; it
+// wraps the provider family's ErrNotDetected (which provider.Detect maps to
+// provider.ErrNotDetected).
+type notDetected struct{ msg string }
+
+func (e *notDetected) Error() string { return e.msg }
+func (e *notDetected) Unwrap() error { return detecterr.ErrNotDetected }
 
 // Sentinel errors. Errors the package returns wrap one of them (and, for
 // NVML failures, the [Code]), so callers can branch with errors.Is.
 var (
 	// ErrNoNVML: NVML cannot be used here: the library is missing, the
 	// driver is not loaded, or the binary was built without cgo (then the
-	// error also wraps errors.ErrUnsupported). Detection treats it as "no
-	// NVIDIA GPU on this machine".
-	ErrNoNVML = errors.New("nvidia: NVML not available")
+	// error also wraps errors.ErrUnsupported). Like ErrNoDevices it means
+	// "no NVIDIA GPU on this machine": provider.Detect reports it as not
+	// detected and moves on.
+	ErrNoNVML error = &notDetected{"nvidia: NVML not available"}
 	// ErrNoDevices: NVML works but reports no GPU.
-	ErrNoDevices = errors.New("nvidia: no NVIDIA GPU found")
+	ErrNoDevices error = &notDetected{"nvidia: no NVIDIA GPU found"}
 	// ErrDiscovery: NVML failed in a way that prevents describing the node
 	// (the device count or the driver itself failed mid-discovery).
 	ErrDiscovery = errors.New("nvidia: discovery failed")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
@@ -68,4 +69,42 @@ func ExampleProvider_Inspect() {
 	// GPU3-GPU0: none
 	// GPU0-GPU1: NVSwitch/NV18 (450 GB/s)
 	// islands: [[0 1 2 4 5 6 7] [3]]
+}
+
+// The MIG manager reads each GPU's layout with the profile table NVML
+// reports, and checks steps against the hardware's rules; it is dry-run
+// unless built with AllowChanges.
+func ExampleMIGManager() {
+	fake := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{
+		UUID: "GPU-0", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:18:00.0", DeviceID: 0x233010DE,
+		Memory: nvidia.MemoryInfo{Total: 81559 << 20}, MemoryNUMA: -1, MIG: nvidiatest.H100SXM580GB(),
+	}}}
+	fake.GPUs[0].MIG.Enabled = true
+	_ = fake.AddInstance(0, 0, nvidia.Placement{Start: 0, Size: 1}) // a 1g.10gb at slot 0
+	mgr := nvidia.New(nvidia.WithLibrary(fake)).MIGManager()
+	ctx := context.Background()
+	layouts, err := mgr.Layouts(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(layouts[0])
+	four, _ := mig.ParseProfileName("4g.40gb")
+	three, _ := mig.ParseProfileName("3g.40gb")
+	at := func(p mig.ProfileName, start, size int) mig.Step {
+		return mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "GPU-0", Profile: p, Placement: mig.Placement{Start: start, Size: size}}
+	}
+	err = mgr.Apply(ctx, at(four, 0, 4), mig.DryRun)
+	fmt.Println("4g.40gb at 0 overlaps:", errors.Is(err, mig.ErrOverlap))
+	err = mgr.Apply(ctx, at(four, 4, 4), mig.DryRun)
+	fmt.Println("4g.40gb at 4 is illegal:", errors.Is(err, mig.ErrIllegalPlacement))
+	fmt.Println("3g.40gb at 4, dry run:", mgr.Apply(ctx, at(three, 4, 4), mig.DryRun))
+	err = mgr.Apply(ctx, at(three, 4, 4), mig.Commit)
+	fmt.Println("3g.40gb at 4, commit refused:", errors.Is(err, nvidia.ErrReadOnly))
+	// Output:
+	// GPU-0 H100-80GB [a.......] 1g.10gb@{0}:1 idle
+	// 4g.40gb at 0 overlaps: true
+	// 4g.40gb at 4 is illegal: true
+	// 3g.40gb at 4, dry run: <nil>
+	// 3g.40gb at 4, commit refused: true
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -86,6 +87,7 @@ func TestRealDriver(t *testing.T) {
 		}
 		checkMIG(t, i, g.MIG)
 	}
+	checkMIGManager(t, p)
 	again, err := p.Discover(ctx)
 	if err != nil {
 		t.Fatalf("second Discover: %v", err)
@@ -128,6 +130,49 @@ func checkMIG(t *testing.T, gpu int, m nvidia.MIG) {
 		for _, other := range m.Instances[a+1:] {
 			if other.Placement.Overlaps(in.Placement) {
 				t.Errorf("GPU %d: instances %d and %d overlap", gpu, in.ID, other.ID)
+			}
+		}
+	}
+}
+
+// checkMIGManager reads the MIG layouts and catalog through the manager
+// (read-only: no AllowChanges) and dry-runs creating every profile at every
+// placement mig calls free: NVML's table and mig's rules must agree.
+func checkMIGManager(t *testing.T, p *nvidia.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	layouts, err := p.MIGLayouts(ctx)
+	if err != nil {
+		t.Fatalf("MIGLayouts: %v", err)
+	}
+	if _, err := p.MIGCatalog(ctx); err != nil {
+		t.Errorf("MIGCatalog: %v", err)
+	}
+	inv, err := p.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := map[string]bool{}
+	for _, g := range inv.GPUs {
+		enabled[g.UUID] = g.MIG.Enabled
+	}
+	mgr := p.MIGManager()
+	for _, l := range layouts {
+		t.Logf("MIG layout: %s (model source %s)", l, l.Model.Source())
+		if !enabled[l.GPU] {
+			continue
+		}
+		for _, prof := range l.Model.Profiles() {
+			free, err := l.FreePlacements(prof.Name.String())
+			if err != nil {
+				t.Errorf("%s: FreePlacements(%s): %v", l.GPU, prof.Name, err)
+				continue
+			}
+			for _, pl := range free {
+				step := mig.Step{Kind: mig.StepCreateGPUInstance, GPU: l.GPU, Profile: prof.Name, Placement: pl}
+				if err := mgr.Apply(ctx, step, mig.DryRun); err != nil {
+					t.Errorf("dry run %v: %v", step, err)
+				}
 			}
 		}
 	}

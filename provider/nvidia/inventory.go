@@ -101,6 +101,11 @@ type MIG struct {
 	Profiles []MIGProfile
 	// Instances lists the live GPU instances (empty when MIG is off).
 	Instances []MIGInstance
+	// Processes lists the compute processes on the GPU, read when MIG is
+	// on; ProcessesKnown is false when NVML would not list them (older
+	// driver, no permission).
+	Processes      []Process
+	ProcessesKnown bool
 }
 
 // MIGProfile is one GPU-instance profile and its legal placements.

@@ -25,6 +25,11 @@ func (s *session) readMIG(i int) {
 	if !cur {
 		return
 	}
+	if ps, err := h.ComputeProcesses(); s.ok(i, "compute processes", err) {
+		g.MIG.Processes, g.MIG.ProcessesKnown = ps, true
+	} else if !s.healthy(i) {
+		return
+	}
 	for _, p := range profiles {
 		gis, err := h.GPUInstances(p.GPUInstanceProfileInfo)
 		if err != nil {

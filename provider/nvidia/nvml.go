@@ -84,6 +84,10 @@ type Device interface {
 	// CreateGPUInstanceWithPlacement creates a GPU instance of the profile
 	// at exactly the given placement.
 	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p Placement) (GPUInstance, error)
+	// ComputeProcesses lists the compute processes running on the GPU; in
+	// MIG mode each names its GPU and compute instance (when the caller
+	// may see them).
+	ComputeProcesses() ([]Process, error)
 }
 
 // GPUInstance is a MIG GPU instance handle.
@@ -193,6 +197,16 @@ type ComputeInstanceProfileInfo struct {
 	InstanceCount int
 	// MultiprocessorCount is the number of SMs.
 	MultiprocessorCount int
+}
+
+// Process is a compute process running on a GPU.
+type Process struct {
+	PID uint32
+	// UsedMemory is the GPU memory it holds, in bytes.
+	UsedMemory uint64
+	// GPUInstanceID and ComputeInstanceID place it on a MIG instance; -1
+	// when not in MIG mode or not reported (older drivers).
+	GPUInstanceID, ComputeInstanceID int
 }
 
 // GPUInstanceInfo identifies a live GPU instance.

@@ -57,6 +57,7 @@ const (
 	symCreateCI          = "nvmlGpuInstanceCreateComputeInstance"
 	symCIInfo            = "nvmlComputeInstanceGetInfo"
 	symCIDestroy         = "nvmlComputeInstanceDestroy"
+	symProcesses         = "nvmlDeviceGetComputeRunningProcesses"
 )
 
 // has reports whether the loaded library exports name; answers are cached
@@ -334,6 +335,27 @@ func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p GPUInstanceProfileInfo, pl
 		return nil, Code(r)
 	}
 	return &nvmlGPUInstance{a: x.a, gi: gi}, nil
+}
+
+func (x *nvmlDevice) ComputeProcesses() ([]Process, error) {
+	if !x.a.has(symProcesses) {
+		return nil, CodeFunctionNotFound
+	}
+	ps, r := x.d.GetComputeRunningProcesses()
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	id := func(v uint32) int {
+		if v == 0xFFFFFFFF {
+			return -1
+		}
+		return int(v)
+	}
+	out := make([]Process, len(ps))
+	for i, p := range ps {
+		out[i] = Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory, GPUInstanceID: id(p.GpuInstanceId), ComputeInstanceID: id(p.ComputeInstanceId)}
+	}
+	return out, nil
 }
 
 type nvmlGPUInstance struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gputopo/gputopo/provider/internal/detecterr"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -233,5 +234,16 @@ func TestSystemLibraryMissing(t *testing.T) {
 	_, err := New(WithLibraryPath("/nonexistent/libnvidia-ml.so.1")).Discover(context.Background())
 	if !errors.Is(err, ErrNoNVML) || !errors.Is(err, CodeLibraryNotFound) {
 		t.Fatalf("err = %v, want ErrNoNVML wrapping CodeLibraryNotFound", err)
+	}
+}
+
+func TestSentinelsWrapNotDetected(t *testing.T) {
+	for _, e := range []error{ErrNoNVML, ErrNoDevices, fmt.Errorf("%w: init: %w", ErrNoNVML, CodeLibraryNotFound)} {
+		if !errors.Is(e, detecterr.ErrNotDetected) {
+			t.Errorf("%v does not wrap detecterr.ErrNotDetected", e)
+		}
+	}
+	if errors.Is(ErrDiscovery, detecterr.ErrNotDetected) || errors.Is(ErrNoNVML, ErrNoDevices) {
+		t.Error("sentinels confused")
 	}
 }

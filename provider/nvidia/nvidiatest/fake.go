@@ -54,6 +54,8 @@ type Machine struct {
 	// older driver. It runs with the Machine locked and must not call the
 	// Machine's methods.
 	Hook func(Call) error
+	// Record makes the Machine keep every call for Log.
+	Record bool
 
 	mu         sync.Mutex
 	inits      int
@@ -94,6 +96,10 @@ type GPU struct {
 	// Lost makes every call on the GPU's handle answer GPU-is-lost, as
 	// for a GPU that fell off the bus.
 	Lost bool
+	// Processes are the compute processes running on the GPU. A process
+	// pins its MIG GPU instance: destroying that instance's compute
+	// instance answers "in use".
+	Processes []nvidia.Process
 }
 
 // Link is one NVLink of a fake GPU.
@@ -129,7 +135,8 @@ func (m *Machine) Initialized() bool {
 	return m.inits > 0
 }
 
-// Log returns every call made after a successful Init, in order.
+// Log returns every call made after a successful Init while Record was
+// set, in order.
 func (m *Machine) Log() []Call {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,7 +153,9 @@ func (m *Machine) enter(c Call) error {
 		m.violations = append(m.violations, fmt.Sprintf("%s (GPU %d) called while NVML is not initialised", c.Method, c.GPU))
 		return nvidia.CodeUninitialized
 	}
-	m.log = append(m.log, c)
+	if m.Record {
+		m.log = append(m.log, c)
+	}
 	if m.Hook != nil {
 		if err := m.Hook(c); err != nil {
 			return err
@@ -423,4 +432,13 @@ func (d *device) FabricInfo(version int) (nvidia.FabricInfo, error) {
 		f.HealthSummary = 0
 	}
 	return f, nil
+}
+
+func (d *device) ComputeProcesses() ([]nvidia.Process, error) {
+	g, err := d.call("ComputeProcesses", 0, -1)
+	defer d.m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(g.Processes), nil
 }

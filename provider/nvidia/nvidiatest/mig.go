@@ -416,6 +416,11 @@ func (h *ciHandle) Destroy() error {
 	if err != nil {
 		return err
 	}
+	for _, p := range h.gi.d.m.GPUs[h.gi.d.i].Processes {
+		if p.GPUInstanceID == h.gi.gi.id {
+			return nvidia.CodeInUse
+		}
+	}
 	h.ci.destroyed = true
 	return nil
 }
