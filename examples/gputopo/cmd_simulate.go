@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputopo/gputopo/internal/shareddata"
+	"github.com/gputopo/gputopo/scoring/simulate"
+)
+
+func init() {
+	register(command{name: "simulate", summary: "replay a GPU cluster trace (the FGD paper's experiment) and compare placement policies", run: runSimulate})
+}
+
+// traceDir is where the Alibaba trace lives under the shared data.
+const traceDir = "alibaba-gpu-v2023"
+
+// paperAllocation is the FGD paper's mean allocation at 100% arrival on the
+// default trace (seeds 42-51), for the summary's comparison column.
+var paperAllocation = map[string]float64{
+	"Random": 86.30, "DotProd": 90.62, "Clustering": 91.65, "Packing": 91.78, "BestFit": 92.86, "FGD": 95.23,
+}
+
+type simFlags struct {
+	nodes, pods string
+	synthetic   int
+	policies    string
+	seeds       string
+	inflation   float64
+	tie         string
+	out         string
+	workers     int
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("simulate", stderr)
+	var f simFlags
+	fs.StringVar(&f.nodes, "nodes", "", "node list `CSV` (openb_node_list_*.csv form); default: the trace's GPU nodes under ../shared/data")
+	fs.StringVar(&f.pods, "pods", "", "pod list `CSV` (openb_pod_list_*.csv form, 11 or 5 columns); default: the trace's default list")
+	fs.IntVar(&f.synthetic, "synthetic", 0, "replay the built-in synthetic workload of `N` nodes instead of files (used with 1200 nodes when no trace is found)")
+	fs.StringVar(&f.policies, "policies", "all", "comma-separated `policies`: Random, DotProd, Clustering, Packing, BestFit, FGD, Lookahead, or all")
+	fs.StringVar(&f.seeds, "seeds", "42-51", "`seeds`: a list (1,2,3) or a range (42-51)")
+	fs.Float64Var(&f.inflation, "inflation", simulate.DefaultInflation, "inflate the pods' GPU requests to `RATIO` of capacity with random clones (<= 0: replay the list as is)")
+	fs.StringVar(&f.tie, "tie", "first", "break equal top scores by the `first` node in the seeded order (reproduces the paper) or at `random` (stock kube-scheduler)")
+	fs.StringVar(&f.out, "out", "simulate-out", "write per-run CSVs and the chart (PNG, SVG) to `DIR`; empty writes nothing")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays to run at once")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+
+	pols, err := parsePolicies(f.policies)
+	if err != nil {
+		return err
+	}
+	seeds, err := parseSeeds(f.seeds)
+	if err != nil {
+		return err
+	}
+	cfg := simulate.Config{Inflation: f.inflation}
+	if f.inflation <= 0 {
+		cfg.Inflation = simulate.NoInflation
+	}
+	switch f.tie {
+	case "first":
+		cfg.TieBreak = simulate.TieFirst
+	case "random":
+		cfg.TieBreak = simulate.TieRandom
+	default:
+		return fmt.Errorf("unknown --tie %q (want first or random)", f.tie)
+	}
+
+	nodes, pods, origin, paper, synthetic, err := f.load(stdout)
+	if err != nil {
+		return err
+	}
+	var gpus int
+	gpuNodes := 0
+	for _, n := range nodes {
+		if n.GPUs > 0 {
+			gpuNodes++
+			gpus += n.GPUs
+		}
+	}
+	fmt.Fprintf(stdout, "%s\n%d GPU nodes (%d GPUs), %d pods; %d policies x %d seeds; ties: %s\n",
+		origin, gpuNodes, gpus, len(pods), len(pols), len(seeds), cfg.TieBreak)
+
+	start := time.Now()
+	res, err := simulate.ReplayAll(ctx, nodes, pods, pols, seeds, cfg, f.workers)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "replayed %d runs in %.1fs on %d workers\n\n", len(res), elapsed.Seconds(), min(f.workers, len(res)))
+	writeSummary(stdout, res, paper && f.inflation == simulate.DefaultInflation)
+
+	if f.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	for _, r := range res {
+		name := filepath.Join(f.out, fmt.Sprintf("%s-seed%d.csv", strings.ToLower(r.Policy), r.Seed))
+		if err := writeFile(name, func(w io.Writer) error { return simulate.WriteCSV(w, r) }); err != nil {
+			return err
+		}
+	}
+	title := "Unallocated GPUs vs arrived workload"
+	if paper {
+		title += " (Alibaba openb trace)"
+	} else if synthetic {
+		title += " (synthetic workload)"
+	}
+	charts, err := writeCharts(f.out, "unallocated", title, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %d run CSVs (arrival, allocation, fragmentation per %% of arrived workload) and %s to %s\n",
+		len(res), strings.Join(charts, ", "), f.out)
+	return nil
+}
+
+// load reads the node and pod lists: from flags, else the shared trace,
+// else the synthetic workload. paper reports whether they are the paper's
+// default trace, synthetic whether they are generated.
+func (f *simFlags) load(stdout io.Writer) (nodes []simulate.Node, pods []simulate.Pod, origin string, paper, synthetic bool, err error) {
+	if f.synthetic < 0 {
+		return nil, nil, "", false, false, fmt.Errorf("--synthetic %d: want a node count", f.synthetic)
+	}
+	if f.synthetic > 0 {
+		if f.nodes != "" || f.pods != "" {
+			return nil, nil, "", false, false, errors.New("use --synthetic or --nodes/--pods, not both")
+		}
+		nodes, pods = simulate.Synthetic(f.synthetic, 1)
+		return nodes, pods, fmt.Sprintf("built-in synthetic workload (%d nodes; generated by simulate.Synthetic, not trace data)", f.synthetic), false, true, nil
+	}
+	nodeFile, podFile := f.nodes, f.pods
+	if nodeFile == "" || podFile == "" {
+		dir, ok := shareddata.Dir()
+		traceNodes := filepath.Join(dir, "data", traceDir, "openb_node_list_gpu_node.csv")
+		tracePods := filepath.Join(dir, "data", traceDir, "openb_pod_list_default.csv")
+		if ok && exists(traceNodes) && exists(tracePods) {
+			nodeFile = cmpOr(nodeFile, traceNodes)
+			podFile = cmpOr(podFile, tracePods)
+		} else if nodeFile == "" && podFile == "" {
+			const n = 1200
+			fmt.Fprintf(stdout, "no trace found (../shared/data/%s beside the checkout, or $GPUTOPO_SHARED);\nrunning on the built-in synthetic workload instead: it has the trace's shape but is generated by our code.\n", traceDir)
+			nodes, pods = simulate.Synthetic(n, 1)
+			return nodes, pods, fmt.Sprintf("built-in synthetic workload (%d nodes; not trace data)", n), false, true, nil
+		} else {
+			return nil, nil, "", false, false, errors.New("give both --nodes and --pods (the trace was not found to fill in the other)")
+		}
+	}
+	if nodes, err = readCSV(nodeFile, simulate.ReadNodes); err != nil {
+		return nil, nil, "", false, false, err
+	}
+	if pods, err = readCSV(podFile, simulate.ReadPods); err != nil {
+		return nil, nil, "", false, false, err
+	}
+	paper = filepath.Base(nodeFile) == "openb_node_list_gpu_node.csv" && filepath.Base(podFile) == "openb_pod_list_default.csv"
+	return nodes, pods, fmt.Sprintf("nodes from %s\npods from %s", nodeFile, podFile), paper, false, nil
+}
+
+func readCSV[T any](name string, read func(io.Reader) ([]T, error)) ([]T, error) {
+	file, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	out, err := read(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+func writeFile(name string, write func(io.Writer) error) error {
+	file, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+func exists(name string) bool { _, err := os.Stat(name); return err == nil }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func parsePolicies(s string) ([]simulate.Policy, error) {
+	known := append(simulate.Baselines(), simulate.Lookahead)
+	if strings.TrimSpace(s) == "all" || strings.TrimSpace(s) == "" {
+		return known, nil
+	}
+	var out []simulate.Policy
+	seen := map[string]bool{}
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(known, func(p simulate.Policy) bool { return strings.EqualFold(p.Name(), name) })
+		if i < 0 {
+			names := make([]string, len(known))
+			for j, p := range known {
+				names[j] = p.Name()
+			}
+			return nil, fmt.Errorf("unknown policy %q (know %s)", name, strings.Join(names, ", "))
+		}
+		if !seen[known[i].Name()] {
+			seen[known[i].Name()] = true
+			out = append(out, known[i])
+		}
+	}
+	return out, nil
+}
+
+func parseSeeds(s string) ([]int64, error) {
+	var out []int64
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseInt(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad --seeds %q: %q is not a number", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseInt(hi, 10, 64); err != nil || b < a || b-a >= 10000 {
+				return nil, fmt.Errorf("bad --seeds range %q", part)
+			}
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// writeSummary prints the one-screen summary at 100% and 110% arrival.
+func writeSummary(w io.Writer, res []*simulate.Result, paper bool) {
+	s100 := simulate.Summarize(res, 100)
+	s110 := simulate.Summarize(res, 110)
+	by110 := map[string]simulate.Summary{}
+	for _, s := range s110 {
+		by110[s.Policy] = s
+	}
+	fmt.Fprintln(w, "GPU allocation, % of capacity: mean over seeds [min-max]")
+	header := fmt.Sprintf("%-11s %-22s %-22s %9s %11s", "policy", "at 100% arrival", "at 110% arrival", "unalloc.", "frag amount")
+	if paper {
+		header += "   paper@100"
+	}
+	fmt.Fprintln(w, header)
+	cell := func(s simulate.Summary) string {
+		return fmt.Sprintf("%6.2f [%.2f-%.2f]", s.Mean, s.Min, s.Max)
+	}
+	var fgd, best simulate.Summary
+	for _, s := range s100 {
+		line := fmt.Sprintf("%-11s %-22s ", s.Policy, cell(s))
+		if t, ok := by110[s.Policy]; ok {
+			line += fmt.Sprintf("%-22s ", cell(t))
+		} else {
+			line += fmt.Sprintf("%-22s ", "-")
+		}
+		line += fmt.Sprintf("%5.0f GPUs %10.1f%%", s.UnallocatedGPUs, s.FragAmount)
+		if p, ok := paperAllocation[s.Policy]; ok && paper {
+			line += fmt.Sprintf("   %6.2f", p)
+		}
+		fmt.Fprintln(w, line)
+		if s.Policy == "FGD" {
+			fgd = s
+		}
+		if s.Policy == "Lookahead" {
+			best = s
+		}
+	}
+	if len(s100) == 0 {
+		fmt.Fprintln(w, "(no replay reached 100% arrival)")
+	}
+	if fgd.Seeds > 0 && best.Seeds > 0 {
+		fewer := fgd.UnallocatedGPUs - best.UnallocatedGPUs
+		fmt.Fprintf(w, "Lookahead vs FGD at 100%%: %+.2f points, %.0f fewer unallocated GPUs (%.0f%% fewer)",
+			best.Mean-fgd.Mean, fewer, 100*fewer/fgd.UnallocatedGPUs)
+		if t, ok := by110["Lookahead"]; ok {
+			if u, ok := by110["FGD"]; ok {
+				fmt.Fprintf(w, "; at 110%%: %+.2f points", t.Mean-u.Mean)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "(at 100% arrival: unalloc. = GPUs left unallocated; frag amount = GPU that typical pods cannot use, % of capacity)")
+}

@@ -1,0 +1,305 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxGPUsPerNode is the largest GPU count a node or a pod may have.
+const MaxGPUsPerNode = 64
+
+// Milli is the capacity of one whole GPU in milli-GPU.
+const Milli = 1000
+
+// Node is one machine of a node list (openb_node_list_*.csv).
+type Node struct {
+	Name      string
+	CPUMilli  int64  // CPU, milli-cores
+	MemoryMiB int64  // main memory, MiB
+	GPUs      int    // GPU count; 0 for a CPU-only node
+	Model     string // GPU model; empty for a CPU-only node
+}
+
+// Pod is one task of a pod list (openb_pod_list_*.csv).
+type Pod struct {
+	Name      string
+	CPUMilli  int64  // CPU request, milli-cores
+	MemoryMiB int64  // memory request, MiB
+	GPUs      int    // GPU count
+	GPUMilli  int64  // request per GPU, milli-GPU: 0 for CPU-only pods, <1000 for GPU-sharing pods
+	Models    string // accepted GPU models "A|B" (the trace's gpu_spec); empty = any
+}
+
+// TotalGPUMilli returns the pod's whole GPU request, GPUs·GPUMilli.
+func (p Pod) TotalGPUMilli() int64 { return int64(p.GPUs) * p.GPUMilli }
+
+// Sharing reports whether the pod takes a fraction of one GPU.
+func (p Pod) Sharing() bool { return p.GPUs == 1 && p.GPUMilli < Milli }
+
+// ErrMalformed is wrapped by every error of [ReadNodes] and [ReadPods]; the
+// error is a [*ParseError] naming the line.
+var ErrMalformed = errors.New("simulate: malformed CSV")
+
+// ParseError is a problem in one line of a CSV input. It matches
+// [ErrMalformed] with errors.Is and unwraps to its cause.
+type ParseError struct {
+	Line   int    // 1-based line of the input (the header is line 1)
+	Column string // column at fault, empty when the whole row is
+	Err    error  // the cause
+}
+
+func (e *ParseError) Error() string {
+	if e.Column != "" {
+		return fmt.Sprintf("line %d: column %s: %v", e.Line, e.Column, e.Err)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrMalformed.
+func (e *ParseError) Is(target error) bool { return target == ErrMalformed }
+
+// table reads a header-led CSV and hands each row to fn with a column
+// accessor. required names the columns that must be present.
+type table struct {
+	r      *csv.Reader
+	col    map[string]int
+	line   int
+	record []string
+}
+
+func newTable(in io.Reader, required ...string) (*table, error) {
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: reading CSV: %w", err)
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	r := csv.NewReader(bytes.NewReader(data))
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err == io.EOF {
+		return nil, &ParseError{Line: 1, Err: errors.New("empty input, want a header line")}
+	}
+	if err != nil {
+		return nil, csvError(err)
+	}
+	t := &table{r: r, col: map[string]int{}, line: 1}
+	for i, h := range header {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if _, dup := t.col[h]; dup {
+			return nil, &ParseError{Line: 1, Column: h, Err: errors.New("column appears twice")}
+		}
+		t.col[h] = i
+	}
+	for _, name := range required {
+		if _, ok := t.col[name]; !ok {
+			return nil, &ParseError{Line: 1, Column: name, Err: fmt.Errorf("missing column (header has %s)", strings.Join(header, ","))}
+		}
+	}
+	return t, nil
+}
+
+func csvError(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return &ParseError{Line: pe.Line, Err: pe.Err}
+	}
+	return &ParseError{Err: err}
+}
+
+// next advances to the next row; it returns false at the end.
+func (t *table) next() (bool, error) {
+	rec, err := t.r.Read()
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, csvError(err)
+	}
+	t.record = rec
+	t.line, _ = t.r.FieldPos(0)
+	return true, nil
+}
+
+func (t *table) has(name string) bool { _, ok := t.col[name]; return ok }
+
+func (t *table) str(name string) string {
+	i, ok := t.col[name]
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(t.record[i])
+}
+
+func (t *table) errf(col, format string, a ...any) error {
+	return &ParseError{Line: t.line, Column: col, Err: fmt.Errorf(format, a...)}
+}
+
+// int reads a non-negative integer column no larger than limit.
+func (t *table) int(name string, limit int64) (int64, error) {
+	s := t.str(name)
+	if s == "" {
+		return 0, t.errf(name, "empty value")
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		// pandas writes integers of a column holding NaN as "12.0"
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f != float64(int64(f)) || f < -1e18 || f > 1e18 {
+			return 0, t.errf(name, "%q is not an integer", s)
+		}
+		v = int64(f)
+	}
+	if v < 0 || v > limit {
+		return 0, t.errf(name, "%d outside 0..%d", v, limit)
+	}
+	return v, nil
+}
+
+// field limits: generous bounds that keep sums far from overflow.
+const (
+	maxCPUMilli  = 1 << 32 // 4 million cores
+	maxMemoryMiB = 1 << 40
+)
+
+// ReadNodes reads a node list in the trace's CSV form: a header with at
+// least the columns sn, cpu_milli, memory_mib, gpu and model (any order;
+// other columns are ignored), then one node per line. Nodes with gpu 0 are
+// CPU-only and must have an empty model; GPU nodes must name one. Node
+// names must be unique. Errors are [*ParseError]s wrapping [ErrMalformed].
+func ReadNodes(in io.Reader) ([]Node, error) {
+	t, err := newTable(in, "sn", "cpu_milli", "memory_mib", "gpu", "model")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	var out []Node
+	for {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		var n Node
+		if n.Name = t.str("sn"); n.Name == "" {
+			return nil, t.errf("sn", "empty node name")
+		}
+		if prev, dup := seen[n.Name]; dup {
+			return nil, t.errf("sn", "node %q already on line %d", n.Name, prev)
+		}
+		seen[n.Name] = t.line
+		if n.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {
+			return nil, err
+		}
+		if n.MemoryMiB, err = t.int("memory_mib", maxMemoryMiB); err != nil {
+			return nil, err
+		}
+		g, err := t.int("gpu", MaxGPUsPerNode)
+		if err != nil {
+			return nil, err
+		}
+		n.GPUs = int(g)
+		n.Model = t.str("model")
+		if strings.EqualFold(n.Model, "nan") {
+			n.Model = ""
+		}
+		switch {
+		case n.GPUs > 0 && n.Model == "":
+			return nil, t.errf("model", "node has %d GPUs but no GPU model", n.GPUs)
+		case n.GPUs == 0 && n.Model != "":
+			return nil, t.errf("model", "node has GPU model %q but no GPUs", n.Model)
+		case strings.Contains(n.Model, "|"):
+			return nil, t.errf("model", "GPU model %q contains '|'", n.Model)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, &ParseError{Line: t.line, Err: errors.New("no nodes")}
+	}
+	return out, nil
+}
+
+// ReadPods reads a pod list in the trace's CSV form: a header with at least
+// name, cpu_milli, memory_mib, num_gpu and gpu_milli (the 5-column variant
+// of the multigpu lists), optionally gpu_spec; other columns (qos,
+// pod_phase, times) are ignored, as the paper's experiment ignores them.
+// gpu_milli is the share of each GPU: 0 when num_gpu is 0, 1..1000 when
+// num_gpu is 1, exactly 1000 when num_gpu is more. Pod names must be
+// unique. Errors are [*ParseError]s wrapping [ErrMalformed].
+func ReadPods(in io.Reader) ([]Pod, error) {
+	t, err := newTable(in, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+	if err != nil {
+		return nil, err
+	}
+	spec := t.has("gpu_spec")
+	seen := map[string]int{}
+	var out []Pod
+	for {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		var p Pod
+		if p.Name = t.str("name"); p.Name == "" {
+			return nil, t.errf("name", "empty pod name")
+		}
+		if prev, dup := seen[p.Name]; dup {
+			return nil, t.errf("name", "pod %q already on line %d", p.Name, prev)
+		}
+		seen[p.Name] = t.line
+		if p.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {
+			return nil, err
+		}
+		if p.MemoryMiB, err = t.int("memory_mib", maxMemoryMiB); err != nil {
+			return nil, err
+		}
+		g, err := t.int("num_gpu", MaxGPUsPerNode)
+		if err != nil {
+			return nil, err
+		}
+		p.GPUs = int(g)
+		if p.GPUMilli, err = t.int("gpu_milli", maxCPUMilli); err != nil {
+			return nil, err
+		}
+		switch {
+		case p.GPUs == 0 && p.GPUMilli != 0:
+			return nil, t.errf("gpu_milli", "%d milli-GPU asked with num_gpu 0", p.GPUMilli)
+		case p.GPUs == 1 && (p.GPUMilli < 1 || p.GPUMilli > Milli):
+			return nil, t.errf("gpu_milli", "%d outside 1..%d for a one-GPU pod", p.GPUMilli, Milli)
+		case p.GPUs > 1 && p.GPUMilli != Milli:
+			return nil, t.errf("gpu_milli", "%d with num_gpu %d: multi-GPU pods take whole GPUs (1000)", p.GPUMilli, p.GPUs)
+		}
+		if spec {
+			var models []string
+			for m := range strings.SplitSeq(t.str("gpu_spec"), "|") {
+				if m = strings.TrimSpace(m); m != "" && !strings.EqualFold(m, "nan") {
+					models = append(models, m)
+				}
+			}
+			if len(models) > 0 && p.GPUs == 0 {
+				return nil, t.errf("gpu_spec", "GPU model constraint on a pod without GPUs")
+			}
+			p.Models = strings.Join(models, "|")
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, &ParseError{Line: t.line, Err: errors.New("no pods")}
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package simulate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const nodeCSV = `sn,cpu_milli,memory_mib,gpu,model
+openb-node-0000,64000,262144,2,P100
+openb-node-0001,32000,262144,0,
+openb-node-0002,96000,393216,8,G2
+`
+
+const podCSV = `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+openb-pod-0000,12000,16384,1,1000,,LS,Running,0,12537496,0
+openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061
+openb-pod-0002,16000,32768,1,1000,V100M16|V100M32,LS,Running,9967058,9968575,9967063
+openb-pod-0003,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497
+openb-pod-0004,4000,8192,0,0,,BE,Pending,1,2,
+`
+
+// the 5-column variant of the multigpu pod lists
+const pod5CSV = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\r\n" +
+	"openb-pod-0000,12000,16384,1,1000\r\n" +
+	"openb-pod-0001,6000,12288,2,1000\r\n"
+
+func TestReadNodes(t *testing.T) {
+	nodes, err := ReadNodes(strings.NewReader(nodeCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Node{
+		{"openb-node-0000", 64000, 262144, 2, "P100"},
+		{"openb-node-0001", 32000, 262144, 0, ""},
+		{"openb-node-0002", 96000, 393216, 8, "G2"},
+	}
+	if len(nodes) != len(want) {
+		t.Fatalf("got %d nodes", len(nodes))
+	}
+	for i := range want {
+		if nodes[i] != want[i] {
+			t.Errorf("node %d = %+v, want %+v", i, nodes[i], want[i])
+		}
+	}
+}
+
+func TestReadPods(t *testing.T) {
+	pods, err := ReadPods(strings.NewReader(podCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Pod{
+		{"openb-pod-0000", 12000, 16384, 1, 1000, ""},
+		{"openb-pod-0001", 6000, 12288, 1, 460, ""},
+		{"openb-pod-0002", 16000, 32768, 1, 1000, "V100M16|V100M32"},
+		{"openb-pod-0003", 88000, 327680, 8, 1000, ""},
+		{"openb-pod-0004", 4000, 8192, 0, 0, ""},
+	}
+	if len(pods) != len(want) {
+		t.Fatalf("got %d pods", len(pods))
+	}
+	for i := range want {
+		if pods[i] != want[i] {
+			t.Errorf("pod %d = %+v, want %+v", i, pods[i], want[i])
+		}
+	}
+	if !pods[1].Sharing() || pods[0].Sharing() || pods[3].TotalGPUMilli() != 8000 {
+		t.Error("Sharing/TotalGPUMilli wrong")
+	}
+
+	five, err := ReadPods(strings.NewReader(pod5CSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(five) != 2 || five[1] != (Pod{"openb-pod-0001", 6000, 12288, 2, 1000, ""}) {
+		t.Errorf("5-column list read as %+v", five)
+	}
+}
+
+func TestReadRejectsMalformed(t *testing.T) {
+	nodeHeader := "sn,cpu_milli,memory_mib,gpu,model\n"
+	podHeader := "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	cases := []struct {
+		name   string
+		pods   bool
+		input  string
+		line   int
+		column string
+		says   string
+	}{
+		{"empty", false, "", 1, "", "empty input"},
+		{"no rows", false, nodeHeader, 1, "", "no nodes"},
+		{"missing column", false, "sn,cpu_milli,memory_mib,gpu\nn,1,1,1\n", 1, "model", "missing column"},
+		{"duplicate column", true, "name,name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", 1, "name", "twice"},
+		{"short row", false, nodeHeader + "a,1,1,1,T4\nb,1,1\n", 3, "", "wrong number of fields"},
+		{"bad quote", false, nodeHeader + "a,1,1,1,T4\n\"b,1,1,1,T4\n", 3, "", ""},
+		{"not a number", false, nodeHeader + "a,1,1,1,T4\nb,x,1,1,T4\n", 3, "cpu_milli", "not an integer"},
+		{"fraction", false, nodeHeader + "b,1.5,1,1,T4\n", 2, "cpu_milli", "not an integer"},
+		{"negative", false, nodeHeader + "b,1,-1,1,T4\n", 2, "memory_mib", "outside"},
+		{"too many GPUs", false, nodeHeader + "b,1,1,65,T4\n", 2, "gpu", "outside"},
+		{"GPU without model", false, nodeHeader + "b,1,1,2,\n", 2, "model", "no GPU model"},
+		{"model without GPU", false, nodeHeader + "b,1,1,0,T4\n", 2, "model", "no GPUs"},
+		{"empty name", false, nodeHeader + ",1,1,0,\n", 2, "sn", "empty"},
+		{"duplicate node", false, nodeHeader + "a,1,1,0,\na,1,1,0,\n", 3, "sn", "already on line 2"},
+		{"share too big", true, podHeader + "p,1,1,1,1001,\n", 2, "gpu_milli", "outside 1..1000"},
+		{"share zero", true, podHeader + "p,1,1,1,0,\n", 2, "gpu_milli", "outside 1..1000"},
+		{"share on CPU pod", true, podHeader + "p,1,1,0,500,\n", 2, "gpu_milli", "num_gpu 0"},
+		{"fractional multi-GPU", true, podHeader + "p,1,1,2,500,\n", 2, "gpu_milli", "whole GPUs"},
+		{"spec on CPU pod", true, podHeader + "p,1,1,0,0,T4\n", 2, "gpu_spec", "without GPUs"},
+		{"duplicate pod", true, podHeader + "p,1,1,0,0,\nq,1,1,0,0,\np,1,1,0,0,\n", 4, "name", "already on line 2"},
+		{"empty value", true, podHeader + "p,,1,0,0,\n", 2, "cpu_milli", "empty value"},
+		{"quoted newline keeps numbering", true, podHeader + "\"p\nq\",1,1,0,0,\nr,1,1,x,0,\n", 4, "num_gpu", "not an integer"},
+	}
+	for _, c := range cases {
+		var err error
+		if c.pods {
+			_, err = ReadPods(strings.NewReader(c.input))
+		} else {
+			_, err = ReadNodes(strings.NewReader(c.input))
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", c.name, err)
+			continue
+		}
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: %T is not a *ParseError", c.name, err)
+			continue
+		}
+		if pe.Line != c.line || pe.Column != c.column || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %q (line %d, column %q), want line %d, column %q, saying %q", c.name, err, pe.Line, pe.Column, c.line, c.column, c.says)
+		}
+	}
+}
+
+func TestReadAcceptsVariants(t *testing.T) {
+	// BOM, CRLF, reordered and extra columns, "nan" models, pandas floats
+	in := "\xef\xbb\xbfmodel,gpu,extra,sn,memory_mib,cpu_milli\r\nnan,0,x,a,1,2.0\r\nT4,2,y,b,3,4\r\n"
+	nodes, err := ReadNodes(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes[0] != (Node{"a", 2, 1, 0, ""}) || nodes[1] != (Node{"b", 4, 3, 2, "T4"}) {
+		t.Errorf("read %+v", nodes)
+	}
+	pods, err := ReadPods(strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1,2,1,300,|A||B|\nq,1,2,1,300,nan\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods[0].Models != "A|B" || pods[1].Models != "" {
+		t.Errorf("gpu_spec read as %q and %q", pods[0].Models, pods[1].Models)
+	}
+}
+
+func FuzzReadPods(f *testing.F) {
+	f.Add(podCSV)
+	f.Add(pod5CSV)
+	f.Add("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1001\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		pods, err := ReadPods(strings.NewReader(in))
+		if err != nil {
+			var pe *ParseError
+			if !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Line < 0 {
+				t.Fatalf("error %v is not a located ErrMalformed", err)
+			}
+			return
+		}
+		for _, p := range pods {
+			if err := validPod(&p); err != nil || p.Name == "" {
+				t.Fatalf("accepted an invalid pod %+v: %v", p, err)
+			}
+		}
+	})
+}
+
+func FuzzReadNodes(f *testing.F) {
+	f.Add(nodeCSV)
+	f.Add("sn,cpu_milli,memory_mib,gpu,model\na,1,1,65,T4\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		nodes, err := ReadNodes(strings.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		for _, n := range nodes {
+			if n.Name == "" || n.CPUMilli < 0 || n.MemoryMiB < 0 || n.GPUs < 0 || n.GPUs > MaxGPUsPerNode || (n.GPUs > 0) != (n.Model != "") {
+				t.Fatalf("accepted an invalid node %+v", n)
+			}
+		}
+	})
+}

@@ -1,0 +1,46 @@
+// Package simulate replays GPU cluster traces to compare placement
+// policies: the fragmentation experiment of the FGD paper ("Beware of
+// Fragmentation", Weng et al., USENIX ATC'23) on the Alibaba openb trace,
+// reproduced in plain Go, with the paper's policies and gputopo's own.
+//
+// # Inputs
+//
+// [ReadNodes] and [ReadPods] read the trace's CSV node and pod lists
+// (openb_node_list_*.csv, openb_pod_list_*.csv, including the 5-column
+// multigpu variant), rejecting malformed rows with their line number.
+// [Synthetic] generates lists of the same shape when the trace is absent.
+//
+// # Protocol
+//
+// [Replay] follows the paper's simulator: only GPU nodes, every GPU 1,000
+// milli-GPU; pods sorted by name, shuffled by the seed, then inflated with
+// random clones until their GPU requests reach 130% of capacity; nodes in
+// a seeded order; each pod tried once (arrival only, nothing leaves)
+// against filters for CPU, memory, GPU count and share, and GPU model; the
+// feasible node with the top score wins, or the pod fails. After each pod
+// the replay records arrived and allocated GPU and the cluster's expected
+// fragment under the typical task shapes of the original list. [Result.Bins]
+// averages those by arrival percentage as the paper's analysis does, and
+// [ReplayAll] runs policies × seeds on all cores.
+//
+// # Tie-breaking
+//
+// The scores of the paper's policies are integers from 0 to 100, so ties
+// are common, and how they are broken decides the result. Breaking them
+// by the first node in the seeded node order ([TieFirst], the default)
+// reproduces the published allocations; breaking them uniformly at random
+// ([TieRandom], what stock kube-scheduler does) costs FGD about five
+// points, Clustering and Packing about three, and leaves DotProd and
+// BestFit nearly unchanged: ties resolved in a fixed order consolidate
+// pods on the same nodes. Random ignores the tie-break (its scores are
+// random).
+//
+// # Policies
+//
+// A [Policy] makes a [Scorer] per replay; implement one to try your own.
+// The built-ins are the paper's [Random], [DotProd], [Clustering],
+// [Packing], [BestFit] and [FGD], and gputopo's [Lookahead], which adds a
+// look-ahead term for GPUs that CPU or memory will strand to FGD's
+// fragmentation (see its doc). The fragmentation maths itself lives in
+// package scoring (FGD*), where node scoring can use it too.
+package simulate

@@ -1,0 +1,93 @@
+package simulate
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/gputopo/gputopo/scoring"
+)
+
+// Lookahead is gputopo's policy and the default of `gputopo simulate`:
+// FGD's fragmentation gradient with a look-ahead term. A node's cost is
+//
+//	F_n(M) + S_n
+//
+// where F_n(M) is FGD's expected fragment under the typical workload (with
+// each typical shape's median memory, so memory that runs out counts too)
+// and S_n is [scoring.FGDWorkload.Stranded]: the free GPU that the node's
+// free CPU and memory cannot feed at the workload's own CPU-per-GPU and
+// memory-per-GPU demand. A pod goes where the cost grows least, scored
+// like FGD as the integer 100·sigmoid(−Δ/1000), equal scores to the first
+// node in the replay's order; a GPU-sharing pod tries each GPU with room.
+//
+// Why it wins: FGD only counts a GPU as lost once no typical task fits
+// beside it, so it happily spends a node's CPU or memory on pods that use
+// few GPUs (CPU-only pods above all) and finds the node's remaining GPUs
+// stranded later. S_n charges for that at once, steering CPU-heavy pods to
+// nodes with CPU to spare per GPU. Everything is derived from the node and
+// pod lists; there are no trace-specific constants.
+var Lookahead Policy = NewPolicy("Lookahead", newLookahead)
+
+type lookaheadScorer struct {
+	s     *State
+	evals []*scoring.FGDEvaluator // per model
+	cost  []float64               // cached cost per node
+	stamp []int                   // PodsOn when cost was cached; -1 = never
+}
+
+func newLookahead(env *Env) Scorer {
+	s := env.State
+	w := env.MemoryWorkload
+	l := &lookaheadScorer{
+		s:     s,
+		evals: make([]*scoring.FGDEvaluator, len(s.models)),
+		cost:  make([]float64, len(s.nodes)),
+		stamp: make([]int, len(s.nodes)),
+	}
+	for m, name := range s.models {
+		l.evals[m] = w.Evaluator(name)
+	}
+	for i := range l.stamp {
+		l.stamp[i] = -1
+	}
+	return l
+}
+
+func (l *lookaheadScorer) nodeCost(e *scoring.FGDEvaluator, cpu, mem int64, gpus []int64) float64 {
+	return e.Fragment(cpu, mem, gpus) + e.Stranded(cpu, mem, gpus)
+}
+
+func (l *lookaheadScorer) Score(p *Pod, i int) (float64, GPUSet) {
+	s := l.s
+	e := l.evals[s.model[i]]
+	free := s.FreeGPUs(i)
+	if l.stamp[i] != s.pods[i] {
+		l.cost[i] = l.nodeCost(e, s.cpu[i], s.mem[i], free)
+		l.stamp[i] = s.pods[i]
+	}
+	before := l.cost[i]
+	var buf [MaxGPUsPerNode]int64
+	after := buf[:len(free)]
+	copy(after, free)
+	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryMiB
+	score := func(a float64) float64 { return math.Trunc(scoring.FGDScore(a - before)) }
+	if p.Sharing() {
+		best, bestG := -1.0, -1
+		for g, v := range free {
+			if v < p.GPUMilli {
+				continue
+			}
+			after[g] = v - p.GPUMilli
+			if sc := score(l.nodeCost(e, cpu, mem, after)); bestG < 0 || sc > best {
+				best, bestG = sc, g
+			}
+			after[g] = v
+		}
+		return best, GPUSet(0).With(bestG)
+	}
+	g, _ := s.firstFree(p, i)
+	for v := uint64(g); v != 0; v &= v - 1 {
+		after[bits.TrailingZeros64(v)] = 0
+	}
+	return score(l.nodeCost(e, cpu, mem, after)), g
+}

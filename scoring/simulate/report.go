@@ -1,0 +1,109 @@
+package simulate
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// WriteCSV writes a replay's bins (see [Result.Bins]) as CSV: arrival_pct,
+// allocation_pct, unallocated_pct (100 − allocation), frag_ratio_pct (of
+// idle GPU), frag_amount_pct (of capacity) and samples.
+func WriteCSV(w io.Writer, r *Result) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"arrival_pct", "allocation_pct", "unallocated_pct", "frag_ratio_pct", "frag_amount_pct", "samples"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, b := range r.Bins() {
+		_ = cw.Write([]string{strconv.Itoa(b.Arrival), f(b.Allocation), f(100 - b.Allocation), f(b.FragRatio), f(b.FragAmount), strconv.Itoa(b.Samples)})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("simulate: writing CSV: %w", err)
+	}
+	return nil
+}
+
+// Summary is one policy at one arrival percentage over several seeds.
+type Summary struct {
+	Policy  string
+	Arrival int // arrived workload, % of GPU capacity
+	Seeds   int // replays that reached this arrival
+	// allocation (% of GPU capacity) over the seeds
+	Mean, Median, Q25, Q75, Min, Max, StdDev float64
+	// UnallocatedGPUs is the mean number of GPUs left unallocated.
+	UnallocatedGPUs float64
+	// FragRatio and FragAmount are means over the seeds, in %.
+	FragRatio, FragAmount float64
+}
+
+// Summarize groups results by policy (in order of first appearance) and
+// summarises each at the given arrival percentage. Policies whose replays
+// never reach it are left out.
+func Summarize(results []*Result, arrival int) []Summary {
+	var names []string
+	byName := map[string][]*Result{}
+	for _, r := range results {
+		if _, ok := byName[r.Policy]; !ok {
+			names = append(names, r.Policy)
+		}
+		byName[r.Policy] = append(byName[r.Policy], r)
+	}
+	var out []Summary
+	for _, name := range names {
+		var alloc []float64
+		s := Summary{Policy: name, Arrival: arrival}
+		for _, r := range byName[name] {
+			b, ok := r.At(arrival)
+			if !ok {
+				continue
+			}
+			alloc = append(alloc, b.Allocation)
+			s.UnallocatedGPUs += (100 - b.Allocation) / 100 * float64(r.CapacityGPUMilli) / Milli
+			s.FragRatio += b.FragRatio
+			s.FragAmount += b.FragAmount
+		}
+		if len(alloc) == 0 {
+			continue
+		}
+		n := float64(len(alloc))
+		s.Seeds = len(alloc)
+		s.UnallocatedGPUs /= n
+		s.FragRatio /= n
+		s.FragAmount /= n
+		s.Mean, s.StdDev = meanStd(alloc)
+		slices.Sort(alloc)
+		s.Min, s.Max = alloc[0], alloc[len(alloc)-1]
+		s.Median, s.Q25, s.Q75 = Quantile(alloc, 0.5), Quantile(alloc, 0.25), Quantile(alloc, 0.75)
+		out = append(out, s)
+	}
+	return out
+}
+
+func meanStd(v []float64) (mean, std float64) {
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	if len(v) < 2 {
+		return mean, 0
+	}
+	for _, x := range v {
+		std += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(std / float64(len(v)-1))
+}
+
+// Quantile returns the q-quantile (0..1) of sorted values by linear
+// interpolation, as numpy's default does; NaN for no values.
+func Quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(sorted)-1)
+	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
+}
