@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gputopo/gputopo/examples/exporter/collector"
+	"github.com/gputopo/gputopo/mig"
+)
+
+// TestServeMetrics scrapes the HTTP handler as Prometheus would, with a
+// reference machine as the source.
+func TestServeMetrics(t *testing.T) {
+	src, err := newSource("catalog:dgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler(src, collector.Options{ConstLabels: prometheus.Labels{"node": "n1"}}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{
+		`gputopo_source_up{node="n1"} 1`,
+		`gputopo_node_devices{node="n1"} 8`,
+		`gputopo_free_fabric_clique_devices{node="n1"} 8`,
+		`gputopo_best_free_set_score{gpus="8",node="n1"}`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
+
+// TestREADMEDocumentsEveryMetric: every metric the collector describes is
+// named in README.md, and the README names no metric that does not exist.
+func TestREADMEDocumentsEveryMetric(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *prometheus.Desc, 64)
+	collector.New(nil, collector.Options{}).Describe(ch)
+	close(ch)
+	var names []string
+	re := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for d := range ch {
+		m := re.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the name of %s", d)
+		}
+		names = append(names, m[1])
+		if !strings.Contains(string(readme), "`"+m[1]+"`") {
+			t.Errorf("README.md does not document %s", m[1])
+		}
+	}
+	for _, m := range regexp.MustCompile("`(gputopo_[a-z_]+)`").FindAllStringSubmatch(string(readme), -1) {
+		if !slices.Contains(names, m[1]) {
+			t.Errorf("README.md documents %s, which the collector does not export", m[1])
+		}
+	}
+}
+
+func TestFlagsAndSources(t *testing.T) {
+	for _, bad := range []string{"acme", "file:", "catalog:no-such-machine"} {
+		if _, err := newSource(bad); err == nil {
+			t.Errorf("source %q accepted", bad)
+		}
+	}
+	mix, err := parseMix("3g.40gb=2, 1g.10gb=5")
+	if err != nil || mix["3g.40gb"] != 2 || mix["1g.10gb"] != 5 {
+		t.Errorf("mix %v %v", mix, err)
+	}
+	for _, bad := range []string{"3g.40gb", "3g.40gb=x", "3g.40gb=-1"} {
+		if _, err := parseMix(bad); err == nil {
+			t.Errorf("mix %q accepted", bad)
+		}
+	}
+	if m, err := parseMix(""); err != nil || m != nil {
+		t.Errorf("empty mix: %v %v", m, err)
+	}
+	var _ mig.Mix = mix
+	if err := run(context.Background(), []string{"-source", "acme"}); err == nil {
+		t.Error("run accepted an unknown source")
+	}
+	if err := run(context.Background(), []string{"-no-such-flag"}); err == nil {
+		t.Error("run accepted an unknown flag")
+	}
+	// A file source that does not exist fails at read time, reported as
+	// gputopo_source_up 0 rather than at start-up.
+	src, err := newSource("file:/nonexistent/node.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Read(context.Background()); err == nil {
+		t.Error("reading a missing file succeeded")
+	}
+}
