@@ -1,0 +1,573 @@
+package gang
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Verdict says whether and when a job fits.
+type Verdict uint8
+
+const (
+	// Fits: the job starts now; Result.Placement says where.
+	Fits Verdict = iota
+	// FitsAfterRelease: the job fits once pods that are terminating are
+	// gone; Result.Placement is the pipelined placement and lists them.
+	FitsAfterRelease
+	// Blocked: not enough capacity is free, even counting what is being
+	// released; Result says how much is missing and who holds it.
+	Blocked
+	// Fragmented: enough capacity is free in total (counting what is
+	// being released), but no domain holds the job's shape.
+	Fragmented
+	// NeverFits: the job does not fit this cluster even with nothing else
+	// running (cordoned nodes and unhealthy devices stay out).
+	NeverFits
+)
+
+var verdictNames = [...]string{"fits", "fits-after-release", "blocked", "fragmented", "never-fits"}
+
+// String returns "fits", "fits-after-release", "blocked", "fragmented" or
+// "never-fits".
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("Verdict(%d)", v)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// Resources sums what pods ask for or what is free.
+type Resources struct {
+	Pods      int `json:"pods,omitempty"`
+	GPUs      int `json:"gpus"`
+	MIGSlices int `json:"migSlices,omitempty"`
+	// CPUMilli and MemoryBytes; -1 when some node involved does not track
+	// the resource (so it is not a limit).
+	CPUMilli    int64 `json:"cpuMilli,omitempty"`
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+}
+
+// Holder is a job holding capacity in a domain.
+type Holder struct {
+	Job       string `json:"job"`
+	Priority  int    `json:"priority"`
+	Pods      int    `json:"pods"`
+	GPUs      int    `json:"gpus"`
+	MIGSlices int    `json:"migSlices,omitempty"`
+	Releasing bool   `json:"releasing,omitempty"`
+}
+
+// DomainStatus says how close one domain is to holding the job.
+type DomainStatus struct {
+	Domain string `json:"domain"`
+	Level  string `json:"level"`
+	// Pods is how many of the job's pods the domain holds now; Needed the
+	// gang threshold.
+	Pods   int `json:"pods"`
+	Needed int `json:"needed"`
+	// FreeGPUs, ReleasingGPUs and HeldGPUs count whole GPUs of schedulable
+	// nodes: free now, held by terminating pods, held by running pods.
+	FreeGPUs      int      `json:"freeGPUs"`
+	ReleasingGPUs int      `json:"releasingGPUs,omitempty"`
+	HeldGPUs      int      `json:"heldGPUs"`
+	Holders       []Holder `json:"holders,omitempty"`
+}
+
+// Result is the outcome of Check.
+type Result struct {
+	Job     string  `json:"job"`
+	Verdict Verdict `json:"verdict"`
+	// Placement is set for Fits and FitsAfterRelease.
+	Placement *Placement `json:"placement,omitempty"`
+	// Reasons explain the verdict, most decisive first.
+	Reasons []string `json:"reasons,omitempty"`
+	// Demand is what the gang threshold asks for; Free what is free now on
+	// schedulable nodes the job may use; Releasing what terminating pods
+	// hold there.
+	Demand    Resources `json:"demand"`
+	Free      Resources `json:"free"`
+	Releasing Resources `json:"releasing"`
+	// Domains lists, for Blocked and Fragmented, the domains of the job's
+	// level closest to holding it.
+	Domains []DomainStatus `json:"domains,omitempty"`
+	// Proven is true when a verdict that the job does not fit is exact:
+	// no bound was hit while searching (see the package documentation).
+	Proven bool `json:"proven"`
+	// MembersStuck is true when the job has placed members and would fit
+	// now without them: releasing them lets the gang start elsewhere.
+	MembersStuck bool `json:"membersStuck,omitempty"`
+}
+
+// Err returns nil when the job fits now, else an error wrapping
+// ErrPipelined, ErrBlocked, ErrFragmented or ErrNeverFits with the first
+// reason.
+func (r *Result) Err() error {
+	var s error
+	switch r.Verdict {
+	case Fits:
+		return nil
+	case FitsAfterRelease:
+		s = ErrPipelined
+	case Blocked:
+		s = ErrBlocked
+	case Fragmented:
+		s = ErrFragmented
+	default:
+		s = ErrNeverFits
+	}
+	if len(r.Reasons) > 0 {
+		return fmt.Errorf("%w: job %s: %s", s, r.Job, r.Reasons[0])
+	}
+	return fmt.Errorf("%w: job %s", s, r.Job)
+}
+
+// Option configures Check and the planners.
+type Option func(*config)
+
+type config struct {
+	strategy Strategy
+}
+
+// WithStrategy sets how a gang spreads inside its domain (default BestFit).
+func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s } }
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Check decides whether job j fits snapshot s, all or nothing, and where:
+// a complete placement, or a verdict with reasons. Pods of j already in
+// the snapshot (allocations whose Job is j.Name) are members: the check
+// answers whether the gang can still be completed around them, which is
+// the question a Permit-time gang plugin asks. Check never changes s.
+//
+// Errors are for malformed input only (wrapping ErrInvalidJob); a job that
+// does not fit is a Result.
+func Check(s *Snapshot, j *Job, opts ...Option) (*Result, error) {
+	cfg := newConfig(opts)
+	p, err := newProblem(j, s.tree)
+	if err != nil {
+		return nil, err
+	}
+	return s.check(p, cfg)
+}
+
+func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
+	r := &Result{Job: p.job.Name, Proven: true}
+	if len(p.never) > 0 {
+		r.Verdict = NeverFits
+		r.Reasons = slices.Clone(p.never)
+		r.Demand = minDemand(p)
+		return r, nil
+	}
+	pl, sv, err := s.solveView(p, s.viewNow(), true, cfg.strategy, -1)
+	if err != nil {
+		return nil, err
+	}
+	if pl != nil {
+		r.Verdict, r.Placement = Fits, pl
+		r.Demand = minDemand(p)
+		return r, nil
+	}
+	nowSolver := sv
+	r.Proven = r.Proven && sv.exact
+	after := s.viewNow()
+	if s.hasReleasing() {
+		after = s.viewAfterRelease()
+		pl, sv, err = s.solveView(p, after, true, cfg.strategy, -1)
+		if err != nil {
+			return nil, err
+		}
+		if pl != nil {
+			r.Verdict, r.Placement = FitsAfterRelease, pl
+			pl.WaitsFor = s.releasingOn(pl)
+			r.Reasons = []string{fmt.Sprintf("fits once %d terminating pods on its nodes are gone", len(pl.WaitsFor))}
+			r.Demand = minDemand(p)
+			return r, nil
+		}
+		r.Proven = r.Proven && sv.exact
+	}
+	epl, esv, err := s.solveView(p, s.viewEmpty(), false, cfg.strategy, -1)
+	if err != nil {
+		return nil, err
+	}
+	s.account(p, r, nowSolver)
+	if epl == nil {
+		r.Verdict = NeverFits
+		r.Proven = esv.exact
+		r.Reasons = s.neverReasons(p, esv)
+		return r, nil
+	}
+	if nowSolver.memCount > 0 {
+		drop := p.job.Name
+		pl, _, err := s.solveView(p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		if err == nil && pl != nil {
+			r.MembersStuck = true
+		}
+	}
+	dem := r.Demand
+	enough := r.Free.GPUs+r.Releasing.GPUs >= dem.GPUs && r.Free.MIGSlices+r.Releasing.MIGSlices >= dem.MIGSlices &&
+		(r.Free.CPUMilli < 0 || r.Free.CPUMilli+r.Releasing.CPUMilli >= dem.CPUMilli) &&
+		(r.Free.MemoryBytes < 0 || r.Free.MemoryBytes+r.Releasing.MemoryBytes >= dem.MemoryBytes)
+	if enough {
+		r.Verdict = Fragmented
+	} else {
+		r.Verdict = Blocked
+	}
+	r.Domains = s.domainStatus(p, sv)
+	r.Reasons = s.blockReasons(p, r, sv)
+	if r.MembersStuck {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.memCount))
+	}
+	return r, nil
+}
+
+// solveView looks for a placement of p in view v. It returns the solver
+// (with the DP of the last attempt) for explanations.
+func (s *Snapshot) solveView(p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
+	sv, err := newSolver(s, p, v, withMembers, strategy)
+	if err != nil {
+		return nil, nil, err
+	}
+	sv.restrict = restrict
+	for _, at := range p.attempts() {
+		sv.run(at)
+		ch, ok := sv.choose()
+		if !ok {
+			continue
+		}
+		var shares []assign
+		if ch.dom >= 0 {
+			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
+				return nil, nil, fmt.Errorf("gang: %w", err)
+			}
+		} else {
+			shares = []assign{{node: ch.node, t: ch.t}}
+		}
+		pl, err := sv.build(ch, shares)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gang: %w", err)
+		}
+		pl.Notes = append(pl.Notes, p.notes...)
+		if at.note != "" {
+			pl.Notes = append(pl.Notes, at.note)
+		}
+		if ch.level < p.jobPref {
+			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
+		}
+		return pl, sv, nil
+	}
+	return nil, sv, nil
+}
+
+// releasingOn lists the terminating pods on the nodes a placement uses.
+func (s *Snapshot) releasingOn(pl *Placement) []string {
+	var out []string
+	for _, name := range pl.Nodes() {
+		ni, _ := s.cluster.NodeIndex(name)
+		for _, k := range s.byNode[ni] {
+			if s.allocs[k].Releasing {
+				out = append(out, s.allocs[k].Pod)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// minDemand is what the thresholds ask for: every set's own threshold plus,
+// up to the job's threshold, the cheapest pods.
+func minDemand(p *problem) Resources {
+	var d Resources
+	var count int64
+	add := func(sp *setPlan, n int64) {
+		d.Pods += int(n)
+		d.GPUs += int(n * sp.gpuUnits)
+		d.MIGSlices += int(n * int64(sp.shape.migN) * int64(migSlices(sp.shape.profile)))
+		d.CPUMilli += n * sp.cpu
+		d.MemoryBytes += n * int64(sp.mem)
+		count += n
+	}
+	for i := range p.sets {
+		add(&p.sets[i], p.sets[i].need)
+	}
+	order := make([]int, len(p.sets))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		sa, sb := &p.sets[a], &p.sets[b]
+		return cmp.Or(cmp.Compare(sa.gpuUnits*8+int64(sa.shape.migN), sb.gpuUnits*8+int64(sb.shape.migN)), cmp.Compare(sa.cpu, sb.cpu))
+	})
+	for _, i := range order {
+		if count >= p.minCount {
+			break
+		}
+		sp := &p.sets[i]
+		add(sp, min(sp.want-sp.need, p.minCount-count))
+	}
+	return d
+}
+
+// account fills the job's demand and what is free and releasing on the
+// nodes it may use.
+func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
+	r.Demand = minDemand(p)
+	var free, rel Resources
+	for n := range s.nodes {
+		st := &s.nodes[n]
+		if st.info.Unschedulable || !sv.anyEligible(int32(n)) {
+			continue
+		}
+		u := s.usage[n]
+		free.GPUs += int(u.free)
+		free.MIGSlices += int(u.freeMIG)
+		if free.CPUMilli >= 0 {
+			if st.info.CPUMilli == 0 {
+				free.CPUMilli, rel.CPUMilli = -1, -1
+			} else {
+				free.CPUMilli += st.info.CPUMilli - u.cpu
+			}
+		}
+		if free.MemoryBytes >= 0 {
+			if st.info.MemoryBytes == 0 {
+				free.MemoryBytes, rel.MemoryBytes = -1, -1
+			} else {
+				free.MemoryBytes += int64(min(st.info.MemoryBytes-u.mem, math.MaxInt64/4))
+			}
+		}
+		for _, k := range s.byNode[n] {
+			a := &s.allocs[k]
+			if !a.Releasing {
+				continue
+			}
+			for _, d := range a.Devices {
+				if st.healthy[d] {
+					rel.GPUs++
+				}
+			}
+			for _, m := range a.MIG {
+				rel.MIGSlices += m.Placement.Size
+			}
+			if rel.CPUMilli >= 0 {
+				rel.CPUMilli += a.CPUMilli
+			}
+			if rel.MemoryBytes >= 0 {
+				rel.MemoryBytes += int64(a.MemoryBytes)
+			}
+		}
+	}
+	r.Free, r.Releasing = free, rel
+}
+
+func (sv *solver) anyEligible(n int32) bool {
+	for i := range sv.m {
+		if sv.elig[i] == nil || sv.elig[i][n] {
+			return true
+		}
+	}
+	return false
+}
+
+// statusLevel is the level whose domains a Blocked or Fragmented verdict
+// reports: the job's required level, else its preferred one, else the
+// cluster.
+func (p *problem) statusLevel() int {
+	if p.jobReq > 0 {
+		return p.jobReq
+	}
+	return p.jobPref
+}
+
+func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
+	tr := s.tree
+	lv := p.statusLevel()
+	need := int(minDemand(p).Pods)
+	var out []DomainStatus
+	addNodes := func(ds *DomainStatus, nodes []int32) {
+		holders := map[string]*Holder{}
+		for _, n := range nodes {
+			st := &s.nodes[n]
+			if st.info.Unschedulable {
+				continue
+			}
+			u := s.usage[n]
+			ds.FreeGPUs += int(u.free)
+			for _, k := range s.byNode[n] {
+				a := &s.allocs[k]
+				name := a.jobName()
+				h := holders[name]
+				if h == nil {
+					h = &Holder{Job: name, Priority: a.Priority, Releasing: true}
+					holders[name] = h
+				}
+				h.Pods++
+				h.GPUs += len(a.Devices)
+				for _, m := range a.MIG {
+					h.MIGSlices += m.Placement.Size
+				}
+				h.Releasing = h.Releasing && a.Releasing
+				if a.Releasing {
+					ds.ReleasingGPUs += len(a.Devices)
+				} else {
+					ds.HeldGPUs += len(a.Devices)
+				}
+			}
+		}
+		for _, h := range holders {
+			ds.Holders = append(ds.Holders, *h)
+		}
+		slices.SortFunc(ds.Holders, func(a, b Holder) int {
+			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), strings.Compare(a.Job, b.Job))
+		})
+		if len(ds.Holders) > 5 {
+			ds.Holders = ds.Holders[:5]
+		}
+	}
+	if lv == tr.nodeLevel() {
+		for n := range s.nodes {
+			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.nodeFront(int32(n)).total(), 0))}
+			out = append(out, ds)
+		}
+	} else {
+		for d := range tr.doms {
+			if tr.doms[d].level != lv {
+				continue
+			}
+			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.domFront(int32(d)).total(), 0))}
+			out = append(out, ds)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b DomainStatus) int { return cmp.Compare(b.Pods, a.Pods) })
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	for i := range out {
+		var nodes []int32
+		if lv == tr.nodeLevel() {
+			ni, _ := s.cluster.NodeIndex(out[i].Domain)
+			nodes = []int32{int32(ni)}
+		} else {
+			d, _ := s.cluster.Domain(out[i].Domain)
+			for _, n := range d.Nodes() {
+				nodes = append(nodes, int32(n))
+			}
+		}
+		addNodes(&out[i], nodes)
+	}
+	return out
+}
+
+func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
+	var out []string
+	d := r.Demand
+	lvName := s.tree.levelName(p.statusLevel())
+	where := "the cluster"
+	if p.statusLevel() > 0 {
+		where = "one " + lvName + " domain"
+	}
+	if r.Verdict == Fragmented {
+		out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
+	} else {
+		switch {
+		case r.Free.GPUs+r.Releasing.GPUs < d.GPUs:
+			out = append(out, fmt.Sprintf("needs %d GPUs, %d are free and %d being released", d.GPUs, r.Free.GPUs, r.Releasing.GPUs))
+		case r.Free.MIGSlices+r.Releasing.MIGSlices < d.MIGSlices:
+			out = append(out, fmt.Sprintf("needs about %d MIG memory slices, %d are free and %d being released", d.MIGSlices, r.Free.MIGSlices, r.Releasing.MIGSlices))
+		case r.Free.CPUMilli >= 0 && r.Free.CPUMilli+r.Releasing.CPUMilli < d.CPUMilli:
+			out = append(out, fmt.Sprintf("needs %d mCPU, %d are free and %d being released", d.CPUMilli, r.Free.CPUMilli, r.Releasing.CPUMilli))
+		default:
+			out = append(out, fmt.Sprintf("needs %d MiB of memory, %d MiB are free and %d being released", d.MemoryBytes>>20, r.Free.MemoryBytes>>20, r.Releasing.MemoryBytes>>20))
+		}
+	}
+	if len(r.Domains) > 0 {
+		b := r.Domains[0]
+		line := fmt.Sprintf("best %s %q holds %d of the %d pods now (%d GPUs free", b.Level, b.Domain, b.Pods, b.Needed, b.FreeGPUs)
+		if b.ReleasingGPUs > 0 {
+			line += fmt.Sprintf(", %d being released", b.ReleasingGPUs)
+		}
+		line += fmt.Sprintf(", %d held", b.HeldGPUs)
+		if len(b.Holders) > 0 {
+			var hs []string
+			for _, h := range b.Holders {
+				if h.GPUs > 0 || h.MIGSlices > 0 {
+					hs = append(hs, fmt.Sprintf("%s %d", h.Job, h.GPUs))
+				}
+			}
+			if len(hs) > 0 {
+				line += " by " + strings.Join(hs, ", ")
+			}
+		}
+		out = append(out, line+")")
+	}
+	return out
+}
+
+// neverReasons explains why the job does not fit the empty cluster.
+func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
+	var out []string
+	for i, sp := range p.sets {
+		best := int64(0)
+		why := ""
+		for n := range s.nodes {
+			u := s.idle[n]
+			cpu, mem := sv.left(int32(n), u)
+			c := sv.fitsMore(i, int32(n), u.class, cpu, mem)
+			if c > best {
+				best = c
+			}
+			if c == 0 && why == "" && sp.shape.devices() && !s.nodes[n].info.Unschedulable && s.nodes[n].devices > 0 {
+				why = s.cache.seq(u.class, sp.shape).why
+			}
+		}
+		if best == 0 {
+			line := fmt.Sprintf("no node can hold one pod of set %q", sp.ps.Name)
+			if why != "" {
+				line += " (" + why + ")"
+			}
+			out = append(out, line)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	lv := p.statusLevel()
+	need := minDemand(p).Pods
+	if lv == 0 {
+		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.domFront(s.tree.root()).total(), 0), need))
+	} else {
+		var best int64
+		count := 0
+		if lv == s.tree.nodeLevel() {
+			for n := range s.nodes {
+				best = max(best, sv.nodeFront(int32(n)).total())
+				count++
+			}
+		} else {
+			for d := range s.tree.doms {
+				if s.tree.doms[d].level == lv {
+					best = max(best, sv.domFront(int32(d)).total())
+					count++
+				}
+			}
+		}
+		out = append(out, fmt.Sprintf("the gang needs %d pods in one %s domain; the largest of the %d holds %d even when empty", need, s.tree.levelName(lv), count, best))
+	}
+	for i, sp := range p.sets {
+		if z, _ := sv.sliceOf(i); z > 1 {
+			out = append(out, fmt.Sprintf("pod set %q is cut into slices of %d pods, each in one %s domain", sp.ps.Name, z, s.tree.levelName(sp.sliceLevel)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+// Package gang decides whether a distributed job fits a GPU cluster all at
+// once, and where: every worker of a gang is placed, on nodes, devices and
+// MIG slots chosen together across the cluster's topology tiers, or none is.
+// It also orders jobs in queues, reserves capacity for the head of the line
+// with backfill that never delays it, and finds the fewest whole jobs to
+// preempt for a high-priority gang.
+//
+// # Model
+//
+// A [Job] has pod sets ([PodSet]: replicas, a per-pod [Pod] request of whole
+// GPUs with scoring's node-level constraints, GPU memory, a MIG profile, CPU,
+// memory, a node selector), a gang threshold (Job.MinCount overall,
+// PodSet.MinReplicas per set), a priority, a queue, an arrival order and a
+// declared run time. Topology constraints ([Constraint]) confine the whole
+// job or one pod set to one domain of a level of the cluster tree, required
+// or preferred; [Slices] cut a pod set into sub-groups of a fixed pod count,
+// each in one domain; [NVLink] asks for multi-node NVLink, which confines the
+// gang (or each of its clique-sized slices) to one NVLink partition. Levels
+// are named by the cluster's label keys, HyperNode tiers, or the short names
+// "node", "clique", "rack", "block".
+//
+// A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
+// [NodeInfo] (CPU, memory, cordon, MIG mode) and the running pods
+// ([Allocation]), some of which may be terminating (Allocation.Releasing).
+// Planners read snapshots and never change them; Snapshot.Assume and
+// Snapshot.RemoveJob update one as pods start and end.
+//
+// # Feasibility
+//
+// [Check] returns a [Result]: a complete [Placement] (pod → node → devices or
+// MIG slot) when the job fits now ([Fits]) or once terminating pods are gone
+// ([FitsAfterRelease], pipelined); otherwise a typed verdict with reasons:
+// [Blocked] (not enough capacity free, with the domains closest to fitting
+// and the jobs holding them), [Fragmented] (enough free in total, but no
+// domain holds the shape) or [NeverFits] (not even the empty cluster holds
+// it). A failed check changes nothing. Pods of the job already in the
+// snapshot are members the placement completes, so the same call answers
+// "can this gang still be completed" at Permit time.
+//
+// The search is exact, not greedy. Nodes with the same hardware shape and
+// the same usage form one class; for each class and pod shape, the
+// sequence of device sets that scoring.SelectDevices (whole GPUs) or
+// mig.Place (MIG slots) chooses pod after pod is computed once and cached.
+// The length of that sequence is the node's capacity for the shape. A
+// dynamic programme over the domain tree then computes, for every domain,
+// the set of pod-count vectors (one count per pod set) its nodes can hold
+// under the job's constraints: counts add up across children, slices round
+// down to whole slices at their level, a pod set confined to one domain takes
+// its pods from one child only, and placed members are lower bounds. For a
+// single pod set this is one integer per domain, computed in one pass over
+// the nodes. The gang fits exactly when some domain of the job's level holds
+// the thresholds. The placement descends from the tightest such domain
+// (BestFit: fewest free; or Balanced), splitting the counts over children so
+// that what remains stays feasible at every step, and reads each node's
+// devices off its cached sequence.
+//
+// The verdicts are exact relative to each node's capacity; Result.Proven is
+// false only when a pod-count frontier exceeded its bound (jobs with several
+// pod sets and large replica counts). Node capacity is the greedy sequence's
+// length, which equals the true maximum whenever scoring's hard constraints
+// partition the devices (no scope, or one scope kind) — the property tests
+// check it against brute force.
+//
+// # Queue
+//
+// [PlanQueue] orders jobs by priority then arrival within a queue, and
+// across queues by weighted fair share of GPUs. For each job it reports the
+// position, the GPU demand ahead and what to do now. The first job that
+// cannot start gets a head-of-line [Reservation]: the pods it waits for
+// (those ending soonest when run times are known, else the fewest whole jobs)
+// and the placement it will take. Later jobs start only when they do not
+// delay it: when they fit beside the reservation, or when their declared run
+// time ends before the reservation's start (EASY backfill). A gang with
+// members placed that cannot complete either keeps them under a reservation
+// (waiting only for running jobs) or is told to release them, so no two gangs
+// ever hold part of the cluster while waiting for each other.
+//
+// # Preemption
+//
+// [Preempt] finds, for a gang that does not fit, the fewest whole
+// lower-priority jobs inside one domain whose removal makes it fit, never a
+// part of a gang, with the cost of the eviction.
+//
+// # Files
+//
+// [ParseJobs] and [ParseCluster] read the YAML or JSON files of the gputopo
+// gang command; the formats are documented on [JobFile] and [ClusterFile].
+//
+// Every error wraps a sentinel (ErrInvalidJob, ErrInvalidSnapshot,
+// ErrInvalidPlacement, ErrParse), and Result.Err wraps one of ErrPipelined,
+// ErrBlocked, ErrFragmented, ErrNeverFits. The package builds with
+// CGO_ENABLED=0 and imports no provider.
+package gang

@@ -1,0 +1,60 @@
+package gang
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the package returns wraps one of them, so
+// callers can branch with errors.Is.
+var (
+	// ErrInvalidJob: a job is malformed (no pod sets, a negative count, a
+	// threshold above the replica count, a slice size that does not divide
+	// the replicas, GPUs and a MIG profile on one pod, ...). Retrying will
+	// not help.
+	ErrInvalidJob = errors.New("gang: invalid job")
+	// ErrInvalidSnapshot: a cluster snapshot is malformed (an allocation on
+	// an unknown node or device, a device or MIG slot booked twice, more
+	// CPU or memory allocated than the node has, ...).
+	ErrInvalidSnapshot = errors.New("gang: invalid snapshot")
+	// ErrInvalidPlacement: a placement does not hold against a snapshot
+	// (Snapshot.Validate, Snapshot.Assume): over capacity, a device or MIG
+	// slot booked twice, a topology constraint broken, a threshold missed.
+	ErrInvalidPlacement = errors.New("gang: invalid placement")
+	// ErrParse: a job or cluster file is malformed. Parse errors name the
+	// field at fault.
+	ErrParse = errors.New("gang: parse error")
+)
+
+// Verdict sentinels: Result.Err returns an error wrapping one of them when
+// a job cannot start now, so a caller that only wants "go or not" can
+// branch with errors.Is.
+var (
+	// ErrPipelined: the job fits once capacity that is being released is
+	// free (Verdict FitsAfterRelease).
+	ErrPipelined = errors.New("gang: fits after release")
+	// ErrBlocked: not enough capacity is free now (Verdict Blocked).
+	ErrBlocked = errors.New("gang: does not fit now")
+	// ErrFragmented: enough capacity is free in total, but no domain holds
+	// the job's shape (Verdict Fragmented).
+	ErrFragmented = errors.New("gang: blocked by fragmentation")
+	// ErrNeverFits: the job cannot fit this cluster even with nothing else
+	// running (Verdict NeverFits).
+	ErrNeverFits = errors.New("gang: never fits this cluster")
+)
+
+func jobErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, a...))
+}
+
+func snapErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidSnapshot, fmt.Sprintf(format, a...))
+}
+
+func placeErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidPlacement, fmt.Sprintf(format, a...))
+}
+
+func parseErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrParse, fmt.Sprintf(format, a...))
+}

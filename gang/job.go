@@ -1,0 +1,420 @@
+package gang
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// Job is a gang: pod sets that start together or not at all.
+//
+// The gang threshold is MinCount pods overall (0 means every replica) and,
+// per pod set, PodSet.MinReplicas. A placement places at least the
+// thresholds and as many more replicas as fit in the same domains.
+type Job struct {
+	// Name identifies the job; allocations whose Job equals it are its
+	// members already placed.
+	Name string
+	// Queue is the queue the job waits in ("" is the queue named "").
+	Queue string
+	// Priority orders jobs within a queue (larger first) and decides who
+	// may preempt whom.
+	Priority int
+	// Arrival orders jobs of equal priority (smaller first): a sequence
+	// number or a timestamp.
+	Arrival int64
+	// RunTime is the declared run time; 0 when unknown. The queue uses it
+	// for EASY backfill.
+	RunTime time.Duration
+	// MinCount is the gang threshold over all pod sets; 0 means the sum of
+	// the replicas.
+	MinCount int
+	// Topology confines the whole gang to one domain of a level.
+	Topology Constraint
+	// NVLink says the pods communicate over multi-node NVLink (GB200 NVL72
+	// and the like), so they must share one NVLink partition; see NVLink.
+	NVLink *NVLink
+	// PodSets are the job's roles (launcher, workers, ...), at least one.
+	PodSets []PodSet
+}
+
+// PodSet is a group of identical pods of a job.
+type PodSet struct {
+	// Name identifies the set within the job.
+	Name string
+	// Replicas is the number of pods, at least 1.
+	Replicas int
+	// MinReplicas is the set's own gang threshold (0: no per-set threshold
+	// beyond the job's MinCount).
+	MinReplicas int
+	// Pod is what each pod asks for.
+	Pod Pod
+	// Topology confines all pods of the set to one domain of a level.
+	Topology Constraint
+	// Slices cuts the set into sub-groups of a fixed pod count, each
+	// confined to one domain of a level (Kueue's podset slices, Volcano's
+	// sub-groups).
+	Slices *Slices
+}
+
+// Pod is the request of one pod.
+type Pod struct {
+	// GPUs is the number of whole devices, chosen on the node by
+	// scoring.SelectDevices. With MIGProfile set it is the number of MIG
+	// instances instead (0 means 1).
+	GPUs int
+	// GPUMemory is the memory in bytes every chosen device must have.
+	GPUMemory uint64
+	// Scope and ScopeMode confine the pod's devices to one fabric island,
+	// PCIe switch tree, NUMA node or package of the node (see scoring).
+	Scope     scoring.Scope
+	ScopeMode scoring.ScopeMode
+	// MIGProfile asks for MIG instances of this profile ("3g.40gb")
+	// instead of whole devices; slots are chosen by package mig.
+	MIGProfile string
+	// CPUMilli and MemoryBytes are the pod's CPU (thousandths of a core)
+	// and memory. Nodes that do not track them (zero capacity) do not
+	// limit them.
+	CPUMilli    int64
+	MemoryBytes uint64
+	// NodeSelector lists labels a node must carry (equal values).
+	NodeSelector map[string]string
+}
+
+// Mode says how strictly a topology constraint applies. The zero value is
+// Required.
+type Mode uint8
+
+const (
+	// Required: the pods must share one domain of the level, or the job
+	// does not fit.
+	Required Mode = iota
+	// Preferred: one domain of the level if any holds the pods; otherwise
+	// the next broader level, and so on up to the whole cluster.
+	Preferred
+)
+
+// String returns "required" or "preferred".
+func (m Mode) String() string {
+	switch m {
+	case Required:
+		return "required"
+	case Preferred:
+		return "preferred"
+	}
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m Mode) MarshalText() ([]byte, error) {
+	if m > Preferred {
+		return nil, jobErr("unknown mode %d", m)
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler; it accepts "required"
+// (or "hard") and "preferred" (or "soft"), case-insensitively.
+func (m *Mode) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "required", "hard", "":
+		*m = Required
+	case "preferred", "soft":
+		*m = Preferred
+	default:
+		return parseErr("unknown topology mode %q (want required or preferred)", b)
+	}
+	return nil
+}
+
+// Well-known level names a Constraint may use besides the cluster's own
+// level keys.
+const (
+	// LevelNode is the node itself: all pods on one machine.
+	LevelNode = "node"
+	// LevelClique is the NVLink partition level, topology.LabelClique.
+	LevelClique = "clique"
+)
+
+// Constraint confines pods to one domain of a level of the cluster tree.
+// The zero value is no constraint.
+//
+// Level names a level: a label key of the cluster (Cluster.Levels, e.g.
+// "example.com/rack" or topology.LabelClique), a HyperNode tier
+// ("tier-2"), LevelNode (or topology.LabelHostname) for a single node,
+// LevelClique (or "nvlink") for the NVLink partition, or a short name that
+// is the last segment of exactly one level key ("rack" for
+// "example.com/rack", "block" for "cloud.google.com/gce-topology-block").
+type Constraint struct {
+	Level string
+	Mode  Mode
+}
+
+// IsZero reports whether c is no constraint.
+func (c Constraint) IsZero() bool { return c.Level == "" }
+
+// String formats the constraint ("required rack").
+func (c Constraint) String() string {
+	if c.IsZero() {
+		return "none"
+	}
+	return c.Mode.String() + " " + c.Level
+}
+
+// Slices cuts a pod set into groups of Size pods, each in one domain of
+// Level. Replicas and MinReplicas must be multiples of Size.
+type Slices struct {
+	Size  int
+	Level string
+	Mode  Mode
+}
+
+// NVLink asks for multi-node NVLink: every GPU pod of the job communicates
+// over the NVLink fabric, so pods must share one NVLink partition (a GB200
+// NVL72 rack holds 18 nodes / 72 GPUs). Nodes without the partition label
+// (fabric not ready) are never used.
+type NVLink struct {
+	// SliceSize 0: the whole gang in one partition (a required job-level
+	// constraint). SliceSize > 0: the job allows splitting; each pod set
+	// that uses GPUs is cut into slices of this many pods, each slice in one
+	// partition (a required slice constraint).
+	SliceSize int
+	// Level is the partition level; "" means topology.LabelClique.
+	Level string
+}
+
+// Pods returns the job's total replica count.
+func (j *Job) Pods() int {
+	n := 0
+	for _, s := range j.PodSets {
+		n += s.Replicas
+	}
+	return n
+}
+
+// GPUs returns the number of whole GPUs the job asks for over all replicas
+// (MIG instances not counted).
+func (j *Job) GPUs() int {
+	n := 0
+	for _, s := range j.PodSets {
+		if s.Pod.MIGProfile == "" {
+			n += s.Replicas * s.Pod.GPUs
+		}
+	}
+	return n
+}
+
+// threshold returns the effective overall gang threshold.
+func (j *Job) threshold() int {
+	if j.MinCount > 0 {
+		return j.MinCount
+	}
+	return j.Pods()
+}
+
+// maxReplicas bounds replica counts so that sums never overflow.
+const maxReplicas = 1 << 20
+
+// Validate checks the job on its own (level names are resolved against a
+// cluster later). Errors wrap ErrInvalidJob and name the field at fault.
+func (j *Job) Validate() error {
+	if j == nil {
+		return jobErr("nil job")
+	}
+	if j.Name == "" {
+		return jobErr("job has no name")
+	}
+	if len(j.PodSets) == 0 {
+		return jobErr("job %q has no pod sets", j.Name)
+	}
+	seen := map[string]bool{}
+	total, mins := 0, 0
+	for i := range j.PodSets {
+		s := &j.PodSets[i]
+		where := fmt.Sprintf("job %q pod set %d (%q)", j.Name, i, s.Name)
+		if s.Name == "" {
+			return jobErr("%s has no name", where)
+		}
+		if seen[s.Name] {
+			return jobErr("job %q: pod set name %q used twice", j.Name, s.Name)
+		}
+		seen[s.Name] = true
+		if s.Replicas < 1 || s.Replicas > maxReplicas {
+			return jobErr("%s: replicas %d, want 1..%d", where, s.Replicas, maxReplicas)
+		}
+		if s.MinReplicas < 0 || s.MinReplicas > s.Replicas {
+			return jobErr("%s: minReplicas %d, want 0..replicas (%d)", where, s.MinReplicas, s.Replicas)
+		}
+		if err := s.Pod.validate(where); err != nil {
+			return err
+		}
+		if err := s.Topology.validate(where + " topology"); err != nil {
+			return err
+		}
+		if s.Slices != nil {
+			z := s.Slices
+			switch {
+			case z.Size < 1:
+				return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
+			case z.Level == "":
+				return jobErr("%s: slices need a level", where)
+			case z.Mode > Preferred:
+				return jobErr("%s: unknown slice mode %d", where, z.Mode)
+			case s.Replicas%z.Size != 0:
+				return jobErr("%s: replicas %d is not a multiple of the slice size %d", where, s.Replicas, z.Size)
+			case s.MinReplicas%z.Size != 0:
+				return jobErr("%s: minReplicas %d is not a multiple of the slice size %d", where, s.MinReplicas, z.Size)
+			}
+		}
+		total += s.Replicas
+		mins += s.MinReplicas
+	}
+	if total > maxReplicas {
+		return jobErr("job %q has %d pods, more than %d", j.Name, total, maxReplicas)
+	}
+	if j.MinCount < 0 || j.MinCount > total {
+		return jobErr("job %q: minCount %d, want 0..%d (the replicas)", j.Name, j.MinCount, total)
+	}
+	if j.MinCount > 0 && j.MinCount < mins {
+		return jobErr("job %q: minCount %d is below the sum of the pod sets' minReplicas (%d)", j.Name, j.MinCount, mins)
+	}
+	if j.RunTime < 0 {
+		return jobErr("job %q: negative run time %v", j.Name, j.RunTime)
+	}
+	if err := j.Topology.validate(fmt.Sprintf("job %q topology", j.Name)); err != nil {
+		return err
+	}
+	if v := j.NVLink; v != nil {
+		if v.SliceSize < 0 {
+			return jobErr("job %q: nvlink slice size %d, want ≥ 0", j.Name, v.SliceSize)
+		}
+		if v.SliceSize == 0 && !j.Topology.IsZero() {
+			return jobErr("job %q: nvlink without slices confines the whole gang to one partition; do not also set the job's topology", j.Name)
+		}
+		gpuSets := 0
+		for _, s := range j.PodSets {
+			if s.Pod.GPUs == 0 && s.Pod.MIGProfile == "" {
+				continue
+			}
+			gpuSets++
+			if v.SliceSize > 0 {
+				if s.Slices != nil {
+					return jobErr("job %q pod set %q: nvlink slices and the set's own slices cannot both apply", j.Name, s.Name)
+				}
+				if s.Replicas%v.SliceSize != 0 || s.MinReplicas%v.SliceSize != 0 {
+					return jobErr("job %q pod set %q: replicas %d / minReplicas %d are not multiples of the nvlink slice size %d",
+						j.Name, s.Name, s.Replicas, s.MinReplicas, v.SliceSize)
+				}
+			}
+		}
+		if gpuSets == 0 {
+			return jobErr("job %q asks for NVLink but no pod set uses GPUs", j.Name)
+		}
+	}
+	return nil
+}
+
+func (c Constraint) validate(where string) error {
+	if c.Mode > Preferred {
+		return jobErr("%s: unknown mode %d", where, c.Mode)
+	}
+	if c.Level == "" && c.Mode != Required {
+		return jobErr("%s: a mode without a level", where)
+	}
+	return nil
+}
+
+func (p *Pod) validate(where string) error {
+	switch {
+	case p.GPUs < 0:
+		return jobErr("%s: gpus %d, want ≥ 0", where, p.GPUs)
+	case p.GPUs > scoring.MaxDevices:
+		return jobErr("%s: gpus %d, more than any node may have (%d)", where, p.GPUs, scoring.MaxDevices)
+	case p.CPUMilli < 0:
+		return jobErr("%s: negative CPU %d", where, p.CPUMilli)
+	case p.Scope > scoring.ScopePackage:
+		return jobErr("%s: unknown device scope %d", where, p.Scope)
+	case p.ScopeMode > scoring.ScopeRequired:
+		return jobErr("%s: unknown scope mode %d", where, p.ScopeMode)
+	}
+	if p.MIGProfile != "" {
+		if _, err := mig.ParseProfileName(p.MIGProfile); err != nil {
+			return jobErr("%s: %v", where, err)
+		}
+		if p.GPUMemory > 0 {
+			return jobErr("%s: gpuMemory does not apply to a MIG profile (the profile fixes the memory)", where)
+		}
+		if p.Scope != scoring.ScopeNone {
+			return jobErr("%s: a device scope does not apply to MIG instances", where)
+		}
+	} else if p.GPUs == 0 && (p.GPUMemory > 0 || p.Scope != scoring.ScopeNone) {
+		return jobErr("%s: gpuMemory or a device scope without GPUs", where)
+	}
+	for k := range p.NodeSelector {
+		if k == "" {
+			return jobErr("%s: empty node selector key", where)
+		}
+	}
+	return nil
+}
+
+// migCount returns the number of MIG instances a MIG pod asks for.
+func (p *Pod) migCount() int {
+	if p.MIGProfile == "" {
+		return 0
+	}
+	return max(p.GPUs, 1)
+}
+
+// resolveLevel maps a level name to a level index of the cluster: 0 is the
+// root (whole cluster), 1..L the cluster's levels from broadest to
+// narrowest, L+1 the node.
+func resolveLevel(c *topology.Cluster, name string) (int, error) {
+	levels := c.Levels()
+	nodeLevel := len(levels) + 1
+	for i, l := range levels {
+		if l == name {
+			return i + 1, nil
+		}
+	}
+	switch strings.ToLower(name) {
+	case LevelNode, topology.LabelHostname:
+		return nodeLevel, nil
+	case LevelClique, "nvlink", "nvlink-partition":
+		for i, l := range levels {
+			if l == topology.LabelClique {
+				return i + 1, nil
+			}
+		}
+		return 0, fmt.Errorf("the cluster has no NVLink partition level (%s); its levels are %s", topology.LabelClique, levelList(levels))
+	}
+	match := -1
+	for i, l := range levels {
+		seg := l
+		if k := strings.LastIndexByte(seg, '/'); k >= 0 {
+			seg = seg[k+1:]
+		}
+		if strings.EqualFold(seg, name) || strings.HasSuffix(strings.ToLower(seg), "-"+strings.ToLower(name)) ||
+			strings.HasSuffix(strings.ToLower(seg), "."+strings.ToLower(name)) {
+			if match >= 0 {
+				return 0, fmt.Errorf("level %q is ambiguous: it names both %s and %s", name, levels[match], l)
+			}
+			match = i
+		}
+	}
+	if match >= 0 {
+		return match + 1, nil
+	}
+	return 0, fmt.Errorf("the cluster has no level %q; its levels are %s", name, levelList(levels))
+}
+
+func levelList(levels []string) string {
+	if len(levels) == 0 {
+		return "none (only nodes)"
+	}
+	return strings.Join(levels, " > ")
+}

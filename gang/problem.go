@@ -1,0 +1,233 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// maxPodSets bounds the pod sets of a job (the Kubernetes Workload API
+// allows 8 pod groups).
+const maxPodSets = 16
+
+// setPlan is one pod set resolved against a cluster.
+type setPlan struct {
+	ps       *PodSet
+	shape    shapeKey
+	want     int64 // replicas
+	need     int64 // per-set threshold
+	cpu      int64
+	mem      uint64
+	sel      map[string]string
+	gpuUnits int64 // GPUs (whole) per pod, for demand accounting
+
+	// slices: size, resolved level, mode (sliceLevel 0: none)
+	sliceSize  int64
+	sliceLevel int
+	sliceMode  Mode
+	// set-level constraint (only kept when the job has several sets):
+	// preferred and required level indices (0: none)
+	setPref, setReq int
+}
+
+// problem is a job resolved against a cluster: levels as indices, set-level
+// constraints folded into the job's where they coincide, NVLink expanded.
+type problem struct {
+	job      *Job
+	sets     []setPlan
+	minCount int64
+	// job-level constraint: try levels jobPref, jobPref-1, ..., jobReq.
+	jobPref, jobReq int
+	order           []int    // node packing order: most constrained set first
+	never           []string // required levels the cluster lacks
+	notes           []string // preferred levels the cluster lacks
+	t               *tree
+}
+
+type levelPair struct{ pref, req int }
+
+func merge(a, b levelPair) levelPair {
+	r := levelPair{req: max(a.req, b.req)}
+	r.pref = max(a.pref, b.pref, r.req)
+	return r
+}
+
+// newProblem validates j and resolves it against tree t.
+func newProblem(j *Job, t *tree) (*problem, error) {
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	if len(j.PodSets) > maxPodSets {
+		return nil, jobErr("job %q has %d pod sets, at most %d are supported", j.Name, len(j.PodSets), maxPodSets)
+	}
+	p := &problem{job: j, minCount: int64(j.threshold()), t: t}
+	resolve := func(c Constraint, what string) levelPair {
+		if c.IsZero() {
+			return levelPair{}
+		}
+		l, err := resolveLevel(t.c, c.Level)
+		if err != nil {
+			if c.Mode == Required {
+				p.never = append(p.never, fmt.Sprintf("%s requires %v", what, err))
+			} else {
+				p.notes = append(p.notes, fmt.Sprintf("%s prefers a level the cluster lacks (%v); ignored", what, err))
+			}
+			return levelPair{}
+		}
+		if c.Mode == Required {
+			return levelPair{pref: l, req: l}
+		}
+		return levelPair{pref: l}
+	}
+	nvLevel := topology.LabelClique
+	if j.NVLink != nil && j.NVLink.Level != "" {
+		nvLevel = j.NVLink.Level
+	}
+	jobLP := resolve(j.Topology, "the job's topology")
+	if j.NVLink != nil && j.NVLink.SliceSize == 0 {
+		jobLP = merge(jobLP, resolve(Constraint{Level: nvLevel}, "multi-node NVLink"))
+	}
+	for i := range j.PodSets {
+		ps := &j.PodSets[i]
+		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas),
+			cpu: ps.Pod.CPUMilli, mem: ps.Pod.MemoryBytes, sel: ps.Pod.NodeSelector}
+		if ps.Pod.MIGProfile == "" {
+			sp.gpuUnits = int64(ps.Pod.GPUs)
+		}
+		z := ps.Slices
+		if j.NVLink != nil && j.NVLink.SliceSize > 0 && sp.shape.devices() {
+			z = &Slices{Size: j.NVLink.SliceSize, Level: nvLevel}
+		}
+		if z != nil {
+			lp := resolve(Constraint{Level: z.Level, Mode: z.Mode}, fmt.Sprintf("pod set %q's slices", ps.Name))
+			if lp.pref > 0 {
+				sp.sliceSize, sp.sliceLevel, sp.sliceMode = int64(z.Size), lp.pref, z.Mode
+			}
+		}
+		setLP := resolve(ps.Topology, fmt.Sprintf("pod set %q's topology", ps.Name))
+		if len(j.PodSets) == 1 {
+			jobLP = merge(jobLP, setLP)
+		} else {
+			sp.setPref, sp.setReq = setLP.pref, setLP.req
+		}
+		p.sets = append(p.sets, sp)
+	}
+	p.jobPref, p.jobReq = jobLP.pref, jobLP.req
+	for i := range p.sets {
+		sp := &p.sets[i]
+		// A set constraint at the job's required level adds nothing (a
+		// broader one still needs the job's domain to lie in a domain of
+		// its level).
+		if sp.setPref == p.jobReq {
+			sp.setPref = 0
+		}
+		if sp.setReq == p.jobReq {
+			sp.setReq = 0
+		}
+		// Slices of one pod constrain nothing. (Slices no deeper than a
+		// level that holds the whole set still make its count a multiple
+		// of their size.)
+		if sp.sliceSize == 1 {
+			sp.sliceSize, sp.sliceLevel = 0, 0
+		}
+	}
+	p.order = make([]int, len(p.sets))
+	for i := range p.order {
+		p.order[i] = i
+	}
+	slices.SortStableFunc(p.order, func(a, b int) int {
+		sa, sb := &p.sets[a].shape, &p.sets[b].shape
+		ka, kb := sa.gpus*8+sa.migN, sb.gpus*8+sb.migN
+		if ka != kb {
+			return int(kb - ka)
+		}
+		if (sa.mem > 0) != (sb.mem > 0) {
+			if sa.mem > 0 {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return p, nil
+}
+
+func (p *problem) m() int { return len(p.sets) }
+
+// attempt is one concrete set of constraints the solver tries: the
+// preferred levels at some relaxation step.
+type attempt struct {
+	setLevel []int  // per set: exclusive level (0: none)
+	slice    []bool // per set: slices enforced
+	note     string
+}
+
+// attempts lists the relaxations of p's preferred set-level and slice
+// constraints, strictest first. The job-level preference is relaxed inside
+// every attempt (by looking at broader levels).
+func (p *problem) attempts() []attempt {
+	m := p.m()
+	cur := attempt{setLevel: make([]int, m), slice: make([]bool, m)}
+	prefSlices := false
+	for i, s := range p.sets {
+		cur.setLevel[i] = s.setPref
+		cur.slice[i] = s.sliceLevel > 0
+		if s.sliceLevel > 0 && s.sliceMode == Preferred {
+			prefSlices = true
+		}
+	}
+	out := []attempt{cur}
+	for {
+		next := attempt{setLevel: slices.Clone(cur.setLevel), slice: slices.Clone(cur.slice)}
+		moved := false
+		for i, s := range p.sets {
+			if next.setLevel[i] > s.setReq {
+				next.setLevel[i]--
+				if next.setLevel[i] <= p.jobReq {
+					next.setLevel[i] = s.setReq
+				}
+				moved = true
+			}
+		}
+		if !moved {
+			break
+		}
+		next.note = "preferred pod-set levels relaxed"
+		out = append(out, next)
+		cur = next
+	}
+	if prefSlices {
+		next := attempt{setLevel: slices.Clone(cur.setLevel), slice: slices.Clone(cur.slice), note: "preferred slices dropped"}
+		for i, s := range p.sets {
+			if s.sliceMode == Preferred {
+				next.slice[i] = false
+			}
+		}
+		out = append(out, next)
+	}
+	return out
+}
+
+// demand sums what the job's replicas ask for.
+type demand struct {
+	pods  int64
+	gpus  int64 // whole GPUs
+	slots int64 // MIG memory slices (estimated from the profile name)
+	cpu   int64
+	mem   uint64
+}
+
+func (p *problem) demand() demand {
+	var d demand
+	for _, s := range p.sets {
+		d.pods += s.want
+		d.gpus += s.want * s.gpuUnits
+		d.cpu += s.want * s.cpu
+		d.mem += uint64(s.want) * s.mem
+		if s.shape.migN > 0 {
+			d.slots += s.want * int64(s.shape.migN) * int64(migSlices(s.shape.profile))
+		}
+	}
+	return d
+}

@@ -1,0 +1,592 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// NodeInfo is what a snapshot knows about a node besides its topology.
+type NodeInfo struct {
+	// CPUMilli and MemoryBytes are the node's allocatable CPU (thousandths
+	// of a core) and memory. Zero means the snapshot does not track the
+	// resource on this node: it never limits pods there.
+	CPUMilli    int64
+	MemoryBytes uint64
+	// Unschedulable marks a cordoned node: nothing new is placed on it.
+	Unschedulable bool
+	// MIG lists the devices in MIG mode. nil means as the topology says
+	// (Device.Partition: kind mig and enabled); an empty non-nil list means
+	// none.
+	MIG []int
+}
+
+// MIGSlot is one MIG instance: a GPU and a slot run on it.
+type MIGSlot struct {
+	// Device is the GPU's device index on the node.
+	Device int
+	// Profile is the instance's profile name ("3g.40gb").
+	Profile string
+	// Placement is the run of memory slices it occupies.
+	Placement mig.Placement
+}
+
+// String formats the slot as "gpu2 3g.40gb@{4}:4".
+func (s MIGSlot) String() string {
+	return fmt.Sprintf("gpu%d %s@%v", s.Device, s.Profile, s.Placement)
+}
+
+// Allocation is one running (or releasing) pod: what it holds on which
+// node, and which job it belongs to.
+type Allocation struct {
+	// Job names the job the pod belongs to; "" means the pod is a job of
+	// its own, named Pod. Preemption evicts whole jobs.
+	Job string
+	// Set is the pod set within the job (for members of a gang that is
+	// still being placed).
+	Set string
+	// Pod names the pod.
+	Pod string
+	// Node is the node's name.
+	Node string
+	// Devices are the whole devices held.
+	Devices []int
+	// MIG are the MIG instances held.
+	MIG []MIGSlot
+	// CPUMilli and MemoryBytes are the CPU and memory held.
+	CPUMilli    int64
+	MemoryBytes uint64
+	// Priority is the job's priority; Queue its queue.
+	Priority int
+	Queue    string
+	// Releasing marks a pod that is terminating: its capacity is being
+	// released (Volcano's "future idle").
+	Releasing bool
+	// Remaining is how long the pod is expected to keep running (from a
+	// declared run time); 0 when unknown. A releasing pod is taken to end
+	// now.
+	Remaining time.Duration
+}
+
+func (a *Allocation) jobName() string {
+	if a.Job != "" {
+		return a.Job
+	}
+	return a.Pod
+}
+
+// SnapshotOption configures NewSnapshot.
+type SnapshotOption func(*snapConfig)
+
+type snapConfig struct {
+	catalog *mig.Catalog
+}
+
+// WithMIGCatalog sets the MIG profile tables used for MIG devices (default
+// mig.DefaultCatalog): pass tables discovered from NVML layered over the
+// shipped ones.
+func WithMIGCatalog(c *mig.Catalog) SnapshotOption {
+	return func(s *snapConfig) { s.catalog = c }
+}
+
+// nodeStatic is what does not change about a node: shared by clones.
+type nodeStatic struct {
+	name     string
+	labels   map[string]string
+	topo     *topology.Node
+	compiled *scoring.Compiled // of the canonical topology; nil without devices
+	info     NodeInfo
+	devices  int
+	migOn    []bool       // per device: MIG mode
+	migModel []*mig.Model // per device: profile table (nil when unknown or not MIG)
+	migDevs  []int        // devices in MIG mode with a known model, ascending
+	healthy  []bool
+}
+
+// nodeUsage is what is in use on a node in one view. It is immutable once
+// built: views and clones share it.
+type nodeUsage struct {
+	state   *scoring.State // whole devices; MIG-mode devices are marked allocated
+	layouts []*mig.Layout  // aligned with nodeStatic.migDevs
+	cpu     int64
+	mem     uint64
+	class   int32
+	gpus    int32 // whole GPUs held by allocations
+	slots   int32 // MIG memory slices held
+	free    int32 // healthy devices neither held nor in MIG mode
+	freeMIG int32 // free memory slices on healthy MIG devices
+}
+
+// Snapshot is a cluster at one moment: its topology tree, what each node
+// has, and what running pods hold. Check and the other planners read it
+// and never change it; Assume and RemoveJob change it (so a scheduler can
+// keep one snapshot and update it as pods start and end, like
+// kube-scheduler's cache). Reads may run concurrently; a change must not
+// run concurrently with anything else on the same snapshot. Clone is cheap.
+type Snapshot struct {
+	cluster *topology.Cluster
+	tree    *tree
+	nodes   []nodeStatic
+	cache   *cache
+	allocs  []Allocation // nil Node marks a removed entry
+	live    []bool
+	byNode  [][]int32
+	byJob   map[string][]int32
+	usage   []*nodeUsage
+	idle    []*nodeUsage // usage with nothing allocated; shared by clones
+	warn    []string
+}
+
+// NewSnapshot builds a snapshot of cluster c. nodes gives each cluster
+// node's NodeInfo in cluster order (nil: nothing tracked, all schedulable);
+// allocs lists the pods running or releasing. Errors wrap
+// ErrInvalidSnapshot and name the allocation or node at fault.
+func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opts ...SnapshotOption) (*Snapshot, error) {
+	cfg := snapConfig{catalog: mig.DefaultCatalog()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if c == nil {
+		return nil, snapErr("nil cluster")
+	}
+	if nodes != nil && len(nodes) != c.Len() {
+		return nil, snapErr("%d node infos for a cluster of %d nodes", len(nodes), c.Len())
+	}
+	s := &Snapshot{cluster: c, tree: newTree(c), cache: newCache(), byJob: map[string][]int32{}}
+	s.nodes = make([]nodeStatic, c.Len())
+	s.byNode = make([][]int32, c.Len())
+	s.usage = make([]*nodeUsage, c.Len())
+	s.idle = make([]*nodeUsage, c.Len())
+	canon := map[*topology.Node]*scoring.Compiled{}
+	for i := range c.Len() {
+		cn := c.Node(i)
+		var info NodeInfo
+		if nodes != nil {
+			info = nodes[i]
+		}
+		st, err := newNodeStatic(cn, info, cfg.catalog, canon)
+		if err != nil {
+			return nil, err
+		}
+		s.nodes[i] = st
+		for d := range st.devices {
+			if st.migOn[d] && st.migModel[d] == nil {
+				s.warn = append(s.warn, fmt.Sprintf("node %s gpu%d is in MIG mode but its model %q has no known profile table; it takes no pods",
+					st.name, d, st.topo.Device(d).Model))
+			}
+		}
+	}
+	for i := range s.nodes {
+		u, err := s.buildUsage(i, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.idle[i] = u
+	}
+	for k := range allocs {
+		a := allocs[k]
+		a.Devices = slices.Clone(a.Devices)
+		a.MIG = slices.Clone(a.MIG)
+		if err := s.checkAlloc(&a, fmt.Sprintf("allocation %d (pod %q)", k, a.Pod)); err != nil {
+			return nil, err
+		}
+		s.addAlloc(a)
+	}
+	for i := range s.nodes {
+		u, err := s.buildUsage(i, s.byNode[i])
+		if err != nil {
+			return nil, err
+		}
+		s.usage[i] = u
+	}
+	return s, nil
+}
+
+func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, canon map[*topology.Node]*scoring.Compiled) (nodeStatic, error) {
+	st := nodeStatic{name: cn.Name, labels: cn.Labels, topo: cn.Topology, info: info}
+	if info.CPUMilli < 0 {
+		return st, snapErr("node %s: negative CPU capacity %d", cn.Name, info.CPUMilli)
+	}
+	if cn.Topology == nil || cn.Topology.Len() == 0 {
+		if len(info.MIG) > 0 {
+			return st, snapErr("node %s: MIG devices listed on a node without devices", cn.Name)
+		}
+		return st, nil
+	}
+	n := cn.Topology
+	st.devices = n.Len()
+	if st.devices > scoring.MaxDevices {
+		return st, snapErr("node %s has %d devices, more than %d", cn.Name, st.devices, scoring.MaxDevices)
+	}
+	comp, ok := canon[n]
+	if !ok {
+		var err error
+		comp, err = scoring.Compile(canonicalNode(n))
+		if err != nil {
+			return st, snapErr("node %s: %v", cn.Name, err)
+		}
+		canon[n] = comp
+	}
+	st.compiled = comp
+	st.migOn = make([]bool, st.devices)
+	st.migModel = make([]*mig.Model, st.devices)
+	st.healthy = make([]bool, st.devices)
+	for d := range st.devices {
+		dev := n.Device(d)
+		st.healthy[d] = dev.Health == topology.Healthy
+		if info.MIG == nil {
+			st.migOn[d] = dev.Partition.Kind == topology.PartitionMIG && dev.Partition.Enabled
+		}
+	}
+	for _, d := range info.MIG {
+		if d < 0 || d >= st.devices {
+			return st, snapErr("node %s: MIG device %d out of range (the node has %d)", cn.Name, d, st.devices)
+		}
+		if st.migOn[d] {
+			return st, snapErr("node %s: MIG device %d listed twice", cn.Name, d)
+		}
+		st.migOn[d] = true
+	}
+	for d := range st.devices {
+		if !st.migOn[d] {
+			continue
+		}
+		if m, err := cat.ForDevice(n.Device(d)); err == nil {
+			st.migModel[d] = m
+			st.migDevs = append(st.migDevs, d)
+		}
+	}
+	return st, nil
+}
+
+// canonicalNode returns n without the identifiers that make every real
+// machine's Fingerprint unique (device UUIDs, PCI addresses, health
+// reasons, NIC addresses, the fabric domain, the name), so that nodes of one
+// hardware shape share one scoring.Compiled. Device indices are unchanged.
+func canonicalNode(n *topology.Node) *topology.Node {
+	b := topology.NewBuilder()
+	for _, d := range n.Devices() {
+		d.ID, d.PCI, d.HealthReason = "", topology.PCIAddress{}, ""
+		b.AddDevice(d)
+	}
+	for i := range n.Len() {
+		for j := range n.Len() {
+			if i != j {
+				b.SetLink(i, j, n.Link(i, j))
+			}
+		}
+	}
+	for k, nic := range n.NICs() {
+		nic.PCI = topology.PCIAddress{}
+		b.AddNIC(nic)
+		for d := range n.Len() {
+			if l := n.NICLink(d, k); l != topology.LinkNone {
+				b.SetNICLink(d, k, l)
+			}
+		}
+	}
+	if d := n.NUMADistances(); d != nil {
+		b.SetNUMADistances(d)
+	}
+	c, err := b.Build()
+	if err != nil {
+		return n // cannot happen for a valid node; fall back to the node itself
+	}
+	return c
+}
+
+// checkAlloc validates one allocation against the static node data.
+func (s *Snapshot) checkAlloc(a *Allocation, where string) error {
+	if a.Job == "" && a.Pod == "" {
+		return snapErr("%s has neither a job nor a pod name", where)
+	}
+	ni, ok := s.cluster.NodeIndex(a.Node)
+	if !ok {
+		return snapErr("%s: unknown node %q", where, a.Node)
+	}
+	st := &s.nodes[ni]
+	if a.CPUMilli < 0 {
+		return snapErr("%s: negative CPU %d", where, a.CPUMilli)
+	}
+	if a.Remaining < 0 {
+		return snapErr("%s: negative remaining time %v", where, a.Remaining)
+	}
+	seen := map[int]bool{}
+	for _, d := range a.Devices {
+		switch {
+		case d < 0 || d >= st.devices:
+			return snapErr("%s: device %d out of range on node %s (%d devices)", where, d, a.Node, st.devices)
+		case seen[d]:
+			return snapErr("%s: device %d listed twice", where, d)
+		case st.migOn[d]:
+			return snapErr("%s: device %d of node %s is in MIG mode and cannot be held whole", where, d, a.Node)
+		}
+		seen[d] = true
+	}
+	for _, m := range a.MIG {
+		if m.Device < 0 || m.Device >= st.devices || !st.migOn[m.Device] {
+			return snapErr("%s: MIG instance on gpu%d of node %s, which is not a MIG device", where, m.Device, a.Node)
+		}
+		if st.migModel[m.Device] == nil {
+			return snapErr("%s: gpu%d of node %s has no known MIG profile table", where, m.Device, a.Node)
+		}
+	}
+	return nil
+}
+
+func (s *Snapshot) addAlloc(a Allocation) int32 {
+	k := int32(len(s.allocs))
+	s.allocs = append(s.allocs, a)
+	s.live = append(s.live, true)
+	ni, _ := s.cluster.NodeIndex(a.Node)
+	s.byNode[ni] = append(s.byNode[ni], k)
+	j := a.jobName()
+	s.byJob[j] = append(s.byJob[j], k)
+	return k
+}
+
+// buildUsage computes node n's usage from the given allocations.
+func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
+	st := &s.nodes[n]
+	u := &nodeUsage{}
+	if st.devices > 0 {
+		u.state = scoring.NewState(st.devices)
+		for d := range st.devices {
+			if st.migOn[d] {
+				u.state.Devices[d].Allocated = true
+			}
+		}
+		u.layouts = make([]*mig.Layout, len(st.migDevs))
+		for k, d := range st.migDevs {
+			l, err := mig.NewLayout(fmt.Sprintf("gpu%d", d), st.migModel[d])
+			if err != nil {
+				return nil, snapErr("node %s gpu%d: %v", st.name, d, err)
+			}
+			u.layouts[k] = l
+		}
+	}
+	for _, k := range allocs {
+		a := &s.allocs[k]
+		for _, d := range a.Devices {
+			if u.state.Devices[d].Allocated {
+				return nil, snapErr("node %s: device %d held by pod %q and by another allocation", st.name, d, a.Pod)
+			}
+			u.state.Devices[d].Allocated = true
+			u.gpus++
+		}
+		for _, m := range a.MIG {
+			l := u.layouts[slices.Index(st.migDevs, m.Device)]
+			in := mig.Instance{Placement: m.Placement, State: mig.InUse, Owner: a.Pod, Priority: a.Priority}
+			p, err := st.migModel[m.Device].Profile(m.Profile)
+			if err != nil {
+				return nil, snapErr("node %s gpu%d, pod %q: %v", st.name, m.Device, a.Pod, err)
+			}
+			in.Profile = p.Name
+			if err := l.Add(in); err != nil {
+				return nil, snapErr("node %s gpu%d, pod %q: %v", st.name, m.Device, a.Pod, err)
+			}
+			u.slots += int32(p.MemorySlices)
+		}
+		u.cpu += a.CPUMilli
+		u.mem += a.MemoryBytes
+	}
+	if st.info.CPUMilli > 0 && u.cpu > st.info.CPUMilli {
+		return nil, snapErr("node %s: allocations hold %d mCPU, the node has %d", st.name, u.cpu, st.info.CPUMilli)
+	}
+	if st.info.MemoryBytes > 0 && u.mem > st.info.MemoryBytes {
+		return nil, snapErr("node %s: allocations hold %d bytes of memory, the node has %d", st.name, u.mem, st.info.MemoryBytes)
+	}
+	u.class, u.free, u.freeMIG = s.cache.intern(st, u)
+	return u, nil
+}
+
+// Cluster returns the snapshot's cluster.
+func (s *Snapshot) Cluster() *topology.Cluster { return s.cluster }
+
+// Warnings lists what the snapshot could not use (a MIG device whose model
+// has no profile table, ...).
+func (s *Snapshot) Warnings() []string { return slices.Clone(s.warn) }
+
+// Allocations returns the pods the snapshot holds, in the order they were
+// added.
+func (s *Snapshot) Allocations() []Allocation {
+	var out []Allocation
+	for k := range s.allocs {
+		if s.live[k] {
+			out = append(out, s.allocs[k])
+		}
+	}
+	return out
+}
+
+// JobAllocations returns the pods of the named job.
+func (s *Snapshot) JobAllocations(job string) []Allocation {
+	var out []Allocation
+	for _, k := range s.byJob[job] {
+		if s.live[k] {
+			out = append(out, s.allocs[k])
+		}
+	}
+	return out
+}
+
+// Jobs returns the names of the jobs holding pods, sorted.
+func (s *Snapshot) Jobs() []string {
+	var out []string
+	for j, ks := range s.byJob {
+		for _, k := range ks {
+			if s.live[k] {
+				out = append(out, j)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Clone returns an independent copy; static data and per-node usage are
+// shared until changed.
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.allocs = slices.Clone(s.allocs)
+	c.live = slices.Clone(s.live)
+	c.byNode = make([][]int32, len(s.byNode))
+	for i, b := range s.byNode {
+		c.byNode[i] = slices.Clone(b)
+	}
+	c.byJob = make(map[string][]int32, len(s.byJob))
+	for j, b := range s.byJob {
+		c.byJob[j] = slices.Clone(b)
+	}
+	c.usage = slices.Clone(s.usage)
+	c.warn = slices.Clone(s.warn)
+	return &c
+}
+
+// RemoveJob removes every pod of the named job (it ended, or was evicted or
+// released) and returns how many there were.
+func (s *Snapshot) RemoveJob(job string) int {
+	ks := s.byJob[job]
+	if len(ks) == 0 {
+		return 0
+	}
+	touched := map[int]bool{}
+	n := 0
+	for _, k := range ks {
+		if !s.live[k] {
+			continue
+		}
+		s.live[k] = false
+		n++
+		ni, _ := s.cluster.NodeIndex(s.allocs[k].Node)
+		touched[ni] = true
+	}
+	delete(s.byJob, job)
+	for ni := range touched {
+		s.byNode[ni] = slices.DeleteFunc(s.byNode[ni], func(k int32) bool { return !s.live[k] })
+		u, err := s.buildUsage(ni, s.byNode[ni])
+		if err != nil {
+			// Removing pods cannot make a valid usage invalid.
+			panic(fmt.Sprintf("gang: rebuilding node usage after a removal: %v", err))
+		}
+		s.usage[ni] = u
+	}
+	return n
+}
+
+// Assume records the pods of placement p for job j as running, after
+// checking p with Validate. On error nothing changes.
+func (s *Snapshot) Assume(j *Job, p *Placement) error {
+	if err := s.Validate(j, p); err != nil {
+		return err
+	}
+	s.assume(j, p)
+	return nil
+}
+
+// assume adds a validated placement's pods.
+func (s *Snapshot) assume(j *Job, p *Placement) {
+	touched := map[int]bool{}
+	for _, pp := range p.Pods {
+		a := Allocation{Job: j.Name, Set: pp.Set, Pod: pp.Name, Node: pp.Node, Devices: slices.Clone(pp.Devices),
+			MIG: slices.Clone(pp.MIG), CPUMilli: pp.CPUMilli, MemoryBytes: pp.MemoryBytes,
+			Priority: j.Priority, Queue: j.Queue, Remaining: j.RunTime}
+		s.addAlloc(a)
+		ni, _ := s.cluster.NodeIndex(pp.Node)
+		touched[ni] = true
+	}
+	for ni := range touched {
+		u, err := s.buildUsage(ni, s.byNode[ni])
+		if err != nil {
+			panic(fmt.Sprintf("gang: assuming a validated placement: %v", err))
+		}
+		s.usage[ni] = u
+	}
+}
+
+// view is a way of counting allocations: all of them (now), without the
+// releasing ones, none, or without some jobs.
+type view struct {
+	s    *Snapshot
+	over map[int32]*nodeUsage // node -> usage when it differs from now
+	all  bool                 // every node idle
+	name string
+}
+
+func (v *view) usage(n int32) *nodeUsage {
+	if v.all {
+		return v.s.idle[n]
+	}
+	if u, ok := v.over[n]; ok {
+		return u
+	}
+	return v.s.usage[n]
+}
+
+func (s *Snapshot) viewNow() *view { return &view{s: s, name: "now"} }
+
+func (s *Snapshot) viewEmpty() *view { return &view{s: s, all: true, name: "empty"} }
+
+// viewWithout returns the view that does not count allocations for which
+// drop returns true.
+func (s *Snapshot) viewWithout(name string, drop func(a *Allocation) bool) *view {
+	v := &view{s: s, over: map[int32]*nodeUsage{}, name: name}
+	for ni, ks := range s.byNode {
+		var keep []int32
+		changed := false
+		for _, k := range ks {
+			if drop(&s.allocs[k]) {
+				changed = true
+				continue
+			}
+			keep = append(keep, k)
+		}
+		if changed {
+			u, err := s.buildUsage(ni, keep)
+			if err != nil {
+				panic(fmt.Sprintf("gang: rebuilding node usage for a view: %v", err))
+			}
+			v.over[int32(ni)] = u
+		}
+	}
+	return v
+}
+
+func (s *Snapshot) viewAfterRelease() *view {
+	return s.viewWithout("after release", func(a *Allocation) bool { return a.Releasing })
+}
+
+func (s *Snapshot) hasReleasing() bool {
+	for k := range s.allocs {
+		if s.live[k] && s.allocs[k].Releasing {
+			return true
+		}
+	}
+	return false
+}
