@@ -81,7 +81,10 @@ func BenchmarkLargestClique(b *testing.B) {
 		link func(i, j int) bool
 	}{
 		{"complete64", func(i, j int) bool { return true }},
-		{"mesh64", func(i, j int) bool { d := (j - i + 64) % 64; return d == 1 || d == 63 || d == 8 || d == 56 || d == 32 || d == 3 }},
+		{"mesh64", func(i, j int) bool {
+			d := (j - i + 64) % 64
+			return d == 1 || d == 63 || d == 8 || d == 56 || d == 32 || d == 3
+		}},
 	} {
 		adj := make([]scoring.DeviceSet, 64)
 		free := scoring.DeviceSet{}
