@@ -321,18 +321,22 @@ func (s *session) readNvLinks(i int) {
 		}
 		l := NvLink{Link: link, Active: active, Peer: -1, RemoteType: NvLinkDeviceUnknown}
 		if active {
+			var remote string
 			if pci, err := h.NvLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
-				if addr, err := topology.ParsePCIAddress(pci.BusID); err == nil {
-					l.RemotePCI = addr
-				} else {
-					s.warnf("GPU %d: NVLink %d: remote %v", i, link, err)
-				}
+				remote = pci.BusID
 			}
 			if t, err := h.NvLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
 				l.RemoteType = t
 			}
 			if !s.healthy(i) {
 				return
+			}
+			// A switch outside the node (GB200 NVLink switch trays) may
+			// have no meaningful PCI address: only a GPU's matters.
+			if addr, err := topology.ParsePCIAddress(remote); err == nil {
+				l.RemotePCI = addr
+			} else if remote != "" && l.RemoteType != NvLinkDeviceSwitch {
+				s.warnf("GPU %d: NVLink %d: remote %v", i, link, err)
 			}
 		}
 		g.NvLinks = append(g.NvLinks, l)
@@ -452,9 +456,11 @@ func pcieKind(l TopologyLevel) (topology.LinkKind, bool) {
 }
 
 // switchGroups returns, per GPU, the id of its NVSwitch fabric (-1 when it
-// has no active switch link). GPUs are in one fabric when their links reach
-// a common NVSwitch, or when NVML reports NVLink P2P between two
-// switch-attached GPUs (DGX-2: two baseboards whose switches are trunked).
+// has no active switch link). Two switch-attached GPUs are in one fabric
+// when their links reach a common NVSwitch, when NVML reports NVLink P2P
+// between them (DGX-2: two baseboards whose switches are trunked), or when
+// the fabric manager registered both in the same NVLink partition (GB200,
+// whose switch trays may report no PCI address).
 func (s *session) switchGroups(p2p [][]P2P) []int {
 	n := len(s.gpus)
 	parent := make([]int, n)
@@ -487,10 +493,21 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 			}
 		}
 	}
+	partition := map[topology.FabricDomain]int{}
 	for i := range n {
+		if !attached(i) {
+			continue
+		}
 		for j := range n {
-			if i != j && attached(i) && attached(j) && p2p[i] != nil && p2p[i][j].NvLink == P2POK {
+			if i != j && attached(j) && p2p[i] != nil && p2p[i][j].NvLink == P2POK {
 				union(i, j)
+			}
+		}
+		if d, ok := registered(s.gpus[i].Fabric); ok {
+			if o, seen := partition[d]; seen {
+				union(i, o)
+			} else {
+				partition[d] = i
 			}
 		}
 	}
@@ -577,14 +594,13 @@ func (s *session) fabricDomain() (topology.FabricDomain, bool) {
 	var dom topology.FabricDomain
 	from := -1
 	for i, g := range s.gpus {
-		if g.Err != nil || g.Fabric == nil {
+		if g.Err != nil {
 			continue
 		}
-		f := g.Fabric
-		if f.State != FabricCompleted || f.Status != CodeSuccess || f.ClusterUUID == ([16]byte{}) {
+		d, ok := registered(g.Fabric)
+		if !ok {
 			continue
 		}
-		d := topology.FabricDomain{ClusterUUID: formatUUID(f.ClusterUUID), CliqueID: f.CliqueID}
 		if from < 0 {
 			dom, from = d, i
 			continue
@@ -595,6 +611,16 @@ func (s *session) fabricDomain() (topology.FabricDomain, bool) {
 		}
 	}
 	return dom, from >= 0
+}
+
+// registered returns the NVLink partition a GPU's fabric registration
+// names, when the registration completed successfully (go-nvlib's rule:
+// state completed, status success, non-zero cluster UUID).
+func registered(f *FabricInfo) (topology.FabricDomain, bool) {
+	if f == nil || f.State != FabricCompleted || f.Status != CodeSuccess || f.ClusterUUID == ([16]byte{}) {
+		return topology.FabricDomain{}, false
+	}
+	return topology.FabricDomain{ClusterUUID: formatUUID(f.ClusterUUID), CliqueID: f.CliqueID}, true
 }
 
 // formatUUID formats 16 bytes as a lower-case RFC 4122 UUID string.

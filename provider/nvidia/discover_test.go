@@ -513,3 +513,37 @@ func TestDetectSkipsNoDriver(t *testing.T) {
 		t.Fatalf("Detect with a driver: %v %v %+v", n, err, rep)
 	}
 }
+
+// TestSwitchesWithoutAddresses: on a GB200 tray the NVSwitches sit in other
+// trays and may report no PCI address, and P2P may not be readable; the
+// GPUs' common NVLink partition still puts them in one fabric. Without that
+// registration nothing says they share a fabric, and the pairs fall back to
+// their PCIe class rather than guessing.
+func TestSwitchesWithoutAddresses(t *testing.T) {
+	want, m := machine(t, "gb200-nvl72-tray")
+	for _, g := range m.GPUs {
+		for k := range g.Links {
+			g.Links[k].RemoteBusID = ""
+		}
+	}
+	m.Hook = func(c nvidiatest.Call) error {
+		if c.Method == "P2PStatus" {
+			return nvidia.CodeNotSupported
+		}
+		return nil
+	}
+	inv := inspect(t, m, nvidia.WithNodeName(want.Name()))
+	if d := diff(stripIDsNICs(t, inv.Node), stripIDsNICs(t, want)); d != "" {
+		t.Errorf("node differs:\n%s", d)
+	}
+	if len(inv.Warnings) != 0 {
+		t.Errorf("warnings %q for switches without addresses", inv.Warnings)
+	}
+	for _, g := range m.GPUs {
+		g.Fabric = nil
+	}
+	inv = inspect(t, m)
+	if l := inv.Node.Link(0, 1); l.Kind != want.Link(0, 1).PCIe {
+		t.Errorf("0-1 without any fabric evidence: %v, want PCIe class %v", l, want.Link(0, 1).PCIe)
+	}
+}

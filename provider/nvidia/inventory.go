@@ -87,6 +87,8 @@ type NvLink struct {
 
 // P2P is the peer-to-peer status of an ordered GPU pair, per capability.
 type P2P struct {
+	// Read, Write, NvLink, Atomics and PCI are the statuses of the P2P
+	// capabilities P2PRead ... P2PPCI.
 	Read, Write, NvLink, Atomics, PCI P2PStatus
 }
 
@@ -102,9 +104,10 @@ type MIG struct {
 	// Instances lists the live GPU instances (empty when MIG is off).
 	Instances []MIGInstance
 	// Processes lists the compute processes on the GPU, read when MIG is
-	// on; ProcessesKnown is false when NVML would not list them (older
-	// driver, no permission).
-	Processes      []Process
+	// on.
+	Processes []Process
+	// ProcessesKnown is false when NVML would not list the processes
+	// (older driver, no permission).
 	ProcessesKnown bool
 }
 

@@ -123,6 +123,8 @@ type PCIInfo struct {
 
 // MemoryInfo is a GPU's framebuffer memory in bytes.
 type MemoryInfo struct {
+	// Total is the framebuffer size; Reserved the part the driver keeps
+	// (version 2 only); Free and Used what is free and allocated now.
 	Total, Reserved, Free, Used uint64
 }
 
@@ -145,6 +147,7 @@ type FabricInfo struct {
 
 // Placement is a run of MIG memory slices [Start, Start+Size).
 type Placement struct {
+	// Start is the first memory slice; Size the number of slices.
 	Start, Size int
 }
 
@@ -201,6 +204,7 @@ type ComputeInstanceProfileInfo struct {
 
 // Process is a compute process running on a GPU.
 type Process struct {
+	// PID is the process id.
 	PID uint32
 	// UsedMemory is the GPU memory it holds, in bytes.
 	UsedMemory uint64
@@ -211,14 +215,19 @@ type Process struct {
 
 // GPUInstanceInfo identifies a live GPU instance.
 type GPUInstanceInfo struct {
-	ID        int
+	// ID is the GPU instance id on its GPU.
+	ID int
+	// ProfileID is its profile's id (GPUInstanceProfileInfo.ID).
 	ProfileID int
+	// Placement is the run of memory slices it occupies.
 	Placement Placement
 }
 
 // ComputeInstanceInfo identifies a live compute instance.
 type ComputeInstanceInfo struct {
-	ID        int
+	// ID is the compute instance id within its GPU instance.
+	ID int
+	// ProfileID is its compute-instance profile's id.
 	ProfileID int
 	// Placement is in compute slices of the parent GPU instance.
 	Placement Placement

@@ -67,12 +67,16 @@ type Machine struct {
 // GPU is one fake device and the answers NVML gives about it. Nil slices and
 // pointers mean "not supported" for the matching call.
 type GPU struct {
+	// UUID and Name are the GPU's UUID and product name.
 	UUID, Name string
 	// BusID is the NVML form, "00000000:3B:00.0".
-	BusID    string
+	BusID string
+	// DeviceID is the combined PCI device and vendor id.
 	DeviceID uint32
-	Arch     nvidia.Architecture
-	Memory   nvidia.MemoryInfo
+	// Arch is the architecture.
+	Arch nvidia.Architecture
+	// Memory is the framebuffer memory.
+	Memory nvidia.MemoryInfo
 	// MemoryNUMA is the GPU memory's own NUMA node; -1 means not supported.
 	MemoryNUMA int
 	// NUMANodes is the memory affinity; nil means not supported.
@@ -104,6 +108,7 @@ type GPU struct {
 
 // Link is one NVLink of a fake GPU.
 type Link struct {
+	// Active is the link state.
 	Active bool
 	// RemoteBusID is the far end's bus id in NVML form.
 	RemoteBusID string

@@ -26,7 +26,9 @@ type MIG struct {
 
 // MIGProfile is one GPU-instance profile of a fake GPU.
 type MIGProfile struct {
-	Info       nvidia.GPUInstanceProfileInfo
+	// Info is what profile-info calls answer (Name only from version 2).
+	Info nvidia.GPUInstanceProfileInfo
+	// Placements are the legal placements.
 	Placements []nvidia.Placement
 }
 
@@ -46,10 +48,12 @@ type computeInstance struct {
 
 // Instance describes a live GPU instance of a fake GPU.
 type Instance struct {
-	ID           int
-	ProfileIndex int
-	ProfileID    int
-	Placement    nvidia.Placement
+	// ID is the GPU instance id (what Process.GPUInstanceID names).
+	ID int
+	// ProfileIndex and ProfileID identify its profile.
+	ProfileIndex, ProfileID int
+	// Placement is where it sits.
+	Placement nvidia.Placement
 	// ComputeInstances is the number of live compute instances.
 	ComputeInstances int
 }
