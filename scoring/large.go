@@ -1,6 +1,7 @@
 package scoring
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -796,10 +797,10 @@ func (s *largeSearch) components() []Component {
 	o := st.components()
 	u := unitScore(o, &q.w)
 	la := u
-	detail := "no further group"
+	detail := fmt.Sprintf("no %d-device group left to protect", q.L)
 	if q.wLA > 0 {
 		if p := s.lookAhead(); !math.IsInf(p, 1) {
-			detail = "worst group left (estimate)"
+			detail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f (greedy estimate)", q.L, p)
 			la = math.Min(u, p)
 		}
 	}

@@ -206,10 +206,10 @@ func (q *query) unsatisfiable() error {
 
 func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64, free []int64) []Component {
 	set := setFromMask(uint64(S))
-	la, laDetail := wt.u[S], "no further group"
+	la, laDetail := wt.u[S], fmt.Sprintf("no %d-device group left to protect", q.L)
 	if P != nil {
 		if p := P[F&^S]; !math.IsInf(p, 1) {
-			laDetail = fmt.Sprintf("worst %d-device group left %.3f", q.L, p)
+			laDetail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f", q.L, p)
 			if p < la {
 				la = p
 			}
@@ -223,32 +223,44 @@ func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDet
 	w := &q.w
 	var cs []Component
 	k := set.Len()
-	ringDetail, aggDetail := "single device", "single device"
+	ringDetail, aggDetail, pcieDetail := "single device", "single device", "single device"
 	if k >= 2 {
-		ringDetail = fmt.Sprintf("ring bottleneck %.1f GB/s", float64(ringMB)/1000)
-		aggDetail = "mean bandwidth into the set"
+		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s", float64(ringMB)/1000)
+		aggDetail = fmt.Sprintf("each member reaches the others at %.1f GB/s (mean)", bwFromScore(o.agg))
+		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (PIX 1 .. SYS 0.2)", o.pcie)
 	}
 	numaSpan := int(math.Round(1 / o.numa))
+	numaDetail := "within 1 NUMA node"
+	if numaSpan > 1 {
+		numaDetail = fmt.Sprintf("spans %d NUMA nodes", numaSpan)
+	}
 	cs = append(cs,
 		Component{"ring", o.ring, w.Ring, ringDetail},
 		Component{"aggregate", o.agg, w.Aggregate, aggDetail},
-		Component{"numa", o.numa, w.NUMA, fmt.Sprintf("%d NUMA node(s)", numaSpan)},
-		Component{"pcie", o.pcie, w.PCIe, "mean PCIe closeness of pairs"},
+		Component{"numa", o.numa, w.NUMA, numaDetail},
+		Component{"pcie", o.pcie, w.PCIe, pcieDetail},
 	)
 	if q.wLA > 0 {
 		cs = append(cs, Component{"lookahead", la, q.wLA, laDetail})
 	}
 	if q.wPack > 0 {
-		cs = append(cs, Component{"packing", q.packingOf(set), q.wPack, "share of free devices in touched scopes taken"})
+		p := q.packingOf(set)
+		cs = append(cs, Component{"packing", p, q.wPack, fmt.Sprintf("takes %.0f%% of the free devices in the scopes it touches", 100*p)})
 	}
 	if q.wAff > 0 {
-		cs = append(cs, Component{"affinity", q.affinityOf(set, aff), q.wAff, "closeness to preferred NUMA nodes/NICs"})
+		a := q.affinityOf(set, aff)
+		cs = append(cs, Component{"affinity", a, q.wAff, fmt.Sprintf("mean closeness %.2f to the preferred NUMA nodes/NICs", a)})
 	}
 	if q.wScope > 0 {
-		cs = append(cs, Component{"scope", q.scopeOf(set), q.wScope, fmt.Sprintf("within one %v scope", Scope(q.scopeK+1))})
+		v, d := q.scopeOf(set), fmt.Sprintf("within one %v scope", Scope(q.scopeK+1))
+		if v == 0 {
+			d = fmt.Sprintf("spans several %v scopes", Scope(q.scopeK+1))
+		}
+		cs = append(cs, Component{"scope", v, q.wScope, d})
 	}
 	if q.wFit > 0 {
-		cs = append(cs, Component{"fit", q.fitOf(set, fit), q.wFit, "memory best fit of the slice"})
+		f := q.fitOf(set, fit)
+		cs = append(cs, Component{"fit", f, q.wFit, fmt.Sprintf("%.0f%% of the memory stays free after the slice (mean)", 100*(1-f))})
 	}
 	if q.wFrag > 0 {
 		v := q.fragOf(free, set, int64(q.sliceMilli))
@@ -256,4 +268,9 @@ func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDet
 		cs = append(cs, Component{"fragmentation", v, q.wFrag, fmt.Sprintf("expected fragment %+.0f milli-GPU (FGD)", delta)})
 	}
 	return cs
+}
+
+// bwFromScore inverts bwScore (GB/s) for explanations.
+func bwFromScore(v float64) float64 {
+	return math.Exp2(v*math.Log2(1+refBandwidthGBs)) - 1
 }
