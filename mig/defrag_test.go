@@ -463,3 +463,39 @@ func TestStateMachine(t *testing.T) {
 		}
 	})
 }
+
+// TestDefragOracleClasses runs the oracle on up to five GPUs where the
+// others repeat one or two layouts, which exercises the planner's grouping
+// of interchangeable GPUs and its symmetry breaking.
+func TestDefragOracleClasses(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m, _ := Lookup(rapid.SampledFrom([]string{"A30-24GB", "A100-40GB"}).Draw(t, "model"))
+		target := genLayoutN(t, m, "g0", 1, 8, 90)
+		tmpl := []*Layout{genLayoutN(t, m, "t0", 0, 4, 85), genLayoutN(t, m, "t1", 0, 4, 85)}
+		ls := []*Layout{target}
+		for i := 1; i < rapid.IntRange(2, 5).Draw(t, "gpus"); i++ {
+			c := tmpl[rapid.IntRange(0, 1).Draw(t, "which")].Clone()
+			c.GPU = fmt.Sprintf("g%d", i)
+			for k := range c.Instances {
+				if c.Instances[k].Owner != "" {
+					c.Instances[k].Owner = fmt.Sprintf("%s-%d", c.GPU, k)
+				}
+			}
+			ls = append(ls, c)
+		}
+		req := genRequest(t, ls)
+		pol := genPolicy(t)
+		p, err := PlanDefrag(ls, req, pol)
+		want, ok := oracleDefrag(ls, req, pol)
+		if !ok {
+			if !errors.Is(err, ErrNoPlan) {
+				t.Fatalf("oracle: no plan; PlanDefrag = %v, %v", p, err)
+			}
+			return
+		}
+		if err != nil || p.Cost.Compare(want) != 0 {
+			t.Fatalf("PlanDefrag %v (%v), oracle %v\nlayouts %v\nreq %v pol %+v", p, err, want, ls, req, pol)
+		}
+		checkPlan(t, ls, req, pol, p)
+	})
+}

@@ -304,3 +304,42 @@ func TestSimulationServed(t *testing.T) {
 		t.Errorf("keep-large-open served fewer requests than a baseline: %v", tot)
 	}
 }
+
+// A discovered table whose state space is too large for the per-model
+// table (12 slots and two tracked profiles: 4096×9×4 states) takes the direct path; its
+// choices still match the oracle.
+func TestPlaceWithoutStateTable(t *testing.T) {
+	m, err := NewModel(ModelSpec{Name: "Big-12", Slots: 12, Profiles: []Profile{
+		{Name: mustName("1g.1gb"), ID: 1, ComputeSlices: 1, MemorySlices: 1, MaxInstances: 8, Placements: pl(1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)},
+		{Name: mustName("4g.4gb"), ID: 2, ComputeSlices: 4, MemorySlices: 4, MaxInstances: 3, Placements: pl(4, 0, 4, 8)},
+		{Name: mustName("2g.2gb"), ID: 3, ComputeSlices: 2, MemorySlices: 2, MaxInstances: 3, Placements: pl(2, 0, 2, 4, 6, 8, 10)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.stateTable() != nil {
+		t.Fatal("expected no state table for this model")
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		var ls []*Layout
+		for i := 0; i < rapid.IntRange(1, 2).Draw(t, "gpus"); i++ {
+			ls = append(ls, genLayoutN(t, m, fmt.Sprintf("g%d", i), 2, 9, 50))
+		}
+		prof := rapid.SampledFrom([]string{"1g.1gb", "4g.4gb", "2g.2gb"}).Draw(t, "p")
+		s := Strategy(rapid.IntRange(0, 2).Draw(t, "s"))
+		a, err := Place(ls, Request{Profile: prof}, PlaceOptions{Strategy: s})
+		gi, want, _ := oracleChoice(ls, prof, s, nil)
+		if gi < 0 {
+			if !errors.Is(err, ErrNoFit) {
+				t.Fatalf("no fit expected: %v %v", a, err)
+			}
+			return
+		}
+		if err != nil || a.Index != gi || a.Placement != want {
+			t.Fatalf("%s: %+v %v; oracle %d %v", prof, a, err, gi, want)
+		}
+		if _, err := PlanDefrag(ls, Request{Profile: prof, Priority: 5}, Policy{MoveAnyPriority: true}); err != nil && !errors.Is(err, ErrNoPlan) {
+			t.Fatal(err)
+		}
+	})
+}
