@@ -1,0 +1,240 @@
+package scoring
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// Every kind of bad input gets a clear error wrapping a sentinel, never a
+// panic.
+func TestBadInput(t *testing.T) {
+	h8 := fixtureH8(t)
+	nan := math.NaN()
+	cases := []struct {
+		name  string
+		state *State
+		req   Request
+		want  error
+		text  string
+	}{
+		{"zero count", nil, Request{}, ErrInvalidRequest, "count"},
+		{"negative count", nil, Request{Count: -1}, ErrInvalidRequest, "count"},
+		{"count above node", nil, Request{Count: 9}, ErrInsufficientDevices, "node of 8"},
+		{"required out of range", nil, Request{Count: 1, Required: []int{8}}, ErrInvalidRequest, "out of range"},
+		{"required negative", nil, Request{Count: 1, Required: []int{-1}}, ErrInvalidRequest, "out of range"},
+		{"required twice", nil, Request{Count: 2, Required: []int{1, 1}}, ErrInvalidRequest, "twice"},
+		{"required and excluded", nil, Request{Count: 2, Required: []int{1}, Excluded: []int{1}}, ErrInvalidRequest, "both"},
+		{"more required than count", nil, Request{Count: 1, Required: []int{1, 2}}, ErrInvalidRequest, "required devices"},
+		{"excluded out of range", nil, Request{Count: 1, Excluded: []int{99}}, ErrInvalidRequest, "out of range"},
+		{"negative weight", nil, Request{Count: 1, Weights: &Weights{Ring: -1}}, ErrInvalidRequest, "weights"},
+		{"NaN weight", nil, Request{Count: 1, Weights: &Weights{Ring: nan}}, ErrInvalidRequest, "weights"},
+		{"infinite weight", nil, Request{Count: 1, Weights: &Weights{Ring: math.Inf(1)}}, ErrInvalidRequest, "weights"},
+		{"all weights zero", nil, Request{Count: 1, Weights: &Weights{}}, ErrInvalidRequest, "positive"},
+		{"state too long", NewState(9), Request{Count: 1}, ErrInvalidRequest, "state"},
+		{"state compute", &State{Devices: []DeviceUsage{{ComputeUsed: 1001}}}, Request{Count: 1}, ErrInvalidRequest, "compute"},
+		{"state slices", &State{Devices: []DeviceUsage{{Slices: -1}}}, Request{Count: 1}, ErrInvalidRequest, "slices"},
+		{"empty slice", nil, Request{Shared: &SharedSlice{}}, ErrInvalidRequest, "neither"},
+		{"slice compute", nil, Request{Shared: &SharedSlice{ComputeMilli: 1001}}, ErrInvalidRequest, "compute"},
+		{"unknown scope", nil, Request{Count: 1, Scope: 9}, ErrInvalidRequest, "scope"},
+		{"unknown scope mode", nil, Request{Count: 1, Scope: ScopeNUMA, ScopeMode: 7}, ErrInvalidRequest, "scope mode"},
+		{"allowed set index", nil, Request{Count: 1, AllowedSets: [][]int{{8}}}, ErrInvalidRequest, "allowed set"},
+		{"allowed set repeat", nil, Request{Count: 2, AllowedSets: [][]int{{1, 1}}}, ErrInvalidRequest, "allowed set"},
+		{"NIC out of range", nil, Request{Count: 1, Affinity: Affinity{NICs: []int{0}}}, ErrInvalidRequest, "NIC"},
+		{"required busy", stateBusy(8, 3), Request{Count: 2, Required: []int{3}}, ErrRequiredUnavailable, "in use"},
+		{"required excluded by memory", nil, Request{Count: 1, Required: []int{3}, MinFreeMemory: 100 << 30}, ErrRequiredUnavailable, "memory"},
+		{"all busy", stateBusy(8, 0, 1, 2, 3, 4, 5, 6), Request{Count: 2}, ErrInsufficientDevices, "usable"},
+		{"required scope", stateBusy(8, 0, 4), Request{Count: 4, Scope: ScopeNUMA, ScopeMode: ScopeRequired}, ErrUnsatisfiable, "numa"},
+		{"table", stateBusy(8, 0, 2), Request{Count: 2, AllowedSets: [][]int{{0, 1}, {2, 3}}}, ErrUnsatisfiable, "allowed"},
+	}
+	for _, c := range cases {
+		for _, node := range []*topology.Node{h8, fixtureI32(t)} { // small and large search
+			if node.Len() > 8 && slices.Contains([]string{"state too long", "count above node", "required out of range",
+				"allowed set index", "all busy", "required scope"}, c.name) {
+				continue // those depend on the node's size
+			}
+			_, err := SelectDevices(node, c.state, c.req, WithExplanation())
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s on %s: %v, want %v", c.name, node.Name(), err, c.want)
+				continue
+			}
+			var re *RequestError
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("%s on %s: %q should be a *RequestError mentioning %q", c.name, node.Name(), err, c.text)
+			}
+			if _, err2 := ScoreNode(node, c.state, c.req); !errors.Is(err2, c.want) {
+				t.Errorf("%s: ScoreNode gave %v", c.name, err2)
+			}
+		}
+	}
+	if _, err := SelectDevices(nil, nil, Request{Count: 1}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("nil node: %v", err)
+	}
+	if _, err := Compile(nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("Compile(nil): %v", err)
+	}
+}
+
+func TestTooManyDevices(t *testing.T) {
+	b := topology.NewBuilder().SetName("257")
+	n := MaxDevices + 1
+	for i := range n {
+		b.AddDevice(topology.Device{Index: i, NUMA: 0})
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			b.SetLinkPair(i, j, pci(topology.LinkNODE))
+		}
+	}
+	node, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SelectDevices(node, nil, Request{Count: 1}); !errors.Is(err, ErrTooManyDevices) {
+		t.Fatalf("257 devices: %v", err)
+	}
+}
+
+func TestStateMethods(t *testing.T) {
+	s := NewState(4)
+	if err := s.Allocate(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]int{{1}, {-1}, {MaxDevices}, {3, 3}} {
+		if err := s.Allocate(bad...); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Allocate(%v): %v", bad, err)
+		}
+	}
+	if s.Usage(3).InUse() {
+		t.Fatal("a failed Allocate changed the state")
+	}
+	if err := s.AllocateShared(1, SharedSlice{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("slice on a whole allocation: %v", err)
+	}
+	if err := s.AllocateShared(-1, SharedSlice{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("slice on device -1: %v", err)
+	}
+	if err := s.AllocateShared(6, SharedSlice{MemoryBytes: 1 << 30, ComputeMilli: 300}); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Usage(6); u.Slices != 1 || u.ComputeUsed != 300 || u.MemoryUsed != 1<<30 || len(s.Devices) != 7 {
+		t.Fatalf("after slice: %+v (len %d)", u, len(s.Devices))
+	}
+	c := s.Clone()
+	c.Release(1, 6, 99)
+	if c.Usage(1).InUse() || c.Usage(6).InUse() || !s.Usage(1).Allocated || s.Usage(6).Slices != 1 {
+		t.Fatal("Clone is not deep, or Release failed")
+	}
+	var nilState *State
+	if nilState.Usage(0).InUse() || nilState.Clone() != nil {
+		t.Fatal("nil state")
+	}
+	// Apply a shared result.
+	h8 := fixtureH8(t)
+	req := Request{Count: 2, Shared: &SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 500}}
+	st := NewState(8)
+	r := mustSelect(t, h8, st, req)
+	if err := st.Apply(req, r); err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.Set.All() {
+		if st.Usage(i).ComputeUsed != 500 {
+			t.Fatalf("device %d: %+v", i, st.Usage(i))
+		}
+	}
+}
+
+func TestDeviceSet(t *testing.T) {
+	s := NewDeviceSet(3, 0, 200, 64, -1, MaxDevices)
+	if got := s.Indices(); !slices.Equal(got, []int{0, 3, 64, 200}) || s.Len() != 4 {
+		t.Fatalf("%v", got)
+	}
+	if s.String() != "{0,3,64,200}" || (DeviceSet{}).String() != "{}" || (DeviceSet{}).Indices() != nil {
+		t.Fatalf("%v", s)
+	}
+	o := NewDeviceSet(3, 5)
+	if u := s.Union(o).Indices(); !slices.Equal(u, []int{0, 3, 5, 64, 200}) {
+		t.Fatal(u)
+	}
+	if i := s.Intersect(o).Indices(); !slices.Equal(i, []int{3}) {
+		t.Fatal(i)
+	}
+	if d := s.Difference(o).Without(64).Indices(); !slices.Equal(d, []int{0, 200}) {
+		t.Fatal(d)
+	}
+	if !NewDeviceSet(3).SubsetOf(s) || o.SubsetOf(s) || s.Contains(-1) || !s.Contains(200) || s.Without(999) != s {
+		t.Fatal("subset/contains")
+	}
+	for i := range s.All() {
+		if i == 3 {
+			break
+		}
+	}
+}
+
+func TestParseScope(t *testing.T) {
+	for s := ScopeNone; s <= ScopePackage; s++ {
+		p, err := ParseScope(s.String())
+		if err != nil || p != s {
+			t.Errorf("%v: %v %v", s, p, err)
+		}
+	}
+	if _, err := ParseScope("rack"); !errors.Is(err, ErrInvalidRequest) {
+		t.Error(err)
+	}
+	if Scope(9).String() != "Scope(9)" || ScopeRequired.String() != "required" || ScopePreferred.String() != "preferred" {
+		t.Error("names")
+	}
+}
+
+func TestScoreNodeScale(t *testing.T) {
+	prev := int64(-1)
+	for v := -0.5; v <= 1.5; v += 0.001 {
+		s := scaleScore(v)
+		if s < prev || s < 0 || s > MaxNodeScore {
+			t.Fatalf("scaleScore(%v) = %d after %d", v, s, prev)
+		}
+		prev = s
+	}
+}
+
+// ScoreNode ranks nodes like the objective: a node whose best set scores
+// higher never gets a lower node score.
+func TestScoreNodeMonotone(t *testing.T) {
+	nodes := []*topology.Node{fixtureH8(t), fixtureF1(t), fixtureB8(t), fixtureK8(t), fixtureN16(t), fixtureI32(t)}
+	for k := 1; k <= 8; k++ {
+		req := Request{Count: k}
+		type pair struct {
+			obj   float64
+			score int64
+		}
+		var got []pair
+		for _, n := range nodes {
+			ns, err := ScoreNode(n, nil, req, WithExplanation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns.Score != scaleScore(ns.Result.Score) || len(ns.Result.Components) == 0 {
+				t.Fatalf("%s: %+v", n.Name(), ns)
+			}
+			got = append(got, pair{ns.Result.Score, ns.Score})
+		}
+		for _, a := range got {
+			for _, b := range got {
+				if a.obj > b.obj && a.score < b.score {
+					t.Fatalf("k=%d: objective %v > %v but node score %d < %d", k, a.obj, b.obj, a.score, b.score)
+				}
+			}
+		}
+	}
+	// An NVSwitch box beats a PCIe-only box for a 4-GPU job.
+	a, _ := ScoreNode(fixtureH8(t), nil, Request{Count: 4})
+	b, _ := ScoreNode(fixtureK8(t), nil, Request{Count: 4})
+	if a.Score <= b.Score {
+		t.Fatalf("H8 %d vs K8 %d", a.Score, b.Score)
+	}
+}

@@ -1,0 +1,152 @@
+package scoring_test
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// An 8-GPU PCIe server with NVLink bridges on (0,2) (1,3) (4,5) (6,7), as
+// `nvidia-smi topo -m` prints it.
+const bridgedPairs = `	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	GPU6	GPU7	CPU Affinity	NUMA Affinity
+GPU0	 X 	SYS	NV12	SYS	SYS	SYS	SYS	SYS	0-31	0
+GPU1	SYS	 X 	SYS	NV12	SYS	SYS	SYS	SYS	0-31	0
+GPU2	NV12	SYS	 X 	SYS	SYS	SYS	SYS	SYS	0-31	0
+GPU3	SYS	NV12	SYS	 X 	SYS	SYS	SYS	SYS	0-31	0
+GPU4	SYS	SYS	SYS	SYS	 X 	NV12	SYS	SYS	32-63	1
+GPU5	SYS	SYS	SYS	SYS	NV12	 X 	SYS	SYS	32-63	1
+GPU6	SYS	SYS	SYS	SYS	SYS	SYS	 X 	NV12	32-63	1
+GPU7	SYS	SYS	SYS	SYS	SYS	SYS	NV12	 X 	32-63	1
+`
+
+// An HGX H100 board: every pair NV18 through NVSwitch.
+func hgx() *topology.Node {
+	var b strings.Builder
+	for j := range 8 {
+		fmt.Fprintf(&b, "\tGPU%d", j)
+	}
+	b.WriteString("\n")
+	for i := range 8 {
+		fmt.Fprintf(&b, "GPU%d", i)
+		for j := range 8 {
+			if i == j {
+				b.WriteString("\t X ")
+			} else {
+				b.WriteString("\tNV18")
+			}
+		}
+		b.WriteString("\n")
+	}
+	n, err := topology.ParseNvidiaSMI(strings.NewReader(b.String()), topology.NvidiaSMIOptions{Name: "hgx", Model: "NVIDIA H100 80GB HBM3"})
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func ExampleSelectDevices() {
+	node, err := topology.ParseNvidiaSMI(strings.NewReader(bridgedPairs), topology.NvidiaSMIOptions{Model: "NVIDIA A100-PCIE-40GB"})
+	if err != nil {
+		panic(err)
+	}
+	state := scoring.NewState(node.Len())
+	_ = state.Allocate(0) // GPU 0 is busy
+
+	// One GPU: take the stranded NVLink partner of the busy GPU rather than
+	// half of an intact pair.
+	r, err := scoring.SelectDevices(node, state, scoring.Request{Count: 1})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("1 GPU:", r.Devices())
+	_ = state.Allocate(r.Devices()...)
+
+	// Two GPUs: an NVLink pair, on the NUMA node already in use.
+	r, err = scoring.SelectDevices(node, state, scoring.Request{Count: 2}, scoring.WithExplanation())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("2 GPUs:", r.Devices(), "exact:", r.Exact)
+	for _, c := range r.Components[:4] {
+		fmt.Printf("  %-9s %.3f  %s\n", c.Name, c.Value, c.Detail)
+	}
+	fmt.Println("runner-up:", r.RunnerUp.Set)
+	// Output:
+	// 1 GPU: [2]
+	// 2 GPUs: [1 3] exact: true
+	//   ring      0.826  weakest link of the best ring 300.0 GB/s
+	//   aggregate 0.826  each member reaches the others at 300.0 GB/s (mean)
+	//   numa      1.000  within 1 NUMA node
+	//   pcie      0.000  mean pair PCIe closeness 0.00 (PIX 1 .. SYS 0.2)
+	// runner-up: {4,5}
+}
+
+func ExampleScoreNode() {
+	pcie, err := topology.ParseNvidiaSMI(strings.NewReader(bridgedPairs), topology.NvidiaSMIOptions{Name: "pcie", Model: "NVIDIA A100-PCIE-40GB"})
+	if err != nil {
+		panic(err)
+	}
+	req := scoring.Request{Count: 4}
+	for _, node := range []*topology.Node{hgx(), pcie} {
+		s, err := scoring.ScoreNode(node, nil, req)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: %d/%d with %v\n", node.Name(), s.Score, scoring.MaxNodeScore, s.Result.Devices())
+	}
+	// Output:
+	// hgx: 86/100 with [0 1 2 3]
+	// pcie: 48/100 with [0 1 2 3]
+}
+
+func ExampleFragmentation() {
+	// Typical workload: quarter-GPU and half-GPU slices and whole GPUs.
+	w, err := scoring.NewFGDWorkload([]scoring.FGDTask{
+		{GPUMilli: 250, GPUs: 1, Weight: 2},
+		{GPUMilli: 500, GPUs: 1, Weight: 1},
+		{GPUMilli: 1000, GPUs: 1, Weight: 1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	node := hgx()
+	state := scoring.NewState(node.Len())
+	_ = state.AllocateShared(0, scoring.SharedSlice{ComputeMilli: 750})
+	f, err := scoring.Fragmentation(node, state, w)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("free %d milli-GPU, fragment %.0f (%.1f%%)\n", f.Free, f.Fragment, 100*f.Ratio)
+
+	// A quarter-GPU slice goes where it grows fragmentation least: into the
+	// quarter left on GPU 0, rather than breaking a whole GPU.
+	req := scoring.Request{Shared: &scoring.SharedSlice{ComputeMilli: 250}, Workload: w}
+	r, err := scoring.SelectDevices(node, state, req)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("slice on", r.Devices())
+	// Output:
+	// free 7250 milli-GPU, fragment 125 (1.7%)
+	// slice on [0]
+}
+
+func ExampleCompile() {
+	c, err := scoring.Compile(hgx())
+	if err != nil {
+		panic(err)
+	}
+	// The handle serves every state; tables are shared by all nodes with
+	// the same topology fingerprint.
+	for _, busy := range [][]int{nil, {0, 1, 2}} {
+		st := scoring.NewState(c.Len())
+		_ = st.Allocate(busy...)
+		r, _ := c.Select(st, scoring.Request{Count: 2})
+		fmt.Println(busy, "->", r.Devices())
+	}
+	// Output:
+	// [] -> [0 1]
+	// [0 1 2] -> [3 4]
+}
