@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/internal/detecterr"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -27,8 +27,10 @@ type TopologyProvider interface {
 
 // ErrNotDetected says a provider found nothing to describe on this machine:
 // no driver, no library, no devices of its kind. Other errors mean the
-// provider found devices but could not read them.
-var ErrNotDetected = errors.New("provider: no devices detected")
+// provider found devices but could not read them. It is the same value the
+// hardware subpackages wrap (they cannot import this package), so
+// errors.Is works on their errors directly.
+var ErrNotDetected = detecterr.ErrNotDetected
 
 // maxFileBytes bounds what the file provider reads.
 const maxFileBytes = 64 << 20

@@ -42,7 +42,11 @@ func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) 
 	}
 	n, rep, err := provider.Detect(ctx)
 	if err == nil {
-		return n, "discovered on this machine by the " + rep.Chosen + " provider", nil
+		origin := "discovered on this machine by the " + rep.Chosen + " provider"
+		if rep.Degraded() {
+			origin += "; another provider failed, so this view may be incomplete:\n" + indent(rep.String(), "  ")
+		}
+		return n, origin, nil
 	}
 	n, cerr := catalog.Get(catalog.Default)
 	if cerr != nil {

@@ -190,8 +190,11 @@ func (g GPU) NUMAID() (int, error) {
 //     physical_gpu) link with the KFD bandwidth and no lane count;
 //   - PIX/PXB/PHB/NODE/SYS map to the PCIe classes; a KFD or rocm-smi PCIE
 //     pair is SYS across NUMA nodes and NODE within one;
-//   - a KFD partition's Package is the PCI address of its physical GPU's
-//     first partition, and its Partition is AMD/CPX with its index.
+//   - a KFD partition (a physical GPU with more than one KFD node) has as
+//     Package the PCI address of its physical GPU's first partition, and as
+//     Partition AMD/CPX with its index; a whole GPU has neither;
+//   - KFD files' cpu_affinity is left out: the converter derived it from
+//     KFD's cpu_core_id_base, which counts APIC ids, not Linux CPUs.
 func (f *File) Node() (*topology.Node, error) {
 	vendor, err := topology.ParseVendor(f.Vendor)
 	if err != nil {
@@ -200,9 +203,13 @@ func (f *File) Node() (*topology.Node, error) {
 	b := topology.NewBuilder().SetName(f.ID).SetInferNVSwitch(true)
 	numa := make([]int, len(f.GPUs))
 	packagePCI := map[int]string{}
+	partitions := map[int]int{}
 	for _, g := range f.GPUs {
-		if g.PhysicalGPU != nil && g.Partition != nil && *g.Partition == 0 {
-			packagePCI[*g.PhysicalGPU] = g.PCIBusID
+		if g.PhysicalGPU != nil && g.Partition != nil {
+			partitions[*g.PhysicalGPU]++
+			if *g.Partition == 0 {
+				packagePCI[*g.PhysicalGPU] = g.PCIBusID
+			}
 		}
 	}
 	for i, g := range f.GPUs {
@@ -211,7 +218,9 @@ func (f *File) Node() (*topology.Node, error) {
 			return nil, fmt.Errorf("%s gpu %d numa: %w", f.ID, g.Index, err)
 		}
 		numa[i] = d.NUMA
-		if g.CPUAffinity != nil {
+		// KFD files derive cpu_affinity from cpu_core_id_base (APIC ids, not
+		// Linux CPU numbers), so it is not a cpulist to trust.
+		if g.CPUAffinity != nil && f.RawFormat != "kfd-sysfs" {
 			if d.CPUs, err = topology.ParseCPUSet(*g.CPUAffinity); err != nil {
 				return nil, err
 			}
@@ -221,7 +230,7 @@ func (f *File) Node() (*topology.Node, error) {
 				return nil, err
 			}
 		}
-		if g.PhysicalGPU != nil && g.Partition != nil {
+		if g.PhysicalGPU != nil && g.Partition != nil && partitions[*g.PhysicalGPU] > 1 {
 			d.Package = packagePCI[*g.PhysicalGPU]
 			d.Partition = topology.Partitioning{Kind: topology.PartitionAMD, Enabled: true, ComputeMode: "CPX", Index: *g.Partition}
 		}
