@@ -96,3 +96,24 @@ func BenchmarkScoreNode5000(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCompileCold is the first-call cost for a new hardware shape:
+// building the per-node tables (uncached) plus the first selection of 4
+// devices, which builds that size's look-ahead table.
+func BenchmarkCompileCold(b *testing.B) {
+	for _, f := range []func(testing.TB) *topology.Node{fixtureH8, fixtureN16, fixtureI32} {
+		node := f(b)
+		b.Run(node.Name(), func(b *testing.B) {
+			b.ReportAllocs()
+			reportCPU(b, func() {
+				c, err := compile(node)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Select(nil, Request{Count: 4}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}

@@ -51,7 +51,12 @@ func newSmallTables(m *model) *smallTables {
 			}
 		}
 	}
-	ringRank := t.ringRanks(rank)
+	var ringRank []uint8
+	if len(vals) <= 24 {
+		ringRank = t.ringRanksByThreshold(rank, len(vals))
+	} else {
+		ringRank = t.ringRanks(rank)
+	}
 	for mask := range N {
 		c := bits.OnesCount32(uint32(mask))
 		t.byCount[c] = append(t.byCount[c], uint32(mask))
@@ -131,6 +136,54 @@ func (t *smallTables) ringRanks(rank []uint8) []uint8 {
 				nb := min(b, rank[v*n+u])
 				if idx := (mask|1<<u)*n + u; nb > path[idx] {
 					path[idx] = nb
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ringRanksByThreshold computes the same as ringRanks with one bitset
+// Hamiltonian-path pass per distinct bandwidth, strongest first: O(D·2^n·n)
+// word operations, faster when the node has few distinct link bandwidths.
+func (t *smallTables) ringRanksByThreshold(rank []uint8, D int) []uint8 {
+	n := t.n
+	N := 1 << n
+	out := make([]uint8, N)
+	reach := make([]uint32, N) // end devices of Hamiltonian paths from low(mask)
+	for mask := 1; mask < N; mask++ {
+		if bits.OnesCount32(uint32(mask)) == 2 {
+			low := bits.TrailingZeros32(uint32(mask))
+			hi := 31 - bits.LeadingZeros32(uint32(mask))
+			out[mask] = rank[low*n+hi]
+		}
+	}
+	for r := D; r >= 1; r-- {
+		var adj [smallMax]uint32
+		for i := range n {
+			for j := range n {
+				if i != j && rank[i*n+j] >= uint8(r) {
+					adj[i] |= 1 << j
+				}
+			}
+		}
+		clear(reach)
+		for mask := 1; mask < N; mask++ {
+			low := bits.TrailingZeros32(uint32(mask))
+			if mask == 1<<low {
+				reach[mask] = 1 << low
+			}
+			R := reach[mask]
+			if R == 0 {
+				continue
+			}
+			if out[mask] == 0 && bits.OnesCount32(uint32(mask)) >= 3 && R&adj[low] != 0 {
+				out[mask] = uint8(r)
+			}
+			for rest := ^uint32(mask) & (uint32(N-1) &^ (1<<(low+1) - 1)); rest != 0; rest &= rest - 1 {
+				u := bits.TrailingZeros32(rest)
+				if R&adj[u] != 0 {
+					reach[mask|1<<u] |= 1 << u
 				}
 			}
 		}
