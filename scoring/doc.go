@@ -12,6 +12,8 @@
 //   - [Compile] prepares a node once; the result is cached by
 //     topology.Fingerprint and shared by every node of the same shape.
 //   - [State] records whole allocations and shared slices per device.
+//   - [Fragmentation] measures how much of a node's free capacity a typical
+//     workload cannot use (FGD's definition).
 //
 // Every error wraps one of [ErrInvalidRequest], [ErrInsufficientDevices],
 // [ErrRequiredUnavailable], [ErrUnsatisfiable], [ErrTooManyDevices].
@@ -83,15 +85,49 @@
 //     breaking an intact one.
 //   - fit (shared slices only): the mean over members of how full the
 //     device's memory is after the slice (best fit).
+//   - fragmentation (shared slices with Request.Workload only):
+//     1/(1+exp(Δ/1000)), where Δ is the change, in milli-GPU, of the node's
+//     expected fragment under FGD's definition (see [Fragmentation]) when
+//     every member receives the slice: 0.5 for no change, higher when the
+//     slice fills a device that typical tasks could not use anyway.
+//
+// # Fragmentation
+//
+// [Fragmentation] measures a node's free state as FGD (Weng et al., USENIX
+// ATC'23) does: for a workload of typical task shapes with popularities
+// ([FGDWorkload]), the expected free capacity a task drawn from it could not
+// use. It reuses the FGD functions of this package.
 //
 // # Exactness and speed
 //
-// Nodes of up to 16 devices are solved exactly: every subset's ring,
+// Nodes of up to 16 devices are solved exactly. Every subset's ring,
 // aggregate, NUMA and PCIe terms are tabulated once per topology (a
-// bottleneck Hamiltonian-path dynamic programme over all subsets), the
-// partition values P_L once per topology, weights and L, and the search
-// enumerates all candidates at O(1) each. Result.Exact is true.
+// bottleneck Hamiltonian-path dynamic programme over all subsets at once),
+// the partition values P_L once per topology, weights and L (on first use),
+// and the search scores every candidate set at O(1) table lookups each.
+// Result.Exact is true. A selection without explanation allocates nothing.
 //
-// Larger nodes are searched by the method documented on Compiled.Select for
-// large nodes; Result.Exact reports whether that search proved optimality.
+// Larger nodes (64 logical MI300X devices in CPX mode, NVL72 domains,
+// several NVSwitch islands) are searched on collapsed cliques: devices that
+// are interchangeable (identical links to everything else and to each
+// other, same NUMA node, scopes and NICs: the partitions of one package, the
+// GPUs of an NVSwitch island behind one PCIe switch) form classes, a set
+// becomes a count per class, interchangeable classes are filled in order,
+// and every remaining count vector is scored with exact aggregate, locality,
+// packing and fit terms, a ring that traverses each class contiguously and
+// a greedy look-ahead partition (both lower bounds), pruned by a
+// spanning-tree bound. Result.Exact is false and Result.Score is a lower
+// bound of the chosen set's exact objective. The package tests force this
+// search on every real node of up to 16 devices and on random nodes, and
+// measure its gap to the exact optimum.
+//
+// Ties are broken by the lexicographically smallest device list, so results
+// are deterministic; relabelling devices changes which of several tied
+// sets is returned, never the score.
+//
+// # Concurrency
+//
+// SelectDevices, ScoreNode and the methods of [Compiled] are safe for
+// concurrent use. A [State] is a plain value: callers synchronise its
+// mutation.
 package scoring
