@@ -53,20 +53,18 @@ func (s *session) ok(i int, what string, err error) bool {
 
 func (s *session) healthy(i int) bool { return s.gpus[i].Err == nil }
 
-func (s *session) inspect(ctx context.Context, name string) (*Inventory, error) {
-	inv := &Inventory{}
-	if v, err := s.lib.DriverVersion(); err == nil {
-		inv.DriverVersion = v
-	}
+// enumerate reads the device count and every GPU's identity (handle,
+// UUID, PCI address), marking unreadable and duplicate GPUs unhealthy.
+func (s *session) enumerate(ctx context.Context) error {
 	n, err := s.lib.DeviceCount()
 	if err != nil {
-		return nil, fmt.Errorf("%w: device count: %w", ErrDiscovery, err)
+		return fmt.Errorf("%w: device count: %w", ErrDiscovery, err)
 	}
 	if n <= 0 {
-		return nil, ErrNoDevices
+		return ErrNoDevices
 	}
 	if n > 1024 {
-		return nil, fmt.Errorf("%w: NVML reports %d GPUs", ErrDiscovery, n)
+		return fmt.Errorf("%w: NVML reports %d GPUs", ErrDiscovery, n)
 	}
 	s.handles = make([]Device, n)
 	s.gpus = make([]GPU, n)
@@ -75,11 +73,23 @@ func (s *session) inspect(ctx context.Context, name string) (*Inventory, error) 
 	}
 	for i := range n {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		s.readIdentity(i)
 	}
 	s.rejectDuplicates()
+	return nil
+}
+
+func (s *session) inspect(ctx context.Context, name string) (*Inventory, error) {
+	inv := &Inventory{}
+	if v, err := s.lib.DriverVersion(); err == nil {
+		inv.DriverVersion = v
+	}
+	if err := s.enumerate(ctx); err != nil {
+		return nil, err
+	}
+	n := len(s.gpus)
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -85,28 +85,10 @@ func (p *Provider) withMIGState(ctx context.Context, f func(*Inventory, *session
 	}
 	defer p.lib.Shutdown()
 	s := &session{lib: p.lib}
-	n, err := s.lib.DeviceCount()
-	if err != nil {
-		return fmt.Errorf("%w: device count: %w", ErrDiscovery, err)
+	if err := s.enumerate(ctx); err != nil {
+		return err
 	}
-	if n <= 0 {
-		return ErrNoDevices
-	}
-	if n > 1024 {
-		return fmt.Errorf("%w: NVML reports %d GPUs", ErrDiscovery, n)
-	}
-	s.handles, s.gpus = make([]Device, n), make([]GPU, n)
 	for i := range s.gpus {
-		s.gpus[i] = GPU{Index: i, NUMA: -1, MemoryNUMA: -1, Architecture: ArchUnknown}
-	}
-	for i := range n {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.readIdentity(i)
-	}
-	s.rejectDuplicates()
-	for i := range n {
 		if s.healthy(i) {
 			s.readMemory(i)
 		}

@@ -336,3 +336,37 @@ func TestMIGManagerAgainstMigFake(t *testing.T) {
 		}
 	})
 }
+
+// TestMIGManagerNVMLErrors: NVML failures come back wrapped, mapped to the
+// mig sentinel when there is one, and NVML is never used after a failed Init.
+func TestMIGManagerNVMLErrors(t *testing.T) {
+	ctx := context.Background()
+	m := migMachine(t)
+	m.InitErr = nvidia.CodeDriverNotLoaded
+	if _, err := manager(m).Layouts(ctx); !errors.Is(err, nvidia.ErrNoNVML) {
+		t.Errorf("Layouts without a driver: %v", err)
+	}
+	checkBalanced(t, m)
+	m = migMachine(t)
+	step := mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "GPU-0", Profile: mustName(t, "7g.80gb"), Placement: mig.Placement{Start: 0, Size: 8}}
+	for code, want := range map[nvidia.Code]error{
+		nvidia.CodeNoPermission:          nvidia.ErrMIGOperation,
+		nvidia.CodeInsufficientResources: mig.ErrOverlap,
+		nvidia.CodeInUse:                 mig.ErrInUse,
+	} {
+		m.Hook = func(c nvidiatest.Call) error {
+			if c.Method == "CreateGPUInstanceWithPlacement" {
+				return code
+			}
+			return nil
+		}
+		err := manager(m, nvidia.AllowChanges()).Apply(ctx, step, mig.Commit)
+		if !errors.Is(err, want) || !errors.Is(err, code) {
+			t.Errorf("NVML %v: %v, want %v wrapping the code", code, err, want)
+		}
+	}
+	if len(m.Instances(0)) != 0 {
+		t.Errorf("instances after refused creates: %+v", m.Instances(0))
+	}
+	checkBalanced(t, m)
+}
