@@ -556,12 +556,17 @@ func (s *Snapshot) viewEmpty() *view { return &view{s: s, all: true, name: "empt
 // viewWithout returns the view that does not count allocations for which
 // drop returns true.
 func (s *Snapshot) viewWithout(name string, drop func(a *Allocation) bool) *view {
+	return s.viewWithoutKeys(name, func(_ int32, a *Allocation) bool { return drop(a) })
+}
+
+// viewWithoutKeys is viewWithout with the allocation's index.
+func (s *Snapshot) viewWithoutKeys(name string, drop func(k int32, a *Allocation) bool) *view {
 	v := &view{s: s, over: map[int32]*nodeUsage{}, name: name}
 	for ni, ks := range s.byNode {
 		var keep []int32
 		changed := false
 		for _, k := range ks {
-			if drop(&s.allocs[k]) {
+			if drop(k, &s.allocs[k]) {
 				changed = true
 				continue
 			}
@@ -589,4 +594,37 @@ func (s *Snapshot) hasReleasing() bool {
 		}
 	}
 	return false
+}
+
+// plusUsage returns node n's usage in view v with extra devices, MIG
+// instances, CPU and memory held (a reservation's hold). MIG instances that
+// overlap held ones are skipped: they sit where pods that end before the
+// reservation starts are.
+func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu int64, mem uint64) *nodeUsage {
+	base := v.usage(n)
+	st := &s.nodes[n]
+	u := &nodeUsage{cpu: base.cpu + cpu, mem: base.mem + mem, gpus: base.gpus, slots: base.slots}
+	if base.state != nil {
+		u.state = base.state.Clone()
+		u.layouts = make([]*mig.Layout, len(base.layouts))
+		for i, l := range base.layouts {
+			u.layouts[i] = l.Clone()
+		}
+	}
+	for _, d := range devs {
+		if d >= 0 && d < st.devices {
+			u.state.Devices[d].Allocated = true
+		}
+	}
+	for _, m := range migs {
+		i := slices.Index(st.migDevs, m.Device)
+		if i < 0 {
+			continue
+		}
+		if p, err := u.layouts[i].Model.Profile(m.Profile); err == nil {
+			_ = u.layouts[i].Add(mig.Instance{Profile: p.Name, Placement: m.Placement, State: mig.InUse, Owner: "reserved"})
+		}
+	}
+	u.class, u.free, u.freeMIG = s.cache.intern(st, u)
+	return u
 }

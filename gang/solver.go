@@ -183,10 +183,13 @@ func (sv *solver) left(n int32, u *nodeUsage) (cpu, mem int64) {
 	st := &sv.s.nodes[n]
 	cpu, mem = -1, -1
 	if st.info.CPUMilli > 0 {
-		cpu = st.info.CPUMilli - u.cpu
+		cpu = max(st.info.CPUMilli-u.cpu, 0)
 	}
 	if st.info.MemoryBytes > 0 {
-		mem = int64(min(st.info.MemoryBytes-u.mem, math.MaxInt64/2))
+		mem = 0
+		if u.mem < st.info.MemoryBytes {
+			mem = int64(min(st.info.MemoryBytes-u.mem, math.MaxInt64/2))
+		}
 	}
 	return
 }

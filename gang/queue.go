@@ -1,0 +1,623 @@
+package gang
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// QueueSpec names a queue and its weight in the fair share between queues.
+type QueueSpec struct {
+	Name string
+	// Weight is the queue's share, at least 1 (0 means 1).
+	Weight int
+}
+
+// QueueOptions configure PlanQueue.
+type QueueOptions struct {
+	// Queues lists queue weights; a queue not listed has weight 1.
+	Queues []QueueSpec
+	// Strategy is the placement strategy (default BestFit).
+	Strategy Strategy
+	// NoReservation turns head-of-line reservation off: every job that
+	// fits starts, in order (plain priority order, which can starve large
+	// gangs).
+	NoReservation bool
+}
+
+// Action is what a queue pass decides for a job.
+type Action uint8
+
+const (
+	// Start: the job starts now at QueueEntry.Placement (no reservation is
+	// ahead of it).
+	Start Action = iota
+	// Backfill: the job starts now, past a reserved job, without delaying
+	// it: it fits beside the reservation, or its declared run time ends
+	// before the reservation starts.
+	Backfill
+	// Reserve: the job is the head of the line and cannot start; capacity
+	// is reserved for it (QueuePlan.Reservation).
+	Reserve
+	// Wait: the job waits (it does not fit, or would delay the
+	// reservation).
+	Wait
+	// Release: the job's placed members must be released now: they cannot
+	// be completed and waiting with them could deadlock with another gang.
+	Release
+	// Never: the job never fits this cluster.
+	Never
+)
+
+var actionNames = [...]string{"start", "backfill", "reserve", "wait", "release", "never"}
+
+// String returns the action's name ("start", "backfill", ...).
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", a)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// CanStart reports whether the action starts the job now.
+func (a Action) CanStart() bool { return a == Start || a == Backfill }
+
+// QueueEntry is one job's place in the queue and what to do with it.
+type QueueEntry struct {
+	Job      string `json:"job"`
+	Queue    string `json:"queue"`
+	Priority int    `json:"priority"`
+	// Position is the job's 1-based rank in the pass over all queues;
+	// QueuePosition its rank within its queue.
+	Position      int `json:"position"`
+	QueuePosition int `json:"queuePosition"`
+	// JobsAhead and GPUsAhead count the jobs ahead in the pass and the
+	// GPUs their gang thresholds ask for.
+	JobsAhead int `json:"jobsAhead"`
+	GPUsAhead int `json:"gpusAhead"`
+	// GPUs is what the job's own threshold asks for.
+	GPUs   int    `json:"gpus"`
+	Action Action `json:"action"`
+	// Verdict is the job's feasibility when its turn came (after the jobs
+	// started ahead of it).
+	Verdict Verdict `json:"verdict"`
+	// Placement is where it starts (Start, Backfill) or what is reserved
+	// for it (Reserve).
+	Placement *Placement `json:"placement,omitempty"`
+	Reason    string     `json:"reason"`
+	// Members counts the job's pods already placed.
+	Members int `json:"members,omitempty"`
+}
+
+// Reservation is capacity held for the head of the line.
+type Reservation struct {
+	Job string `json:"job"`
+	// Placement is where the job will start.
+	Placement *Placement `json:"placement"`
+	// WaitsFor lists the jobs whose pods must end first.
+	WaitsFor []string `json:"waitsFor"`
+	// Start is when, from now, the last of them is expected to end; valid
+	// when StartKnown (every one of them declared a run time).
+	Start      time.Duration `json:"start"`
+	StartKnown bool          `json:"startKnown"`
+}
+
+// QueuePlan is the outcome of one queue pass.
+type QueuePlan struct {
+	// Entries are the jobs in pass order.
+	Entries []QueueEntry `json:"entries"`
+	// Reservation is the head-of-line reservation, if any.
+	Reservation *Reservation `json:"reservation,omitempty"`
+}
+
+// Entry returns the entry of the named job.
+func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
+	for _, e := range q.Entries {
+		if e.Job == job {
+			return e, true
+		}
+	}
+	return QueueEntry{}, false
+}
+
+// PlanQueue runs one scheduling pass over the pending jobs against snapshot
+// s, which it does not change.
+//
+// Order: within a queue, higher priority first, then earlier arrival, then
+// name; across queues, the queue whose GPUs (held by its running pods plus
+// those of its jobs already ordered) divided by its weight are fewest goes
+// next (weighted fair queuing).
+//
+// Walking that order, a job starts when it fits. The first job that cannot
+// start gets a reservation: its placement once the pods it waits for end —
+// the running pods that end soonest, when their run times are known
+// (Allocation.Remaining, EASY backfill's shadow time), else the fewest whole
+// jobs. After that a job starts only when it fits beside the reservation, or
+// when its declared run time ends before the reservation's start; others
+// wait. So the reservation is never delayed and a large gang is not starved
+// by a stream of small jobs.
+//
+// A pending job with members already in the snapshot (a gang partly placed
+// by someone else) either completes, becomes the reservation holder
+// (waiting only for running jobs, never for another waiting gang), or is
+// told to Release its members. At most one gang waits while holding
+// capacity, so no two gangs can each hold part of the cluster and wait for
+// the other.
+func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
+	weights := map[string]int{}
+	for _, q := range opts.Queues {
+		if q.Weight < 0 {
+			return nil, jobErr("queue %q: negative weight %d", q.Name, q.Weight)
+		}
+		weights[q.Name] = max(q.Weight, 1)
+	}
+	probs := make(map[string]*problem, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		if _, dup := probs[j.Name]; dup {
+			return nil, jobErr("job name %q used twice in the queue", j.Name)
+		}
+		p, err := newProblem(j, s.tree)
+		if err != nil {
+			return nil, err
+		}
+		probs[j.Name] = p
+	}
+	qp := &queuePass{s: s, w: s.Clone(), probs: probs, opts: opts, never: map[string]*Placement{}}
+	order := qp.fairOrder(jobs, weights)
+	plan := &QueuePlan{}
+	perQueue := map[string]int{}
+	ahead := 0
+	for pos, j := range order {
+		p := probs[j.Name]
+		perQueue[j.Queue]++
+		need := minDemand(p)
+		e := QueueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1, QueuePosition: perQueue[j.Queue],
+			JobsAhead: pos, GPUsAhead: ahead, GPUs: need.GPUs, Members: qp.members(j.Name)}
+		ahead += need.GPUs
+		if err := qp.decide(p, &e); err != nil {
+			return nil, err
+		}
+		plan.Entries = append(plan.Entries, e)
+	}
+	plan.Reservation = qp.resvPublic()
+	return plan, nil
+}
+
+type queuePass struct {
+	s     *Snapshot
+	w     *Snapshot // working copy: pods started and released in this pass
+	probs map[string]*problem
+	opts  QueueOptions
+	never map[string]*Placement
+	resv  *resvState
+	hold  *view // w with the reservation held; nil when stale
+}
+
+type resvState struct {
+	job   string
+	pl    *Placement
+	rel   map[int32]bool // pods (indices in w) that end before it starts
+	t     time.Duration
+	known bool
+}
+
+func (qp *queuePass) members(job string) int {
+	n := 0
+	for _, k := range qp.w.byJob[job] {
+		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
+			n++
+		}
+	}
+	return n
+}
+
+// fairOrder interleaves the queues by weighted GPU share.
+func (qp *queuePass) fairOrder(jobs []Job, weights map[string]int) []*Job {
+	byQueue := map[string][]*Job{}
+	for i := range jobs {
+		j := &jobs[i]
+		byQueue[j.Queue] = append(byQueue[j.Queue], j)
+	}
+	var names []string
+	for q, js := range byQueue {
+		names = append(names, q)
+		slices.SortStableFunc(js, func(a, b *Job) int {
+			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), strings.Compare(a.Name, b.Name))
+		})
+	}
+	sort.Strings(names)
+	used := map[string]float64{}
+	for k := range qp.s.allocs {
+		if !qp.s.live[k] {
+			continue
+		}
+		a := &qp.s.allocs[k]
+		if _, pending := qp.probs[a.jobName()]; pending {
+			continue
+		}
+		used[a.Queue] += float64(len(a.Devices) * 8)
+		for _, m := range a.MIG {
+			used[a.Queue] += float64(m.Placement.Size)
+		}
+	}
+	weight := func(q string) float64 {
+		if w, ok := weights[q]; ok {
+			return float64(w)
+		}
+		return 1
+	}
+	var out []*Job
+	next := map[string]int{}
+	for len(out) < len(jobs) {
+		best := ""
+		bestShare := math.Inf(1)
+		for _, q := range names {
+			if next[q] >= len(byQueue[q]) {
+				continue
+			}
+			if sh := used[q] / weight(q); sh < bestShare {
+				best, bestShare = q, sh
+			}
+		}
+		j := byQueue[best][next[best]]
+		next[best]++
+		out = append(out, j)
+		d := qp.probs[j.Name].demand()
+		used[best] += float64(max(d.gpus*8+d.slots, 1))
+	}
+	return out
+}
+
+func (qp *queuePass) neverFits(p *problem) bool {
+	if _, ok := qp.never[p.job.Name]; ok {
+		return qp.never[p.job.Name] == nil
+	}
+	if len(p.never) > 0 {
+		qp.never[p.job.Name] = nil
+		return true
+	}
+	pl, _, err := qp.s.solveView(p, qp.s.viewEmpty(), false, qp.opts.Strategy, -1)
+	if err != nil {
+		pl = nil
+	}
+	qp.never[p.job.Name] = pl
+	return pl == nil
+}
+
+// freeGPUs sums the free whole GPUs and MIG slices of schedulable nodes in v.
+func (qp *queuePass) freeGPUs(v *view) (gpus, slots int) {
+	for n := range qp.w.nodes {
+		if qp.w.nodes[n].info.Unschedulable {
+			continue
+		}
+		u := v.usage(int32(n))
+		gpus += int(u.free)
+		slots += int(u.freeMIG)
+	}
+	return
+}
+
+// fitsIn places p in view v, after a cheap capacity bound.
+func (qp *queuePass) fitsIn(p *problem, v *view) (*Placement, error) {
+	need := minDemand(p)
+	g, sl := qp.freeGPUs(v)
+	// members already hold part of the demand
+	if g+qp.memberGPUs(p.job.Name) < need.GPUs || (need.MIGSlices > 0 && sl+qp.memberSlots(p.job.Name) < need.MIGSlices) {
+		return nil, nil
+	}
+	pl, _, err := qp.w.solveView(p, v, true, qp.opts.Strategy, -1)
+	return pl, err
+}
+
+func (qp *queuePass) memberGPUs(job string) int {
+	n := 0
+	for _, k := range qp.w.byJob[job] {
+		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
+			n += len(qp.w.allocs[k].Devices)
+		}
+	}
+	return n
+}
+
+func (qp *queuePass) memberSlots(job string) int {
+	n := 0
+	for _, k := range qp.w.byJob[job] {
+		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
+			for _, m := range qp.w.allocs[k].MIG {
+				n += m.Placement.Size
+			}
+		}
+	}
+	return n
+}
+
+func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
+	j := p.job
+	if qp.neverFits(p) {
+		e.Action, e.Verdict = Never, NeverFits
+		e.Reason = "never fits this cluster"
+		if len(p.never) > 0 {
+			e.Reason += ": " + p.never[0]
+		}
+		if e.Members > 0 {
+			e.Action = Release
+			e.Reason += "; release its placed members"
+			qp.w.RemoveJob(j.Name)
+			qp.hold = nil
+		}
+		return nil
+	}
+	// start now?
+	if qp.resv == nil || qp.opts.NoReservation {
+		pl, err := qp.fitsIn(p, qp.w.viewNow())
+		if err != nil {
+			return err
+		}
+		if pl != nil {
+			return qp.start(p, e, pl, Start, "fits now")
+		}
+	} else {
+		pl, err := qp.fitsIn(p, qp.holdView())
+		if err != nil {
+			return err
+		}
+		if pl != nil {
+			return qp.start(p, e, pl, Backfill, fmt.Sprintf("fits beside the reservation of %s", qp.resv.job))
+		}
+		if r := qp.resv; r.known && j.RunTime > 0 && j.RunTime <= r.t {
+			pl, err := qp.fitsIn(p, qp.w.viewNow())
+			if err != nil {
+				return err
+			}
+			if pl != nil {
+				return qp.start(p, e, pl, Backfill, fmt.Sprintf("its run time %v ends before the reservation of %s starts (in %v)", j.RunTime, r.job, r.t))
+			}
+		}
+	}
+	// it cannot start now
+	e.Verdict = qp.verdict(p)
+	if qp.resv == nil && !qp.opts.NoReservation {
+		r, err := qp.reserve(p)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			qp.resv, qp.hold = r, nil
+			e.Action, e.Placement = Reserve, r.pl
+			e.Reason = "head of the line: capacity reserved"
+			if r.known {
+				e.Reason += fmt.Sprintf(", starts in %v", r.t)
+			}
+			return nil
+		}
+	}
+	if e.Members > 0 {
+		e.Action = Release
+		e.Reason = "its placed members cannot be completed now and it cannot hold them while waiting without risking a deadlock: release them"
+		qp.w.RemoveJob(j.Name)
+		qp.hold = nil
+		return nil
+	}
+	e.Action = Wait
+	switch {
+	case e.Verdict == Fits:
+		e.Reason = fmt.Sprintf("fits, but would delay the reservation of %s", qp.resv.job)
+	case qp.resv != nil:
+		e.Reason = fmt.Sprintf("%v; behind the reservation of %s", e.Verdict, qp.resv.job)
+	default:
+		e.Reason = e.Verdict.String()
+	}
+	return nil
+}
+
+// verdict classifies a job that cannot start, against the working snapshot.
+func (qp *queuePass) verdict(p *problem) Verdict {
+	if pl, _ := qp.fitsIn(p, qp.w.viewNow()); pl != nil {
+		return Fits
+	}
+	if qp.w.hasReleasing() {
+		if pl, _ := qp.fitsIn(p, qp.w.viewAfterRelease()); pl != nil {
+			return FitsAfterRelease
+		}
+	}
+	need := minDemand(p)
+	g, sl := qp.freeGPUs(qp.w.viewAfterRelease())
+	if g >= need.GPUs && sl >= need.MIGSlices {
+		return Fragmented
+	}
+	return Blocked
+}
+
+func (qp *queuePass) start(p *problem, e *QueueEntry, pl *Placement, a Action, why string) error {
+	if err := qp.w.Validate(p.job, pl); err != nil {
+		return fmt.Errorf("gang: queue placement for %s does not validate: %w", p.job.Name, err)
+	}
+	qp.w.assume(p.job, pl)
+	qp.hold = nil
+	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
+	return nil
+}
+
+// endsAt returns when allocation k is expected to end: 0 for a releasing
+// pod, its remaining run time, or -1 when unknown.
+func endsAt(a *Allocation) time.Duration {
+	switch {
+	case a.Releasing:
+		return 0
+	case a.Remaining > 0:
+		return a.Remaining
+	}
+	return -1
+}
+
+// reserve computes the reservation for p: the pods it waits for and where
+// it goes once they are gone. Waiting gangs' members are never waited for.
+func (qp *queuePass) reserve(p *problem) (*resvState, error) {
+	w := qp.w
+	waitable := func(k int32) bool {
+		a := &w.allocs[k]
+		if !w.live[k] || a.jobName() == p.job.Name {
+			return false
+		}
+		_, pending := qp.probs[a.jobName()]
+		return !pending
+	}
+	var times []time.Duration
+	for k := range w.allocs {
+		if waitable(int32(k)) {
+			if t := endsAt(&w.allocs[k]); t >= 0 {
+				times = append(times, t)
+			}
+		}
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	at := func(t time.Duration) (*Placement, error) {
+		v := w.viewWithoutKeys("until", func(k int32, a *Allocation) bool {
+			e := endsAt(a)
+			return waitable(k) && e >= 0 && e <= t
+		})
+		pl, _, err := w.solveView(p, v, true, qp.opts.Strategy, -1)
+		return pl, err
+	}
+	relUntil := func(t time.Duration) map[int32]bool {
+		rel := map[int32]bool{}
+		for k := range w.allocs {
+			if waitable(int32(k)) {
+				if e := endsAt(&w.allocs[k]); e >= 0 && e <= t {
+					rel[int32(k)] = true
+				}
+			}
+		}
+		return rel
+	}
+	if len(times) > 0 {
+		last, err := at(times[len(times)-1])
+		if err != nil {
+			return nil, err
+		}
+		if last != nil {
+			i := sort.Search(len(times), func(i int) bool {
+				pl, _ := at(times[i])
+				return pl != nil
+			})
+			pl, err := at(times[i])
+			if err != nil || pl == nil {
+				return nil, err
+			}
+			return &resvState{job: p.job.Name, pl: pl, rel: relUntil(times[i]), t: times[i], known: true}, nil
+		}
+	}
+	// Pods without a known end are needed too: wait for the fewest whole
+	// running jobs (every pod with a known end counted as gone).
+	rs := &removalSearch{s: w, p: p, strategy: qp.opts.Strategy, budget: searchBudget / 8,
+		gone: func(a *Allocation) bool {
+			_, pending := qp.probs[a.jobName()]
+			return !pending && a.jobName() != p.job.Name && endsAt(a) >= 0
+		},
+		eligible: func(job string) bool {
+			_, pending := qp.probs[job]
+			return !pending && job != p.job.Name
+		},
+		prio: w.jobPriorities()}
+	best, _ := rs.run()
+	if best == nil || best.pl == nil {
+		return nil, nil
+	}
+	var maxT time.Duration
+	rel := relUntil(math.MaxInt64)
+	for _, t := range times {
+		maxT = max(maxT, t)
+	}
+	victims := map[string]bool{}
+	for _, v := range best.victims {
+		victims[v] = true
+	}
+	for k := range w.allocs {
+		if waitable(int32(k)) && victims[w.allocs[k].jobName()] {
+			rel[int32(k)] = true
+		}
+	}
+	return &resvState{job: p.job.Name, pl: best.pl, rel: rel, t: maxT, known: false}, nil
+}
+
+// holdView is the working snapshot with the reservation's capacity held:
+// its devices and MIG slots that are free now, and the CPU and memory it
+// needs beyond what ends before it starts.
+func (qp *queuePass) holdView() *view {
+	if qp.hold != nil {
+		return qp.hold
+	}
+	w, r := qp.w, qp.resv
+	v := &view{s: w, over: map[int32]*nodeUsage{}, name: "held"}
+	type need struct {
+		devs []int
+		migs []MIGSlot
+		cpu  int64
+		mem  uint64
+	}
+	per := map[int32]*need{}
+	for _, pp := range r.pl.Pods {
+		ni, _ := w.cluster.NodeIndex(pp.Node)
+		nd := per[int32(ni)]
+		if nd == nil {
+			nd = &need{}
+			per[int32(ni)] = nd
+		}
+		nd.devs = append(nd.devs, pp.Devices...)
+		nd.migs = append(nd.migs, pp.MIG...)
+		nd.cpu += pp.CPUMilli
+		nd.mem += pp.MemoryBytes
+	}
+	for n, nd := range per {
+		var endCPU int64
+		var endMem uint64
+		for _, k := range w.byNode[n] {
+			a := &w.allocs[k]
+			ends := r.rel[k]
+			if !ends && r.known {
+				if e := endsAt(a); e >= 0 && e <= r.t {
+					ends = true
+				}
+			}
+			if ends {
+				endCPU += a.CPUMilli
+				endMem += a.MemoryBytes
+			}
+		}
+		cpu := max(nd.cpu-endCPU, 0)
+		var mem uint64
+		if nd.mem > endMem {
+			mem = nd.mem - endMem
+		}
+		v.over[n] = w.plusUsage(w.viewNow(), n, nd.devs, nd.migs, cpu, mem)
+	}
+	qp.hold = v
+	return v
+}
+
+func (qp *queuePass) resvPublic() *Reservation {
+	r := qp.resv
+	if r == nil {
+		return nil
+	}
+	out := &Reservation{Job: r.job, Placement: r.pl, Start: r.t, StartKnown: r.known, WaitsFor: []string{}}
+	seen := map[string]bool{}
+	for k := range r.rel {
+		j := qp.w.allocs[k].jobName()
+		if !seen[j] {
+			seen[j] = true
+			out.WaitsFor = append(out.WaitsFor, j)
+		}
+	}
+	sort.Strings(out.WaitsFor)
+	return out
+}
