@@ -199,6 +199,17 @@ func TestBuilderLenient(t *testing.T) {
 	if w := n.Warnings(); len(w) != 3 {
 		t.Errorf("warnings %q, want 3", w)
 	}
+	// Equal fabric links differing only in the PCIe path beneath: the
+	// farther PCIe class wins.
+	b = topology.NewBuilder().SetLenient(true).AddDevice(gpu(0)).AddDevice(gpu(1))
+	b.SetLink(0, 1, topology.Link{Kind: topology.LinkNVLink, Lanes: 4, PCIe: topology.LinkPIX})
+	b.SetLink(1, 0, topology.Link{Kind: topology.LinkNVLink, Lanes: 4, PCIe: topology.LinkSYS})
+	if n, err = b.Build(); err != nil || n.Link(0, 1).PCIe != topology.LinkSYS || n.Link(1, 0).PCIe != topology.LinkSYS {
+		t.Errorf("PCIe class under an asymmetric NVLink: %v %v", n.Link(0, 1), err)
+	}
+	if w := n.Warnings(); len(w) != 1 {
+		t.Errorf("warnings %q, want 3", w)
+	}
 }
 
 func TestInferNVSwitch(t *testing.T) {

@@ -117,7 +117,8 @@ func (l Link) String() string {
 //
 // The order: no path < SYS < NODE < PHB < PXB < PIX < every fabric link.
 // PCIe classes order by class, then bandwidth; fabric links (NVLink,
-// NVSwitch, XGMI) order by bandwidth, then lane count, then kind; so a
+// NVSwitch, XGMI) order by bandwidth, then lane count, then kind, then the
+// PCIe class beneath them; so a
 // V100 NV2 pair (50 GB/s) is closer than an NV1 pair (25 GB/s), and an
 // H100 NVSwitch link (450 GB/s) closer than both.
 func (l Link) Closeness() uint64 {
@@ -128,7 +129,7 @@ func (l Link) Closeness() uint64 {
 	lanes := uint64(min(max(l.Lanes, 0), 255))
 	switch {
 	case l.Kind.IsFabric():
-		return 2<<60 | bw<<16 | lanes<<8 | uint64(l.Kind)
+		return 2<<60 | bw<<16 | lanes<<8 | uint64(l.Kind)<<4 | uint64(l.PCIe&0xf)
 	case l.Kind.IsPCIe():
 		return 1<<60 | uint64(l.Kind)<<48 | bw<<16 | lanes<<8
 	}
