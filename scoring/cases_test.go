@@ -2,6 +2,10 @@ package scoring
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -323,4 +327,81 @@ func TestHAMiFixtures(t *testing.T) {
 		})
 		wantSet(t, mustSelect(t, node, nil, Request{Count: 3}), 0, 2, 5)
 	})
+}
+
+// W10: on N16 and on random 13-16 GPU weighted graphs, all free, k=2: the
+// chosen pair belongs to an optimal pairing under the stated objective (the
+// max-min of pair quality over pairings of the free devices), checked by an
+// independent memoised search over pairings.
+func TestW10PairInOptimalPairing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	nodes := []*topology.Node{fixtureN16(t)}
+	for g := range 6 {
+		n := 13 + g%4
+		numa := make([]int, n)
+		for i := range numa {
+			numa[i] = i * 2 / n
+		}
+		lanes := map[[2]int]int{}
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				lanes[[2]int{i, j}] = rng.IntN(13) // 0 = PCIe only
+			}
+		}
+		nodes = append(nodes, buildNode(t, fmt.Sprintf("random-%d", n), "NVIDIA A100-SXM4-80GB", numa, func(i, j int) topology.Link {
+			p := topology.LinkSYS
+			if numa[i] == numa[j] {
+				p = topology.LinkNODE
+			}
+			if l := lanes[pairKey(i, j)]; l > 0 {
+				return nv(l, p)
+			}
+			return pci(p)
+		}))
+	}
+	for _, node := range nodes {
+		o := newOracle(node, nil, Request{Count: 2})
+		n := node.Len()
+		u := make([]float64, n*n)
+		for i := range n {
+			for j := range n {
+				if i != j {
+					u[i*n+j] = o.unit([]int{min(i, j), max(i, j)})
+				}
+			}
+		}
+		memo := map[uint32]float64{}
+		var best func(mask uint32) float64 // max-min over pairings, one leftover allowed when odd
+		best = func(mask uint32) float64 {
+			if bits.OnesCount32(mask) < 2 {
+				return math.Inf(1)
+			}
+			if v, ok := memo[mask]; ok {
+				return v
+			}
+			low := bits.TrailingZeros32(mask)
+			rest := mask &^ (1 << low)
+			v := math.Inf(-1)
+			if bits.OnesCount32(mask)%2 == 1 {
+				v = best(rest)
+			}
+			for r := rest; r != 0; r &= r - 1 {
+				j := bits.TrailingZeros32(r)
+				v = math.Max(v, math.Min(u[low*n+j], best(rest&^(1<<j))))
+			}
+			memo[mask] = v
+			return v
+		}
+		all := uint32(1)<<n - 1
+		opt := best(all)
+		r := mustSelect(t, node, nil, Request{Count: 2})
+		d := r.Devices()
+		got := math.Min(u[d[0]*n+d[1]], best(all&^(1<<d[0]|1<<d[1])))
+		if math.Abs(got-opt) > 1e-12 {
+			t.Errorf("%s: pair %v is in no optimal pairing (its best pairing %.6f, optimum %.6f)", node.Name(), d, got, opt)
+		}
+		if !r.Exact {
+			t.Errorf("%s: not exact", node.Name())
+		}
+	}
 }
