@@ -308,5 +308,9 @@ func (l *Layout) String() string {
 	for k, in := range l.Instances {
 		parts[k] = in.String()
 	}
-	return fmt.Sprintf("%s %s [%s] %s", l.GPU, l.Model.Name(), l.SlotMap(), strings.Join(parts, ", "))
+	out := fmt.Sprintf("%s %s [%s]", l.GPU, l.Model.Name(), l.SlotMap())
+	if len(parts) > 0 {
+		out += " " + strings.Join(parts, ", ")
+	}
+	return out
 }

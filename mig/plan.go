@@ -159,6 +159,8 @@ func (l *Layout) apply(s Step) error {
 			return bad(ErrBadStep, "not a MIG step")
 		case k < 0:
 			return bad(ErrNoInstance, "no instance there")
+		case s.Placement.Size != 0 && l.Instances[k].Placement != s.Placement:
+			return bad(ErrNoInstance, "the instance starting there sits at %v", l.Instances[k].Placement)
 		case s.Profile.IsValid() && l.Instances[k].Profile != s.Profile:
 			return bad(ErrBadStep, "the instance there is a %s", l.Instances[k].Profile)
 		}

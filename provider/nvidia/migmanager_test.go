@@ -118,8 +118,8 @@ func TestMIGLayouts(t *testing.T) {
 	got := layoutStrings(t, ls, err)
 	want := []string{
 		"GPU-0 H100-80GB [aaaa.bc.] 3g.40gb@{0}:4 idle, 1g.10gb@{5}:1 idle, 1g.10gb@{6}:1 idle",
-		"GPU-1 H100-80GB [........] ",
-		"GPU-2 H100-80GB [........] ",
+		"GPU-1 H100-80GB [........]",
+		"GPU-2 H100-80GB [........]",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("layouts\n%q\nwant\n%q", got, want)
