@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // busy adds running pods to a spec: on a share of the nodes, a random
@@ -76,4 +77,61 @@ func BenchmarkCheckNVL72(b *testing.B) {
 	j := workers("mnnvl", 16, 4)
 	j.NVLink = &NVLink{}
 	benchCheck(b, s, j, Fits)
+}
+
+// queueJobs draws n pending jobs: mostly small, some medium gangs with a
+// preferred rack, a few large gangs confined to one block.
+func queueJobs(n int, seed uint64) []Job {
+	r := rand.New(rand.NewPCG(seed, 3))
+	jobs := make([]Job, n)
+	for i := range jobs {
+		j := Job{Name: fmt.Sprintf("q%04d", i), Queue: []string{"research", "prod", "batch"}[r.IntN(3)],
+			Priority: r.IntN(4), Arrival: int64(i)}
+		if r.IntN(2) == 0 {
+			j.RunTime = time.Duration(1+r.IntN(120)) * time.Minute
+		}
+		switch x := r.IntN(10); {
+		case x < 7:
+			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1 << r.IntN(3), CPUMilli: 8000}}}
+		case x < 9:
+			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.Topology = Constraint{Level: "rack", Mode: Preferred}
+		default:
+			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.Topology = Constraint{Level: "block"}
+		}
+		jobs[i] = j
+	}
+	return jobs
+}
+
+// BenchmarkPlanQueue runs one pass over 1,000 pending jobs on the 1,000-node
+// cluster of BenchmarkCheck64x8 (40% of nodes partly busy). Target: ≤ 100 ms.
+func BenchmarkPlanQueue(b *testing.B) {
+	sp := busy(fourTier(b, 4, 5, 5, 10), 0.4, 1)
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range sp.allocs {
+		if r.IntN(2) == 0 {
+			sp.allocs[i].Remaining = time.Duration(1+r.IntN(240)) * time.Minute
+		}
+		sp.allocs[i].Queue = []string{"research", "prod", "batch"}[r.IntN(3)]
+	}
+	s := sp.build(b)
+	jobs := queueJobs(1000, 4)
+	opts := QueueOptions{Queues: []QueueSpec{{Name: "prod", Weight: 3}, {Name: "research", Weight: 2}}}
+	plan, err := PlanQueue(s, jobs, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := map[Action]int{}
+	for _, e := range plan.Entries {
+		counts[e.Action]++
+	}
+	b.Logf("actions: %v, reservation: %v", counts, plan.Reservation != nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := PlanQueue(s, jobs, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -236,8 +236,12 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 // solveView looks for a placement of p in view v. It returns the solver
 // (with the DP of the last attempt) for explanations.
 func (s *Snapshot) solveView(p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	sv, err := newSolver(s, p, v, withMembers, strategy)
-	if err != nil {
+	return s.solveWith(&solver{}, p, v, withMembers, strategy, restrict)
+}
+
+// solveWith is solveView reusing sv's buffers.
+func (s *Snapshot) solveWith(sv *solver, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
+	if err := sv.reset(s, p, v, withMembers, strategy); err != nil {
 		return nil, nil, err
 	}
 	sv.restrict = restrict

@@ -231,3 +231,24 @@ func (p *problem) demand() demand {
 	}
 	return d
 }
+
+// signature identifies what decides p's feasibility on an empty cluster
+// (not its name, priority or queue).
+func (p *problem) signature() string {
+	type setSig struct {
+		shape           shapeKey
+		want, need      int64
+		cpu             int64
+		mem             uint64
+		sel             string
+		zs              int64
+		zl              int
+		zm              Mode
+		setPref, setReq int
+	}
+	sets := make([]setSig, len(p.sets))
+	for i, s := range p.sets {
+		sets[i] = setSig{s.shape, s.want, s.need, s.cpu, s.mem, fmt.Sprint(s.sel), s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
+	}
+	return fmt.Sprintf("%v|%d|%d|%d", sets, p.minCount, p.jobPref, p.jobReq)
+}

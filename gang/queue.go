@@ -170,7 +170,7 @@ func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
 		}
 		probs[j.Name] = p
 	}
-	qp := &queuePass{s: s, w: s.Clone(), probs: probs, opts: opts, never: map[string]*Placement{}}
+	qp := &queuePass{s: s, w: s.Clone(), probs: probs, opts: opts, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}
@@ -192,6 +192,8 @@ func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
 }
 
 type queuePass struct {
+	sv    solver // reused by every placement search of the pass
+	sigs  map[string]bool
 	s     *Snapshot
 	w     *Snapshot // working copy: pods started and released in this pass
 	probs map[string]*problem
@@ -277,19 +279,17 @@ func (qp *queuePass) fairOrder(jobs []Job, weights map[string]int) []*Job {
 }
 
 func (qp *queuePass) neverFits(p *problem) bool {
-	if _, ok := qp.never[p.job.Name]; ok {
-		return qp.never[p.job.Name] == nil
-	}
 	if len(p.never) > 0 {
-		qp.never[p.job.Name] = nil
 		return true
 	}
-	pl, _, err := qp.s.solveView(p, qp.s.viewEmpty(), false, qp.opts.Strategy, -1)
-	if err != nil {
-		pl = nil
+	sig := p.signature()
+	if v, ok := qp.sigs[sig]; ok {
+		return v
 	}
-	qp.never[p.job.Name] = pl
-	return pl == nil
+	pl, _, err := qp.s.solveWith(&qp.sv, p, qp.s.viewEmpty(), false, qp.opts.Strategy, -1)
+	never := err != nil || pl == nil
+	qp.sigs[sig] = never
+	return never
 }
 
 // freeGPUs sums the free whole GPUs and MIG slices of schedulable nodes in v.
@@ -313,7 +313,7 @@ func (qp *queuePass) fitsIn(p *problem, v *view) (*Placement, error) {
 	if g+qp.memberGPUs(p.job.Name) < need.GPUs || (need.MIGSlices > 0 && sl+qp.memberSlots(p.job.Name) < need.MIGSlices) {
 		return nil, nil
 	}
-	pl, _, err := qp.w.solveView(p, v, true, qp.opts.Strategy, -1)
+	pl, _, err := qp.w.solveWith(&qp.sv, p, v, true, qp.opts.Strategy, -1)
 	return pl, err
 }
 
@@ -341,23 +341,21 @@ func (qp *queuePass) memberSlots(job string) int {
 
 func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 	j := p.job
-	if qp.neverFits(p) {
-		e.Action, e.Verdict = Never, NeverFits
-		e.Reason = "never fits this cluster"
-		if len(p.never) > 0 {
-			e.Reason += ": " + p.never[0]
-		}
-		if e.Members > 0 {
-			e.Action = Release
-			e.Reason += "; release its placed members"
-			qp.w.RemoveJob(j.Name)
-			qp.hold = nil
-		}
-		return nil
-	}
 	// start now?
+	var nowPl *Placement
+	nowDone := false
+	fitsNow := func() (*Placement, error) {
+		if !nowDone {
+			pl, err := qp.fitsIn(p, qp.w.viewNow())
+			if err != nil {
+				return nil, err
+			}
+			nowPl, nowDone = pl, true
+		}
+		return nowPl, nil
+	}
 	if qp.resv == nil || qp.opts.NoReservation {
-		pl, err := qp.fitsIn(p, qp.w.viewNow())
+		pl, err := fitsNow()
 		if err != nil {
 			return err
 		}
@@ -373,7 +371,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 			return qp.start(p, e, pl, Backfill, fmt.Sprintf("fits beside the reservation of %s", qp.resv.job))
 		}
 		if r := qp.resv; r.known && j.RunTime > 0 && j.RunTime <= r.t {
-			pl, err := qp.fitsIn(p, qp.w.viewNow())
+			pl, err := fitsNow()
 			if err != nil {
 				return err
 			}
@@ -382,8 +380,27 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 			}
 		}
 	}
+	if qp.neverFits(p) {
+		e.Action, e.Verdict = Never, NeverFits
+		e.Reason = "never fits this cluster"
+		if len(p.never) > 0 {
+			e.Reason += ": " + p.never[0]
+		}
+		if e.Members > 0 {
+			e.Action = Release
+			e.Reason += "; release its placed members"
+			qp.remove(j.Name)
+		}
+		return nil
+	}
 	// it cannot start now
-	e.Verdict = qp.verdict(p)
+	if pl, err := fitsNow(); err != nil {
+		return err
+	} else if pl != nil {
+		e.Verdict = Fits
+	} else {
+		e.Verdict = qp.verdict(p)
+	}
 	if qp.resv == nil && !qp.opts.NoReservation {
 		r, err := qp.reserve(p)
 		if err != nil {
@@ -402,8 +419,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 	if e.Members > 0 {
 		e.Action = Release
 		e.Reason = "its placed members cannot be completed now and it cannot hold them while waiting without risking a deadlock: release them"
-		qp.w.RemoveJob(j.Name)
-		qp.hold = nil
+		qp.remove(j.Name)
 		return nil
 	}
 	e.Action = Wait
@@ -418,18 +434,26 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 	return nil
 }
 
-// verdict classifies a job that cannot start, against the working snapshot.
+// remove releases a job's pods in the working snapshot.
+func (qp *queuePass) remove(job string) {
+	qp.w.RemoveJob(job)
+	qp.hold = nil
+}
+
+// verdict classifies a job that cannot start now, against the working
+// snapshot.
 func (qp *queuePass) verdict(p *problem) Verdict {
-	if pl, _ := qp.fitsIn(p, qp.w.viewNow()); pl != nil {
-		return Fits
-	}
 	if qp.w.hasReleasing() {
 		if pl, _ := qp.fitsIn(p, qp.w.viewAfterRelease()); pl != nil {
 			return FitsAfterRelease
 		}
 	}
 	need := minDemand(p)
-	g, sl := qp.freeGPUs(qp.w.viewAfterRelease())
+	v := qp.w.viewNow()
+	if qp.w.hasReleasing() {
+		v = qp.w.viewAfterRelease()
+	}
+	g, sl := qp.freeGPUs(v)
 	if g >= need.GPUs && sl >= need.MIGSlices {
 		return Fragmented
 	}
@@ -441,7 +465,16 @@ func (qp *queuePass) start(p *problem, e *QueueEntry, pl *Placement, a Action, w
 		return fmt.Errorf("gang: queue placement for %s does not validate: %w", p.job.Name, err)
 	}
 	qp.w.assume(p.job, pl)
-	qp.hold = nil
+	if qp.hold != nil {
+		// only reserved nodes the job landed on change in the held view
+		for _, name := range pl.Nodes() {
+			ni, _ := qp.w.cluster.NodeIndex(name)
+			if qp.hold.over != nil && qp.hold.over[ni] != nil {
+				qp.hold = nil
+				break
+			}
+		}
+	}
 	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
 	return nil
 }
@@ -557,7 +590,7 @@ func (qp *queuePass) holdView() *view {
 		return qp.hold
 	}
 	w, r := qp.w, qp.resv
-	v := &view{s: w, over: map[int32]*nodeUsage{}, name: "held"}
+	v := &view{s: w, name: "held"}
 	type need struct {
 		devs []int
 		migs []MIGSlot
@@ -598,7 +631,7 @@ func (qp *queuePass) holdView() *view {
 		if nd.mem > endMem {
 			mem = nd.mem - endMem
 		}
-		v.over[n] = w.plusUsage(w.viewNow(), n, nd.devs, nd.migs, cpu, mem)
+		v.set(n, w.plusUsage(w.viewNow(), n, nd.devs, nd.migs, cpu, mem))
 	}
 	qp.hold = v
 	return v

@@ -534,7 +534,7 @@ func (s *Snapshot) assume(j *Job, p *Placement) {
 // releasing ones, none, or without some jobs.
 type view struct {
 	s    *Snapshot
-	over map[int32]*nodeUsage // node -> usage when it differs from now
+	over []*nodeUsage // node -> usage when it differs from now (nil: same)
 	all  bool                 // every node idle
 	name string
 }
@@ -543,10 +543,20 @@ func (v *view) usage(n int32) *nodeUsage {
 	if v.all {
 		return v.s.idle[n]
 	}
-	if u, ok := v.over[n]; ok {
-		return u
+	if v.over != nil {
+		if u := v.over[n]; u != nil {
+			return u
+		}
 	}
 	return v.s.usage[n]
+}
+
+// set overrides node n's usage.
+func (v *view) set(n int32, u *nodeUsage) {
+	if v.over == nil {
+		v.over = make([]*nodeUsage, len(v.s.nodes))
+	}
+	v.over[n] = u
 }
 
 func (s *Snapshot) viewNow() *view { return &view{s: s, name: "now"} }
@@ -561,7 +571,7 @@ func (s *Snapshot) viewWithout(name string, drop func(a *Allocation) bool) *view
 
 // viewWithoutKeys is viewWithout with the allocation's index.
 func (s *Snapshot) viewWithoutKeys(name string, drop func(k int32, a *Allocation) bool) *view {
-	v := &view{s: s, over: map[int32]*nodeUsage{}, name: name}
+	v := &view{s: s, name: name}
 	for ni, ks := range s.byNode {
 		var keep []int32
 		changed := false
@@ -577,7 +587,7 @@ func (s *Snapshot) viewWithoutKeys(name string, drop func(k int32, a *Allocation
 			if err != nil {
 				panic(fmt.Sprintf("gang: rebuilding node usage for a view: %v", err))
 			}
-			v.over[int32(ni)] = u
+			v.set(int32(ni), u)
 		}
 	}
 	return v
@@ -588,9 +598,11 @@ func (s *Snapshot) viewAfterRelease() *view {
 }
 
 func (s *Snapshot) hasReleasing() bool {
-	for k := range s.allocs {
-		if s.live[k] && s.allocs[k].Releasing {
-			return true
+	for ni := range s.byNode {
+		for _, k := range s.byNode[ni] {
+			if s.allocs[k].Releasing {
+				return true
+			}
 		}
 	}
 	return false

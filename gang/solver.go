@@ -58,11 +58,14 @@ type solver struct {
 	strategy Strategy
 	m        int
 	members  [][]int64 // per node; nil where the job has no member
+	memNodes []int32   // nodes with members
 	memTotal []int64
 	memCount int64
 	memNames map[string]bool
 	elig     [][]bool  // per set: per node, nil = every node
 	caps     [][]int32 // per set: per class, device capacity (-1 unknown)
+	capMemo  map[shapeKey][]int32
+	capCache *cache // the cache capMemo's class ids belong to
 	exact    bool
 	restrict int32 // only nodes under this domain (-1: all)
 
@@ -86,10 +89,27 @@ type nodeKey struct {
 }
 
 func newSolver(s *Snapshot, p *problem, v *view, withMembers bool, strategy Strategy) (*solver, error) {
-	sv := &solver{s: s, p: p, v: v, strategy: strategy, m: p.m(), exact: true, restrict: -1}
+	sv := &solver{}
+	return sv, sv.reset(s, p, v, withMembers, strategy)
+}
+
+// reset prepares sv for another job or view, keeping its buffers.
+func (sv *solver) reset(s *Snapshot, p *problem, v *view, withMembers bool, strategy Strategy) error {
+	sv.s, sv.p, sv.v, sv.strategy, sv.m, sv.exact, sv.restrict = s, p, v, strategy, p.m(), true, -1
+	if len(sv.members) != len(s.nodes) {
+		sv.members = make([][]int64, len(s.nodes))
+	} else {
+		for _, n := range sv.memNodes {
+			sv.members[n] = nil
+		}
+	}
+	sv.memNodes = sv.memNodes[:0]
 	sv.memTotal = make([]int64, sv.m)
-	sv.members = make([][]int64, len(s.nodes))
-	sv.memNames = map[string]bool{}
+	sv.memCount = 0
+	clear(sv.memNames)
+	if sv.memNames == nil {
+		sv.memNames = map[string]bool{}
+	}
 	if withMembers {
 		for _, k := range s.byJob[p.job.Name] {
 			a := &s.allocs[k]
@@ -103,11 +123,12 @@ func newSolver(s *Snapshot, p *problem, v *view, withMembers bool, strategy Stra
 				}
 			}
 			if si < 0 {
-				return nil, jobErr("job %q: placed member %q names pod set %q, which the job does not have", p.job.Name, a.Pod, a.Set)
+				return jobErr("job %q: placed member %q names pod set %q, which the job does not have", p.job.Name, a.Pod, a.Set)
 			}
 			ni, _ := s.cluster.NodeIndex(a.Node)
 			if sv.members[ni] == nil {
 				sv.members[ni] = make([]int64, sv.m)
+				sv.memNodes = append(sv.memNodes, int32(ni))
 			}
 			sv.members[ni][si]++
 			sv.memTotal[si]++
@@ -116,12 +137,21 @@ func newSolver(s *Snapshot, p *problem, v *view, withMembers bool, strategy Stra
 		}
 		for i, sp := range p.sets {
 			if sv.memTotal[i] > sp.want {
-				return nil, jobErr("job %q: %d members of pod set %q are placed, more than its %d replicas", p.job.Name, sv.memTotal[i], sp.ps.Name, sp.want)
+				return jobErr("job %q: %d members of pod set %q are placed, more than its %d replicas", p.job.Name, sv.memTotal[i], sp.ps.Name, sp.want)
 			}
 		}
 	}
 	sv.elig = make([][]bool, sv.m)
-	sv.caps = make([][]int32, sv.m)
+	if sv.capCache != s.cache || sv.capMemo == nil {
+		sv.capMemo, sv.capCache = map[shapeKey][]int32{}, s.cache
+	}
+	if cap(sv.caps) < sv.m {
+		sv.caps = make([][]int32, sv.m)
+	}
+	sv.caps = sv.caps[:sv.m]
+	for i := range sv.caps {
+		sv.caps[i] = sv.capMemo[p.sets[i].shape]
+	}
 	for i, sp := range p.sets {
 		if len(sp.sel) == 0 {
 			continue
@@ -138,7 +168,7 @@ func newSolver(s *Snapshot, p *problem, v *view, withMembers bool, strategy Stra
 		}
 		sv.elig[i] = e
 	}
-	return sv, nil
+	return nil
 }
 
 // devCap returns how many pods of set i a node of class cl takes, counting
@@ -158,6 +188,7 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	n := int32(len(sv.s.cache.seq(cl, sh).pods))
 	c[cl] = n
 	sv.caps[i] = c
+	sv.capMemo[sh] = c
 	return int64(n)
 }
 
@@ -625,6 +656,9 @@ type item struct {
 
 // descend splits target t over domain d's children and recurses.
 func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
+	if sv.scalar {
+		return sv.descendScalar(d, t[0], out)
+	}
 	tr := sv.s.tree
 	lv := tr.doms[d].level
 	L := tr.nodeLevel()
@@ -856,4 +890,138 @@ func optimizeLast(items []item, res [][]int64) {
 	if best >= 0 {
 		res[best], res[last] = res[last], res[best]
 	}
+}
+
+// sitem is a child in the one-pod-set descent.
+type sitem struct {
+	node   int32 // -1 for a domain
+	dom    int32
+	p, low int64
+	free   int64
+	order  int
+	share  int64
+}
+
+// descendScalar is descend for jobs with one pod set: capacities are
+// integers, so the split needs no frontier arithmetic.
+func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
+	tr := sv.s.tree
+	lv := tr.doms[d].level
+	L := tr.nodeLevel()
+	z, zl := sv.sliceOf(0)
+	cut := func(c int) bool { return z > 1 && lv < zl && zl < c }
+	items := make([]sitem, 0, len(tr.doms[d].children)+len(tr.doms[d].nodes))
+	for _, k := range tr.doms[d].children {
+		p, low := sv.sP[k], sv.sL[k]
+		if cut(tr.doms[k].level) {
+			p = 0
+		}
+		if p > 0 || low > 0 {
+			items = append(items, sitem{node: -1, dom: k, p: p, low: low, free: sv.freeD[k], order: len(items)})
+		}
+	}
+	for _, n := range tr.doms[d].nodes {
+		p, low := sv.nP[n], sv.nL[n]
+		if cut(L) {
+			p = 0
+		}
+		if p > 0 || low > 0 {
+			items = append(items, sitem{node: n, dom: -1, p: p, low: low, free: sv.freeN[n], order: len(items)})
+		}
+	}
+	g := int64(1)
+	if z > 1 && lv < zl {
+		g = z
+	}
+	slices.SortStableFunc(items, func(a, b sitem) int {
+		return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.p, a.p), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+	})
+	if !sv.splitScalar(items, t, g, nil) {
+		return fmt.Errorf("domain %q: internal: target %d not held by the sub-domains", tr.path(d), t)
+	}
+	if sv.strategy == Balanced {
+		var used []sitem
+		for _, it := range items {
+			if it.share > 0 || it.low > 0 {
+				used = append(used, it)
+			}
+		}
+		k := 0
+		if sv.splitScalar(used, t, g, func(rem int64) int64 {
+			left := int64(len(used) - k)
+			k++
+			share := (rem + left - 1) / left
+			return (share + g - 1) / g * g
+		}) {
+			items = used
+		}
+	} else {
+		// optimize the last: the tightest unused item that holds its share
+		last := -1
+		for j := range items {
+			if items[j].share > 0 {
+				last = j
+			}
+		}
+		if last >= 0 && items[last].low == 0 {
+			best := -1
+			for j := last + 1; j < len(items); j++ {
+				it := &items[j]
+				if it.low > 0 || it.p >= items[last].p || it.p < items[last].share {
+					continue
+				}
+				if best < 0 || it.p < items[best].p || (it.p == items[best].p && it.free < items[best].free) {
+					best = j
+				}
+			}
+			if best >= 0 {
+				items[best].share, items[last].share = items[last].share, 0
+			}
+		}
+	}
+	for _, it := range items {
+		if it.share == 0 && it.low == 0 {
+			continue
+		}
+		if it.node >= 0 {
+			*out = append(*out, assign{node: it.node, t: []int64{it.share}})
+		} else if err := sv.descendScalar(it.dom, it.share, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitScalar sets items' shares of t: greedily, each as much as the
+// strategy wants among what leaves the rest feasible.
+func (sv *solver) splitScalar(items []sitem, t, g int64, share func(rem int64) int64) bool {
+	k := len(items)
+	sufP := make([]int64, k+1)
+	sufL := make([]int64, k+1)
+	for j := k - 1; j >= 0; j-- {
+		if items[j].low > items[j].p {
+			return false
+		}
+		sufP[j], sufL[j] = sufP[j+1]+items[j].p, sufL[j+1]+items[j].low
+	}
+	if t < sufL[0] || t > sufP[0] {
+		return false
+	}
+	rem := t
+	for j := range items {
+		lo := max(items[j].low, rem-sufP[j+1])
+		hi := min(items[j].p, rem-sufL[j+1])
+		lo = (lo + g - 1) / g * g
+		hi = hi / g * g
+		if lo > hi {
+			return false
+		}
+		v := hi
+		if share != nil {
+			v = min(max(share(rem), lo), hi)
+		}
+		items[j].share = v
+		rem -= v
+	}
+	return rem == 0
 }
