@@ -51,6 +51,17 @@ func BenchmarkSelect32(b *testing.B) {
 	}
 }
 
+func BenchmarkSelectNVL72(b *testing.B) {
+	node := fixtureNVL72(b)
+	st := NewState(72)
+	for i := 0; i < 72; i += 5 { // a used domain: every fifth GPU busy
+		st.Devices[i].Allocated = true
+	}
+	for _, k := range []int{4, 8, 16, 36} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) { benchSelect(b, node, st, Request{Count: k}) })
+	}
+}
+
 func BenchmarkSelectMI300XCPX(b *testing.B) {
 	f := shareddata.Topology(b, "amd-mi300x-cpx-kfd")
 	node, err := f.Node()

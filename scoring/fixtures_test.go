@@ -195,3 +195,19 @@ func fixtureI32(tb testing.TB) *topology.Node {
 		return pci(p)
 	})
 }
+
+// fixtureNVL72 is a GB200 NVL72 domain seen as one node: 72 B200 GPUs on one
+// NVSwitch fabric (NV18), two GPUs per Grace CPU (NUMA node), 18 trays.
+func fixtureNVL72(tb testing.TB) *topology.Node {
+	numa := make([]int, 72)
+	for i := range numa {
+		numa[i] = i / 2
+	}
+	return buildNode(tb, "NVL72", "NVIDIA B200", numa, func(i, j int) topology.Link {
+		p := topology.LinkSYS
+		if i/2 == j/2 {
+			p = topology.LinkNODE
+		}
+		return topology.Link{Kind: topology.LinkNVSwitch, Lanes: 18, PCIe: p}
+	})
+}

@@ -307,19 +307,18 @@ func (s *largeSearch) symmetry() {
 		for p := c - 1; p >= 0; p-- {
 			a, b := &lm.cls[p], &lm.cls[c]
 			if len(a.members) != len(b.members) || s.free[p] != s.free[c] || s.req[p] != 0 || s.req[c] != 0 ||
-				a.numa != b.numa || a.intraBW != b.intraBW || a.intraSW != b.intraSW || a.intraPC != b.intraPC ||
+				a.intraBW != b.intraBW || a.intraSW != b.intraSW || a.intraPC != b.intraPC ||
 				s.affC[p] != s.affC[c] {
 				continue
 			}
+			// Same scope of every kind (NUMA included), or each alone in
+			// its own scope of that kind, so swapping them is a symmetry.
 			ra, rb := a.members[0], b.members[0]
 			same := true
 			for k := range scopeKinds {
 				if m.scopeID[k][ra] != m.scopeID[k][rb] && !(ownScope(p, k) && ownScope(c, k)) {
 					same = false
 				}
-			}
-			if m.scopeID[0][ra] != m.scopeID[0][rb] {
-				same = false // different islands are not interchangeable here
 			}
 			for x := 0; same && x < C; x++ {
 				if x != p && x != c && (lm.cbw[p*C+x] != lm.cbw[c*C+x] || lm.csw[p*C+x] != lm.csw[c*C+x] || lm.cpc[p*C+x] != lm.cpc[c*C+x]) {

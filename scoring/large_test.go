@@ -152,6 +152,26 @@ func TestLargeNodeCases(t *testing.T) {
 			}
 		}
 	})
+	t.Run("NVL72", func(t *testing.T) {
+		node := fixtureNVL72(t)
+		st := NewState(72)
+		for i := 0; i < 72; i += 5 {
+			st.Devices[i].Allocated = true
+		}
+		for _, k := range []int{2, 8, 16} {
+			r := mustSelect(t, node, st, Request{Count: k})
+			numa := map[int]int{}
+			for _, i := range r.Devices() {
+				if st.Devices[i].Allocated {
+					t.Fatalf("k=%d chose busy %d", k, i)
+				}
+				numa[i/2]++
+			}
+			if len(numa) != k/2 || r.Exact {
+				t.Fatalf("k=%d chose %v over %d Grace NUMA nodes, want %d whole ones (exact=%v)", k, r.Devices(), len(numa), k/2, r.Exact)
+			}
+		}
+	})
 	t.Run("W14", func(t *testing.T) {
 		for _, hives := range []int{2, 4} {
 			n := 8 * hives
