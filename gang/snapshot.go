@@ -535,7 +535,7 @@ func (s *Snapshot) assume(j *Job, p *Placement) {
 type view struct {
 	s    *Snapshot
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)
-	all  bool                 // every node idle
+	all  bool         // every node idle
 	name string
 }
 
