@@ -28,12 +28,14 @@
 // The scores of the paper's policies are integers from 0 to 100, so ties
 // are common, and how they are broken decides the result. Breaking them
 // by the first node in the seeded node order ([TieFirst], the default)
-// reproduces the published allocations; breaking them uniformly at random
-// ([TieRandom], what stock kube-scheduler does) costs FGD about five
-// points, Clustering and Packing about three, and leaves DotProd and
-// BestFit nearly unchanged: ties resolved in a fixed order consolidate
-// pods on the same nodes. Random ignores the tie-break (its scores are
-// random).
+// reproduces the published allocations within 0.2 points; breaking them
+// uniformly at random ([TieRandom], what stock kube-scheduler does) changes
+// the mean allocation at 100% arrival (seeds 42-51) from 95.28 to 89.77%
+// for FGD, 91.82 to 88.52% for Clustering, 91.88 to 88.60% for Packing,
+// 90.60 to 90.13% for DotProd and 92.94 to 92.89% for BestFit: ties
+// resolved in a fixed order consolidate pods on the same nodes. Random
+// ignores the tie-break (its scores are random); [Lookahead] moves only
+// from 95.83 to 95.68%. Within a node, equal GPUs go to the lowest index.
 //
 // # Policies
 //

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gputopo/gputopo/scoring"
 )
@@ -239,10 +240,14 @@ func (f *fgdScorer) Score(p *Pod, i int) (float64, GPUSet) {
 	score := func(a float64) float64 { return math.Trunc(scoring.FGDScore(a - before)) }
 	if p.Sharing() {
 		best, bestG := -1.0, -1
+		var tried [MaxGPUsPerNode]int64 // GPUs with equal free space give equal scores: try one
+		n := 0
 		for g, v := range free {
-			if v < p.GPUMilli {
+			if v < p.GPUMilli || slices.Contains(tried[:n], v) {
 				continue
 			}
+			tried[n] = v
+			n++
 			after[g] = v - p.GPUMilli
 			if sc := score(e.Fragment(cpu, mem, after)); bestG < 0 || sc > best {
 				best, bestG = sc, g
