@@ -73,17 +73,38 @@ func BenchmarkSelectMI300XCPX(b *testing.B) {
 	}
 }
 
+// withIDs rebuilds node with its own device UUIDs, as a real server has:
+// every such node has its own Fingerprint (and shares the shape's tables).
+func withIDs(b *testing.B, node *topology.Node, serial int) *topology.Node {
+	bl := topology.NewBuilder().SetName(fmt.Sprintf("%s-%d", node.Name(), serial))
+	for i := range node.Len() {
+		d := node.Device(i)
+		d.ID = fmt.Sprintf("GPU-%08x-%d", serial, i)
+		bl.AddDevice(d)
+	}
+	for i := range node.Len() {
+		for j := i + 1; j < node.Len(); j++ {
+			bl.SetLinkPair(i, j, node.Link(i, j))
+		}
+	}
+	n, err := bl.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
 // BenchmarkScoreNode5000 scores one request (2 GPUs) on 5,000 8-GPU nodes
-// of four hardware shapes in random states, one op = all 5,000 nodes, on
-// one goroutine, through the package-level ScoreNode (fingerprint cache
-// lookup included).
+// (four hardware shapes, every node with its own UUIDs) in random states,
+// one op = all 5,000 nodes, on one goroutine, through the package-level
+// ScoreNode (fingerprint cache lookup included).
 func BenchmarkScoreNode5000(b *testing.B) {
 	shapes := []*topology.Node{fixtureH8(b), fixtureF1(b), fixtureB8(b), fixtureK8(b)}
 	rng := rand.New(rand.NewPCG(7, 11))
 	nodes := make([]*topology.Node, 5000)
 	states := make([]*State, 5000)
 	for i := range nodes {
-		nodes[i] = shapes[i%len(shapes)]
+		nodes[i] = withIDs(b, shapes[i%len(shapes)], i)
 		st := NewState(8)
 		for d := range 8 {
 			if rng.IntN(10) < 3 {

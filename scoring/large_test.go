@@ -24,7 +24,7 @@ func compileLarge(tb interface {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &Compiled{m: m, large: newLargeModel(m)}
+	return &Compiled{m: m, shape: &shape{large: newLargeModel(m)}}
 }
 
 // trueScore is the exact objective of set (via a one-entry allowed table on
