@@ -53,6 +53,7 @@ type ParseError struct {
 	Err    error  // the cause
 }
 
+// Error says where and what: "line 12: column gpu_milli: ...".
 func (e *ParseError) Error() string {
 	if e.Column != "" {
 		return fmt.Sprintf("line %d: column %s: %v", e.Line, e.Column, e.Err)

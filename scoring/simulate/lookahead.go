@@ -8,8 +8,8 @@ import (
 	"github.com/gputopo/gputopo/scoring"
 )
 
-// Lookahead is gputopo's policy and the default of `gputopo simulate`:
-// FGD's fragmentation gradient with a look-ahead term. A node's cost is
+// Lookahead is gputopo's default policy: FGD's fragmentation gradient with
+// a look-ahead term. A node's cost is
 //
 //	F_n(M) + S_n
 //
@@ -25,12 +25,13 @@ import (
 // beside it, so it happily spends a node's CPU or memory on pods that use
 // few GPUs (CPU-only pods above all) and finds the node's remaining GPUs
 // stranded later. S_n charges for that at once, steering CPU-heavy pods to
-// nodes with CPU to spare per GPU. On the Alibaba trace at 100% arrival
-// FGD leaves about 74 GPUs idle on nodes whose CPU is gone and 18 whose
-// memory is; Lookahead about 29 and 8, and allocates 95.83% against FGD's
-// 95.28% (seeds 42-51; 110%: 95.86 against 95.34). Most of what remains
-// idle (about 215 GPUs) are slivers under 200 milli left beside the
-// trace's many 810-milli pods, which only its few 100-milli pods can use.
+// nodes with CPU to spare per GPU. In the replay of the Alibaba trace with
+// seed 42, at 100% arrival FGD leaves 74 GPUs idle on nodes with under two
+// cores free and 18 on nodes with under 8 GiB; Lookahead 29 and 8. Over
+// seeds 42-51 it allocates 95.83% of the GPUs against FGD's 95.28% (at
+// 110%: 95.86 against 95.34). Most of what stays idle (about 215 GPUs with
+// seed 42) are slivers under 200 milli beside the trace's many 810-milli
+// pods, which only its few 100-milli pods can use.
 // Being continuous, S_n also breaks most ties that FGD's integer scores
 // leave to node order, so Lookahead barely depends on [TieBreak].
 // Everything is derived from the node and pod lists; there are no
