@@ -144,7 +144,20 @@ func ParseJSONLenient(data []byte) (*Node, error) {
 }
 
 func parseJSON(r io.Reader, lenient bool) (*Node, error) {
-	dec := json.NewDecoder(r)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+	}
+	// Check the schema first, so that a document of another schema (say the
+	// gpu-topology/v1 reference files) is named as such rather than
+	// rejected for its first unknown field.
+	var head struct {
+		Schema *string `json:"schema"`
+	}
+	if json.Unmarshal(data, &head) == nil && head.Schema != nil && *head.Schema != SchemaV1 {
+		return nil, fmt.Errorf("%w: %q (this version reads %q)", ErrUnsupportedSchema, *head.Schema, SchemaV1)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var doc document
 	if err := dec.Decode(&doc); err != nil {
