@@ -328,13 +328,21 @@ func (s *Snapshot) checkAlloc(a *Allocation, where string) error {
 		}
 		seen[d] = true
 	}
-	for _, m := range a.MIG {
+	for i, m := range a.MIG {
 		if m.Device < 0 || m.Device >= st.devices || !st.migOn[m.Device] {
 			return snapErr("%s: MIG instance on gpu%d of node %s, which is not a MIG device", where, m.Device, a.Node)
 		}
 		if st.migModel[m.Device] == nil {
 			return snapErr("%s: gpu%d of node %s has no known MIG profile table", where, m.Device, a.Node)
 		}
+		p, err := st.migModel[m.Device].Profile(m.Profile)
+		if err != nil {
+			return snapErr("%s: gpu%d of node %s: %v", where, m.Device, a.Node, err)
+		}
+		if m.Placement.Size == 0 {
+			a.MIG[i].Placement.Size = p.MemorySlices
+		}
+		a.MIG[i].Profile = p.Name.String()
 	}
 	return nil
 }
