@@ -436,7 +436,9 @@ func (c *CPU) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON implements json.Marshaler ("500m").
-func (c CPU) MarshalJSON() ([]byte, error) { return json.Marshal(strconv.FormatInt(int64(c), 10) + "m") }
+func (c CPU) MarshalJSON() ([]byte, error) {
+	return json.Marshal(strconv.FormatInt(int64(c), 10) + "m")
+}
 
 // Bytes is a memory quantity in bytes: "80Gi", "1G", 1024.
 type Bytes uint64
