@@ -501,19 +501,29 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		if b.ReleasingGPUs > 0 {
 			line += fmt.Sprintf(", %d being released", b.ReleasingGPUs)
 		}
-		line += fmt.Sprintf(", %d held", b.HeldGPUs)
-		if len(b.Holders) > 0 {
-			var hs []string
-			for _, h := range b.Holders {
-				if h.GPUs > 0 || h.MIGSlices > 0 {
-					hs = append(hs, fmt.Sprintf("%s %d", h.Job, h.GPUs))
-				}
+		line += fmt.Sprintf(", %d held)", b.HeldGPUs)
+		var held, rel []string
+		for _, h := range b.Holders {
+			if h.GPUs == 0 && h.MIGSlices == 0 {
+				continue
 			}
-			if len(hs) > 0 {
-				line += " by " + strings.Join(hs, ", ")
+			what := fmt.Sprintf("%s (%d GPUs)", h.Job, h.GPUs)
+			if h.GPUs == 0 {
+				what = fmt.Sprintf("%s (%d MIG slices)", h.Job, h.MIGSlices)
+			}
+			if h.Releasing {
+				rel = append(rel, what)
+			} else {
+				held = append(held, what)
 			}
 		}
-		out = append(out, line+")")
+		if len(held) > 0 {
+			line += "; held by " + strings.Join(held, ", ")
+		}
+		if len(rel) > 0 {
+			line += "; being released by " + strings.Join(rel, ", ")
+		}
+		out = append(out, line)
 	}
 	return out
 }

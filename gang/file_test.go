@@ -133,7 +133,7 @@ func fixtureMachines(tb fataler) MachineFunc {
 		switch name {
 		case "hgx-h100":
 			return nvswitchNode(tb, name, 8, "NVIDIA H100 80GB HBM3", h100Mem, false), nil
-		case "gb200-tray":
+		case "gb200-tray", "gb200-nvl72-tray":
 			return nvswitchNode(tb, name, 4, "NVIDIA GB200", gb200Mem, false), nil
 		}
 		return nil, fmt.Errorf("unknown machine %q", name)

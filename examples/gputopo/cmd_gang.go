@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/provider/catalog"
+)
+
+func init() {
+	register(command{name: "gang", summary: "check a gang job (or a queue of jobs) against a cluster: placement, or why not", run: runGang})
+}
+
+const gangUsage = `usage: gputopo gang --cluster FILE --job FILE [flags]
+
+Checks a job file against a cluster file, all or nothing: prints where every
+pod goes (node, devices or MIG slots), or the verdict — fits after release,
+blocked (how much is missing, where, held by whom), fragmented, never fits —
+with reasons. A job file with several jobs (or --queue) runs one queue pass:
+order, GPUs ahead, what starts now, the head-of-line reservation.
+
+File formats: go doc github.com/gputopo/gputopo/gang JobFile (and ClusterFile).
+Machines named in a cluster file are the embedded ones (gputopo machines).
+
+flags:
+`
+
+func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gang", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), gangUsage)
+		fs.PrintDefaults()
+	}
+	jobFile := fs.String("job", "", "job file `FILE` (YAML or JSON): one job, or jobs and queues")
+	fs.StringVar(jobFile, "jobs", "", "same as --job")
+	clusterFile := fs.String("cluster", "", "cluster file `FILE` (YAML or JSON): nodes, labels, topologies, running pods")
+	strategy := fs.String("strategy", "bestfit", "how a gang spreads inside its domain: `bestfit` or balanced")
+	queue := fs.Bool("queue", false, "run a queue pass even for a single job")
+	preempt := fs.Bool("preempt", false, "when the job does not fit, find the fewest lower-priority jobs to evict")
+	noResv := fs.Bool("no-reservation", false, "queue pass without head-of-line reservation")
+	summary := fs.Bool("summary", false, "print the verdict and counts, not every pod")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *jobFile == "" || *clusterFile == "" {
+		fmt.Fprintln(stderr, "gputopo gang: --job and --cluster are required")
+		fs.Usage()
+		return errUsage
+	}
+	strat, err := gang.ParseStrategy(*strategy)
+	if err != nil {
+		return fmt.Errorf("--strategy: %w", err)
+	}
+	snap, err := gangReadCluster(*clusterFile)
+	if err != nil {
+		return err
+	}
+	data, err := gangRead(*jobFile)
+	if err != nil {
+		return err
+	}
+	jobs, queues, err := gang.ParseJobs(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *jobFile, err)
+	}
+	for _, w := range snap.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if len(jobs) > 1 || *queue {
+		plan, err := gang.PlanQueue(snap, jobs, gang.QueueOptions{Queues: queues, Strategy: strat, NoReservation: *noResv})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return gangJSON(stdout, plan)
+		}
+		return renderQueue(stdout, plan, *summary)
+	}
+	j := &jobs[0]
+	res, err := gang.Check(snap, j, gang.WithStrategy(strat))
+	if err != nil {
+		return err
+	}
+	var pre *gang.Preemption
+	var preErr error
+	if *preempt && res.Verdict != gang.Fits {
+		pre, preErr = gang.Preempt(snap, j, gang.WithStrategy(strat))
+		if preErr != nil && !errors.Is(preErr, gang.ErrNoVictims) {
+			return preErr
+		}
+	}
+	if *asJSON {
+		out := struct {
+			*gang.Result
+			Preemption   *gang.Preemption `json:"preemption,omitempty"`
+			NoPreemption string           `json:"noPreemption,omitempty"`
+		}{Result: res, Preemption: pre}
+		if preErr != nil {
+			out.NoPreemption = preErr.Error()
+		}
+		return gangJSON(stdout, out)
+	}
+	renderResult(stdout, j, res, *summary)
+	if *preempt && res.Verdict != gang.Fits {
+		renderPreemption(stdout, pre, preErr, *summary)
+	}
+	return nil
+}
+
+func gangRead(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := gang.ReadFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+func gangReadCluster(path string) (*gang.Snapshot, error) {
+	data, err := gangRead(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := gang.ParseCluster(data, catalog.Get)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func gangJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func gangWhere(level, domain string) string {
+	switch {
+	case domain == "":
+		return "the whole cluster"
+	case level == gang.LevelNode:
+		return "node " + domain
+	}
+	return fmt.Sprintf("%s %q", level, domain)
+}
+
+func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
+	proof := ""
+	if r.Verdict != gang.Fits && r.Verdict != gang.FitsAfterRelease && !r.Proven {
+		proof = " (not proven: a search bound was hit)"
+	}
+	fmt.Fprintf(w, "job %s: %s%s\n", r.Job, r.Verdict, proof)
+	fmt.Fprintf(w, "  asks for %d pods, %d GPUs", r.Demand.Pods, r.Demand.GPUs)
+	if r.Demand.MIGSlices > 0 {
+		fmt.Fprintf(w, ", ~%d MIG slices", r.Demand.MIGSlices)
+	}
+	fmt.Fprintf(w, " (gang threshold)\n")
+	if p := r.Placement; p != nil {
+		fmt.Fprintf(w, "  placed in %s: %d new pods on %d nodes, %d GPUs", gangWhere(p.Level, p.Domain), len(p.Pods), len(p.Nodes()), p.GPUs())
+		if p.Members > 0 {
+			fmt.Fprintf(w, " (+%d members already placed)", p.Members)
+		}
+		fmt.Fprintln(w)
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+		if len(p.WaitsFor) > 0 {
+			fmt.Fprintf(w, "  waits for terminating pods: %s\n", strings.Join(p.WaitsFor, ", "))
+		}
+		if !summary {
+			renderPods(w, p)
+		}
+	}
+	for _, reason := range r.Reasons {
+		fmt.Fprintf(w, "  - %s\n", reason)
+	}
+	if len(r.Domains) > 0 && !summary {
+		fmt.Fprintln(w, "  closest domains:")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "    DOMAIN\tLEVEL\tPODS\tNEEDED\tFREE GPUS\tRELEASING\tHELD\tHOLDERS")
+		for _, d := range r.Domains {
+			var hs []string
+			for _, h := range d.Holders {
+				hs = append(hs, fmt.Sprintf("%s(p%d, %d GPUs)", h.Job, h.Priority, h.GPUs))
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", d.Domain, d.Level, d.Pods, d.Needed, d.FreeGPUs, d.ReleasingGPUs, d.HeldGPUs, strings.Join(hs, " "))
+		}
+		tw.Flush()
+	}
+	if r.Verdict != gang.Fits && r.Verdict != gang.NeverFits {
+		fmt.Fprintf(w, "  free now: %d GPUs", r.Free.GPUs)
+		if r.Releasing.GPUs > 0 {
+			fmt.Fprintf(w, ", %d being released", r.Releasing.GPUs)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func renderPods(w io.Writer, p *gang.Placement) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSLICE")
+	for _, pp := range p.Pods {
+		dev := gangDevices(pp.Devices)
+		if len(pp.MIG) > 0 {
+			var ms []string
+			for _, m := range pp.MIG {
+				ms = append(ms, m.String())
+			}
+			dev = strings.Join(ms, " ")
+		}
+		if dev == "" {
+			dev = "-"
+		}
+		slice := "-"
+		if pp.Slice >= 0 {
+			slice = strconv.Itoa(pp.Slice)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, slice)
+	}
+	tw.Flush()
+}
+
+// gangDevices formats device indices with ranges ("0-3,6").
+func gangDevices(d []int) string {
+	var parts []string
+	for i := 0; i < len(d); {
+		j := i
+		for j+1 < len(d) && d[j+1] == d[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", d[i], d[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(d[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func renderPreemption(w io.Writer, p *gang.Preemption, err error, summary bool) {
+	if err != nil {
+		fmt.Fprintf(w, "preemption: none possible: %v\n", err)
+		return
+	}
+	if len(p.Victims) == 0 {
+		fmt.Fprintln(w, "preemption: not needed")
+		return
+	}
+	exact := "fewest possible"
+	if !p.Exact {
+		exact = "best found within the search budget"
+	}
+	fmt.Fprintf(w, "preemption: evict %d whole jobs in %s (%s; %d sets tried)\n", len(p.Victims), gangWhere(p.Level, p.Domain), exact, p.Considered)
+	fmt.Fprintf(w, "  cost: %v\n", p.Cost)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  VICTIM\tPRIORITY\tPODS\tGPUS\tNODES")
+	for _, v := range p.Victims {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\n", v.Job, v.Priority, v.Pods, v.GPUs, strings.Join(v.Nodes, ","))
+	}
+	tw.Flush()
+	if p.Placement != nil {
+		fmt.Fprintf(w, "  then: %d pods on %d nodes in %s\n", len(p.Placement.Pods), len(p.Placement.Nodes()), gangWhere(p.Placement.Level, p.Placement.Domain))
+		if !summary {
+			renderPods(w, p.Placement)
+		}
+	}
+}
+
+func renderQueue(w io.Writer, plan *gang.QueuePlan, summary bool) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tQUEUE\tJOB\tPRIO\tGPUS\tGPUS AHEAD\tACTION\tVERDICT\tREASON")
+	counts := map[gang.Action]int{}
+	for _, e := range plan.Entries {
+		counts[e.Action]++
+		if summary && e.Action == gang.Wait {
+			continue
+		}
+		q := e.Queue
+		if q == "" {
+			q = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", e.Position, q, e.Job, e.Priority, e.GPUs, e.GPUsAhead, e.Action, e.Verdict, e.Reason)
+	}
+	tw.Flush()
+	var parts []string
+	for a := gang.Start; a <= gang.Never; a++ {
+		if counts[a] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
+		}
+	}
+	fmt.Fprintf(w, "\n%d jobs: %s\n", len(plan.Entries), strings.Join(parts, ", "))
+	if r := plan.Reservation; r != nil {
+		when := "when they end (run times unknown)"
+		if r.StartKnown {
+			when = fmt.Sprintf("in %v", r.Start)
+		}
+		fmt.Fprintf(w, "reservation: %s starts %s on %d nodes in %s, after %s\n", r.Job, when, len(r.Placement.Nodes()),
+			gangWhere(r.Placement.Level, r.Placement.Domain), strings.Join(r.WaitsFor, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func gangArgs(job string, extra ...string) []string {
+	return append([]string{"gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/" + job}, extra...)
+}
+
+func TestGangFitsTightestRack(t *testing.T) {
+	code, out, errOut := runCLI(t, gangArgs("mnnvl-16.yaml")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// rack r1 has exactly 16 free trays: the tightest partition that fits
+	for _, want := range []string{"job mnnvl-train: fits", `nvidia.com/gpu.clique "r1/8d4f21a0-0000-4000-8000-000000000001.1"`, "16 new pods on 16 nodes, 64 GPUs", "mnnvl-train-worker-15"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "r1-t0 ") || strings.Contains(out, "r1-t1 ") {
+		t.Errorf("placed on a busy tray:\n%s", out)
+	}
+}
+
+func TestGangNeverFitsAndSlices(t *testing.T) {
+	code, out, _ := runCLI(t, gangArgs("mnnvl-20.yaml")...)
+	if code != 0 || !strings.Contains(out, "never-fits") || !strings.Contains(out, "the largest of the 4 holds 18") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, gangArgs("mnnvl-32-sliced.yaml")...)
+	if code != 0 || !strings.Contains(out, "fits") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// two slices of 16, each within one rack; the tray without a clique
+	// label is never used
+	if strings.Contains(out, "r3-t17") {
+		t.Errorf("used a tray whose NVLink fabric is not ready:\n%s", out)
+	}
+	lines := strings.Split(out, "\n")
+	slices := map[string]map[string]bool{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) == 4 && strings.HasPrefix(f[0], "mnnvl-sliced-worker-") {
+			rack := strings.SplitN(f[1], "-", 2)[0]
+			if slices[f[3]] == nil {
+				slices[f[3]] = map[string]bool{}
+			}
+			slices[f[3]][rack] = true
+		}
+	}
+	if len(slices) != 2 || len(slices["0"]) != 1 || len(slices["1"]) != 1 {
+		t.Errorf("slices by rack %v:\n%s", slices, out)
+	}
+}
+
+func TestGangPreempt(t *testing.T) {
+	code, out, errOut := runCLI(t, gangArgs("mnnvl-72.yaml", "--preempt", "--summary")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"job full-rack: fragmented", "preemption: evict 1 whole jobs", "notebook3", "fewest possible", "being released by old"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestGangQueue(t *testing.T) {
+	code, out, errOut := runCLI(t, gangArgs("queue.yaml")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"pretrain    10    216   0           reserve", "fits beside the reservation of pretrain", "too-big", "never-fits",
+		"reservation: pretrain starts when they end (run times unknown) on 54 nodes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, gangArgs("queue.yaml", "--no-reservation", "--summary")...)
+	if code != 0 || strings.Contains(out, "reservation:") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestGangJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, gangArgs("mnnvl-16.yaml", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Verdict   string
+		Placement struct {
+			Domain string
+			Pods   []struct {
+				Node    string
+				Devices []int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != "fits" || len(r.Placement.Pods) != 16 || len(r.Placement.Pods[0].Devices) != 4 {
+		t.Fatalf("%+v", r)
+	}
+	code, out, _ = runCLI(t, gangArgs("queue.yaml", "--json")...)
+	var q struct {
+		Entries []struct {
+			Job    string
+			Action string
+		}
+		Reservation *struct{ Job string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &q) != nil || len(q.Entries) != 5 || q.Reservation == nil || q.Reservation.Job != "pretrain" {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	code, out, _ = runCLI(t, gangArgs("mnnvl-72.yaml", "--json", "--preempt")...)
+	if code != 0 || !strings.Contains(out, `"victims"`) {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+// A cluster file with an inline topology written by `gputopo show`.
+func TestGangInlineTopology(t *testing.T) {
+	code, js, _ := runCLI(t, "show", "--machine", "dgx-h100", "--format", "json")
+	if code != 0 {
+		t.Fatal("show failed")
+	}
+	dir := t.TempDir()
+	cluster := "levels: [example.com/rack]\nnodes:\n  - name: h{i}\n    count: 2\n    labels: {example.com/rack: r0}\n    topology: " +
+		strings.ReplaceAll(js, "\n", " ") + "\nallocations:\n  - {job: a, node: h0, gpus: [0, 1, 2, 3, 4, 5]}\n"
+	job := "name: pair\npodSets: [{name: w, replicas: 3, gpus: 4, scope: fabric}]\n"
+	os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cluster), 0o644)
+	os.WriteFile(filepath.Join(dir, "j.yaml"), []byte(job), 0o644)
+	code, out, errOut := runCLI(t, "gang", "--cluster", filepath.Join(dir, "c.yaml"), "--job", filepath.Join(dir, "j.yaml"))
+	if code != 0 || !strings.Contains(out, "job pair: blocked") || !strings.Contains(out, "needs 12 GPUs, 10 are free") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}
+
+func TestGangUsageErrors(t *testing.T) {
+	if code, _, errOut := runCLI(t, "gang", "--job", "testdata/gang/mnnvl-16.yaml"); code != 2 || !strings.Contains(errOut, "--cluster are required") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, gangArgs("mnnvl-16.yaml", "--strategy", "random")...); code != 1 || !strings.Contains(errOut, "unknown strategy") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/missing.yaml"); code != 1 || !strings.Contains(errOut, "missing.yaml") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// a cluster file given as the job file: a parse error naming the field
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/nvl72.yaml"); code != 1 || !strings.Contains(errOut, "unknown field") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/mnnvl-16.yaml", "--job", "testdata/gang/mnnvl-16.yaml"); code != 1 || !strings.Contains(errOut, "parse error") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
