@@ -78,6 +78,8 @@ type solver struct {
 	mD      []int64 // members per domain (raw count)
 	freeD   []int64 // free capacity per domain, in eighths of a GPU
 	freeN   []int64
+	relD    []int64 // GPUs held by terminating pods, per domain (nil: none)
+	relN    []int64
 	nodeMem map[nodeKey]front
 }
 
@@ -246,6 +248,27 @@ func (sv *solver) run(at attempt) {
 	for n := range nn {
 		u := sv.v.usage(int32(n))
 		sv.freeN[n] = int64(u.free)*8 + int64(u.freeMIG)
+	}
+	sv.relN, sv.relD = nil, nil
+	if sv.s.hasReleasing() {
+		// pipelined placements prefer capacity that is free now (Volcano's
+		// idle before future idle)
+		sv.relN, sv.relD = make([]int64, nn), make([]int64, nd)
+		for n := range nn {
+			for _, k := range sv.s.byNode[n] {
+				if a := &sv.s.allocs[k]; a.Releasing {
+					sv.relN[n] += int64(len(a.Devices))*8 + int64(len(a.MIG))
+				}
+			}
+		}
+		for d := range nd {
+			for _, n := range t.doms[d].nodes {
+				sv.relD[d] += sv.relN[n]
+			}
+			for _, k := range t.doms[d].children {
+				sv.relD[d] += sv.relD[k]
+			}
+		}
 	}
 	sv.scalar = sv.m == 1
 	if sv.scalar {
@@ -650,6 +673,7 @@ type item struct {
 	f     front
 	cap   int64
 	free  int64
+	rel   int64
 	low   int64
 	order int
 }
@@ -675,10 +699,10 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 		items = append(items, it)
 	}
 	for _, k := range tr.doms[d].children {
-		addItem(item{node: -1, dom: k, f: sv.edge(sv.domFront(k), lv, tr.doms[k].level), free: sv.freeD[k]})
+		addItem(item{node: -1, dom: k, f: sv.edge(sv.domFront(k), lv, tr.doms[k].level), free: sv.freeD[k], rel: sv.rel(k, -1)})
 	}
 	for _, n := range tr.doms[d].nodes {
-		addItem(item{node: n, dom: -1, f: sv.edge(sv.nodeFront(n), lv, L), free: sv.freeN[n]})
+		addItem(item{node: n, dom: -1, f: sv.edge(sv.nodeFront(n), lv, L), free: sv.freeN[n], rel: sv.rel(-1, n)})
 	}
 	excl := make([]bool, sv.m)
 	gran := make([]int64, sv.m)
@@ -694,6 +718,9 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 			return c
 		}
 		if c := cmp.Compare(b.cap, a.cap); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.rel, b.rel); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.free, b.free); c != 0 {
@@ -898,6 +925,7 @@ type sitem struct {
 	dom    int32
 	p, low int64
 	free   int64
+	rel    int64
 	order  int
 	share  int64
 }
@@ -917,7 +945,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 			p = 0
 		}
 		if p > 0 || low > 0 {
-			items = append(items, sitem{node: -1, dom: k, p: p, low: low, free: sv.freeD[k], order: len(items)})
+			items = append(items, sitem{node: -1, dom: k, p: p, low: low, free: sv.freeD[k], rel: sv.rel(k, -1), order: len(items)})
 		}
 	}
 	for _, n := range tr.doms[d].nodes {
@@ -926,7 +954,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 			p = 0
 		}
 		if p > 0 || low > 0 {
-			items = append(items, sitem{node: n, dom: -1, p: p, low: low, free: sv.freeN[n], order: len(items)})
+			items = append(items, sitem{node: n, dom: -1, p: p, low: low, free: sv.freeN[n], rel: sv.rel(-1, n), order: len(items)})
 		}
 	}
 	g := int64(1)
@@ -934,7 +962,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		g = z
 	}
 	slices.SortStableFunc(items, func(a, b sitem) int {
-		return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.p, a.p), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+		return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.p, a.p), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
 	})
 	if !sv.splitScalar(items, t, g, nil) {
 		return fmt.Errorf("domain %q: internal: target %d not held by the sub-domains", tr.path(d), t)
@@ -990,6 +1018,17 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		}
 	}
 	return nil
+}
+
+// rel returns the terminating capacity under domain d or node n.
+func (sv *solver) rel(d, n int32) int64 {
+	switch {
+	case sv.relN == nil:
+		return 0
+	case n >= 0:
+		return sv.relN[n]
+	}
+	return sv.relD[d]
 }
 
 // splitScalar sets items' shares of t: greedily, each as much as the
