@@ -455,3 +455,30 @@ func TestCheck_Concurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshot_AddRemovePod: a scheduler keeps one snapshot up to date pod
+// by pod; a bad batch changes nothing.
+func TestSnapshot_AddRemovePod(t *testing.T) {
+	s := flat(t, 2).build(t)
+	if err := s.Add(Allocation{Job: "a", Pod: "a-0", Node: "n00", Devices: []int{0, 1}}, Allocation{Job: "a", Pod: "a-1", Node: "n01", Devices: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Allocations()
+	// the second pod double-books device 1: nothing is added
+	err := s.Add(Allocation{Job: "b", Pod: "b-0", Node: "n01", Devices: []int{1}}, Allocation{Job: "b", Pod: "b-1", Node: "n00", Devices: []int{1}})
+	if !errors.Is(err, ErrInvalidSnapshot) || !reflect.DeepEqual(before, s.Allocations()) {
+		t.Fatalf("err %v; allocations %v", err, s.Allocations())
+	}
+	if r := mustCheck(t, s, workers("w", 2, 8)); r.Verdict != Blocked {
+		t.Fatalf("%v", r.Verdict)
+	}
+	if n := s.RemovePod("a-1"); n != 1 || len(s.JobAllocations("a")) != 1 {
+		t.Fatalf("removed %d, left %v", n, s.JobAllocations("a"))
+	}
+	if r := mustCheck(t, s, workers("w", 1, 8)); r.Verdict != Fits || r.Placement.Nodes()[0] != "n01" {
+		t.Fatalf("%v", r.Verdict)
+	}
+	if s.RemoveJob("a") != 1 || len(s.Jobs()) != 0 {
+		t.Fatalf("jobs %v", s.Jobs())
+	}
+}

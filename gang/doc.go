@@ -22,8 +22,11 @@
 // A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
 // [NodeInfo] (CPU, memory, cordon, MIG mode) and the running pods
 // ([Allocation]), some of which may be terminating (Allocation.Releasing).
-// Planners read snapshots and never change them; Snapshot.Assume and
-// Snapshot.RemoveJob update one as pods start and end.
+// Planners read snapshots and never change them; Snapshot.Assume,
+// Snapshot.Add, Snapshot.RemovePod and Snapshot.RemoveJob update one as pods
+// start and end, all or nothing. Identical machines share their
+// device-choice work: a snapshot compiles each hardware shape once (device
+// UUIDs and PCI addresses aside) and caches choices per usage pattern.
 //
 // # Feasibility
 //

@@ -124,8 +124,8 @@ type nodeUsage struct {
 
 // Snapshot is a cluster at one moment: its topology tree, what each node
 // has, and what running pods hold. Check and the other planners read it
-// and never change it; Assume and RemoveJob change it (so a scheduler can
-// keep one snapshot and update it as pods start and end, like
+// and never change it; Assume, Add, RemovePod and RemoveJob change it (so a
+// scheduler can keep one snapshot and update it as pods start and end, like
 // kube-scheduler's cache). Reads may run concurrently; a change must not
 // run concurrently with anything else on the same snapshot. Clone is cheap.
 type Snapshot struct {
@@ -647,4 +647,79 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu i
 	}
 	u.class, u.free, u.freeMIG = s.cache.intern(st, u)
 	return u
+}
+
+// Add records running pods (a scheduler's informer saw them bound), all or
+// nothing: on error (an unknown node or device, a device or MIG slot
+// already held, CPU or memory over capacity) nothing changes.
+func (s *Snapshot) Add(allocs ...Allocation) error {
+	n0 := len(s.allocs)
+	touched := map[int][]int32{}
+	var added []Allocation
+	for i, a := range allocs {
+		a.Devices = slices.Clone(a.Devices)
+		a.MIG = slices.Clone(a.MIG)
+		if err := s.checkAlloc(&a, fmt.Sprintf("allocation %d (pod %q)", i, a.Pod)); err != nil {
+			return err
+		}
+		added = append(added, a)
+	}
+	for i, a := range added {
+		ni, _ := s.cluster.NodeIndex(a.Node)
+		if touched[ni] == nil {
+			touched[ni] = slices.Clone(s.byNode[ni])
+		}
+		touched[ni] = append(touched[ni], int32(n0+i))
+	}
+	s.allocs = append(s.allocs, added...)
+	usage := map[int]*nodeUsage{}
+	for ni, keys := range touched {
+		u, err := s.buildUsage(ni, keys)
+		if err != nil {
+			s.allocs = s.allocs[:n0]
+			return err
+		}
+		usage[ni] = u
+	}
+	s.allocs = s.allocs[:n0]
+	for _, a := range added {
+		s.addAlloc(a)
+	}
+	for ni, u := range usage {
+		s.usage[ni] = u
+	}
+	return nil
+}
+
+// RemovePod removes the pods named pod (it ended or was deleted) and
+// returns how many there were.
+func (s *Snapshot) RemovePod(pod string) int {
+	touched := map[int]bool{}
+	n := 0
+	for ni, ks := range s.byNode {
+		for _, k := range ks {
+			if s.allocs[k].Pod == pod {
+				s.live[k] = false
+				touched[ni] = true
+				n++
+			}
+		}
+	}
+	for ni := range touched {
+		s.byNode[ni] = slices.DeleteFunc(s.byNode[ni], func(k int32) bool { return !s.live[k] })
+		u, err := s.buildUsage(ni, s.byNode[ni])
+		if err != nil {
+			panic(fmt.Sprintf("gang: rebuilding node usage after a removal: %v", err))
+		}
+		s.usage[ni] = u
+	}
+	for j, ks := range s.byJob {
+		ks = slices.DeleteFunc(ks, func(k int32) bool { return !s.live[k] })
+		if len(ks) == 0 {
+			delete(s.byJob, j)
+		} else {
+			s.byJob[j] = ks
+		}
+	}
+	return n
 }
