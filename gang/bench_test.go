@@ -135,3 +135,24 @@ func BenchmarkPlanQueue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPreemptNVL72 finds the fewest lower-priority jobs to evict for a
+// full-rack (18-tray) NVLink gang on 20 NVL72 racks where a third of the
+// trays run small jobs.
+func BenchmarkPreemptNVL72(b *testing.B) {
+	s := busy(nvl72(b, 20), 0.33, 5).build(b)
+	j := workers("urgent", 18, 4)
+	j.NVLink = &NVLink{}
+	j.Priority = 10
+	p, err := Preempt(s, j)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d victims in %s, cost %v, exact %v, %d sets tried", len(p.Victims), p.Domain, p.Cost, p.Exact, p.Considered)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Preempt(s, j); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
