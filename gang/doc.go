@@ -61,8 +61,10 @@
 // false only when a pod-count frontier exceeded its bound (jobs with several
 // pod sets and large replica counts). Node capacity is the greedy sequence's
 // length, which equals the true maximum whenever scoring's hard constraints
-// partition the devices (no scope, or one scope kind) — the property tests
-// check it against brute force.
+// partition the devices (no scope, or one scope kind); property tests check
+// it, and the two-shape step the frontier relies on, against brute force on
+// synthetic and real machines, and mig.Place's count against the best MIG
+// packing.
 //
 // # Queue
 //
