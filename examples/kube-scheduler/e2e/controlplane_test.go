@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
+	fwk "k8s.io/kube-scheduler/framework"
+	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
+)
+
+// controlPlane is a real etcd, kube-apiserver and kube-scheduler (with the
+// GPUTopology plugin) in this process. Cleanups stop the scheduler first,
+// then the API server, then etcd (t.Cleanup runs them in reverse order of
+// registration).
+type controlPlane struct {
+	config *rest.Config
+	client kubernetes.Interface
+	// plugin is the scheduler's GPUTopology instance, for tests that
+	// must see its reservations.
+	plugin atomic.Pointer[plugin.Plugin]
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startEtcd starts an embedded etcd and returns its client URL.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.UnsafeNoFsync = true
+	cfg.LogLevel = "error"
+	client, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	peer, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		t.Fatal("etcd did not become ready in 60 s")
+	}
+	return client.String()
+}
+
+// schedulerConfig enables GPUTopology at every extension point it
+// implements and makes it the only score plugin, so that placements can
+// be checked against package scoring directly.
+const schedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GPUTopology
+    score:
+      disabled:
+      - name: "*"
+      enabled:
+      - name: GPUTopology
+        weight: 1
+  pluginConfig:
+  - name: GPUTopology
+    args:
+      permitTimeoutSeconds: %d
+`
+
+func startControlPlane(t *testing.T, permitTimeoutSeconds int) *controlPlane {
+	t.Helper()
+	etcdURL := startEtcd(t)
+	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
+	storage.Transport.ServerList = []string{etcdURL}
+	// Without kube-controller-manager nobody creates the default service
+	// account or removes the not-ready taint from new nodes.
+	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	server := apiservertesting.StartTestServerOrDie(t,
+		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
+	t.Cleanup(server.TearDownFn)
+	client, err := kubernetes.NewForConfig(server.ClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &controlPlane{config: server.ClientConfig, client: client}
+	startScheduler(t, cp, permitTimeoutSeconds)
+	return cp
+}
+
+func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
+	t.Helper()
+	cfg := cp.config
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName}
+	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
+	kc.CurrentContext = "e2e"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "sched.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, schedulerConfig, kubeconfig, permitTimeoutSeconds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := options.NewOptions()
+	opts.ConfigFile = config
+	opts.SecureServing.BindPort = 0 // no healthz/metrics listener
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := plugin.New(ctx, obj, h)
+		if err == nil {
+			cp.plugin.Store(p.(*plugin.Plugin))
+		}
+		return p, err
+	}
+	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(plugin.Name, factory))
+	if err != nil {
+		cancel()
+		t.Fatalf("scheduler setup: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cc, sched) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			// app.Run always returns an error; this one is a normal stop.
+			if err != nil && err.Error() != "finished without leader elect" {
+				t.Errorf("scheduler: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("scheduler did not stop in 30 s")
+		}
+		configz.Delete("componentconfig")
+	})
+	// A scheduler that fails to start returns at once; surface that now
+	// rather than as pods that never bind.
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("scheduler stopped right away: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -1,0 +1,465 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+	"github.com/gputopo/gputopo/topology/kube"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration profiles.
+const Name = "GPUTopology"
+
+// Args are the plugin's arguments (pluginConfig[].args in the scheduler
+// configuration). Zero values take the defaults.
+type Args struct {
+	// PermitTimeoutSeconds is how long gang members wait at Permit for
+	// the rest of their gang (default 30).
+	PermitTimeoutSeconds int `json:"permitTimeoutSeconds,omitempty"`
+	// ResourceNames are the extended resources counted as GPUs (default
+	// nvidia.com/gpu and amd.com/gpu).
+	ResourceNames []string `json:"resourceNames,omitempty"`
+}
+
+// Plugin is the GPUTopology plugin. Create it with New.
+type Plugin struct {
+	handle        fwk.Handle
+	pods          corelisters.PodLister
+	names         []v1.ResourceName
+	permitTimeout time.Duration
+
+	topoMu sync.Mutex
+	topos  map[string]topoEntry // node name -> decoded annotation
+
+	resMu        sync.Mutex
+	reservations map[types.UID]reservation
+
+	gangs *gangTracker
+}
+
+type topoEntry struct {
+	value string
+	node  *topology.Node
+	err   error
+}
+
+type reservation struct {
+	node    string
+	devices []int
+}
+
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.PostFilterPlugin  = (*Plugin)(nil)
+	_ fwk.PreScorePlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin       = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.PermitPlugin      = (*Plugin)(nil)
+	_ fwk.PreBindPlugin     = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// New is the plugin factory for app.WithPlugin.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	var args Args
+	if u, ok := obj.(*runtime.Unknown); ok && len(u.Raw) > 0 {
+		if err := json.Unmarshal(u.Raw, &args); err != nil {
+			return nil, fmt.Errorf("%s: decoding args: %w", Name, err)
+		}
+	}
+	if args.PermitTimeoutSeconds < 0 {
+		return nil, fmt.Errorf("%s: permitTimeoutSeconds %d is negative", Name, args.PermitTimeoutSeconds)
+	}
+	p := &Plugin{handle: h, names: DefaultResourceNames, permitTimeout: 30 * time.Second,
+		topos: map[string]topoEntry{}, reservations: map[types.UID]reservation{}}
+	if args.PermitTimeoutSeconds > 0 {
+		p.permitTimeout = time.Duration(args.PermitTimeoutSeconds) * time.Second
+	}
+	if len(args.ResourceNames) > 0 {
+		p.names = nil
+		for _, n := range args.ResourceNames {
+			p.names = append(p.names, v1.ResourceName(n))
+		}
+	}
+	p.gangs = newGangTracker(p)
+	if h != nil && h.SharedInformerFactory() != nil {
+		pods := h.SharedInformerFactory().Core().V1().Pods()
+		p.pods = pods.Lister()
+		if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded}); err != nil {
+			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+		}
+	}
+	return p, nil
+}
+
+// Name implements fwk.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+const stateKey fwk.StateKey = Name
+
+// cycleState is what PreFilter learns about the pod and Filter learns
+// about each node, for Score and Reserve.
+type cycleState struct {
+	req   scoring.Request
+	count int
+	gang  string
+	min   int
+
+	mu    sync.Mutex
+	nodes map[string]scoring.Result
+}
+
+// Clone implements fwk.StateData. The request is immutable; per-node
+// results are shared, which is safe (they are only added, under mu).
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+func (s *cycleState) result(node string) (scoring.Result, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.nodes[node]
+	return r, ok
+}
+
+func readState(state fwk.CycleState) (*cycleState, error) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := d.(*cycleState)
+	if !ok {
+		return nil, fmt.Errorf("%s: cycle state holds %T", Name, d)
+	}
+	return s, nil
+}
+
+// PreFilter reads the pod's request; pods without GPUs skip the plugin.
+// Gang members also pass the gang admission check (see the package
+// documentation).
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	req, count, err := podRequest(pod, p.names)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	gang, minCount, inGang, err := gangOf(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	s := &cycleState{req: req, count: count, gang: gang, min: minCount, nodes: map[string]scoring.Result{}}
+	state.Write(stateKey, s)
+	if inGang {
+		if st := p.gangs.admit(klog.FromContext(ctx), pod, gang, minCount, req); !st.IsSuccess() {
+			return nil, st
+		}
+	}
+	if count == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin; the plugin reads the
+// pods on a node in Filter, so it needs no incremental updates.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// topology returns the decoded topology of a node, caching it per
+// annotation value.
+func (p *Plugin) topology(node *v1.Node) (*topology.Node, error) {
+	value, ok := node.Annotations[kube.AnnotationTopology]
+	if !ok {
+		return nil, fmt.Errorf("node %s has no %s annotation", node.Name, kube.AnnotationTopology)
+	}
+	p.topoMu.Lock()
+	e, hit := p.topos[node.Name]
+	p.topoMu.Unlock()
+	if hit && e.value == value {
+		return e.node, e.err
+	}
+	n, err := kube.DecodeAnnotation(value)
+	p.topoMu.Lock()
+	p.topos[node.Name] = topoEntry{value: value, node: n, err: err}
+	p.topoMu.Unlock()
+	return n, err
+}
+
+// podAlloc is the devices one pod holds on a node.
+type podAlloc struct {
+	pod     *v1.Pod
+	devices []int
+}
+
+// podDevices says which devices each GPU pod on a node holds: this
+// scheduler's reservation for a pod still binding, else the pod's
+// AnnotationDevices. A pod that holds GPUs but names none (placed by
+// another scheduler) is charged the highest-numbered free devices, so at
+// least the count stays right. Devices are never charged twice.
+func (p *Plugin) podDevices(n *topology.Node, ni fwk.NodeInfo) []podAlloc {
+	used := make([]bool, n.Len())
+	var out []podAlloc
+	var unknown []*v1.Pod
+	for _, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		p.resMu.Lock()
+		r, reserved := p.reservations[pod.UID]
+		p.resMu.Unlock()
+		var devs []int
+		if reserved && r.node == ni.Node().Name {
+			devs = r.devices
+		} else if v, ok := pod.Annotations[AnnotationDevices]; ok {
+			if parsed, err := parseDevices(v); err == nil {
+				devs = parsed
+			}
+		}
+		if devs == nil {
+			if gpuCount(pod, p.names) > 0 {
+				unknown = append(unknown, pod)
+			}
+			continue
+		}
+		var held []int
+		for _, d := range devs {
+			if d < n.Len() && !used[d] {
+				used[d] = true
+				held = append(held, d)
+			}
+		}
+		out = append(out, podAlloc{pod, held})
+	}
+	d := n.Len() - 1
+	for _, pod := range unknown {
+		var held []int
+		for k := gpuCount(pod, p.names); k > 0 && d >= 0; d-- {
+			if !used[d] {
+				used[d] = true
+				held = append(held, d)
+				k--
+			}
+		}
+		out = append(out, podAlloc{pod, held})
+	}
+	return out
+}
+
+// nodeState is the scoring state of a node: every device some pod holds
+// (podDevices) is allocated.
+func (p *Plugin) nodeState(n *topology.Node, ni fwk.NodeInfo) *scoring.State {
+	st := scoring.NewState(n.Len())
+	for _, a := range p.podDevices(n, ni) {
+		_ = st.Allocate(a.devices...) // in range and disjoint by construction
+	}
+	return st
+}
+
+// Filter keeps nodes on which a device set meets the request.
+func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := ni.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	topo, err := p.topology(node)
+	if err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	res, err := scoring.SelectDevices(topo, p.nodeState(topo, ni), s.req)
+	if err != nil {
+		code := fwk.Unschedulable
+		if errors.Is(err, scoring.ErrInvalidRequest) || errors.Is(err, scoring.ErrTooManyDevices) {
+			code = fwk.UnschedulableAndUnresolvable
+		}
+		return fwk.NewStatus(code, err.Error())
+	}
+	s.mu.Lock()
+	s.nodes[node.Name] = res
+	s.mu.Unlock()
+	return nil
+}
+
+// PostFilter runs when the pod fits no node. For a gang member it rejects
+// the gang's waiting members at once, releasing what they hold, rather
+// than letting them wait for the Permit timeout.
+func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s, err := readState(state)
+	if err == nil && s.gang != "" {
+		p.gangs.fail(klog.FromContext(ctx), s.gang, fmt.Sprintf("member %s/%s fits no node", pod.Namespace, pod.Name))
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// PreScore skips scoring for pods without GPUs.
+func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if s.count == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score is the objective value of the node's best device set, 0..100.
+func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := readState(state)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	res, ok := s.result(ni.Node().Name)
+	if !ok {
+		return 0, fwk.NewStatus(fwk.Error, "node was not filtered by "+Name)
+	}
+	return min(fwk.MaxScore, int64(math.Round(res.Score*float64(fwk.MaxScore)))), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin; scores need no normalising.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve records the devices chosen on the node.
+func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if s.count == 0 {
+		return nil
+	}
+	res, ok := s.result(nodeName)
+	if !ok {
+		return fwk.NewStatus(fwk.Error, "no device set was chosen on "+nodeName)
+	}
+	p.resMu.Lock()
+	p.reservations[pod.UID] = reservation{node: nodeName, devices: res.Devices()}
+	p.resMu.Unlock()
+	return nil
+}
+
+// Unreserve forgets the pod's devices. For a gang member it rejects the
+// gang's other waiting members too: the gang binds whole or not at all.
+func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	p.resMu.Lock()
+	delete(p.reservations, pod.UID)
+	p.resMu.Unlock()
+	if gang, _, ok, err := gangOf(pod); ok && err == nil {
+		p.gangs.fail(klog.FromContext(ctx), gang, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
+	}
+}
+
+// Permit lets non-gang pods through and holds gang members until the gang
+// is complete.
+func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	gang, minCount, ok, err := gangOf(pod)
+	if !ok || err != nil {
+		return nil, 0
+	}
+	return p.gangs.permit(klog.FromContext(ctx), pod, gang, minCount)
+}
+
+// PreBind writes the chosen devices on the pod.
+func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	p.resMu.Lock()
+	r, ok := p.reservations[pod.UID]
+	p.resMu.Unlock()
+	if !ok || r.node != nodeName {
+		return nil // the pod needs no GPU
+	}
+	ann := map[string]string{AnnotationDevices: formatDevices(r.devices)}
+	if node, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); err == nil {
+		if topo, err := p.topology(node.Node()); err == nil {
+			ids := make([]string, 0, len(r.devices))
+			for _, d := range r.devices {
+				if d < topo.Len() && topo.Device(d).ID != "" {
+					ids = append(ids, topo.Device(d).ID)
+				}
+			}
+			if len(ids) == len(r.devices) {
+				ann[AnnotationDeviceIDs] = joinComma(ids)
+			}
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if _, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("recording devices on pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	return nil
+}
+
+// PreBindPreFlight implements fwk.PreBindPlugin: PreBind has work to do
+// only for pods the plugin reserved devices for.
+func (p *Plugin) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	p.resMu.Lock()
+	_, ok := p.reservations[pod.UID]
+	p.resMu.Unlock()
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{}, nil
+}
+
+// EventsToRegister implements fwk.EnqueueExtensions: pods rejected by the
+// plugin may fit once pods are deleted (devices freed), once a missing
+// member of their gang is created, or once nodes change (topology
+// published, capacity added).
+func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+// siblingAdded requeues a gang member when another member of its gang is
+// created (the gang may now have its minimum count).
+func siblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("pod add event carries %T", newObj)
+	}
+	name := pod.Labels[LabelGang]
+	if name != "" && added.Namespace == pod.Namespace && added.Labels[LabelGang] == name && added.UID != pod.UID {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// Reserved returns the devices the plugin holds for a pod (for tests and
+// debugging).
+func (p *Plugin) Reserved(uid types.UID) (node string, devices []int, ok bool) {
+	p.resMu.Lock()
+	defer p.resMu.Unlock()
+	r, ok := p.reservations[uid]
+	return r.node, slices.Clone(r.devices), ok
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}
