@@ -20,12 +20,15 @@
 //     driver to honour.
 //   - Permit holds members of a gang (label gputopo.io/gang=<name>, label
 //     gputopo.io/gang-min-count=<n>) until n members are placed, then lets
-//     them all bind together. Only one gang assembles at a time (a token
-//     taken at PreFilter), so two gangs can never each hold half of what
-//     both need; a gang that times out at Permit, or one of whose members
-//     fits nowhere, has all its waiting members rejected at once, which
-//     releases their devices and the token, and reactivates the pods of
-//     gangs that were waiting for it.
+//     them all bind together. Before a member reserves anything, PreFilter
+//     asks package gang (gang.Check on the scheduler's snapshot, members
+//     already placed included) whether the gang can still be completed,
+//     and turns the member away if not. Only one gang assembles at a time
+//     (a token taken at PreFilter), so two gangs can never each hold half
+//     of what both need; a gang that times out at Permit, or one of whose
+//     members fits nowhere, has all its waiting members rejected at once,
+//     which releases their devices and the token, and reactivates the pods
+//     of gangs that were waiting for it.
 //
 // The plugin does not implement SignPlugin: its decisions depend on device
 // state that pod signatures cannot express, so kube-scheduler turns

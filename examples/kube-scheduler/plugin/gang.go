@@ -89,6 +89,19 @@ func (g *gangTracker) members(namespace, key string) ([]*v1.Pod, error) {
 	return out, nil
 }
 
+// forget drops a deleted pod from the tracker's lists.
+func (g *gangTracker) forget(pod *v1.Pod) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.blocked, pod.UID)
+	for key, pods := range g.short {
+		delete(pods, pod.UID)
+		if len(pods) == 0 {
+			delete(g.short, key)
+		}
+	}
+}
+
 // admit is the PreFilter check of a gang member: the gang has at least
 // minCount live members; it is already complete, or it may hold the
 // assembly token and package gang says it can still be completed.

@@ -103,11 +103,30 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if h != nil && h.SharedInformerFactory() != nil {
 		pods := h.SharedInformerFactory().Core().V1().Pods()
 		p.pods = pods.Lister()
-		if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded}); err != nil {
+		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted}
+		if _, err := pods.Informer().AddEventHandler(handlers); err != nil {
 			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 		}
 	}
 	return p, nil
+}
+
+// podDeleted forgets what the plugin holds for a deleted pod. A bound
+// pod's reservation is kept until then (not dropped at PostBind): the
+// scheduler's cache may still hold the pod without its device annotation
+// for a moment, and the reservation is what keeps its devices booked.
+func (p *Plugin) podDeleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	p.resMu.Lock()
+	delete(p.reservations, pod.UID)
+	p.resMu.Unlock()
+	p.gangs.forget(pod)
 }
 
 // Name implements fwk.Plugin.

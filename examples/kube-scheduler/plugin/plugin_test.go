@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -211,6 +212,12 @@ func TestFilterScoreReserve(t *testing.T) {
 	p.Unreserve(context.Background(), state, pod, "v100")
 	if _, _, ok := p.Reserved(pod.UID); ok {
 		t.Error("Unreserve kept the reservation")
+	}
+	// A bound pod's reservation lasts until the pod is deleted.
+	p.Reserve(context.Background(), state, pod, "v100")
+	p.podDeleted(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: pod})
+	if _, _, ok := p.Reserved(pod.UID); ok {
+		t.Error("deleting the pod kept the reservation")
 	}
 }
 
