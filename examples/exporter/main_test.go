@@ -11,9 +11,12 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gputopo/gputopo/examples/exporter/collector"
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/nvidia"
 )
 
 // TestServeMetrics scrapes the HTTP handler as Prometheus would, with a
@@ -109,5 +112,38 @@ func TestFlagsAndSources(t *testing.T) {
 	}
 	if _, err := src.Read(context.Background()); err == nil {
 		t.Error("reading a missing file succeeded")
+	}
+}
+
+// TestReadingFromInventory converts what the NVIDIA provider reports: a
+// DGX H100 whose GPU 0 has memory readings and whose GPU 1 is in MIG mode
+// with no instances yet (all eight slices free).
+func TestReadingFromInventory(t *testing.T) {
+	n, err := catalog.Get("dgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := make([]nvidia.GPU, n.Len())
+	for i := range gpus {
+		gpus[i] = nvidia.GPU{Index: i, Name: n.Device(i).Model}
+	}
+	gpus[0].Memory = nvidia.MemoryInfo{Total: 80 << 30, Used: 5 << 30}
+	gpus[1].MIG = nvidia.MIG{Capable: true, Enabled: true}
+	r, err := readingFromInventory(&nvidia.Inventory{Node: n, GPUs: gpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Devices[0]; !d.HasMemory || d.MemoryTotal != 80<<30 || d.MemoryUsed != 5<<30 {
+		t.Errorf("GPU 0 reading %+v", d)
+	}
+	if r.Devices[2].HasMemory {
+		t.Error("GPU 2 has memory readings it was not given")
+	}
+	if len(r.MIG) != 1 || r.MIG[0].Device != 1 || r.MIG[0].Layout.FreeSlots() != 8 {
+		t.Fatalf("MIG readings %+v", r.MIG)
+	}
+	c := collector.New(collector.SourceFunc(func(context.Context) (*collector.Reading, error) { return r, nil }), collector.Options{})
+	if got := testutil.CollectAndCount(c, "gputopo_mig_free_placements"); got != 7 {
+		t.Errorf("%d free-placement series for GPU 1's 7 profiles", got)
 	}
 }
