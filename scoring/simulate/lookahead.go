@@ -1,10 +1,6 @@
 package simulate
 
 import (
-	"math"
-	"math/bits"
-	"slices"
-
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -63,45 +59,12 @@ func newLookahead(env *Env) Scorer {
 	return l
 }
 
-func (l *lookaheadScorer) nodeCost(e *scoring.FGDEvaluator, cpu, mem int64, gpus []int64) float64 {
-	return e.Fragment(cpu, mem, gpus) + e.Stranded(cpu, mem, gpus)
-}
-
 func (l *lookaheadScorer) Score(p *Pod, i int) (float64, GPUSet) {
 	s := l.s
 	e := l.evals[s.model[i]]
-	free := s.FreeGPUs(i)
 	if l.stamp[i] != s.pods[i] {
-		l.cost[i] = l.nodeCost(e, s.cpu[i], s.mem[i], free)
+		l.cost[i] = nodeCost(e, true, s.cpu[i], s.mem[i], s.FreeGPUs(i))
 		l.stamp[i] = s.pods[i]
 	}
-	before := l.cost[i]
-	var buf [MaxGPUsPerNode]int64
-	after := buf[:len(free)]
-	copy(after, free)
-	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryMiB
-	score := func(a float64) float64 { return math.Trunc(scoring.FGDScore(a - before)) }
-	if p.Sharing() {
-		best, bestG := -1.0, -1
-		var tried [MaxGPUsPerNode]int64 // GPUs with equal free space give equal scores: try one
-		n := 0
-		for g, v := range free {
-			if v < p.GPUMilli || slices.Contains(tried[:n], v) {
-				continue
-			}
-			tried[n] = v
-			n++
-			after[g] = v - p.GPUMilli
-			if sc := score(l.nodeCost(e, cpu, mem, after)); bestG < 0 || sc > best {
-				best, bestG = sc, g
-			}
-			after[g] = v
-		}
-		return best, GPUSet(0).With(bestG)
-	}
-	g, _ := s.firstFree(p, i)
-	for v := uint64(g); v != 0; v &= v - 1 {
-		after[bits.TrailingZeros64(v)] = 0
-	}
-	return score(l.nodeCost(e, cpu, mem, after)), g
+	return fragmentDeltaScore(s, p, i, l.cost[i], e, true)
 }
