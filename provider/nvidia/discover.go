@@ -203,6 +203,7 @@ func (s *session) readDevice(i int) {
 			}
 		},
 		func() { s.readMemory(i) },
+		func() { s.readSensors(i) },
 		func() { s.readAffinity(i) },
 		func() { s.readNvLinks(i) },
 		func() { s.readFabric(i) },
@@ -238,6 +239,40 @@ func (s *session) readMemory(i int) {
 	m, err := versioned([]int{2, 1}, s.handles[i].MemoryInfo)
 	if s.ok(i, "memory info", err) {
 		s.gpus[i].Memory = m
+	}
+}
+
+// Bounds of a temperature reading taken as real: below or above them the
+// driver answered garbage (an unsigned wrap, an uninitialised sensor), not
+// a die temperature; GPUs shut down near 100 °C.
+const (
+	minTemperatureC = -40
+	maxTemperatureC = 150
+)
+
+// readSensors reads GPU i's utilisation and die temperature. Neither read
+// fails discovery: not-supported (any GPU in MIG mode answers it for
+// utilisation) leaves the reading nil silently, another error leaves it nil
+// with a warning, a lost GPU is marked unhealthy as for any other call, and
+// a value out of range is dropped with a warning.
+func (s *session) readSensors(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	if u, err := h.UtilizationRates(); s.ok(i, "utilization", err) {
+		if u.GPU > 100 || u.Memory > 100 {
+			s.warnf("GPU %d: utilization %d%% GPU, %d%% memory is out of range; dropped", i, u.GPU, u.Memory)
+		} else {
+			g.Utilization = &u
+		}
+	}
+	if !s.healthy(i) {
+		return
+	}
+	if t, err := versioned([]int{2, 1}, h.Temperature); s.ok(i, "temperature", err) {
+		if t < minTemperatureC || t > maxTemperatureC {
+			s.warnf("GPU %d: temperature %d °C is implausible; dropped", i, t)
+		} else {
+			g.TemperatureC = &t
+		}
 	}
 }
 

@@ -226,6 +226,8 @@ func TestGPUFailsMidDiscovery(t *testing.T) {
 		{"during fabric read", "FabricInfo", 0, nvidia.CodeGPUNotFound},
 		{"during pair reads", "TopologyCommonAncestor", 3, nvidia.CodeGPUIsLost},
 		{"during MIG read", "GPUInstanceProfileInfo", 2, nvidia.CodeResetRequired},
+		{"during utilization read", "UtilizationRates", 0, nvidia.CodeGPUIsLost},
+		{"during temperature read", "Temperature", 0, nvidia.CodeGPUNotFound},
 		{"handle", "DeviceByIndex", 0, nvidia.CodeGPUIsLost},
 		{"UUID", "UUID", 0, nvidia.CodeUnknown},
 	} {

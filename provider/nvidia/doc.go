@@ -4,14 +4,23 @@
 // [New] returns a [Provider]; [Provider.Discover] returns the node as a
 // vendor-neutral topology.Node (it satisfies provider.TopologyProvider) and
 // [Provider.Inspect] the full [Inventory] with what the model has no field
-// for: architecture, memory in use, per-link NVLink state, P2P status, MIG
-// profiles and instances, fabric registration.
+// for: architecture, memory in use, utilisation, temperature, per-link
+// NVLink state, P2P status, MIG profiles and instances, fabric registration.
 //
 // # What is read
 //
 //   - Devices: UUID, PCI bus id, name, architecture, memory total, used and
 //     free, NUMA node (from NVML's memory affinity, the lowest node; sysfs
 //     numa_node on drivers without it), CPU affinity, MIG mode.
+//   - Readings: GPU and memory utilisation over the driver's sample period
+//     (nvmlDeviceGetUtilizationRates) and the GPU die temperature
+//     (NVML_TEMPERATURE_GPU), per physical GPU. NVML reports no device
+//     utilisation for a GPU in MIG mode, and per-instance utilisation only
+//     through GPM metrics, which the provider does not read: there is no
+//     per-MIG-instance utilisation. A reading NVML does not support is nil,
+//     silently; a failed read is nil with a warning; a value out of range
+//     (over 100 %, or a temperature outside -40..150 °C) is dropped with a
+//     warning.
 //   - Links: every NVLink's state, remote PCI address and remote device
 //     type. A link to a GPU of the node counts toward an NVLink pair
 //     (topology.LinkNVLink, lanes = links). A link to an NVSwitch makes the
@@ -55,9 +64,13 @@
 // aborts the process: nvmlDeviceGetArchitecture, _GetMemoryInfo_v2,
 // _GetNumaNodeId, _GetMemoryAffinity, _GetNvLinkRemoteDeviceType,
 // _GetP2PStatus, _GetGpuFabricInfo and _GetGpuFabricInfoV, _GetMigMode, the
-// GPU-instance profile, placement and instance calls, and the compute
-// instance calls. A missing function reads as "not supported", and versioned
-// calls fall back from the newest struct version to the oldest.
+// GPU-instance profile, placement and instance calls, the compute instance
+// calls, and _GetTemperatureV. nvmlDeviceGetTemperature is as old as NVML
+// but deprecated since NVML 13.0, so it is guarded too (the V call is tried
+// first); nvmlDeviceGetUtilizationRates is in every driver and not
+// deprecated, so it is called directly. A missing function reads as "not
+// supported", and versioned calls fall back from the newest struct version
+// to the oldest.
 //
 // A GPU that cannot be read (no handle, no UUID or bus id, or NVML answering
 // "GPU is lost" at any point) is reported unhealthy, with the reason in

@@ -108,3 +108,31 @@ func ExampleMIGManager() {
 	// 3g.40gb at 4, dry run: <nil>
 	// 3g.40gb at 4, commit refused: true
 }
+
+// Utilisation and temperature come per GPU where NVML reports them, nil
+// where it does not: a GPU in MIG mode has no device utilisation (NVML
+// answers not supported, and per-instance utilisation needs GPM, which the
+// provider does not read).
+func ExampleGPU_utilization() {
+	ref, _ := catalog.Get("dgx-a100")
+	fake := nvidiatest.FromNode(ref)
+	fake.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
+	fake.GPUs[0].TemperatureC = new(64)
+	fake.GPUs[1].MIG.Enabled = true
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, g := range inv.GPUs[:2] {
+		fmt.Printf("GPU %d: %d °C, ", g.Index, *g.TemperatureC)
+		if u := g.Utilization; u != nil {
+			fmt.Printf("%d%% busy, memory %d%% busy\n", u.GPU, u.Memory)
+		} else {
+			fmt.Println("utilisation not reported (MIG mode)")
+		}
+	}
+	// Output:
+	// GPU 0: 64 °C, 97% busy, memory 41% busy
+	// GPU 1: 30 °C, utilisation not reported (MIG mode)
+}

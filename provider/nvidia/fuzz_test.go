@@ -50,7 +50,8 @@ type fataler interface {
 // checkInvariants holds for every discovery, whatever NVML answered: NVML
 // used only while initialised and shut down after, a valid node (Build
 // succeeded) with one record per device, symmetric links, no link to or from
-// an unhealthy GPU, and no NVSwitch link without switch links on both ends.
+// an unhealthy GPU, no NVSwitch link without switch links on both ends, and
+// utilisation and temperature readings only within their ranges.
 func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 	t.Helper()
 	if v := m.Violations(); len(v) > 0 {
@@ -62,6 +63,14 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 	n := inv.Node
 	if n.Len() != len(m.GPUs) || len(inv.GPUs) != n.Len() {
 		t.Fatalf("%d devices, %d records, %d GPUs", n.Len(), len(inv.GPUs), len(m.GPUs))
+	}
+	for i, g := range inv.GPUs {
+		if u := g.Utilization; u != nil && (u.GPU > 100 || u.Memory > 100) {
+			t.Fatalf("GPU %d: utilization %+v out of range", i, *u)
+		}
+		if c := g.TemperatureC; c != nil && (*c < -40 || *c > 150) {
+			t.Fatalf("GPU %d: implausible temperature %d", i, *c)
+		}
 	}
 	for i := range n.Len() {
 		bad := n.Device(i).Health == topology.Unhealthy
@@ -129,6 +138,12 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 		if rapid.Bool().Draw(t, "fabric") {
 			g.Fabric = &nvidia.FabricInfo{ClusterUUID: [16]byte{byte(rapid.IntRange(0, 2).Draw(t, "cluster"))}, CliqueID: uint32(rapid.IntRange(0, 1).Draw(t, "clique")), State: nvidia.FabricState(rapid.IntRange(0, 4).Draw(t, "state"))}
 		}
+		if rapid.Bool().Draw(t, "util") {
+			g.Utilization = &nvidia.Utilization{GPU: uint32(rapid.IntRange(0, 120).Draw(t, "utilgpu")), Memory: uint32(rapid.IntRange(0, 120).Draw(t, "utilmem"))}
+		}
+		if rapid.Bool().Draw(t, "temp") {
+			g.TemperatureC = new(rapid.IntRange(-100, 300).Draw(t, "tempc"))
+		}
 		if rapid.Bool().Draw(t, "mig") {
 			g.MIG = nvidiatest.H100SXM580GB()
 			g.MIG.Enabled = rapid.Bool().Draw(t, "migon")
@@ -147,7 +162,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 		after  int
 		code   nvidia.Code
 	}
-	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
+	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "UtilizationRates", "Temperature", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
 		"NvLinkState", "NvLinkRemotePCIInfo", "NvLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
 		"GPUInstanceProfileInfo", "GPUInstancePossiblePlacements", "GPUInstances", "GPUInstance.Info", "GPUInstance.ComputeInstanceProfileInfo",
 		"GPUInstance.ComputeInstances", "ComputeInstance.Info", "DriverVersion"}

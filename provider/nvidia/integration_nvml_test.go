@@ -13,6 +13,7 @@ package nvidia_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gputopo/gputopo/mig"
@@ -55,6 +56,7 @@ func TestRealDriver(t *testing.T) {
 		if g.Memory.Total == 0 || g.Memory.Used > g.Memory.Total || g.Memory.Free > g.Memory.Total {
 			t.Errorf("GPU %d: memory %+v", i, g.Memory)
 		}
+		checkReadings(t, i, g)
 		active := 0
 		for _, l := range g.NvLinks {
 			if l.Active {
@@ -87,6 +89,13 @@ func TestRealDriver(t *testing.T) {
 		}
 		checkMIG(t, i, g.MIG)
 	}
+	// A real driver answers the readings or says it does not support them;
+	// it never fails them.
+	for _, w := range inv.Warnings {
+		if strings.Contains(w, "utilization") || strings.Contains(w, "temperature") {
+			t.Errorf("reading warning: %s", w)
+		}
+	}
 	checkMIGManager(t, p)
 	again, err := p.Discover(ctx)
 	if err != nil {
@@ -94,6 +103,33 @@ func TestRealDriver(t *testing.T) {
 	}
 	if again.Fingerprint() != n.Fingerprint() {
 		t.Errorf("topology changed between two discoveries: %v vs %v", again, n)
+	}
+}
+
+// checkReadings checks a GPU's utilisation and temperature: percentages
+// within 0..100, a die temperature a running GPU can have (GPUs throttle
+// near 90 °C and shut down near 100 °C), and no device utilisation in MIG
+// mode, which NVML documents as not supported.
+func checkReadings(t *testing.T, gpu int, g nvidia.GPU) {
+	t.Helper()
+	if u := g.Utilization; u != nil {
+		t.Logf("GPU %d utilization: %d%% GPU, %d%% memory", gpu, u.GPU, u.Memory)
+		if u.GPU > 100 || u.Memory > 100 {
+			t.Errorf("GPU %d: utilization %+v over 100%%", gpu, *u)
+		}
+		if g.MIG.Enabled {
+			t.Logf("GPU %d: NVML reported device utilization in MIG mode (documented as not supported)", gpu)
+		}
+	} else {
+		t.Logf("GPU %d utilization not reported (MIG on: %v)", gpu, g.MIG.Enabled)
+	}
+	if c := g.TemperatureC; c != nil {
+		t.Logf("GPU %d temperature: %d °C", gpu, *c)
+		if *c < 5 || *c > 110 {
+			t.Errorf("GPU %d: temperature %d °C outside 5..110", gpu, *c)
+		}
+	} else {
+		t.Logf("GPU %d temperature not reported", gpu)
 	}
 }
 

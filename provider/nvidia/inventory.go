@@ -6,7 +6,8 @@ import (
 
 // Inventory is everything one discovery pass read: the vendor-neutral node
 // and the NVML details the node has no field for (architecture, memory in
-// use, per-link NVLink state, P2P status, MIG state, fabric registration).
+// use, utilisation, temperature, per-link NVLink state, P2P status, MIG
+// state, fabric registration).
 type Inventory struct {
 	// Node is the validated topology, as [Provider.Discover] returns it.
 	Node *topology.Node
@@ -39,6 +40,15 @@ type GPU struct {
 	Architecture Architecture
 	// Memory is the framebuffer total, reserved, used and free bytes.
 	Memory MemoryInfo
+	// Utilization is the GPU and memory utilisation NVML sampled; nil when
+	// not reported: the product does not support it, the GPU is in MIG mode
+	// (NVML reports no device utilisation then, and per-instance
+	// utilisation needs GPM, which the provider does not read), or the read
+	// failed (then Inventory.Warnings says why).
+	Utilization *Utilization
+	// TemperatureC is the GPU die temperature in degrees Celsius; nil when
+	// not reported (no sensor, or the read failed: see Inventory.Warnings).
+	TemperatureC *int
 	// NUMA is the CPU NUMA node nearest the GPU (-1 when unknown); it is
 	// the lowest node of NUMANodes when NVML reports memory affinity.
 	NUMA int

@@ -43,6 +43,15 @@ type Device interface {
 	// MemoryInfo returns the framebuffer totals; version 2 adds Reserved
 	// (nvmlDeviceGetMemoryInfo_v2), version 1 is nvmlDeviceGetMemoryInfo.
 	MemoryInfo(version int) (MemoryInfo, error)
+	// UtilizationRates returns the GPU and memory utilisation over the
+	// driver's last sample period (nvmlDeviceGetUtilizationRates). NVML
+	// answers not-supported on a GPU in MIG mode.
+	UtilizationRates() (Utilization, error)
+	// Temperature returns the GPU die temperature in degrees Celsius
+	// (sensor NVML_TEMPERATURE_GPU); version 1 is the deprecated
+	// nvmlDeviceGetTemperature, version 2 nvmlDeviceGetTemperatureV with
+	// struct version 1.
+	Temperature(version int) (int, error)
 	// NUMANodeID returns the GPU's own NUMA node on platforms where GPU
 	// memory is a NUMA node (Grace Hopper, Grace Blackwell).
 	NUMANodeID() (int, error)
@@ -126,6 +135,17 @@ type MemoryInfo struct {
 	// Total is the framebuffer size; Reserved the part the driver keeps
 	// (version 2 only); Free and Used what is free and allocated now.
 	Total, Reserved, Free, Used uint64
+}
+
+// Utilization is a GPU's utilisation over the driver's last sample period
+// (nvmlUtilization_t), in percent, 0..100. The period is between 1/6 s and
+// 1 s depending on the product.
+type Utilization struct {
+	// GPU is the share of the period during which one or more kernels ran.
+	GPU uint32
+	// Memory is the share of the period during which device memory was
+	// read or written (time busy, not capacity used).
+	Memory uint32
 }
 
 // FabricInfo is a GPU's registration with the NVLink fabric manager

@@ -58,6 +58,11 @@ const (
 	symCIInfo            = "nvmlComputeInstanceGetInfo"
 	symCIDestroy         = "nvmlComputeInstanceDestroy"
 	symProcesses         = "nvmlDeviceGetComputeRunningProcesses"
+	// nvmlDeviceGetTemperature is as old as NVML but deprecated since
+	// NVML 13.0 in favour of nvmlDeviceGetTemperatureV (itself recent), so
+	// a future driver may drop it: both are guarded.
+	symTemperature  = "nvmlDeviceGetTemperature"
+	symTemperatureV = "nvmlDeviceGetTemperatureV"
 )
 
 // has reports whether the loaded library exports name; answers are cached
@@ -152,6 +157,33 @@ func (x *nvmlDevice) MemoryInfo(version int) (MemoryInfo, error) {
 		return MemoryInfo{Total: m.Total, Reserved: m.Reserved, Free: m.Free, Used: m.Used}, code(r)
 	}
 	return MemoryInfo{}, CodeArgumentVersionMismatch
+}
+
+// UtilizationRates is not guarded: nvmlDeviceGetUtilizationRates is in
+// every NVML (Fermi era, long before R450) and not deprecated.
+func (x *nvmlDevice) UtilizationRates() (Utilization, error) {
+	u, r := x.d.GetUtilizationRates()
+	return Utilization{GPU: u.Gpu, Memory: u.Memory}, code(r)
+}
+
+func (x *nvmlDevice) Temperature(version int) (int, error) {
+	switch version {
+	case 1:
+		if !x.a.has(symTemperature) {
+			return 0, CodeFunctionNotFound
+		}
+		t, r := x.d.GetTemperature(nvml.TEMPERATURE_GPU) // deprecated; the V call is tried first
+		return int(t), code(r)
+	case 2:
+		if !x.a.has(symTemperatureV) {
+			return 0, CodeFunctionNotFound
+		}
+		// go-nvml's handler leaves the sensor type zero, which is
+		// NVML_TEMPERATURE_GPU (pinned by TestConstantsMatchNVML).
+		t, r := x.d.GetTemperatureV().V1()
+		return int(t.Temperature), code(r)
+	}
+	return 0, CodeArgumentVersionMismatch
 }
 
 func (x *nvmlDevice) NUMANodeID() (int, error) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -76,6 +77,8 @@ func TestConstantsMatchNVML(t *testing.T) {
 		{"ArchRubin", int64(ArchRubin), int64(nvml.DEVICE_ARCH_RUBIN)},
 		{"ArchUnknown", int64(ArchUnknown), int64(nvml.DEVICE_ARCH_UNKNOWN)},
 		{"FabricCompleted", int64(FabricCompleted), int64(nvml.GPU_FABRIC_STATE_COMPLETED)},
+		// Temperature version 2 relies on go-nvml's zero sensor type.
+		{"TEMPERATURE_GPU is zero", 0, int64(nvml.TEMPERATURE_GPU)},
 		{"FabricInProgress", int64(FabricInProgress), int64(nvml.GPU_FABRIC_STATE_IN_PROGRESS)},
 		{"maxNvLinks", maxNvLinks, nvml.NVLINK_MAX_LINKS},
 		{"giProfileCount", giProfileCount, nvml.GPU_INSTANCE_PROFILE_COUNT},
@@ -138,6 +141,26 @@ func mockGPUs(t *testing.T, missing ...string) (*mock.Interface, []*mock.Device)
 			return nvml.Memory{Total: 81559 << 20, Free: 81559 << 20}, nvml.SUCCESS
 		}
 		d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		// GPU 7 is busy; GPU 6 answers not-supported for utilisation (as
+		// in MIG mode) and has no temperature sensor.
+		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+			switch i {
+			case 6:
+				return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+			case 7:
+				return nvml.Utilization{Gpu: 97, Memory: 41}, nvml.SUCCESS
+			}
+			return nvml.Utilization{}, nvml.SUCCESS
+		}
+		d.GetTemperatureFunc = func(s nvml.TemperatureSensors) (uint32, nvml.Return) {
+			switch {
+			case s != nvml.TEMPERATURE_GPU:
+				return 0, nvml.ERROR_INVALID_ARGUMENT
+			case i == 6:
+				return 0, nvml.ERROR_NOT_SUPPORTED
+			}
+			return uint32(30 + i), nvml.SUCCESS
+		}
 		d.GetCpuAffinityFunc = func(int) ([]uint, nvml.Return) { return []uint{0xff << (8 * (i / 4))}, nvml.SUCCESS }
 		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 			for j, e := range devs {
@@ -190,6 +213,16 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 		if len(d.GetMemoryInfoCalls()) == 0 {
 			t.Errorf("GPU %d: memory info v1 not used", i)
 		}
+		if n := len(d.GetTemperatureCalls()) + len(d.GetTemperatureVCalls()); n != 0 {
+			t.Errorf("GPU %d: %d temperature calls with both symbols missing", i, n)
+		}
+		if g := inv.GPUs[i]; g.TemperatureC != nil {
+			t.Errorf("GPU %d: temperature %d read with both symbols missing", i, *g.TemperatureC)
+		}
+	}
+	// nvmlDeviceGetUtilizationRates is in every driver: not guarded.
+	if u := inv.GPUs[7].Utilization; u == nil || *u != (Utilization{GPU: 97, Memory: 41}) {
+		t.Errorf("GPU 7 utilization %v, want 97%% / 41%%", u)
 	}
 	n := inv.Node
 	if n.Len() != 8 || n.Link(0, 1).Kind != topology.LinkNODE || n.Link(0, 4).Kind != topology.LinkSYS {
@@ -206,7 +239,7 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 // provider falls back to the version-1 calls the mock answers, and reads the
 // MIG table (IDs, placements) from NVML, deriving the names.
 func TestAdapterVersionFallback(t *testing.T) {
-	lib, _ := mockGPUs(t, symGIProfileInfoV, symFabricInfoV, symFabricInfo, symMemoryInfoV2, symMemoryAffinity, symNUMANodeID, symP2PStatus, symRemoteDeviceType)
+	lib, _ := mockGPUs(t, symGIProfileInfoV, symFabricInfoV, symFabricInfo, symMemoryInfoV2, symMemoryAffinity, symNUMANodeID, symP2PStatus, symRemoteDeviceType, symTemperatureV)
 	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithSysfsRoot("")).Inspect(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +258,21 @@ func TestAdapterVersionFallback(t *testing.T) {
 	want := []string{"1g.10gb id19 [0:1 1:1 2:1 3:1 4:1 5:1 6:1]", "3g.40gb id9 [0:4 4:4]", "7g.80gb id0 [0:8]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("profiles %q, want %q", got, want)
+	}
+	// Temperature falls back to the deprecated version-1 call; GPU 6 has
+	// no sensor and no utilisation, silently.
+	for i, g := range inv.GPUs {
+		switch {
+		case i == 6 && (g.TemperatureC != nil || g.Utilization != nil):
+			t.Errorf("GPU 6: temperature %v utilization %v, want both unread", g.TemperatureC, g.Utilization)
+		case i != 6 && (g.TemperatureC == nil || *g.TemperatureC != 30+i || g.Utilization == nil):
+			t.Errorf("GPU %d: temperature %v utilization %v, want %d °C and a utilization", i, g.TemperatureC, g.Utilization, 30+i)
+		}
+	}
+	for _, w := range inv.Warnings {
+		if strings.Contains(w, "temperature") || strings.Contains(w, "utilization") {
+			t.Errorf("warning %q for a not-supported reading", w)
+		}
 	}
 }
 

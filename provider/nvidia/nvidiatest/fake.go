@@ -61,6 +61,21 @@ type GPU struct {
 	Arch nvidia.Architecture
 	// Memory is the framebuffer memory.
 	Memory nvidia.MemoryInfo
+	// Utilization is what UtilizationRates answers; nil means not
+	// supported. A GPU whose MIG mode is on answers not supported whatever
+	// this holds, as NVML does.
+	Utilization *nvidia.Utilization
+	// UtilizationErr, when non-nil, is what UtilizationRates answers
+	// instead of a value (a failed read).
+	UtilizationErr error
+	// TemperatureC is the GPU die temperature both Temperature versions
+	// answer; nil means no sensor (not supported). Make a version missing
+	// from an older or newer driver with Hook (Method "Temperature",
+	// Version 1 or 2).
+	TemperatureC *int
+	// TemperatureErr, when non-nil, is what Temperature answers instead of
+	// a value.
+	TemperatureErr error
 	// MemoryNUMA is the GPU memory's own NUMA node; -1 means not supported.
 	MemoryNUMA int
 	// NUMANodes is the memory affinity; nil means not supported.
@@ -273,6 +288,36 @@ func (d *device) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
 		return g.Memory, nil
 	}
 	return nvidia.MemoryInfo{}, nvidia.CodeArgumentVersionMismatch
+}
+
+func (d *device) UtilizationRates() (nvidia.Utilization, error) {
+	g, err := d.call("UtilizationRates", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.Utilization{}, err
+	case g.UtilizationErr != nil:
+		return nvidia.Utilization{}, g.UtilizationErr
+	case g.Utilization == nil || g.MIG != nil && g.MIG.Enabled:
+		return nvidia.Utilization{}, nvidia.CodeNotSupported
+	}
+	return *g.Utilization, nil
+}
+
+func (d *device) Temperature(version int) (int, error) {
+	g, err := d.call("Temperature", version, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return 0, err
+	case version != 1 && version != 2:
+		return 0, nvidia.CodeArgumentVersionMismatch
+	case g.TemperatureErr != nil:
+		return 0, g.TemperatureErr
+	case g.TemperatureC == nil:
+		return 0, nvidia.CodeNotSupported
+	}
+	return *g.TemperatureC, nil
 }
 
 func (d *device) NUMANodeID() (int, error) {

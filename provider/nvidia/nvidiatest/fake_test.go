@@ -141,6 +141,51 @@ func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	}
 }
 
+// TestSensorAnswers: utilisation and temperature answer the configured
+// values, the configured errors, not-supported when unset, and, for
+// utilisation, not-supported in MIG mode as NVML does.
+func TestSensorAnswers(t *testing.T) {
+	m, d := a100(t, false)
+	g := m.GPUs[0]
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNotSupported) {
+		t.Errorf("unset utilization: %v", err)
+	}
+	if _, err := d.Temperature(2); !errors.Is(err, nvidia.CodeNotSupported) {
+		t.Errorf("unset temperature: %v", err)
+	}
+	g.Utilization, g.TemperatureC = &nvidia.Utilization{GPU: 12, Memory: 3}, new(45)
+	if u, err := d.UtilizationRates(); err != nil || u != (nvidia.Utilization{GPU: 12, Memory: 3}) {
+		t.Errorf("utilization %+v %v", u, err)
+	}
+	for _, v := range []int{1, 2} {
+		if c, err := d.Temperature(v); err != nil || c != 45 {
+			t.Errorf("temperature v%d: %d %v", v, c, err)
+		}
+	}
+	if _, err := d.Temperature(3); !errors.Is(err, nvidia.CodeArgumentVersionMismatch) {
+		t.Errorf("temperature v3: %v", err)
+	}
+	g.UtilizationErr, g.TemperatureErr = nvidia.CodeNoPermission, nvidia.CodeUnknown
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNoPermission) {
+		t.Errorf("utilization error: %v", err)
+	}
+	if _, err := d.Temperature(1); !errors.Is(err, nvidia.CodeUnknown) {
+		t.Errorf("temperature error: %v", err)
+	}
+	g.UtilizationErr, g.TemperatureErr = nil, nil
+	g.MIG.Enabled = true
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNotSupported) {
+		t.Errorf("utilization in MIG mode: %v", err)
+	}
+	if c, err := d.Temperature(2); err != nil || c != 45 {
+		t.Errorf("temperature in MIG mode: %d %v", c, err)
+	}
+	g.Lost = true
+	if _, err := d.Temperature(2); !errors.Is(err, nvidia.CodeGPUIsLost) {
+		t.Errorf("temperature of a lost GPU: %v", err)
+	}
+}
+
 func TestCallsBeforeInitAreViolations(t *testing.T) {
 	m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{UUID: "GPU-0"}}}
 	if _, err := m.DeviceCount(); !errors.Is(err, nvidia.CodeUninitialized) {

@@ -27,6 +27,8 @@ import (
 //     switch, PXB → multiple switches, PHB → host bridge, NODE, SYS); under a
 //     fabric link the link's PCIe class is used, else SYS across NUMA nodes
 //     and NODE within one;
+//   - every GPU is idle: 0 % utilisation (not supported when its MIG mode
+//     is on, as NVML answers) and a die temperature of 30 °C;
 //   - an unhealthy device answers GPU-is-lost to every call after its
 //     handle; the node's fabric domain becomes every GPU's fabric info.
 func FromNode(n *topology.Node) *Machine {
@@ -49,6 +51,8 @@ func FromNode(n *topology.Node) *Machine {
 			DeviceID:      0x10DE,
 			Arch:          ArchitectureOf(d.Model),
 			Memory:        nvidia.MemoryInfo{Total: d.MemoryBytes, Free: d.MemoryBytes},
+			Utilization:   &nvidia.Utilization{},
+			TemperatureC:  new(30),
 			MemoryNUMA:    -1,
 			Ancestor:      map[int]nvidia.TopologyLevel{},
 			P2P:           map[int]map[nvidia.P2PCapability]nvidia.P2PStatus{},
