@@ -122,10 +122,13 @@ func (s staticSource) Read(ctx context.Context) (*collector.Reading, error) {
 	return &collector.Reading{Node: n}, nil
 }
 
-// nvidiaSource reads NVML through the NVIDIA provider: memory and MIG
-// layouts. The provider does not read utilisation or temperature, so those
-// metrics are absent; a GPU counts as in use when it is in MIG mode with
-// instances (fragmentation metrics show how).
+// nvidiaSource reads NVML through the NVIDIA provider: memory, GPU and
+// memory utilisation, temperature and MIG layouts. A reading NVML does not
+// give (utilisation of a GPU in MIG mode, a GPU without the sensor) or that
+// failed (the provider logs it in the inventory's warnings) is left out.
+// There is no per-MIG-instance utilisation: NVML has it only through GPM,
+// which the provider does not read. A GPU counts as in use when it is in
+// MIG mode with instances (fragmentation metrics show how).
 type nvidiaSource struct{ p *nvidia.Provider }
 
 func (s nvidiaSource) Read(ctx context.Context) (*collector.Reading, error) {
@@ -143,8 +146,16 @@ func readingFromInventory(inv *nvidia.Inventory) (*collector.Reading, error) {
 		cat = mig.DefaultCatalog()
 	}
 	for i, g := range inv.GPUs {
+		d := &r.Devices[i]
 		if g.Memory.Total > 0 {
-			r.Devices[i] = collector.DeviceReading{HasMemory: true, MemoryTotal: g.Memory.Total, MemoryUsed: g.Memory.Used}
+			d.HasMemory, d.MemoryTotal, d.MemoryUsed = true, g.Memory.Total, g.Memory.Used
+		}
+		if u := g.Utilization; u != nil {
+			d.HasUtilization, d.Utilization = true, float64(u.GPU)/100
+			d.HasMemoryUtilization, d.MemoryUtilization = true, float64(u.Memory)/100
+		}
+		if c := g.TemperatureC; c != nil {
+			d.HasTemperature, d.TemperatureC = true, float64(*c)
 		}
 		if !g.MIG.Enabled || g.Index >= inv.Node.Len() {
 			continue

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 )
 
 // TestServeMetrics scrapes the HTTP handler as Prometheus would, with a
@@ -146,4 +148,112 @@ func TestReadingFromInventory(t *testing.T) {
 	if got := testutil.CollectAndCount(c, "gputopo_mig_free_placements"); got != 7 {
 		t.Errorf("%d free-placement series for GPU 1's 7 profiles", got)
 	}
+}
+
+// TestNVIDIAReadings runs the NVIDIA source over a fake NVML answering like
+// a DGX H100 and scrapes the utilisation and temperature series: GPU 0 is
+// busy, GPU 1 is in MIG mode (NVML gives no device utilisation there),
+// GPU 2 has neither reading (not supported), GPU 3's reads fail, the rest
+// are idle. Only readings NVML gave are exported, never a zero in place of
+// a missing one.
+func TestNVIDIAReadings(t *testing.T) {
+	n, err := catalog.Get("dgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := nvidiatest.FromNode(n)
+	fake.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
+	fake.GPUs[0].TemperatureC = new(64)
+	fake.GPUs[1].MIG.Enabled = true
+	fake.GPUs[2].Utilization, fake.GPUs[2].TemperatureC = nil, nil
+	fake.GPUs[3].UtilizationErr, fake.GPUs[3].TemperatureErr = nvidia.CodeUnknown, nvidia.CodeTimeout
+	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot(""))
+	c := collector.New(nvidiaSource{p: p}, collector.Options{})
+
+	type want struct {
+		util, memUtil, temp string // "" = no series
+	}
+	wants := []want{
+		0: {"0.97", "0.41", "64"},
+		1: {"", "", "30"},
+		2: {},
+		3: {},
+		4: {"0", "0", "30"}, 5: {"0", "0", "30"}, 6: {"0", "0", "30"}, 7: {"0", "0", "30"},
+	}
+	var util, memUtil, temp strings.Builder
+	for i, w := range wants {
+		labels := `{device="` + strconv.Itoa(i) + `",uuid="` + fake.GPUs[i].UUID + `"}`
+		for _, s := range []struct {
+			b *strings.Builder
+			v string
+		}{{&util, w.util}, {&memUtil, w.memUtil}, {&temp, w.temp}} {
+			if s.v != "" {
+				s.b.WriteString(labels + " " + s.v + "\n")
+			}
+		}
+	}
+	expected := `
+# HELP gputopo_device_utilization_ratio Share of time the device was busy over the provider's sample period (0..1).
+# TYPE gputopo_device_utilization_ratio gauge
+` + prefixed("gputopo_device_utilization_ratio", util.String()) + `
+# HELP gputopo_device_memory_utilization_ratio Share of time device memory was being read or written over the provider's sample period (0..1); not the share of capacity in use.
+# TYPE gputopo_device_memory_utilization_ratio gauge
+` + prefixed("gputopo_device_memory_utilization_ratio", memUtil.String()) + `
+# HELP gputopo_device_temperature_celsius Device temperature.
+# TYPE gputopo_device_temperature_celsius gauge
+` + prefixed("gputopo_device_temperature_celsius", temp.String())
+	if err := testutil.CollectAndCompare(c, strings.NewReader(expected),
+		"gputopo_device_utilization_ratio", "gputopo_device_memory_utilization_ratio", "gputopo_device_temperature_celsius"); err != nil {
+		t.Error(err)
+	}
+	// The failed reads are in the inventory's warnings, and the GPU is
+	// still healthy and counted.
+	inv, err := p.Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, w := range inv.Warnings {
+		if strings.HasPrefix(w, "GPU 3:") {
+			failed = append(failed, w)
+		}
+	}
+	if len(failed) != 2 {
+		t.Errorf("GPU 3 warnings %q, want the failed utilisation and temperature reads", failed)
+	}
+	var healthy strings.Builder
+	for i := range wants {
+		healthy.WriteString(`{device="` + strconv.Itoa(i) + `",uuid="` + fake.GPUs[i].UUID + "\"} 1\n")
+	}
+	expected = `
+# HELP gputopo_device_healthy 1 when the device can take work, 0 when the provider marked it unhealthy.
+# TYPE gputopo_device_healthy gauge
+` + prefixed("gputopo_device_healthy", healthy.String())
+	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "gputopo_device_healthy"); err != nil {
+		t.Error(err)
+	}
+	// A source whose whole read fails exports no device series at all.
+	fake.InitErr = nvidia.CodeDriverNotLoaded
+	if got := testutil.CollectAndCount(c, "gputopo_device_utilization_ratio", "gputopo_device_temperature_celsius"); got != 0 {
+		t.Errorf("%d reading series after a failed read", got)
+	}
+	expected = `
+# HELP gputopo_source_up 1 when the last read of the device source succeeded, 0 when it failed.
+# TYPE gputopo_source_up gauge
+gputopo_source_up 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "gputopo_source_up"); err != nil {
+		t.Error(err)
+	}
+}
+
+// prefixed puts name before every line of series.
+func prefixed(name, series string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSuffix(series, "\n"), "\n") {
+		if l != "" {
+			b.WriteString(name + l + "\n")
+		}
+	}
+	return b.String()
 }

@@ -42,7 +42,7 @@ type Collector struct {
 
 	up, scrapeSeconds *prometheus.Desc
 
-	deviceInfo, memTotal, memUsed, util, temp, healthy, inUse *prometheus.Desc
+	deviceInfo, memTotal, memUsed, util, memUtil, temp, healthy, inUse *prometheus.Desc
 
 	nodeDevices, freeDevices, islands, islandLargest, freeConnected, freeClique, bestSet *prometheus.Desc
 
@@ -71,6 +71,7 @@ func New(src Source, opts Options) *Collector {
 	c.memTotal = d("device_memory_total_bytes", "Device memory capacity.", dev...)
 	c.memUsed = d("device_memory_used_bytes", "Device memory in use.", dev...)
 	c.util = d("device_utilization_ratio", "Share of time the device was busy over the provider's sample period (0..1).", dev...)
+	c.memUtil = d("device_memory_utilization_ratio", "Share of time device memory was being read or written over the provider's sample period (0..1); not the share of capacity in use.", dev...)
 	c.temp = d("device_temperature_celsius", "Device temperature.", dev...)
 	c.healthy = d("device_healthy", "1 when the device can take work, 0 when the provider marked it unhealthy.", dev...)
 	c.inUse = d("device_in_use", "1 when a workload holds the device (whole, or through MIG instances).", dev...)
@@ -94,7 +95,7 @@ func New(src Source, opts Options) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.temp, c.healthy, c.inUse,
+	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.memUtil, c.temp, c.healthy, c.inUse,
 		c.nodeDevices, c.freeDevices, c.islands, c.islandLargest, c.freeConnected, c.freeClique, c.bestSet,
 		c.migInstance, c.migMemTotal, c.migMemUsed, c.migFreeSlots, c.migFrag, c.migUnusable, c.migFreePlacements, c.migNodeFrag} {
 		ch <- d
@@ -171,6 +172,9 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, r *Reading) {
 		}
 		if rd.HasUtilization {
 			gauge(ch, c.util, rd.Utilization, idx, uuid)
+		}
+		if rd.HasMemoryUtilization {
+			gauge(ch, c.memUtil, rd.MemoryUtilization, idx, uuid)
 		}
 		if rd.HasTemperature {
 			gauge(ch, c.temp, rd.TemperatureC, idx, uuid)

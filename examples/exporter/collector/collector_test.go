@@ -37,7 +37,7 @@ func node(t *testing.T, name string) *topology.Node {
 // h100Reading: a DGX H100 where GPUs 0 and 1 run whole-GPU jobs, GPU 2 is
 // in MIG mode with a 3g.40gb instance in use at slots 0-3 and an idle
 // 1g.10gb at slot 4, and the provider read memory, utilisation and
-// temperature of GPUs 0 and 1 only.
+// temperature of GPUs 0 and 1 only (memory utilisation of GPU 0 only).
 func h100Reading(t *testing.T) *collector.Reading {
 	t.Helper()
 	n := node(t, "dgx-h100")
@@ -53,7 +53,8 @@ func h100Reading(t *testing.T) *collector.Reading {
 	}
 	devs := make([]collector.DeviceReading, 8)
 	devs[0] = collector.DeviceReading{HasMemory: true, MemoryTotal: 80 << 30, MemoryUsed: 60 << 30,
-		HasUtilization: true, Utilization: 0.97, HasTemperature: true, TemperatureC: 71, InUse: true}
+		HasUtilization: true, Utilization: 0.97, HasMemoryUtilization: true, MemoryUtilization: 0.41,
+		HasTemperature: true, TemperatureC: 71, InUse: true}
 	devs[1] = collector.DeviceReading{HasMemory: true, MemoryTotal: 80 << 30, MemoryUsed: 1 << 30,
 		HasUtilization: true, Utilization: 0.25, HasTemperature: true, TemperatureC: 44, InUse: true}
 	return &collector.Reading{Node: n, Devices: devs,
@@ -91,6 +92,9 @@ gputopo_free_fabric_connected_devices 5
 # TYPE gputopo_device_utilization_ratio gauge
 gputopo_device_utilization_ratio{device="0",uuid=""} 0.97
 gputopo_device_utilization_ratio{device="1",uuid=""} 0.25
+# HELP gputopo_device_memory_utilization_ratio Share of time device memory was being read or written over the provider's sample period (0..1); not the share of capacity in use.
+# TYPE gputopo_device_memory_utilization_ratio gauge
+gputopo_device_memory_utilization_ratio{device="0",uuid=""} 0.41
 # HELP gputopo_device_temperature_celsius Device temperature.
 # TYPE gputopo_device_temperature_celsius gauge
 gputopo_device_temperature_celsius{device="0",uuid=""} 71
@@ -129,8 +133,8 @@ gputopo_mig_free_placements{device="2",profile="7g.80gb"} 0
 	// at 0,2,4,6, 2g at 0,2,4, 3g at 0,4, 4g and 7g at 0): with slots 0-4
 	// taken, 1g fits at 5 and 6, 1g.20gb at 6, nothing larger.
 	names := []string{"gputopo_source_up", "gputopo_node_devices", "gputopo_node_free_devices", "gputopo_free_fabric_clique_devices",
-		"gputopo_free_fabric_connected_devices", "gputopo_device_utilization_ratio", "gputopo_device_temperature_celsius",
-		"gputopo_device_in_use", "gputopo_mig_free_slots", "gputopo_mig_instance_info", "gputopo_mig_instance_memory_used_bytes",
+		"gputopo_free_fabric_connected_devices", "gputopo_device_utilization_ratio", "gputopo_device_memory_utilization_ratio",
+		"gputopo_device_temperature_celsius", "gputopo_device_in_use", "gputopo_mig_free_slots", "gputopo_mig_instance_info", "gputopo_mig_instance_memory_used_bytes",
 		"gputopo_mig_free_placements"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
@@ -216,7 +220,7 @@ func TestCollectorAMDNoReadings(t *testing.T) {
 	c := collector.New(fakeSource{r: &collector.Reading{Node: n}}, collector.Options{})
 	for name, want := range map[string]int{
 		"gputopo_device_memory_total_bytes": 8, "gputopo_device_memory_used_bytes": 0,
-		"gputopo_device_utilization_ratio": 0, "gputopo_device_temperature_celsius": 0,
+		"gputopo_device_utilization_ratio": 0, "gputopo_device_memory_utilization_ratio": 0, "gputopo_device_temperature_celsius": 0,
 		"gputopo_mig_free_slots": 0, "gputopo_mig_node_fragmentation_ratio": 0, "gputopo_device_info": 8,
 	} {
 		if got := testutil.CollectAndCount(c, name); got != want {

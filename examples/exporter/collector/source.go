@@ -41,6 +41,11 @@ type DeviceReading struct {
 	// busy over the provider's sample period) was read.
 	HasUtilization bool
 	Utilization    float64
+	// HasMemoryUtilization: MemoryUtilization (0..1, the share of time
+	// device memory was being read or written over the provider's sample
+	// period; not the share of capacity in use) was read.
+	HasMemoryUtilization bool
+	MemoryUtilization    float64
 	// HasTemperature: TemperatureC (degrees Celsius) was read.
 	HasTemperature bool
 	TemperatureC   float64
