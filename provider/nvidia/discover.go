@@ -208,6 +208,7 @@ func (s *session) readDevice(i int) {
 		func() { s.readNvLinks(i) },
 		func() { s.readFabric(i) },
 		func() { s.readMIG(i) },
+		func() { s.readMIGMemory(i) },
 	}
 	for _, step := range steps {
 		if !s.healthy(i) {

@@ -5,7 +5,8 @@
 // vendor-neutral topology.Node (it satisfies provider.TopologyProvider) and
 // [Provider.Inspect] the full [Inventory] with what the model has no field
 // for: architecture, memory in use, utilisation, temperature, per-link
-// NVLink state, P2P status, MIG profiles and instances, fabric registration.
+// NVLink state, P2P status, MIG profiles and instances (with each instance's
+// memory), fabric registration.
 //
 // # What is read
 //
@@ -39,7 +40,14 @@
 //     PCI.
 //   - MIG: mode, every GPU-instance profile the GPU answers for with every
 //     legal placement (read from NVML, never from a shipped table), and the
-//     live GPU and compute instances with their placements.
+//     live GPU and compute instances with their placements. [Provider.Inspect]
+//     also reads each GPU instance's memory (total, used, free) through a MIG
+//     device handle of one of its compute instances
+//     (nvmlDeviceGetMigDeviceHandleByIndex, then nvmlDeviceGetMemoryInfo on
+//     it: NVML answers per-instance memory only there). An instance with no
+//     compute instance has no such handle and no reading. Not supported, no
+//     permission or a driver without the calls leave it nil silently; a
+//     failed or implausible read leaves it nil with a warning.
 //   - Fabric: the fabric manager's cluster UUID and clique id (multi-node
 //     NVLink, GB200 NVL72) become the node's topology.FabricDomain when every
 //     registered GPU agrees.
@@ -65,7 +73,8 @@
 // _GetNumaNodeId, _GetMemoryAffinity, _GetNvLinkRemoteDeviceType,
 // _GetP2PStatus, _GetGpuFabricInfo and _GetGpuFabricInfoV, _GetMigMode, the
 // GPU-instance profile, placement and instance calls, the compute instance
-// calls, and _GetTemperatureV. nvmlDeviceGetTemperature is as old as NVML
+// calls, the MIG device calls (_GetMaxMigDeviceCount,
+// _GetMigDeviceHandleByIndex, _GetGpuInstanceId), and _GetTemperatureV. nvmlDeviceGetTemperature is as old as NVML
 // but deprecated since NVML 13.0, so it is guarded too (the V call is tried
 // first); nvmlDeviceGetUtilizationRates is in every driver and not
 // deprecated, so it is called directly. A missing function reads as "not

@@ -136,3 +136,27 @@ func ExampleGPU_utilization() {
 	// GPU 0: 64 °C, 97% busy, memory 41% busy
 	// GPU 1: 30 °C, utilisation not reported (MIG mode)
 }
+
+// Inspect reads each MIG GPU instance's memory through a MIG device handle
+// of its compute instance: the exact size and what is in use now.
+func ExampleMIGInstance() {
+	ref, _ := catalog.Get("dgx-h100")
+	fake := nvidiatest.FromNode(ref)
+	fake.GPUs[0].MIG.Enabled = true
+	_ = fake.AddInstance(0, 2, nvidia.Placement{Start: 0, Size: 4}) // 3g.40gb
+	_ = fake.AddInstance(0, 0, nvidia.Placement{Start: 4, Size: 1}) // 1g.10gb
+	fake.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40448 << 20, Used: 30 << 30, Free: 10496 << 20}}
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, in := range inv.GPUs[0].MIG.Instances {
+		if m := in.Memory; m != nil {
+			fmt.Printf("GPU instance at slice %d: %d of %d MiB in use\n", in.Placement.Start, m.Used>>20, m.Total>>20)
+		}
+	}
+	// Output:
+	// GPU instance at slice 4: 0 of 9984 MiB in use
+	// GPU instance at slice 0: 30720 of 40448 MiB in use
+}

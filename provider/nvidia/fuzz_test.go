@@ -50,8 +50,10 @@ type fataler interface {
 // checkInvariants holds for every discovery, whatever NVML answered: NVML
 // used only while initialised and shut down after, a valid node (Build
 // succeeded) with one record per device, symmetric links, no link to or from
-// an unhealthy GPU, no NVSwitch link without switch links on both ends, and
-// utilisation and temperature readings only within their ranges.
+// an unhealthy GPU, no NVSwitch link without switch links on both ends,
+// utilisation and temperature readings only within their ranges, and MIG
+// instance memory only where the instance has a compute instance, with
+// used and free within the total.
 func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 	t.Helper()
 	if v := m.Violations(); len(v) > 0 {
@@ -70,6 +72,11 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 		}
 		if c := g.TemperatureC; c != nil && (*c < -40 || *c > 150) {
 			t.Fatalf("GPU %d: implausible temperature %d", i, *c)
+		}
+		for _, in := range g.MIG.Instances {
+			if mem := in.Memory; mem != nil && (mem.Total == 0 || mem.Used > mem.Total || mem.Free > mem.Total || len(in.ComputeInstances) == 0) {
+				t.Fatalf("GPU %d: MIG instance %d (%d compute instances): memory %+v", i, in.ID, len(in.ComputeInstances), *mem)
+			}
 		}
 	}
 	for i := range n.Len() {
@@ -148,6 +155,12 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			g.MIG = nvidiatest.H100SXM580GB()
 			g.MIG.Enabled = rapid.Bool().Draw(t, "migon")
 			g.MIG.InfoVersion = rapid.IntRange(0, 3).Draw(t, "infov")
+			if rapid.Bool().Draw(t, "gimem") {
+				total := rapid.Uint64Range(0, 80<<30).Draw(t, "gimemtotal")
+				g.MIG.InstanceMemory = map[int]nvidia.MemoryInfo{rapid.IntRange(0, 7).Draw(t, "gimemstart"): {
+					Total: total, Used: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemused"), Free: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemfree"),
+				}}
+			}
 		}
 		m.GPUs = append(m.GPUs, g)
 	}
@@ -165,7 +178,8 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "UtilizationRates", "Temperature", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
 		"NvLinkState", "NvLinkRemotePCIInfo", "NvLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
 		"GPUInstanceProfileInfo", "GPUInstancePossiblePlacements", "GPUInstances", "GPUInstance.Info", "GPUInstance.ComputeInstanceProfileInfo",
-		"GPUInstance.ComputeInstances", "ComputeInstance.Info", "DriverVersion"}
+		"GPUInstance.ComputeInstances", "ComputeInstance.Info", "MaxMIGDeviceCount", "MIGDeviceByIndex", "MIGDevice.GPUInstanceID",
+		"MIGDevice.MemoryInfo", "DriverVersion"}
 	var faults []fault
 	for range rapid.IntRange(0, 4).Draw(t, "faults") {
 		faults = append(faults, fault{

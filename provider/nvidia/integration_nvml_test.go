@@ -88,11 +88,12 @@ func TestRealDriver(t *testing.T) {
 			t.Errorf("GPU %d: %d NVLink lanes to peers but %d active links", i, lanes, active)
 		}
 		checkMIG(t, i, g.MIG)
+		checkMIGMemory(t, i, g)
 	}
 	// A real driver answers the readings or says it does not support them;
 	// it never fails them.
 	for _, w := range inv.Warnings {
-		if strings.Contains(w, "utilization") || strings.Contains(w, "temperature") {
+		if strings.Contains(w, "utilization") || strings.Contains(w, "temperature") || strings.Contains(w, "MIG device") || strings.Contains(w, "MIG GPU instance") {
 			t.Errorf("reading warning: %s", w)
 		}
 	}
@@ -167,6 +168,36 @@ func checkMIG(t *testing.T, gpu int, m nvidia.MIG) {
 			if other.Placement.Overlaps(in.Placement) {
 				t.Errorf("GPU %d: instances %d and %d overlap", gpu, in.ID, other.ID)
 			}
+		}
+	}
+}
+
+// checkMIGMemory checks the memory read per MIG GPU instance: used and
+// free within the total, the total within the GPU's, and memory only on an
+// instance with a compute instance (the MIG device handle it is read
+// through). How the total compares with the profile's size is logged.
+func checkMIGMemory(t *testing.T, gpu int, g nvidia.GPU) {
+	t.Helper()
+	profileMiB := map[int]uint64{}
+	for _, p := range g.MIG.Profiles {
+		profileMiB[p.ID] = p.MemorySizeMB
+	}
+	for _, in := range g.MIG.Instances {
+		m := in.Memory
+		if m == nil {
+			t.Logf("GPU %d instance %d at %v: memory not read (%d compute instances)", gpu, in.ID, in.Placement, len(in.ComputeInstances))
+			continue
+		}
+		t.Logf("GPU %d instance %d at %v: memory used %d, reserved %d, free %d of %d bytes (profile %d MiB)",
+			gpu, in.ID, in.Placement, m.Used, m.Reserved, m.Free, m.Total, profileMiB[in.ProfileID])
+		if m.Total == 0 || m.Used > m.Total || m.Free > m.Total || m.Reserved > m.Total {
+			t.Errorf("GPU %d instance %d: memory %+v inconsistent", gpu, in.ID, *m)
+		}
+		if g.Memory.Total > 0 && m.Total > g.Memory.Total {
+			t.Errorf("GPU %d instance %d: %d bytes, more than the GPU's %d", gpu, in.ID, m.Total, g.Memory.Total)
+		}
+		if len(in.ComputeInstances) == 0 {
+			t.Errorf("GPU %d instance %d: memory read without a compute instance", gpu, in.ID)
 		}
 	}
 }

@@ -139,4 +139,13 @@ type MIGInstance struct {
 	ProfileIndex int
 	// ComputeInstances lists its compute instances.
 	ComputeInstances []ComputeInstanceInfo
+	// Memory is the instance's memory in bytes as NVML reports it on a
+	// MIG device handle of the instance (total, used, free; reserved from
+	// nvmlDeviceGetMemoryInfo_v2): the exact size, where the profile's
+	// MemorySizeMB is in MiB. Inspect reads it; nil when not read: the
+	// instance has no compute instance (so no MIG device), the driver lacks
+	// the MIG device calls or answers not supported or no permission, the
+	// reading was implausible, or the read failed (then Inventory.Warnings
+	// says why). The MIG manager does not read it.
+	Memory *MemoryInfo
 }

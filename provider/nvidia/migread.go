@@ -51,6 +51,74 @@ func (s *session) readMIG(i int) {
 	}
 }
 
+// readMIGMemory reads the memory of GPU i's live GPU instances through the
+// MIG device handles of their compute instances: NVML answers per-instance
+// memory only there (the GPU's own handle gives the aggregate). The compute
+// instances of a GPU instance share its memory, so one handle per instance
+// is read. Not supported, no permission (an unprivileged caller) or a
+// missing function leave Memory nil silently; another failure or an
+// implausible reading leaves it nil with a warning; a lost GPU is marked
+// unhealthy as for any other call.
+func (s *session) readMIGMemory(i int) {
+	g, h := &s.gpus[i], s.handles[i]
+	if !g.MIG.Enabled || len(g.MIG.Instances) == 0 {
+		return
+	}
+	byID := make(map[int]*MIGInstance, len(g.MIG.Instances))
+	for k := range g.MIG.Instances {
+		byID[g.MIG.Instances[k].ID] = &g.MIG.Instances[k]
+	}
+	// check is s.ok with no permission silent too.
+	check := func(what string, err error) bool {
+		if codeOf(err) == CodeNoPermission {
+			return false
+		}
+		return s.ok(i, what, err)
+	}
+	n, err := h.MaxMIGDeviceCount()
+	if !check("MIG device count", err) {
+		return
+	}
+	if n > maxMIGDevices {
+		s.warnf("GPU %d: MIG device count %d is implausible; reading the first %d", i, n, maxMIGDevices)
+		n = maxMIGDevices
+	}
+	tried := make(map[int]bool, len(byID))
+	for j := 0; j < n && len(tried) < len(byID); j++ {
+		md, err := h.MIGDeviceByIndex(j)
+		if !check(fmt.Sprintf("MIG device %d", j), err) {
+			if !s.healthy(i) {
+				return
+			}
+			continue
+		}
+		id, err := md.GPUInstanceID()
+		if !check(fmt.Sprintf("GPU instance of MIG device %d", j), err) {
+			if !s.healthy(i) {
+				return
+			}
+			continue
+		}
+		in := byID[id]
+		if in == nil || tried[id] {
+			continue // a second compute instance, or an instance created since
+		}
+		tried[id] = true
+		m, err := versioned([]int{2, 1}, md.MemoryInfo)
+		if !check(fmt.Sprintf("memory of MIG GPU instance %d", id), err) {
+			if !s.healthy(i) {
+				return
+			}
+			continue
+		}
+		if m.Total == 0 || m.Used > m.Total || m.Free > m.Total {
+			s.warnf("GPU %d: memory of MIG GPU instance %d: total %d, used %d, free %d bytes is implausible; dropped", i, id, m.Total, m.Used, m.Free)
+			continue
+		}
+		in.Memory = &m
+	}
+}
+
 // readProfiles reads every GPU-instance profile index the GPU answers for.
 // An index the GPU lacks answers not-supported or invalid-argument and is
 // skipped; any other error aborts.

@@ -97,6 +97,27 @@ type Device interface {
 	// MIG mode each names its GPU and compute instance (when the caller
 	// may see them).
 	ComputeProcesses() ([]Process, error)
+	// MaxMIGDeviceCount returns how many MIG devices the GPU can hold
+	// (nvmlDeviceGetMaxMigDeviceCount); NVML answers 0 when MIG is off or
+	// not supported.
+	MaxMIGDeviceCount() (int, error)
+	// MIGDeviceByIndex returns the MIG device at index j, 0 <= j <
+	// MaxMIGDeviceCount (nvmlDeviceGetMigDeviceHandleByIndex); an index
+	// that holds no MIG device answers CodeNotFound.
+	MIGDeviceByIndex(j int) (MIGDevice, error)
+}
+
+// MIGDevice is a MIG device handle: one compute instance of a GPU instance,
+// the unit CUDA sees as a device. NVML answers per-instance readings only
+// on such handles; on the GPU's own handle it answers the aggregate.
+type MIGDevice interface {
+	// GPUInstanceID returns the id of the GPU instance the MIG device
+	// belongs to (nvmlDeviceGetGpuInstanceId).
+	GPUInstanceID() (int, error)
+	// MemoryInfo returns the memory of the MIG device's GPU instance,
+	// which all its compute instances share; versions as for
+	// Device.MemoryInfo.
+	MemoryInfo(version int) (MemoryInfo, error)
 }
 
 // GPUInstance is a MIG GPU instance handle.
@@ -400,6 +421,7 @@ func (s FabricState) String() string {
 // NVML enumeration bounds the provider iterates over.
 const (
 	maxNvLinks           = 36 // NVML_NVLINK_MAX_LINKS
+	maxMIGDevices        = 64 // far above any GPU's (7 on A100, H100, B200); bounds a garbage count
 	giProfileCount       = 18 // NVML_GPU_INSTANCE_PROFILE_COUNT
 	ciProfileCount       = 9  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 	affinityMaxNUMANodes = 1024

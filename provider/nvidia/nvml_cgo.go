@@ -58,6 +58,9 @@ const (
 	symCIInfo            = "nvmlComputeInstanceGetInfo"
 	symCIDestroy         = "nvmlComputeInstanceDestroy"
 	symProcesses         = "nvmlDeviceGetComputeRunningProcesses"
+	symMaxMIGDevices     = "nvmlDeviceGetMaxMigDeviceCount"
+	symMIGDeviceByIndex  = "nvmlDeviceGetMigDeviceHandleByIndex"
+	symGPUInstanceID     = "nvmlDeviceGetGpuInstanceId"
 	// nvmlDeviceGetTemperature is as old as NVML but deprecated since
 	// NVML 13.0 in favour of nvmlDeviceGetTemperatureV (itself recent), so
 	// a future driver may drop it: both are guarded.
@@ -145,15 +148,20 @@ func (x *nvmlDevice) Architecture() (Architecture, error) {
 }
 
 func (x *nvmlDevice) MemoryInfo(version int) (MemoryInfo, error) {
+	return memoryInfo(x.a, x.d, version)
+}
+
+// memoryInfo reads the memory of a GPU or MIG device handle.
+func memoryInfo(a *nvmlLibrary, d nvml.Device, version int) (MemoryInfo, error) {
 	switch version {
 	case 1:
-		m, r := x.d.GetMemoryInfo()
+		m, r := d.GetMemoryInfo()
 		return MemoryInfo{Total: m.Total, Free: m.Free, Used: m.Used}, code(r)
 	case 2:
-		if !x.a.has(symMemoryInfoV2) {
+		if !a.has(symMemoryInfoV2) {
 			return MemoryInfo{}, CodeFunctionNotFound
 		}
-		m, r := x.d.GetMemoryInfo_v2()
+		m, r := d.GetMemoryInfo_v2()
 		return MemoryInfo{Total: m.Total, Reserved: m.Reserved, Free: m.Free, Used: m.Used}, code(r)
 	}
 	return MemoryInfo{}, CodeArgumentVersionMismatch
@@ -388,6 +396,48 @@ func (x *nvmlDevice) ComputeProcesses() ([]Process, error) {
 		out[i] = Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory, GPUInstanceID: id(p.GpuInstanceId), ComputeInstanceID: id(p.ComputeInstanceId)}
 	}
 	return out, nil
+}
+
+func (x *nvmlDevice) MaxMIGDeviceCount() (int, error) {
+	if !x.a.has(symMaxMIGDevices) {
+		return 0, CodeFunctionNotFound
+	}
+	n, r := x.d.GetMaxMigDeviceCount()
+	return n, code(r)
+}
+
+func (x *nvmlDevice) MIGDeviceByIndex(j int) (MIGDevice, error) {
+	if j < 0 {
+		return nil, CodeInvalidArgument // NVML takes an unsigned index
+	}
+	if !x.a.has(symMIGDeviceByIndex) {
+		return nil, CodeFunctionNotFound
+	}
+	d, r := x.d.GetMigDeviceHandleByIndex(j)
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	return &nvmlMIGDevice{a: x.a, d: d}, nil
+}
+
+// nvmlMIGDevice implements MIGDevice over a MIG device handle.
+type nvmlMIGDevice struct {
+	a *nvmlLibrary
+	d nvml.Device
+}
+
+func (x *nvmlMIGDevice) GPUInstanceID() (int, error) {
+	if !x.a.has(symGPUInstanceID) {
+		return -1, CodeFunctionNotFound
+	}
+	id, r := x.d.GetGpuInstanceId()
+	return id, code(r)
+}
+
+// MemoryInfo calls nvmlDeviceGetMemoryInfo(_v2) on the MIG device handle,
+// which NVML answers with the GPU instance's memory.
+func (x *nvmlMIGDevice) MemoryInfo(version int) (MemoryInfo, error) {
+	return memoryInfo(x.a, x.d, version)
 }
 
 type nvmlGPUInstance struct {

@@ -276,6 +276,89 @@ func TestAdapterVersionFallback(t *testing.T) {
 	}
 }
 
+// TestAdapterMIGDevices: the adapter maps MIG device handles (count,
+// handle by index, GPU instance id, memory v2 and v1) to the Library
+// types, passes NVML's not-found through, and calls none of the guarded
+// functions when the driver lacks them (the mock panics on any call it
+// was not given).
+func TestAdapterMIGDevices(t *testing.T) {
+	migDev := &mock.Device{
+		GetGpuInstanceIdFunc: func() (int, nvml.Return) { return 3, nvml.SUCCESS },
+		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
+			return nvml.Memory_v2{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}, nvml.SUCCESS
+		},
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: 40320 << 20, Used: 12<<30 + 64<<20, Free: 40320<<20 - 64<<20 - 12<<30}, nvml.SUCCESS
+		},
+	}
+	withMIG := func(devs []*mock.Device) {
+		devs[0].GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+		devs[0].GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+			if j == 0 {
+				return migDev, nvml.SUCCESS
+			}
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+	}
+	lib, devs := mockGPUs(t)
+	withMIG(devs)
+	d, err := newNVMLLibrary(lib).DeviceByIndex(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 7 {
+		t.Errorf("max MIG devices %d %v", n, err)
+	}
+	md, err := d.MIGDeviceByIndex(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := md.GPUInstanceID(); err != nil || id != 3 {
+		t.Errorf("GPU instance id %d %v", id, err)
+	}
+	if m, err := md.MemoryInfo(2); err != nil || m != (MemoryInfo{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}) {
+		t.Errorf("memory v2 %+v %v", m, err)
+	}
+	if m, err := md.MemoryInfo(1); err != nil || m.Reserved != 0 || m.Used != 12<<30+64<<20 {
+		t.Errorf("memory v1 %+v %v", m, err)
+	}
+	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, CodeNotFound) {
+		t.Errorf("empty index: %v, want not found", err)
+	}
+	if _, err := d.MIGDeviceByIndex(-1); !errors.Is(err, CodeInvalidArgument) {
+		t.Errorf("negative index: %v, want invalid argument", err)
+	}
+
+	lib, devs = mockGPUs(t, symMaxMIGDevices, symMIGDeviceByIndex, symGPUInstanceID, symMemoryInfoV2)
+	a := newNVMLLibrary(lib)
+	d, err = a.DeviceByIndex(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.MaxMIGDeviceCount(); !errors.Is(err, CodeFunctionNotFound) {
+		t.Errorf("max MIG devices without the symbol: %v", err)
+	}
+	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, CodeFunctionNotFound) {
+		t.Errorf("MIG device without the symbol: %v", err)
+	}
+	md = &nvmlMIGDevice{a: a, d: migDev}
+	if _, err := md.GPUInstanceID(); !errors.Is(err, CodeFunctionNotFound) {
+		t.Errorf("GPU instance id without the symbol: %v", err)
+	}
+	if _, err := md.MemoryInfo(2); !errors.Is(err, CodeFunctionNotFound) {
+		t.Errorf("memory v2 without the symbol: %v", err)
+	}
+	if n := len(devs[0].GetMaxMigDeviceCountCalls()) + len(devs[0].GetMigDeviceHandleByIndexCalls()); n != 0 {
+		t.Errorf("%d guarded calls made", n)
+	}
+	if n := len(migDev.GetGpuInstanceIdCalls()); n != 1 {
+		t.Errorf("%d GPU instance id calls, want only the first adapter's", n)
+	}
+	if n := len(migDev.GetMemoryInfo_v2Calls()); n != 1 {
+		t.Errorf("%d memory v2 calls, want only the first adapter's", n)
+	}
+}
+
 // TestSystemLibraryMissing loads NVML from a path that does not exist: Init
 // fails cleanly (no crash) and nothing else is called.
 func TestSystemLibraryMissing(t *testing.T) {

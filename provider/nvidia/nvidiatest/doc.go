@@ -10,7 +10,10 @@
 // created only at one of the profile's legal placements on free memory
 // slices and within the profile's instance limit (the go-nvml mocks accept
 // overlapping instances), a GPU instance with compute instances cannot be
-// destroyed, and any call can be made to fail through Machine.Hook.
+// destroyed, MIG device handles exist only for live compute instances and
+// answer their GPU instance's memory (configurable per instance with
+// MIG.InstanceMemory and MIG.InstanceMemoryErr), and any call can be made
+// to fail through Machine.Hook.
 //
 // FromNode builds a Machine whose answers describe a given topology node, so
 // that discovery can be checked to round-trip real machine topologies.

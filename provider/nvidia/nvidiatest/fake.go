@@ -17,8 +17,9 @@ type Call struct {
 	Method string
 	// Version is the struct version of a versioned call, else 0.
 	Version int
-	// Arg is the link number, profile index or peer GPU index the call
-	// names, else -1.
+	// Arg is the link number, profile index or id, peer GPU index, MIG device
+	// index, or (for GPUInstance and MIGDevice calls) GPU instance id the
+	// call names, else -1.
 	Arg int
 }
 

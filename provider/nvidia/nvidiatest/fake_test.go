@@ -141,6 +141,101 @@ func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	}
 }
 
+// TestMIGDeviceAnswers: MIG device handles number the live compute
+// instances densely; each answers its GPU instance's id and the configured
+// memory (the profile's, all free, by default), the configured error, not
+// found past the live ones, invalid argument past the maximum or once its
+// compute instance is destroyed, and GPU-is-lost on a lost GPU.
+func TestMIGDeviceAnswers(t *testing.T) {
+	m, d := a100(t, false)
+	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 0 {
+		t.Errorf("MIG off: %d MIG devices, %v; want 0", n, err)
+	}
+	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, nvidia.CodeNotSupported) {
+		t.Errorf("MIG device with MIG off: %v", err)
+	}
+	m, d = a100(t, true)
+	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 7 {
+		t.Errorf("A100: %d MIG devices at most, %v; want 7", n, err)
+	}
+	for _, in := range []struct{ index, start, size int }{{idx3g, 4, 4}, {idx1g, 0, 1}} {
+		gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, in.index), nvidia.Placement{Start: in.start, Size: in.size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := gi.ComputeInstanceProfileInfo(map[int]int{idx3g: 2, idx1g: 0}[in.index])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gi.CreateComputeInstance(cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := map[int]int{} // placement start -> GPU instance id
+	for _, in := range m.Instances(0) {
+		ids[in.Placement.Start] = in.ID
+	}
+	m.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 4864 << 20, Reserved: 1 << 20, Used: 100 << 20, Free: 4763 << 20}}
+	for j, want := range []struct {
+		start int
+		v1    nvidia.MemoryInfo
+	}{
+		{4, nvidia.MemoryInfo{Total: 19968 << 20, Free: 19968 << 20}},
+		{0, nvidia.MemoryInfo{Total: 4864 << 20, Used: 100 << 20, Free: 4763 << 20}},
+	} {
+		md, err := d.MIGDeviceByIndex(j)
+		if err != nil {
+			t.Fatalf("MIG device %d: %v", j, err)
+		}
+		if id, err := md.GPUInstanceID(); err != nil || id != ids[want.start] {
+			t.Errorf("MIG device %d: GPU instance %d %v, want %d", j, id, err, ids[want.start])
+		}
+		if mem, err := md.MemoryInfo(1); err != nil || mem != want.v1 {
+			t.Errorf("MIG device %d memory v1 %+v %v, want %+v", j, mem, err, want.v1)
+		}
+		if _, err := md.MemoryInfo(3); !errors.Is(err, nvidia.CodeArgumentVersionMismatch) {
+			t.Errorf("MIG device %d memory v3: %v", j, err)
+		}
+	}
+	md, _ := d.MIGDeviceByIndex(1)
+	if mem, err := md.MemoryInfo(2); err != nil || mem.Reserved != 1<<20 {
+		t.Errorf("memory v2 %+v %v, want 1 MiB reserved", mem, err)
+	}
+	for j, want := range map[int]nvidia.Code{2: nvidia.CodeNotFound, 6: nvidia.CodeNotFound, 7: nvidia.CodeInvalidArgument, -1: nvidia.CodeInvalidArgument} {
+		if _, err := d.MIGDeviceByIndex(j); !errors.Is(err, want) {
+			t.Errorf("MIG device %d: %v, want %v", j, err, want)
+		}
+	}
+	m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{0: nvidia.CodeNoPermission}
+	if _, err := md.MemoryInfo(2); !errors.Is(err, nvidia.CodeNoPermission) {
+		t.Errorf("configured error: %v", err)
+	}
+	m.GPUs[0].Lost = true
+	if _, err := md.GPUInstanceID(); !errors.Is(err, nvidia.CodeGPUIsLost) {
+		t.Errorf("lost GPU: %v", err)
+	}
+	m.GPUs[0].Lost = false
+	// Destroying the compute instance leaves the handle stale.
+	gis, err := d.GPUInstances(profile(t, d, idx1g))
+	if err != nil || len(gis) != 1 {
+		t.Fatalf("1g instances %v %v", gis, err)
+	}
+	cp, _ := gis[0].ComputeInstanceProfileInfo(0)
+	cis, err := gis[0].ComputeInstances(cp)
+	if err != nil || len(cis) != 1 {
+		t.Fatalf("compute instances %v %v", cis, err)
+	}
+	if err := cis[0].Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := md.MemoryInfo(2); !errors.Is(err, nvidia.CodeInvalidArgument) {
+		t.Errorf("stale MIG device: %v", err)
+	}
+	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, nvidia.CodeNotFound) {
+		t.Errorf("MIG device 1 after its compute instance went: %v", err)
+	}
+}
+
 // TestSensorAnswers: utilisation and temperature answer the configured
 // values, the configured errors, not-supported when unset, and, for
 // utilisation, not-supported in MIG mode as NVML does.

@@ -19,6 +19,15 @@ type MIG struct {
 	// InfoVersion is the newest profile-info struct version the driver
 	// knows (1..3); version 1 carries no profile name.
 	InfoVersion int
+	// InstanceMemory is what MemoryInfo answers on the MIG device handles
+	// of the live GPU instance whose placement starts at each memory slice
+	// (its compute instances share its memory). An instance missing from
+	// it answers its profile's memory, all free.
+	InstanceMemory map[int]nvidia.MemoryInfo
+	// InstanceMemoryErr, keyed the same way, is what MemoryInfo answers
+	// instead of a value on that instance's MIG device handles (e.g.
+	// CodeNotSupported, CodeNoPermission or a failure).
+	InstanceMemoryErr map[int]error
 
 	instances []*gpuInstance
 	nextGI    int
@@ -427,4 +436,117 @@ func (h *ciHandle) Destroy() error {
 	}
 	h.ci.destroyed = true
 	return nil
+}
+
+// MaxMIGDeviceCount answers, as NVML documents, 0 when MIG is off or not
+// supported, else the GPU's compute-slice count (the most compute
+// instances it can hold).
+func (d *device) MaxMIGDeviceCount() (int, error) {
+	g, err := d.call("MaxMIGDeviceCount", 0, -1)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return 0, err
+	case g.MIG == nil || !g.MIG.Enabled:
+		return 0, nil
+	}
+	return g.MIG.maxMIGDevices(), nil
+}
+
+func (g *MIG) maxMIGDevices() int {
+	n, live := 0, 0
+	for _, p := range g.Profiles {
+		n = max(n, p.Info.SliceCount)
+	}
+	for _, gi := range g.live() {
+		for _, ci := range gi.cis {
+			if !ci.destroyed {
+				live++
+			}
+		}
+	}
+	return max(n, live)
+}
+
+// MIGDeviceByIndex numbers the live compute instances densely, GPU
+// instances in creation order and each one's compute instances in turn;
+// an index past them answers not found, one past MaxMIGDeviceCount
+// invalid argument.
+func (d *device) MIGDeviceByIndex(j int) (nvidia.MIGDevice, error) {
+	g, err := d.call("MIGDeviceByIndex", 0, j)
+	defer d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case g.MIG == nil || !g.MIG.Enabled:
+		return nil, nvidia.CodeNotSupported
+	case j < 0 || j >= g.MIG.maxMIGDevices():
+		return nil, nvidia.CodeInvalidArgument
+	}
+	k := 0
+	for _, gi := range g.MIG.live() {
+		for _, ci := range gi.cis {
+			if ci.destroyed {
+				continue
+			}
+			if k == j {
+				return &migDevice{d: d, gi: gi, ci: ci}, nil
+			}
+			k++
+		}
+	}
+	return nil, nvidia.CodeNotFound
+}
+
+// migDevice is a MIG device handle of a fake GPU: one compute instance.
+type migDevice struct {
+	d  *device
+	gi *gpuInstance
+	ci *computeInstance
+}
+
+var _ nvidia.MIGDevice = (*migDevice)(nil)
+
+// enter enters the machine for a MIG device call (Arg is the GPU instance
+// id); a handle whose compute instance is gone answers invalid argument,
+// one of a lost GPU GPU-is-lost.
+func (h *migDevice) enter(method string, version int) (*GPU, error) {
+	g, err := h.d.call(method, version, h.gi.id)
+	if err == nil && (h.ci.destroyed || h.gi.destroyed) {
+		err = nvidia.CodeInvalidArgument
+	}
+	return g, err
+}
+
+func (h *migDevice) GPUInstanceID() (int, error) {
+	_, err := h.enter("MIGDevice.GPUInstanceID", 0)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return -1, err
+	}
+	return h.gi.id, nil
+}
+
+func (h *migDevice) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
+	g, err := h.enter("MIGDevice.MemoryInfo", version)
+	defer h.d.m.mu.Unlock()
+	switch {
+	case err != nil:
+		return nvidia.MemoryInfo{}, err
+	case version != 1 && version != 2:
+		return nvidia.MemoryInfo{}, nvidia.CodeArgumentVersionMismatch
+	}
+	start := h.gi.placement.Start
+	if err := g.MIG.InstanceMemoryErr[start]; err != nil {
+		return nvidia.MemoryInfo{}, err
+	}
+	mem, ok := g.MIG.InstanceMemory[start]
+	if !ok {
+		total := h.gi.profile.Info.MemorySizeMB << 20
+		mem = nvidia.MemoryInfo{Total: total, Free: total}
+	}
+	if version == 1 {
+		mem.Reserved = 0
+	}
+	return mem, nil
 }
