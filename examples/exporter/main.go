@@ -123,9 +123,12 @@ func (s staticSource) Read(ctx context.Context) (*collector.Reading, error) {
 }
 
 // nvidiaSource reads NVML through the NVIDIA provider: memory, GPU and
-// memory utilisation, temperature and MIG layouts. A reading NVML does not
-// give (utilisation of a GPU in MIG mode, a GPU without the sensor) or that
-// failed (the provider logs it in the inventory's warnings) is left out.
+// memory utilisation, temperature, MIG layouts and each MIG instance's
+// memory (total and used, read through a MIG device handle of the
+// instance). A reading NVML does not give (utilisation of a GPU in MIG
+// mode, a GPU without the sensor, an instance without a compute instance)
+// or that failed (the provider logs it in the inventory's warnings) is left
+// out.
 // There is no per-MIG-instance utilisation: NVML has it only through GPM,
 // which the provider does not read. A GPU counts as in use when it is in
 // MIG mode with instances (fragmentation metrics show how).
@@ -168,7 +171,17 @@ func readingFromInventory(inv *nvidia.Inventory) (*collector.Reading, error) {
 		if err != nil {
 			continue
 		}
-		r.MIG = append(r.MIG, collector.MIGReading{Device: g.Index, Layout: layout})
+		mr := collector.MIGReading{Device: g.Index, Layout: layout}
+		for _, in := range g.MIG.Instances {
+			if m := in.Memory; m != nil {
+				if mr.InstanceMemoryUsed == nil {
+					mr.InstanceMemoryUsed, mr.InstanceMemoryTotal = map[int]uint64{}, map[int]uint64{}
+				}
+				mr.InstanceMemoryUsed[in.Placement.Start] = m.Used
+				mr.InstanceMemoryTotal[in.Placement.Start] = m.Total
+			}
+		}
+		r.MIG = append(r.MIG, mr)
 	}
 	return r, nil
 }

@@ -247,6 +247,70 @@ gputopo_source_up 0
 	}
 }
 
+// TestNVIDIAMIGInstanceMemory runs the NVIDIA source over a fake DGX H100
+// whose GPU 1 is in MIG mode with a 3g.40gb instance at slice 0 (memory
+// read: 30 GiB of 40320 MiB used) and 1g.10gb instances at 4 (NVML: not
+// supported), 5 (the read fails) and 6 (read: the fake's default, its
+// profile's 9984 MiB, none used). Used memory is exported only where it
+// was read; the total is the read one, else the profile's.
+func TestNVIDIAMIGInstanceMemory(t *testing.T) {
+	n, err := catalog.Get("dgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := nvidiatest.FromNode(n)
+	g := fake.GPUs[1].MIG
+	g.Enabled = true
+	for _, in := range [][3]int{{2, 0, 4}, {0, 4, 1}, {0, 5, 1}, {0, 6, 1}} { // NVML profile index, start, size
+		if err := fake.AddInstance(1, in[0], nvidia.Placement{Start: in[1], Size: in[2]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40320 << 20, Used: 30 << 30, Free: 40320<<20 - 30<<30}}
+	g.InstanceMemoryErr = map[int]error{4: nvidia.CodeNotSupported, 5: nvidia.CodeUnknown}
+	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot(""))
+	c := collector.New(nvidiaSource{p: p}, collector.Options{})
+	expected := `
+# HELP gputopo_mig_instance_memory_total_bytes Memory of a MIG instance (as the provider read it, else from its profile).
+# TYPE gputopo_mig_instance_memory_total_bytes gauge
+gputopo_mig_instance_memory_total_bytes{device="1",profile="1g.10gb",start="4"} ` + strconv.Itoa(9984<<20) + `
+gputopo_mig_instance_memory_total_bytes{device="1",profile="1g.10gb",start="5"} ` + strconv.Itoa(9984<<20) + `
+gputopo_mig_instance_memory_total_bytes{device="1",profile="1g.10gb",start="6"} ` + strconv.Itoa(9984<<20) + `
+gputopo_mig_instance_memory_total_bytes{device="1",profile="3g.40gb",start="0"} ` + strconv.Itoa(40320<<20) + `
+# HELP gputopo_mig_instance_memory_used_bytes Memory in use in a MIG instance.
+# TYPE gputopo_mig_instance_memory_used_bytes gauge
+gputopo_mig_instance_memory_used_bytes{device="1",profile="1g.10gb",start="6"} 0
+gputopo_mig_instance_memory_used_bytes{device="1",profile="3g.40gb",start="0"} ` + strconv.Itoa(30<<30) + `
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(expected),
+		"gputopo_mig_instance_memory_total_bytes", "gputopo_mig_instance_memory_used_bytes"); err != nil {
+		t.Error(err)
+	}
+	// The failed read is a warning in the inventory; not-supported is
+	// silent; GPU 1 stays healthy and its layout is exported.
+	inv, err := p.Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, w := range inv.Warnings {
+		if strings.HasPrefix(w, "GPU 1:") {
+			warned = append(warned, w)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "memory of MIG GPU instance") || !strings.Contains(warned[0], nvidia.CodeUnknown.Error()) {
+		t.Errorf("GPU 1 warnings %q, want the one failed instance memory read", warned)
+	}
+	if got := testutil.CollectAndCount(c, "gputopo_mig_instance_info"); got != 4 {
+		t.Errorf("%d MIG instance series, want 4", got)
+	}
+	// A source whose read fails exports no instance memory at all.
+	fake.InitErr = nvidia.CodeDriverNotLoaded
+	if got := testutil.CollectAndCount(c, "gputopo_mig_instance_memory_total_bytes", "gputopo_mig_instance_memory_used_bytes"); got != 0 {
+		t.Errorf("%d instance memory series after a failed read", got)
+	}
+}
+
 // prefixed puts name before every line of series.
 func prefixed(name, series string) string {
 	var b strings.Builder

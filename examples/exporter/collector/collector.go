@@ -83,7 +83,7 @@ func New(src Source, opts Options) *Collector {
 	c.freeClique = d("free_fabric_clique_devices", "Size of the largest set of free devices that are pairwise joined by direct fabric links.")
 	c.bestSet = d("best_free_set_score", "Score (0..100, package scoring) of the best set of this many free devices: how well a job of that size would be placed now.", "gpus")
 	c.migInstance = d("mig_instance_info", "A MIG GPU instance; always 1.", "device", "profile", "start", "size", "state")
-	c.migMemTotal = d("mig_instance_memory_total_bytes", "Memory of a MIG instance (from its profile).", migLabels...)
+	c.migMemTotal = d("mig_instance_memory_total_bytes", "Memory of a MIG instance (as the provider read it, else from its profile).", migLabels...)
 	c.migMemUsed = d("mig_instance_memory_used_bytes", "Memory in use in a MIG instance.", migLabels...)
 	c.migFreeSlots = d("mig_free_slots", "Memory slices of a MIG GPU that no instance occupies.", "device")
 	c.migFrag = d("mig_fragmentation_ratio", "Share of a MIG GPU's free slots that placement rules make unusable for the demand mix (0..1).", "device")
@@ -216,7 +216,9 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, r *Reading) {
 		for _, in := range m.Layout.Instances {
 			start := strconv.Itoa(in.Placement.Start)
 			gauge(ch, c.migInstance, 1, idx, in.Profile.String(), start, strconv.Itoa(in.Placement.Size), in.State.String())
-			if p, err := m.Layout.Model.Profile(in.Profile.String()); err == nil && p.MemoryMiB > 0 {
+			if total, ok := m.InstanceMemoryTotal[in.Placement.Start]; ok && total > 0 {
+				gauge(ch, c.migMemTotal, float64(total), idx, in.Profile.String(), start)
+			} else if p, err := m.Layout.Model.Profile(in.Profile.String()); err == nil && p.MemoryMiB > 0 {
 				gauge(ch, c.migMemTotal, float64(p.MemoryMiB<<20), idx, in.Profile.String(), start)
 			}
 			if used, ok := m.InstanceMemoryUsed[in.Placement.Start]; ok {

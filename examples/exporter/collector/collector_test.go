@@ -165,6 +165,64 @@ gputopo_mig_fragmentation_ratio{device="2"} %v
 	}
 }
 
+// TestMIGInstanceMemory: an instance's used memory is exported only when
+// read; its total is the read one when there is one, else its profile's.
+func TestMIGInstanceMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		used, total map[int]uint64
+		want        string
+	}{
+		{"read", map[int]uint64{0: 30 << 30, 4: 0}, map[int]uint64{0: 40320 << 20, 4: 9856 << 20}, `
+gputopo_mig_instance_memory_total_bytes{device="2",profile="1g.10gb",start="4"} 1.0334765056e+10
+gputopo_mig_instance_memory_total_bytes{device="2",profile="3g.40gb",start="0"} 4.2278584320e+10
+gputopo_mig_instance_memory_used_bytes{device="2",profile="1g.10gb",start="4"} 0
+gputopo_mig_instance_memory_used_bytes{device="2",profile="3g.40gb",start="0"} 3.221225472e+10
+`},
+		{"not read", nil, nil, `
+gputopo_mig_instance_memory_total_bytes{device="2",profile="1g.10gb",start="4"} PROFILE1G
+gputopo_mig_instance_memory_total_bytes{device="2",profile="3g.40gb",start="0"} PROFILE3G
+`},
+		{"one read", map[int]uint64{4: 1 << 30}, map[int]uint64{4: 9856 << 20}, `
+gputopo_mig_instance_memory_total_bytes{device="2",profile="1g.10gb",start="4"} 1.0334765056e+10
+gputopo_mig_instance_memory_total_bytes{device="2",profile="3g.40gb",start="0"} PROFILE3G
+gputopo_mig_instance_memory_used_bytes{device="2",profile="1g.10gb",start="4"} 1.073741824e+09
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h100Reading(t)
+			r.MIG[0].InstanceMemoryUsed, r.MIG[0].InstanceMemoryTotal = tc.used, tc.total
+			profileBytes := func(name string) string {
+				p, err := r.MIG[0].Layout.Model.Profile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprint(float64(p.MemoryMiB << 20))
+			}
+			want := strings.NewReplacer("PROFILE1G", profileBytes("1g.10gb"), "PROFILE3G", profileBytes("3g.40gb")).Replace(tc.want)
+			var total, used []string
+			for _, l := range strings.Split(strings.TrimSpace(want), "\n") {
+				if strings.HasPrefix(l, "gputopo_mig_instance_memory_total_bytes") {
+					total = append(total, l)
+				} else {
+					used = append(used, l)
+				}
+			}
+			exp := "# HELP gputopo_mig_instance_memory_total_bytes Memory of a MIG instance (as the provider read it, else from its profile).\n" +
+				"# TYPE gputopo_mig_instance_memory_total_bytes gauge\n" + strings.Join(total, "\n") + "\n"
+			if len(used) > 0 {
+				exp += "# HELP gputopo_mig_instance_memory_used_bytes Memory in use in a MIG instance.\n" +
+					"# TYPE gputopo_mig_instance_memory_used_bytes gauge\n" + strings.Join(used, "\n") + "\n"
+			}
+			c := collector.New(fakeSource{r: r}, collector.Options{})
+			if err := testutil.CollectAndCompare(c, strings.NewReader(exp),
+				"gputopo_mig_instance_memory_total_bytes", "gputopo_mig_instance_memory_used_bytes"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
 // TestBestSetScore: the best-set gauges equal scoring.ScoreNode on the
 // state the reading implies.
 func TestBestSetScore(t *testing.T) {

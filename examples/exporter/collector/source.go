@@ -61,7 +61,12 @@ type MIGReading struct {
 	// Layout is its GPU instances (package mig), with the model's profile
 	// table.
 	Layout *mig.Layout
-	// InstanceMemoryUsed is the memory in use per instance, keyed by the
-	// instance's placement start; instances missing from it were not read.
+	// InstanceMemoryUsed is the memory in use per instance in bytes, keyed
+	// by the instance's placement start; instances missing from it were not
+	// read (no series is exported for them).
 	InstanceMemoryUsed map[int]uint64
+	// InstanceMemoryTotal is the memory of each instance in bytes as the
+	// provider read it, keyed the same way; an instance missing from it
+	// reports its profile's memory.
+	InstanceMemoryTotal map[int]uint64
 }
