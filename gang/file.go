@@ -14,7 +14,7 @@ import (
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v2"
 )
 
 // JobFile is the job file format of `gputopo gang` (YAML or JSON; field
@@ -399,15 +399,100 @@ func ReadFile(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
+// toJSON converts a YAML (or JSON) document to JSON the way
+// sigs.k8s.io/yaml's YAMLToJSONStrict does: YAML 1.1 through
+// go.yaml.in/yaml/v2 (duplicate keys are errors; yes/no are booleans),
+// non-string map keys turned into strings, then encoding/json. The file and
+// the document with its aliases expanded are bounded by MaxFileBytes; the
+// YAML library itself refuses alias bombs ("excessive aliasing") and
+// nesting deeper than 10,000.
 func toJSON(data []byte) ([]byte, error) {
+	if len(data) > MaxFileBytes {
+		return nil, limitErr(ErrParse, "file is %d bytes, more than MaxFileBytes (%d)", len(data), MaxFileBytes)
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, parseErr("empty file")
 	}
-	raw, err := yaml.YAMLToJSONStrict(data)
+	var v any
+	if err := yaml.UnmarshalStrict(data, &v); err != nil {
+		return nil, parseErr("%v", err)
+	}
+	budget := MaxFileBytes
+	j, err := jsonable(v, &budget)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(j)
 	if err != nil {
 		return nil, parseErr("%v", err)
 	}
 	return raw, nil
+}
+
+// jsonable converts a decoded YAML value to one encoding/json can marshal,
+// charging its size (strings' bytes, 8 bytes a value) to budget.
+func jsonable(v any, budget *int) (any, error) {
+	*budget -= 8
+	if *budget < 0 {
+		return nil, limitErr(ErrParse, "the document is larger than MaxFileBytes (%d) once its YAML aliases are expanded", MaxFileBytes)
+	}
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			ks, err := yamlKey(k)
+			if err != nil {
+				return nil, err
+			}
+			*budget -= len(ks)
+			if m[ks], err = jsonable(x, budget); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			var err error
+			if out[i], err = jsonable(x, budget); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case string:
+		*budget -= len(t)
+		if *budget < 0 {
+			return nil, limitErr(ErrParse, "the document is larger than MaxFileBytes (%d) once its YAML aliases are expanded", MaxFileBytes)
+		}
+	}
+	return v, nil
+}
+
+// yamlKey turns a YAML map key into a JSON object key, as
+// sigs.k8s.io/yaml does.
+func yamlKey(k any) (string, error) {
+	switch t := k.(type) {
+	case string:
+		return t, nil
+	case int:
+		return strconv.Itoa(t), nil
+	case int64:
+		return strconv.FormatInt(t, 10), nil
+	case float64:
+		s := strconv.FormatFloat(t, 'g', -1, 32)
+		switch s {
+		case "+Inf":
+			s = ".inf"
+		case "-Inf":
+			s = "-.inf"
+		case "NaN":
+			s = ".nan"
+		}
+		return s, nil
+	case bool:
+		return strconv.FormatBool(t), nil
+	}
+	return "", parseErr("unsupported map key %.100v (of type %T)", k, k)
 }
 
 func strict(raw []byte, v any) error {
