@@ -151,6 +151,9 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 // capacity, so no two gangs can each hold part of the cluster and wait for
 // the other.
 func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
+	if len(jobs) > MaxJobs || len(opts.Queues) > MaxJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(opts.Queues), MaxJobs)
+	}
 	weights := map[string]int{}
 	for _, q := range opts.Queues {
 		if q.Weight < 0 {
