@@ -656,7 +656,7 @@ func strict(raw []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return parseErr("%v", err)
+		return fmt.Errorf("%w: %w", ErrParse, err)
 	}
 	if d.More() {
 		return parseErr("trailing data after the document")

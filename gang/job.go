@@ -357,7 +357,7 @@ func (p *Pod) validate(where string) error {
 	case p.GPUs < 0:
 		return jobErr("%s: gpus %d, want ≥ 0", where, p.GPUs)
 	case p.GPUs > scoring.MaxDevices:
-		return limitErr(ErrInvalidJob, "%s: gpus %d, more than any node may have (topology.MaxDevices, %d)", where, p.GPUs, scoring.MaxDevices)
+		return limitErr(ErrInvalidJob, "%s: gpus %d, more than any node may have (scoring.MaxDevices, %d)", where, p.GPUs, scoring.MaxDevices)
 	case p.CPUMilli < 0:
 		return jobErr("%s: negative CPU %d", where, p.CPUMilli)
 	case p.CPUMilli > MaxCPUMilli:
