@@ -471,9 +471,21 @@ func checkTemplates(nodes []NodeSpec, levels []string) error {
 // ReadFile reads a job or cluster file from r: at most MaxFileBytes, else
 // an error wrapping ErrParse and topology.ErrLimit.
 func ReadFile(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
+	b := make([]byte, 0, 4096)
+	for len(b) <= MaxFileBytes {
+		if len(b) == cap(b) { // grow geometrically, never past the limit
+			nb := make([]byte, len(b), min(2*cap(b), MaxFileBytes+1))
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if len(b) > MaxFileBytes {
 		return nil, limitErr(ErrParse, "file larger than MaxFileBytes (%d)", MaxFileBytes)

@@ -105,7 +105,8 @@ nodes: [{name: "n{i}", count: 60000, labels: {a: "` + strings.Repeat("{i}", 60) 
 	t.Run("file past MaxFileBytes", func(t *testing.T) {
 		big := []byte("nodes: [{name: x0}]\n# " + strings.Repeat("x", MaxFileBytes))
 		hostile(t, func() error { _, err := ParseCluster(big, machines); return err }, ErrParse, topology.ErrLimit)
-		hostile(t, func() error { _, err := ReadFile(strings.NewReader(string(big))); return err }, ErrParse, topology.ErrLimit)
+		r := strings.NewReader(string(big))
+		hostile(t, func() error { _, err := ReadFile(r); return err }, ErrParse, topology.ErrLimit)
 	})
 	t.Run("billion laughs message", func(t *testing.T) {
 		_, err := ParseCluster([]byte(billionLaughs()), machines)
