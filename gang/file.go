@@ -599,9 +599,10 @@ func checkPath(v any, l docLimit, i int, where string) error {
 }
 
 // jsonable converts a decoded YAML value to one encoding/json can marshal,
-// charging its size (strings' bytes, 8 bytes a value) to budget.
+// charging its size (strings' bytes, 1 byte a value: about its JSON
+// length) to budget.
 func jsonable(v any, budget *int) (any, error) {
-	*budget -= 8
+	*budget--
 	if *budget < 0 {
 		return nil, limitErr(ErrParse, "the document is larger than MaxFileBytes (%d) once its YAML aliases are expanded", MaxFileBytes)
 	}
