@@ -115,11 +115,8 @@ type PodSetSpec struct {
 // ParseJobs reads a job file (see JobFile): one job or a list, with queue
 // weights. Every job is validated. Errors wrap ErrParse or ErrInvalidJob.
 func ParseJobs(data []byte) ([]Job, []QueueSpec, error) {
-	raw, doc, err := toJSON(data)
+	raw, err := toJSON(data, jobDocLimits)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkDoc(doc, jobDocLimits); err != nil {
 		return nil, nil, err
 	}
 	var probe map[string]json.RawMessage
@@ -295,11 +292,8 @@ type MachineFunc func(name string) (*topology.Node, error)
 // ErrParse, or ErrInvalidSnapshot and topology's sentinels for a file that
 // parses but describes an impossible cluster.
 func ParseCluster(data []byte, machine MachineFunc, opts ...SnapshotOption) (*Snapshot, error) {
-	raw, doc, err := toJSON(data)
+	raw, err := toJSON(data, clusterDocLimits)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkDoc(doc, clusterDocLimits); err != nil {
 		return nil, err
 	}
 	var f ClusterFile
@@ -500,27 +494,30 @@ func ReadFile(r io.Reader) ([]byte, error) {
 // the document with its aliases expanded are bounded by MaxFileBytes; the
 // YAML library itself refuses alias bombs ("excessive aliasing") and
 // nesting deeper than 10,000.
-func toJSON(data []byte) ([]byte, any, error) {
+func toJSON(data []byte, limits []docLimit) ([]byte, error) {
 	if len(data) > MaxFileBytes {
-		return nil, nil, limitErr(ErrParse, "file is %d bytes, more than MaxFileBytes (%d)", len(data), MaxFileBytes)
+		return nil, limitErr(ErrParse, "file is %d bytes, more than MaxFileBytes (%d)", len(data), MaxFileBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil, parseErr("empty file")
+		return nil, parseErr("empty file")
 	}
 	var v any
 	if err := yaml.UnmarshalStrict(data, &v); err != nil {
-		return nil, nil, parseErr("%v", err)
+		return nil, parseErr("%v", err)
 	}
 	budget := MaxFileBytes
 	j, err := jsonable(v, &budget)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	if err := checkDoc(j, limits); err != nil {
+		return nil, err
 	}
 	raw, err := json.Marshal(j)
 	if err != nil {
-		return nil, nil, parseErr("%v", err)
+		return nil, parseErr("%v", err)
 	}
-	return raw, j, nil
+	return raw, nil
 }
 
 // docLimit is a bound on the length of a list or map at a path of a

@@ -15,10 +15,11 @@ import (
 const (
 	// MaxFileBytes bounds a job or cluster file: the bytes read (ReadFile,
 	// ParseJobs, ParseCluster) and the document once YAML anchors and
-	// aliases are expanded. A file near the limit is not small: a dense
-	// one (220,000 allocations in 4 MB) allocates about 900 MB in all while
-	// it is parsed into a snapshot.
-	MaxFileBytes = 4 << 20
+	// aliases are expanded. The YAML parser holds about 60 times the text
+	// while it works, so a dense file at the limit (110,000 allocations)
+	// peaks near 200 MB; large clusters are described with node templates
+	// ("count", "{i}") and catalogue machines, which cost little text.
+	MaxFileBytes = 2 << 20
 	// MaxNodes bounds the nodes of a snapshot (NewSnapshot, and a cluster
 	// file after its node templates are expanded).
 	MaxNodes = 1 << 16
@@ -39,6 +40,10 @@ const (
 	// MaxJobs bounds the jobs of a job file and of one PlanQueue call, and
 	// the queues of either.
 	MaxJobs = 4096
+	// MaxQueueWork bounds one PlanQueue pass: its jobs times the
+	// snapshot's nodes (each job costs at least one search over the nodes):
+	// 512 jobs on 65,536 nodes, 4,096 jobs on 8,192.
+	MaxQueueWork = 1 << 25
 	// MaxJobPods bounds the pods of one job (the sum of its pod sets'
 	// replicas).
 	MaxJobPods = 1 << 16

@@ -274,3 +274,42 @@ func TestWarningsCapped(t *testing.T) {
 	require.Len(t, w, MaxWarnings+1)
 	assert.Equal(t, "and 50 more warnings", w[MaxWarnings])
 }
+
+// TestLargeSearchesBounded: a queue pass too large for one pass is
+// refused, and a victim search on a large busy snapshot tries at most its
+// scaled budget and still answers.
+func TestLargeSearchesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds clusters of thousands of nodes")
+	}
+	var b strings.Builder
+	b.WriteString("levels: [example.com/rack]\nnodes: [{name: \"n{i}\", count: 2048, machine: hgx-h100, labels: {example.com/rack: \"r{i}\"}}]\nallocations:\n")
+	for i := range 2048 {
+		for g := range 8 {
+			fmt.Fprintf(&b, "- {job: j%d-%d, node: n%d, gpus: [%d], priority: %d}\n", i, g, i, g, g)
+		}
+	}
+	s, err := ParseCluster([]byte(b.String()), fixtureMachines(t))
+	require.NoError(t, err)
+	big := workers("big", 64, 8)
+	big.Priority = 100
+	var p *Preemption
+	n := allocated(func() { p, err = Preempt(s, big) })
+	require.NoError(t, err)
+	assert.LessOrEqual(t, p.Considered, budgetFor(s, searchBudget)+1)
+	assert.False(t, p.Exact)
+	after := s.Clone()
+	for _, v := range p.Victims {
+		after.RemoveJob(v.Job)
+	}
+	assert.NoError(t, after.Validate(big, p.Placement), "the placement holds once the victims are gone")
+	t.Logf("preemption on %d nodes / %d pods: %d victims, %d sets tried, %d MB allocated", s.Cluster().Len(), len(s.Allocations()), len(p.Victims), p.Considered, n>>20)
+
+	s, err = ParseCluster([]byte(`nodes: [{name: "n{i}", count: 16384, machine: hgx-h100}]`), fixtureMachines(t))
+	require.NoError(t, err)
+	jobs := make([]Job, MaxQueueWork/s.Cluster().Len()+1)
+	for i := range jobs {
+		jobs[i] = *workers(fmt.Sprintf("q%d", i), 1, 1)
+	}
+	hostile(t, func() error { _, err := PlanQueue(s, jobs, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
+}
