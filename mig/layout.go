@@ -130,7 +130,7 @@ func (l *Layout) Validate() error {
 	if l == nil || l.Model == nil {
 		return fmt.Errorf("%w: no model", ErrInvalidLayout)
 	}
-	c := &Layout{GPU: l.GPU, Model: l.Model}
+	c := &Layout{GPU: l.GPU, Model: l.Model, Instances: make([]Instance, 0, min(len(l.Instances), MaxSlots))}
 	for _, in := range l.Instances {
 		if in.Placement.Size == 0 {
 			return fmt.Errorf("%w: %s: %s has an empty placement", ErrInvalidLayout, l.GPU, in.Profile)

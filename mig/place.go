@@ -93,6 +93,7 @@ type fleetGPU struct {
 	layout *Layout
 	group  *modelGroup
 	b      *bucket
+	hpos   int // position in b.gpus
 }
 
 type modelGroup struct {
@@ -108,7 +109,7 @@ type bucket struct {
 	key    uint32
 	state  gstate
 	free   int
-	gpus   []int32    // ascending
+	gpus   []int32    // min-heap of GPU indexes
 	pos    int        // index in group.active, -1 when empty
 	best   []bestCand // per profile, computed lazily
 	scored []bool
@@ -180,12 +181,15 @@ func (g *modelGroup) bucketForKey(k uint32) *bucket {
 	return g.bucketFor(&s)
 }
 
-// enter adds GPU i to bucket b.
+// enter adds GPU i to bucket b. A bucket's GPUs are a min-heap on the
+// index (the least is gpus[0]), so entering and leaving cost O(log n)
+// however many GPUs share a state.
 func (f *Fleet) enter(i int32, b *bucket) {
 	fg := &f.gpus[i]
 	fg.b = b
-	k, _ := slices.BinarySearch(b.gpus, i)
-	b.gpus = slices.Insert(b.gpus, k, i)
+	fg.hpos = len(b.gpus)
+	b.gpus = append(b.gpus, i)
+	f.heapUp(b, fg.hpos)
 	if b.pos < 0 {
 		g := fg.group
 		b.pos = len(g.active)
@@ -197,8 +201,16 @@ func (f *Fleet) enter(i int32, b *bucket) {
 func (f *Fleet) leave(i int32) {
 	fg := &f.gpus[i]
 	b := fg.b
-	k, _ := slices.BinarySearch(b.gpus, i)
-	b.gpus = slices.Delete(b.gpus, k, k+1)
+	k, last := fg.hpos, len(b.gpus)-1
+	if k != last {
+		b.gpus[k] = b.gpus[last]
+		f.gpus[b.gpus[k]].hpos = k
+	}
+	b.gpus = b.gpus[:last]
+	if k < last {
+		f.heapDown(b, k)
+		f.heapUp(b, k)
+	}
 	if len(b.gpus) == 0 {
 		g := fg.group
 		last := g.active[len(g.active)-1]
@@ -208,6 +220,40 @@ func (f *Fleet) leave(i int32) {
 		b.pos = -1
 	}
 	fg.b = nil
+}
+
+func (f *Fleet) heapSwap(b *bucket, x, y int) {
+	b.gpus[x], b.gpus[y] = b.gpus[y], b.gpus[x]
+	f.gpus[b.gpus[x]].hpos = x
+	f.gpus[b.gpus[y]].hpos = y
+}
+
+func (f *Fleet) heapUp(b *bucket, k int) {
+	for k > 0 {
+		p := (k - 1) / 2
+		if b.gpus[p] <= b.gpus[k] {
+			return
+		}
+		f.heapSwap(b, p, k)
+		k = p
+	}
+}
+
+func (f *Fleet) heapDown(b *bucket, k int) {
+	for n := len(b.gpus); ; {
+		m := k
+		if l := 2*k + 1; l < n && b.gpus[l] < b.gpus[m] {
+			m = l
+		}
+		if r := 2*k + 2; r < n && b.gpus[r] < b.gpus[m] {
+			m = r
+		}
+		if m == k {
+			return
+		}
+		f.heapSwap(b, k, m)
+		k = m
+	}
 }
 
 // caps returns the capacities of state key k.
