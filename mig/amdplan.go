@@ -38,6 +38,9 @@ type AMDGPU struct {
 
 // Clone returns a deep copy.
 func (g *AMDGPU) Clone() *AMDGPU {
+	if g == nil {
+		return nil
+	}
 	c := *g
 	c.Work = slices.Clone(g.Work)
 	return &c
@@ -45,7 +48,7 @@ func (g *AMDGPU) Clone() *AMDGPU {
 
 // Validate checks the modes against the model and the work's partitions.
 func (g *AMDGPU) Validate() error {
-	if g == nil || g.Model == nil {
+	if g == nil || g.Model == nil || g.Model.spec.XCCs < 1 {
 		return fmt.Errorf("%w: AMD GPU without a model", ErrInvalidLayout)
 	}
 	if err := g.Model.Valid(g.Compute, g.Memory); err != nil {
@@ -67,6 +70,9 @@ func (g *AMDGPU) Validate() error {
 
 // FreePartitions returns the partitions without work, ascending.
 func (g *AMDGPU) FreePartitions() []int {
+	if g == nil || g.Model == nil {
+		return nil
+	}
 	var out []int
 	for p := 0; p < g.Model.Partitions(g.Compute); p++ {
 		if !slices.ContainsFunc(g.Work, func(w AMDWork) bool { return w.Partition == p }) {

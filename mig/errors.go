@@ -41,6 +41,10 @@ var (
 	// ErrNoPlan: no reconfiguration the policy allows makes room for a
 	// request. The error is a *NoPlanError carrying the reasons.
 	ErrNoPlan = errors.New("mig: no plan")
+	// ErrBadMix: a demand Mix has a weight that is negative, not finite,
+	// or too large (see Mix.Validate). It also wraps ErrParse, which
+	// earlier versions returned.
+	ErrBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
 	// ErrParse: a layout file is malformed.
 	ErrParse = errors.New("mig: parse error")
 	// ErrBadMode: an AMD compute/memory partition mode or combination is

@@ -119,6 +119,9 @@ func NewLayout(gpu string, m *Model, instances ...Instance) (*Layout, error) {
 
 // Clone returns a deep copy of l (the model is shared; it is immutable).
 func (l *Layout) Clone() *Layout {
+	if l == nil {
+		return nil
+	}
 	return &Layout{GPU: l.GPU, Model: l.Model, Instances: slices.Clone(l.Instances)}
 }
 
@@ -127,8 +130,8 @@ func (l *Layout) Clone() *Layout {
 // instance. Errors wrap ErrInvalidLayout and the specific sentinel
 // (ErrOverlap, ErrIllegalPlacement, ErrInstanceLimit, ErrUnknownProfile).
 func (l *Layout) Validate() error {
-	if l == nil || l.Model == nil {
-		return fmt.Errorf("%w: no model", ErrInvalidLayout)
+	if err := l.usable(); err != nil {
+		return err
 	}
 	c := &Layout{GPU: l.GPU, Model: l.Model, Instances: make([]Instance, 0, min(len(l.Instances), MaxSlots))}
 	for _, in := range l.Instances {
@@ -142,6 +145,18 @@ func (l *Layout) Validate() error {
 	return nil
 }
 
+// usable reports why the layout cannot be used: a nil layout, or no model
+// (or a zero Model, not built by NewModel).
+func (l *Layout) usable() error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: nil layout", ErrInvalidLayout)
+	case !l.Model.built():
+		return fmt.Errorf("%w: %s: no model", ErrInvalidLayout, l.GPU)
+	}
+	return nil
+}
+
 // invalid wraps err with ErrInvalidLayout and the GPU name.
 func (l *Layout) invalid(err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrInvalidLayout, l.GPU, err)
@@ -151,6 +166,9 @@ func (l *Layout) invalid(err error) error {
 // legal placement, no overlap, instance limits. A zero Placement.Size is
 // filled from the profile.
 func (l *Layout) Add(in Instance) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	i, ok := l.Model.byName[in.Profile]
 	if !ok {
 		return l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
@@ -203,6 +221,9 @@ func (l *Layout) check(i int, pl Placement) error {
 // CanPlace reports why an instance of profile cannot be created at pl
 // (nil when it can).
 func (l *Layout) CanPlace(profile string, pl Placement) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	i, err := l.Model.profileIndex(profile)
 	if err != nil {
 		return err
@@ -212,6 +233,9 @@ func (l *Layout) CanPlace(profile string, pl Placement) error {
 
 // Remove removes the instance starting at slot start and returns it.
 func (l *Layout) Remove(start int) (Instance, error) {
+	if l == nil {
+		return Instance{}, fmt.Errorf("%w: nil layout", ErrInvalidLayout)
+	}
 	k := l.index(start)
 	if k < 0 {
 		return Instance{}, fmt.Errorf("%w: %s has no instance at slot %d", ErrNoInstance, l.GPU, start)
@@ -223,6 +247,9 @@ func (l *Layout) Remove(start int) (Instance, error) {
 
 // InstanceAt returns the instance whose placement starts at slot start.
 func (l *Layout) InstanceAt(start int) (Instance, bool) {
+	if l == nil {
+		return Instance{}, false
+	}
 	k := l.index(start)
 	if k < 0 {
 		return Instance{}, false
@@ -250,8 +277,12 @@ func (l *Layout) usedMask() uint32 {
 	return m
 }
 
-// FreeSlots returns the number of memory slices no instance occupies.
+// FreeSlots returns the number of memory slices no instance occupies (0
+// for a nil layout or one without a model).
 func (l *Layout) FreeSlots() int {
+	if l.usable() != nil {
+		return 0
+	}
 	n := 0
 	m := l.usedMask()
 	for s := 0; s < l.Model.Slots(); s++ {
@@ -266,6 +297,9 @@ func (l *Layout) FreeSlots() int {
 // be created now, ascending by start (none when the profile is at its
 // instance limit).
 func (l *Layout) FreePlacements(profile string) ([]Placement, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	i, err := l.Model.profileIndex(profile)
 	if err != nil {
 		return nil, err
@@ -287,6 +321,9 @@ func (l *Layout) freePlacements(i int) []Placement {
 // for free, and for each instance a letter, upper case when in use, lower
 // case when idle ("AAAAb.c." = an in-use 3g at 0, idle 1g at 4 and 6).
 func (l *Layout) SlotMap() string {
+	if l.usable() != nil {
+		return ""
+	}
 	out := []byte(strings.Repeat(".", l.Model.Slots()))
 	for k, in := range l.Instances {
 		ch := byte('a' + k%26)
@@ -304,6 +341,9 @@ func (l *Layout) SlotMap() string {
 
 // String formats the layout on one line: GPU, model, slot map, instances.
 func (l *Layout) String() string {
+	if l == nil {
+		return "<nil>"
+	}
 	parts := make([]string, len(l.Instances))
 	for k, in := range l.Instances {
 		parts[k] = in.String()

@@ -332,6 +332,9 @@ type choice struct {
 }
 
 func (f *Fleet) choose(req Request) (choice, error) {
+	if f == nil {
+		return choice{}, fmt.Errorf("%w: nil fleet", ErrNoFit)
+	}
 	var best choice
 	found, known := false, false
 	for _, g := range f.groups {
@@ -428,6 +431,9 @@ func (f *Fleet) Place(req Request) (Assignment, error) {
 // and the error joins one ErrNoFit error per such request (nil when all
 // were placed).
 func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
+	if f == nil {
+		f = &Fleet{}
+	}
 	type item struct {
 		k, size int
 	}
@@ -462,8 +468,8 @@ func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
 // Remove deletes the instance starting at slot start from GPU index i (a
 // workload finished) and returns it.
 func (f *Fleet) Remove(i, start int) (Instance, error) {
-	if i < 0 || i >= len(f.gpus) {
-		return Instance{}, fmt.Errorf("%w: index %d of %d", ErrUnknownGPU, i, len(f.gpus))
+	if i < 0 || i >= f.Len() {
+		return Instance{}, fmt.Errorf("%w: index %d of %d", ErrUnknownGPU, i, f.Len())
 	}
 	fg := &f.gpus[i]
 	in, err := fg.layout.Remove(start)
@@ -477,13 +483,27 @@ func (f *Fleet) Remove(i, start int) (Instance, error) {
 }
 
 // Len returns the number of GPUs.
-func (f *Fleet) Len() int { return len(f.gpus) }
+func (f *Fleet) Len() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.gpus)
+}
 
-// Layout returns a copy of GPU i's layout.
-func (f *Fleet) Layout(i int) *Layout { return f.gpus[i].layout.Clone() }
+// Layout returns a copy of GPU i's layout, or nil when i is not an index
+// of the fleet.
+func (f *Fleet) Layout(i int) *Layout {
+	if i < 0 || i >= f.Len() {
+		return nil
+	}
+	return f.gpus[i].layout.Clone()
+}
 
 // Layouts returns copies of every GPU's layout, in fleet order.
 func (f *Fleet) Layouts() []*Layout {
+	if f == nil {
+		return nil
+	}
 	out := make([]*Layout, len(f.gpus))
 	for i := range f.gpus {
 		out[i] = f.gpus[i].layout.Clone()

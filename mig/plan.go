@@ -367,6 +367,9 @@ type Plan struct {
 
 // Explain describes the plan in words, one sentence per line.
 func (p *Plan) Explain() string {
+	if p == nil {
+		return ""
+	}
 	if p.Mode != "" {
 		return p.explainAMD()
 	}

@@ -253,10 +253,18 @@ type Profile struct {
 }
 
 // String returns the profile's name.
-func (p *Profile) String() string { return p.Name.String() }
+func (p *Profile) String() string {
+	if p == nil {
+		return ""
+	}
+	return p.Name.String()
+}
 
 // Allows reports whether pl is one of the profile's legal placements.
 func (p *Profile) Allows(pl Placement) bool {
+	if p == nil {
+		return false
+	}
 	for _, q := range p.Placements {
 		if q == pl {
 			return true
@@ -267,6 +275,9 @@ func (p *Profile) Allows(pl Placement) bool {
 
 // PlacementAt returns the legal placement starting at slot start.
 func (p *Profile) PlacementAt(start int) (Placement, bool) {
+	if p == nil {
+		return Placement{}, false
+	}
 	for _, q := range p.Placements {
 		if q.Start == start {
 			return q, true
