@@ -40,6 +40,9 @@ func (s InstanceState) MarshalText() ([]byte, error) {
 // UnmarshalText implements encoding.TextUnmarshaler; it accepts "idle",
 // "in-use", "inuse", "in_use" and "used".
 func (s *InstanceState) UnmarshalText(b []byte) error {
+	if s == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *InstanceState", ErrParse)
+	}
 	switch strings.ToLower(string(b)) {
 	case "idle", "":
 		*s = Idle

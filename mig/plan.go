@@ -71,6 +71,9 @@ func (k StepKind) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *StepKind) UnmarshalText(b []byte) error {
+	if k == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *StepKind", ErrParse)
+	}
 	for i, n := range stepNames {
 		if n != "" && n == string(b) {
 			*k = StepKind(i)

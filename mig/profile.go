@@ -94,6 +94,9 @@ func (n ProfileName) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (n *ProfileName) UnmarshalText(b []byte) error {
+	if n == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *ProfileName", ErrBadProfileName)
+	}
 	p, err := ParseProfileName(string(b))
 	if err != nil {
 		return err
