@@ -359,6 +359,26 @@ type amdPlanner struct {
 	free  map[amdClass][]amdMove
 	mark  []int // mark[j] == stamp: GPU j is affected by the current candidate
 	stamp int
+	paths map[pathKey][]AMDMode
+}
+
+type pathKey struct {
+	m         *AMDModel
+	cur, want AMDMode
+}
+
+// path is modePath, memoised.
+func (ap *amdPlanner) path(m *AMDModel, cur, want AMDMode) []AMDMode {
+	k := pathKey{m, cur, want}
+	if p, ok := ap.paths[k]; ok {
+		return p
+	}
+	if ap.paths == nil {
+		ap.paths = map[pathKey][]AMDMode{}
+	}
+	p := modePath(m, cur, want)
+	ap.paths[k] = p
+	return p
 }
 
 // modePath finds the shortest sequence of single operations (a compute-mode
@@ -403,7 +423,7 @@ func modePath(m *AMDModel, cur, want AMDMode) []AMDMode {
 func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, string) {
 	pn, gpus := ap.pn, ap.gpus
 	g := gpus[i]
-	path := modePath(g.Model, AMDMode{g.Compute, g.Memory}, want)
+	path := ap.path(g.Model, AMDMode{g.Compute, g.Memory}, want)
 	if path == nil {
 		return nil, CauseNoModePath, "no sequence of valid modes leads there"
 	}
