@@ -364,7 +364,8 @@ type Plan struct {
 	Reclaimed []Eviction `json:"reclaimed,omitempty"`
 	// Cost is the plan's cost.
 	Cost Cost `json:"cost"`
-	// Considered is how many ways of making room the planner weighed.
+	// Considered is how many ways of making room the planner weighed in
+	// full (those a quick necessary condition rules out are not counted).
 	Considered int `json:"considered"`
 }
 
