@@ -18,9 +18,9 @@ type document struct {
 	Name          string        `json:"name,omitempty"`
 	Fabric        *FabricDomain `json:"fabric,omitempty"`
 	Devices       jsonDevices   `json:"devices"`
-	Links         jsonLinks     `json:"links"`
+	Links         []jsonLink    `json:"links"`
 	NICs          jsonNICs      `json:"nics,omitempty"`
-	NICLinks      jsonNICLinks  `json:"nicLinks,omitempty"`
+	NICLinks      []jsonNICLink `json:"nicLinks,omitempty"`
 	NUMADistances numaTable     `json:"numaDistances,omitempty"`
 }
 
@@ -28,35 +28,34 @@ type document struct {
 // limit, so a document declaring too many devices (or links, NICs, NUMA
 // nodes) fails before the excess is allocated.
 type (
-	jsonDevices  []jsonDevice
-	jsonLinks    []jsonLink
-	jsonNICs     []jsonNIC
-	jsonNICLinks []jsonNICLink
-	numaTable    [][]int
-	numaRow      []int
+	jsonDevices []jsonDevice
+	jsonNICs    []jsonNIC
+	numaTable   [][]int
+	numaRow     []int
 )
 
-// maxJSONLinks is the most links a document can list: one per unordered
-// pair of MaxDevices devices.
-const maxJSONLinks = MaxDevices * (MaxDevices - 1) / 2
+// inDocument is document as ParseJSON decodes it: the link lists stay raw
+// until the device and NIC counts are known, so that they are decoded with
+// a bound of one entry per pair (plus one, so that a surplus entry is
+// reported precisely, as a duplicate or as a link too many).
+type inDocument struct {
+	Schema        string          `json:"schema"`
+	Name          string          `json:"name,omitempty"`
+	Fabric        *FabricDomain   `json:"fabric,omitempty"`
+	Devices       jsonDevices     `json:"devices"`
+	Links         json.RawMessage `json:"links"`
+	NICs          jsonNICs        `json:"nics,omitempty"`
+	NICLinks      json.RawMessage `json:"nicLinks,omitempty"`
+	NUMADistances numaTable       `json:"numaDistances,omitempty"`
+}
 
 func (l *jsonDevices) UnmarshalJSON(b []byte) (err error) {
 	*l, err = decodeList[jsonDevice](b, "devices", MaxDevices, "topology.MaxDevices")
 	return err
 }
 
-func (l *jsonLinks) UnmarshalJSON(b []byte) (err error) {
-	*l, err = decodeList[jsonLink](b, "links", maxJSONLinks, "the pairs of topology.MaxDevices devices")
-	return err
-}
-
 func (l *jsonNICs) UnmarshalJSON(b []byte) (err error) {
 	*l, err = decodeList[jsonNIC](b, "nics", MaxNICs, "topology.MaxNICs")
-	return err
-}
-
-func (l *jsonNICLinks) UnmarshalJSON(b []byte) (err error) {
-	*l, err = decodeList[jsonNICLink](b, "nicLinks", MaxDevices*MaxNICs, "topology.MaxDevices × topology.MaxNICs")
 	return err
 }
 
@@ -83,9 +82,9 @@ func (r *numaRow) UnmarshalJSON(b []byte) (err error) {
 
 // decodeList decodes the JSON array b element by element, refusing
 // unknown object fields, and fails with an error wrapping ErrLimit as soon
-// as it would hold more than max elements. null decodes to nil.
+// as it would hold more than max elements. null and nothing decode to nil.
 func decodeList[T any](b []byte, what string, max int, limit string) ([]T, error) {
-	if string(bytes.TrimSpace(b)) == "null" {
+	if t := string(bytes.TrimSpace(b)); t == "null" || t == "" {
 		return nil, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -168,7 +167,7 @@ func (n *Node) document() document {
 		doc.Devices[i] = jd
 	}
 	size := len(n.devices)
-	doc.Links = make(jsonLinks, 0, size*(size-1)/2)
+	doc.Links = make([]jsonLink, 0, size*(size-1)/2)
 	for i := 0; i < size; i++ {
 		for j := i + 1; j < size; j++ {
 			doc.Links = append(doc.Links, jsonLink{A: i, B: j, Link: n.links[i*size+j]})
@@ -248,8 +247,19 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var doc document
-	if err := dec.Decode(&doc); err != nil {
+	var doc inDocument
+	err := dec.Decode(&doc)
+	size := len(doc.Devices)
+	pairs := size * (size - 1) / 2
+	var links []jsonLink
+	var nicLinks []jsonNICLink
+	if err == nil {
+		links, err = decodeList[jsonLink](doc.Links, "links", pairs+1, fmt.Sprintf("one per pair of the %d devices", size))
+	}
+	if err == nil {
+		nicLinks, err = decodeList[jsonNICLink](doc.NICLinks, "nicLinks", size*len(doc.NICs)+1, fmt.Sprintf("one per pair of the %d devices and %d NICs", size, len(doc.NICs)))
+	}
+	if err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
@@ -270,10 +280,8 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	if doc.Schema != SchemaV1 {
 		return nil, fmt.Errorf("%w: %q (this version reads %q)", ErrUnsupportedSchema, doc.Schema, SchemaV1)
 	}
-	size := len(doc.Devices)
-	pairs := size * (size - 1) / 2
-	if len(doc.NICLinks) > size*len(doc.NICs) {
-		return nil, fmt.Errorf("%w: %d NIC links listed, more than the %d device-NIC pairs", ErrParse, len(doc.NICLinks), size*len(doc.NICs))
+	if len(nicLinks) > size*len(doc.NICs) {
+		return nil, fmt.Errorf("%w: %d NIC links listed, more than the %d device-NIC pairs", ErrParse, len(nicLinks), size*len(doc.NICs))
 	}
 	b := NewBuilder().SetName(doc.Name).SetLenient(lenient)
 	if doc.Fabric != nil {
@@ -291,12 +299,12 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 		}
 		b.AddDevice(d)
 	}
-	for i, l := range doc.Links {
+	for i, l := range links {
 		if _, dup := b.links[[2]int{l.A, l.B}]; dup {
 			return nil, fmt.Errorf("%w: links[%d]: devices %d and %d listed twice", ErrParse, i, min(l.A, l.B), max(l.A, l.B))
 		}
 		if i >= pairs {
-			return nil, fmt.Errorf("%w: %d links listed, more than the %d pairs of %d devices", ErrParse, len(doc.Links), pairs, size)
+			return nil, fmt.Errorf("%w: %d links listed, more than the %d pairs of %d devices", ErrParse, len(links), pairs, size)
 		}
 		if l.Kind == LinkNone && l.Bandwidth == 0 && l.Lanes == 0 && l.PCIe == LinkNone {
 			b.SetLinkPair(l.A, l.B, Link{})
@@ -311,7 +319,7 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 		}
 		b.AddNIC(v)
 	}
-	for _, nl := range doc.NICLinks {
+	for _, nl := range nicLinks {
 		b.SetNICLink(nl.Device, nl.NIC, nl.Kind)
 	}
 	if doc.NUMADistances != nil {
