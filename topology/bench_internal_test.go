@@ -32,6 +32,8 @@ func benchNode(tb testing.TB, n int) *Node {
 	return node
 }
 
+// BenchmarkFingerprint measures computing both fingerprints (the full
+// one and the shape one), as Build does once per node.
 func BenchmarkFingerprint(b *testing.B) {
 	for _, n := range []int{8, 64} {
 		b.Run(fmt.Sprintf("devices=%d", n), func(b *testing.B) {

@@ -486,16 +486,43 @@ func (b *Builder) buildLinks(p *problems, n *Node) {
 	if b.inferNVSwitch {
 		inferNVSwitch(n)
 	}
+	var est bandwidthCache
 	for i := 0; i < size; i++ {
 		for j := 0; j < size; j++ {
 			l := &n.links[i*size+j]
 			if i != j && l.Bandwidth == 0 && l.Kind != LinkNone {
-				l.Bandwidth = math.Min(
-					EstimateBandwidth(l.Kind, l.Lanes, n.devices[i].Model),
-					EstimateBandwidth(l.Kind, l.Lanes, n.devices[j].Model))
+				l.Bandwidth = math.Min(est.get(l.Kind, l.Lanes, n.devices[i].Model), est.get(l.Kind, l.Lanes, n.devices[j].Model))
 			}
 		}
 	}
+}
+
+// bandwidthCache remembers a few EstimateBandwidth answers: a node has
+// few distinct (kind, lanes, model) triples, and the estimate matches
+// model names, which costs more than the rest of a build.
+type bandwidthCache struct {
+	entries [16]struct {
+		kind  LinkKind
+		lanes int
+		model string
+		bw    float64
+	}
+	n int
+}
+
+func (c *bandwidthCache) get(kind LinkKind, lanes int, model string) float64 {
+	for i := 0; i < c.n; i++ {
+		if e := &c.entries[i]; e.kind == kind && e.lanes == lanes && e.model == model {
+			return e.bw
+		}
+	}
+	bw := EstimateBandwidth(kind, lanes, model)
+	if c.n < len(c.entries) {
+		e := &c.entries[c.n]
+		e.kind, e.lanes, e.model, e.bw = kind, lanes, model, bw
+		c.n++
+	}
+	return bw
 }
 
 // inferNVSwitch marks NVLink pairs as NVSwitch when either GPU has more
