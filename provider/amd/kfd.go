@@ -300,8 +300,14 @@ func readUintFile(ctx context.Context, path string) (v uint64, ok bool, err erro
 // error, never a wait. Errors are raw: callers keep fs.ErrNotExist as
 // "absent" and pass the rest through fileErr.
 func readFile(ctx context.Context, path string) ([]byte, error) {
-	return sysfile.ReadFile(ctx, path)
+	b, err := sysfile.ReadFile(ctx, path)
+	readFileHook(path, err)
+	return b, err
 }
+
+// readFileHook runs after each file read; tests use it to cancel the
+// context inside a node.
+var readFileHook = func(path string, err error) {}
 
 // fileErr wraps a read error in ErrMalformed, keeping its chain
 // (fs.ErrPermission, fs.ErrNotExist, topology.ErrLimit); a done context's

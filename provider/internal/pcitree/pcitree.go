@@ -210,10 +210,10 @@ func NICs(ctx context.Context, sys string) ([]NIC, error) {
 			continue
 		}
 		cls, err := readHex(ctx, filepath.Join(dir, e.Name(), "class"), 24)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if err != nil {
+			return nil, err
 		}
-		if err != nil || cls>>16 != 0x02 {
+		if cls>>16 != 0x02 {
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(dir, e.Name(), "physfn")); err == nil {
