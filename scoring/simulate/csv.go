@@ -129,14 +129,14 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 		if c == '\n' {
 			b.lines++
 			b.line = 0
-			continue
+		} else {
+			b.line++
 		}
-		b.line++
 		switch {
-		case b.line > MaxLineBytes:
-			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("line longer than simulate.MaxLineBytes (%d bytes): %w", MaxLineBytes, topology.ErrLimit)}
 		case b.total > maxCSVBytes:
 			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("input longer than simulate.MaxCSVBytes (%d bytes): %w", maxCSVBytes, topology.ErrLimit)}
+		case b.line > MaxLineBytes:
+			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("line longer than simulate.MaxLineBytes (%d bytes): %w", MaxLineBytes, topology.ErrLimit)}
 		default:
 			continue
 		}

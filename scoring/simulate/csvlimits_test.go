@@ -134,6 +134,10 @@ func TestCSVLimits(t *testing.T) {
 		require.ErrorIs(t, err, ErrMalformed)
 		require.ErrorIs(t, err, topology.ErrLimit)
 		require.Contains(t, err.Error(), "MaxCSVBytes")
+		// Blank lines count too (the CSV reader skips them).
+		_, err = ReadNodes(&genReader{prefix: nodeHeader, fill: '\n', n: 1 << 20})
+		require.ErrorIs(t, err, topology.ErrLimit)
+		require.Contains(t, err.Error(), "MaxCSVBytes")
 	})
 	t.Run("long value quoted briefly", func(t *testing.T) {
 		_, err := ReadNodes(strings.NewReader(nodeHeader + "a," + strings.Repeat("9x", 10000) + ",1,1,T4\n"))
