@@ -202,7 +202,8 @@ func (n *Node) Islands() [][]int {
 func (n *Node) Island(i int) int { return n.islandOf[i] }
 
 // Warnings returns what a lenient build accepted and repaired (asymmetric or
-// missing links); nil for a clean build.
+// missing links); nil for a clean build. At most [MaxReportedProblems]
+// are kept, followed by one line counting the rest.
 func (n *Node) Warnings() []string { return slices.Clone(n.warnings) }
 
 // Fingerprint returns the content hash of the whole topology except the
