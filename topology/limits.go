@@ -28,9 +28,10 @@ const (
 	MaxNUMANodes = 1024
 
 	// MaxJSONBytes is the largest JSON document [ParseJSON] and [ReadJSON]
-	// accept: room for a MaxDevices node with every pair listed in the
-	// indented form [Node.MarshalJSON] writes (real machines take a few
-	// kilobytes).
+	// accept: room for a node of about 990 fully linked devices in the
+	// indented form [Node.MarshalJSON] writes, and for a MaxDevices node in
+	// compact form (about 40 MB); real machines take a few kilobytes.
+	// Parsing costs a few times the document's size in allocations.
 	MaxJSONBytes = 64 << 20
 
 	// MaxSMIBytes is the largest `nvidia-smi topo -m` printout
