@@ -94,3 +94,20 @@ func TestAnnotationDecodedLimitAgrees(t *testing.T) {
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.Contains(t, err.Error(), "kube.MaxDecodedAnnotationBytes")
 }
+
+// ClusterNodes refuses a node list over topology.MaxClusterNodes before it
+// decodes a single annotation.
+func TestClusterNodesRefusesTooManyNodesFirst(t *testing.T) {
+	nodes := make([]kube.NodeMeta, topology.MaxClusterNodes+1)
+	for i := range nodes {
+		// An annotation that would fail to decode: if ClusterNodes decoded
+		// before checking the count, the error would be ErrBadAnnotation.
+		nodes[i] = kube.NodeMeta{Name: fmt.Sprint("n", i), Annotations: map[string]string{kube.AnnotationTopology: "!"}}
+	}
+	var err error
+	mem := allocated(func() { _, err = kube.ClusterNodes(nodes) })
+	require.ErrorIs(t, err, topology.ErrLimit)
+	assert.ErrorIs(t, err, topology.ErrInvalidCluster)
+	assert.NotErrorIs(t, err, kube.ErrBadAnnotation)
+	assert.Less(t, mem, uint64(1<<20), "bytes allocated")
+}
