@@ -150,7 +150,11 @@ func PlanDefrag(layouts []*Layout, req Request, pol Policy) (*Plan, error) {
 		pn.gpus = append(pn.gpus, dgpu{l: l, state: l.Model.stateOf(l)})
 	}
 	// A request that fits needs no defragmentation: place it as Place would.
-	if a, err := Place(layouts, req, PlaceOptions{}); err == nil {
+	fl, err := newFleet(layouts, PlaceOptions{}, true)
+	if err != nil {
+		return nil, err
+	}
+	if a, err := fl.Choose(req); err == nil {
 		return pn.build(&solution{t: &target{g: a.Index, pl: a.Placement, pi: pn.gpus[a.Index].l.Model.byName[mustName(req.Profile)]}, acts: make([]action, len(layouts[a.Index].Instances)), dest: make([]destRef, len(layouts[a.Index].Instances))})
 	} else if !errors.Is(err, ErrNoFit) {
 		return nil, err
@@ -368,6 +372,7 @@ func (pn *planner) search(t *target) {
 	// Enumerate every assignment (at most 3^n, n ≤ 7 on real GPUs; the
 	// lower-bound cut and the budget prune most of them).
 	var combos []combo
+	var flat []action // the combos' actions, n per combo
 	acts := make([]action, n)
 	var rec func(k int)
 	rec = func(k int) {
@@ -379,7 +384,9 @@ func (pn *planner) search(t *target) {
 			if pn.best != nil && c.Compare(pn.bestCost) >= 0 {
 				return
 			}
-			combos = append(combos, combo{acts: slices.Clone(acts), cost: c})
+			start := len(flat)
+			flat = append(flat, acts...)
+			combos = append(combos, combo{acts: flat[start:len(flat):len(flat)], cost: c})
 			return
 		}
 		for _, a := range opts[k] {

@@ -136,12 +136,17 @@ func (l *Layout) Validate() error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	c := &Layout{GPU: l.GPU, Model: l.Model, Instances: make([]Instance, 0, min(len(l.Instances), MaxSlots))}
-	for _, in := range l.Instances {
+	if len(l.Instances) > MaxSlots {
+		return fmt.Errorf("%w: %s: %w: %d instances on %d slots", ErrInvalidLayout, l.GPU, ErrOverlap, len(l.Instances), l.Model.Slots())
+	}
+	for k, in := range l.Instances {
 		if in.Placement.Size == 0 {
 			return fmt.Errorf("%w: %s: %s has an empty placement", ErrInvalidLayout, l.GPU, in.Profile)
 		}
-		if err := c.Add(in); err != nil {
+		// Each instance against the ones before it, as Add would take
+		// them one by one.
+		prefix := Layout{GPU: l.GPU, Model: l.Model, Instances: l.Instances[:k]}
+		if _, err := prefix.admit(in); err != nil {
 			return err
 		}
 	}
@@ -172,26 +177,36 @@ func (l *Layout) Add(in Instance) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
+	in, err := l.admit(in)
+	if err != nil {
+		return err
+	}
+	k, _ := slices.BinarySearchFunc(l.Instances, in.Placement.Start, func(a Instance, s int) int { return a.Placement.Start - s })
+	l.Instances = slices.Insert(l.Instances, k, in)
+	return nil
+}
+
+// admit checks that in may join l (Add's checks) and returns it with its
+// placement size filled in.
+func (l *Layout) admit(in Instance) (Instance, error) {
 	i, ok := l.Model.byName[in.Profile]
 	if !ok {
-		return l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
+		return in, l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
 	}
 	p := &l.Model.spec.Profiles[i]
 	if in.Placement.Size == 0 {
 		in.Placement.Size = p.MemorySlices
 	}
 	if in.State > InUse {
-		return l.invalid(fmt.Errorf("instance state %d", in.State))
+		return in, l.invalid(fmt.Errorf("instance state %d", in.State))
 	}
 	if in.State == InUse && in.NoComputeInstance {
-		return l.invalid(fmt.Errorf("%s: in use without a compute instance", in))
+		return in, l.invalid(fmt.Errorf("%s: in use without a compute instance", in))
 	}
 	if err := l.check(i, in.Placement); err != nil {
-		return l.invalid(err)
+		return in, l.invalid(err)
 	}
-	k, _ := slices.BinarySearchFunc(l.Instances, in.Placement.Start, func(a Instance, s int) int { return a.Placement.Start - s })
-	l.Instances = slices.Insert(l.Instances, k, in)
-	return nil
+	return in, nil
 }
 
 // check reports why profile i cannot take placement pl on l (nil if it can).

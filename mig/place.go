@@ -127,19 +127,31 @@ type bestCand struct {
 // NewFleet returns a fleet holding copies of the layouts, which must be
 // valid. Layouts may be of different models.
 func NewFleet(layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
-	f := &Fleet{opts: opts}
+	return newFleet(layouts, opts, false)
+}
+
+// newFleet is NewFleet; trusted layouts (already validated, and not to be
+// changed through the fleet: only Choose is called) are neither validated
+// again nor copied.
+func newFleet(layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
+	f := &Fleet{opts: opts, gpus: make([]fleetGPU, 0, len(layouts))}
 	if opts.Strategy > MostUsedFirst {
 		return nil, fmt.Errorf("%w: strategy %d", ErrParse, opts.Strategy)
 	}
 	for i, l := range layouts {
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("gpu %d: %w", i, err)
+		if !trusted {
+			if err := l.Validate(); err != nil {
+				return nil, fmt.Errorf("gpu %d: %w", i, err)
+			}
 		}
 		g, err := f.group(l.Model)
 		if err != nil {
 			return nil, err
 		}
-		f.gpus = append(f.gpus, fleetGPU{layout: l.Clone(), group: g})
+		if !trusted {
+			l = l.Clone()
+		}
+		f.gpus = append(f.gpus, fleetGPU{layout: l, group: g})
 		s := l.Model.stateOf(l)
 		f.enter(int32(i), g.bucketFor(&s))
 	}
