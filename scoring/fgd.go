@@ -6,6 +6,8 @@ package scoring
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -136,6 +138,43 @@ type FGDWorkload struct {
 	// demand ratios of the GPU tasks: CPU milli and memory MiB per
 	// milli-GPU requested (0 when the tasks ask none)
 	cpuPerMilli, memPerMilli float64
+	// key hashes the content (set by fgdNewWorkload; zero for a zero
+	// FGDWorkload), so that caches key workloads by content.
+	key [sha256.Size]byte
+}
+
+// fgdContentKey hashes what an evaluator depends on: the tasks (weights
+// included) and the demand ratios.
+func fgdContentKey(tasks []FGDTask, cpuPerMilli, memPerMilli float64) [sha256.Size]byte {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	put(uint64(len(tasks)))
+	for _, t := range tasks {
+		put(uint64(t.CPUMilli))
+		put(uint64(t.GPUMilli))
+		put(uint64(t.GPUs))
+		put(uint64(t.MemoryMiB))
+		put(math.Float64bits(t.Weight))
+		put(uint64(len(t.Models)))
+		h.Write([]byte(t.Models))
+	}
+	put(math.Float64bits(cpuPerMilli))
+	put(math.Float64bits(memPerMilli))
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// contentKey returns the workload's content hash.
+func (w *FGDWorkload) contentKey() [sha256.Size]byte {
+	if w.key == ([sha256.Size]byte{}) { // a zero FGDWorkload
+		return fgdContentKey(w.tasks, w.cpuPerMilli, w.memPerMilli)
+	}
+	return w.key
 }
 
 // NewFGDWorkload builds a workload from task shapes, normalising their
@@ -290,6 +329,7 @@ func fgdNewWorkload(tasks []FGDTask) *FGDWorkload {
 		w.cpuPerMilli, w.memPerMilli = cpu/milli, mem/milli
 	}
 	slices.SortStableFunc(w.gpu, func(a, b FGDTask) int { return cmp.Compare(a.GPUMilli, b.GPUMilli) })
+	w.key = fgdContentKey(w.tasks, w.cpuPerMilli, w.memPerMilli)
 	return w
 }
 

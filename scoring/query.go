@@ -80,11 +80,21 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if state != nil && len(state.Devices) > n {
 		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
 	}
-	if state != nil {
-		for i, u := range state.Devices {
-			if u.ComputeUsed < 0 || u.ComputeUsed > 1000 || u.Slices < 0 {
-				return reqErr(ErrInvalidRequest, []int{i}, "state: compute used %d (want 0..1000), slices %d", u.ComputeUsed, u.Slices)
-			}
+	if err := state.Validate(); err != nil {
+		return err
+	}
+	if len(req.Required) > MaxDevices || len(req.Excluded) > MaxDevices {
+		return reqErr(ErrInvalidRequest, nil, "%d required and %d excluded devices, more than MaxDevices (%d)", len(req.Required), len(req.Excluded), MaxDevices)
+	}
+	if len(req.AllowedSets) > MaxAllowedSets {
+		return reqErr(ErrInvalidRequest, nil, "%d allowed sets, more than MaxAllowedSets (%d)", len(req.AllowedSets), MaxAllowedSets)
+	}
+	if len(req.Affinity.NUMA) > MaxNUMANode+1 || len(req.Affinity.NICs) > topology.MaxDevices {
+		return reqErr(ErrInvalidRequest, nil, "affinity lists %d NUMA nodes and %d NICs, too many", len(req.Affinity.NUMA), len(req.Affinity.NICs))
+	}
+	for _, id := range req.Affinity.NUMA {
+		if id < 0 || id > MaxNUMANode {
+			return reqErr(ErrInvalidRequest, nil, "affinity NUMA node %d out of range 0..%d", id, MaxNUMANode)
 		}
 	}
 	if q.shared {

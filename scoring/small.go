@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // smallMax is the largest node for which every subset's components are
@@ -202,9 +203,9 @@ func sortInt64(v []int64) {
 // weightedTables are the tables that depend on the weights: each subset's
 // unit score u, and the look-ahead partition values per group size.
 type weightedTables struct {
-	w  Weights
-	u  []float64
-	la [smallMax + 1]lookAheadTable
+	key unitWeights
+	u   []float64
+	la  [smallMax + 1]lookAheadTable
 }
 
 type lookAheadTable struct {
@@ -212,9 +213,10 @@ type lookAheadTable struct {
 	p    []float64
 }
 
-func newWeightedTables(t *smallTables, w Weights) *weightedTables {
+func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 	N := 1 << t.n
-	wt := &weightedTables{w: w, u: make([]float64, N)}
+	w := key.weights()
+	wt := &weightedTables{key: key, u: make([]float64, N)}
 	for mask := range N {
 		if bits.OnesCount32(uint32(mask)) <= 1 {
 			wt.u[mask] = 1
@@ -223,6 +225,12 @@ func newWeightedTables(t *smallTables, w Weights) *weightedTables {
 		wt.u[mask] = unitScore(t.own[mask], &w)
 	}
 	return wt
+}
+
+// bytes is the most the tables can grow to: u and every P_L.
+func (wt *weightedTables) bytes() int64 {
+	N := int64(len(wt.u))
+	return 8*N*int64(len(wt.la)) + int64(unsafe.Sizeof(*wt))
 }
 
 // partition returns the table P_L: for every mask, the largest achievable
