@@ -127,7 +127,7 @@ func TestStateSequencesProperty(t *testing.T) {
 		indexList := rapid.SliceOfN(index, 0, 4)
 		slice := rapid.Custom(func(t *rapid.T) SharedSlice {
 			return SharedSlice{
-				MemoryBytes: rapid.SampledFrom([]uint64{0, 1 << 30, 10 << 30, 40 << 30, 80 << 30, 81 << 30, math.MaxUint64 / 2, math.MaxUint64/2 + 1, math.MaxUint64}).Draw(t, "mem"),
+				MemoryBytes:  rapid.SampledFrom([]uint64{0, 1 << 30, 10 << 30, 40 << 30, 80 << 30, 81 << 30, math.MaxUint64 / 2, math.MaxUint64/2 + 1, math.MaxUint64}).Draw(t, "mem"),
 				ComputeMilli: rapid.SampledFrom([]int{-1, 0, 100, 250, 500, 1000, 1001, math.MaxInt, math.MinInt}).Draw(t, "milli"),
 			}
 		})
