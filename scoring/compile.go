@@ -203,11 +203,22 @@ func shapeKeyOf(m *model) shapeKey {
 	return out
 }
 
-// Len returns the node's device count.
-func (c *Compiled) Len() int { return c.m.n }
+// Len returns the node's device count (0 for a nil handle).
+func (c *Compiled) Len() int {
+	if c == nil || c.m == nil {
+		return 0
+	}
+	return c.m.n
+}
 
-// Node returns the topology the handle was compiled from.
-func (c *Compiled) Node() *topology.Node { return c.node }
+// Node returns the topology the handle was compiled from (nil for a nil
+// handle).
+func (c *Compiled) Node() *topology.Node {
+	if c == nil {
+		return nil
+	}
+	return c.node
+}
 
 // weighted returns the weight-dependent tables for w (small nodes only).
 func (c *Compiled) weighted(w *Weights) *weightedTables {

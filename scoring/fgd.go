@@ -130,6 +130,8 @@ func FGDTaskFragment(n FGDNode, t FGDTask) (int64, error) {
 // FGDWorkload is a set of task shapes with popularities summing to one: the
 // workload M against which FGD measures expected fragmentation
 // F_n(M) = Σ_m p_m·F_n(m). It is immutable and safe for concurrent use.
+// A nil *FGDWorkload, like a zero FGDWorkload, is the empty workload: no
+// task fits anywhere, so all free capacity counts as fragment.
 type FGDWorkload struct {
 	tasks []FGDTask // weights normalised, sorted by decreasing weight
 	// gpu holds the GPU tasks sorted by GPUMilli ascending, for the
@@ -169,8 +171,31 @@ func fgdContentKey(tasks []FGDTask, cpuPerMilli, memPerMilli float64) [sha256.Si
 	return out
 }
 
+// emptyWorkload and emptyEvaluator stand for nil receivers: a nil
+// *FGDWorkload is the empty workload (no tasks, like a zero FGDWorkload),
+// and a nil *FGDEvaluator is its evaluator.
+var (
+	emptyWorkload  FGDWorkload
+	emptyEvaluator FGDEvaluator
+)
+
+func (w *FGDWorkload) orEmpty() *FGDWorkload {
+	if w == nil {
+		return &emptyWorkload
+	}
+	return w
+}
+
+func (e *FGDEvaluator) orEmpty() *FGDEvaluator {
+	if e == nil {
+		return &emptyEvaluator
+	}
+	return e
+}
+
 // contentKey returns the workload's content hash.
 func (w *FGDWorkload) contentKey() [sha256.Size]byte {
+	w = w.orEmpty()
 	if w.key == ([sha256.Size]byte{}) { // a zero FGDWorkload
 		return fgdContentKey(w.tasks, w.cpuPerMilli, w.memPerMilli)
 	}
@@ -335,11 +360,12 @@ func fgdNewWorkload(tasks []FGDTask) *FGDWorkload {
 
 // Tasks returns a copy of the workload's task shapes, most popular first,
 // with normalised weights.
-func (w *FGDWorkload) Tasks() []FGDTask { return slices.Clone(w.tasks) }
+func (w *FGDWorkload) Tasks() []FGDTask { return slices.Clone(w.orEmpty().tasks) }
 
 // Fragment returns F_n(M), the expected fragment of node n in milli-GPU:
 // the free GPU capacity that a task drawn from the workload could not use.
 func (w *FGDWorkload) Fragment(n FGDNode) (float64, error) {
+	w = w.orEmpty()
 	if err := n.validate(); err != nil {
 		return 0, err
 	}
@@ -353,6 +379,7 @@ func (w *FGDWorkload) Fragment(n FGDNode) (float64, error) {
 // (lowest index on ties); a whole-GPU task takes the lowest-indexed fully
 // free GPUs. ok is false when the task does not fit on the node.
 func (w *FGDWorkload) Delta(n FGDNode, t FGDTask) (delta float64, gpus []int, ok bool, err error) {
+	w = w.orEmpty()
 	if err := t.validate(); err != nil {
 		return 0, nil, false, err
 	}
@@ -422,6 +449,7 @@ type FGDEvaluator struct {
 // model. Build it once per model and reuse it: Fragment is the hot path
 // of FGD scoring.
 func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
+	w = w.orEmpty()
 	e := &FGDEvaluator{cpuPerMilli: w.cpuPerMilli, memPerMilli: w.memPerMilli}
 	for _, t := range w.gpu {
 		if fgdAccepts(t.Models, model) {
@@ -445,6 +473,7 @@ func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
 // task that fits leaves exactly the GPUs too small for it as fragment, and
 // every other task sees all of T as fragment.
 func (e *FGDEvaluator) Fragment(cpuFree, memFree int64, gpuFree []int64) float64 {
+	e = e.orEmpty()
 	var buf [16]int64
 	var r []int64
 	if len(gpuFree) <= len(buf) {
@@ -495,6 +524,7 @@ func (e *FGDEvaluator) Fragment(cpuFree, memFree int64, gpuFree []int64) float64
 // asked per milli-GPU by its GPU tasks, weighted by popularity. Memory is 0
 // when the tasks carry none.
 func (w *FGDWorkload) DemandRatios() (cpuPerMilliGPU, memPerMilliGPU float64) {
+	w = w.orEmpty()
 	return w.cpuPerMilli, w.memPerMilli
 }
 
@@ -506,6 +536,7 @@ func (w *FGDWorkload) DemandRatios() (cpuPerMilliGPU, memPerMilliGPU float64) {
 // task fits beside it, while Stranded sees early that a node whose CPU or
 // memory is being used faster than its GPUs will end with idle GPUs.
 func (w *FGDWorkload) Stranded(n FGDNode) (float64, error) {
+	w = w.orEmpty()
 	if err := n.validate(); err != nil {
 		return 0, err
 	}
@@ -514,6 +545,7 @@ func (w *FGDWorkload) Stranded(n FGDNode) (float64, error) {
 
 // Stranded is [FGDWorkload.Stranded] without allocation.
 func (e *FGDEvaluator) Stranded(cpuFree, memFree int64, gpuFree []int64) float64 {
+	e = e.orEmpty()
 	var g int64
 	for _, v := range gpuFree {
 		g += v

@@ -8,7 +8,8 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// Option configures one SelectDevices or ScoreNode call.
+// Option configures one SelectDevices or ScoreNode call (a nil Option is
+// ignored).
 type Option func(*options)
 
 type options struct {
@@ -49,6 +50,9 @@ type query struct {
 func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, perDevice bool) error {
 	q.c, q.m = c, c.m
 	for _, o := range opts {
+		if o == nil {
+			continue
+		}
 		var op options
 		o(&op)
 		q.explain = q.explain || op.explain
@@ -79,6 +83,9 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	}
 	if state != nil && len(state.Devices) > n {
 		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
+	}
+	if state != nil && state.capacity != nil && len(state.capacity) != n {
+		return reqErr(ErrInvalidRequest, nil, "state was made (NewStateFor) for a node of %d devices, this one has %d", len(state.capacity), n)
 	}
 	if err := state.Validate(); err != nil {
 		return err
