@@ -75,7 +75,7 @@ func BenchmarkSelectMI300XCPX(b *testing.B) {
 
 // withIDs rebuilds node with its own device UUIDs, as a real server has:
 // every such node has its own Fingerprint (and shares the shape's tables).
-func withIDs(b *testing.B, node *topology.Node, serial int) *topology.Node {
+func withIDs(b testing.TB, node *topology.Node, serial int) *topology.Node {
 	bl := topology.NewBuilder().SetName(fmt.Sprintf("%s-%d", node.Name(), serial))
 	for i := range node.Len() {
 		d := node.Device(i)

@@ -9,10 +9,10 @@ import (
 // Cache bounds. Compiled tables are kept in bounded caches (least recently
 // used first out, with a second chance for entries read since they were
 // last considered): a scheduler that runs for months on a churning fleet,
-// with many weight settings and workloads, holds at most about
-// CacheMaxNodes small node handles plus CacheMaxTableBytes of tables
-// (estimated upper bounds, counted when an entry is created, including
-// tables built later on first use) plus CacheMaxEvaluators FGD evaluators.
+// with many weight settings and workloads, holds at most CacheMaxNodes
+// small node handles (and the nodes they pin), 2×CacheMaxTableBytes of
+// tables (counted as they are built, including the look-ahead tables built
+// on first use) and CacheMaxEvaluatorBytes of FGD evaluators.
 // An entry evicted while a caller still holds its *Compiled stays valid for
 // that caller; it is rebuilt on the next miss.
 const (
@@ -23,14 +23,17 @@ const (
 	// devices², so that the nodes the handles pin stay bounded whatever
 	// their size (8192 nodes of 8 devices, 101 of 72, 8 of 256).
 	CacheMaxNodePairs = CacheMaxNodes * 64
-	// CacheMaxTableBytes bounds the estimated size of the tables of every
-	// cached hardware shape (per-subset tables, default-weight tables) and
-	// of the weight-dependent tables for other weights, each budget
-	// separately: at most 2×CacheMaxTableBytes in all.
-	CacheMaxTableBytes = 128 << 20
+	// CacheMaxTableBytes bounds the size of the tables of the cached
+	// hardware shapes (per-subset tables, default-weight tables, the node
+	// model), and separately that of the weight-dependent tables for other
+	// weights: at most 2×CacheMaxTableBytes in all. A 16-device shape takes
+	// about 4.5 MiB plus 0.5 MiB per look-ahead group size in use; an
+	// 8-device shape about 20 KiB.
+	CacheMaxTableBytes = 64 << 20
 	// CacheMaxEvaluators is the most FGD evaluators (per workload content
-	// and GPU model) kept.
-	CacheMaxEvaluators = 1024
+	// and GPU model) kept, and CacheMaxEvaluatorBytes bounds their size.
+	CacheMaxEvaluators     = 1024
+	CacheMaxEvaluatorBytes = 16 << 20
 )
 
 // lru is a bounded map with an entry budget and a cost budget. Reads take
@@ -89,15 +92,46 @@ func (c *lru[K, V]) add(k K, v V, cost int64) V {
 	e.el = c.order.PushFront(e)
 	c.m[k] = e
 	c.cost += cost
+	out := c.evictLocked(e)
+	c.mu.Unlock()
+	for _, v := range out {
+		c.evicted(v)
+	}
+	return v
+}
+
+// charge adds delta to the cost of the entry k when it still holds a value
+// that matches (tables that grow on first use report their growth), and
+// evicts others as needed.
+func (c *lru[K, V]) charge(k K, match func(V) bool, delta int64) {
+	c.mu.Lock()
+	e, ok := c.m[k]
+	if !ok || !match(e.val) {
+		c.mu.Unlock()
+		return
+	}
+	e.cost += delta
+	c.cost += delta
+	out := c.evictLocked(e)
+	c.mu.Unlock()
+	for _, v := range out {
+		c.evicted(v)
+	}
+}
+
+// evictLocked evicts entries until the bounds hold, keeping keep unless it
+// is the last entry, and returns the evicted values when a callback wants
+// them.
+func (c *lru[K, V]) evictLocked(keep *lruEntry[K, V]) []V {
 	var out []V
 	for c.order.Len() > 0 && (c.order.Len() > c.maxLen || c.cost > c.maxCost) {
 		back := c.order.Back()
 		old := back.Value.(*lruEntry[K, V])
-		if old == e && c.order.Len() > 1 { // keep the newest while others remain
+		if old == keep && c.order.Len() > 1 { // keep the newest while others remain
 			c.order.MoveToFront(back)
 			continue
 		}
-		if old != e && old.ref.Load() { // read since last passed over: a second chance
+		if old != keep && old.ref.Load() { // read since last passed over: a second chance
 			old.ref.Store(false)
 			c.order.MoveToFront(back)
 			continue
@@ -107,11 +141,7 @@ func (c *lru[K, V]) add(k K, v V, cost int64) V {
 			out = append(out, old.val)
 		}
 	}
-	c.mu.Unlock()
-	for _, v := range out {
-		c.evicted(v)
-	}
-	return v
+	return out
 }
 
 func (c *lru[K, V]) removeLocked(e *lruEntry[K, V]) {
@@ -149,11 +179,15 @@ func (c *lru[K, V]) stats() (int, int64) {
 	return len(c.m), c.cost
 }
 
-// clear drops every entry (tests).
-func (c *lru[K, V]) clear() {
+// setLimits empties the cache and sets its bounds, returning the old ones
+// (tests).
+func (c *lru[K, V]) setLimits(maxLen int, maxCost int64) (int, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.m)
 	c.order.Init()
 	c.cost = 0
+	oldLen, oldCost := c.maxLen, c.maxCost
+	c.maxLen, c.maxCost = maxLen, maxCost
+	return oldLen, oldCost
 }

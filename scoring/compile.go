@@ -42,7 +42,7 @@ type shape struct {
 	small *smallTables // nil when the node has more than smallMax devices
 	large *largeModel  // nil when small is set
 	def   *weightedTables
-	bytes int64       // estimated size, the most it can grow to
+	bytes int64       // size when built (look-ahead tables are charged as built)
 	gone  atomic.Bool // evicted from shapeCache
 }
 
@@ -82,7 +82,7 @@ var (
 	nodeCache   = newLRU[*topology.Node, *Compiled](CacheMaxNodes, CacheMaxNodePairs, nil)
 	shapeCache  = newLRU[shapeKey, *shape](math.MaxInt, CacheMaxTableBytes, shapeEvicted)
 	weightCache = newLRU[weightKey, *weightedTables](math.MaxInt, CacheMaxTableBytes, nil)
-	evalCache   = newLRU[evalKey, *FGDEvaluator](CacheMaxEvaluators, math.MaxInt64, nil)
+	evalCache   = newLRU[evalKey, *FGDEvaluator](CacheMaxEvaluators, CacheMaxEvaluatorBytes, nil)
 )
 
 // shapeEvicted drops the node handles that point at an evicted shape, so
@@ -143,6 +143,9 @@ func newShape(key shapeKey, m *model) *shape {
 	if m.n <= smallMax {
 		sh.small = newSmallTables(m)
 		sh.def = newWeightedTables(sh.small, unitKey(ptr(DefaultWeights())))
+		sh.def.charge = func(delta int64) {
+			shapeCache.charge(key, func(v *shape) bool { return v == sh }, delta)
+		}
 		N := int64(1) << m.n
 		sh.bytes += N*(int64(unsafe.Sizeof(own{}))+8+4*scopeKinds+4) + sh.def.bytes()
 	} else {
@@ -231,6 +234,9 @@ func (c *Compiled) weighted(w *Weights) *weightedTables {
 		return t
 	}
 	t := newWeightedTables(c.small, k)
+	t.charge = func(delta int64) {
+		weightCache.charge(wk, func(v *weightedTables) bool { return v == t }, delta)
+	}
 	return weightCache.add(wk, t, t.bytes())
 }
 
@@ -241,5 +247,6 @@ func (c *Compiled) evaluator(w *FGDWorkload) *FGDEvaluator {
 	if e, ok := evalCache.get(k); ok {
 		return e
 	}
-	return evalCache.add(k, w.Evaluator(c.shape.model), 0)
+	e := w.Evaluator(c.shape.model)
+	return evalCache.add(k, e, e.bytes())
 }

@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // FGDMilli is the capacity of one whole GPU in milli-GPU.
@@ -461,6 +462,11 @@ func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
 		}
 	}
 	return e
+}
+
+// bytes is the evaluator's size.
+func (e *FGDEvaluator) bytes() int64 {
+	return int64(unsafe.Sizeof(*e)) + int64(len(e.milli))*(8+8+8+8+8)
 }
 
 // Fragment returns F_n(M) in milli-GPU for a node with cpuFree milli-cores,

@@ -205,6 +205,9 @@ func sortInt64(v []int64) {
 type weightedTables struct {
 	key unitWeights
 	u   []float64
+	// charge, when set, reports the bytes of a look-ahead table as it is
+	// built to the cache that holds these tables.
+	charge func(delta int64)
 	la  [smallMax + 1]lookAheadTable
 }
 
@@ -227,10 +230,10 @@ func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 	return wt
 }
 
-// bytes is the most the tables can grow to: u and every P_L.
+// bytes is the size of the tables when built (u; each P_L is charged as it
+// is built).
 func (wt *weightedTables) bytes() int64 {
-	N := int64(len(wt.u))
-	return 8*N*int64(len(wt.la)) + int64(unsafe.Sizeof(*wt))
+	return 8*int64(len(wt.u)) + int64(unsafe.Sizeof(*wt))
 }
 
 // partition returns the table P_L: for every mask, the largest achievable
@@ -238,7 +241,12 @@ func (wt *weightedTables) bytes() int64 {
 // of L devices (the rest left over, unscored), or +Inf when |mask| < L.
 func (wt *weightedTables) partition(n, L int) []float64 {
 	e := &wt.la[L]
-	e.once.Do(func() { e.p = buildPartition(n, L, wt.u) })
+	e.once.Do(func() {
+		e.p = buildPartition(n, L, wt.u)
+		if wt.charge != nil {
+			wt.charge(8 * int64(len(e.p)))
+		}
+	})
 	return e.p
 }
 
