@@ -89,6 +89,7 @@ func (c *lru[K, V]) add(k K, v V, cost int64) V {
 		return e.val
 	}
 	e := &lruEntry[K, V]{key: k, val: v, cost: cost}
+	e.ref.Store(true) // about to be used: as recent as a read entry
 	e.el = c.order.PushFront(e)
 	c.m[k] = e
 	c.cost += cost

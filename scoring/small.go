@@ -208,7 +208,7 @@ type weightedTables struct {
 	// charge, when set, reports the bytes of a look-ahead table as it is
 	// built to the cache that holds these tables.
 	charge func(delta int64)
-	la  [smallMax + 1]lookAheadTable
+	la     [smallMax + 1]lookAheadTable
 }
 
 type lookAheadTable struct {
