@@ -157,6 +157,9 @@ func newShape(key shapeKey, m *model) *shape {
 
 func ptr[T any](v T) *T { return &v }
 
+// defaultWeights is DefaultWeights(), for a fast comparison.
+var defaultWeights = DefaultWeights()
+
 func len64(s string) int64 { return int64(len(s)) }
 
 // deviceSetBytes is the size of a DeviceSet value.
@@ -225,6 +228,9 @@ func (c *Compiled) Node() *topology.Node {
 
 // weighted returns the weight-dependent tables for w (small nodes only).
 func (c *Compiled) weighted(w *Weights) *weightedTables {
+	if *w == defaultWeights {
+		return c.def
+	}
 	k := unitKey(w)
 	if k == c.def.key {
 		return c.def
