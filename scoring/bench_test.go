@@ -183,7 +183,13 @@ func BenchmarkCacheChurn(b *testing.B) {
 	}
 	b.StopTimer()
 	nodes, shapesN, weightsN, _, _, _, weightBytes, _ := cacheCounts()
-	b.ReportMetric(heapMiB(), "heap-MiB")
+	heap := heapMiB()
+	// The caches' bounds (two table budgets, the evaluators) plus 64 MiB for
+	// the pinned nodes, the handles and the benchmark itself.
+	if limit := float64(2*CacheMaxTableBytes+CacheMaxEvaluatorBytes)/(1<<20) + 64; heap > limit {
+		b.Errorf("live heap %.1f MiB after churn, want at most %.0f MiB", heap, limit)
+	}
+	b.ReportMetric(heap, "heap-MiB")
 	b.ReportMetric(float64(nodes), "node-handles")
 	b.ReportMetric(float64(shapesN), "shapes")
 	b.ReportMetric(float64(weightsN), "weight-tables")
