@@ -94,7 +94,7 @@ func TestTooManyDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SelectDevices(node, nil, Request{Count: 1}); !errors.Is(err, ErrTooManyDevices) {
+	if _, err := SelectDevices(node, nil, Request{Count: 1}); !errors.Is(err, ErrTooManyDevices) || !errors.Is(err, topology.ErrLimit) {
 		t.Fatalf("257 devices: %v", err)
 	}
 }

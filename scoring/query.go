@@ -91,13 +91,14 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 		return err
 	}
 	if len(req.Required) > MaxDevices || len(req.Excluded) > MaxDevices {
-		return reqErr(ErrInvalidRequest, nil, "%d required and %d excluded devices, more than MaxDevices (%d)", len(req.Required), len(req.Excluded), MaxDevices)
+		return reqErr(errLimit, nil, "%d required and %d excluded devices, more than scoring.MaxDevices (%d) each", len(req.Required), len(req.Excluded), MaxDevices)
 	}
 	if len(req.AllowedSets) > MaxAllowedSets {
-		return reqErr(ErrInvalidRequest, nil, "%d allowed sets, more than MaxAllowedSets (%d)", len(req.AllowedSets), MaxAllowedSets)
+		return reqErr(errLimit, nil, "%d allowed sets, more than scoring.MaxAllowedSets (%d)", len(req.AllowedSets), MaxAllowedSets)
 	}
 	if len(req.Affinity.NUMA) > MaxNUMANode+1 || len(req.Affinity.NICs) > topology.MaxDevices {
-		return reqErr(ErrInvalidRequest, nil, "affinity lists %d NUMA nodes and %d NICs, too many", len(req.Affinity.NUMA), len(req.Affinity.NICs))
+		return reqErr(errLimit, nil, "affinity lists %d NUMA nodes and %d NICs, more than scoring.MaxNUMANode+1 (%d) and topology.MaxDevices (%d)",
+			len(req.Affinity.NUMA), len(req.Affinity.NICs), MaxNUMANode+1, topology.MaxDevices)
 	}
 	for _, id := range req.Affinity.NUMA {
 		if id < 0 || id > MaxNUMANode {

@@ -111,7 +111,7 @@ func (s *State) Validate() error {
 		return nil
 	}
 	if len(s.Devices) > MaxDevices {
-		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, more than MaxDevices (%d)", len(s.Devices), MaxDevices)
+		return reqErr(errLimit, nil, "state describes %d devices, more than scoring.MaxDevices (%d)", len(s.Devices), MaxDevices)
 	}
 	if s.capacity != nil && len(s.Devices) > len(s.capacity) {
 		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(s.Devices), len(s.capacity))
@@ -164,7 +164,7 @@ func nilState() error {
 // checkList validates a list of device indices: in range, none repeated.
 func (s *State) checkList(devices []int) error {
 	if len(devices) > MaxDevices {
-		return reqErr(ErrInvalidRequest, nil, "%d device indices, more than MaxDevices (%d)", len(devices), MaxDevices)
+		return reqErr(errLimit, nil, "%d device indices, more than scoring.MaxDevices (%d)", len(devices), MaxDevices)
 	}
 	var seen DeviceSet
 	for _, i := range devices {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // A shared Apply that fails on its second device leaves the first one as
@@ -133,6 +135,16 @@ func TestRequestRanges(t *testing.T) {
 		_, err := SelectDevices(h8, nil, req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)
 	}
+	for name, req := range map[string]Request{
+		"too many allowed sets":  {Count: 1, AllowedSets: make([][]int, MaxAllowedSets+1)},
+		"excluded list too long": {Count: 1, Excluded: make([]int, MaxDevices+1)},
+		"affinity list too long": {Count: 1, Affinity: Affinity{NUMA: make([]int, MaxNUMANode+2)}},
+	} {
+		_, err := SelectDevices(h8, nil, req)
+		assert.ErrorIs(t, err, ErrInvalidRequest, name)
+		assert.ErrorIs(t, err, topology.ErrLimit, name)
+	}
+	assert.ErrorIs(t, NewState(8).Allocate(make([]int, MaxDevices+1)...), topology.ErrLimit)
 	// In range: the largest NUMA id, and weights near the float limit
 	// whose sum is finite.
 	near := Weights{Ring: 5e307, LookAhead: 5e307}
