@@ -35,6 +35,7 @@ import (
 	"github.com/gputopo/gputopo/examples/exporter/collector"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -191,11 +192,12 @@ func newSource(spec string) (src collector.Source, static bool, err error) {
 	case "nvidia":
 		return nvidiaSource{p: nvidia.New()}, false, nil
 	case "catalog":
-		p, err := provider.Catalog(arg)
+		n, err := catalog.Get(arg)
 		if err != nil {
 			return nil, false, err
 		}
-		return staticSource{p}, true, nil
+		r := &collector.Reading{Node: n} // built once: a reference machine never changes
+		return collector.SourceFunc(func(context.Context) (*collector.Reading, error) { return r, nil }), true, nil
 	case "file":
 		if arg == "" {
 			return nil, false, errors.New("-source file: needs a path (file:node.json)")
@@ -298,17 +300,6 @@ func (s *fileSource) readFile() (os.FileInfo, []byte, error) {
 		return fi, nil, tooLarge("grew while read")
 	}
 	return fi, data, nil
-}
-
-// staticSource reports a topology with no live readings.
-type staticSource struct{ p provider.TopologyProvider }
-
-func (s staticSource) Read(ctx context.Context) (*collector.Reading, error) {
-	n, err := s.p.Discover(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &collector.Reading{Node: n}, nil
 }
 
 // nvidiaSource reads NVML through the NVIDIA provider: memory, GPU and

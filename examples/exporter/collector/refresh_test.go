@@ -150,3 +150,34 @@ func TestDerivedMetricsReused(t *testing.T) {
 	assert.Equal(t, 0, testutil.CollectAndCount(c, "gputopo_mig_free_placements"))
 	assert.Equal(t, 8, testutil.CollectAndCount(c, "gputopo_device_info"))
 }
+
+// BenchmarkCollect: one scrape of a DGX H100 reading, when the reading is
+// the one of the previous scrape (derived metrics reused) and when every
+// scrape brings a new one (derived again).
+func BenchmarkCollect(b *testing.B) {
+	r := h100Reading(b)
+	for _, fresh := range []bool{false, true} {
+		name := "same-reading"
+		if fresh {
+			name = "new-reading"
+		}
+		b.Run(name, func(b *testing.B) {
+			src := collector.SourceFunc(func(context.Context) (*collector.Reading, error) {
+				if fresh {
+					cp := *r
+					return &cp, nil
+				}
+				return r, nil
+			})
+			c := collector.New(src, collector.Options{})
+			ch := make(chan prometheus.Metric, 256)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Collect(ch)
+				for len(ch) > 0 {
+					<-ch
+				}
+			}
+		})
+	}
+}
