@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 		return err
 	}
 	col := collector.New(src, collectorOptions(static, *refresh, mix, *node, logger))
-	_ = col.Refresh() // a failure is logged through ErrorLog and exported as gputopo_source_up 0
+	_ = col.ReadNow() // a failure is logged through ErrorLog and exported as gputopo_source_up 0
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err

@@ -170,11 +170,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Refresh reads the source now, whatever Options.Refresh says, and
+// ReadNow reads the source now, whatever Options.Refresh says, and
 // returns the read's error; the next scrapes export what it read. A
 // program calls it once at start so that a bad source is reported before
 // the first scrape.
-func (c *Collector) Refresh() error {
+func (c *Collector) ReadNow() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.read()

@@ -77,8 +77,8 @@ func TestRefresh(t *testing.T) {
 	assert.Equal(t, 8, testutil.CollectAndCount(c, "gputopo_device_info"))
 	assert.Equal(t, 2, src.reads, "reads once Refresh has passed")
 
-	// Refresh reads at once, whatever the interval.
-	require.NoError(t, c.Refresh())
+	// ReadNow reads at once, whatever the interval.
+	require.NoError(t, c.ReadNow())
 	assert.Equal(t, 3, src.reads)
 	upValue(t, c)
 	assert.Equal(t, 3, src.reads)
