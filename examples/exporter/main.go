@@ -49,10 +49,10 @@ const (
 	// and a person with curl fit).
 	defaultMaxInFlight = 4
 	// maxSourceBytes bounds a topology file: a larger one is refused with
-	// an error wrapping topology.ErrLimit before any of it is read. It is
-	// what package topology reads of a JSON document (a 1,024-device node
-	// with every pair listed fits).
-	maxSourceBytes = 64 << 20
+	// an error wrapping provider.ErrFile and topology.ErrLimit before any
+	// of it is read. It is what provider.File and provider.Parse accept
+	// (64 MiB; a 1,024-device node in the JSON schema is about 20 MB).
+	maxSourceBytes = provider.MaxFileBytes
 
 	// Server timeouts. A scrape waits for at most one read of the source
 	// (collector.Options.Timeout, 10 s) and the scrapes queued before it
@@ -211,7 +211,9 @@ func newSource(spec string) (src collector.Source, static bool, err error) {
 // output, see provider.Parse) and parses it again only when it changed:
 // another file at the path, another size or another modification time.
 // Until then a Read answers what the last parse gave, the node or the
-// error. A file larger than maxBytes is refused unread.
+// error. Only a regular file of at most maxBytes is read; errors reading
+// it wrap provider.ErrFile, errors in its content the topology package's
+// sentinels.
 type fileSource struct {
 	path     string
 	opts     topology.NvidiaSMIOptions
@@ -248,14 +250,14 @@ func (s *fileSource) Read(ctx context.Context) (*collector.Reading, error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		s.seen = nil
-		return nil, fmt.Errorf("topology file: %w", err)
+		return nil, fmt.Errorf("%w: %w", provider.ErrFile, err)
 	}
 	if s.seen != nil && sameVersion(s.seen, fi) {
 		return s.r, s.err
 	}
-	fi, data, err := s.readFile()
+	fi, data, err := s.readFile(fi)
 	if err != nil {
-		if fi != nil { // an error of this version (too large): remember it
+		if fi != nil { // an error of this version (not regular, too large): remember it
 			s.seen, s.r, s.err = fi, nil, err
 		}
 		return nil, err
@@ -270,31 +272,42 @@ func (s *fileSource) Read(ctx context.Context) (*collector.Reading, error) {
 	return s.r, s.err
 }
 
-// readFile reads the file, at most s.maxBytes of it, and says which
-// version it read (also with an error about that version).
-func (s *fileSource) readFile() (os.FileInfo, []byte, error) {
-	f, err := os.Open(s.path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("topology file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("topology file %s: %w", s.path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("topology file %s: not a regular file (%v)", s.path, fi.Mode().Type())
+// readFile reads the file that Stat described as fi, at most s.maxBytes
+// of it, and says which version it read (also with an error about that
+// version). It opens only a regular file, and without blocking, so that a
+// FIFO put in its place cannot hang the exporter.
+func (s *fileSource) readFile(fi os.FileInfo) (os.FileInfo, []byte, error) {
+	notRegular := func(fi os.FileInfo) error {
+		return fmt.Errorf("%w: %s is not a regular file (%v)", provider.ErrFile, s.path, fi.Mode().Type())
 	}
 	tooLarge := func(size string) error {
-		return fmt.Errorf("topology file %s: %s, more than the exporter reads (%d bytes): %w", s.path, size, s.maxBytes, topology.ErrLimit)
+		return fmt.Errorf("%w: %s %s, more than the exporter reads (%d bytes, provider.MaxFileBytes): %w", provider.ErrFile, s.path, size, s.maxBytes, topology.ErrLimit)
+	}
+	if !fi.Mode().IsRegular() {
+		return fi, nil, notRegular(fi)
 	}
 	if fi.Size() > s.maxBytes {
-		return fi, nil, tooLarge(strconv.FormatInt(fi.Size(), 10) + " bytes")
+		return fi, nil, tooLarge("has " + strconv.FormatInt(fi.Size(), 10) + " bytes")
+	}
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", provider.ErrFile, err)
+	}
+	defer f.Close()
+	fi, err = f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", provider.ErrFile, s.path, err)
+	}
+	if !fi.Mode().IsRegular() { // replaced between Stat and Open
+		return fi, nil, notRegular(fi)
+	}
+	if fi.Size() > s.maxBytes {
+		return fi, nil, tooLarge("has " + strconv.FormatInt(fi.Size(), 10) + " bytes")
 	}
 	// The file may grow between Stat and the read.
 	data, err := io.ReadAll(io.LimitReader(f, s.maxBytes+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("topology file %s: %w", s.path, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", provider.ErrFile, s.path, err)
 	}
 	if int64(len(data)) > s.maxBytes {
 		return fi, nil, tooLarge("grew while read")

@@ -280,7 +280,9 @@ func TestFileSourceParsedOnChange(t *testing.T) {
 		assert.Contains(t, scrape(), "gputopo_source_up 0")
 	}
 	require.Len(t, logged, 1)
-	assert.Contains(t, <-logged, "no such file")
+	line = <-logged
+	assert.Contains(t, line, "no such file")
+	assert.Contains(t, line, provider.ErrFile.Error())
 	assert.Equal(t, 5, parses)
 }
 
@@ -306,6 +308,7 @@ func TestFileSourceTooLarge(t *testing.T) {
 	var rerr error
 	alloc := allocDuring(func() { _, rerr = src.Read(context.Background()) })
 	require.ErrorIs(t, rerr, topology.ErrLimit)
+	require.ErrorIs(t, rerr, provider.ErrFile)
 	assert.Contains(t, rerr.Error(), "67108865 bytes")
 	assert.Less(t, alloc, uint64(1<<20), "bytes allocated refusing the file")
 	// The refusal is remembered for this version of the file.
