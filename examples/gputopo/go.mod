@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/gputopo/gputopo v0.0.0-00010101000000-000000000000
 	github.com/gputopo/gputopo/topology/kube v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.34.0
 	sigs.k8s.io/yaml v1.6.0
@@ -31,6 +32,7 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gputopo/gputopo v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.34.0
 	k8s.io/apimachinery v0.34.0
 	pgregory.net/rapid v1.1.0
@@ -18,6 +19,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
