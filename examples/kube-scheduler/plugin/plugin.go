@@ -460,6 +460,13 @@ func (p *Plugin) Reserved(uid types.UID) (node string, devices []int, ok bool) {
 	return r.node, slices.Clone(r.devices), ok
 }
 
+// NodeTopology returns the topology the plugin uses for a node, or the
+// short error (at most MaxReasonBytes) Filter reports for it (for tests and
+// debugging). An annotation value seen before is not decoded again.
+func (p *Plugin) NodeTopology(node *v1.Node) (*topology.Node, error) {
+	return p.topology(node)
+}
+
 func joinComma(s []string) string {
 	out := ""
 	for i, v := range s {
