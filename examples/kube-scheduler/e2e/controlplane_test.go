@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/backend"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
@@ -131,6 +132,9 @@ func freePort(t *testing.T) int {
 // startEtcd starts an embedded etcd and returns its client URL.
 func startEtcd(t *testing.T) string {
 	t.Helper()
+	// bbolt maps 10 GiB of address space up front by default; 512 MiB (it
+	// grows the map when needed) lets this binary run under ulimit -v.
+	backend.InitialMmapSize = 512 << 20
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
 	cfg.UnsafeNoFsync = true

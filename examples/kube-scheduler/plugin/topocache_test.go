@@ -149,7 +149,7 @@ func TestFilterRejectsBadAnnotations(t *testing.T) {
 		{"oversized", kube.EncodingV1 + strings.Repeat("A", kube.MaxAnnotationBytes), "too large", topology.ErrLimit, 4 << 10},
 		// Needs topology.MaxDevices enforced by the decoders (branch
 		// h-topo); until then this case allocates gigabytes.
-		{"hostile: 3,000 devices, no links", hostile, "", kube.ErrBadAnnotation, 32 << 20},
+		{"hostile: 3,000 devices, no links", hostile, "MaxDevices", topology.ErrLimit, 4 << 20},
 	}
 	dgx, err := catalog.Get("dgx1-v100")
 	require.NoError(t, err)
