@@ -85,6 +85,12 @@ func testBadAnnotations(t *testing.T, cp *controlPlane) {
 		reasons[name] = err.Error()
 	}
 	assert.Contains(t, reasons["s7-malformed"], "base64")
+	// The hostile one is refused for exceeding a limit (topology.MaxDevices),
+	// not decoded.
+	node, err := cp.client.CoreV1().Nodes().Get(ctx, "s7-hostile", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = cp.plugin.Load().NodeTopology(node)
+	assert.ErrorIs(t, err, topology.ErrLimit)
 
 	// 4 GPUs fit on no node: 2 are left on the good one, and the plugin
 	// rejects the bad ones. The condition and the event give each bad
@@ -98,7 +104,7 @@ func testBadAnnotations(t *testing.T, cp *controlPlane) {
 	}
 	assert.Less(t, len(msg), 4<<10, "the condition message is not short")
 	var event string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		events, err := cp.client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -118,7 +124,7 @@ func testBadAnnotations(t *testing.T, cp *controlPlane) {
 
 	// More scheduling cycles over the same nodes: a node update, a pod
 	// that fits, a pod that does not.
-	node, err := cp.client.CoreV1().Nodes().Get(ctx, "s7-hostile", metav1.GetOptions{})
+	node, err = cp.client.CoreV1().Nodes().Get(ctx, "s7-hostile", metav1.GetOptions{})
 	require.NoError(t, err)
 	node.Labels["e2e.gputopo.io/touched"] = "yes" // same annotation: no new decode, no new log line
 	_, err = cp.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})

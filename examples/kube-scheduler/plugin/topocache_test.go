@@ -326,3 +326,55 @@ func TestShorten(t *testing.T) {
 	assert.Equal(t, "a?b", shorten("a\nb", 10))
 	assert.Equal(t, "h...", shorten("héllo", 5), "a rune cut in two is dropped")
 }
+
+// TestTopologyConcurrentFilters: Filter runs on many nodes at once (and
+// the informer's handler next to it); each annotation value is still
+// decoded once and each rejection logged once.
+func TestTopologyConcurrentFilters(t *testing.T) {
+	p, logs := loggingPlugin(t)
+	var mu sync.Mutex
+	decodes := map[string]int{}
+	p.topos.decode = func(v string) (*topology.Node, error) {
+		mu.Lock()
+		decodes[v]++
+		mu.Unlock()
+		return kube.DecodeAnnotation(v)
+	}
+	dgx, err := catalog.Get("dgx1-v100")
+	require.NoError(t, err)
+	nodes := []*v1.Node{
+		nodeObj(t, "good", dgx),
+		annotatedNode("malformed", kube.EncodingV1+"***"),
+		annotatedNode("oversized", strings.Repeat("{", kube.MaxAnnotationBytes+1)),
+	}
+	pod := gpuPod("p", 2, nil)
+	state := newState()
+	p.PreFilter(context.Background(), state, pod, nil)
+	h := p.topos.nodeEventHandler()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := nodes[(w+i)%len(nodes)]
+				if i%50 == 0 {
+					h.OnUpdate(n, n)
+				}
+				st := p.Filter(context.Background(), state, pod, fakeNodeInfo{node: n})
+				if n.Name == "good" != st.IsSuccess() {
+					t.Errorf("node %s: %v", n.Name, st)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		want := 1
+		if n.Name == "oversized" {
+			want = 0 // refused by its size before the decoder sees it
+		}
+		assert.Equal(t, want, decodes[n.Annotations[kube.AnnotationTopology]], "decodes of node %s", n.Name)
+	}
+	assert.Len(t, logs.about("malformed"), 1)
+	assert.Len(t, logs.about("oversized"), 1)
+	assert.Empty(t, logs.about("good"))
+}
