@@ -132,8 +132,9 @@ func classify(err error) error {
 // "no KFD", "no accelerator" error) is skipped; any other error is also
 // recorded and the next provider tried, so one broken driver does not hide
 // another vendor's devices, and the report shows both (see
-// [Report.Degraded]). When none answers, the error wraps ErrNotDetected
-// and the report says why each failed.
+// [Report.Degraded]). A node of more than topology.MaxDevices devices is
+// such an error (wrapping topology.ErrLimit). When none answers, the error
+// wraps ErrNotDetected and the report says why each failed.
 func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node, Report, error) {
 	if len(providers) == 0 {
 		providers = DefaultProviders()
@@ -147,6 +148,9 @@ func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node,
 		n, err := p.Discover(ctx)
 		if err == nil && n == nil {
 			err = fmt.Errorf("%w: provider returned no topology", ErrNotDetected)
+		}
+		if err == nil && n.Len() > topology.MaxDevices {
+			err = fmt.Errorf("provider returned %d devices, more than topology.MaxDevices (%d): %w", n.Len(), topology.MaxDevices, topology.ErrLimit)
 		}
 		err = classify(err)
 		a := Attempt{Provider: p.Name(), Err: err}

@@ -3,11 +3,13 @@ package provider
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
@@ -32,8 +34,17 @@ type TopologyProvider interface {
 // errors.Is works on their errors directly.
 var ErrNotDetected = detecterr.ErrNotDetected
 
-// maxFileBytes bounds what the file provider reads.
-const maxFileBytes = 64 << 20
+// MaxFileBytes bounds a topology file read by [File] and the data [Parse]
+// accepts (a 1,024-device node in our JSON schema is about 20 MB); more is
+// an error wrapping topology.ErrLimit.
+const MaxFileBytes = 64 << 20
+
+// ErrFile is wrapped when [File]'s path cannot be read: it does not exist,
+// is not a regular file (a directory, a FIFO, a device), or is larger than
+// [MaxFileBytes] (also wrapping topology.ErrLimit). The os error stays in
+// the chain. Content that does not parse wraps the topology package's
+// sentinels instead.
+var ErrFile = errors.New("provider: cannot read topology file")
 
 type static struct {
 	name string
@@ -68,7 +79,8 @@ type file struct {
 }
 
 // File returns a provider that reads path on every Discover: our JSON
-// schema (a document starting with '{') or `nvidia-smi topo -m` output.
+// schema (a document starting with '{') or `nvidia-smi topo -m` output,
+// from a regular file of at most [MaxFileBytes] (errors wrap [ErrFile]).
 // opts tells the nvidia-smi parser what the printout does not say (the GPU
 // model); its Name defaults to the file's base name.
 func File(path string, opts topology.NvidiaSMIOptions) TopologyProvider {
@@ -81,14 +93,9 @@ func (f file) Discover(ctx context.Context) (*topology.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fh, err := os.Open(f.path)
+	data, err := readFile(f.path)
 	if err != nil {
-		return nil, fmt.Errorf("provider: topology file: %w", err)
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileBytes))
-	if err != nil {
-		return nil, fmt.Errorf("provider: topology file %s: %w", f.path, err)
+		return nil, err
 	}
 	opts := f.opts
 	if opts.Name == "" {
@@ -101,9 +108,44 @@ func (f file) Discover(ctx context.Context) (*topology.Node, error) {
 	return n, nil
 }
 
+// readFile reads a regular file of at most MaxFileBytes; errors wrap
+// ErrFile.
+func readFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFile, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrFile, path, st.Mode().Type())
+	}
+	if st.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s has %d bytes, more than provider.MaxFileBytes (%d): %w", ErrFile, path, st.Size(), MaxFileBytes, topology.ErrLimit)
+	}
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFile, err)
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrFile, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrFile, path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s grew past provider.MaxFileBytes (%d bytes): %w", ErrFile, path, MaxFileBytes, topology.ErrLimit)
+	}
+	return data, nil
+}
+
 // Parse reads a topology in either supported text form: our JSON schema
-// (recognised by a leading '{') or `nvidia-smi topo -m` output.
+// (recognised by a leading '{') or `nvidia-smi topo -m` output. Data
+// larger than [MaxFileBytes] is an error wrapping topology.ErrLimit.
 func Parse(data []byte, opts topology.NvidiaSMIOptions) (*topology.Node, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("provider: %d bytes of topology, more than provider.MaxFileBytes (%d): %w", len(data), MaxFileBytes, topology.ErrLimit)
+	}
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
 		if opts.Lenient {
 			return topology.ParseJSONLenient(data)

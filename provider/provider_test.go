@@ -51,7 +51,7 @@ func TestFileProviderReadsBothForms(t *testing.T) {
 func TestFileProviderErrors(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	if _, err := provider.File(filepath.Join(dir, "missing.json"), topology.NvidiaSMIOptions{}).Discover(ctx); !errors.Is(err, os.ErrNotExist) {
+	if _, err := provider.File(filepath.Join(dir, "missing.json"), topology.NvidiaSMIOptions{}).Discover(ctx); !errors.Is(err, os.ErrNotExist) || !errors.Is(err, provider.ErrFile) {
 		t.Errorf("missing file: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.json")

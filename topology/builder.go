@@ -8,12 +8,15 @@ import (
 	"slices"
 )
 
-// maxNUMANodes bounds NUMA ids; Linux supports at most 1024 (CONFIG_NODES_SHIFT=10).
-const maxNUMANodes = 1024
-
 // Builder assembles and validates a [Node]. Setters record input and never
-// fail; [Builder.Build] checks everything at once and reports every problem,
-// each naming the device or pair at fault.
+// fail; [Builder.Build] checks everything at once and reports the problems
+// (the first [MaxReportedProblems] of them, then a count of the rest), each
+// naming the device or pair at fault.
+//
+// A Builder holds at most [MaxDevices] devices and [MaxNICs] NICs: further
+// AddDevice and AddNIC calls are counted but not stored, and Build then
+// fails with an error wrapping [ErrLimit] before allocating anything that
+// grows with the device count.
 //
 // The zero Builder is not usable; call [NewBuilder].
 type Builder struct {
@@ -21,10 +24,13 @@ type Builder struct {
 	lenient       bool
 	inferNVSwitch bool
 	devices       []Device
+	extraDevices  int // AddDevice calls beyond MaxDevices
 	links         map[[2]int]Link
 	nics          []NIC
+	extraNICs     int // AddNIC calls beyond MaxNICs
 	nicLinks      map[[2]int]LinkKind
 	numa          [][]int
+	numaRows      int // rows given to SetNUMADistances (numa is nil when over MaxNUMANodes)
 	fabric        FabricDomain
 }
 
@@ -48,8 +54,14 @@ func (b *Builder) SetLenient(lenient bool) *Builder { b.lenient = lenient; retur
 // H100, though each GPU has only 18 links, all into the switch fabric.
 func (b *Builder) SetInferNVSwitch(infer bool) *Builder { b.inferNVSwitch = infer; return b }
 
-// AddDevice adds a device. Device indices must end up being 0..n-1.
+// AddDevice adds a device. Device indices must end up being 0..n-1. A
+// device beyond the [MaxDevices]th is not stored; Build then fails with an
+// error wrapping [ErrLimit].
 func (b *Builder) AddDevice(d Device) *Builder {
+	if len(b.devices) >= MaxDevices {
+		b.extraDevices++
+		return b
+	}
 	b.devices = append(b.devices, d.clone())
 	return b
 }
@@ -67,8 +79,17 @@ func (b *Builder) SetLinkPair(a, c int, l Link) *Builder {
 	return b
 }
 
-// AddNIC adds a NIC; its index is the number of NICs added before it.
-func (b *Builder) AddNIC(nic NIC) *Builder { b.nics = append(b.nics, nic); return b }
+// AddNIC adds a NIC; its index is the number of NICs added before it. A NIC
+// beyond the [MaxNICs]th is not stored; Build then fails with an error
+// wrapping [ErrLimit].
+func (b *Builder) AddNIC(nic NIC) *Builder {
+	if len(b.nics) >= MaxNICs {
+		b.extraNICs++
+		return b
+	}
+	b.nics = append(b.nics, nic)
+	return b
+}
 
 // SetNICLink records the PCIe path class between device dev and NIC nic.
 func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
@@ -77,10 +98,19 @@ func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
 }
 
 // SetNUMADistances sets the NUMA distance table (SLIT, 10 = local); row i
-// is NUMA node i.
+// is NUMA node i. A table of more than [MaxNUMANodes] rows is not copied;
+// Build then fails with an error wrapping [ErrLimit].
 func (b *Builder) SetNUMADistances(d [][]int) *Builder {
+	b.numaRows = len(d)
+	if d == nil || len(d) > MaxNUMANodes {
+		b.numa = nil
+		return b
+	}
 	b.numa = make([][]int, len(d))
 	for i, r := range d {
+		if len(r) > MaxNUMANodes {
+			r = r[:MaxNUMANodes+1] // enough to be reported as ragged
+		}
 		b.numa[i] = slices.Clone(r)
 	}
 	return b
@@ -89,34 +119,127 @@ func (b *Builder) SetNUMADistances(d [][]int) *Builder {
 // SetFabric sets the node's multi-node NVLink domain.
 func (b *Builder) SetFabric(f FabricDomain) *Builder { b.fabric = f; return b }
 
+// problems collects validation errors and warnings, keeping the first
+// MaxReportedProblems of each and counting the rest.
 type problems struct {
-	errs     []error
-	warnings []string
+	errs             []error
+	omitted          int
+	omittedSentinels []error
+	warnings         []string
+	omittedWarnings  int
+}
+
+// room reports whether another error would be kept; when it would not, it
+// counts the error as omitted under sentinel. Callers that format a
+// costly detail check it first.
+func (p *problems) room(sentinel error) bool {
+	if len(p.errs) < MaxReportedProblems {
+		return true
+	}
+	p.omitted++
+	if !slices.Contains(p.omittedSentinels, sentinel) {
+		p.omittedSentinels = append(p.omittedSentinels, sentinel)
+	}
+	return false
 }
 
 func (p *problems) add(sentinel error, detail string, devices ...int) {
-	p.errs = append(p.errs, &ValidationError{Err: sentinel, Devices: devices, Detail: detail})
+	if p.room(sentinel) {
+		p.errs = append(p.errs, &ValidationError{Err: sentinel, Devices: devices, Detail: detail})
+	}
+}
+
+func (p *problems) failed() bool { return len(p.errs) > 0 }
+
+// err joins the kept errors and, when some were omitted, an error saying
+// how many (it wraps their sentinels, so errors.Is still sees them).
+func (p *problems) err() error {
+	errs := p.errs
+	if p.omitted > 0 {
+		errs = append(errs[:len(errs):len(errs)], &omittedProblems{count: p.omitted, sentinels: p.omittedSentinels})
+	}
+	return errors.Join(errs...)
+}
+
+// warnRoom reports whether another warning would be kept, counting it as
+// omitted when not.
+func (p *problems) warnRoom() bool {
+	if len(p.warnings) < MaxReportedProblems {
+		return true
+	}
+	p.omittedWarnings++
+	return false
+}
+
+func (p *problems) finalWarnings() []string {
+	if p.omittedWarnings > 0 {
+		return append(p.warnings, fmt.Sprintf("and %d more warnings (only the first %d are kept; see topology.MaxReportedProblems)", p.omittedWarnings, MaxReportedProblems))
+	}
+	return p.warnings
+}
+
+// omittedProblems summarises the validation errors beyond
+// MaxReportedProblems.
+type omittedProblems struct {
+	count     int
+	sentinels []error
+}
+
+func (e *omittedProblems) Error() string {
+	return fmt.Sprintf("and %d more problems (only the first %d are reported; see topology.MaxReportedProblems)", e.count, MaxReportedProblems)
+}
+
+func (e *omittedProblems) Unwrap() []error {
+	return append(slices.Clip(e.sentinels), ErrInvalidTopology)
+}
+
+// checkLimits fails, wrapping ErrLimit, when the builder was given more
+// than a node may hold.
+func (b *Builder) checkLimits() error {
+	if n := len(b.devices) + b.extraDevices; n > MaxDevices {
+		return fmt.Errorf("%w: %d devices, more than topology.MaxDevices (%d)", ErrLimit, n, MaxDevices)
+	}
+	if n := len(b.nics) + b.extraNICs; n > MaxNICs {
+		return fmt.Errorf("%w: %d NICs, more than topology.MaxNICs (%d)", ErrLimit, n, MaxNICs)
+	}
+	if b.numaRows > MaxNUMANodes {
+		return fmt.Errorf("%w: NUMA distance table of %d nodes, more than topology.MaxNUMANodes (%d)", ErrLimit, b.numaRows, MaxNUMANodes)
+	}
+	return nil
 }
 
 // Build validates the input and returns the node. On failure it returns an
-// error joining one [*ValidationError] per problem; errors.Is works with
-// every sentinel involved (ErrDuplicateDevice, ErrMissingLink, ...).
+// error joining one [*ValidationError] per problem (the first
+// [MaxReportedProblems], then one error counting the rest); errors.Is works
+// with every sentinel involved (ErrDuplicateDevice, ErrMissingLink, ...).
+// Input beyond a size limit fails first, with an error wrapping [ErrLimit].
+//
+// Build allocates the n×n link matrix only once the links are known to be
+// complete (strict) or repairable (lenient), so a node of many devices and
+// no links costs one short error, not n² of anything.
 func (b *Builder) Build() (*Node, error) {
+	if err := b.checkLimits(); err != nil {
+		return nil, err
+	}
 	var p problems
 	devs := b.checkDevices(&p)
 	b.checkNUMA(&p, devs)
-	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+	if p.failed() {
+		return nil, p.err()
+	}
+	b.checkLinks(&p, len(devs))
+	if p.failed() {
+		return nil, p.err()
 	}
 	n := &Node{name: b.name, devices: devs, fabric: b.fabric, numa: b.numa}
 	b.buildLinks(&p, n)
 	b.buildNICs(&p, n)
-	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+	if p.failed() {
+		return nil, p.err()
 	}
-	n.warnings = p.warnings
+	n.warnings = p.finalWarnings()
 	n.computeIslands()
-	n.computeFingerprint()
+	n.computeFingerprints()
 	return n, nil
 }
 
@@ -185,28 +308,28 @@ func (b *Builder) checkNUMA(p *problems, devs []Device) {
 			}
 		}
 	}
-	if len(b.numa) > maxNUMANodes {
-		p.add(ErrInvalidNUMA, fmt.Sprintf("%d NUMA nodes, more than Linux's %d", len(b.numa), maxNUMANodes))
-	}
 	for _, d := range devs {
 		switch {
-		case d.NUMA < -1 || d.NUMA >= maxNUMANodes:
-			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, maxNUMANodes-1), d.Index)
+		case d.NUMA < -1 || d.NUMA >= MaxNUMANodes:
+			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, MaxNUMANodes-1), d.Index)
 		case b.numa != nil && d.NUMA >= len(b.numa):
 			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d is not in the %d-node distance table", d.NUMA, len(b.numa)), d.Index)
 		}
 	}
 	for _, nic := range b.nics {
-		if nic.NUMA < -1 || nic.NUMA >= maxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
+		if nic.NUMA < -1 || nic.NUMA >= MaxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
 			p.add(ErrInvalidNUMA, fmt.Sprintf("NIC %q: NUMA node %d", nic.Name, nic.NUMA))
 		}
 	}
 }
 
-func (b *Builder) checkLink(p *problems, from, to int, l Link) bool {
+// checkLink validates one link's values, reporting to p (when not nil).
+func checkLink(p *problems, from, to int, l Link) bool {
 	ok := true
 	bad := func(sentinel error, detail string) {
-		p.add(sentinel, detail, from, to)
+		if p != nil {
+			p.add(sentinel, detail, from, to)
+		}
 		ok = false
 	}
 	if l.Kind > LinkNVSwitch {
@@ -230,71 +353,131 @@ func (b *Builder) checkLink(p *problems, from, to int, l Link) bool {
 	return ok
 }
 
-func (b *Builder) buildLinks(p *problems, n *Node) {
-	size := len(n.devices)
-	n.links = make([]Link, size*size)
-	keys := make([][2]int, 0, len(b.links))
-	for k := range b.links {
-		keys = append(keys, k)
+// linkKeyOK reports whether a recorded link names two distinct devices of
+// a node of size devices and carries valid values.
+func linkKeyOK(k [2]int, l Link, size int) bool {
+	return k[0] >= 0 && k[0] < size && k[1] >= 0 && k[1] < size && k[0] != k[1] && checkLink(nil, k[0], k[1], l)
+}
+
+// checkLinks validates every recorded link and, for a strict builder, that
+// every pair is linked both ways, identically. It allocates nothing that
+// grows with the square of the device count: a node of n devices and no
+// links costs n²/2 map lookups and one short, capped error.
+func (b *Builder) checkLinks(p *problems, size int) {
+	clean := true
+	for k, l := range b.links {
+		if !linkKeyOK(k, l, size) {
+			clean = false
+			break
+		}
 	}
-	slices.SortFunc(keys, func(x, y [2]int) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
-	set := make([]bool, size*size)
-	for _, k := range keys {
-		from, to := k[0], k[1]
-		l := b.links[k]
-		switch {
-		case from < 0 || from >= size || to < 0 || to >= size:
-			p.add(ErrUnknownDevice, fmt.Sprintf("link %d→%d on a node of %d devices", from, to, size), from, to)
-			continue
-		case from == to:
-			p.add(ErrSelfLink, "a device cannot link to itself", from)
-			continue
+	if !clean {
+		// Report in a deterministic order.
+		keys := make([][2]int, 0, len(b.links))
+		for k := range b.links {
+			keys = append(keys, k)
 		}
-		if !b.checkLink(p, from, to, l) {
-			continue
+		slices.SortFunc(keys, func(x, y [2]int) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+		for _, k := range keys {
+			from, to := k[0], k[1]
+			switch {
+			case from < 0 || from >= size || to < 0 || to >= size:
+				if p.room(ErrUnknownDevice) {
+					p.errs = append(p.errs, &ValidationError{Err: ErrUnknownDevice, Devices: []int{from, to},
+						Detail: fmt.Sprintf("link %d→%d on a node of %d devices", from, to, size)})
+				}
+			case from == to:
+				p.add(ErrSelfLink, "a device cannot link to itself", from)
+			default:
+				checkLink(p, from, to, b.links[k])
+			}
 		}
-		if l.Kind.IsPCIe() {
-			l.PCIe = l.Kind
-		}
-		n.links[from*size+to] = l
-		set[from*size+to] = true
+		return
 	}
-	if len(p.errs) > 0 {
+	if b.lenient || len(b.links) == size*(size-1) && b.symmetric() {
 		return
 	}
 	for i := 0; i < size; i++ {
 		for j := i + 1; j < size; j++ {
-			fwd, back := set[i*size+j], set[j*size+i]
-			a, c := n.links[i*size+j], n.links[j*size+i]
+			a, fwd := b.link(i, j)
+			c, back := b.link(j, i)
 			switch {
 			case !fwd && !back:
-				if !b.lenient {
-					p.add(ErrMissingLink, "no link in either direction", i, j)
-					continue
+				if p.room(ErrMissingLink) {
+					p.errs = append(p.errs, &ValidationError{Err: ErrMissingLink, Devices: []int{i, j}, Detail: "no link in either direction"})
 				}
-				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: no link given; assuming no path", i, j))
 			case fwd != back:
 				from, to := j, i
 				if !fwd {
 					from, to = i, j
 				}
-				if !b.lenient {
-					p.add(ErrMissingLink, fmt.Sprintf("no link %d→%d, though %d→%d is given", from, to, to, from), i, j)
-					continue
+				if p.room(ErrMissingLink) {
+					p.errs = append(p.errs, &ValidationError{Err: ErrMissingLink, Devices: []int{i, j},
+						Detail: fmt.Sprintf("no link %d→%d, though %d→%d is given", from, to, to, from)})
 				}
-				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: link %d→%d missing; mirrored from %d→%d", i, j, from, to, to, from))
+			case a != c:
+				if p.room(ErrAsymmetricLink) {
+					p.errs = append(p.errs, &ValidationError{Err: ErrAsymmetricLink, Devices: []int{i, j},
+						Detail: fmt.Sprintf("%d→%d is %v but %d→%d is %v", i, j, a, j, i, c)})
+				}
+			}
+		}
+	}
+}
+
+// symmetric reports whether every recorded link has an equal reverse.
+func (b *Builder) symmetric() bool {
+	for k := range b.links {
+		a, _ := b.link(k[0], k[1])
+		c, ok := b.link(k[1], k[0])
+		if !ok || a != c {
+			return false
+		}
+	}
+	return true
+}
+
+// link returns the recorded link from→to, its PCIe class normalised.
+func (b *Builder) link(from, to int) (Link, bool) {
+	l, ok := b.links[[2]int{from, to}]
+	if ok && l.Kind.IsPCIe() {
+		l.PCIe = l.Kind
+	}
+	return l, ok
+}
+
+// buildLinks fills the link matrix from links checkLinks accepted,
+// repairing (lenient) missing and asymmetric pairs with capped warnings.
+func (b *Builder) buildLinks(p *problems, n *Node) {
+	size := len(n.devices)
+	n.links = make([]Link, size*size)
+	for i := 0; i < size; i++ {
+		for j := i + 1; j < size; j++ {
+			a, fwd := b.link(i, j)
+			c, back := b.link(j, i)
+			switch {
+			case !fwd && !back:
+				if p.warnRoom() {
+					p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: no link given; assuming no path", i, j))
+				}
+			case fwd != back:
+				from, to := j, i
+				if !fwd {
+					from, to = i, j
+				}
+				if p.warnRoom() {
+					p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: link %d→%d missing; mirrored from %d→%d", i, j, from, to, to, from))
+				}
 				if fwd {
 					c = a
 				} else {
 					a = c
 				}
 			case a != c:
-				if !b.lenient {
-					p.add(ErrAsymmetricLink, fmt.Sprintf("%d→%d is %v but %d→%d is %v", i, j, a, j, i, c), i, j)
-					continue
-				}
 				w := weaker(a, c)
-				p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: asymmetric link (%v vs %v); kept the weaker %v", i, j, a, c, w))
+				if p.warnRoom() {
+					p.warnings = append(p.warnings, fmt.Sprintf("devices %d and %d: asymmetric link (%v vs %v); kept the weaker %v", i, j, a, c, w))
+				}
 				a, c = w, w
 			}
 			n.links[i*size+j], n.links[j*size+i] = a, c
@@ -303,16 +486,43 @@ func (b *Builder) buildLinks(p *problems, n *Node) {
 	if b.inferNVSwitch {
 		inferNVSwitch(n)
 	}
+	var est bandwidthCache
 	for i := 0; i < size; i++ {
 		for j := 0; j < size; j++ {
 			l := &n.links[i*size+j]
 			if i != j && l.Bandwidth == 0 && l.Kind != LinkNone {
-				l.Bandwidth = math.Min(
-					EstimateBandwidth(l.Kind, l.Lanes, n.devices[i].Model),
-					EstimateBandwidth(l.Kind, l.Lanes, n.devices[j].Model))
+				l.Bandwidth = math.Min(est.get(l.Kind, l.Lanes, n.devices[i].Model), est.get(l.Kind, l.Lanes, n.devices[j].Model))
 			}
 		}
 	}
+}
+
+// bandwidthCache remembers a few EstimateBandwidth answers: a node has
+// few distinct (kind, lanes, model) triples, and the estimate matches
+// model names, which costs more than the rest of a build.
+type bandwidthCache struct {
+	entries [16]struct {
+		kind  LinkKind
+		lanes int
+		model string
+		bw    float64
+	}
+	n int
+}
+
+func (c *bandwidthCache) get(kind LinkKind, lanes int, model string) float64 {
+	for i := 0; i < c.n; i++ {
+		if e := &c.entries[i]; e.kind == kind && e.lanes == lanes && e.model == model {
+			return e.bw
+		}
+	}
+	bw := EstimateBandwidth(kind, lanes, model)
+	if c.n < len(c.entries) {
+		e := &c.entries[c.n]
+		e.kind, e.lanes, e.model, e.bw = kind, lanes, model, bw
+		c.n++
+	}
+	return bw
 }
 
 // inferNVSwitch marks NVLink pairs as NVSwitch when either GPU has more

@@ -79,7 +79,13 @@ type Cluster struct {
 	root   *Domain
 	leaf   []*Domain // deepest domain of each node
 	paths  map[string]*Domain
+	kids   map[childKey]*Domain // finds a child without building its path
 	levels []string
+}
+
+type childKey struct {
+	parent *Domain
+	name   string
 }
 
 // Len returns the number of nodes.
@@ -136,7 +142,10 @@ func (c *Cluster) Ancestors(i int) []*Domain {
 }
 
 func newCluster(nodes []ClusterNode) (*Cluster, error) {
-	c := &Cluster{nodes: slices.Clone(nodes), byName: map[string]int{}, paths: map[string]*Domain{},
+	if len(nodes) > MaxClusterNodes {
+		return nil, fmt.Errorf("%w: %w: %d nodes, more than topology.MaxClusterNodes (%d)", ErrInvalidCluster, ErrLimit, len(nodes), MaxClusterNodes)
+	}
+	c := &Cluster{nodes: slices.Clone(nodes), byName: map[string]int{}, paths: map[string]*Domain{}, kids: map[childKey]*Domain{},
 		root: &Domain{}, leaf: make([]*Domain, len(nodes))}
 	for i, n := range nodes {
 		if n.Name == "" {
@@ -152,16 +161,18 @@ func newCluster(nodes []ClusterNode) (*Cluster, error) {
 }
 
 func (c *Cluster) child(parent *Domain, level, name string) *Domain {
+	key := childKey{parent, name}
+	if d, ok := c.kids[key]; ok {
+		return d
+	}
 	path := name
 	if parent.path != "" {
 		path = parent.path + "/" + name
 	}
-	if d, ok := c.paths[path]; ok {
-		return d
-	}
 	d := &Domain{level: level, name: name, path: path, parent: parent, depth: parent.depth + 1}
 	parent.children = append(parent.children, d)
 	c.paths[path] = d
+	c.kids[key] = d
 	return d
 }
 
@@ -186,7 +197,13 @@ func (c *Cluster) finish() {
 // is placed under the domain named by each level's label value; a node
 // without a level's label skips that level and hangs from the deepest
 // domain it does have (a CPU node without a clique label sits in its rack).
+//
+// More than [MaxClusterNodes] nodes or [MaxDomainDepth] levels fail with an
+// error wrapping [ErrLimit] (and [ErrInvalidCluster]) before any work.
 func NewClusterFromLabels(nodes []ClusterNode, levels []string) (*Cluster, error) {
+	if len(levels) > MaxDomainDepth {
+		return nil, fmt.Errorf("%w: %w: %d levels, more than topology.MaxDomainDepth (%d)", ErrInvalidCluster, ErrLimit, len(levels), MaxDomainDepth)
+	}
 	c, err := newCluster(nodes)
 	if err != nil {
 		return nil, err
@@ -228,8 +245,16 @@ type HyperNode struct {
 // Each node and HyperNode may have at most one parent; a member must be of
 // a lower tier than its parent; unknown members are errors. Top-level
 // HyperNodes and nodes that belong to none hang from the root. Levels are
-// named "tier-<n>".
+// named "tier-<n>". Membership cannot form a cycle: a member's tier is
+// always below its parent's.
+//
+// More than [MaxClusterNodes] nodes or [MaxHyperNodes] HyperNodes, or a
+// tier above [MaxDomainDepth], fail with an error wrapping [ErrLimit] (and
+// [ErrInvalidCluster]) before any work that grows with them.
 func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster, error) {
+	if len(hyper) > MaxHyperNodes {
+		return nil, fmt.Errorf("%w: %w: %d HyperNodes, more than topology.MaxHyperNodes (%d)", ErrInvalidCluster, ErrLimit, len(hyper), MaxHyperNodes)
+	}
 	c, err := newCluster(nodes)
 	if err != nil {
 		return nil, err
@@ -245,6 +270,8 @@ func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster,
 			return nil, fmt.Errorf("%w: HyperNode %q defined twice", ErrInvalidCluster, h.Name)
 		case h.Tier < 1:
 			return nil, fmt.Errorf("%w: HyperNode %q: tier %d, want ≥ 1", ErrInvalidCluster, h.Name, h.Tier)
+		case h.Tier > MaxDomainDepth:
+			return nil, fmt.Errorf("%w: %w: HyperNode %q: tier %d, more than topology.MaxDomainDepth (%d)", ErrInvalidCluster, ErrLimit, h.Name, h.Tier, MaxDomainDepth)
 		}
 		byName[h.Name] = h
 		maxTier = max(maxTier, h.Tier)
@@ -270,14 +297,20 @@ func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster,
 	for t := maxTier; t >= 1; t-- {
 		c.levels = append(c.levels, "tier-"+strconv.Itoa(t))
 	}
+	domains := make(map[string]*Domain, len(hyper))
 	var domainOf func(name string) *Domain
-	domainOf = func(name string) *Domain {
+	domainOf = func(name string) *Domain { // recursion depth ≤ MaxDomainDepth: tiers fall at each step
+		if d, ok := domains[name]; ok {
+			return d
+		}
 		parent := c.root
 		if p, ok := parentOf[name]; ok {
 			parent = domainOf(p)
 		}
 		h := byName[name]
-		return c.child(parent, "tier-"+strconv.Itoa(h.Tier), name)
+		d := c.child(parent, "tier-"+strconv.Itoa(h.Tier), name)
+		domains[name] = d
+		return d
 	}
 	for _, h := range hyper {
 		domainOf(h.Name)

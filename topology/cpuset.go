@@ -1,9 +1,11 @@
 package topology
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -36,31 +38,64 @@ func NewCPUSet(cpus ...int) (CPUSet, error) {
 }
 
 // ParseCPUSet parses a Linux cpulist such as "0-19,40-59" or "3". The empty
-// string and "N/A" (as printed by nvidia-smi) parse to the empty set.
+// string and "N/A" (as printed by nvidia-smi) parse to the empty set. CPU
+// ids must be below 65536. The cost is linear in the length of s (ranges
+// are merged before bits are set), however the ranges overlap.
 func ParseCPUSet(s string) (CPUSet, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, "N/A") {
 		return CPUSet{}, nil
 	}
-	var w []uint64
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
+	var buf [8][2]int
+	ranges := buf[:0]
+	sorted, hi := true, -1
+	for part := range strings.SplitSeq(s, ",") {
+		lo, top, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < 0 || a >= maxCPU {
 			return CPUSet{}, fmt.Errorf("%w %q: bad cpu %q", ErrBadCPUList, s, lo)
 		}
 		b := a
 		if isRange {
-			b, err = strconv.Atoi(hi)
+			b, err = strconv.Atoi(top)
 			if err != nil || b < a || b >= maxCPU {
 				return CPUSet{}, fmt.Errorf("%w %q: bad range %q", ErrBadCPUList, s, part)
 			}
 		}
-		for c := a; c <= b; c++ {
-			w = setBit(w, c)
+		if a <= hi {
+			sorted = false
 		}
+		hi = max(hi, b)
+		ranges = append(ranges, [2]int{a, b})
+	}
+	if !sorted {
+		slices.SortFunc(ranges, func(x, y [2]int) int { return cmp.Compare(x[0], y[0]) })
+	}
+	w := make([]uint64, hi/64+1)
+	end := -1 // highest CPU set so far; ranges are merged against it
+	for _, r := range ranges {
+		a, b := max(r[0], end+1), r[1]
+		if a > b {
+			continue
+		}
+		setRange(w, a, b)
+		end = b
 	}
 	return CPUSet{words: trim(w)}, nil
+}
+
+// setRange sets bits a..b (inclusive) of w, a word at a time.
+func setRange(w []uint64, a, b int) {
+	for a <= b {
+		i, off := a/64, a%64
+		n := min(64-off, b-a+1)
+		mask := ^uint64(0)
+		if n < 64 {
+			mask = (1<<n - 1) << off
+		}
+		w[i] |= mask
+		a += n
+	}
 }
 
 func setBit(w []uint64, c int) []uint64 {

@@ -4,8 +4,10 @@
 // arranged in a domain tree.
 //
 // A [Node] describes what the hardware is. It is immutable once built, safe
-// for concurrent use, and carries a [Fingerprint] so that anything derived
-// from its shape alone can be cached. What is in use right now (allocated
+// for concurrent use, and carries two [Fingerprint]s: [Node.Fingerprint]
+// (the whole topology but its name) and [Node.ShapeFingerprint] (the
+// hardware shape only, shared by identical servers), so that anything
+// derived from its shape alone can be cached. What is in use right now (allocated
 // devices, memory, MIG instances) is not part of it: scheduling packages take
 // that as a separate value.
 //
@@ -34,6 +36,20 @@
 // ([NewClusterFromHyperNodes], Volcano style). A domain's identity is its
 // full path.
 //
-// Every error wraps a sentinel ([ErrInvalidTopology], [ErrParse], ...) for
-// errors.Is.
+// # Limits
+//
+// Every input path is bounded by construction: the number of devices
+// ([MaxDevices]), NICs ([MaxNICs]) and NUMA nodes ([MaxNUMANodes]) of a
+// node, the bytes, lines, columns and rows of a document ([MaxJSONBytes],
+// [MaxSMIBytes], [MaxSMILineBytes], [MaxSMIColumns], [MaxSMIRows]), the
+// size and depth of a cluster ([MaxClusterNodes], [MaxHyperNodes],
+// [MaxDomainDepth]) are checked before anything that grows with them is
+// allocated, and errors and warnings are capped ([MaxReportedProblems]).
+// An input beyond a limit fails with an error wrapping [ErrLimit] that
+// names the limit. A small hostile input (a few kilobytes declaring
+// thousands of devices) costs at most a few megabytes; the package tests
+// state and check the bound for each parser.
+//
+// Every error wraps a sentinel ([ErrInvalidTopology], [ErrParse],
+// [ErrLimit], ...) for errors.Is.
 package topology

@@ -11,21 +11,99 @@ import (
 // SchemaV1 is the schema tag of the JSON form [Node.MarshalJSON] writes.
 const SchemaV1 = "gputopo/v1"
 
-// maxJSONBytes bounds what ParseJSON reads (a 1,024-device node with every
-// pair listed is well under this).
-const maxJSONBytes = 64 << 20
-
 // document is the versioned JSON form of a Node. Links appear once per
 // unordered pair (a < b), which is exact because built nodes are symmetric.
 type document struct {
 	Schema        string        `json:"schema"`
 	Name          string        `json:"name,omitempty"`
 	Fabric        *FabricDomain `json:"fabric,omitempty"`
-	Devices       []jsonDevice  `json:"devices"`
+	Devices       jsonDevices   `json:"devices"`
 	Links         []jsonLink    `json:"links"`
-	NICs          []jsonNIC     `json:"nics,omitempty"`
+	NICs          jsonNICs      `json:"nics,omitempty"`
 	NICLinks      []jsonNICLink `json:"nicLinks,omitempty"`
-	NUMADistances [][]int       `json:"numaDistances,omitempty"`
+	NUMADistances numaTable     `json:"numaDistances,omitempty"`
+}
+
+// The lists of a document decode element by element and stop at their
+// limit, so a document declaring too many devices (or links, NICs, NUMA
+// nodes) fails before the excess is allocated.
+type (
+	jsonDevices []jsonDevice
+	jsonNICs    []jsonNIC
+	numaTable   [][]int
+	numaRow     []int
+)
+
+// inDocument is document as ParseJSON decodes it: the link lists stay raw
+// until the device and NIC counts are known, so that they are decoded with
+// a bound of one entry per pair (plus one, so that a surplus entry is
+// reported precisely, as a duplicate or as a link too many).
+type inDocument struct {
+	Schema        string          `json:"schema"`
+	Name          string          `json:"name,omitempty"`
+	Fabric        *FabricDomain   `json:"fabric,omitempty"`
+	Devices       jsonDevices     `json:"devices"`
+	Links         json.RawMessage `json:"links"`
+	NICs          jsonNICs        `json:"nics,omitempty"`
+	NICLinks      json.RawMessage `json:"nicLinks,omitempty"`
+	NUMADistances numaTable       `json:"numaDistances,omitempty"`
+}
+
+func (l *jsonDevices) UnmarshalJSON(b []byte) (err error) {
+	*l, err = decodeList[jsonDevice](b, "devices", MaxDevices, "topology.MaxDevices")
+	return err
+}
+
+func (l *jsonNICs) UnmarshalJSON(b []byte) (err error) {
+	*l, err = decodeList[jsonNIC](b, "nics", MaxNICs, "topology.MaxNICs")
+	return err
+}
+
+func (t *numaTable) UnmarshalJSON(b []byte) error {
+	rows, err := decodeList[numaRow](b, "numaDistances", MaxNUMANodes, "topology.MaxNUMANodes")
+	if err != nil || rows == nil {
+		*t = nil
+		return err
+	}
+	*t = make(numaTable, len(rows))
+	for i, r := range rows {
+		(*t)[i] = r
+	}
+	return nil
+}
+
+func (r *numaRow) UnmarshalJSON(b []byte) (err error) {
+	*r, err = decodeList[int](b, "numaDistances row", MaxNUMANodes, "topology.MaxNUMANodes")
+	if err == nil && *r == nil {
+		*r = []int{}
+	}
+	return err
+}
+
+// decodeList decodes the JSON array b element by element, refusing
+// unknown object fields, and fails with an error wrapping ErrLimit as soon
+// as it would hold more than max elements. null and nothing decode to nil.
+func decodeList[T any](b []byte, what string, max int, limit string) ([]T, error) {
+	if t := string(bytes.TrimSpace(b)); t == "null" || t == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, fmt.Errorf("%w: JSON field %q: want an array", ErrParse, what)
+	}
+	out := []T{}
+	for dec.More() {
+		if len(out) >= max {
+			return nil, fmt.Errorf("%w: JSON field %q has more than %d entries (%s)", ErrLimit, what, max, limit)
+		}
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", what, len(out), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // jsonDevice is Device with NUMA optional on input (absent means unknown).
@@ -77,7 +155,7 @@ func (n *Node) document() document {
 		f := n.fabric
 		doc.Fabric = &f
 	}
-	doc.Devices = make([]jsonDevice, len(n.devices))
+	doc.Devices = make(jsonDevices, len(n.devices))
 	for i, d := range n.devices {
 		jd := jsonDevice{Index: d.Index, ID: d.ID, PCI: d.PCI, Vendor: d.Vendor, Model: d.Model,
 			MemoryBytes: d.MemoryBytes, NUMA: intPtrUnlessUnknown(d.NUMA), CPUs: d.CPUs, Health: d.Health,
@@ -128,25 +206,35 @@ func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.document
 // ParseJSON decodes a node written by [Node.MarshalJSON] and validates it
 // like a strict [Builder]. Unknown fields are rejected, so a typo is an
 // error rather than a silently ignored setting.
+//
+// A document over [MaxJSONBytes], or listing more than [MaxDevices]
+// devices, [MaxNICs] NICs or [MaxNUMANodes] NUMA nodes, fails with an
+// error wrapping [ErrLimit] before the excess is decoded; validation errors
+// are capped at [MaxReportedProblems].
 func ParseJSON(data []byte) (*Node, error) {
-	return parseJSON(bytes.NewReader(data), false)
+	return parseJSON(data, false)
 }
 
-// ReadJSON is [ParseJSON] from a reader (at most 64 MiB is read).
+// ReadJSON is [ParseJSON] from a reader. It reads at most [MaxJSONBytes]
+// (plus one byte, to tell a longer input, which fails with an error
+// wrapping [ErrLimit]).
 func ReadJSON(r io.Reader) (*Node, error) {
-	return parseJSON(io.LimitReader(r, maxJSONBytes), false)
+	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+	}
+	return parseJSON(data, false)
 }
 
 // ParseJSONLenient is [ParseJSON] with a lenient builder (see
 // [Builder.SetLenient]); what it repaired is in [Node.Warnings].
 func ParseJSONLenient(data []byte) (*Node, error) {
-	return parseJSON(bytes.NewReader(data), true)
+	return parseJSON(data, true)
 }
 
-func parseJSON(r io.Reader, lenient bool) (*Node, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+func parseJSON(data []byte, lenient bool) (*Node, error) {
+	if len(data) > MaxJSONBytes {
+		return nil, fmt.Errorf("%w: JSON document of more than %d bytes (topology.MaxJSONBytes)", ErrLimit, MaxJSONBytes)
 	}
 	// Check the schema first, so that a document of another schema (say the
 	// gpu-topology/v1 reference files) is named as such rather than
@@ -159,11 +247,24 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var doc document
-	if err := dec.Decode(&doc); err != nil {
+	var doc inDocument
+	err := dec.Decode(&doc)
+	size := len(doc.Devices)
+	pairs := size * (size - 1) / 2
+	var links []jsonLink
+	var nicLinks []jsonNICLink
+	if err == nil {
+		links, err = decodeList[jsonLink](doc.Links, "links", pairs+1, fmt.Sprintf("one per pair of the %d devices", size))
+	}
+	if err == nil {
+		nicLinks, err = decodeList[jsonNICLink](doc.NICLinks, "nicLinks", size*len(doc.NICs)+1, fmt.Sprintf("one per pair of the %d devices and %d NICs", size, len(doc.NICs)))
+	}
+	if err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
+		case errors.Is(err, ErrLimit):
+			return nil, fmt.Errorf("JSON document: %w", err)
 		case errors.As(err, &syn):
 			return nil, fmt.Errorf("%w: JSON syntax at byte %d: %v", ErrParse, syn.Offset, err)
 		case errors.As(err, &typ):
@@ -178,6 +279,9 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 	}
 	if doc.Schema != SchemaV1 {
 		return nil, fmt.Errorf("%w: %q (this version reads %q)", ErrUnsupportedSchema, doc.Schema, SchemaV1)
+	}
+	if len(nicLinks) > size*len(doc.NICs) {
+		return nil, fmt.Errorf("%w: %d NIC links listed, more than the %d device-NIC pairs", ErrParse, len(nicLinks), size*len(doc.NICs))
 	}
 	b := NewBuilder().SetName(doc.Name).SetLenient(lenient)
 	if doc.Fabric != nil {
@@ -195,13 +299,13 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 		}
 		b.AddDevice(d)
 	}
-	seen := make(map[[2]int]bool, len(doc.Links))
-	for i, l := range doc.Links {
-		key := [2]int{min(l.A, l.B), max(l.A, l.B)}
-		if seen[key] {
-			return nil, fmt.Errorf("%w: links[%d]: devices %d and %d listed twice", ErrParse, i, key[0], key[1])
+	for i, l := range links {
+		if _, dup := b.links[[2]int{l.A, l.B}]; dup {
+			return nil, fmt.Errorf("%w: links[%d]: devices %d and %d listed twice", ErrParse, i, min(l.A, l.B), max(l.A, l.B))
 		}
-		seen[key] = true
+		if i >= pairs {
+			return nil, fmt.Errorf("%w: %d links listed, more than the %d pairs of %d devices", ErrParse, len(links), pairs, size)
+		}
 		if l.Kind == LinkNone && l.Bandwidth == 0 && l.Lanes == 0 && l.PCIe == LinkNone {
 			b.SetLinkPair(l.A, l.B, Link{})
 			continue
@@ -215,7 +319,7 @@ func parseJSON(r io.Reader, lenient bool) (*Node, error) {
 		}
 		b.AddNIC(v)
 	}
-	for _, nl := range doc.NICLinks {
+	for _, nl := range nicLinks {
 		b.SetNICLink(nl.Device, nl.NIC, nl.Kind)
 	}
 	if doc.NUMADistances != nil {

@@ -179,7 +179,7 @@ func FuzzParseJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n, err := topology.ParseJSON(data)
 		if err != nil {
-			if !errors.Is(err, topology.ErrParse) && !errors.Is(err, topology.ErrInvalidTopology) && !errors.Is(err, topology.ErrUnsupportedSchema) {
+			if !errors.Is(err, topology.ErrParse) && !errors.Is(err, topology.ErrInvalidTopology) && !errors.Is(err, topology.ErrUnsupportedSchema) && !errors.Is(err, topology.ErrLimit) {
 				t.Fatalf("error wraps no sentinel: %v", err)
 			}
 			return

@@ -46,9 +46,10 @@ func ParseFabricDomain(s string) (FabricDomain, error) {
 	return FabricDomain{ClusterUUID: s[:i], CliqueID: uint32(id)}, nil
 }
 
-// Fingerprint is a content hash of a node's topology (devices, links, NICs,
-// NUMA distances, fabric domain; not the node's name), for caching results
-// that depend only on the hardware's shape.
+// Fingerprint is a SHA-256 content hash of a node's topology, as returned
+// by [Node.Fingerprint] (everything but the node's name) and
+// [Node.ShapeFingerprint] (the hardware shape only). It is comparable, so it
+// can key a map; the zero value is no node's fingerprint.
 type Fingerprint [sha256.Size]byte
 
 // String returns the fingerprint in hex.
@@ -72,7 +73,8 @@ type Node struct {
 	islands  [][]int
 	islandOf []int
 	warnings []string
-	fp       Fingerprint
+	fp       Fingerprint // everything but the name
+	shape    Fingerprint // the hardware shape only
 }
 
 // Name returns the node's name (host name or reference machine id).
@@ -200,12 +202,32 @@ func (n *Node) Islands() [][]int {
 func (n *Node) Island(i int) int { return n.islandOf[i] }
 
 // Warnings returns what a lenient build accepted and repaired (asymmetric or
-// missing links); nil for a clean build.
+// missing links); nil for a clean build. At most [MaxReportedProblems]
+// are kept, followed by one line counting the rest.
 func (n *Node) Warnings() []string { return slices.Clone(n.warnings) }
 
-// Fingerprint returns the content hash of the topology; two nodes with equal
-// hardware shape have equal fingerprints regardless of their names.
+// Fingerprint returns the content hash of the whole topology except the
+// node's name: devices with their UUIDs, PCI addresses and health, links,
+// NICs, NUMA distances and the fabric domain. Two nodes have equal
+// fingerprints when they are the same machine in the same state; for a key
+// that two identical servers share, use [Node.ShapeFingerprint].
 func (n *Node) Fingerprint() Fingerprint { return n.fp }
+
+// ShapeFingerprint returns a hash of the node's hardware shape only: the
+// device count and, per device, vendor, model, memory, partitioning, NUMA
+// node, CPU affinity and which devices share a package; every link's kind,
+// PCIe class, lanes and bandwidth (hence the fabric islands); NIC count,
+// speeds, NUMA nodes and PCIe paths; the NUMA distance table; and whether
+// the node is in a multi-node fabric. It leaves out everything that names
+// one machine or describes its state: the node name, device UUIDs and PCI
+// addresses, package, NIC and RDMA device names, the fabric cluster UUID
+// and clique id, health and build warnings. Two identical servers share it,
+// so results that depend only on the shape (is a 4-GPU NVLink set
+// possible? which MIG layouts fit?) can be cached per shape.
+//
+// It is computed once, when the node is built, by streaming the fields
+// into the hash (no intermediate document), so calling it costs nothing.
+func (n *Node) ShapeFingerprint() Fingerprint { return n.shape }
 
 // Equal reports whether n and m describe the same topology, name included.
 // Build warnings are not compared.
@@ -294,15 +316,4 @@ func (n *Node) computeIslands() {
 		n.islands[k] = append(n.islands[k], i)
 		n.islandOf[i] = k
 	}
-}
-
-func (n *Node) computeFingerprint() {
-	doc := n.document()
-	doc.Name = ""
-	b, err := marshalDocument(doc)
-	if err != nil {
-		// The document holds only plain values; encoding cannot fail.
-		panic(fmt.Sprintf("topology: fingerprint encoding: %v", err))
-	}
-	n.fp = sha256.Sum256(b)
 }

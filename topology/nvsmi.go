@@ -2,6 +2,7 @@ package topology
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -60,11 +61,6 @@ type NvidiaSMIOptions struct {
 	Lenient bool
 }
 
-const (
-	maxSMIBytes = 4 << 20
-	maxSMICols  = 4096
-)
-
 var (
 	smiGPUName   = regexp.MustCompile(`^GPU(\d+)$`)
 	smiNVCell    = regexp.MustCompile(`^NV(\d+)$`)
@@ -91,12 +87,35 @@ func isSMICell(tok string) bool {
 // with opts.GPUCount in [SMITable.Node]'s caller, [ParseNvidiaSMI]), and the
 // remaining cells are named NIC0, NIC1, ...
 //
-// Errors wrap [ErrParse] and name the line.
+// Errors wrap [ErrParse] and name the line. Input beyond [MaxSMIBytes],
+// a line longer than [MaxSMILineBytes], more than [MaxSMIColumns] device
+// columns (or more than [MaxDevices] GPU columns), more than [MaxSMIRows]
+// rows or NIC legend entries fail with an error wrapping [ErrLimit], as
+// soon as the limit is crossed.
 func ParseSMITable(r io.Reader) (*SMITable, error) { return parseSMITable(r, 0) }
 
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
 func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
-	sc := bufio.NewScanner(io.LimitReader(r, maxSMIBytes))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	if gpuHint > MaxDevices {
+		return nil, fmt.Errorf("%w: NvidiaSMIOptions.GPUCount is %d, more than topology.MaxDevices (%d)", ErrLimit, gpuHint, MaxDevices)
+	}
+	if gpuHint < 0 {
+		return nil, fmt.Errorf("%w: NvidiaSMIOptions.GPUCount is %d; want 0 (infer) or a GPU count", ErrParse, gpuHint)
+	}
+	cr := &countingReader{r: io.LimitReader(r, MaxSMIBytes+1)}
+	sc := bufio.NewScanner(cr)
+	sc.Buffer(make([]byte, 0, 4<<10), MaxSMILineBytes)
 	t := &SMITable{NICLegend: map[string]string{}}
 	var affinity []string // affinity column names, in order
 	inLegend, inNICLegend := false, false
@@ -104,8 +123,14 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 	fail := func(format string, args ...any) (*SMITable, error) {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: %s", ErrParse, lineNo, fmt.Sprintf(format, args...))
 	}
+	limit := func(format string, args ...any) (*SMITable, error) {
+		return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: %s", ErrLimit, lineNo, fmt.Sprintf(format, args...))
+	}
 	for sc.Scan() {
 		lineNo++
+		if cr.n > MaxSMIBytes {
+			return limit("input longer than topology.MaxSMIBytes (%d bytes)", MaxSMIBytes)
+		}
 		line := strings.TrimRight(sc.Text(), "\r")
 		toks := strings.Fields(line)
 		if len(toks) == 0 {
@@ -121,6 +146,9 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 			continue
 		case inNICLegend:
 			if m := smiLegendNIC.FindStringSubmatch(line); m != nil {
+				if _, dup := t.NICLegend[m[1]]; !dup && len(t.NICLegend) >= MaxSMIRows {
+					return limit("NIC legend longer than topology.MaxSMIRows (%d) entries", MaxSMIRows)
+				}
 				t.NICLegend[m[1]] = m[2]
 				continue
 			}
@@ -130,6 +158,9 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 		}
 		if t.Columns == nil && isSMIHeader(toks) {
 			cols, aff, err := splitSMIHeader(toks)
+			if errors.Is(err, ErrLimit) {
+				return nil, fmt.Errorf("nvidia-smi topo -m line %d: %w", lineNo, err)
+			}
 			if err != nil {
 				return fail("%v", err)
 			}
@@ -150,20 +181,31 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 			}
 			if len(toks) == 1 {
 				// A row label with nothing after it: a row cut right after its name.
+				if len(t.Rows) >= MaxSMIRows {
+					return limit("more than topology.MaxSMIRows (%d) rows", MaxSMIRows)
+				}
 				t.Rows = append(t.Rows, SMIRow{Name: toks[0], Line: lineNo})
 				continue
 			}
 			return fail("row %q: %q is not a link cell", toks[0], toks[1])
 		}
+		if len(t.Rows) >= MaxSMIRows {
+			return limit("more than topology.MaxSMIRows (%d) rows", MaxSMIRows)
+		}
 		row := SMIRow{Name: toks[0], Line: lineNo}
 		rest := toks[1:]
-		limit := len(rest)
+		width := len(rest)
 		if t.Columns != nil {
-			limit = min(limit, len(t.Columns))
+			width = min(width, len(t.Columns))
 		}
-		for len(row.Cells) < limit && isSMICell(rest[len(row.Cells)]) {
-			row.Cells = append(row.Cells, rest[len(row.Cells)])
+		cells := 0
+		for cells < width && isSMICell(rest[cells]) {
+			cells++
 		}
+		if cells > MaxSMIColumns {
+			return limit("row %q has %d link cells, more than topology.MaxSMIColumns (%d)", row.Name, cells, MaxSMIColumns)
+		}
+		row.Cells = rest[:cells:cells]
 		extra := rest[len(row.Cells):]
 		if t.Columns != nil && len(row.Cells) < len(t.Columns) && len(extra) > 0 {
 			return fail("row %q: cell %d is %q, want a link (X, NV#, PIX, PXB, PHB, NODE, SYS)", row.Name, len(row.Cells)+1, extra[0])
@@ -188,13 +230,22 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 		t.Rows = append(t.Rows, row)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			lineNo++
+			return limit("line longer than topology.MaxSMILineBytes (%d bytes)", MaxSMILineBytes)
+		}
 		return fail("%v", err)
+	}
+	if cr.n > MaxSMIBytes {
+		return limit("input longer than topology.MaxSMIBytes (%d bytes)", MaxSMIBytes)
 	}
 	if len(t.Rows) == 0 {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m: no device rows found", ErrParse)
 	}
 	if t.Columns == nil {
-		synthesizeSMIHeader(t, gpuHint)
+		if err := synthesizeSMIHeader(t, gpuHint); err != nil {
+			return nil, err
+		}
 	}
 	if t.GPUs == 0 {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m: no GPU columns", ErrParse)
@@ -248,8 +299,18 @@ func splitSMIHeader(toks []string) (cols, affinity []string, err error) {
 		cols = append(cols, toks[i])
 		i++
 	}
-	if len(cols) > maxSMICols {
-		return nil, nil, fmt.Errorf("header: %d columns, more than %d", len(cols), maxSMICols)
+	if len(cols) > MaxSMIColumns {
+		return nil, nil, fmt.Errorf("%w: header has %d device columns, more than topology.MaxSMIColumns (%d)", ErrLimit, len(cols), MaxSMIColumns)
+	}
+	gpus := 0
+	for gpus < len(cols) && smiGPUName.MatchString(cols[gpus]) {
+		gpus++
+	}
+	if gpus > MaxDevices {
+		return nil, nil, fmt.Errorf("%w: header has %d GPU columns, more than topology.MaxDevices (%d)", ErrLimit, gpus, MaxDevices)
+	}
+	if len(cols)-gpus > MaxNICs {
+		return nil, nil, fmt.Errorf("%w: header has %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, len(cols)-gpus, MaxNICs)
 	}
 	seen := map[string]bool{}
 	for i, c := range cols {
@@ -273,7 +334,7 @@ func equalFoldAll(a, b []string) bool {
 	return true
 }
 
-func synthesizeSMIHeader(t *SMITable, gpuHint int) {
+func synthesizeSMIHeader(t *SMITable, gpuHint int) error {
 	t.HeaderSynthesized = true
 	width, gpus := 0, gpuHint
 	for _, r := range t.Rows {
@@ -282,9 +343,11 @@ func synthesizeSMIHeader(t *SMITable, gpuHint int) {
 			continue
 		}
 		if m := smiGPUName.FindStringSubmatch(r.Name); m != nil {
-			if k, err := strconv.Atoi(m[1]); err == nil && k < maxSMICols {
-				gpus = max(gpus, k+1)
+			k, err := strconv.Atoi(m[1])
+			if err != nil || k >= MaxDevices {
+				return fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q: GPU index beyond topology.MaxDevices (%d)", ErrLimit, r.Line, r.Name, MaxDevices)
 			}
+			gpus = max(gpus, k+1)
 		}
 		for i, c := range r.Cells {
 			if c == "X" || smiNVCell.MatchString(c) {
@@ -293,6 +356,13 @@ func synthesizeSMIHeader(t *SMITable, gpuHint int) {
 		}
 	}
 	width = max(width, gpus)
+	if gpus > MaxDevices {
+		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d GPU columns, more than topology.MaxDevices (%d)", ErrLimit, gpus, MaxDevices)
+	}
+	if width-gpus > MaxNICs {
+		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, width-gpus, MaxNICs)
+	}
+	t.Columns = make([]string, 0, width)
 	for i := 0; i < width; i++ {
 		if i < gpus {
 			t.Columns = append(t.Columns, "GPU"+strconv.Itoa(i))
@@ -301,6 +371,7 @@ func synthesizeSMIHeader(t *SMITable, gpuHint int) {
 		}
 	}
 	t.GPUs = gpus
+	return nil
 }
 
 // smiLink converts one cell to a Link. ok is false for "X".
@@ -338,7 +409,7 @@ func firstNUMA(v string) (int, error) {
 	head, _, _ := strings.Cut(v, ",")
 	head, _, _ = strings.Cut(head, "-")
 	n, err := strconv.Atoi(head)
-	if err != nil || n < 0 || n >= maxNUMANodes {
+	if err != nil || n < 0 || n >= MaxNUMANodes {
 		return 0, fmt.Errorf("NUMA affinity %q", v)
 	}
 	return n, nil
@@ -348,7 +419,21 @@ func firstNUMA(v string) (int, error) {
 // column, links from the GPU rows (a pair printed in one row only is
 // mirrored), NICs from the other columns with GPU-to-NIC path classes, and
 // NVSwitch inferred from NVLink lane counts (see [Builder.SetInferNVSwitch]).
+//
+// A table beyond the limits [ParseSMITable] enforces (more than
+// [MaxDevices] GPU columns, [MaxNICs] NIC columns or [MaxSMIRows] rows)
+// fails with an error wrapping [ErrLimit] before any work.
 func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
+	switch {
+	case t.GPUs > MaxDevices:
+		return nil, fmt.Errorf("%w: nvidia-smi table of %d GPUs, more than topology.MaxDevices (%d)", ErrLimit, t.GPUs, MaxDevices)
+	case t.GPUs < 0 || t.GPUs > len(t.Columns):
+		return nil, fmt.Errorf("%w: nvidia-smi table: %d GPUs but %d columns", ErrParse, t.GPUs, len(t.Columns))
+	case len(t.Columns)-t.GPUs > MaxNICs:
+		return nil, fmt.Errorf("%w: nvidia-smi table of %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, len(t.Columns)-t.GPUs, MaxNICs)
+	case len(t.Rows) > MaxSMIRows:
+		return nil, fmt.Errorf("%w: nvidia-smi table of %d rows, more than topology.MaxSMIRows (%d)", ErrLimit, len(t.Rows), MaxSMIRows)
+	}
 	rowOf := map[string]*SMIRow{}
 	for i := range t.Rows {
 		r := &t.Rows[i]

@@ -15,12 +15,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,27 +35,66 @@ import (
 	"github.com/gputopo/gputopo/examples/exporter/collector"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/topology"
 )
 
+const (
+	// defaultRefresh is the default of -refresh: the least time between
+	// two reads of the source.
+	defaultRefresh = 10 * time.Second
+	// defaultMaxInFlight is the default of -max-in-flight: requests served
+	// at once; more get 503 at once (two Prometheus servers of an HA pair
+	// and a person with curl fit).
+	defaultMaxInFlight = 4
+	// maxSourceBytes bounds a topology file: a larger one is refused with
+	// an error wrapping provider.ErrFile and topology.ErrLimit before any
+	// of it is read. It is what provider.File and provider.Parse accept
+	// (64 MiB; a 1,024-device node in the JSON schema is about 20 MB).
+	maxSourceBytes = provider.MaxFileBytes
+
+	// Server timeouts. A scrape waits for at most one read of the source
+	// (collector.Options.Timeout, 10 s) and the scrapes queued before it
+	// (at most -max-in-flight).
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 32 << 10
+	shutdownTimeout   = 5 * time.Second
+)
+
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
+	if err := run(context.Background(), os.Args[1:], log.Default()); err != nil {
 		fmt.Fprintln(os.Stderr, "exporter:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+// run parses args, reads the source once, listens, logs that it serves
+// and serves until ctx is done or SIGINT/SIGTERM arrives. It returns an
+// error for bad flags, a bad source spec and a failed listen; a source
+// that cannot be read yet is logged and exported as gputopo_source_up 0.
+func run(ctx context.Context, args []string, logger *log.Logger) error {
 	fs := flag.NewFlagSet("exporter", flag.ContinueOnError)
+	fs.SetOutput(logger.Writer())
 	listen := fs.String("listen", ":9477", "address to serve /metrics on")
 	source := fs.String("source", "nvidia", "device source: nvidia, catalog:<machine> or file:<topology file>")
 	mixFlag := fs.String("mig-mix", "", "MIG demand mix for fragmentation, e.g. 3g.40gb=2,1g.10gb=5 (default: all profiles equal)")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "value of the node label on every metric (default $NODE_NAME; none when empty)")
+	refresh := fs.Duration("refresh", defaultRefresh, "least time between two reads of the source: NVML is read at most this often, a topology file is checked (size, mtime) at most this often and parsed again only when it changed")
+	maxInFlight := fs.Int("max-in-flight", defaultMaxInFlight, "requests served at once; more are answered 503")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	src, err := newSource(*source)
+	if *refresh <= 0 {
+		return fmt.Errorf("-refresh %v: want a positive duration", *refresh)
+	}
+	if *maxInFlight < 1 {
+		return fmt.Errorf("-max-in-flight %d: want at least 1", *maxInFlight)
+	}
+	src, static, err := newSource(*source)
 	if err != nil {
 		return err
 	}
@@ -59,67 +102,217 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := collector.Options{Mix: mix, ErrorLog: func(err error) { log.Print(err) }}
-	if *node != "" {
-		opts.ConstLabels = prometheus.Labels{"node": *node}
+	col := collector.New(src, collectorOptions(static, *refresh, mix, *node, logger))
+	_ = col.ReadNow() // a failure is logged through ErrorLog and exported as gputopo_source_up 0
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
 	}
-	srv := &http.Server{Addr: *listen, Handler: handler(src, opts), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(handler(col, *maxInFlight))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logger.Printf("serving /metrics on %s from %s", ln.Addr(), *source)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Printf("serving /metrics on %s from %s", *listen, *source)
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdown, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
 }
 
-// handler serves /metrics from a registry holding the device collector
-// and the exporter's own process and Go metrics.
-func handler(src collector.Source, opts collector.Options) http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.New(src, opts), collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	return mux
+// collectorOptions are the collector's options for a source (static: it
+// reads only a topology), the flags and the logger.
+func collectorOptions(static bool, refresh time.Duration, mix mig.Mix, node string, logger *log.Logger) collector.Options {
+	opts := collector.Options{
+		Mix:      mix,
+		ErrorLog: func(err error) { logger.Print(err) },
+		Refresh:  refresh,
+		// A topology does not age: keep serving the last good one while
+		// the file is being rewritten or is broken. Live readings do age.
+		KeepLastGood: static,
+	}
+	if node != "" {
+		opts.ConstLabels = prometheus.Labels{"node": node}
+	}
+	return opts
 }
 
-// newSource parses the -source flag.
-func newSource(spec string) (collector.Source, error) {
+// newServer is an http.Server with the exporter's timeouts and limits.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// handler serves GET and HEAD /metrics (other methods get 405 with an
+// Allow header, other paths 404) from a registry holding col and the
+// exporter's own process and Go metrics, at most maxInFlight requests at
+// once.
+func handler(col prometheus.Collector, maxInFlight int) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	// A GET pattern also matches HEAD; the mux answers other methods 405
+	// with "Allow: GET, HEAD".
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	return limitInFlight(mux, maxInFlight)
+}
+
+// limitInFlight serves at most n requests of h at once; a request beyond
+// that is answered 503 at once, without waiting.
+func limitInFlight(h http.Handler, n int) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many requests in flight", http.StatusServiceUnavailable)
+		}
+	})
+}
+
+// newSource parses the -source flag. static says the source reads only a
+// topology (no live readings), so that its last good reading may be kept.
+func newSource(spec string) (src collector.Source, static bool, err error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "nvidia":
-		return nvidiaSource{p: nvidia.New()}, nil
+		return nvidiaSource{p: nvidia.New()}, false, nil
 	case "catalog":
-		p, err := provider.Catalog(arg)
+		n, err := catalog.Get(arg)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return staticSource{p}, nil
+		r := &collector.Reading{Node: n} // built once: a reference machine never changes
+		return collector.SourceFunc(func(context.Context) (*collector.Reading, error) { return r, nil }), true, nil
 	case "file":
 		if arg == "" {
-			return nil, errors.New("-source file: needs a path (file:node.json)")
+			return nil, false, errors.New("-source file: needs a path (file:node.json)")
 		}
-		return staticSource{provider.File(arg, topology.NvidiaSMIOptions{})}, nil
+		return newFileSource(arg), true, nil
 	}
-	return nil, fmt.Errorf("unknown -source %q (want nvidia, catalog:<machine> or file:<path>)", spec)
+	return nil, false, fmt.Errorf("unknown -source %q (want nvidia, catalog:<machine> or file:<path>)", spec)
 }
 
-// staticSource reports a topology with no live readings.
-type staticSource struct{ p provider.TopologyProvider }
+// fileSource reads a topology file (our JSON schema or `nvidia-smi topo -m`
+// output, see provider.Parse) and parses it again only when it changed:
+// another file at the path, another size or another modification time.
+// Until then a Read answers what the last parse gave, the node or the
+// error. Only a regular file of at most maxBytes is read; errors reading
+// it wrap provider.ErrFile, errors in its content the topology package's
+// sentinels.
+type fileSource struct {
+	path     string
+	opts     topology.NvidiaSMIOptions
+	maxBytes int64
+	// parse is provider.Parse; tests count its calls.
+	parse func([]byte, topology.NvidiaSMIOptions) (*topology.Node, error)
 
-func (s staticSource) Read(ctx context.Context) (*collector.Reading, error) {
-	n, err := s.p.Discover(ctx)
-	if err != nil {
+	mu   sync.Mutex
+	seen os.FileInfo // the version of the file last parsed (nil: none)
+	r    *collector.Reading
+	err  error
+}
+
+func newFileSource(path string) *fileSource {
+	return &fileSource{
+		path:     path,
+		opts:     topology.NvidiaSMIOptions{Name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))},
+		maxBytes: maxSourceBytes,
+		parse:    provider.Parse,
+	}
+}
+
+// sameVersion says a and b describe the same version of one file.
+func sameVersion(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+func (s *fileSource) Read(ctx context.Context) (*collector.Reading, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &collector.Reading{Node: n}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		s.seen = nil
+		return nil, fmt.Errorf("%w: %w", provider.ErrFile, err)
+	}
+	if s.seen != nil && sameVersion(s.seen, fi) {
+		return s.r, s.err
+	}
+	fi, data, err := s.readFile(fi)
+	if err != nil {
+		if fi != nil { // an error of this version (not regular, too large): remember it
+			s.seen, s.r, s.err = fi, nil, err
+		}
+		return nil, err
+	}
+	n, err := s.parse(data, s.opts)
+	s.seen, s.r, s.err = fi, nil, nil
+	if err != nil {
+		s.err = fmt.Errorf("topology file %s: %w", s.path, err)
+	} else {
+		s.r = &collector.Reading{Node: n}
+	}
+	return s.r, s.err
+}
+
+// readFile reads the file that Stat described as fi, at most s.maxBytes
+// of it, and says which version it read (also with an error about that
+// version). It opens only a regular file, and without blocking, so that a
+// FIFO put in its place cannot hang the exporter.
+func (s *fileSource) readFile(fi os.FileInfo) (os.FileInfo, []byte, error) {
+	notRegular := func(fi os.FileInfo) error {
+		return fmt.Errorf("%w: %s is not a regular file (%v)", provider.ErrFile, s.path, fi.Mode().Type())
+	}
+	tooLarge := func(size string) error {
+		return fmt.Errorf("%w: %s %s, more than the exporter reads (%d bytes, provider.MaxFileBytes): %w", provider.ErrFile, s.path, size, s.maxBytes, topology.ErrLimit)
+	}
+	if !fi.Mode().IsRegular() {
+		return fi, nil, notRegular(fi)
+	}
+	if fi.Size() > s.maxBytes {
+		return fi, nil, tooLarge("has " + strconv.FormatInt(fi.Size(), 10) + " bytes")
+	}
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", provider.ErrFile, err)
+	}
+	defer f.Close()
+	fi, err = f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", provider.ErrFile, s.path, err)
+	}
+	if !fi.Mode().IsRegular() { // replaced between Stat and Open
+		return fi, nil, notRegular(fi)
+	}
+	if fi.Size() > s.maxBytes {
+		return fi, nil, tooLarge("has " + strconv.FormatInt(fi.Size(), 10) + " bytes")
+	}
+	// The file may grow between Stat and the read.
+	data, err := io.ReadAll(io.LimitReader(f, s.maxBytes+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", provider.ErrFile, s.path, err)
+	}
+	if int64(len(data)) > s.maxBytes {
+		return fi, nil, tooLarge("grew while read")
+	}
+	return fi, data, nil
 }
 
 // nvidiaSource reads NVML through the NVIDIA provider: memory, GPU and
@@ -199,6 +392,9 @@ func parseMix(s string) (mig.Mix, error) {
 			return nil, fmt.Errorf("-mig-mix: %q is not profile=weight", part)
 		}
 		mix[strings.TrimSpace(name)] = v
+	}
+	if err := mix.Validate(); err != nil {
+		return nil, fmt.Errorf("-mig-mix: %w", err)
 	}
 	return mix, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -24,11 +25,11 @@ import (
 // TestServeMetrics scrapes the HTTP handler as Prometheus would, with a
 // reference machine as the source.
 func TestServeMetrics(t *testing.T) {
-	src, err := newSource("catalog:dgx-h100")
+	src, _, err := newSource("catalog:dgx-h100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler(src, collector.Options{ConstLabels: prometheus.Labels{"node": "n1"}}))
+	srv := httptest.NewServer(handler(collector.New(src, collector.Options{ConstLabels: prometheus.Labels{"node": "n1"}}), 1))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {
@@ -83,7 +84,7 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 
 func TestFlagsAndSources(t *testing.T) {
 	for _, bad := range []string{"acme", "file:", "catalog:no-such-machine"} {
-		if _, err := newSource(bad); err == nil {
+		if _, _, err := newSource(bad); err == nil {
 			t.Errorf("source %q accepted", bad)
 		}
 	}
@@ -91,7 +92,7 @@ func TestFlagsAndSources(t *testing.T) {
 	if err != nil || mix["3g.40gb"] != 2 || mix["1g.10gb"] != 5 {
 		t.Errorf("mix %v %v", mix, err)
 	}
-	for _, bad := range []string{"3g.40gb", "3g.40gb=x", "3g.40gb=-1"} {
+	for _, bad := range []string{"3g.40gb", "3g.40gb=x", "3g.40gb=-1", "3g.40gb=NaN", "3g.40gb=+Inf", "3g.40gb=1e308,1g.10gb=1e308"} {
 		if _, err := parseMix(bad); err == nil {
 			t.Errorf("mix %q accepted", bad)
 		}
@@ -100,15 +101,14 @@ func TestFlagsAndSources(t *testing.T) {
 		t.Errorf("empty mix: %v %v", m, err)
 	}
 	var _ mig.Mix = mix
-	if err := run(context.Background(), []string{"-source", "acme"}); err == nil {
-		t.Error("run accepted an unknown source")
-	}
-	if err := run(context.Background(), []string{"-no-such-flag"}); err == nil {
-		t.Error("run accepted an unknown flag")
+	for _, args := range [][]string{{"-source", "acme"}, {"-no-such-flag"}, {"-refresh", "0s"}, {"-refresh", "-1s"}, {"-max-in-flight", "0"}, {"-mig-mix", "x"}} {
+		if err := run(context.Background(), args, log.New(io.Discard, "", 0)); err == nil {
+			t.Errorf("run accepted %q", args)
+		}
 	}
 	// A file source that does not exist fails at read time, reported as
 	// gputopo_source_up 0 rather than at start-up.
-	src, err := newSource("file:/nonexistent/node.json")
+	src, _, err := newSource("file:/nonexistent/node.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -96,4 +100,46 @@ func TestUsageErrors(t *testing.T) {
 	if code, out, _ := runCLI(t, "machines"); code != 0 || !strings.Contains(out, "gb200-nvl72-tray") {
 		t.Errorf("machines: %d %s", code, out)
 	}
+}
+
+// A hostile topology file (3,000 devices and no links in 35 KB, which once
+// made the builder allocate gigabytes) is refused with an error naming the
+// limit, in either file form, strict or lenient.
+func TestShowHostileTopologyFile(t *testing.T) {
+	dir := t.TempDir()
+	var js strings.Builder
+	js.WriteString(`{"schema":"gputopo/v1","devices":[`)
+	for i := 0; i < 3000; i++ {
+		if i > 0 {
+			js.WriteByte(',')
+		}
+		fmt.Fprintf(&js, `{"index":%d}`, i)
+	}
+	js.WriteString(`],"links":[]}`)
+	hostileJSON := filepath.Join(dir, "hostile.json")
+	require.NoError(t, os.WriteFile(hostileJSON, []byte(js.String()), 0o644))
+	hostileSMI := filepath.Join(dir, "hostile.txt")
+	require.NoError(t, os.WriteFile(hostileSMI, []byte("GPU0 X"+strings.Repeat(" NV1", 4999)+"\n"), 0o644))
+	for _, file := range []string{hostileJSON, hostileSMI} {
+		for _, extra := range [][]string{nil, {"--lenient"}} {
+			code, out, errOut := runCLI(t, append([]string{"show", "--topology", file}, extra...)...)
+			assert.Equal(t, 1, code, "exit code for %s %v", file, extra)
+			assert.Empty(t, out)
+			assert.Contains(t, errOut, "exceeds a size limit")
+			assert.Contains(t, errOut, "topology.Max")
+			assert.Less(t, len(errOut), 1000, "the error must be one short message:\n%s", errOut)
+		}
+	}
+}
+
+// A file larger than any parser reads is refused before it is read.
+func TestShowTopologyFileTooBig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.json")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(topology.MaxJSONBytes+1)) // sparse: no disk used
+	require.NoError(t, f.Close())
+	code, _, errOut := runCLI(t, "show", "--topology", path)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "topology.MaxJSONBytes")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,6 +31,14 @@ var paperAllocation = map[string]float64{
 	"Random": 86.30, "DotProd": 90.62, "Clustering": 91.65, "Packing": 91.78, "BestFit": 92.86, "FGD": 95.23,
 }
 
+// Bounds of the simulate command's flags.
+const (
+	// maxSyntheticNodes bounds --synthetic (the trace has 1,213 nodes).
+	maxSyntheticNodes = 100_000
+	// maxRuns bounds policies × seeds: each run keeps a step per pod.
+	maxRuns = 1000
+)
+
 type simFlags struct {
 	nodes, pods string
 	synthetic   int
@@ -49,14 +58,22 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.synthetic, "synthetic", 0, "replay the built-in synthetic workload of `N` nodes instead of files (used with 1200 nodes when no trace is found)")
 	fs.StringVar(&f.policies, "policies", "all", "comma-separated `policies`: Random, DotProd, Clustering, Packing, BestFit, FGD, Lookahead, or all")
 	fs.StringVar(&f.seeds, "seeds", "42-51", "`seeds`: a list (1,2,3) or a range (42-51)")
-	fs.Float64Var(&f.inflation, "inflation", simulate.DefaultInflation, "inflate the pods' GPU requests to `RATIO` of capacity with random clones (<= 0: replay the list as is)")
+	fs.Float64Var(&f.inflation, "inflation", simulate.DefaultInflation, fmt.Sprintf("inflate the pods' GPU requests to `RATIO` of capacity with random clones, at most %d (<= 0: replay the list as is)", simulate.MaxInflation))
 	fs.StringVar(&f.tie, "tie", "first", "break equal top scores by the `first` node in the seeded order (reproduces the paper) or at `random` (stock kube-scheduler)")
 	fs.StringVar(&f.out, "out", "simulate-out", "write per-run CSVs and the chart (PNG, SVG) to `DIR`; empty writes nothing")
-	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays to run at once")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays to run at once (at least 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 
+	switch {
+	case math.IsNaN(f.inflation) || math.IsInf(f.inflation, 0):
+		return fmt.Errorf("--inflation %v: want a finite ratio of capacity (<= 0 replays the list as is)", f.inflation)
+	case f.inflation > simulate.MaxInflation:
+		return fmt.Errorf("--inflation %v: more than %d times the capacity", f.inflation, simulate.MaxInflation)
+	case f.workers < 1:
+		return fmt.Errorf("--workers %d: want at least 1", f.workers)
+	}
 	pols, err := parsePolicies(f.policies)
 	if err != nil {
 		return err
@@ -64,6 +81,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seeds, err := parseSeeds(f.seeds)
 	if err != nil {
 		return err
+	}
+	if runs := len(pols) * len(seeds); runs > maxRuns {
+		return fmt.Errorf("%d policies x %d seeds is %d runs, more than %d", len(pols), len(seeds), runs, maxRuns)
 	}
 	cfg := simulate.Config{Inflation: f.inflation}
 	if f.inflation <= 0 {
@@ -133,8 +153,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // else the synthetic workload. paper reports whether they are the paper's
 // default trace, synthetic whether they are generated.
 func (f *simFlags) load(stdout io.Writer) (nodes []simulate.Node, pods []simulate.Pod, origin string, paper, synthetic bool, err error) {
-	if f.synthetic < 0 {
-		return nil, nil, "", false, false, fmt.Errorf("--synthetic %d: want a node count", f.synthetic)
+	if f.synthetic < 0 || f.synthetic > maxSyntheticNodes {
+		return nil, nil, "", false, false, fmt.Errorf("--synthetic %d: want a node count from 1 to %d", f.synthetic, maxSyntheticNodes)
 	}
 	if f.synthetic > 0 {
 		if f.nodes != "" || f.pods != "" {

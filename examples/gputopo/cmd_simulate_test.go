@@ -105,6 +105,15 @@ func TestSimulateBadInput(t *testing.T) {
 		{[]string{"-nodes", filepath.Join(dir, "missing.csv"), "-pods", pods}, 1, "missing.csv"},
 		{[]string{"-nodes", nodes, "-pods", pods}, 1, "pods.csv: line 3: column gpu_milli"},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-inflation", "NaN"}, 1, "--inflation NaN: want a finite ratio"},
+		{[]string{"-inflation", "Inf"}, 1, "--inflation +Inf: want a finite ratio"},
+		{[]string{"-inflation", "-Inf"}, 1, "--inflation -Inf: want a finite ratio"},
+		{[]string{"-inflation", "1e9"}, 1, "more than 100 times"},
+		{[]string{"-inflation", "x"}, 2, "invalid value"},
+		{[]string{"-workers", "-1"}, 1, "--workers -1: want at least 1"},
+		{[]string{"-workers", "0"}, 1, "--workers 0: want at least 1"},
+		{[]string{"-synthetic", "1000000000"}, 1, "want a node count from 1 to 100000"},
+		{[]string{"-seeds", "1-5000"}, 1, "is 35000 runs, more than 1000"},
 	}
 	for _, c := range cases {
 		code, _, errs := simCLI(t, append([]string{"simulate", "-out", ""}, c.args...)...)

@@ -4,12 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
 )
+
+// maxTopologyFileBytes is the largest --topology file read: the larger of
+// the JSON and nvidia-smi limits (each parser then applies its own).
+const maxTopologyFileBytes = max(topology.MaxJSONBytes, topology.MaxSMIBytes)
 
 // sourceFlags choose where a command's topology comes from: a file, a
 // catalogue machine, or (by default) this machine with the catalogue's
@@ -34,6 +39,11 @@ func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) 
 	case s.file != "" && s.machine != "":
 		return nil, "", fmt.Errorf("use --topology or --machine, not both")
 	case s.file != "":
+		// The parsers bound what they read; refuse a larger file before
+		// reading it, rather than let it be cut short.
+		if fi, err := os.Stat(s.file); err == nil && fi.Mode().IsRegular() && fi.Size() > maxTopologyFileBytes {
+			return nil, "", fmt.Errorf("topology file %s: %d bytes, more than topology.MaxJSONBytes (%d): %w", s.file, fi.Size(), maxTopologyFileBytes, topology.ErrLimit)
+		}
 		n, err := provider.File(s.file, topology.NvidiaSMIOptions{Model: s.model, Lenient: s.lenient}).Discover(ctx)
 		return n, "topology from " + s.file, err
 	case s.machine != "":

@@ -18,9 +18,11 @@ var (
 	// GPU. It is the sentinel package provider's ErrNotDetected matches in
 	// provider.Detect's report.
 	ErrNotDetected = detecterr.ErrNotDetected
-	// ErrMalformed is wrapped when a file exists but cannot be parsed, or
-	// the tree is inconsistent (a link whose node_from is not its node). The
-	// message names the file and line.
+	// ErrMalformed is wrapped when a file exists but cannot be read or
+	// parsed (garbage, a FIFO or directory in its place, a symlink loop, an
+	// I/O error, a size beyond a limit, which also wraps topology.ErrLimit),
+	// or the tree is inconsistent (a link whose node_from is not its node).
+	// The message names the file and line.
 	ErrMalformed = errors.New("amd: malformed KFD or amdgpu sysfs file")
 	// ErrChanged is wrapped when the KFD generation_id kept changing while
 	// the tree was read (a partition switch or hot plug in progress).
@@ -163,7 +165,8 @@ type SkippedNode struct {
 
 // Scan reads KFD and amdgpu sysfs and returns the topology with the AMD
 // details. Errors wrap [ErrNotDetected] (no KFD, no GPU), [ErrMalformed]
-// (a file that cannot be parsed, named in the message), [ErrChanged], or the
+// (a file that cannot be read or parsed, named in the message; with
+// topology.ErrLimit for a tree beyond a limit), [ErrChanged], or are the
 // context's error.
 //
 // Missing files are not errors; what they would have said is left unknown:

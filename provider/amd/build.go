@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/internal/pciname"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -47,6 +48,7 @@ type group struct {
 }
 
 type builder struct {
+	ctx      context.Context // checked before every file read
 	sys      string
 	cpus     map[int]*kfdNode // KFD CPU nodes by id (= NUMA node id)
 	gpus     []*gpu           // in KFD node order
@@ -64,7 +66,20 @@ func (b *builder) note(format string, args ...any) {
 }
 
 func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error) {
-	b := &builder{sys: sys, cpus: map[int]*kfdNode{}, byKFD: map[int]int{}}
+	b := &builder{ctx: ctx, sys: sys, cpus: map[int]*kfdNode{}, byKFD: map[int]int{}}
+	gpus := 0
+	for _, n := range t.nodes {
+		if n.isGPU() {
+			gpus++
+		}
+	}
+	if gpus > topology.MaxDevices {
+		return nil, fmt.Errorf("%w: KFD lists %d GPU nodes, more than topology.MaxDevices (%d): %w", ErrMalformed, gpus, topology.MaxDevices, topology.ErrLimit)
+	}
+	if cpus := len(t.nodes) - gpus; cpus > MaxNUMANodes {
+		return nil, fmt.Errorf("%w: KFD lists %d CPU nodes, more than amd.MaxNUMANodes (%d): %w", ErrMalformed, cpus, MaxNUMANodes, topology.ErrLimit)
+	}
+	b.gpus = make([]*gpu, 0, gpus)
 	for _, n := range t.nodes {
 		if n.isGPU() {
 			b.byKFD[n.id] = len(b.gpus)
@@ -76,7 +91,10 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 	if len(b.gpus) == 0 {
 		return nil, fmt.Errorf("%w: KFD lists %d nodes (%d skipped), none of them a GPU", ErrNotDetected, len(t.nodes), len(t.skipped))
 	}
-	b.numaN = b.numaCount()
+	var err error
+	if b.numaN, err = b.numaCount(); err != nil {
+		return nil, err
+	}
 	if err := b.groups(); err != nil {
 		return nil, err
 	}
@@ -96,7 +114,11 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 	for _, g := range b.gpus {
 		tb.AddDevice(g.dev)
 	}
-	if d := b.numaDistances(); d != nil {
+	d, err := b.numaDistances()
+	if err != nil {
+		return nil, err
+	}
+	if d != nil {
 		tb.SetNUMADistances(d)
 	}
 	if err := b.nics(tb); err != nil {
@@ -115,20 +137,24 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 
 // numaCount returns the number of NUMA nodes: sysfs node directories, else
 // KFD CPU nodes.
-func (b *builder) numaCount() int {
-	ents, err := os.ReadDir(filepath.Join(b.sys, "devices", "system", "node"))
+func (b *builder) numaCount() (int, error) {
+	ents, err := sysfile.ReadDir(b.ctx, filepath.Join(b.sys, "devices", "system", "node"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fileErr(b.ctx, err)
+	}
 	n := 0
-	if err == nil {
-		for _, e := range ents {
-			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "node")); err == nil && strings.HasPrefix(e.Name(), "node") {
-				n++
-			}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "node")); err == nil && strings.HasPrefix(e.Name(), "node") {
+			n++
 		}
+	}
+	if n > MaxNUMANodes {
+		return 0, fmt.Errorf("%w: sysfs lists %d NUMA nodes, more than amd.MaxNUMANodes (%d): %w", ErrMalformed, n, MaxNUMANodes, topology.ErrLimit)
 	}
 	if n == 0 {
 		n = len(b.cpus)
 	}
-	return n
+	return n, nil
 }
 
 // groups assigns every GPU node to its physical GPU and a partition index.
@@ -195,27 +221,27 @@ func (b *builder) readPCI(gr *group) error {
 	if !gr.phys.IsValid() {
 		return nil
 	}
-	f, err := pcitree.Read(b.sys, gr.phys)
+	f, err := pcitree.Read(b.ctx, b.sys, gr.phys)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		b.note("no PCI sysfs entry for the GPUs: NUMA nodes come from their KFD links to CPU nodes, PCIe path classes from NUMA alone (NODE or SYS)")
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
+		return fileErr(b.ctx, err)
 	default:
 		gr.fn, gr.hasFn = f, true
 	}
 	dir := filepath.Join(pcitree.DevicesDir(b.sys), gr.phys.String())
 	part := topology.Partitioning{}
-	cur, ok, err := readMode(filepath.Join(dir, "current_compute_partition"), computeModes)
+	cur, ok, err := readMode(b.ctx, filepath.Join(dir, "current_compute_partition"), computeModes)
 	if err != nil {
 		return err
 	}
 	if ok {
 		part.Kind, part.ComputeMode = topology.PartitionAMD, cur
-		if part.AvailableModes, _, err = readModes(filepath.Join(dir, "available_compute_partition"), computeModes); err != nil {
+		if part.AvailableModes, _, err = readModes(b.ctx, filepath.Join(dir, "available_compute_partition"), computeModes); err != nil {
 			return err
 		}
-		if part.MemoryMode, _, err = readMode(filepath.Join(dir, "current_memory_partition"), memoryModes); err != nil {
+		if part.MemoryMode, _, err = readMode(b.ctx, filepath.Join(dir, "current_memory_partition"), memoryModes); err != nil {
 			return err
 		}
 	} else if len(gr.members) > 1 {
@@ -256,8 +282,8 @@ var (
 )
 
 // readMode reads a current_*_partition file: one mode name.
-func readMode(path string, valid []string) (string, bool, error) {
-	modes, ok, err := readModes(path, valid)
+func readMode(ctx context.Context, path string, valid []string) (string, bool, error) {
+	modes, ok, err := readModes(ctx, path, valid)
 	if err != nil || !ok {
 		return "", ok, err
 	}
@@ -268,13 +294,13 @@ func readMode(path string, valid []string) (string, bool, error) {
 }
 
 // readModes reads an available_*_partition file: a comma-separated list.
-func readModes(path string, valid []string) ([]string, bool, error) {
-	b, err := readSmall(path)
+func readModes(ctx context.Context, path string, valid []string) ([]string, bool, error) {
+	b, err := readFile(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("amd: %w", err)
+		return nil, false, fileErr(ctx, err)
 	}
 	modes, err := parseModes(b, valid)
 	if err != nil {
@@ -336,7 +362,10 @@ func (b *builder) device(i int, g *gpu) error {
 			return errorf("%s: drm_render_minor %d out of range", path, m)
 		}
 		g.info.RenderMinor = int(m)
-		g.info.Render, g.info.Card = b.drm(int(m))
+		var err error
+		if g.info.Render, g.info.Card, err = b.drm(int(m)); err != nil {
+			return err
+		}
 	}
 
 	d := topology.Device{
@@ -368,10 +397,14 @@ func (b *builder) device(i int, g *gpu) error {
 	if gr.hasFn && !gr.fn.CPUs.IsEmpty() {
 		d.CPUs = gr.fn.CPUs
 	} else if d.NUMA >= 0 {
-		if raw, err := readSmall(filepath.Join(b.sys, "devices", "system", "node", fmt.Sprintf("node%d", d.NUMA), "cpulist")); err == nil {
+		raw, err := readFile(b.ctx, filepath.Join(b.sys, "devices", "system", "node", fmt.Sprintf("node%d", d.NUMA), "cpulist"))
+		switch {
+		case err == nil:
 			if s, err := topology.ParseCPUSet(strings.TrimSpace(string(raw))); err == nil {
 				d.CPUs = s
 			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return fileErr(b.ctx, err)
 		}
 	}
 	if d.NUMA >= 1024 {
@@ -399,22 +432,30 @@ func (b *builder) kfdNUMA(n *kfdNode) (int, bool) {
 	return best, best >= 0
 }
 
-// drm finds the render and card nodes of a render minor under /sys/class/drm.
-func (b *builder) drm(minor int) (render, card string) {
+// drm finds the render and card nodes of a render minor under
+// /sys/class/drm; absent entries give "".
+func (b *builder) drm(minor int) (render, card string, err error) {
+	if err := b.ctx.Err(); err != nil {
+		return "", "", err
+	}
 	r := fmt.Sprintf("renderD%d", minor)
 	dir := filepath.Join(b.sys, "class", "drm", r)
 	if _, err := os.Stat(dir); err != nil {
-		return "", ""
+		return "", "", nil
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, "device", "drm"))
-	if err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "card") && !strings.Contains(e.Name(), "-") {
-				return r, e.Name()
-			}
+	ents, err := sysfile.ReadDir(b.ctx, filepath.Join(dir, "device", "drm"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return r, "", nil
+	case err != nil:
+		return "", "", fileErr(b.ctx, err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "card") && !strings.Contains(e.Name(), "-") && (card == "" || e.Name() < card) {
+			card = e.Name()
 		}
 	}
-	return r, ""
+	return r, card, nil
 }
 
 // links sets every ordered pair's link from the first device's KFD records.
@@ -550,19 +591,19 @@ func isMI250(id uint16) bool { return id == 0x7408 || id == 0x740c }
 // numaDistances reads the SLIT table from sysfs NUMA nodes, else from the
 // weights of KFD CPU-to-CPU io_links (which carry the SLIT distance). It
 // returns nil when neither gives a complete table.
-func (b *builder) numaDistances() [][]int {
-	if d := b.sysfsDistances(); d != nil {
-		return d
+func (b *builder) numaDistances() ([][]int, error) {
+	if d, err := b.sysfsDistances(); d != nil || err != nil {
+		return d, err
 	}
 	if len(b.cpus) == 0 {
-		return nil
+		return nil, nil
 	}
 	k := 0
 	for id := range b.cpus {
 		k = max(k, id+1)
 	}
-	if k != len(b.cpus) || k > 1024 {
-		return nil
+	if k != len(b.cpus) || k > MaxNUMANodes {
+		return nil, nil
 	}
 	d := make([][]int, k)
 	for i := range d {
@@ -575,26 +616,29 @@ func (b *builder) numaDistances() [][]int {
 		}
 		for j := range d[i] {
 			if d[i][j] == 0 || d[i][j] < d[i][i] {
-				return nil
+				return nil, nil
 			}
 		}
 	}
-	return b.checkDistances(d)
+	return b.checkDistances(d), nil
 }
 
-func (b *builder) sysfsDistances() [][]int {
+func (b *builder) sysfsDistances() ([][]int, error) {
 	dir := filepath.Join(b.sys, "devices", "system", "node")
 	var d [][]int
-	for i := 0; ; i++ {
-		raw, err := readSmall(filepath.Join(dir, fmt.Sprintf("node%d", i), "distance"))
-		if err != nil {
+	for i := 0; i < MaxNUMANodes; i++ {
+		raw, err := readFile(b.ctx, filepath.Join(dir, fmt.Sprintf("node%d", i), "distance"))
+		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
+		if err != nil {
+			return nil, fileErr(b.ctx, err)
+		}
 		var row []int
-		for _, f := range strings.Fields(string(raw)) {
+		for f := range strings.FieldsSeq(string(raw)) {
 			v, err := strconv.Atoi(f)
-			if err != nil || v <= 0 || v > 255 {
-				return nil
+			if err != nil || v <= 0 || v > 255 || len(row) == MaxNUMANodes {
+				return nil, nil
 			}
 			row = append(row, v)
 		}
@@ -602,13 +646,13 @@ func (b *builder) sysfsDistances() [][]int {
 	}
 	for i, r := range d {
 		if len(r) != len(d) || r[i] > slices.Min(r) {
-			return nil
+			return nil, nil
 		}
 	}
 	if len(d) == 0 {
-		return nil
+		return nil, nil
 	}
-	return b.checkDistances(d)
+	return b.checkDistances(d), nil
 }
 
 // checkDistances drops a table that does not cover every device's NUMA node.
@@ -629,9 +673,9 @@ func (b *builder) nics(tb *topology.Builder) error {
 	if !placed {
 		return nil
 	}
-	nics, err := pcitree.NICs(b.sys)
+	nics, err := pcitree.NICs(b.ctx, b.sys)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
+		return fileErr(b.ctx, err)
 	}
 	for k, nic := range nics {
 		dev := nic.RDMA

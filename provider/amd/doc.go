@@ -75,4 +75,15 @@
 // listed in [Inventory.Skipped]. The walk is retried when KFD's
 // generation_id changes under it, and fails with [ErrChanged] after three
 // tries.
+//
+// Every file is read through one helper that opens regular files only (a
+// FIFO, socket, device node or directory in place of a sysfs file is an
+// [ErrMalformed] error at once, never a wait), reads at most 64 KiB
+// (more wraps topology.ErrLimit) and checks the context first, so a
+// cancellation stops the walk at the next file, inside a node as well as
+// between nodes; the context's error is returned as is. A symlink loop or
+// an I/O error is an [ErrMalformed] error too. Counts are checked before
+// anything per node or device is allocated: at most [MaxKFDNodes] KFD
+// nodes, topology.MaxDevices GPU nodes and [MaxNUMANodes] CPU or sysfs
+// NUMA nodes (errors wrapping [ErrMalformed] and topology.ErrLimit).
 package amd

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // KFD io_link types (HSA_IOLINKTYPE, kernel CRAT).
@@ -19,11 +21,19 @@ const (
 	linkTypeXGMI = 11
 )
 
-// maxFile bounds one sysfs file read.
-const maxFile = 64 << 10
+// MaxNUMANodes bounds the KFD CPU nodes (one per NUMA node) and the sysfs
+// NUMA nodes read.
+const MaxNUMANodes = 1024
 
-// maxEntries bounds the entries of one KFD directory (nodes, links, banks).
-const maxEntries = 4096
+// MaxKFDNodes bounds the KFD topology nodes read: [topology.MaxDevices] GPU
+// nodes plus [MaxNUMANodes] CPU nodes. A larger nodes/ directory is an
+// error wrapping [ErrMalformed] and [topology.ErrLimit], returned before
+// any node is read.
+const MaxKFDNodes = topology.MaxDevices + MaxNUMANodes
+
+// maxEntries bounds the numbered entries of one node's link or bank
+// directory: a link per other node at most.
+const maxEntries = MaxKFDNodes
 
 // readNodeHook runs before each node is read; tests use it to change the
 // tree during a walk.
@@ -83,7 +93,7 @@ func readKFD(ctx context.Context, dir string) (*kfdTree, error) {
 		return nil, fmt.Errorf("%w: no KFD topology at %s (amdgpu driver not loaded?): %w", ErrNotDetected, dir, err)
 	}
 	for try := 0; ; try++ {
-		before, hasGen, err := readUintFile(filepath.Join(dir, "generation_id"))
+		before, hasGen, err := readUintFile(ctx, filepath.Join(dir, "generation_id"))
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +101,7 @@ func readKFD(ctx context.Context, dir string) (*kfdTree, error) {
 		if err != nil {
 			return nil, err
 		}
-		after, _, err := readUintFile(filepath.Join(dir, "generation_id"))
+		after, _, err := readUintFile(ctx, filepath.Join(dir, "generation_id"))
 		if err != nil {
 			return nil, err
 		}
@@ -107,21 +117,26 @@ func readKFD(ctx context.Context, dir string) (*kfdTree, error) {
 
 func readNodes(ctx context.Context, dir string) (*kfdTree, error) {
 	nodesDir := filepath.Join(dir, "nodes")
-	ids, err := numberedEntries(nodesDir)
+	ids, err := numberedEntries(ctx, nodesDir, MaxKFDNodes, "amd.MaxKFDNodes")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, nodesDir, err)
+		return nil, err
 	}
-	t := &kfdTree{}
+	t := &kfdTree{nodes: make([]*kfdNode, 0, len(ids))}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		readNodeHook()
-		n, err := readNode(filepath.Join(nodesDir, strconv.Itoa(id)), id)
+		n, err := readNode(ctx, filepath.Join(nodesDir, strconv.Itoa(id)), id)
 		if errors.Is(err, fs.ErrPermission) {
 			// Outside this process's device cgroup: ROCT treats such a node as
 			// absent, and so do we.
-			t.skipped = append(t.skipped, SkippedNode{KFDNode: id, Reason: err.Error()})
+			reason := err.Error()
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				reason = pe.Error()
+			}
+			t.skipped = append(t.skipped, SkippedNode{KFDNode: id, Reason: reason})
 			continue
 		}
 		if err != nil {
@@ -132,19 +147,23 @@ func readNodes(ctx context.Context, dir string) (*kfdTree, error) {
 	return t, nil
 }
 
-func readNode(dir string, id int) (*kfdNode, error) {
+func readNode(ctx context.Context, dir string, id int) (*kfdNode, error) {
 	n := &kfdNode{id: id, dir: dir}
 	var err error
-	if n.props, err = readProperties(filepath.Join(dir, "properties")); err != nil {
+	if n.props, err = readProperties(ctx, filepath.Join(dir, "properties")); err != nil {
 		return nil, err
 	}
-	if n.gpuID, n.hasGPUID, err = readUintFile(filepath.Join(dir, "gpu_id")); err != nil {
+	if n.gpuID, n.hasGPUID, err = readUintFile(ctx, filepath.Join(dir, "gpu_id")); err != nil {
 		return nil, err
 	}
-	if b, err := readSmall(filepath.Join(dir, "name")); err == nil {
+	b, err := readFile(ctx, filepath.Join(dir, "name"))
+	switch {
+	case err == nil:
 		n.name = strings.TrimSpace(string(b))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fileErr(ctx, err)
 	}
-	banks, err := readPropertyDir(filepath.Join(dir, "mem_banks"))
+	banks, err := readPropertyDir(ctx, filepath.Join(dir, "mem_banks"))
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +171,7 @@ func readNode(dir string, id int) (*kfdNode, error) {
 		n.banks = append(n.banks, kfdBank{heapType: b.props.val("heap_type"), size: b.props.val("size_in_bytes")})
 	}
 	for _, kind := range []string{"io_links", "p2p_links"} {
-		recs, err := readPropertyDir(filepath.Join(dir, kind))
+		recs, err := readPropertyDir(ctx, filepath.Join(dir, kind))
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +188,7 @@ func readNode(dir string, id int) (*kfdNode, error) {
 				return nil, fmt.Errorf("%w: %s: node_from or node_to missing", ErrMalformed, r.path)
 			case from != uint64(id):
 				return nil, fmt.Errorf("%w: %s: node_from is %d in the directory of node %d", ErrMalformed, r.path, from, id)
-			case to > maxEntries:
+			case to > MaxKFDNodes:
 				return nil, fmt.Errorf("%w: %s: node_to %d out of range", ErrMalformed, r.path, to)
 			}
 			l.from, l.to = int(from), int(to)
@@ -186,18 +205,18 @@ type propFile struct {
 
 // readPropertyDir reads <dir>/<n>/properties for every numbered entry; a
 // missing dir gives nothing.
-func readPropertyDir(dir string) ([]propFile, error) {
-	ids, err := numberedEntries(dir)
+func readPropertyDir(ctx context.Context, dir string) ([]propFile, error) {
+	ids, err := numberedEntries(ctx, dir, maxEntries, "amd.MaxKFDNodes")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, dir, err)
+		return nil, err
 	}
 	out := make([]propFile, 0, len(ids))
 	for _, id := range ids {
 		path := filepath.Join(dir, strconv.Itoa(id), "properties")
-		p, err := readProperties(path)
+		p, err := readProperties(ctx, path)
 		if err != nil {
 			return nil, err
 		}
@@ -206,36 +225,50 @@ func readPropertyDir(dir string) ([]propFile, error) {
 	return out, nil
 }
 
-// numberedEntries lists the entries of dir named by a decimal number, sorted.
-func numberedEntries(dir string) ([]int, error) {
-	ents, err := os.ReadDir(dir)
+// numberedEntries lists the entries of dir named by a decimal number,
+// sorted; more than limit (named limitName in the message) is an error
+// wrapping ErrMalformed and topology.ErrLimit. A missing dir keeps
+// fs.ErrNotExist in the error chain.
+func numberedEntries(ctx context.Context, dir string, limit int, limitName string) ([]int, error) {
+	ents, err := sysfile.ReadDir(ctx, dir)
 	if err != nil {
-		return nil, err
+		return nil, fileErr(ctx, err)
 	}
-	var ids []int
+	n := 0
 	for _, e := range ents {
-		id, err := strconv.Atoi(e.Name())
-		if err != nil || id < 0 || strconv.Itoa(id) != e.Name() {
-			continue
+		if _, ok := entryNumber(e.Name()); ok {
+			n++
 		}
-		ids = append(ids, id)
 	}
-	if len(ids) > maxEntries {
-		return nil, fmt.Errorf("%d entries, more than %d", len(ids), maxEntries)
+	if n > limit {
+		return nil, fmt.Errorf("%w: %s has %d numbered entries, more than %s (%d): %w", ErrMalformed, dir, n, limitName, limit, topology.ErrLimit)
+	}
+	ids := make([]int, 0, n)
+	for _, e := range ents {
+		if id, ok := entryNumber(e.Name()); ok {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	return ids, nil
 }
 
-// readProperties reads and parses one properties file. Errors name the
-// file; a permission error keeps fs.ErrPermission in its chain.
-func readProperties(path string) (properties, error) {
-	b, err := readSmall(path)
-	if errors.Is(err, fs.ErrPermission) {
-		return properties{}, fmt.Errorf("amd: %w", err)
+// entryNumber parses a canonical non-negative decimal entry name.
+func entryNumber(name string) (int, bool) {
+	id, err := strconv.Atoi(name)
+	if err != nil || id < 0 || strconv.Itoa(id) != name {
+		return 0, false
 	}
+	return id, true
+}
+
+// readProperties reads and parses one properties file. Errors name the
+// file and wrap ErrMalformed; a permission error keeps fs.ErrPermission in
+// its chain, a done context's error is returned as is.
+func readProperties(ctx context.Context, path string) (properties, error) {
+	b, err := readFile(ctx, path)
 	if err != nil {
-		return properties{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return properties{}, fileErr(ctx, err)
 	}
 	p, err := parseProperties(b)
 	if err != nil {
@@ -246,13 +279,13 @@ func readProperties(path string) (properties, error) {
 
 // readUintFile reads a file holding one unsigned decimal number; ok is
 // false when the file does not exist.
-func readUintFile(path string) (v uint64, ok bool, err error) {
-	b, err := readSmall(path)
+func readUintFile(ctx context.Context, path string) (v uint64, ok bool, err error) {
+	b, err := readFile(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("amd: %w", err)
+		return 0, false, fileErr(ctx, err)
 	}
 	s := strings.TrimSpace(string(b))
 	v, err = strconv.ParseUint(s, 10, 64)
@@ -262,12 +295,26 @@ func readUintFile(path string) (v uint64, ok bool, err error) {
 	return v, true, nil
 }
 
-// readSmall reads at most maxFile bytes of path.
-func readSmall(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// readFile reads a regular file of at most [sysfile.MaxFileBytes] after
+// checking ctx; a FIFO, socket, device node or directory in its place is an
+// error, never a wait. Errors are raw: callers keep fs.ErrNotExist as
+// "absent" and pass the rest through fileErr.
+func readFile(ctx context.Context, path string) ([]byte, error) {
+	b, err := sysfile.ReadFile(ctx, path)
+	readFileHook(path, err)
+	return b, err
+}
+
+// readFileHook runs after each file read; tests use it to cancel the
+// context inside a node.
+var readFileHook = func(path string, err error) {}
+
+// fileErr wraps a read error in ErrMalformed, keeping its chain
+// (fs.ErrPermission, fs.ErrNotExist, topology.ErrLimit); a done context's
+// error is returned as is.
+func fileErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return err
 	}
-	defer fh.Close()
-	return io.ReadAll(io.LimitReader(fh, maxFile))
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }

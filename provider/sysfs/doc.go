@@ -15,7 +15,7 @@
 //   - the PCIe path between every pair, classified as nvidia-smi does from
 //     the sysfs device paths: PIX (one switch), PXB (several switches), PHB
 //     (same host bridge), NODE (same NUMA node), SYS (across NUMA nodes);
-//   - the NUMA distance table (ghw's topology), and the network functions
+//   - the NUMA distance table (read from /sys/devices/system/node), and the network functions
 //     with their PCIe path to every accelerator (GPUDirect RDMA affinity).
 //
 // It does not see, and says so ([NoFabric], [Provider.Notes]): NVLink,
@@ -27,7 +27,10 @@
 // A machine without accelerators gives an error wrapping [ErrNotDetected],
 // so the fallback never claims an empty node. Attributes that exist but
 // cannot be parsed give errors wrapping [ErrMalformed] naming the file; a
-// NUMA table ghw cannot read completely is left out with a note.
+// NUMA table that is incomplete is left out with a note. Every file is read
+// through a bounded, regular-files-only reader that checks the context; see
+// the limits [MaxPCIFunctions], [MaxAccelerators], [MaxNUMANodes],
+// [MaxPCIIDsBytes].
 //
 // The root is injectable ([WithRoot], ghw's chroot), so tests run on ghw
 // snapshots and generated trees.

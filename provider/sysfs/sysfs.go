@@ -1,15 +1,19 @@
 package sysfs
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/jaypipes/ghw"
 	ghwpci "github.com/jaypipes/ghw/pkg/pci"
@@ -18,6 +22,7 @@ import (
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
 	"github.com/gputopo/gputopo/provider/internal/pciname"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -27,13 +32,35 @@ var (
 	// bus at all). It is the sentinel provider.Detect's report maps to
 	// provider.ErrNotDetected.
 	ErrNotDetected = detecterr.ErrNotDetected
-	// ErrMalformed is wrapped when a sysfs attribute of an accelerator
-	// exists but cannot be parsed; the message names the file.
+	// ErrMalformed is wrapped when a sysfs entry exists but cannot be read
+	// or parsed: a value that does not parse, a FIFO, socket, device node or
+	// directory in place of a file, a symlink loop, an I/O error, or a file
+	// or directory beyond a size limit (those also wrap topology.ErrLimit).
+	// The message names the file.
 	ErrMalformed = errors.New("sysfs: malformed sysfs file")
 	// ErrEnumeration is wrapped when the PCI directory lists functions but
 	// ghw could not enumerate them (ghw drops the whole list when one
 	// function lacks its modalias file).
 	ErrEnumeration = errors.New("sysfs: PCI enumeration failed")
+)
+
+// Limits of one Scan. Entries beyond them are errors wrapping
+// [ErrMalformed] and topology.ErrLimit, returned before anything per
+// device is allocated.
+const (
+	// MaxPCIFunctions bounds the PCI functions listed under
+	// /sys/bus/pci/devices (the largest servers list a few thousand).
+	MaxPCIFunctions = sysfile.MaxDirEntries
+	// MaxAccelerators bounds the accelerators of one node:
+	// topology.MaxDevices.
+	MaxAccelerators = topology.MaxDevices
+	// MaxNUMANodes bounds the NUMA nodes read from
+	// /sys/devices/system/node.
+	MaxNUMANodes = 1024
+	// MaxPCIIDsBytes bounds the pci.ids database (about 1.5 MB today);
+	// a larger one, or one that is not a regular file, is not loaded and
+	// names are then unknown.
+	MaxPCIIDsBytes = 16 << 20
 )
 
 // NoFabric is the note every answer of this provider carries.
@@ -186,9 +213,18 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	}
 	sys := filepath.Join(p.root, "sys")
 	devDir := pcitree.DevicesDir(sys)
-	ents, err := os.ReadDir(devDir)
-	if err != nil {
+	ents, err := sysfile.ReadDir(ctx, devDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: no PCI bus in sysfs (%s): %w", ErrNotDetected, devDir, err)
+	case err != nil:
+		return nil, fileErr(ctx, err)
+	}
+	// ghw reads modalias and revision of every function with plain
+	// os.ReadFile: check them first, so that a FIFO or a huge file in their
+	// place is an error rather than a hang.
+	if err := preflight(ctx, devDir, ents); err != nil {
+		return nil, err
 	}
 	opts := []any{ghw.WithChroot(p.root), ghw.WithDisableWarnings(), ghw.WithDisableTools(), ghw.WithPCIDB(p.pciDB())}
 	info, err := ghw.PCI(append(opts, ghw.WithDisableTopology())...)
@@ -208,10 +244,13 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("%w: none of the %d PCI functions is an accelerator", ErrNotDetected, len(info.Devices))
 	}
-	if err := ctx.Err(); err != nil {
+	if len(cands) > MaxAccelerators {
+		return nil, fmt.Errorf("%w: %d accelerators, more than sysfs.MaxAccelerators (%d): %w", ErrMalformed, len(cands), MaxAccelerators, topology.ErrLimit)
+	}
+	numa, dist, notes, err := p.numa(ctx)
+	if err != nil {
 		return nil, err
 	}
-	numa, dist, notes := p.numa(opts)
 	name := p.name
 	if name == "" {
 		name, _ = os.Hostname()
@@ -225,9 +264,9 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: PCI address %q: %w", ErrMalformed, d.Address, err)
 		}
-		f, err := pcitree.Read(sys, addr)
+		f, err := pcitree.Read(ctx, sys, addr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+			return nil, fileErr(ctx, err)
 		}
 		fns = append(fns, f)
 		dev := Device{PCI: addr, VendorID: f.Vendor, DeviceID: f.Device, Class: f.Class, Driver: d.Driver}
@@ -248,9 +287,9 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if dist != nil {
 		b.SetNUMADistances(dist)
 	}
-	nics, err := pcitree.NICs(sys)
+	nics, err := pcitree.NICs(ctx, sys)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, fileErr(ctx, err)
 	}
 	for k, nic := range nics {
 		dev := nic.RDMA
@@ -289,58 +328,164 @@ func isVF(devDir, addr string) bool {
 	return err == nil
 }
 
-// numa returns the NUMA node count and the distance table from ghw's
-// topology, with a note when the table had to be left out.
-func (p *Provider) numa(opts []any) (count int, dist [][]int, notes []string) {
-	topo, err := ghw.Topology(opts...)
+// numa returns the NUMA node count and the distance table read from
+// /sys/devices/system/node (nodeN/distance), with a note when the table had
+// to be left out. Absent files leave the table unknown; files that cannot
+// be read are errors.
+func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []string, err error) {
 	dir := filepath.Join(p.root, "sys", "devices", "system", "node")
-	onDisk := 0
-	if ents, err := os.ReadDir(dir); err == nil {
-		for _, e := range ents {
-			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "node")); err == nil && strings.HasPrefix(e.Name(), "node") {
-				onDisk++
-			}
-		}
+	ents, err := sysfile.ReadDir(ctx, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, nil, nil
 	}
-	if err != nil || topo == nil || len(topo.Nodes) == 0 {
-		if onDisk > 0 {
-			notes = append(notes, "NUMA distances unknown: ghw could not read the NUMA topology")
-		}
-		return onDisk, nil, notes
+	if err != nil {
+		return 0, nil, nil, fileErr(ctx, err)
 	}
-	k := len(topo.Nodes)
-	if onDisk > k {
-		// ghw stops at the first node it cannot read completely.
-		return onDisk, nil, append(notes, fmt.Sprintf("NUMA distances unknown: ghw read %d of %d NUMA nodes", k, onDisk))
+	var ids []int
+	for _, e := range ents {
+		id, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "node"))
+		if err != nil || id < 0 || !strings.HasPrefix(e.Name(), "node") {
+			continue
+		}
+		if len(ids) == MaxNUMANodes {
+			return 0, nil, nil, fmt.Errorf("%w: %s lists more than sysfs.MaxNUMANodes (%d) NUMA nodes: %w", ErrMalformed, dir, MaxNUMANodes, topology.ErrLimit)
+		}
+		ids = append(ids, id)
+	}
+	k := len(ids)
+	if k == 0 {
+		return 0, nil, nil, nil
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if id != i {
+			return k, nil, []string{"NUMA distances unknown: the NUMA nodes are not numbered 0..n-1"}, nil
+		}
 	}
 	dist = make([][]int, k)
-	for _, nd := range topo.Nodes {
-		if nd.ID < 0 || nd.ID >= k || dist[nd.ID] != nil || len(nd.Distances) != k {
-			return k, nil, append(notes, "NUMA distances unknown: the distance table is not square over nodes 0..n-1")
+	for i := range k {
+		path := filepath.Join(dir, fmt.Sprintf("node%d", i), "distance")
+		raw, err := sysfile.ReadFile(ctx, path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return k, nil, []string{fmt.Sprintf("NUMA distances unknown: node %d has no distance file", i)}, nil
 		}
-		for j, v := range nd.Distances {
-			if v <= 0 || v > 255 || v < nd.Distances[nd.ID] && j != nd.ID {
-				return k, nil, append(notes, fmt.Sprintf("NUMA distances unknown: node %d has distance %d", nd.ID, v))
+		if err != nil {
+			return 0, nil, nil, fileErr(ctx, err)
+		}
+		row := make([]int, 0, k)
+		for f := range strings.FieldsSeq(string(raw)) {
+			if len(row) == k {
+				return k, nil, []string{"NUMA distances unknown: the distance table is not square over nodes 0..n-1"}, nil
+			}
+			v, err := strconv.Atoi(f)
+			if err != nil {
+				return 0, nil, nil, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, pcitree.Truncate(f))
+			}
+			row = append(row, v)
+		}
+		if len(row) != k {
+			return k, nil, []string{"NUMA distances unknown: the distance table is not square over nodes 0..n-1"}, nil
+		}
+		for j, v := range row {
+			if v <= 0 || v > 255 || v < row[i] && j != i {
+				return k, nil, []string{fmt.Sprintf("NUMA distances unknown: node %d has distance %d", i, v)}, nil
 			}
 		}
-		dist[nd.ID] = slices.Clone(nd.Distances)
+		dist[i] = row
 	}
-	return k, dist, notes
+	return k, dist, nil, nil
+}
+
+// preflight checks the files ghw's PCI enumeration reads without bounds
+// (modalias and revision of every function): each must be a regular file
+// of at most sysfile.MaxFileBytes when present.
+func preflight(ctx context.Context, devDir string, ents []fs.DirEntry) error {
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, name := range []string{"modalias", "revision"} {
+			path := filepath.Join(devDir, e.Name(), name)
+			st, err := os.Stat(path)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+			case err != nil:
+				return fileErr(ctx, err)
+			case !st.Mode().IsRegular():
+				return fmt.Errorf("%w: %s: %w", ErrMalformed, path, sysfile.ErrNotRegular)
+			case st.Size() > sysfile.MaxFileBytes:
+				return fmt.Errorf("%w: %s: %d bytes, more than sysfile.MaxFileBytes (%d): %w", ErrMalformed, path, st.Size(), sysfile.MaxFileBytes, topology.ErrLimit)
+			}
+		}
+	}
+	return nil
+}
+
+// fileErr wraps a read error in ErrMalformed, keeping its chain; a done
+// context's error is returned as is.
+func fileErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
 
 // pciDB loads the pci.ids database once (under the root), or an empty one
-// when none is installed: names are then unknown but ids still work.
+// when none is installed, or the first one found is not a regular file or
+// is larger than MaxPCIIDsBytes (decompressed): names are then unknown but
+// ids still work.
 func (p *Provider) pciDB() *pcidb.PCIDB {
 	p.dbOnce.Do(func() {
-		// Only the files under the root: no per-user cache, never the network.
-		noCache, noFetch, root := "", false, p.root
-		db, err := pcidb.New(&pcidb.WithOption{Chroot: &root, CachePath: &noCache, EnableNetworkFetch: &noFetch})
-		if err != nil {
-			db = &pcidb.PCIDB{Classes: map[string]*pcidb.Class{}, Vendors: map[string]*pcidb.Vendor{}, Products: map[string]*pcidb.Product{}}
+		p.db = &pcidb.PCIDB{Classes: map[string]*pcidb.Class{}, Vendors: map[string]*pcidb.Vendor{}, Products: map[string]*pcidb.Product{}}
+		path, ok := pciIDsPath(p.root)
+		if !ok {
+			return
 		}
-		p.db = db
+		// Only that file: no per-user cache, never the network.
+		noCache, noFetch := "", false
+		db, err := pcidb.New(&pcidb.WithOption{Path: &path, CachePath: &noCache, EnableNetworkFetch: &noFetch})
+		if err == nil {
+			p.db = db
+		}
 	})
 	return p.db
+}
+
+// pciIDsPath finds the pci.ids database under root where pcidb looks for
+// it, and reports whether it is safe to load: a regular file of at most
+// MaxPCIIDsBytes, decompressed.
+func pciIDsPath(root string) (string, bool) {
+	for _, rel := range []string{"usr/share/hwdata/pci.ids", "usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids.gz", "usr/share/misc/pci.ids.gz"} {
+		path := filepath.Join(root, rel)
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		if !st.Mode().IsRegular() || st.Size() > MaxPCIIDsBytes {
+			return "", false
+		}
+		if !strings.HasSuffix(path, ".gz") {
+			return path, true
+		}
+		return path, gzipWithin(path, MaxPCIIDsBytes)
+	}
+	return "", false
+}
+
+// gzipWithin reports whether the gzip file at path decompresses to at most
+// limit bytes.
+func gzipWithin(path string, limit int64) bool {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	zr, err := gzip.NewReader(fh)
+	if err != nil {
+		return false
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, limit+1))
+	return err == nil && n <= limit
 }
 
 // vendor maps a PCI vendor id to the model's vendor.

@@ -1,13 +1,15 @@
 package simulate
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // MaxGPUsPerNode is the largest GPU count a node or a pod may have.
@@ -41,9 +43,46 @@ func (p Pod) TotalGPUMilli() int64 { return int64(p.GPUs) * p.GPUMilli }
 // Sharing reports whether the pod takes a fraction of one GPU.
 func (p Pod) Sharing() bool { return p.GPUs == 1 && p.GPUMilli < Milli }
 
-// ErrMalformed is wrapped by every error of [ReadNodes] and [ReadPods]; the
-// error is a [*ParseError] naming the line.
+// ErrMalformed is wrapped by every error of [ReadNodes] and [ReadPods] about
+// the input's content; the error is a [*ParseError] naming the line. Errors
+// about its size also wrap topology.ErrLimit.
 var ErrMalformed = errors.New("simulate: malformed CSV")
+
+// ErrRead is wrapped when the input reader of [ReadNodes] or [ReadPods]
+// fails; the reader's error stays in the chain.
+var ErrRead = errors.New("simulate: reading CSV")
+
+// Limits of [ReadNodes] and [ReadPods]. Input beyond them is a
+// [*ParseError] wrapping [ErrMalformed] and topology.ErrLimit, found while
+// streaming: at most MaxLineBytes of one line (plus small buffers) is held
+// before it is checked, whatever the input's size.
+const (
+	// MaxLineBytes bounds one line (the trace's lines are about 100 bytes).
+	MaxLineBytes = 64 << 10
+	// MaxColumns bounds the header's columns (the trace has 11).
+	MaxColumns = 256
+	// MaxRows bounds the rows after the header (the trace has 8,152 pods).
+	MaxRows = 1 << 20
+	// MaxCSVBytes bounds the whole input.
+	MaxCSVBytes = 256 << 20
+)
+
+// limits used by the reader; tests lower them.
+var (
+	maxRows     = MaxRows
+	maxCSVBytes = int64(MaxCSVBytes)
+)
+
+// quoteMax bounds what an error message quotes of the input.
+const quoteMax = 64
+
+// quote quotes s for an error message, at most quoteMax bytes of it.
+func quote(s string) string {
+	if len(s) > quoteMax {
+		return fmt.Sprintf("%q... (%d bytes)", s[:quoteMax], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
 
 // ParseError is a problem in one line of a CSV input. It matches
 // [ErrMalformed] with errors.Is and unwraps to its cause.
@@ -67,55 +106,120 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrMalformed.
 func (e *ParseError) Is(target error) bool { return target == ErrMalformed }
 
+// boundedReader passes its input through, failing once the input passes
+// maxCSVBytes or a line passes MaxLineBytes; it remembers the reader's own
+// error so that it is reported as a read error, not a parse error.
+type boundedReader struct {
+	r      io.Reader
+	total  int64
+	line   int // bytes since the last newline
+	lines  int // newlines seen
+	err    error
+	ioErr  error
+	limErr error
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	for i, c := range p[:n] {
+		b.total++
+		if c == '\n' {
+			b.lines++
+			b.line = 0
+		} else {
+			b.line++
+		}
+		switch {
+		case b.total > maxCSVBytes:
+			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("input longer than simulate.MaxCSVBytes (%d bytes): %w", maxCSVBytes, topology.ErrLimit)}
+		case b.line > MaxLineBytes:
+			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("line longer than simulate.MaxLineBytes (%d bytes): %w", MaxLineBytes, topology.ErrLimit)}
+		default:
+			continue
+		}
+		b.err = b.limErr
+		return i, b.err
+	}
+	if err != nil && err != io.EOF {
+		b.ioErr, b.err = err, err
+	}
+	return n, err
+}
+
 // table reads a header-led CSV and hands each row to fn with a column
 // accessor. required names the columns that must be present.
 type table struct {
+	in     *boundedReader
 	r      *csv.Reader
 	col    map[string]int
 	line   int
+	rows   int
 	record []string
 }
 
 func newTable(in io.Reader, required ...string) (*table, error) {
-	data, err := io.ReadAll(in)
-	if err != nil {
-		return nil, fmt.Errorf("simulate: reading CSV: %w", err)
+	br := &boundedReader{r: in}
+	buf := bufio.NewReader(br)
+	if bom, err := buf.Peek(3); err == nil && string(bom) == "\xef\xbb\xbf" {
+		_, _ = buf.Discard(3)
 	}
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	r := csv.NewReader(bytes.NewReader(data))
+	r := csv.NewReader(buf)
 	r.ReuseRecord = true
+	t := &table{in: br, r: r, col: map[string]int{}, line: 1}
 	header, err := r.Read()
 	if err == io.EOF {
 		return nil, &ParseError{Line: 1, Err: errors.New("empty input, want a header line")}
 	}
 	if err != nil {
-		return nil, csvError(err)
+		return nil, t.readError(err)
 	}
-	t := &table{r: r, col: map[string]int{}, line: 1}
+	if len(header) > MaxColumns {
+		return nil, &ParseError{Line: 1, Err: fmt.Errorf("header has %d columns, more than simulate.MaxColumns (%d): %w", len(header), MaxColumns, topology.ErrLimit)}
+	}
 	for i, h := range header {
 		h = strings.TrimSpace(h)
 		if h == "" {
 			continue
 		}
 		if _, dup := t.col[h]; dup {
-			return nil, &ParseError{Line: 1, Column: h, Err: errors.New("column appears twice")}
+			return nil, &ParseError{Line: 1, Column: truncate(h), Err: errors.New("column appears twice")}
 		}
 		t.col[h] = i
 	}
 	for _, name := range required {
 		if _, ok := t.col[name]; !ok {
-			return nil, &ParseError{Line: 1, Column: name, Err: fmt.Errorf("missing column (header has %s)", strings.Join(header, ","))}
+			return nil, &ParseError{Line: 1, Column: name, Err: fmt.Errorf("missing column %s (header of %d columns: %s)", name, len(header), quote(strings.Join(header, ",")))}
 		}
 	}
 	return t, nil
 }
 
-func csvError(err error) error {
+// truncate shortens a name used as ParseError.Column.
+func truncate(s string) string {
+	if len(s) > quoteMax {
+		return s[:quoteMax] + "..."
+	}
+	return s
+}
+
+// readError turns an error of the csv reader into ours: the input's own
+// read error wraps ErrRead, a limit the bounded reader hit is its
+// ParseError, a CSV syntax error a ParseError.
+func (t *table) readError(err error) error {
+	switch {
+	case t.in.limErr != nil:
+		return t.in.limErr
+	case t.in.ioErr != nil:
+		return fmt.Errorf("%w: after line %d: %w", ErrRead, t.line, t.in.ioErr)
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		return &ParseError{Line: pe.Line, Err: pe.Err}
 	}
-	return &ParseError{Err: err}
+	return &ParseError{Line: t.line, Err: err}
 }
 
 // next advances to the next row; it returns false at the end.
@@ -125,10 +229,13 @@ func (t *table) next() (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, csvError(err)
+		return false, t.readError(err)
 	}
 	t.record = rec
 	t.line, _ = t.r.FieldPos(0)
+	if t.rows++; t.rows > maxRows {
+		return false, &ParseError{Line: t.line, Err: fmt.Errorf("more than simulate.MaxRows (%d) rows: %w", maxRows, topology.ErrLimit)}
+	}
 	return true, nil
 }
 
@@ -157,7 +264,7 @@ func (t *table) int(name string, limit int64) (int64, error) {
 		// pandas writes integers of a column holding NaN as "12.0"
 		f, ferr := strconv.ParseFloat(s, 64)
 		if ferr != nil || f != float64(int64(f)) || f < -1e18 || f > 1e18 {
-			return 0, t.errf(name, "%q is not an integer", s)
+			return 0, t.errf(name, "%s is not an integer", quote(s))
 		}
 		v = int64(f)
 	}
@@ -177,7 +284,9 @@ const (
 // least the columns sn, cpu_milli, memory_mib, gpu and model (any order;
 // other columns are ignored), then one node per line. Nodes with gpu 0 are
 // CPU-only and must have an empty model; GPU nodes must name one. Node
-// names must be unique. Errors are [*ParseError]s wrapping [ErrMalformed].
+// names must be unique. Errors are [*ParseError]s wrapping [ErrMalformed]
+// (and topology.ErrLimit past [MaxLineBytes], [MaxColumns], [MaxRows] or
+// [MaxCSVBytes]), or wrap [ErrRead] when in fails.
 func ReadNodes(in io.Reader) ([]Node, error) {
 	t, err := newTable(in, "sn", "cpu_milli", "memory_mib", "gpu", "model")
 	if err != nil {
@@ -198,7 +307,7 @@ func ReadNodes(in io.Reader) ([]Node, error) {
 			return nil, t.errf("sn", "empty node name")
 		}
 		if prev, dup := seen[n.Name]; dup {
-			return nil, t.errf("sn", "node %q already on line %d", n.Name, prev)
+			return nil, t.errf("sn", "node %s already on line %d", quote(n.Name), prev)
 		}
 		seen[n.Name] = t.line
 		if n.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {
@@ -220,9 +329,9 @@ func ReadNodes(in io.Reader) ([]Node, error) {
 		case n.GPUs > 0 && n.Model == "":
 			return nil, t.errf("model", "node has %d GPUs but no GPU model", n.GPUs)
 		case n.GPUs == 0 && n.Model != "":
-			return nil, t.errf("model", "node has GPU model %q but no GPUs", n.Model)
+			return nil, t.errf("model", "node has GPU model %s but no GPUs", quote(n.Model))
 		case strings.Contains(n.Model, "|"):
-			return nil, t.errf("model", "GPU model %q contains '|'", n.Model)
+			return nil, t.errf("model", "GPU model %s contains '|'", quote(n.Model))
 		}
 		out = append(out, n)
 	}
@@ -238,7 +347,7 @@ func ReadNodes(in io.Reader) ([]Node, error) {
 // pod_phase, times) are ignored, as the paper's experiment ignores them.
 // gpu_milli is the share of each GPU: 0 when num_gpu is 0, 1..1000 when
 // num_gpu is 1, exactly 1000 when num_gpu is more. Pod names must be
-// unique. Errors are [*ParseError]s wrapping [ErrMalformed].
+// unique. Errors are as [ReadNodes]'s.
 func ReadPods(in io.Reader) ([]Pod, error) {
 	t, err := newTable(in, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 	if err != nil {
@@ -260,7 +369,7 @@ func ReadPods(in io.Reader) ([]Pod, error) {
 			return nil, t.errf("name", "empty pod name")
 		}
 		if prev, dup := seen[p.Name]; dup {
-			return nil, t.errf("name", "pod %q already on line %d", p.Name, prev)
+			return nil, t.errf("name", "pod %s already on line %d", quote(p.Name), prev)
 		}
 		seen[p.Name] = t.line
 		if p.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {

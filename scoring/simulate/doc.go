@@ -7,7 +7,11 @@
 //
 // [ReadNodes] and [ReadPods] read the trace's CSV node and pod lists
 // (openb_node_list_*.csv, openb_pod_list_*.csv, including the 5-column
-// multigpu variant), rejecting malformed rows with their line number.
+// multigpu variant), rejecting malformed rows with their line number. They
+// stream their input within stated bounds ([MaxLineBytes], [MaxColumns],
+// [MaxRows], [MaxCSVBytes]; errors wrap [ErrMalformed] and
+// topology.ErrLimit), so a 50 MB line costs a few hundred KB before it is
+// refused; a failing reader's error wraps [ErrRead].
 // [Synthetic] generates lists of the same shape when the trace is absent.
 //
 // # Protocol

@@ -42,6 +42,11 @@ const DefaultInflation = 1.3
 // NoInflation, as Config.Inflation, replays the pod list as given.
 const NoInflation = -1
 
+// MaxInflation is the largest Config.Inflation: pods asking for 100 times
+// the cluster's GPUs. (The clones are bounded anyway, at 100 per pod of
+// the list plus 1,000.)
+const MaxInflation = 100
+
 // DefaultCoverage is the share of pods the typical task shapes must cover
 // (the simulator's podPopularityThreshold of 95).
 const DefaultCoverage = 0.95
@@ -53,16 +58,40 @@ type Config struct {
 	// and the policy's random stream.
 	Seed int64
 	// Inflation is the target of the pods' total GPU request as a
-	// fraction of cluster capacity: 0 means DefaultInflation; NoInflation
-	// keeps the list as is. Above the list's own total, random pods of the
+	// fraction of cluster capacity, at most MaxInflation: 0 means
+	// DefaultInflation; NoInflation keeps the list as is; NaN, infinities
+	// and other negative values are errors wrapping ErrInvalidConfig. Above the list's own total, random pods of the
 	// list are appended as clones until the next clone would pass the
 	// target; below it, random pods are dropped until the total is under it.
 	Inflation float64
 	// TieBreak chooses among equal top scores; the zero value is TieFirst.
 	TieBreak TieBreak
-	// Coverage is the share of pods the typical workload covers; 0 means
-	// DefaultCoverage.
+	// Coverage is the share of pods the typical workload covers, in
+	// (0, 1]; 0 means DefaultCoverage.
 	Coverage float64
+}
+
+// ErrInvalidConfig is returned for a [Config] or [ReplayAll] argument out
+// of its documented range (a NaN or infinite inflation, a coverage outside
+// (0, 1], an unknown tie-break, negative workers, a nil policy).
+var ErrInvalidConfig = errors.New("simulate: invalid configuration")
+
+// Validate reports whether c is a configuration [Replay] accepts; the error
+// wraps [ErrInvalidConfig] and names the field.
+func (c Config) Validate() error {
+	switch {
+	case math.IsNaN(c.Inflation) || math.IsInf(c.Inflation, 0):
+		return fmt.Errorf("%w: Inflation %v is not a finite number", ErrInvalidConfig, c.Inflation)
+	case c.Inflation < 0 && c.Inflation != NoInflation:
+		return fmt.Errorf("%w: Inflation %v is negative (use NoInflation, -1, to replay the list as is)", ErrInvalidConfig, c.Inflation)
+	case c.Inflation > MaxInflation:
+		return fmt.Errorf("%w: Inflation %v is more than MaxInflation (%d)", ErrInvalidConfig, c.Inflation, MaxInflation)
+	case math.IsNaN(c.Coverage) || c.Coverage < 0 || c.Coverage > 1:
+		return fmt.Errorf("%w: Coverage %v is outside (0, 1] (0 means DefaultCoverage)", ErrInvalidConfig, c.Coverage)
+	case c.TieBreak != TieFirst && c.TieBreak != TieRandom:
+		return fmt.Errorf("%w: unknown TieBreak %d", ErrInvalidConfig, int(c.TieBreak))
+	}
+	return nil
 }
 
 // ErrNoPods is returned when the pod list is empty.
@@ -206,7 +235,15 @@ const (
 // GPU count and share, GPU model. After every pod the arrived and
 // allocated GPU and the expected fragment F(M) under the typical workload
 // of the original list are recorded.
+//
+// An invalid cfg or a nil pol is an error wrapping [ErrInvalidConfig].
 func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if pol == nil {
+		return nil, fmt.Errorf("%w: nil policy", ErrInvalidConfig)
+	}
 	gpuNodes := make([]Node, 0, len(nodes))
 	for _, n := range nodes {
 		if n.GPUs > 0 {
@@ -399,10 +436,22 @@ type Job struct {
 }
 
 // ReplayAll runs every policy with every seed on up to workers goroutines
-// (0 means GOMAXPROCS) and returns the results ordered by policy, then
-// seed. cfg.Seed is ignored. It stops at the first error.
+// (0 means GOMAXPROCS; negative is an error wrapping [ErrInvalidConfig],
+// as are an invalid cfg and a nil policy) and returns the results ordered
+// by policy, then seed. cfg.Seed is ignored. It stops at the first error.
 func ReplayAll(ctx context.Context, nodes []Node, pods []Pod, policies []Policy, seeds []int64, cfg Config, workers int) ([]*Result, error) {
-	if workers <= 0 {
+	if workers < 0 {
+		return nil, fmt.Errorf("%w: %d workers (0 means GOMAXPROCS)", ErrInvalidConfig, workers)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for i, p := range policies {
+		if p == nil {
+			return nil, fmt.Errorf("%w: policy %d is nil", ErrInvalidConfig, i)
+		}
+	}
+	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	var jobs []Job

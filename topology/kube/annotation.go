@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -32,13 +33,20 @@ const MaxAnnotationBytes = 256 << 10
 // kilobytes (see the package tests for measured sizes).
 const AnnotationBudget = MaxAnnotationBytes / 2
 
-// maxDecodedBytes bounds the decompressed document, against gzip bombs.
-const maxDecodedBytes = 32 << 20
+// MaxDecodedAnnotationBytes bounds the decompressed JSON document of an
+// annotation, against gzip bombs: [DecodeAnnotation] stops decompressing
+// past it, and [EncodeAnnotation] refuses a node whose document is larger,
+// so everything it writes decodes. The largest node that fits
+// [AnnotationBudget] (about 256 fully linked GPUs) takes 2.5 MB; real
+// machines take a few kilobytes. Decoding the largest accepted document
+// allocates about 8 times its size in all (measured in the package tests).
+const MaxDecodedAnnotationBytes = 4 << 20
 
 // EncodeAnnotation returns the value of [AnnotationTopology] for n. The
 // encoding is deterministic: equal nodes give equal strings, so an agent
-// can compare before patching. It fails with [ErrTooLarge] when key plus
-// value would exceed [AnnotationBudget].
+// can compare before patching. It fails with [ErrTooLarge] (and
+// [topology.ErrLimit]) when key plus value would exceed [AnnotationBudget]
+// or the document [MaxDecodedAnnotationBytes].
 func EncodeAnnotation(n *topology.Node) (string, error) {
 	if n == nil {
 		return "", fmt.Errorf("%w: nil node", topology.ErrInvalidTopology)
@@ -50,6 +58,9 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, doc); err != nil {
 		return "", fmt.Errorf("kube: compacting topology JSON: %w", err)
+	}
+	if compact.Len() > MaxDecodedAnnotationBytes {
+		return "", fmt.Errorf("%w: %w: %d-byte document for %d devices, more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, topology.ErrLimit, compact.Len(), n.Len(), MaxDecodedAnnotationBytes)
 	}
 	var zipped bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&zipped, gzip.BestCompression)
@@ -64,7 +75,7 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 	}
 	out := EncodingV1 + base64.RawStdEncoding.EncodeToString(zipped.Bytes())
 	if size := len(AnnotationTopology) + len(out); size > AnnotationBudget {
-		return "", fmt.Errorf("%w: %d bytes for %d devices (budget %d)", ErrTooLarge, size, n.Len(), AnnotationBudget)
+		return "", fmt.Errorf("%w: %w: %d bytes for %d devices, more than kube.AnnotationBudget (%d)", ErrTooLarge, topology.ErrLimit, size, n.Len(), AnnotationBudget)
 	}
 	return out, nil
 }
@@ -74,9 +85,16 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 // with "{"), for hand-written annotations. Errors wrap [ErrBadAnnotation]
 // (and the topology package's sentinel when the document itself is at
 // fault) or [ErrTooLarge].
+//
+// Decoding is bounded: a value over [MaxAnnotationBytes], a document that
+// decompresses past [MaxDecodedAnnotationBytes], or one declaring more
+// than [topology.MaxDevices] devices (or any other topology limit) fails
+// with an error wrapping [ErrTooLarge] and [topology.ErrLimit] before the
+// excess is allocated, so one hostile node annotation costs a scheduler at
+// most a few tens of megabytes, briefly (see [MaxDecodedAnnotationBytes]).
 func DecodeAnnotation(value string) (*topology.Node, error) {
 	if len(value) > MaxAnnotationBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than Kubernetes stores (%d)", ErrTooLarge, len(value), MaxAnnotationBytes)
+		return nil, fmt.Errorf("%w: %w: %d bytes, more than kube.MaxAnnotationBytes (%d), what Kubernetes stores", ErrTooLarge, topology.ErrLimit, len(value), MaxAnnotationBytes)
 	}
 	var doc []byte
 	switch {
@@ -89,12 +107,12 @@ func DecodeAnnotation(value string) (*topology.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrBadAnnotation, err)
 		}
-		doc, err = io.ReadAll(io.LimitReader(zr, maxDecodedBytes+1))
+		doc, err = io.ReadAll(io.LimitReader(zr, MaxDecodedAnnotationBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrBadAnnotation, err)
 		}
-		if len(doc) > maxDecodedBytes {
-			return nil, fmt.Errorf("%w: decompresses to more than %d bytes", ErrTooLarge, maxDecodedBytes)
+		if len(doc) > MaxDecodedAnnotationBytes {
+			return nil, fmt.Errorf("%w: %w: decompresses to more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, topology.ErrLimit, MaxDecodedAnnotationBytes)
 		}
 	case strings.HasPrefix(strings.TrimSpace(value), "{"):
 		doc = []byte(value)
@@ -108,6 +126,9 @@ func DecodeAnnotation(value string) (*topology.Node, error) {
 		return nil, fmt.Errorf("%w: unknown encoding %q (this version reads %q and plain JSON)", ErrBadAnnotation, enc, EncodingV1)
 	}
 	n, err := topology.ParseJSON(doc)
+	if errors.Is(err, topology.ErrLimit) {
+		return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadAnnotation, err)
 	}

@@ -118,6 +118,10 @@ func ClusterNodes(nodes []NodeMeta, opts ...ClusterOption) ([]topology.ClusterNo
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if len(nodes) > topology.MaxClusterNodes {
+		return nil, fmt.Errorf("%w: %w: %d nodes, more than topology.MaxClusterNodes (%d)",
+			topology.ErrInvalidCluster, topology.ErrLimit, len(nodes), topology.MaxClusterNodes)
+	}
 	out := make([]topology.ClusterNode, len(nodes))
 	for i, m := range nodes {
 		out[i] = topology.ClusterNode{Name: m.Name, Labels: m.Labels}

@@ -263,7 +263,7 @@ func TestLabelsValidAndDecodable(t *testing.T) {
 		}
 		if s.Count != n.Len() || s.LargestIsland != largest || s.Islands != len(n.Islands()) ||
 			s.NUMANodes != len(n.NUMANodes()) || s.Clique != n.Fabric() ||
-			s.Fingerprint != n.Fingerprint().String()[:32] || s.Vendor != n.Device(0).Vendor {
+			s.Fingerprint != n.ShapeFingerprint().String()[:32] || s.Vendor != n.Device(0).Vendor {
 			t.Errorf("%s: summary %+v disagrees with %v", name, s, n)
 		}
 		if d := n.Device(0); d.MemoryBytes > 0 && s.MemoryMiB == 0 {

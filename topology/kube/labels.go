@@ -20,7 +20,9 @@ var (
 	// encoding, bad base64 or gzip, or a topology document that does not
 	// parse or validate; the topology package's sentinel is wrapped too).
 	ErrBadAnnotation = errors.New("kube: malformed topology annotation")
-	// ErrTooLarge: an encoded or decoded annotation exceeds its size budget.
+	// ErrTooLarge: an encoded or decoded annotation exceeds its size budget
+	// or declares more than a topology limit allows; such errors wrap
+	// [topology.ErrLimit] too and name the limit.
 	ErrTooLarge = errors.New("kube: topology annotation too large")
 	// ErrNoTopology: a node carries no topology annotation.
 	ErrNoTopology = errors.New("kube: node has no topology annotation")
@@ -73,7 +75,9 @@ const (
 	// LabelPartition is "mig" or "amd" when some device can be partitioned.
 	LabelPartition = Prefix + "partition"
 	// LabelFingerprint is the first 32 hex digits (128 bits) of the
-	// topology's fingerprint: equal values mean equal hardware shape.
+	// topology's [topology.Node.ShapeFingerprint]: equal values mean equal
+	// hardware shape (UUIDs, PCI addresses, names and health left out), so
+	// identical servers share it.
 	LabelFingerprint = Prefix + "fingerprint"
 )
 
@@ -136,7 +140,7 @@ func Labels(n *topology.Node) (map[string]string, error) {
 	out[LabelLargestIsland] = strconv.Itoa(largest)
 	out[LabelIslands] = strconv.Itoa(len(n.Islands()))
 	out[LabelNUMANodes] = strconv.Itoa(len(n.NUMANodes()))
-	out[LabelFingerprint] = n.Fingerprint().String()[:32]
+	out[LabelFingerprint] = n.ShapeFingerprint().String()[:32]
 
 	if nv := ofVendor(devs, topology.VendorNVIDIA); len(nv) > 0 {
 		out[LabelGPUCount] = strconv.Itoa(len(nv))
@@ -279,7 +283,8 @@ type Summary struct {
 	// LargestIsland, Islands and NUMANodes are the gputopo.io/island.largest,
 	// island.count and numa.count labels.
 	LargestIsland, Islands, NUMANodes int
-	// Fingerprint is gputopo.io/fingerprint.
+	// Fingerprint is gputopo.io/fingerprint: a prefix of the node's
+	// [topology.Node.ShapeFingerprint].
 	Fingerprint string
 }
 

@@ -2,8 +2,10 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,18 +31,47 @@ type Options struct {
 	SetSizes []int
 	// ConstLabels are added to every metric (e.g. node="gpu-07").
 	ConstLabels prometheus.Labels
-	// ErrorLog, when set, is told why a read failed (the scrape then
-	// reports gputopo_source_up 0 and nothing else about the devices).
+	// ErrorLog, when set, is told why a read failed: once per failure,
+	// not once per scrape (a read failing with the same message as the
+	// read before it is not logged again; a success in between resets
+	// that). The scrape reports gputopo_source_up 0.
 	ErrorLog func(error)
+	// Refresh is the least time between two reads of the source: a
+	// scrape within Refresh of the previous read reuses its reading (and
+	// the metrics derived from it) without calling the source. Zero reads
+	// the source on every scrape.
+	Refresh time.Duration
+	// KeepLastGood, when set, makes a scrape after a failed read export
+	// the device series of the last successful reading (with
+	// gputopo_source_up 0 and the time of that reading in
+	// gputopo_source_last_success_timestamp_seconds) instead of none.
+	// Right for a topology-only source, whose reading does not age; wrong
+	// for live readings (utilisation, memory used), which would silently
+	// go stale.
+	KeepLastGood bool
 }
 
-// Collector is a prometheus.Collector over a Source. Every scrape reads
-// the source once and derives all metrics from that one reading.
+// Collector is a prometheus.Collector over a Source. A scrape reads the
+// source at most once (and not at all within Options.Refresh of the
+// previous read) and derives all metrics from that one reading.
+// Concurrent scrapes are served one at a time and share the read.
 type Collector struct {
 	src  Source
 	opts Options
+	now  func() time.Time // time.Now; tests replace it
 
-	up, scrapeSeconds *prometheus.Desc
+	mu          sync.Mutex
+	attempted   bool          // a read has been made
+	lastAttempt time.Time     // when the latest read started
+	lastTook    time.Duration // how long it took
+	lastErr     error         // its error (nil: it succeeded)
+	loggedErr   string        // message of the failure last logged ("" when the latest read succeeded)
+	good        *Reading      // the latest successful reading
+	goodAt      time.Time     // when it was read
+	derivedFrom *Reading      // the reading derived holds the metrics of
+	derived     []prometheus.Metric
+
+	up, scrapeSeconds, lastSuccess *prometheus.Desc
 
 	deviceInfo, memTotal, memUsed, util, memUtil, temp, healthy, inUse *prometheus.Desc
 
@@ -59,7 +90,7 @@ func New(src Source, opts Options) *Collector {
 	if opts.SetSizes == nil {
 		opts.SetSizes = []int{1, 2, 4, 8}
 	}
-	c := &Collector{src: src, opts: opts}
+	c := &Collector{src: src, opts: opts, now: time.Now}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, opts.ConstLabels)
 	}
@@ -67,6 +98,7 @@ func New(src Source, opts Options) *Collector {
 	migLabels := []string{"device", "profile", "start"}
 	c.up = d("source_up", "1 when the last read of the device source succeeded, 0 when it failed.")
 	c.scrapeSeconds = d("source_read_seconds", "Time the last read of the device source took.")
+	c.lastSuccess = d("source_last_success_timestamp_seconds", "Unix time of the last successful read of the device source.")
 	c.deviceInfo = d("device_info", "Static facts about a device; always 1.", "device", "uuid", "model", "vendor", "pci_bus_id", "numa", "fabric_island")
 	c.memTotal = d("device_memory_total_bytes", "Device memory capacity.", dev...)
 	c.memUsed = d("device_memory_used_bytes", "Device memory in use.", dev...)
@@ -95,32 +127,85 @@ func New(src Source, opts Options) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.memUtil, c.temp, c.healthy, c.inUse,
+	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.lastSuccess, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.memUtil, c.temp, c.healthy, c.inUse,
 		c.nodeDevices, c.freeDevices, c.islands, c.islandLargest, c.freeConnected, c.freeClique, c.bestSet,
 		c.migInstance, c.migMemTotal, c.migMemUsed, c.migFreeSlots, c.migFrag, c.migUnusable, c.migFreePlacements, c.migNodeFrag} {
 		ch <- d
 	}
 }
 
+// errNoTopology is a source's answer without a node.
+var errNoTopology = errors.New("source returned no topology")
+
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
-	defer cancel()
-	start := time.Now()
-	r, err := c.src.Read(ctx)
-	if err == nil && (r == nil || r.Node == nil) {
-		err = fmt.Errorf("source returned no topology")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.attempted || c.now().Sub(c.lastAttempt) >= c.opts.Refresh {
+		c.read()
 	}
-	ch <- prometheus.MustNewConstMetric(c.scrapeSeconds, prometheus.GaugeValue, time.Since(start).Seconds())
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
-		if c.opts.ErrorLog != nil {
-			c.opts.ErrorLog(fmt.Errorf("reading devices: %w", err))
-		}
+	ch <- prometheus.MustNewConstMetric(c.scrapeSeconds, prometheus.GaugeValue, c.lastTook.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, b2f(c.lastErr == nil))
+	if c.good == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	c.collect(ch, r)
+	ch <- prometheus.MustNewConstMetric(c.lastSuccess, prometheus.GaugeValue, float64(c.goodAt.UnixNano())/1e9)
+	if c.lastErr != nil && !c.opts.KeepLastGood {
+		return
+	}
+	if c.derivedFrom != c.good {
+		c.derived = c.derived[:0]
+		mc := make(chan prometheus.Metric)
+		go func() {
+			defer close(mc)
+			c.collect(mc, c.good)
+		}()
+		for m := range mc {
+			c.derived = append(c.derived, m)
+		}
+		c.derivedFrom = c.good
+	}
+	for _, m := range c.derived {
+		ch <- m
+	}
+}
+
+// ReadNow reads the source now, whatever Options.Refresh says, and
+// returns the read's error; the next scrapes export what it read. A
+// program calls it once at start so that a bad source is reported before
+// the first scrape.
+func (c *Collector) ReadNow() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read()
+	return c.lastErr
+}
+
+// read reads the source once and records the outcome; c.mu is held.
+func (c *Collector) read() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	start := c.now()
+	r, err := c.src.Read(ctx)
+	if err == nil && (r == nil || r.Node == nil) {
+		err = errNoTopology
+	}
+	c.attempted, c.lastAttempt, c.lastTook, c.lastErr = true, start, c.now().Sub(start), err
+	if err == nil {
+		c.good, c.goodAt, c.loggedErr = r, start, ""
+		return
+	}
+	if msg := err.Error(); msg != c.loggedErr {
+		c.loggedErr = msg
+		if c.opts.ErrorLog == nil {
+			return
+		}
+		if c.good != nil && c.opts.KeepLastGood {
+			c.opts.ErrorLog(fmt.Errorf("reading devices: %w (exporting the last good reading, from %s)", err, c.goodAt.UTC().Format(time.RFC3339)))
+		} else {
+			c.opts.ErrorLog(fmt.Errorf("reading devices: %w", err))
+		}
+	}
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

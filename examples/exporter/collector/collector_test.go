@@ -25,7 +25,7 @@ type fakeSource struct {
 
 func (f fakeSource) Read(context.Context) (*collector.Reading, error) { return f.r, f.err }
 
-func node(t *testing.T, name string) *topology.Node {
+func node(t testing.TB, name string) *topology.Node {
 	t.Helper()
 	n, err := catalog.Get(name)
 	if err != nil {
@@ -38,7 +38,7 @@ func node(t *testing.T, name string) *topology.Node {
 // in MIG mode with a 3g.40gb instance in use at slots 0-3 and an idle
 // 1g.10gb at slot 4, and the provider read memory, utilisation and
 // temperature of GPUs 0 and 1 only (memory utilisation of GPU 0 only).
-func h100Reading(t *testing.T) *collector.Reading {
+func h100Reading(t testing.TB) *collector.Reading {
 	t.Helper()
 	n := node(t, "dgx-h100")
 	model, err := mig.ModelForDevice(n.Device(2))
@@ -61,7 +61,7 @@ func h100Reading(t *testing.T) *collector.Reading {
 		MIG: []collector.MIGReading{{Device: 2, Layout: layout, InstanceMemoryUsed: map[int]uint64{0: 30 << 30}}}}
 }
 
-func mustProfile(t *testing.T, s string) mig.ProfileName {
+func mustProfile(t testing.TB, s string) mig.ProfileName {
 	t.Helper()
 	p, err := mig.ParseProfileName(s)
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 )
 
 // Source reads a node: its topology and what its devices are doing now.
-// It is called once per scrape.
+// A Collector calls it at most once per scrape and at most once per
+// Options.Refresh.
 type Source interface {
 	Read(ctx context.Context) (*Reading, error)
 }

@@ -1,9 +1,9 @@
 package pcitree
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,15 +11,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// ErrMalformed is wrapped by every error about a sysfs file that exists but
-// cannot be parsed; the message names the file.
+// ErrMalformed is wrapped by every error about a sysfs entry that exists but
+// cannot be read or parsed (an unparsable value, a FIFO or directory in
+// place of a file, a symlink loop, an I/O error); the message names the
+// file. A file over [sysfile.MaxFileBytes] or a directory over
+// [sysfile.MaxDirEntries] also wraps [topology.ErrLimit]; an unreadable one
+// keeps fs.ErrPermission in the chain.
 var ErrMalformed = errors.New("pcitree: malformed sysfs file")
-
-// maxFile bounds what is read from one sysfs attribute.
-const maxFile = 64 << 10
 
 // Function is what sysfs says about one PCI function.
 type Function struct {
@@ -55,45 +57,58 @@ func DevicesDir(sys string) string { return filepath.Join(sys, "bus", "pci", "de
 // Read reads the function at addr from the sysfs mounted at sys. A function
 // that does not exist gives an error wrapping fs.ErrNotExist; an attribute
 // that exists but cannot be parsed gives one wrapping [ErrMalformed].
-// Missing attributes leave their fields unknown.
-func Read(sys string, addr topology.PCIAddress) (Function, error) {
+// Missing attributes leave their fields unknown. The context is checked
+// before every file read; its error is returned as is.
+func Read(ctx context.Context, sys string, addr topology.PCIAddress) (Function, error) {
 	dir := filepath.Join(DevicesDir(sys), addr.String())
 	f := Function{Address: addr, NUMA: -1}
-	if _, err := os.Stat(dir); err != nil {
-		return f, fmt.Errorf("pcitree: PCI function %s: %w", addr, err)
+	if err := ctx.Err(); err != nil {
+		return f, err
 	}
-	if target, err := os.Readlink(dir); err == nil {
+	if st, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return f, fmt.Errorf("pcitree: PCI function %s: %w", addr, err)
+		}
+		return f, fmt.Errorf("%w: PCI function %s: %w", ErrMalformed, addr, err)
+	} else if !st.IsDir() {
+		return f, fmt.Errorf("%w: PCI function %s: %s is not a directory", ErrMalformed, addr, dir)
+	}
+	if target, err := sysfile.Readlink(ctx, dir); err == nil {
 		f.HostBridge, f.Ancestors, f.Placed = parsePath(target, addr)
+	} else if err := ctx.Err(); err != nil {
+		return f, err
 	}
 	var err error
-	if f.NUMA, err = readInt(filepath.Join(dir, "numa_node"), -1); err != nil {
+	if f.NUMA, err = readInt(ctx, filepath.Join(dir, "numa_node"), -1); err != nil {
 		return f, err
 	}
 	if f.NUMA < -1 {
 		return f, fmt.Errorf("%w: %s: NUMA node %d", ErrMalformed, filepath.Join(dir, "numa_node"), f.NUMA)
 	}
-	if s, ok, err := readString(filepath.Join(dir, "local_cpulist")); err != nil {
+	if s, ok, err := readString(ctx, filepath.Join(dir, "local_cpulist")); err != nil {
 		return f, err
 	} else if ok {
 		if f.CPUs, err = topology.ParseCPUSet(s); err != nil {
 			return f, fmt.Errorf("%w: %s: %w", ErrMalformed, filepath.Join(dir, "local_cpulist"), err)
 		}
 	}
-	v, err := readHex(filepath.Join(dir, "vendor"), 16)
+	v, err := readHex(ctx, filepath.Join(dir, "vendor"), 16)
 	if err != nil {
 		return f, err
 	}
-	d, err := readHex(filepath.Join(dir, "device"), 16)
+	d, err := readHex(ctx, filepath.Join(dir, "device"), 16)
 	if err != nil {
 		return f, err
 	}
-	c, err := readHex(filepath.Join(dir, "class"), 24)
+	c, err := readHex(ctx, filepath.Join(dir, "class"), 24)
 	if err != nil {
 		return f, err
 	}
 	f.Vendor, f.Device, f.Class = uint16(v), uint16(d), uint32(c)
-	if t, err := os.Readlink(filepath.Join(dir, "driver")); err == nil {
+	if t, err := sysfile.Readlink(ctx, filepath.Join(dir, "driver")); err == nil {
 		f.Driver = filepath.Base(t)
+	} else if err := ctx.Err(); err != nil {
+		return f, err
 	}
 	return f, nil
 }
@@ -176,15 +191,17 @@ type NIC struct {
 
 // NICs lists the physical network functions (PCI class 0x02, not SR-IOV
 // virtual functions) under the sysfs mounted at sys, ordered by address. A
-// missing PCI directory gives no NICs and no error.
-func NICs(sys string) ([]NIC, error) {
+// missing PCI directory gives no NICs and no error. A directory of more
+// than [sysfile.MaxDirEntries] functions, or more than [MaxNICs] network
+// functions, is an error wrapping [topology.ErrLimit].
+func NICs(ctx context.Context, sys string) ([]NIC, error) {
 	dir := DevicesDir(sys)
-	ents, err := os.ReadDir(dir)
+	ents, err := sysfile.ReadDir(ctx, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pcitree: %w", err)
+		return nil, wrap(ctx, err)
 	}
 	var out []NIC
 	for _, e := range ents {
@@ -192,22 +209,31 @@ func NICs(sys string) ([]NIC, error) {
 		if err != nil {
 			continue
 		}
-		cls, err := readHex(filepath.Join(dir, e.Name(), "class"), 24)
-		if err != nil || cls>>16 != 0x02 {
+		cls, err := readHex(ctx, filepath.Join(dir, e.Name(), "class"), 24)
+		if err != nil {
+			return nil, err
+		}
+		if cls>>16 != 0x02 {
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(dir, e.Name(), "physfn")); err == nil {
 			continue
 		}
-		f, err := Read(sys, addr)
+		if len(out) == MaxNICs {
+			return nil, fmt.Errorf("%w: %s lists more than pcitree.MaxNICs (%d) network functions: %w", ErrMalformed, dir, MaxNICs, topology.ErrLimit)
+		}
+		f, err := Read(ctx, sys, addr)
 		if err != nil {
 			return nil, err
 		}
-		n := NIC{Function: f, RDMA: firstEntry(filepath.Join(dir, e.Name(), "infiniband")), Netdev: firstEntry(filepath.Join(dir, e.Name(), "net"))}
+		n := NIC{Function: f, RDMA: firstEntry(ctx, filepath.Join(dir, e.Name(), "infiniband")), Netdev: firstEntry(ctx, filepath.Join(dir, e.Name(), "net"))}
 		if n.Netdev != "" {
-			if s, err := readInt(filepath.Join(dir, e.Name(), "net", n.Netdev, "speed"), 0); err == nil && s > 0 {
+			if s, err := readInt(ctx, filepath.Join(dir, e.Name(), "net", n.Netdev, "speed"), 0); err == nil && s > 0 {
 				n.SpeedMbps = uint64(s)
 			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		out = append(out, n)
 	}
@@ -215,60 +241,77 @@ func NICs(sys string) ([]NIC, error) {
 	return out, nil
 }
 
-func firstEntry(dir string) string {
-	ents, err := os.ReadDir(dir)
+// MaxNICs bounds the network functions [NICs] returns.
+const MaxNICs = topology.MaxDevices
+
+// firstEntry returns the first name (in sorted order) listed in dir; "" when
+// none or dir cannot be read.
+func firstEntry(ctx context.Context, dir string) string {
+	ents, err := sysfile.ReadDir(ctx, dir)
 	if err != nil || len(ents) == 0 {
 		return ""
 	}
-	return ents[0].Name()
+	first := ents[0].Name()
+	for _, e := range ents[1:] {
+		first = min(first, e.Name())
+	}
+	return first
 }
 
-// ReadFile reads a small sysfs file (at most 64 KiB).
-func ReadFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// wrap marks a read error as ErrMalformed, except a done context's error,
+// which is returned as is. A permission error keeps fs.ErrPermission in the
+// chain, a size error topology.ErrLimit.
+func wrap(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return err
 	}
-	defer fh.Close()
-	return io.ReadAll(io.LimitReader(fh, maxFile))
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
 
 // readString returns the trimmed content of path; ok is false when the file
 // does not exist.
-func readString(path string) (s string, ok bool, err error) {
-	b, err := ReadFile(path)
+func readString(ctx context.Context, path string) (s string, ok bool, err error) {
+	b, err := sysfile.ReadFile(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("pcitree: %w", err)
+		return "", false, wrap(ctx, err)
 	}
 	return strings.TrimSpace(string(b)), true, nil
 }
 
 // readInt reads a decimal integer, returning def when the file is absent.
-func readInt(path string, def int) (int, error) {
-	s, ok, err := readString(path)
+func readInt(ctx context.Context, path string, def int) (int, error) {
+	s, ok, err := readString(ctx, path)
 	if err != nil || !ok {
 		return def, err
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return def, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, s)
+		return def, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, Truncate(s))
 	}
 	return v, nil
 }
 
 // readHex reads a "0x"-prefixed hex number of at most bits bits, returning 0
 // when the file is absent.
-func readHex(path string, bits int) (uint64, error) {
-	s, ok, err := readString(path)
+func readHex(ctx context.Context, path string, bits int) (uint64, error) {
+	s, ok, err := readString(ctx, path)
 	if err != nil || !ok {
 		return 0, err
 	}
 	v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, bits)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %q is not a %d-bit hex number", ErrMalformed, path, s, bits)
+		return 0, fmt.Errorf("%w: %s: %q is not a %d-bit hex number", ErrMalformed, path, Truncate(s), bits)
 	}
 	return v, nil
+}
+
+// Truncate shortens a value quoted in an error message to 40 bytes.
+func Truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }

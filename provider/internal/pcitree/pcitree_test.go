@@ -1,6 +1,7 @@
 package pcitree_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -36,7 +37,7 @@ func tree(t *testing.T) (string, map[string]pcitree.Function) {
 		}
 	}
 	for name, f := range funcs {
-		got, err := pcitree.Read(tr.Sys(), topology.MustParsePCIAddress(f.Address()))
+		got, err := pcitree.Read(context.Background(), tr.Sys(), topology.MustParsePCIAddress(f.Address()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,21 +92,21 @@ func TestPathClass(t *testing.T) {
 
 func TestNICs(t *testing.T) {
 	sys, _ := tree(t)
-	nics, err := pcitree.NICs(sys)
+	nics, err := pcitree.NICs(context.Background(), sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(nics) != 1 || nics[0].RDMA != "mlx5_0" || nics[0].Netdev != "ibp9s0" || nics[0].SpeedMbps != 400000 || nics[0].Address.String() != "0000:09:00.0" {
 		t.Fatalf("NICs = %+v", nics)
 	}
-	if got, err := pcitree.NICs(t.TempDir()); err != nil || got != nil {
+	if got, err := pcitree.NICs(context.Background(), t.TempDir()); err != nil || got != nil {
 		t.Errorf("no PCI dir: %v %v", got, err)
 	}
 }
 
 func TestReadErrors(t *testing.T) {
 	sys, _ := tree(t)
-	if _, err := pcitree.Read(sys, topology.MustParsePCIAddress("0000:ff:00.0")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:ff:00.0")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("absent function: %v", err)
 	}
 	dir := filepath.Join(pcitree.DevicesDir(sys), "0000:05:00.0")
@@ -114,7 +115,7 @@ func TestReadErrors(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := pcitree.Read(sys, topology.MustParsePCIAddress("0000:05:00.0"))
+		_, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:05:00.0"))
 		if !errors.Is(err, pcitree.ErrMalformed) {
 			t.Errorf("%s = %q: err %v", file, content, err)
 		}
@@ -122,7 +123,7 @@ func TestReadErrors(t *testing.T) {
 	}
 	// A NUMA node below -1 is malformed; -1 is "unknown".
 	_ = os.WriteFile(filepath.Join(dir, "numa_node"), []byte("-2\n"), 0o644)
-	if _, err := pcitree.Read(sys, topology.MustParsePCIAddress("0000:05:00.0")); !errors.Is(err, pcitree.ErrMalformed) {
+	if _, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:05:00.0")); !errors.Is(err, pcitree.ErrMalformed) {
 		t.Errorf("numa_node -2: %v", err)
 	}
 }

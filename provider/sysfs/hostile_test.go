@@ -1,0 +1,138 @@
+//go:build linux
+
+package sysfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// scanNoHang runs Scan and fails the test, rather than hanging it, should
+// a read block on a FIFO.
+func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, error) {
+	t.Helper()
+	type result struct {
+		inv *Inventory
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		inv, err := New(WithRoot(root), WithNodeName("hgx")).Scan(ctx)
+		done <- result{inv, err}
+	}()
+	select {
+	case r := <-done:
+		return r.inv, r.err
+	case <-time.After(time.Minute):
+		t.Fatal("Scan blocked on a non-regular file")
+		return nil, nil
+	}
+}
+
+// TestHostileTrees walks the error paths of the sysfs provider: FIFOs,
+// sockets, directories, symlink loops and oversized files in place of the
+// files it (or ghw) reads are ErrMalformed errors, never hangs.
+func TestHostileTrees(t *testing.T) {
+	gpu0 := "sys/devices/" + strings.Join(hgxPath(0, 0), "/") + "/"
+	nic0 := "sys/devices/" + strings.Join(hgxPath(0, 2), "/") + "/"
+	fifo := func(p string) error { return syscall.Mkfifo(p, 0o644) }
+	sock := func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o644, 0) }
+	dir := func(p string) error { return os.Mkdir(p, 0o755) }
+	loop := func(p string) error { return os.Symlink(filepath.Base(p), p) }
+	big := func(p string) error {
+		return os.WriteFile(p, []byte(strings.Repeat("1 ", sysfile.MaxFileBytes)), 0o644)
+	}
+	cases := []struct {
+		name, path string
+		make       func(string) error
+		also       error
+	}{
+		{"FIFO modalias (read by ghw)", gpu0 + "modalias", fifo, sysfile.ErrNotRegular},
+		{"FIFO revision (read by ghw)", gpu0 + "revision", fifo, sysfile.ErrNotRegular},
+		{"oversized modalias", gpu0 + "modalias", big, topology.ErrLimit},
+		{"FIFO numa_node", gpu0 + "numa_node", fifo, sysfile.ErrNotRegular},
+		{"socket local_cpulist", gpu0 + "local_cpulist", sock, sysfile.ErrNotRegular},
+		{"directory vendor", gpu0 + "vendor", dir, sysfile.ErrNotRegular},
+		{"symlink loop class", gpu0 + "class", loop, syscall.ELOOP},
+		{"oversized local_cpulist", gpu0 + "local_cpulist", big, topology.ErrLimit},
+		{"FIFO NIC class", nic0 + "class", fifo, sysfile.ErrNotRegular},
+		{"FIFO NIC speed", nic0 + "net/ibp0/speed", fifo, nil},
+		{"FIFO NUMA distance", "sys/devices/system/node/node1/distance", fifo, sysfile.ErrNotRegular},
+		{"oversized NUMA distance", "sys/devices/system/node/node1/distance", big, topology.ErrLimit},
+		{"FIFO NUMA directory", "sys/devices/system/node", fifo, sysfile.ErrNotRegular},
+		{"garbage NUMA distance", "sys/devices/system/node/node0/distance", func(p string) error { return os.WriteFile(p, []byte("10 x\n"), 0o644) }, nil},
+		{"FIFO PCI devices directory", "sys/bus/pci/devices", fifo, sysfile.ErrNotRegular},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := hgxH100(t, "")
+			p := filepath.Join(tr.Root, c.path)
+			require.NoError(t, os.RemoveAll(p))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, c.make(p))
+			inv, err := scanNoHang(t, context.Background(), tr.Root)
+			if c.name == "FIFO NIC speed" {
+				// The speed of a NIC is optional: sysfs fails the read (EINVAL)
+				// when the link is down, so an unreadable speed means unknown.
+				require.NoError(t, err)
+				require.Zero(t, inv.Node.NICs()[0].SpeedMbps)
+				return
+			}
+			require.Error(t, err, "damage accepted")
+			require.ErrorIs(t, err, ErrMalformed)
+			if c.also != nil {
+				require.ErrorIs(t, err, c.also)
+			}
+		})
+	}
+}
+
+// TestPCIIDsNotRegular: a FIFO or an oversized file where pci.ids is
+// looked for is not loaded (names are then unknown), and Scan still
+// answers.
+func TestPCIIDsNotRegular(t *testing.T) {
+	tr := hgxH100(t, "")
+	p := filepath.Join(tr.Root, "usr/share/hwdata/pci.ids")
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, syscall.Mkfifo(p, 0o644))
+	inv, err := scanNoHang(t, context.Background(), tr.Root)
+	require.NoError(t, err)
+	require.Empty(t, inv.Devices[0].Product)
+	_, ok := pciIDsPath(tr.Root)
+	require.False(t, ok)
+}
+
+// TestTooManyNUMANodes: a NUMA directory listing more than MaxNUMANodes
+// nodes is refused before the distance table is allocated.
+func TestTooManyNUMANodes(t *testing.T) {
+	tr := hgxH100(t, "")
+	for i := 2; i <= MaxNUMANodes; i++ {
+		require.NoError(t, os.Mkdir(filepath.Join(tr.Root, "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
+	}
+	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
+	require.ErrorIs(t, err, topology.ErrLimit)
+	require.ErrorIs(t, err, ErrMalformed)
+	require.Contains(t, err.Error(), "MaxNUMANodes")
+}
+
+// TestCanceledInScan: a context canceled before Scan returns its error
+// unwrapped.
+func TestCanceledInScan(t *testing.T) {
+	tr := hgxH100(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := New(WithRoot(tr.Root)).Scan(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrMalformed)
+}
