@@ -147,8 +147,8 @@ func TestFilterRejectsBadAnnotations(t *testing.T) {
 		{"unknown encoding", "v9x:" + strings.Repeat("\x00\n", 100), "unknown encoding", kube.ErrBadAnnotation, 64 << 10},
 		{"control characters", "{\"schema\":\"gputopo/v1\",\n\"devices\":[{\"index\":0,\"model\":\"\x1b[31m\"}]}", "", kube.ErrBadAnnotation, 64 << 10},
 		{"oversized", kube.EncodingV1 + strings.Repeat("A", kube.MaxAnnotationBytes), "too large", topology.ErrLimit, 4 << 10},
-		// Needs topology.MaxDevices enforced by the decoders (branch
-		// h-topo); until then this case allocates gigabytes.
+		// Relies on the decoders refusing more than topology.MaxDevices
+		// before allocating; without that, this case allocates about 5 GB.
 		{"hostile: 3,000 devices, no links", hostile, "MaxDevices", topology.ErrLimit, 4 << 20},
 	}
 	dgx, err := catalog.Get("dgx1-v100")
