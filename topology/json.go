@@ -192,7 +192,8 @@ func marshalDocument(doc document) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
-		return nil, err
+		// Builders validate every value the document holds.
+		return nil, fmt.Errorf("%w: encoding a built node as JSON: %v", ErrInternal, err)
 	}
 	return buf.Bytes(), nil
 }
@@ -269,7 +270,9 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 			return nil, fmt.Errorf("%w: JSON syntax at byte %d: %v", ErrParse, syn.Offset, err)
 		case errors.As(err, &typ):
 			return nil, fmt.Errorf("%w: JSON field %q: %v", ErrParse, typ.Field, err)
-		case errors.Is(err, ErrParse), errors.Is(err, ErrInvalidTopology), errors.Is(err, ErrBadPCIAddress), errors.Is(err, ErrBadCPUList):
+		case errors.Is(err, ErrParse):
+			return nil, fmt.Errorf("JSON field %w", err)
+		case errors.Is(err, ErrInvalidTopology):
 			return nil, fmt.Errorf("%w: %w", ErrParse, err)
 		}
 		return nil, fmt.Errorf("%w: JSON: %v", ErrParse, err)
