@@ -33,10 +33,11 @@ func (v Vendor) String() string {
 // and "8086" (Intel), with or without a "0x" prefix; "" parses to
 // VendorUnknown. Any other text is an error wrapping [ErrParse].
 func ParseVendor(s string) (Vendor, error) {
-	t := strings.ToLower(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "0x"))
-	switch t {
-	case "", "unknown":
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" || t == "unknown" {
 		return VendorUnknown, nil
+	}
+	switch strings.TrimPrefix(t, "0x") {
 	case "nvidia", "10de":
 		return VendorNVIDIA, nil
 	case "amd", "1002":

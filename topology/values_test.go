@@ -93,27 +93,3 @@ func TestFabricDomain(t *testing.T) {
 		t.Error("empty fabric domain")
 	}
 }
-
-func TestEnumText(t *testing.T) {
-	for _, v := range []topology.Vendor{topology.VendorUnknown, topology.VendorNVIDIA, topology.VendorAMD, topology.VendorIntel, topology.VendorOther} {
-		got, err := topology.ParseVendor(v.String())
-		if err != nil || got != v {
-			t.Errorf("vendor %v round trip: %v %v", v, got, err)
-		}
-	}
-	if v, _ := topology.ParseVendor("0x10DE"); v != topology.VendorNVIDIA {
-		t.Error("PCI vendor id 0x10de")
-	}
-	if _, err := topology.ParseVendor("acme"); err == nil {
-		t.Error("unknown vendor accepted")
-	}
-	for k := topology.LinkNone; k <= topology.LinkNVSwitch; k++ {
-		got, err := topology.ParseLinkKind(k.String())
-		if err != nil || got != k {
-			t.Errorf("link kind %v round trip: %v %v", k, got, err)
-		}
-	}
-	if _, err := topology.ParseLinkKind("NV12"); err == nil {
-		t.Error("ParseLinkKind accepted an nvidia-smi cell; cells go through the SMI parser")
-	}
-}
