@@ -206,7 +206,9 @@ func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.document
 
 // ParseJSON decodes a node written by [Node.MarshalJSON] and validates it
 // like a strict [Builder]. Unknown fields are rejected, so a typo is an
-// error rather than a silently ignored setting.
+// error rather than a silently ignored setting. Errors wrap [ErrParse]
+// (a document that does not validate also wraps [ErrInvalidTopology] and
+// the Builder's specific sentinels), [ErrUnsupportedSchema] or [ErrLimit].
 //
 // A document over [MaxJSONBytes], or listing more than [MaxDevices]
 // devices, [MaxNICs] NICs or [MaxNUMANodes] NUMA nodes, fails with an
@@ -328,5 +330,16 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	if doc.NUMADistances != nil {
 		b.SetNUMADistances(doc.NUMADistances)
 	}
-	return b.Build()
+	return buildParsed(b)
+}
+
+// buildParsed builds a node from parsed input: a topology that does not
+// validate is malformed input, so its errors wrap ErrParse as well as
+// ErrInvalidTopology and the specific sentinels.
+func buildParsed(b *Builder) (*Node, error) {
+	n, err := b.Build()
+	if err != nil && !errors.Is(err, ErrLimit) {
+		return nil, fmt.Errorf("%w: %w", ErrParse, err)
+	}
+	return n, err
 }
