@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -17,18 +19,15 @@ func TestParsePCIAddress(t *testing.T) {
 	}
 	for in, want := range good {
 		a, err := topology.ParsePCIAddress(in)
-		if err != nil {
-			t.Errorf("ParsePCIAddress(%q): %v", in, err)
-			continue
-		}
-		if a.String() != want || !a.IsValid() {
-			t.Errorf("ParsePCIAddress(%q) = %q, want %q", in, a, want)
+		if assert.NoError(t, err, "ParsePCIAddress(%q)", in) {
+			assert.True(t, a.IsValid(), "ParsePCIAddress(%q)", in)
+			assert.Equal(t, want, a.String(), "ParsePCIAddress(%q)", in)
 		}
 	}
 	for _, in := range []string{"", "0c:00", "0000:0c:20.0", "0000:0c:00.8", "zz:00.0", "000000000:0c:00.0", "0000:100:00.0", "0:0:0:0.0", ":0c:00.0", "0c:00.00"} {
-		if a, err := topology.ParsePCIAddress(in); err == nil || !errors.Is(err, topology.ErrBadPCIAddress) {
-			t.Errorf("ParsePCIAddress(%q) = %v, %v; want ErrBadPCIAddress", in, a, err)
-		}
+		a, err := topology.ParsePCIAddress(in)
+		assert.ErrorIs(t, err, topology.ErrBadPCIAddress, "ParsePCIAddress(%q) = %v", in, a)
+		assert.ErrorIs(t, err, topology.ErrParse, "ParsePCIAddress(%q)", in)
 	}
 	var zero topology.PCIAddress
 	if zero.IsValid() || zero.String() != "" {
@@ -67,9 +66,9 @@ func TestCPUSet(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"a", "3-1", "-1", "0-", "1,,2", "0-99999999"} {
-		if _, err := topology.ParseCPUSet(in); !errors.Is(err, topology.ErrBadCPUList) {
-			t.Errorf("ParseCPUSet(%q) error %v, want ErrBadCPUList", in, err)
-		}
+		_, err := topology.ParseCPUSet(in)
+		assert.ErrorIs(t, err, topology.ErrBadCPUList, "ParseCPUSet(%q)", in)
+		assert.ErrorIs(t, err, topology.ErrParse, "ParseCPUSet(%q)", in)
 	}
 	if _, err := topology.NewCPUSet(1, -2); !errors.Is(err, topology.ErrBadCPUList) {
 		t.Error("NewCPUSet accepted a negative CPU")
