@@ -97,8 +97,9 @@
 //
 // [Fragmentation] measures a node's free state as FGD (Weng et al., USENIX
 // ATC'23) does: for a workload of typical task shapes with popularities
-// ([FGDWorkload]), the expected free capacity a task drawn from it could not
-// use. It reuses the FGD functions of this package.
+// ([fgd.Workload]), the expected free capacity a task drawn from it could not
+// use. It reuses package [github.com/gputopo/gputopo/scoring/fgd], which
+// implements FGD's definitions (memory in bytes).
 //
 // # Exactness and speed
 //

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -103,7 +104,7 @@ func ExampleScoreNode() {
 
 func ExampleFragmentation() {
 	// Typical workload: quarter-GPU and half-GPU slices and whole GPUs.
-	w, err := scoring.NewFGDWorkload([]scoring.FGDTask{
+	w, err := fgd.NewWorkload([]fgd.Task{
 		{GPUMilli: 250, GPUs: 1, Weight: 2},
 		{GPUMilli: 500, GPUs: 1, Weight: 1},
 		{GPUMilli: 1000, GPUs: 1, Weight: 1},
