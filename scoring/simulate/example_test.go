@@ -21,15 +21,15 @@ etl,32000,65536,0,0,
 `
 
 func ExampleReplay() {
-	nodes, err := simulate.ReadNodes(strings.NewReader(exampleNodes))
+	nodes, err := simulate.ReadNodes(context.Background(), strings.NewReader(exampleNodes))
 	if err != nil {
 		panic(err)
 	}
-	pods, err := simulate.ReadPods(strings.NewReader(examplePods))
+	pods, err := simulate.ReadPods(context.Background(), strings.NewReader(examplePods))
 	if err != nil {
 		panic(err)
 	}
-	res, err := simulate.Replay(context.Background(), nodes, pods, simulate.FGD,
+	res, err := simulate.Replay(context.Background(), nodes, pods, simulate.FGD(),
 		simulate.Config{Seed: 42, Inflation: simulate.NoInflation})
 	if err != nil {
 		panic(err)
@@ -58,7 +58,10 @@ func ExampleNewPolicy() {
 			return float64(env.State.FreeCPU(i)), gpus
 		})
 	})
-	nodes, pods := simulate.Synthetic(20, 1)
+	nodes, pods, err := simulate.Synthetic(context.Background(), 20, 1)
+	if err != nil {
+		panic(err)
+	}
 	res, err := simulate.Replay(context.Background(), nodes, pods, mostCPU, simulate.Config{Seed: 1})
 	if err != nil {
 		panic(err)

@@ -32,7 +32,7 @@ import (
 // leave to node order, so Lookahead barely depends on [TieBreak].
 // Everything is derived from the node and pod lists; there are no
 // trace-specific constants.
-var Lookahead Policy = NewPolicy("Lookahead", newLookahead)
+func Lookahead() Policy { return lookaheadPolicy }
 
 type lookaheadScorer struct {
 	s     *State
@@ -63,7 +63,7 @@ func (l *lookaheadScorer) Score(p *Pod, i int) (float64, GPUSet) {
 	s := l.s
 	e := l.evals[s.model[i]]
 	if l.stamp[i] != s.pods[i] {
-		l.cost[i] = nodeCost(e, true, s.cpu[i], s.mem[i], s.FreeGPUs(i))
+		l.cost[i] = nodeCost(e, true, s.cpu[i], freeMiB(s.mem[i]), s.FreeGPUs(i))
 		l.stamp[i] = s.pods[i]
 	}
 	return fragmentDeltaScore(s, p, i, l.cost[i], e, true)
