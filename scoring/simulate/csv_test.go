@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 const nodeCSV = `sn,cpu_milli,memory_mib,gpu,model
@@ -107,24 +109,22 @@ func TestReadRejectsMalformed(t *testing.T) {
 		{"quoted newline keeps numbering", true, podHeader + "\"p\nq\",1,1,0,0,\nr,1,1,x,0,\n", 4, "num_gpu", "not an integer"},
 	}
 	for _, c := range cases {
-		var err error
-		if c.pods {
-			_, err = ReadPods(context.Background(), strings.NewReader(c.input))
-		} else {
-			_, err = ReadNodes(context.Background(), strings.NewReader(c.input))
-		}
-		if !errors.Is(err, ErrParse) {
-			t.Errorf("%s: err = %v, want ErrParse", c.name, err)
-			continue
-		}
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("%s: %T is not a *ParseError", c.name, err)
-			continue
-		}
-		if pe.Line != c.line || pe.Column != c.column || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%s: %q (line %d, column %q), want line %d, column %q, saying %q", c.name, err, pe.Line, pe.Column, c.line, c.column, c.says)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			if c.pods {
+				_, err = ReadPods(context.Background(), strings.NewReader(c.input))
+			} else {
+				_, err = ReadNodes(context.Background(), strings.NewReader(c.input))
+			}
+			require.ErrorIs(t, err, ErrParse)
+			require.ErrorIs(t, err, topology.ErrParse)
+			require.NotErrorIs(t, err, ErrRead)
+			var pe *ParseError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, c.line, pe.Line, "line")
+			assert.Equal(t, c.column, pe.Column, "column")
+			assert.Contains(t, err.Error(), c.says)
+		})
 	}
 }
 

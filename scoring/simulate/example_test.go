@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gputopo/gputopo/scoring/simulate"
 )
@@ -48,6 +49,44 @@ func ExampleReplay() {
 	// infer-b  -> small GPUs [0]
 	// etl      -> small GPUs []
 	// placed 4 of 4 pods
+}
+
+// A batch: two policies, three seeds, on two workers, counting the pods
+// tried (the hook runs on the workers: it must be safe for concurrent use).
+func ExampleReplayAll() {
+	nodes, pods, err := simulate.Synthetic(context.Background(), 20, 1)
+	if err != nil {
+		panic(err)
+	}
+	fgd, err := simulate.PolicyByName("fgd")
+	if err != nil {
+		panic(err)
+	}
+	var tried atomic.Int64
+	res, err := simulate.ReplayAll(context.Background(), simulate.Experiment{
+		Nodes:    nodes,
+		Pods:     pods,
+		Policies: []simulate.Policy{fgd, simulate.Lookahead()},
+		Seeds:    []int64{1, 2, 3},
+		Config:   simulate.Config{TieBreak: simulate.TieFirst},
+	}, simulate.WithWorkers(2), simulate.WithProgress(func(simulate.Progress) { tried.Add(1) }))
+	if err != nil {
+		panic(err)
+	}
+	steps := 0
+	for _, r := range res {
+		fmt.Println(r.Policy, r.Seed)
+		steps += len(r.Steps)
+	}
+	fmt.Println(tried.Load() == int64(steps))
+	// Output:
+	// FGD 1
+	// FGD 2
+	// FGD 3
+	// Lookahead 1
+	// Lookahead 2
+	// Lookahead 3
+	// true
 }
 
 // A policy of your own: put each pod on the node with the most free CPU.

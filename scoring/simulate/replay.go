@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/gputopo/gputopo/scoring"
@@ -141,41 +142,56 @@ func (r *Result) Bins() []Bin {
 	if len(r.Steps) == 0 {
 		return nil
 	}
-	capacity := float64(r.CapacityGPUMilli)
-	pct := func(st Step) float64 { return float64(st.ArrivedGPUMilli) / capacity * 100 }
-	last := int(math.RoundToEven(pct(r.Steps[len(r.Steps)-1])))
+	last := r.lastArrival()
 	out := make([]Bin, 0, last+1)
 	// steps are sorted by arrival; walk windows
 	lo := 0
 	for a := 0; a <= last; a++ {
-		for lo < len(r.Steps) && pct(r.Steps[lo]) < float64(a)-1.5 {
+		for lo < len(r.Steps) && r.arrivalPct(lo) < float64(a)-1.5 {
 			lo++
 		}
-		var exact, near accum
-		for j := lo; j < len(r.Steps); j++ {
-			x := math.RoundToEven(pct(r.Steps[j]))
-			if x > float64(a+1) {
-				break
-			}
-			if x == float64(a) {
-				exact.add(r.Steps[j], capacity)
-			}
-			if x >= float64(a-1) {
-				near.add(r.Steps[j], capacity)
-			}
+		if b, ok := r.binFrom(a, lo); ok {
+			out = append(out, b)
 		}
-		b := Bin{Arrival: a}
-		switch {
-		case exact.n > 0:
-			exact.fill(&b)
-		case near.n > 0:
-			near.fill(&b)
-		default:
-			continue
-		}
-		out = append(out, b)
 	}
 	return out
+}
+
+// arrivalPct returns step j's arrived GPU in % of capacity.
+func (r *Result) arrivalPct(j int) float64 {
+	return float64(r.Steps[j].ArrivedGPUMilli) / float64(r.CapacityGPUMilli) * 100
+}
+
+// lastArrival returns the last step's arrival percentage, rounded.
+func (r *Result) lastArrival() int { return int(math.RoundToEven(r.arrivalPct(len(r.Steps) - 1))) }
+
+// binFrom averages the bin at arrival a from the steps at lo on, lo being
+// the first step within 1.5 points below a.
+func (r *Result) binFrom(a, lo int) (Bin, bool) {
+	capacity := float64(r.CapacityGPUMilli)
+	var exact, near accum
+	for j := lo; j < len(r.Steps); j++ {
+		x := math.RoundToEven(r.arrivalPct(j))
+		if x > float64(a+1) {
+			break
+		}
+		if x == float64(a) {
+			exact.add(r.Steps[j], capacity)
+		}
+		if x >= float64(a-1) {
+			near.add(r.Steps[j], capacity)
+		}
+	}
+	b := Bin{Arrival: a}
+	switch {
+	case exact.n > 0:
+		exact.fill(&b)
+	case near.n > 0:
+		near.fill(&b)
+	default:
+		return Bin{}, false
+	}
+	return b, true
 }
 
 type accum struct {
@@ -197,14 +213,15 @@ func (a *accum) fill(b *Bin) {
 	b.Allocation, b.FragRatio, b.FragAmount, b.Samples = a.alloc/n, a.ratio/n, a.amt/n, a.n
 }
 
-// At returns the bin at one arrival percentage.
+// At returns the bin at one arrival percentage, the one [Result.Bins]
+// holds, finding its steps by binary search (the steps' arrived GPU grows
+// along the replay).
 func (r *Result) At(arrival int) (Bin, bool) {
-	for _, b := range r.Bins() {
-		if b.Arrival == arrival {
-			return b, true
-		}
+	if len(r.Steps) == 0 || arrival < 0 || arrival > r.lastArrival() {
+		return Bin{}, false
 	}
-	return Bin{}, false
+	lo := sort.Search(len(r.Steps), func(j int) bool { return r.arrivalPct(j) >= float64(arrival)-1.5 })
+	return r.binFrom(arrival, lo)
 }
 
 // rng streams of one replay, derived from the seed.

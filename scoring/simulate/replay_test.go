@@ -3,7 +3,6 @@ package simulate
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -283,45 +282,40 @@ func (nanPolicy) NewScorer(*Env) Scorer             { return nanPolicy{} }
 func (nanPolicy) Score(*Pod, int) (float64, GPUSet) { return math.NaN(), 0 }
 
 func TestReplayErrors(t *testing.T) {
-	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8192 << 20, GPUs: 2, Model: "T4"}}
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8 << 30, GPUs: 2, Model: "T4"}}
 	pods := []Pod{{Name: "p", CPUMilli: 1000, GPUs: 1, GPUMilli: 500}}
-	ctx := context.Background()
-	if _, err := Replay(ctx, nodes, pods, badPolicy{GPUSet(0).With(5)}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("GPU 5 of a 2-GPU node: %v", err)
+	cases := map[string]struct {
+		nodes []Node
+		pods  []Pod
+		pol   Policy
+		want  error
+	}{
+		"GPU 5 of a 2-GPU node":      {nodes, pods, badPolicy{GPUSet(0).With(5)}, ErrInvalidPlacement},
+		"two GPUs for a one-GPU pod": {nodes, pods, badPolicy{GPUSet(3)}, ErrInvalidPlacement},
+		"NaN score":                  {nodes, pods, nanPolicy{}, ErrInvalidPlacement},
+		"no pods":                    {nodes, nil, FGD(), ErrNoPods},
+		"no GPU nodes":               {[]Node{{Name: "cpu", CPUMilli: 1}}, pods, FGD(), ErrInvalidCluster},
+		"65 GPUs":                    {[]Node{{Name: "big", CPUMilli: 1, GPUs: 65, Model: "X"}}, pods, FGD(), ErrInvalidCluster},
+		"negative node memory":       {[]Node{{Name: "neg", CPUMilli: 1, MemoryBytes: -1, GPUs: 1, Model: "X"}}, pods, FGD(), ErrInvalidCluster},
+		"negative CPU":               {nodes, []Pod{{Name: "neg", CPUMilli: -1}}, FGD(), ErrInvalidPod},
+		"negative memory":            {nodes, []Pod{{Name: "neg", MemoryBytes: -1}}, FGD(), ErrInvalidPod},
+		"share on two GPUs":          {nodes, []Pod{{Name: "share2", GPUs: 2, GPUMilli: 500}}, FGD(), ErrInvalidPod},
+		"share above one GPU":        {nodes, []Pod{{Name: "big", GPUs: 1, GPUMilli: 1500}}, FGD(), ErrInvalidPod},
+		"share without GPUs":         {nodes, []Pod{{Name: "cpu", GPUMilli: 10}}, FGD(), ErrInvalidPod},
 	}
-	if _, err := Replay(ctx, nodes, pods, badPolicy{GPUSet(3)}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("two GPUs for a one-GPU pod: %v", err)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Replay(context.Background(), c.nodes, c.pods, c.pol, Config{})
+			require.ErrorIs(t, err, c.want)
+			require.ErrorIs(t, err, invalidRequest)
+		})
 	}
-	if _, err := Replay(ctx, nodes, pods, nanPolicy{}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("NaN score: %v", err)
-	}
-	if _, err := Replay(ctx, nodes, nil, FGD(), Config{}); !errors.Is(err, ErrNoPods) {
-		t.Errorf("no pods: %v", err)
-	}
-	if _, err := Replay(ctx, []Node{{Name: "cpu", CPUMilli: 1}}, pods, FGD(), Config{}); !errors.Is(err, ErrInvalidCluster) {
-		t.Errorf("no GPU nodes: %v", err)
-	}
-	if _, err := Replay(ctx, []Node{{Name: "big", CPUMilli: 1, GPUs: 65, Model: "X"}}, pods, FGD(), Config{}); !errors.Is(err, ErrInvalidCluster) {
-		t.Errorf("65 GPUs: %v", err)
-	}
-	for _, p := range []Pod{
-		{Name: "neg", CPUMilli: -1},
-		{Name: "share2", GPUs: 2, GPUMilli: 500},
-		{Name: "big", GPUs: 1, GPUMilli: 1500},
-		{Name: "cpu", GPUMilli: 10},
-	} {
-		if _, err := Replay(ctx, nodes, []Pod{p}, FGD(), Config{}); !errors.Is(err, ErrInvalidPod) {
-			t.Errorf("pod %+v: %v", p, err)
-		}
-	}
-	cancelled, cancel := context.WithCancel(ctx)
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Replay(cancelled, nodes, pods, FGD(), Config{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled: %v", err)
-	}
-	if _, err := ReplayAll(ctx, Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD(), badPolicy{GPUSet(3)}}, Seeds: []int64{1, 2}}, WithWorkers(2)); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("ReplayAll with a bad policy: %v", err)
-	}
+	_, err := Replay(cancelled, nodes, pods, FGD(), Config{})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = ReplayAll(context.Background(), Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD(), badPolicy{GPUSet(3)}}, Seeds: []int64{1, 2}}, WithWorkers(2))
+	require.ErrorIs(t, err, ErrInvalidPlacement, "ReplayAll with a bad policy")
 }
 
 func TestReplayAllOrder(t *testing.T) {
@@ -396,4 +390,31 @@ func synthetic(tb testing.TB, nodes int, seed uint64) ([]Node, []Pod) {
 	n, p, err := Synthetic(context.Background(), nodes, seed)
 	require.NoError(tb, err)
 	return n, p
+}
+
+// TestAtMatchesBins: At finds the bin Bins computes, for every arrival.
+func TestAtMatchesBins(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nodes, pods := genCluster(t)
+		cfg := Config{Seed: rapid.Int64().Draw(t, "seed"), Inflation: rapid.SampledFrom([]float64{0, 2, MaxInflation}).Draw(t, "inflation")}
+		r, err := Replay(context.Background(), nodes, pods, rapid.SampledFrom(allPolicies()).Draw(t, "policy"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins := map[int]Bin{}
+		for _, b := range r.Bins() {
+			bins[b.Arrival] = b
+		}
+		last := 0
+		if len(r.Steps) > 0 {
+			last = r.lastArrival()
+		}
+		for a := -2; a <= last+2; a++ {
+			got, ok := r.At(a)
+			want, wok := bins[a]
+			if ok != wok || got != want {
+				t.Fatalf("At(%d) = %+v, %v; Bins has %+v, %v", a, got, ok, want, wok)
+			}
+		}
+	})
 }
