@@ -26,7 +26,8 @@ type Env struct {
 	// Workload holds the typical task shapes of the original pod list
 	// (before inflation), as FGD computes them (memory ignored).
 	Workload *scoring.FGDWorkload
-	// MemoryWorkload is Workload with each shape's median memory.
+	// MemoryWorkload is Workload with each shape's median memory (in MiB,
+	// rounded up, as package scoring's FGD maths counts it).
 	MemoryWorkload *scoring.FGDWorkload
 	// Pods is the original pod list, sorted by name.
 	Pods []Pod

@@ -290,7 +290,9 @@ func (s *State) setWorkload(w *scoring.FGDWorkload) {
 func (s *State) evaluator(i int) *scoring.FGDEvaluator { return s.evals[s.model[i]] }
 
 // Evaluator returns the FGD evaluator for node i's GPU model under the
-// replay's typical workload.
+// replay's typical workload. Its Fragment and Stranded take free memory in
+// MiB, as package scoring's FGD maths still counts it: pass
+// FreeMemory(i)>>20, not FreeMemory(i).
 func (s *State) Evaluator(i int) *scoring.FGDEvaluator { return s.evaluator(i) }
 
 // Fragment returns node i's expected fragment F_n(M) in milli-GPU under the
