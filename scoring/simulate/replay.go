@@ -137,9 +137,10 @@ type Bin struct {
 	Samples    int     // steps averaged
 }
 
-// Bins returns one bin per arrival percentage from 0 to the last step's.
+// Bins returns one bin per arrival percentage from 0 to the last step's;
+// none for a result without steps or GPU capacity.
 func (r *Result) Bins() []Bin {
-	if len(r.Steps) == 0 {
+	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 {
 		return nil
 	}
 	last := r.lastArrival()
@@ -217,7 +218,7 @@ func (a *accum) fill(b *Bin) {
 // holds, finding its steps by binary search (the steps' arrived GPU grows
 // along the replay).
 func (r *Result) At(arrival int) (Bin, bool) {
-	if len(r.Steps) == 0 || arrival < 0 || arrival > r.lastArrival() {
+	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 || arrival < 0 || arrival > r.lastArrival() {
 		return Bin{}, false
 	}
 	lo := sort.Search(len(r.Steps), func(j int) bool { return r.arrivalPct(j) >= float64(arrival)-1.5 })

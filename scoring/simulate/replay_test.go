@@ -418,3 +418,13 @@ func TestAtMatchesBins(t *testing.T) {
 		}
 	})
 }
+
+// TestBinsWithoutCapacity: a hand-built result without GPU capacity has no
+// bins (and does not panic).
+func TestBinsWithoutCapacity(t *testing.T) {
+	r := &Result{Steps: []Step{{ArrivedGPUMilli: 10}}}
+	require.Empty(t, r.Bins())
+	_, ok := r.At(0)
+	require.False(t, ok)
+	require.Empty(t, Summarize([]*Result{r}, 100))
+}
