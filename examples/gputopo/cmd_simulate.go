@@ -241,8 +241,12 @@ func parsePolicies(s string) ([]simulate.Policy, error) {
 	seen := map[string]bool{}
 	for name := range strings.SplitSeq(s, ",") {
 		p, err := simulate.PolicyByName(name)
-		if err != nil {
-			return nil, fmt.Errorf("--policies: %w", err)
+		if err != nil { // say it without the sentinels' prefixes
+			var known []string
+			for _, k := range simulate.Policies() {
+				known = append(known, k.Name())
+			}
+			return nil, fmt.Errorf("--policies: unknown policy %q (know %s)", strings.TrimSpace(name), strings.Join(known, ", "))
 		}
 		if !seen[p.Name()] {
 			seen[p.Name()] = true
