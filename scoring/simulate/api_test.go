@@ -34,7 +34,7 @@ func TestPolicies(t *testing.T) {
 
 	_, err = PolicyByName("Nope")
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorIs(t, err, invalidRequest)
+	require.ErrorIs(t, err, topology.ErrInvalidRequest)
 	assert.Contains(t, err.Error(), `unknown policy "Nope" (know Random, DotProd, Clustering, Packing, BestFit, FGD, Lookahead)`)
 
 	// the lists are the caller's to change
@@ -49,11 +49,11 @@ func TestPolicies(t *testing.T) {
 func TestSentinels(t *testing.T) {
 	assert.Same(t, topology.ErrParse, ErrParse)
 	for _, err := range []error{ErrInvalidConfig, ErrNoPods, ErrInvalidPod, ErrInvalidCluster, ErrInvalidPlacement} {
-		assert.ErrorIs(t, err, invalidRequest, "%v", err)
+		assert.ErrorIs(t, err, topology.ErrInvalidRequest, "%v", err)
 		assert.NotErrorIs(t, err, ErrParse, "%v", err)
 	}
 	assert.NotErrorIs(t, ErrRead, ErrParse)
-	assert.NotErrorIs(t, ErrRead, invalidRequest)
+	assert.NotErrorIs(t, ErrRead, topology.ErrInvalidRequest)
 }
 
 // inflateByDelete is the tune-down of inflate as it was first written,
@@ -116,6 +116,36 @@ func TestInflateTuneDownLarge(t *testing.T) {
 	_, err = inflate(ctx, slices.Clone(pods), pods[:1], 0.01, int64(len(pods))*Milli, rand.New(rand.NewPCG(1, 2)))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, int64(3), ctx.calls.Load())
+}
+
+// TestLimitErrors: inputs past a documented size limit wrap
+// topology.ErrLimit besides their own sentinel; other invalid ones do not.
+func TestLimitErrors(t *testing.T) {
+	ctx := context.Background()
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8 << 30, GPUs: 2, Model: "T4"}}
+	pods := []Pod{{Name: "p", CPUMilli: 1000, GPUs: 1, GPUMilli: 500}}
+	_, err := Replay(ctx, []Node{{Name: "big", GPUs: MaxGPUsPerNode + 1, Model: "X"}}, pods, FGD(), Config{})
+	require.ErrorIs(t, err, ErrInvalidCluster)
+	require.ErrorIs(t, err, topology.ErrLimit)
+	require.Contains(t, err.Error(), "simulate.MaxGPUsPerNode (64)")
+	_, err = Replay(ctx, nodes, []Pod{{Name: "wide", GPUs: MaxGPUsPerNode + 1, GPUMilli: Milli}}, FGD(), Config{})
+	require.ErrorIs(t, err, ErrInvalidPod)
+	require.ErrorIs(t, err, topology.ErrLimit)
+	_, err = Replay(ctx, nodes, pods, FGD(), Config{Inflation: MaxInflation + 1})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, topology.ErrLimit)
+	_, _, err = Synthetic(ctx, MaxSyntheticNodes+1, 1)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, topology.ErrLimit)
+
+	_, err = Replay(ctx, []Node{{Name: "none", GPUs: 0}}, pods, FGD(), Config{})
+	require.ErrorIs(t, err, ErrInvalidCluster)
+	require.NotErrorIs(t, err, topology.ErrLimit)
+	_, _, err = Synthetic(ctx, 0, 1)
+	require.NotErrorIs(t, err, topology.ErrLimit)
+	_, err = Replay(ctx, nodes, []Pod{{Name: "neg", GPUs: -1}}, FGD(), Config{})
+	require.ErrorIs(t, err, ErrInvalidPod)
+	require.NotErrorIs(t, err, topology.ErrLimit)
 }
 
 // TestNonMiBMemory: memory that is not a whole number of MiB is compared in

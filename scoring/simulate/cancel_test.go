@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // TestReplayStopsWhenCancelled: a replay cancelled from its progress hook
@@ -108,7 +110,7 @@ func TestSyntheticBounds(t *testing.T) {
 	for _, n := range []int{-1, 0, MaxSyntheticNodes + 1} {
 		_, _, err := Synthetic(context.Background(), n, 1)
 		require.ErrorIs(t, err, ErrInvalidConfig, "%d nodes", n)
-		require.ErrorIs(t, err, invalidRequest)
+		require.ErrorIs(t, err, topology.ErrInvalidRequest)
 	}
 	nodes, pods, err := Synthetic(context.Background(), 1, 1)
 	require.NoError(t, err)

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
 // invalidRequest is the canonical "caller's argument out of range"
 // sentinel the package's own invalid-X sentinels wrap.
-var invalidRequest = scoring.ErrInvalidRequest
+var invalidRequest = topology.ErrInvalidRequest
 
 // Sentinel errors. Every error the package returns wraps one of them (or
 // context.Canceled / context.DeadlineExceeded when its context ends), so

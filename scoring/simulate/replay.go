@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // TieBreak says how the replay chooses among nodes with the same top score.
@@ -81,7 +82,7 @@ func (c Config) Validate() error {
 	case c.Inflation < 0 && c.Inflation != NoInflation:
 		return fmt.Errorf("%w: Inflation %v is negative (use NoInflation, -1, to replay the list as is)", ErrInvalidConfig, c.Inflation)
 	case c.Inflation > MaxInflation:
-		return fmt.Errorf("%w: Inflation %v is more than MaxInflation (%d)", ErrInvalidConfig, c.Inflation, MaxInflation)
+		return fmt.Errorf("%w: Inflation %v is more than simulate.MaxInflation (%d): %w", ErrInvalidConfig, c.Inflation, MaxInflation, topology.ErrLimit)
 	case math.IsNaN(c.Coverage) || c.Coverage < 0 || c.Coverage > 1:
 		return fmt.Errorf("%w: Coverage %v is outside (0, 1] (0 means DefaultCoverage)", ErrInvalidConfig, c.Coverage)
 	case c.TieBreak != TieFirst && c.TieBreak != TieRandom:
@@ -505,7 +506,9 @@ func validPod(p *Pod) error {
 	switch {
 	case p.CPUMilli < 0 || p.MemoryBytes < 0:
 		return fmt.Errorf("%w: pod %q asks negative resources (%d milli-CPU, %d bytes of memory)", ErrInvalidPod, p.Name, p.CPUMilli, p.MemoryBytes)
-	case p.GPUs < 0 || p.GPUs > MaxGPUsPerNode:
+	case p.GPUs > MaxGPUsPerNode:
+		return fmt.Errorf("%w: pod %q asks %d GPUs, more than simulate.MaxGPUsPerNode (%d): %w", ErrInvalidPod, p.Name, p.GPUs, MaxGPUsPerNode, topology.ErrLimit)
+	case p.GPUs < 0:
 		return fmt.Errorf("%w: pod %q asks %d GPUs", ErrInvalidPod, p.Name, p.GPUs)
 	case p.GPUs == 0 && p.GPUMilli != 0,
 		p.GPUs == 1 && (p.GPUMilli < 1 || p.GPUMilli > Milli),

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
 )
 
 func allPolicies() []Policy { return append(Baselines(), Lookahead()) }
@@ -307,7 +308,7 @@ func TestReplayErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := Replay(context.Background(), c.nodes, c.pods, c.pol, Config{})
 			require.ErrorIs(t, err, c.want)
-			require.ErrorIs(t, err, invalidRequest)
+			require.ErrorIs(t, err, topology.ErrInvalidRequest)
 		})
 	}
 	cancelled, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // GPUSet is a set of GPU indices of one node (bit i = GPU i). Nodes have at
@@ -73,7 +74,10 @@ func NewState(nodes []Node) (*State, error) {
 	}
 	modelIdx := map[string]int{}
 	for i, n := range nodes {
-		if n.GPUs <= 0 || n.GPUs > MaxGPUsPerNode {
+		if n.GPUs > MaxGPUsPerNode {
+			return nil, fmt.Errorf("%w: node %q has %d GPUs, more than simulate.MaxGPUsPerNode (%d): %w", ErrInvalidCluster, n.Name, n.GPUs, MaxGPUsPerNode, topology.ErrLimit)
+		}
+		if n.GPUs <= 0 {
 			return nil, fmt.Errorf("%w: node %q has %d GPUs (want 1..%d)", ErrInvalidCluster, n.Name, n.GPUs, MaxGPUsPerNode)
 		}
 		if n.CPUMilli < 0 || n.MemoryBytes < 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // MaxSyntheticNodes is the largest node count [Synthetic] generates (about
@@ -21,7 +23,10 @@ const MaxSyntheticNodes = 100_000
 // 1..[MaxSyntheticNodes] is an error wrapping [ErrInvalidConfig]; once ctx
 // is done it returns ctx's error.
 func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, error) {
-	if nodes < 1 || nodes > MaxSyntheticNodes {
+	if nodes > MaxSyntheticNodes {
+		return nil, nil, fmt.Errorf("%w: synthetic cluster of %d nodes, more than simulate.MaxSyntheticNodes (%d): %w", ErrInvalidConfig, nodes, MaxSyntheticNodes, topology.ErrLimit)
+	}
+	if nodes < 1 {
 		return nil, nil, fmt.Errorf("%w: synthetic cluster of %d nodes (want 1..%d)", ErrInvalidConfig, nodes, MaxSyntheticNodes)
 	}
 	if err := ctx.Err(); err != nil {
