@@ -148,6 +148,23 @@ func TestLimitErrors(t *testing.T) {
 	require.NotErrorIs(t, err, topology.ErrLimit)
 }
 
+// TestReplayPodsLimit: an inflation that needs more than MaxReplayPods pods
+// is refused; one that fits is not.
+func TestReplayPodsLimit(t *testing.T) {
+	defer func(v int) { maxReplayPods = v }(maxReplayPods)
+	maxReplayPods = 50
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8 << 30, GPUs: 8, Model: "T4"}}
+	pods := []Pod{{Name: "p", GPUs: 1, GPUMilli: 100}}
+	// 8 GPUs × 1.3 = 10,400 milli: 104 pods of 100 milli
+	_, err := Replay(context.Background(), nodes, pods, FGD(), Config{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, topology.ErrLimit)
+	require.Contains(t, err.Error(), "simulate.MaxReplayPods (50)")
+	r, err := Replay(context.Background(), nodes, pods, FGD(), Config{Inflation: 0.5})
+	require.NoError(t, err)
+	require.Len(t, r.Steps, 40)
+}
+
 // TestNonMiBMemory: memory that is not a whole number of MiB is compared in
 // bytes by the filters; FGD's maths sees free memory rounded down and
 // requests rounded up.

@@ -46,8 +46,18 @@ const NoInflation = -1
 
 // MaxInflation is the largest Config.Inflation: pods asking for 100 times
 // the cluster's GPUs. (The clones are bounded anyway, at 100 per pod of
-// the list plus 1,000.)
+// the list plus 1,000, and by MaxReplayPods.)
 const MaxInflation = 100
+
+// MaxReplayPods bounds the clones of [Config.Inflation]: an inflation
+// that would make a replay longer than this many pods (twice [MaxRows]; a
+// replay keeps about 200 bytes per pod, so some 400 MB) is an error
+// wrapping [ErrInvalidConfig] and topology.ErrLimit. A list longer than
+// this replayed as it is ([NoInflation]) is not refused.
+const MaxReplayPods = 2 * MaxRows
+
+// maxReplayPods is MaxReplayPods; tests lower it.
+var maxReplayPods = MaxReplayPods
 
 // DefaultCoverage is the share of pods the typical task shapes must cover
 // (the simulator's podPopularityThreshold of 95).
@@ -450,6 +460,10 @@ func inflate(ctx context.Context, order, sorted []Pod, target float64, capacity 
 			c := sorted[rng.IntN(len(sorted))]
 			if float64(total+c.TotalGPUMilli()) > goal {
 				break
+			}
+			if len(order) >= maxReplayPods {
+				return nil, fmt.Errorf("%w: inflating %d pods to %v times the capacity needs more than simulate.MaxReplayPods (%d) pods: %w",
+					ErrInvalidConfig, len(sorted), cmp.Or(target, DefaultInflation), maxReplayPods, topology.ErrLimit)
 			}
 			total += c.TotalGPUMilli()
 			c.Name = fmt.Sprintf("%s-clone-%d", c.Name, i)
