@@ -51,7 +51,7 @@ const MaxInflation = 100
 
 // MaxReplayPods bounds the clones of [Config.Inflation]: an inflation
 // that would make a replay longer than this many pods (twice [MaxRows]; a
-// replay keeps about 200 bytes per pod, so some 400 MB) is an error
+// replay allocates about 500 bytes per pod, so at most about 1 GB) is an error
 // wrapping [ErrInvalidConfig] and topology.ErrLimit. A list longer than
 // this replayed as it is ([NoInflation]) is not refused.
 const MaxReplayPods = 2 * MaxRows
