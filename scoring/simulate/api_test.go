@@ -165,9 +165,8 @@ func TestReplayPodsLimit(t *testing.T) {
 	require.Len(t, r.Steps, 40)
 }
 
-// TestNonMiBMemory: memory that is not a whole number of MiB is compared in
-// bytes by the filters; FGD's maths sees free memory rounded down and
-// requests rounded up.
+// TestNonMiBMemory: memory that is not a whole number of MiB is compared
+// in bytes, by the filters and by FGD's maths alike.
 func TestNonMiBMemory(t *testing.T) {
 	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 1<<30 + 1, GPUs: 1, Model: "T4"}}
 	st, err := NewState(nodes)
@@ -177,8 +176,16 @@ func TestNonMiBMemory(t *testing.T) {
 	assert.True(t, st.Fits(&fits, 0))
 	assert.False(t, st.Fits(&over, 0))
 	assert.Equal(t, int64(1<<30+1), st.FreeMemory(0))
-	assert.Equal(t, int64(1024), freeMiB(1<<30+1))
-	assert.Equal(t, int64(1025), requestMiB(1<<30+1))
-	assert.Equal(t, int64(1024), requestMiB(1<<30))
-	assert.Zero(t, requestMiB(0))
+
+	// a typical task of 1 GiB + 1 byte fits the node exactly; of 1 GiB + 2
+	// bytes it does not, and all the node's GPU is fragment
+	for _, c := range []struct {
+		pod  Pod
+		frag float64
+	}{{fits, 0}, {over, Milli}} {
+		w, err := TypicalWorkload(context.Background(), []Pod{c.pod}, 1, true)
+		require.NoError(t, err)
+		st.setWorkload(w)
+		assert.Equal(t, c.frag, st.Fragment(0), "pod of %d bytes", c.pod.MemoryBytes)
+	}
 }

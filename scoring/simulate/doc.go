@@ -62,8 +62,8 @@
 // A [Policy] makes a [Scorer] per replay; implement one to try your own.
 // The built-ins ([Policies], [PolicyByName]) are the paper's [Random],
 // [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
-// [Lookahead], which adds a
-// look-ahead term for GPUs that CPU or memory will strand to FGD's
-// fragmentation (see its doc). The fragmentation maths itself lives in
-// package scoring (FGD*), where node scoring can use it too.
+// [Lookahead], which adds a look-ahead term for GPUs that CPU or memory
+// will strand to FGD's fragmentation (see its doc). The fragmentation
+// maths itself lives in package scoring/fgd, where node scoring (package
+// scoring) uses it too.
 package simulate

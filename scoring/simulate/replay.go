@@ -12,7 +12,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -128,7 +128,7 @@ type Result struct {
 	CapacityGPUMilli int64 // GPU capacity of Nodes
 	OriginalPods     int   // pods in the list
 	Placed           int   // pods placed
-	Workload         *scoring.FGDWorkload
+	Workload         *fgd.Workload
 	Steps            []Step      // one per pod, in replay order
 	Placements       []Placement // one per pod, in replay order
 }
@@ -533,23 +533,22 @@ func validPod(p *Pod) error {
 }
 
 // TypicalWorkload returns the typical task shapes of a pod list as FGD
-// derives them (see [scoring.FGDTypicalWorkload]), every pod weighing one.
-// With memory, each shape carries its pods' median memory (in MiB, rounded
-// up, as scoring's FGD maths counts it); the paper's shapes have none. It
-// returns ctx's error if ctx is done before it starts or when it ends
-// (scoring.FGDTypicalWorkload itself does not look at ctx).
-func TypicalWorkload(ctx context.Context, pods []Pod, coverage float64, memory bool) (*scoring.FGDWorkload, error) {
+// derives them (see [fgd.TypicalWorkload]), every pod weighing one.
+// With memory, each shape carries its pods' median memory; the paper's
+// shapes have none. It returns ctx's error if ctx is done before it starts
+// or when it ends (fgd.TypicalWorkload itself does not look at ctx).
+func TypicalWorkload(ctx context.Context, pods []Pod, coverage float64, memory bool) (*fgd.Workload, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tasks := make([]scoring.FGDTask, len(pods))
+	tasks := make([]fgd.Task, len(pods))
 	for i, p := range pods {
-		tasks[i] = scoring.FGDTask{CPUMilli: p.CPUMilli, GPUMilli: p.GPUMilli, GPUs: p.GPUs, Models: p.Models, Weight: 1}
+		tasks[i] = fgd.Task{CPUMilli: p.CPUMilli, GPUMilli: p.GPUMilli, GPUs: p.GPUs, Models: p.Models, Weight: 1}
 		if memory {
-			tasks[i].MemoryMiB = requestMiB(p.MemoryBytes)
+			tasks[i].MemoryBytes = p.MemoryBytes
 		}
 	}
-	w, err := scoring.FGDTypicalWorkload(tasks, coverage)
+	w, err := fgd.TypicalWorkload(tasks, coverage)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -147,7 +147,7 @@ func checkReplay(t interface {
 	// the replay's fragment equals the workload's fragment of the final state
 	var frag float64
 	for i, n := range gpuNodes {
-		f, err := r.Workload.Fragment(scoring.FGDNode{CPUMilli: cpu[i], MemoryMiB: freeMiB(mem[i]), GPUMilli: gpu[i], Model: n.Model})
+		f, err := r.Workload.Fragment(fgd.Node{CPUMilli: cpu[i], MemoryBytes: mem[i], GPUMilli: gpu[i], Model: n.Model})
 		if err != nil {
 			t.Fatalf("fragment: %v", err)
 		}

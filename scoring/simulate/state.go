@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -51,9 +51,9 @@ type State struct {
 	models []string // model index -> name
 	model  []int    // node -> model index
 
-	workload *scoring.FGDWorkload
-	evals    []*scoring.FGDEvaluator // per model
-	frag     []float64               // F_n(M) per node
+	workload *fgd.Workload
+	evals    []*fgd.Evaluator // per model
+	frag     []float64        // F_n(M) per node
 	fragSum  float64
 }
 
@@ -277,27 +277,25 @@ func (s *State) firstFree(p *Pod, i int) (gpus GPUSet, ok bool) {
 
 // setWorkload attaches the typical workload: one evaluator per GPU model
 // and every node's expected fragment.
-func (s *State) setWorkload(w *scoring.FGDWorkload) {
+func (s *State) setWorkload(w *fgd.Workload) {
 	s.workload = w
-	s.evals = make([]*scoring.FGDEvaluator, len(s.models))
+	s.evals = make([]*fgd.Evaluator, len(s.models))
 	for m, name := range s.models {
 		s.evals[m] = w.Evaluator(name)
 	}
 	s.frag = make([]float64, len(s.nodes))
 	s.fragSum = 0
 	for i := range s.nodes {
-		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], freeMiB(s.mem[i]), s.FreeGPUs(i))
+		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
 		s.fragSum += s.frag[i]
 	}
 }
 
-func (s *State) evaluator(i int) *scoring.FGDEvaluator { return s.evals[s.model[i]] }
+func (s *State) evaluator(i int) *fgd.Evaluator { return s.evals[s.model[i]] }
 
 // Evaluator returns the FGD evaluator for node i's GPU model under the
-// replay's typical workload. Its Fragment and Stranded take free memory in
-// MiB, as package scoring's FGD maths still counts it: pass
-// FreeMemory(i)>>20, not FreeMemory(i).
-func (s *State) Evaluator(i int) *scoring.FGDEvaluator { return s.evaluator(i) }
+// replay's typical workload. Like the State, it counts memory in bytes.
+func (s *State) Evaluator(i int) *fgd.Evaluator { return s.evaluator(i) }
 
 // Fragment returns node i's expected fragment F_n(M) in milli-GPU under the
 // replay's typical workload, kept current as pods are placed.
@@ -307,11 +305,11 @@ func (s *State) Fragment(i int) float64 { return s.frag[i] }
 func (s *State) FragmentTotal() float64 { return s.fragSum }
 
 // Workload returns the replay's typical workload.
-func (s *State) Workload() *scoring.FGDWorkload { return s.workload }
+func (s *State) Workload() *fgd.Workload { return s.workload }
 
 // refresh recomputes node i's fragment after a change.
 func (s *State) refresh(i int) {
-	f := s.evaluator(i).Fragment(s.cpu[i], freeMiB(s.mem[i]), s.FreeGPUs(i))
+	f := s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
 	s.fragSum += f - s.frag[i]
 	s.frag[i] = f
 }
