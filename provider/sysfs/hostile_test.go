@@ -42,7 +42,7 @@ func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, err
 
 // TestHostileTrees walks the error paths of the sysfs provider: FIFOs,
 // sockets, directories, symlink loops and oversized files in place of the
-// files it (or ghw) reads are ErrMalformed errors, never hangs.
+// files it (or ghw) reads are ErrParse errors, never hangs.
 func TestHostileTrees(t *testing.T) {
 	gpu0 := "sys/devices/" + strings.Join(hgxPath(0, 0), "/") + "/"
 	nic0 := "sys/devices/" + strings.Join(hgxPath(0, 2), "/") + "/"
@@ -77,11 +77,11 @@ func TestHostileTrees(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tr := hgxH100(t, "")
-			p := filepath.Join(tr.Root, c.path)
+			p := filepath.Join(tr.root(t), c.path)
 			require.NoError(t, os.RemoveAll(p))
 			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 			require.NoError(t, c.make(p))
-			inv, err := scanNoHang(t, context.Background(), tr.Root)
+			inv, err := scanNoHang(t, context.Background(), tr.root(t))
 			if c.name == "FIFO NIC speed" {
 				// The speed of a NIC is optional: sysfs fails the read (EINVAL)
 				// when the link is down, so an unreadable speed means unknown.
@@ -90,7 +90,7 @@ func TestHostileTrees(t *testing.T) {
 				return
 			}
 			require.Error(t, err, "damage accepted")
-			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, err, ErrParse)
 			if c.also != nil {
 				require.ErrorIs(t, err, c.also)
 			}
@@ -103,13 +103,13 @@ func TestHostileTrees(t *testing.T) {
 // answers.
 func TestPCIIDsNotRegular(t *testing.T) {
 	tr := hgxH100(t, "")
-	p := filepath.Join(tr.Root, "usr/share/hwdata/pci.ids")
+	p := filepath.Join(tr.root(t), "usr/share/hwdata/pci.ids")
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(t, syscall.Mkfifo(p, 0o644))
-	inv, err := scanNoHang(t, context.Background(), tr.Root)
+	inv, err := scanNoHang(t, context.Background(), tr.root(t))
 	require.NoError(t, err)
 	require.Empty(t, inv.Devices[0].Product)
-	_, ok := pciIDsPath(tr.Root)
+	_, ok := pciIDsPath(tr.root(t))
 	require.False(t, ok)
 }
 
@@ -118,11 +118,11 @@ func TestPCIIDsNotRegular(t *testing.T) {
 func TestTooManyNUMANodes(t *testing.T) {
 	tr := hgxH100(t, "")
 	for i := 2; i <= MaxNUMANodes; i++ {
-		require.NoError(t, os.Mkdir(filepath.Join(tr.Root, "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(tr.root(t), "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
 	}
-	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
+	_, err := New(WithRoot(tr.root(t))).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
-	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, ErrParse)
 	require.Contains(t, err.Error(), "MaxNUMANodes")
 }
 
@@ -132,7 +132,7 @@ func TestCanceledInScan(t *testing.T) {
 	tr := hgxH100(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := New(WithRoot(tr.Root)).Scan(ctx)
+	_, err := New(WithRoot(tr.root(t))).Scan(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, ErrMalformed)
+	require.NotErrorIs(t, err, ErrParse)
 }
