@@ -74,14 +74,18 @@ func TestHostileTrees(t *testing.T) {
 		{"garbage NUMA distance", "sys/devices/system/node/node0/distance", func(p string) error { return os.WriteFile(p, []byte("10 x\n"), 0o644) }, nil},
 		{"FIFO PCI devices directory", "sys/bus/pci/devices", fifo, sysfile.ErrNotRegular},
 	}
+	// One real tree serves every case: each damages it, scans, and restores
+	// what it damaged.
+	tr := hgxH100(t, "")
+	root := tr.root(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := hgxH100(t, "")
-			p := filepath.Join(tr.root(t), c.path)
+			t.Cleanup(func() { require.NoError(t, tr.Restore(root, c.path)) })
+			p := filepath.Join(root, c.path)
 			require.NoError(t, os.RemoveAll(p))
 			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 			require.NoError(t, c.make(p))
-			inv, err := scanNoHang(t, context.Background(), tr.root(t))
+			inv, err := scanNoHang(t, context.Background(), root)
 			if c.name == "FIFO NIC speed" {
 				// The speed of a NIC is optional: sysfs fails the read (EINVAL)
 				// when the link is down, so an unreadable speed means unknown.
@@ -135,4 +139,22 @@ func TestCanceledInScan(t *testing.T) {
 	_, err := New(WithRoot(tr.root(t))).Scan(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, ErrParse)
+}
+
+// TestHostileTreesRestored: the shared tree of TestHostileTrees reads as
+// before once a damage is restored.
+func TestHostileTreesRestored(t *testing.T) {
+	tr := hgxH100(t, "")
+	root := tr.root(t)
+	want, err := scanNoHang(t, context.Background(), root)
+	require.NoError(t, err)
+	name := "sys/bus/pci/devices"
+	require.NoError(t, os.RemoveAll(filepath.Join(root, name)))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(root, name), 0o644))
+	_, err = scanNoHang(t, context.Background(), root)
+	require.ErrorIs(t, err, sysfile.ErrNotRegular)
+	require.NoError(t, tr.Restore(root, name))
+	got, err := scanNoHang(t, context.Background(), root)
+	require.NoError(t, err)
+	require.True(t, want.Node.Equal(got.Node))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jaypipes/ghw/pkg/snapshot"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
@@ -234,22 +235,23 @@ func TestMutatedSysfs(t *testing.T) {
 	gpu0 := "sys/devices/" + strings.Join(hgxPath(0, 0), "/")
 	cases := []struct {
 		name   string
+		file   string // the file damaged, restored after the case
 		damage func(root string) error
 		err    error
 		msg    string
 		check  func(t *testing.T, inv *Inventory)
 	}{
-		{name: "garbage numa_node", err: ErrParse, msg: "numa_node",
+		{name: "garbage numa_node", file: gpu0 + "/numa_node", err: ErrParse, msg: "numa_node",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, gpu0, "numa_node"), []byte("zero"), 0o644)
 			}},
-		{name: "garbage local_cpulist", err: ErrParse, msg: "local_cpulist",
+		{name: "garbage local_cpulist", file: gpu0 + "/local_cpulist", err: ErrParse, msg: "local_cpulist",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, gpu0, "local_cpulist"), []byte("0-,,"), 0o644)
 			}},
-		{name: "modalias missing", err: ErrEnumeration, msg: "ghw enumerated none",
+		{name: "modalias missing", file: gpu0 + "/modalias", err: ErrEnumeration, msg: "ghw enumerated none",
 			damage: func(root string) error { return os.Remove(filepath.Join(root, gpu0, "modalias")) }},
-		{name: "numa_node missing",
+		{name: "numa_node missing", file: gpu0 + "/numa_node",
 			damage: func(root string) error { return os.Remove(filepath.Join(root, gpu0, "numa_node")) },
 			check: func(t *testing.T, inv *Inventory) {
 				// Unknown NUMA: the pair with a socket-1 GPU is SYS, but the
@@ -258,7 +260,7 @@ func TestMutatedSysfs(t *testing.T) {
 					t.Errorf("device 0 = %+v, link 0-1 = %v", d, inv.Node.Link(0, 1))
 				}
 			}},
-		{name: "NUMA node without distances",
+		{name: "NUMA node without distances", file: "sys/devices/system/node/node1/distance",
 			damage: func(root string) error {
 				return os.Remove(filepath.Join(root, "sys/devices/system/node/node1/distance"))
 			},
@@ -270,7 +272,7 @@ func TestMutatedSysfs(t *testing.T) {
 					t.Errorf("link 0-7 = %v", inv.Node.Link(0, 7))
 				}
 			}},
-		{name: "distance table not square",
+		{name: "distance table not square", file: "sys/devices/system/node/node1/distance",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, "sys/devices/system/node/node1/distance"), []byte("21 10 10\n"), 0o644)
 			},
@@ -280,22 +282,20 @@ func TestMutatedSysfs(t *testing.T) {
 				}
 			}},
 	}
+	// One real tree serves every case: each damages one file and restores it.
+	tr := hgxH100(t, "")
+	root := tr.root(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := hgxH100(t, "")
-			if err := c.damage(tr.root(t)); err != nil {
-				t.Fatal(err)
-			}
-			inv, err := New(WithRoot(tr.root(t)), WithNodeName("hgx")).Scan(context.Background())
+			t.Cleanup(func() { require.NoError(t, tr.Restore(root, c.file)) })
+			require.NoError(t, c.damage(root))
+			inv, err := New(WithRoot(root), WithNodeName("hgx")).Scan(context.Background())
 			if c.err != nil {
-				if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) {
-					t.Fatalf("err = %v, want %v mentioning %q", err, c.err, c.msg)
-				}
+				require.ErrorIs(t, err, c.err)
+				require.ErrorContains(t, err, c.msg)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			c.check(t, inv)
 		})
 	}
