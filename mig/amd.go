@@ -113,10 +113,18 @@ func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
 }
 
 // Name returns the model name.
-func (m *AMDModel) Name() string { return m.spec.Name }
+func (m *AMDModel) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.spec.Name
+}
 
 // Spec returns a copy of the model's specification.
 func (m *AMDModel) Spec() AMDModelSpec {
+	if m == nil {
+		return AMDModelSpec{}
+	}
 	s := m.spec
 	s.Aliases = slices.Clone(s.Aliases)
 	s.MemoryModes = slices.Clone(s.MemoryModes)
@@ -126,6 +134,9 @@ func (m *AMDModel) Spec() AMDModelSpec {
 // Partitions returns how many partitions compute mode c makes on this
 // model (0 when the mode does not exist here).
 func (m *AMDModel) Partitions(c ComputeMode) int {
+	if m == nil || m.spec.XCCs < 1 {
+		return 0
+	}
 	x := m.spec.XCCs
 	switch c {
 	case SPX:
@@ -162,7 +173,12 @@ func (m *AMDModel) ComputeModes() []ComputeMode {
 }
 
 // MemoryModes returns the memory modes the device supports.
-func (m *AMDModel) MemoryModes() []MemoryMode { return slices.Clone(m.spec.MemoryModes) }
+func (m *AMDModel) MemoryModes() []MemoryMode {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.spec.MemoryModes)
+}
 
 // Valid reports whether compute mode c and memory mode n combine on this
 // model; the error wraps ErrBadMode and says why. The rules (amdgpu,
@@ -171,6 +187,9 @@ func (m *AMDModel) MemoryModes() []MemoryMode { return slices.Clone(m.spec.Memor
 // mode must be one the device supports, and never have more partitions
 // than the compute mode.
 func (m *AMDModel) Valid(c ComputeMode, n MemoryMode) error {
+	if m == nil {
+		return fmt.Errorf("%w: %s/%s: nil AMD model", ErrBadMode, c, n)
+	}
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %s %s/%s: %s", ErrBadMode, m.spec.Name, c, n, why)
 	}
@@ -217,6 +236,9 @@ func (a AMDMode) String() string { return string(a.Compute) + "/" + string(a.Mem
 
 // Combinations returns every valid (compute, memory) pair.
 func (m *AMDModel) Combinations() []AMDMode {
+	if m == nil {
+		return nil
+	}
 	var out []AMDMode
 	for _, c := range m.ComputeModes() {
 		for _, n := range m.spec.MemoryModes {

@@ -38,6 +38,9 @@ type AMDGPU struct {
 
 // Clone returns a deep copy.
 func (g *AMDGPU) Clone() *AMDGPU {
+	if g == nil {
+		return nil
+	}
 	c := *g
 	c.Work = slices.Clone(g.Work)
 	return &c
@@ -45,7 +48,7 @@ func (g *AMDGPU) Clone() *AMDGPU {
 
 // Validate checks the modes against the model and the work's partitions.
 func (g *AMDGPU) Validate() error {
-	if g == nil || g.Model == nil {
+	if g == nil || g.Model == nil || g.Model.spec.XCCs < 1 {
 		return fmt.Errorf("%w: AMD GPU without a model", ErrInvalidLayout)
 	}
 	if err := g.Model.Valid(g.Compute, g.Memory); err != nil {
@@ -67,6 +70,9 @@ func (g *AMDGPU) Validate() error {
 
 // FreePartitions returns the partitions without work, ascending.
 func (g *AMDGPU) FreePartitions() []int {
+	if g == nil || g.Model == nil {
+		return nil
+	}
 	var out []int
 	for p := 0; p < g.Model.Partitions(g.Compute); p++ {
 		if !slices.ContainsFunc(g.Work, func(w AMDWork) bool { return w.Partition == p }) {
@@ -121,6 +127,11 @@ func ApplyAMDStep(gpus []*AMDGPU, s Step) error {
 	if g == nil {
 		return fmt.Errorf("%w: %s: %q", ErrUnknownGPU, s.Kind, s.GPU)
 	}
+	return applyAMDStep(gpus, g, s)
+}
+
+// applyAMDStep is ApplyAMDStep on g, one of gpus.
+func applyAMDStep(gpus []*AMDGPU, g *AMDGPU, s Step) error {
 	switch s.Kind {
 	case StepDrain:
 		k := slices.IndexFunc(g.Work, func(w AMDWork) bool { return w.Partition == s.Partition })
@@ -209,7 +220,8 @@ type amdMove struct {
 // takes the whole hive down. Each GPU taken down counts as one whole-GPU
 // operation in the Cost, after evictions and before moves. The policy
 // applies as for PlanDefrag; when nothing is allowed the error is a
-// *NoPlanError.
+// *NoPlanError (bounded: counts per cause and a few examples). The time
+// grows about linearly with the number of GPUs, hives included.
 func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 	if _, err := ParseComputeMode(string(req.Compute)); err != nil {
 		return nil, err
@@ -219,7 +231,8 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			return nil, err
 		}
 	}
-	names := map[string]bool{}
+	names := make(map[string]bool, len(gpus))
+	hives := map[string][]int{} // hive → members, ascending
 	for i, g := range gpus {
 		if err := g.Validate(); err != nil {
 			return nil, fmt.Errorf("gpu %d: %w", i, err)
@@ -228,10 +241,11 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			return nil, fmt.Errorf("%w: duplicate GPU name %q", ErrInvalidLayout, g.GPU)
 		}
 		names[g.GPU] = true
-		for _, h := range gpus[:i] {
-			if sameHive(g, h) && h.Memory != g.Memory {
-				return nil, fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, h.Memory, g.Memory)
+		if g.Hive != "" {
+			if hs := hives[g.Hive]; len(hs) > 0 && gpus[hs[0]].Memory != g.Memory {
+				return nil, fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, gpus[hs[0]].Memory, g.Memory)
 			}
+			hives[g.Hive] = append(hives[g.Hive], i)
 		}
 	}
 	mreq := Request{Profile: req.String(), Owner: req.Owner, Priority: req.Priority}
@@ -239,10 +253,13 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 		return g.Compute == req.Compute && (req.Memory == "" || g.Memory == req.Memory) && g.PendingMemory == ""
 	}
 	// Already there: the fullest GPU with a free partition of the mode.
-	best := -1
+	best, bestFree := -1, 0
 	for i, g := range gpus {
-		if fits(g) && len(g.FreePartitions()) > 0 && (best < 0 || len(g.FreePartitions()) < len(gpus[best].FreePartitions())) {
-			best = i
+		if !fits(g) {
+			continue
+		}
+		if n := len(g.FreePartitions()); n > 0 && (best < 0 || n < bestFree) {
+			best, bestFree = i, n
 		}
 	}
 	if best >= 0 {
@@ -251,10 +268,39 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			Placement: Placement{Start: g.FreePartitions()[0], Size: 1}}, nil
 	}
 	pn := &planner{req: mreq, pol: pol}
-	var cands []*amdCand
+	ap := &amdPlanner{pn: pn, gpus: gpus, hives: hives, mark: make([]int, len(gpus)), free: map[amdClass][]amdMove{}}
+	// Free partitions of every GPU, by (model, mode), in GPU order.
+	for j, h := range gpus {
+		if h.PendingMemory != "" {
+			continue
+		}
+		k := amdClass{h.Model.Name(), AMDMode{h.Compute, h.Memory}}
+		for _, p := range h.FreePartitions() {
+			ap.free[k] = append(ap.free[k], amdMove{to: j, part: p})
+		}
+	}
+	// A memory-mode change takes the whole hive down, so its cost is the
+	// same from every member of the same model and modes: it is worked out
+	// once per (hive, model, modes, target mode).
+	type hiveKey struct {
+		hive  string
+		model *AMDModel
+		cur   AMDMode
+		want  AMDMode
+	}
+	type hiveResult struct {
+		ok    bool
+		cause NoPlanCause
+		why   string
+	}
+	memo := map[hiveKey]hiveResult{}
+	var bc *amdCand
+	considered := 0
 	for i, g := range gpus {
 		if g.Model.Partitions(req.Compute) == 0 {
-			pn.reasons = append(pn.reasons, fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
+			if pn.reasons.add(CauseNoProfile) {
+				pn.reasons.example(fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
+			}
 			continue
 		}
 		for _, n := range g.Model.spec.MemoryModes {
@@ -262,27 +308,77 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 				continue
 			}
 			want := AMDMode{req.Compute, n}
-			if want == (AMDMode{g.Compute, g.Memory}) {
+			cur := AMDMode{g.Compute, g.Memory}
+			if want == cur {
 				continue // already in that mode, and full
 			}
-			c, why := pn.amdCandidate(gpus, i, want)
-			if c == nil {
-				pn.reasons = append(pn.reasons, fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
+			hk := hiveKey{g.Hive, g.Model, cur, want}
+			shared := g.Hive != "" && n != g.Memory
+			if r, ok := memo[hk]; shared && ok {
+				// Same cost as the member already weighed, which wins ties.
+				if r.ok {
+					considered++
+				} else if pn.reasons.add(r.cause) {
+					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, r.why))
+				}
 				continue
 			}
-			cands = append(cands, c)
+			c, cause, why := ap.candidate(i, want)
+			if shared {
+				memo[hk] = hiveResult{ok: c != nil, cause: cause, why: why}
+			}
+			if c == nil {
+				if pn.reasons.add(cause) {
+					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
+				}
+				continue
+			}
+			considered++
+			if bc == nil || c.cost.Compare(bc.cost) < 0 {
+				bc = c
+			}
 		}
 	}
-	if len(cands) == 0 {
-		return nil, &NoPlanError{Request: mreq.Profile, Reasons: dedupe(pn.reasons)}
+	if bc == nil {
+		return nil, pn.reasons.err(mreq.Profile)
 	}
-	bc := cands[0]
-	for _, c := range cands[1:] {
-		if c.cost.Compare(bc.cost) < 0 {
-			bc = c
-		}
+	return pn.buildAMD(gpus, bc, considered)
+}
+
+// amdClass is a class of interchangeable AMD partitions.
+type amdClass struct {
+	model string
+	mode  AMDMode
+}
+
+// amdPlanner holds what PlanAMD's candidates share.
+type amdPlanner struct {
+	pn    *planner
+	gpus  []*AMDGPU
+	hives map[string][]int
+	free  map[amdClass][]amdMove
+	mark  []int // mark[j] == stamp: GPU j is affected by the current candidate
+	stamp int
+	paths map[pathKey][]AMDMode
+}
+
+type pathKey struct {
+	m         *AMDModel
+	cur, want AMDMode
+}
+
+// path is modePath, memoised.
+func (ap *amdPlanner) path(m *AMDModel, cur, want AMDMode) []AMDMode {
+	k := pathKey{m, cur, want}
+	if p, ok := ap.paths[k]; ok {
+		return p
 	}
-	return pn.buildAMD(gpus, bc, len(cands))
+	if ap.paths == nil {
+		ap.paths = map[pathKey][]AMDMode{}
+	}
+	p := modePath(m, cur, want)
+	ap.paths[k] = p
+	return p
 }
 
 // modePath finds the shortest sequence of single operations (a compute-mode
@@ -322,11 +418,14 @@ func modePath(m *AMDModel, cur, want AMDMode) []AMDMode {
 	return nil
 }
 
-func (pn *planner) amdCandidate(gpus []*AMDGPU, i int, want AMDMode) (*amdCand, string) {
+// candidate works out the cost of changing GPU i to mode want, in time
+// proportional to the GPUs it takes down and their work.
+func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, string) {
+	pn, gpus := ap.pn, ap.gpus
 	g := gpus[i]
-	path := modePath(g.Model, AMDMode{g.Compute, g.Memory}, want)
+	path := ap.path(g.Model, AMDMode{g.Compute, g.Memory}, want)
 	if path == nil {
-		return nil, "no sequence of valid modes leads there"
+		return nil, CauseNoModePath, "no sequence of valid modes leads there"
 	}
 	c := &amdCand{g: i, want: want, path: path}
 	memChange := false
@@ -335,43 +434,34 @@ func (pn *planner) amdCandidate(gpus []*AMDGPU, i int, want AMDMode) (*amdCand, 
 			memChange = true
 		}
 	}
-	for j, h := range gpus {
-		if j == i || (memChange && sameHive(g, h)) {
-			c.affected = append(c.affected, j)
-		}
+	if memChange && g.Hive != "" {
+		c.affected = ap.hives[g.Hive]
+	} else {
+		c.affected = []int{i}
+	}
+	ap.stamp++
+	for _, j := range c.affected {
+		ap.mark[j] = ap.stamp
 	}
 	if memChange {
 		for _, j := range c.affected {
 			if !slices.Contains(gpus[j].Model.spec.MemoryModes, want.Memory) {
-				return nil, fmt.Sprintf("hive member %s does not support %s", gpus[j].GPU, want.Memory)
+				return nil, CauseHiveMode, fmt.Sprintf("hive member %s does not support %s", gpus[j].GPU, want.Memory)
 			}
-		}
-	}
-	// Free partitions outside the affected GPUs, by (model, mode).
-	type class struct {
-		model string
-		mode  AMDMode
-	}
-	free := map[class][]amdMove{}
-	for j, h := range gpus {
-		if slices.Contains(c.affected, j) || h.PendingMemory != "" {
-			continue
-		}
-		k := class{h.Model.Name(), AMDMode{h.Compute, h.Memory}}
-		for _, p := range h.FreePartitions() {
-			free[k] = append(free[k], amdMove{to: j, part: p})
 		}
 	}
 	// Work to take down, grouped by the partition size it needs. Work that
 	// may only move is served first; flexible work moves highest priority
-	// first; what is left is evicted.
-	byClass := map[class][]amdItem{}
-	var order []class
+	// first; what is left is evicted. Free partitions are taken in GPU
+	// order, skipping the GPUs taken down.
+	byClass := map[amdClass][]amdItem{}
+	var order []amdClass
 	for _, j := range c.affected {
 		h := gpus[j]
-		k := class{h.Model.Name(), AMDMode{h.Compute, h.Memory}}
+		k := amdClass{h.Model.Name(), AMDMode{h.Compute, h.Memory}}
 		if _, ok := byClass[k]; !ok {
 			order = append(order, k)
+			byClass[k] = nil
 		}
 		for _, w := range h.Work {
 			byClass[k] = append(byClass[k], amdItem{gpu: j, w: w})
@@ -379,12 +469,21 @@ func (pn *planner) amdCandidate(gpus []*AMDGPU, i int, want AMDMode) (*amdCand, 
 	}
 	for _, k := range order {
 		items := byClass[k]
-		slots := free[k]
+		slots := ap.free[k]
+		next := func() (amdMove, bool) {
+			for len(slots) > 0 {
+				s := slots[0]
+				slots = slots[1:]
+				if ap.mark[s.to] != ap.stamp {
+					return s, true
+				}
+			}
+			return amdMove{}, false
+		}
 		var onlyMove, flex, onlyEvict []amdItem
 		for _, it := range items {
 			in := Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority}
-			mv, whyM := pn.canMove(&in)
-			ev, whyE := pn.canEvict(&in)
+			mv, ev := pn.mayMove(&in), pn.mayEvict(&in)
 			switch {
 			case mv && ev:
 				flex = append(flex, it)
@@ -393,27 +492,24 @@ func (pn *planner) amdCandidate(gpus []*AMDGPU, i int, want AMDMode) (*amdCand, 
 			case ev:
 				onlyEvict = append(onlyEvict, it)
 			default:
-				return nil, fmt.Sprintf("%s on %s may not be moved (%s) or evicted (%s)", amdWho(it.w), gpus[it.gpu].GPU, whyM, whyE)
+				_, whyM := pn.canMove(&in)
+				_, whyE := pn.canEvict(&in)
+				return nil, CauseBlocked, fmt.Sprintf("%s on %s may not be moved (%s) or evicted (%s)", amdWho(it.w), gpus[it.gpu].GPU, whyM, whyE)
 			}
 		}
-		if len(onlyMove) > len(slots) {
-			it := onlyMove[len(slots)]
-			_, whyE := pn.canEvict(&Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority})
-			return nil, fmt.Sprintf("no free %s partition to move %s to, and eviction is not allowed: %s", k.mode, amdWho(it.w), whyE)
-		}
 		slices.SortStableFunc(flex, func(a, b amdItem) int { return b.w.Priority - a.w.Priority })
-		for _, it := range append(onlyMove, flex...) {
-			if len(slots) > 0 {
-				mv := slots[0]
-				slots = slots[1:]
+		for n, it := range append(onlyMove, flex...) {
+			if mv, ok := next(); ok {
 				mv.amdItem = it
 				c.moves = append(c.moves, mv)
+			} else if n < len(onlyMove) {
+				_, whyE := pn.canEvict(&Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority})
+				return nil, CauseNoRoom, fmt.Sprintf("no free %s partition to move %s to, and eviction is not allowed: %s", k.mode, amdWho(it.w), whyE)
 			} else {
 				c.evicts = append(c.evicts, it)
 			}
 		}
 		c.evicts = append(c.evicts, onlyEvict...)
-		free[k] = slots
 	}
 	for _, e := range c.evicts {
 		if c.cost.Evictions == 0 || e.w.Priority > c.cost.MaxEvictedPriority {
@@ -429,9 +525,9 @@ func (pn *planner) amdCandidate(gpus []*AMDGPU, i int, want AMDMode) (*amdCand, 
 	}
 	c.cost.WholeGPUOps = len(c.affected)
 	if b := pn.pol.MaxDisruptions; (b > 0 && c.cost.Disruptions() > b) || (b < 0 && c.cost.Disruptions() > 0) {
-		return nil, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), b)
+		return nil, CauseBudget, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), b)
 	}
-	return c, ""
+	return c, "", ""
 }
 
 func amdWho(w AMDWork) string {
@@ -448,8 +544,11 @@ func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, 
 	}
 	g := gpus[c.g]
 	p := &Plan{Request: pn.req, GPU: g.GPU, Mode: c.want.String(), Partition: 0, Placement: Placement{Start: 0, Size: 1}, Considered: considered, Cost: c.cost}
-	emit := func(s Step) error {
-		if err := ApplyAMDStep(sim, s); err != nil {
+	// emitAt applies a step to sim[at] (every step names a GPU whose index
+	// is known here, so no step costs a scan of the fleet).
+	emitAt := func(at int, s Step) error {
+		err := applyAMDStep(sim, sim[at], s)
+		if err != nil {
 			return fmt.Errorf("mig: internal error: AMD plan step %s fails: %w", s, err)
 		}
 		p.Steps = append(p.Steps, s)
@@ -459,7 +558,7 @@ func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, 
 		from, to := gpus[m.gpu], gpus[m.to]
 		p.Moves = append(p.Moves, Move{Instance: Instance{State: InUse, Owner: m.w.Owner, Priority: m.w.Priority, Placement: Placement{m.w.Partition, 1}},
 			From: from.GPU, To: to.GPU, Dest: Placement{m.part, 1}})
-		if err := emit(Step{Kind: StepDrain, GPU: from.GPU, Partition: m.w.Partition, Owner: m.w.Owner, Priority: m.w.Priority,
+		if err := emitAt(m.gpu, Step{Kind: StepDrain, GPU: from.GPU, Partition: m.w.Partition, Owner: m.w.Owner, Priority: m.w.Priority,
 			Why: fmt.Sprintf("move %s to %s partition %d", amdWho(m.w), to.GPU, m.part)}); err != nil {
 			return nil, err
 		}
@@ -467,7 +566,7 @@ func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, 
 	for _, e := range c.evicts {
 		h := gpus[e.gpu]
 		p.Evictions = append(p.Evictions, Eviction{GPU: h.GPU, Instance: Instance{State: InUse, Owner: e.w.Owner, Priority: e.w.Priority, Placement: Placement{e.w.Partition, 1}}})
-		if err := emit(Step{Kind: StepDrain, GPU: h.GPU, Partition: e.w.Partition, Owner: e.w.Owner, Priority: e.w.Priority,
+		if err := emitAt(e.gpu, Step{Kind: StepDrain, GPU: h.GPU, Partition: e.w.Partition, Owner: e.w.Owner, Priority: e.w.Priority,
 			Why: fmt.Sprintf("evict: %s goes down for a mode change", h.GPU)}); err != nil {
 			return nil, err
 		}
@@ -479,15 +578,15 @@ func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, 
 	}
 	for _, s := range c.path {
 		if s.Memory != cur.Memory {
-			if err := emit(Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + strings.Join(hive, ",")}); err != nil {
+			if err := emitAt(c.g, Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + strings.Join(hive, ",")}); err != nil {
 				return nil, err
 			}
-			if err := emit(Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + strings.Join(hive, ",")}); err != nil {
+			if err := emitAt(c.g, Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + strings.Join(hive, ",")}); err != nil {
 				return nil, err
 			}
 		}
 		if s.Compute != sim[c.g].Compute {
-			if err := emit(Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()}); err != nil {
+			if err := emitAt(c.g, Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()}); err != nil {
 				return nil, err
 			}
 		}
@@ -500,7 +599,7 @@ func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, 
 		}
 		was, now := gpus[j].Compute, sim[j].Compute
 		if was != now && sim[j].Model.Valid(was, sim[j].Memory) == nil {
-			if err := emit(Step{Kind: StepSetComputeMode, GPU: sim[j].GPU, Mode: string(was), Why: "restore its compute mode after the reload"}); err != nil {
+			if err := emitAt(j, Step{Kind: StepSetComputeMode, GPU: sim[j].GPU, Mode: string(was), Why: "restore its compute mode after the reload"}); err != nil {
 				return nil, err
 			}
 		}

@@ -68,13 +68,38 @@ type planner struct {
 	gpus    []dgpu
 	req     Request
 	pol     Policy
-	reasons []string
+	reasons reasonLog
 	weighed int
 
 	bestCost Cost
 	best     *solution
-	// classes groups all GPUs by (model, state), built on first use.
-	classes []*gpuClass
+
+	// classes groups the GPUs by (model, state), built on first use: the
+	// first nBase are the fleet's own classes (members ascending by GPU
+	// index); the search appends classes for states it creates and
+	// removes them when it backtracks.
+	classes  []*gpuClass
+	nBase    int
+	classIdx map[classKey]int
+	classOf  []int // per GPU: its base class
+	classPos []int // per GPU: its position in that class
+	excl     int   // the target GPU, left out of its class during a search
+	// capTotal[p] is how many instances of profile p fit the whole fleet
+	// now, GPU by GPU (filled on first use per profile).
+	capTotal map[ProfileName]int
+	// fitMemo caches Model.fitOrder.
+	fitMemo map[fitKey][]int
+}
+
+type classKey struct {
+	m  *Model
+	st gstate
+}
+
+type fitKey struct {
+	m  *Model
+	st gstate
+	pi int
 }
 
 type solution struct {
@@ -98,15 +123,22 @@ type destRef struct {
 // pol allows, the one with the least Cost (see Cost.Compare) is returned;
 // when req already fits, the plan just creates it where Place would.
 //
+// The time grows about linearly with the number of GPUs: GPUs with equal
+// model and placement state are interchangeable destinations, and a way of
+// making room whose forced moves cannot fit anywhere is rejected without
+// trying its alternatives.
+//
 // When no allowed plan exists the error is a *NoPlanError (wrapping
-// ErrNoPlan) listing why each GPU was rejected. Invalid layouts, duplicate
-// GPU names and bad profile names are reported as such.
+// ErrNoPlan) counting the rejected ways of making room per cause, with a
+// few examples of each (bounded, whatever the fleet). Invalid layouts,
+// duplicate GPU names and bad profile names are reported as such.
 func PlanDefrag(layouts []*Layout, req Request, pol Policy) (*Plan, error) {
 	if _, err := ParseProfileName(req.Profile); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(layouts))
 	pn := &planner{req: req, pol: pol}
+	pn.gpus = make([]dgpu, 0, len(layouts))
 	for i, l := range layouts {
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("gpu %d: %w", i, err)
@@ -118,14 +150,19 @@ func PlanDefrag(layouts []*Layout, req Request, pol Policy) (*Plan, error) {
 		pn.gpus = append(pn.gpus, dgpu{l: l, state: l.Model.stateOf(l)})
 	}
 	// A request that fits needs no defragmentation: place it as Place would.
-	if a, err := Place(layouts, req, PlaceOptions{}); err == nil {
+	fl, err := newFleet(layouts, PlaceOptions{}, true)
+	if err != nil {
+		return nil, err
+	}
+	if a, err := fl.Choose(req); err == nil {
 		return pn.build(&solution{t: &target{g: a.Index, pl: a.Placement, pi: pn.gpus[a.Index].l.Model.byName[mustName(req.Profile)]}, acts: make([]action, len(layouts[a.Index].Instances)), dest: make([]destRef, len(layouts[a.Index].Instances))})
 	} else if !errors.Is(err, ErrNoFit) {
 		return nil, err
 	}
 	targets := pn.targets()
-	if len(targets) == 0 && len(pn.reasons) == 0 {
-		return nil, &NoPlanError{Request: req.String(), Reasons: []string{"no GPU has profile " + req.Profile}}
+	if len(targets) == 0 && pn.reasons.empty() {
+		pn.reasons.note(CauseNoProfile, "no GPU has profile "+req.Profile)
+		return nil, pn.reasons.err(req.String())
 	}
 	slices.SortFunc(targets, func(a, b *target) int {
 		if c := a.lb.Compare(b.lb); c != 0 {
@@ -140,22 +177,22 @@ func PlanDefrag(layouts []*Layout, req Request, pol Policy) (*Plan, error) {
 		pn.search(t)
 	}
 	if pn.best == nil {
-		return nil, &NoPlanError{Request: req.String(), Reasons: dedupe(pn.reasons)}
+		return nil, pn.reasons.err(req.String())
 	}
 	return pn.build(pn.best)
 }
 
-func dedupe(s []string) []string {
-	var out []string
-	for _, x := range s {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
+// mayMove and mayEvict apply the policy to one in-use instance.
+func (pn *planner) mayMove(in *Instance) bool {
+	return !pn.pol.NoMoves && pn.pol.MaxDisruptions >= 0 && (pn.pol.MoveAnyPriority || in.Priority < pn.req.Priority)
 }
 
-// canMove and canEvict apply the policy to one in-use instance.
+func (pn *planner) mayEvict(in *Instance) bool {
+	return !pn.pol.NoEvictions && pn.pol.MaxDisruptions >= 0 && pn.req.Priority >= pn.pol.Threshold &&
+		in.Priority < pn.pol.Threshold && in.Priority < pn.req.Priority
+}
+
+// canMove and canEvict are mayMove and mayEvict with the reason for a no.
 func (pn *planner) canMove(in *Instance) (bool, string) {
 	switch {
 	case pn.pol.NoMoves:
@@ -191,28 +228,44 @@ func who(in *Instance) string {
 	return fmt.Sprintf("the %s at %v", in.Profile, in.Placement)
 }
 
-// options lists the actions allowed for instance k of GPU g, cheapest
-// first, and why the rest are not allowed.
-func (pn *planner) options(in *Instance) ([]action, string) {
+// acts is the set of actions allowed for one instance, cheapest first.
+type acts struct {
+	a [2]action
+	n int
+}
+
+func (o acts) list() []action { return o.a[:o.n] }
+
+// options returns the actions allowed for an instance, cheapest first
+// (none when it may not be disturbed).
+func (pn *planner) options(in *Instance) acts {
+	var o acts
 	if in.State != InUse {
-		if pn.pol.KeepIdle {
-			return nil, fmt.Sprintf("idle %s may not be reclaimed (KeepIdle)", who(in))
+		if !pn.pol.KeepIdle {
+			o.a[0], o.n = actReclaim, 1
 		}
-		return []action{actReclaim}, ""
+		return o
 	}
-	var acts []action
-	mv, whyM := pn.canMove(in)
-	ev, whyE := pn.canEvict(in)
-	if mv {
-		acts = append(acts, actMove)
+	if pn.mayMove(in) {
+		o.a[o.n] = actMove
+		o.n++
 	}
-	if ev {
-		acts = append(acts, actEvict)
+	if pn.mayEvict(in) {
+		o.a[o.n] = actEvict
+		o.n++
 	}
-	if len(acts) == 0 {
-		return nil, fmt.Sprintf("%s may not be moved (%s) or evicted (%s)", who(in), whyM, whyE)
+	return o
+}
+
+// blockedWhy says why an instance with no allowed action may not be
+// disturbed.
+func (pn *planner) blockedWhy(in *Instance) (NoPlanCause, string) {
+	if in.State != InUse {
+		return CauseKeepIdle, fmt.Sprintf("idle %s may not be reclaimed (KeepIdle)", who(in))
 	}
-	return acts, ""
+	_, whyM := pn.canMove(in)
+	_, whyE := pn.canEvict(in)
+	return CauseBlocked, fmt.Sprintf("%s may not be moved (%s) or evicted (%s)", who(in), whyM, whyE)
 }
 
 // targets lists every (GPU, placement) for the request with its lower
@@ -220,6 +273,7 @@ func (pn *planner) options(in *Instance) ([]action, string) {
 func (pn *planner) targets() []*target {
 	var out []*target
 	name := mustName(pn.req.Profile)
+	var act []action
 	for g := range pn.gpus {
 		l := pn.gpus[g].l
 		pi, ok := l.Model.byName[name]
@@ -227,32 +281,43 @@ func (pn *planner) targets() []*target {
 			continue
 		}
 		for _, pl := range l.Model.spec.Profiles[pi].Placements {
-			t := &target{g: g, pl: pl, pi: pi, overlap: make([]bool, len(l.Instances)), order: len(out)}
-			blocked := ""
-			acts := make([]action, len(l.Instances))
+			blocked := -1
+			act = act[:0]
+			overlap := make([]bool, len(l.Instances))
 			for k := range l.Instances {
+				act = append(act, actKeep)
 				in := &l.Instances[k]
 				if !in.Placement.Overlaps(pl) {
 					continue
 				}
-				t.overlap[k] = true
-				opts, why := pn.options(in)
-				if opts == nil {
-					blocked = why
+				overlap[k] = true
+				o := pn.options(in)
+				if o.n == 0 {
+					blocked = k
 					break
 				}
-				acts[k] = opts[0]
+				act[k] = o.a[0]
 			}
-			if blocked != "" {
-				pn.reasons = append(pn.reasons, fmt.Sprintf("%s %v: %s", l.GPU, pl, blocked))
+			if blocked >= 0 {
+				in := &l.Instances[blocked]
+				cause := CauseBlocked
+				if in.State != InUse {
+					cause = CauseKeepIdle
+				}
+				if pn.reasons.add(cause) {
+					_, why := pn.blockedWhy(in)
+					pn.reasons.example(fmt.Sprintf("%s %v: %s", l.GPU, pl, why))
+				}
 				continue
 			}
-			t.lb = costOf(l, acts, nil)
-			if b := pn.pol.MaxDisruptions; b > 0 && t.lb.Disruptions() > b {
-				pn.reasons = append(pn.reasons, fmt.Sprintf("%s %v: needs at least %d disruptions, budget %d", l.GPU, pl, t.lb.Disruptions(), b))
+			lb := costOf(l, act, nil)
+			if b := pn.pol.MaxDisruptions; b > 0 && lb.Disruptions() > b {
+				if pn.reasons.add(CauseBudget) {
+					pn.reasons.example(fmt.Sprintf("%s %v: needs at least %d disruptions, budget %d", l.GPU, pl, lb.Disruptions(), b))
+				}
 				continue
 			}
-			out = append(out, t)
+			out = append(out, &target{g: g, pl: pl, pi: pi, overlap: overlap, lb: lb, order: len(out)})
 		}
 	}
 	return out
@@ -292,17 +357,22 @@ type combo struct {
 func (pn *planner) search(t *target) {
 	l := pn.gpus[t.g].l
 	n := len(l.Instances)
+	if !pn.mayFit(t) {
+		pn.noRoom(t)
+		return
+	}
 	opts := make([][]action, n)
 	for k := range l.Instances {
-		o, _ := pn.options(&l.Instances[k])
+		o := pn.options(&l.Instances[k]).list()
 		if !t.overlap[k] {
 			o = append([]action{actKeep}, o...)
 		}
 		opts[k] = o
 	}
-	// Enumerate every assignment (at most 4^n, n ≤ 7 on real GPUs; the
+	// Enumerate every assignment (at most 3^n, n ≤ 7 on real GPUs; the
 	// lower-bound cut and the budget prune most of them).
 	var combos []combo
+	var flat []action // the combos' actions, n per combo
 	acts := make([]action, n)
 	var rec func(k int)
 	rec = func(k int) {
@@ -314,7 +384,9 @@ func (pn *planner) search(t *target) {
 			if pn.best != nil && c.Compare(pn.bestCost) >= 0 {
 				return
 			}
-			combos = append(combos, combo{acts: slices.Clone(acts), cost: c})
+			start := len(flat)
+			flat = append(flat, acts...)
+			combos = append(combos, combo{acts: flat[start:len(flat):len(flat)], cost: c})
 			return
 		}
 		for _, a := range opts[k] {
@@ -342,27 +414,86 @@ func (pn *planner) search(t *target) {
 			pn.bestCost = cost
 		}
 	}
-	if !found && pn.best == nil {
-		var names []string
-		evictWhy := ""
-		for k := range l.Instances {
-			in := &l.Instances[k]
-			if !t.overlap[k] || in.State != InUse {
-				continue
-			}
-			names = append(names, who(in))
-			if ok, why := pn.canEvict(in); !ok && evictWhy == "" {
-				evictWhy = why
-			}
-		}
-		r := fmt.Sprintf("%s %v: no free placements to move %s to", l.GPU, t.pl, strings.Join(names, ", "))
-		if evictWhy != "" {
-			r += ", and eviction is not allowed: " + evictWhy
-		} else if b := pn.pol.MaxDisruptions; b > 0 {
-			r += fmt.Sprintf(" within the budget of %d disruptions", b)
-		}
-		pn.reasons = append(pn.reasons, r)
+	if !found {
+		pn.noRoom(t)
 	}
+}
+
+// noRoom records that no assignment for target t is feasible (only while
+// no plan is known: once one is, rejections are not reasons for "no plan").
+func (pn *planner) noRoom(t *target) {
+	if pn.best != nil || !pn.reasons.add(CauseNoRoom) {
+		return
+	}
+	l := pn.gpus[t.g].l
+	var names []string
+	evictWhy := ""
+	for k := range l.Instances {
+		in := &l.Instances[k]
+		if !t.overlap[k] || in.State != InUse {
+			continue
+		}
+		names = append(names, who(in))
+		if ok, why := pn.canEvict(in); !ok && evictWhy == "" {
+			evictWhy = why
+		}
+	}
+	r := fmt.Sprintf("%s %v: no free placements to move %s to", l.GPU, t.pl, strings.Join(names, ", "))
+	if evictWhy != "" {
+		r += ", and eviction is not allowed: " + evictWhy
+	} else if b := pn.pol.MaxDisruptions; b > 0 {
+		r += fmt.Sprintf(" within the budget of %d disruptions", b)
+	}
+	pn.reasons.example(r)
+}
+
+// mayFit is a necessary condition for any assignment of target t to be
+// feasible: the request must fit the target GPU with only the instances
+// that may not be disturbed kept, and the instances in the way that may
+// only move must have room (counted per profile) on the target GPU so
+// emptied and on the other GPUs as they are. Every assignment keeps at
+// least those instances and moves at least those, and room only shrinks
+// as instances are kept, so when the condition fails feasible fails for
+// every assignment.
+func (pn *planner) mayFit(t *target) bool {
+	tg := pn.gpus[t.g]
+	m := tg.l.Model
+	base := slotState{g: t.g, m: m}
+	var forced [maxProfiles]int
+	anyForced := false
+	for k := range tg.l.Instances {
+		in := &tg.l.Instances[k]
+		o := pn.options(in)
+		pi := m.byName[in.Profile]
+		switch {
+		case !t.overlap[k] && o.n == 0:
+			base.add(pi, placementIndex(m, pi, in.Placement))
+		case t.overlap[k] && o.n == 1 && o.a[0] == actMove:
+			forced[pi]++
+			anyForced = true
+		}
+	}
+	tp := placementIndex(m, t.pi, t.pl)
+	if !base.fits(t.pi, tp) {
+		return false
+	}
+	if !anyForced {
+		return true
+	}
+	base.add(t.pi, tp)
+	for pi, need := range forced {
+		if need == 0 {
+			continue
+		}
+		have := m.capOf(&base.st, pi)
+		if !pn.pol.SameGPUMovesOnly {
+			have += pn.othersCap(t.g, m.spec.Profiles[pi].Name)
+		}
+		if have < need {
+			return false
+		}
+	}
+	return true
 }
 
 // slotState is a GPU's state during packing.
@@ -381,6 +512,116 @@ func (s *slotState) add(pi, pl int) {
 	if t := s.m.trackedIndex(pi); t >= 0 {
 		s.st.counts[t]++
 	}
+}
+
+// buildClasses groups the GPUs into classes of equal model and state.
+func (pn *planner) buildClasses() {
+	if pn.classIdx != nil {
+		return
+	}
+	pn.classIdx = map[classKey]int{}
+	pn.classOf = make([]int, len(pn.gpus))
+	pn.classPos = make([]int, len(pn.gpus))
+	for g := range pn.gpus {
+		k := classKey{pn.gpus[g].l.Model, pn.gpus[g].state}
+		ci, ok := pn.classIdx[k]
+		if !ok {
+			ci = len(pn.classes)
+			pn.classIdx[k] = ci
+			pn.classes = append(pn.classes, &gpuClass{m: k.m, st: k.st})
+		}
+		c := pn.classes[ci]
+		pn.classOf[g], pn.classPos[g] = ci, len(c.gpus)
+		c.gpus = append(c.gpus, g)
+	}
+	pn.nBase = len(pn.classes)
+	pn.capTotal = map[ProfileName]int{}
+}
+
+// othersCap returns how many instances of profile p fit the GPUs other
+// than g, each counted on its own.
+func (pn *planner) othersCap(g int, p ProfileName) int {
+	pn.buildClasses()
+	total, ok := pn.capTotal[p]
+	if !ok {
+		for _, c := range pn.classes[:pn.nBase] {
+			if pi, ok := c.m.byName[p]; ok {
+				total += c.m.capOf(&c.st, pi) * len(c.gpus)
+			}
+		}
+		pn.capTotal[p] = total
+	}
+	m := pn.gpus[g].l.Model
+	if pi, ok := m.byName[p]; ok {
+		total -= m.capOf(&pn.gpus[g].state, pi)
+	}
+	return total
+}
+
+// avail returns how many GPUs class ci offers during the current search.
+func (pn *planner) avail(ci int) int {
+	c := pn.classes[ci]
+	n := len(c.gpus) - c.head + len(c.extra) - c.xhead
+	if ci < pn.nBase && pn.classOf[pn.excl] == ci && pn.classPos[pn.excl] >= c.head {
+		n--
+	}
+	return n
+}
+
+// take removes and returns the first GPU class ci offers.
+func (pn *planner) take(ci int) int {
+	c := pn.classes[ci]
+	k := c.head
+	if ci < pn.nBase && pn.classOf[pn.excl] == ci && pn.classPos[pn.excl] == k {
+		k++
+	}
+	if k < len(c.gpus) {
+		c.head = k + 1
+		return c.gpus[k]
+	}
+	g := c.extra[c.xhead]
+	c.xhead++
+	return g
+}
+
+// enter puts GPU g, now in state st, into its class (creating the class
+// when new); it returns the class index and whether it was created.
+func (pn *planner) enter(m *Model, st gstate, g int) (int, bool) {
+	k := classKey{m, st}
+	if ci, ok := pn.classIdx[k]; ok {
+		c := pn.classes[ci]
+		c.extra = append(c.extra, g)
+		return ci, false
+	}
+	ci := len(pn.classes)
+	pn.classIdx[k] = ci
+	pn.classes = append(pn.classes, &gpuClass{m: m, st: st, extra: []int{g}})
+	return ci, true
+}
+
+// leave undoes enter.
+func (pn *planner) leave(ci int, created bool) {
+	c := pn.classes[ci]
+	if created {
+		delete(pn.classIdx, classKey{c.m, c.st})
+		pn.classes = pn.classes[:ci]
+		return
+	}
+	c.extra = c.extra[:len(c.extra)-1]
+}
+
+// fitOrder is Model.fitOrder, memoised per planner.
+func (pn *planner) fitOrder(m *Model, st *gstate, pi int) []int {
+	if pn.fitMemo == nil {
+		pn.fitMemo = map[fitKey][]int{}
+	}
+	k := fitKey{m, *st, pi}
+	if o, ok := pn.fitMemo[k]; ok {
+		return o
+	}
+	o := m.fitOrder(st, pi)
+	pn.fitMemo[k] = o
+	return o
 }
 
 // feasible checks an assignment for target t: the kept instances plus the
@@ -418,29 +659,15 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 		return compareNames(ia.Profile, ib.Profile)
 	})
 	// Other GPUs are grouped into classes of equal model and state: they
-	// are interchangeable, so the search tries each class once.
-	var classes []*gpuClass
-	if !pn.pol.SameGPUMovesOnly {
-		if pn.classes == nil {
-			for g := range pn.gpus {
-				c := findClass(pn.classes, pn.gpus[g].l.Model, pn.gpus[g].state)
-				if c == nil {
-					c = &gpuClass{m: pn.gpus[g].l.Model, st: pn.gpus[g].state}
-					pn.classes = append(pn.classes, c)
-				}
-				c.gpus = append(c.gpus, g)
-			}
-		}
-		classes = make([]*gpuClass, len(pn.classes))
-		for i, c := range pn.classes {
-			cc := *c
-			if k := slices.Index(cc.gpus, t.g); k >= 0 {
-				cc.gpus = slices.Delete(slices.Clone(cc.gpus), k, k+1)
-			}
-			classes[i] = &cc
-		}
+	// are interchangeable, so the search tries each class once. The
+	// classes are shared by all searches; the target GPU is left out of
+	// its class, and every change below is undone on the way back.
+	others := !pn.pol.SameGPUMovesOnly
+	if others {
+		pn.buildClasses()
+		pn.excl = t.g
 	}
-	if !pn.capacityOK(&base, classes, tg.l, items) {
+	if !pn.capacityOK(&base, others, tg.l, items) {
 		return nil, 0, false
 	}
 	dest := make([]destRef, len(acts))
@@ -467,7 +694,7 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 		}
 		before := func(o opt) bool { return o.class < floor.class || (o.class == floor.class && o.pl < floor.pl) }
 		if pi, ok := base.m.byName[in.Profile]; ok {
-			for _, pl := range base.m.fitOrder(&base.st, pi) {
+			for _, pl := range pn.fitOrder(base.m, &base.st, pi) {
 				if before(opt{-1, pl}) {
 					continue
 				}
@@ -481,32 +708,31 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 				}
 			}
 		}
-		for ci := 0; ci < len(classes); ci++ {
-			c := classes[ci]
-			if len(c.gpus) == 0 {
+		if !others {
+			return
+		}
+		for ci := 0; ci < len(pn.classes); ci++ {
+			if pn.avail(ci) == 0 {
 				continue
 			}
+			c := pn.classes[ci]
 			pi, ok := c.m.byName[in.Profile]
 			if !ok {
 				continue
 			}
-			for _, pl := range c.m.fitOrder(&c.st, pi) {
-				s := slotState{m: c.m, st: c.st}
+			for _, pl := range pn.fitOrder(c.m, &c.st, pi) {
 				if before(opt{ci, pl}) {
 					continue
 				}
+				s := slotState{m: c.m, st: c.st}
 				s.add(pi, pl)
-				g := c.gpus[0]
-				saved, n := c.gpus, len(classes)
-				c.gpus = c.gpus[1:]
-				classes = addToClass(classes, c.m, s.st, g)
+				head, xhead := c.head, c.xhead
+				g := pn.take(ci)
+				nc, created := pn.enter(c.m, s.st, g)
 				dest[k] = destRef{gpu: g, pl: c.m.spec.Profiles[pi].Placements[pl]}
 				rec(j+1, cross+1, opt{ci, pl})
-				// Undo: g was appended to the last GPU list of its new class.
-				nc := findClass(classes, c.m, s.st)
-				nc.gpus = nc.gpus[:len(nc.gpus)-1]
-				classes = classes[:n]
-				c.gpus = saved
+				pn.leave(nc, created)
+				c.head, c.xhead = head, xhead
 				if bestCross >= 0 && bestCross <= cross+1 {
 					return
 				}
@@ -524,29 +750,17 @@ func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
 type gpuClass struct {
 	m    *Model
 	st   gstate
-	gpus []int
-}
-
-func findClass(cs []*gpuClass, m *Model, st gstate) *gpuClass {
-	for _, c := range cs {
-		if c.m == m && c.st == st {
-			return c
-		}
-	}
-	return nil
-}
-
-func addToClass(cs []*gpuClass, m *Model, st gstate, g int) []*gpuClass {
-	if c := findClass(cs, m, st); c != nil {
-		c.gpus = append(c.gpus[:len(c.gpus):len(c.gpus)], g)
-		return cs
-	}
-	return append(cs, &gpuClass{m: m, st: st, gpus: []int{g}})
+	gpus []int // members, ascending (base classes)
+	// The search's changes: head base members taken, and GPUs moved
+	// into this state (extra, of which xhead are taken again).
+	head  int
+	extra []int
+	xhead int
 }
 
 // capacityOK is a quick necessary condition for packing: for every profile
 // among the items, the GPUs must have room for that many instances of it.
-func (pn *planner) capacityOK(base *slotState, classes []*gpuClass, l *Layout, items []int) bool {
+func (pn *planner) capacityOK(base *slotState, others bool, l *Layout, items []int) bool {
 	for j, k := range items {
 		prof := l.Instances[k].Profile
 		if j > 0 && l.Instances[items[j-1]].Profile == prof {
@@ -562,13 +776,8 @@ func (pn *planner) capacityOK(base *slotState, classes []*gpuClass, l *Layout, i
 		if pi, ok := base.m.byName[prof]; ok {
 			have += base.m.capOf(&base.st, pi)
 		}
-		for _, c := range classes {
-			if pi, ok := c.m.byName[prof]; ok {
-				have += c.m.capOf(&c.st, pi) * len(c.gpus)
-			}
-			if have >= need {
-				break
-			}
+		if others && have < need {
+			have += pn.othersCap(base.g, prof)
 		}
 		if have < need {
 			return false

@@ -44,8 +44,20 @@
 // high, moves are preferred, then fewer disruptions. [Policy] sets the
 // priority a job needs to evict or move work, never lets a job disrupt
 // work of equal or higher priority, and bounds disruptions; when nothing
-// is allowed the error is a [*NoPlanError] (wrapping [ErrNoPlan]) with the
-// reasons. [Plan.Explain] says what the plan does in words.
+// is allowed the error is a [*NoPlanError] (wrapping [ErrNoPlan]) that
+// counts the rejected ways of making room per [NoPlanCause] and keeps a few
+// examples of each, so it stays small on any fleet. Planning takes about
+// linear time in the number of GPUs. [Plan.Explain] says what the plan does
+// in words.
+//
+// # Limits
+//
+// Inputs are bounded: a layout file by [MaxFileBytes], [MaxFileGPUs],
+// [MaxFileModels], [MaxNameBytes] and [MaxAMDWork]; a model's aliases and
+// PCI IDs by [MaxModelNames]; a [Mix] by [MaxMixTotal] (weights finite and
+// not negative, see [Mix.Validate]). Errors for inputs over a size limit
+// wrap topology.ErrLimit. Zero values and nil pointers of the package's
+// types return errors (or empty results), never panic.
 //
 // # AMD
 //

@@ -3,6 +3,7 @@ package mig
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +41,10 @@ var (
 	// ErrNoPlan: no reconfiguration the policy allows makes room for a
 	// request. The error is a *NoPlanError carrying the reasons.
 	ErrNoPlan = errors.New("mig: no plan")
+	// ErrBadMix: a demand Mix has a weight that is negative, not finite,
+	// or too large (see Mix.Validate). It also wraps ErrParse, which
+	// earlier versions returned.
+	ErrBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
 	// ErrParse: a layout file is malformed.
 	ErrParse = errors.New("mig: parse error")
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
@@ -50,22 +55,88 @@ var (
 	ErrUnknownGPU = errors.New("mig: unknown GPU")
 )
 
+// MaxNoPlanExamples bounds the example reasons a NoPlanError keeps per
+// cause, so that the error stays small however large the fleet is.
+const MaxNoPlanExamples = 3
+
+// NoPlanCause classifies why one way of making room (a GPU and placement
+// for MIG, a GPU and mode for AMD) was rejected.
+type NoPlanCause string
+
+// Causes of a rejected way of making room.
+const (
+	// CauseNoProfile: no GPU has the requested profile (or AMD mode).
+	CauseNoProfile NoPlanCause = "no GPU has the profile or mode"
+	// CauseBlocked: work in the way may be neither moved nor evicted.
+	CauseBlocked NoPlanCause = "work in the way may be neither moved nor evicted"
+	// CauseKeepIdle: an idle instance in the way may not be reclaimed
+	// (Policy.KeepIdle).
+	CauseKeepIdle NoPlanCause = "an idle instance in the way may not be reclaimed"
+	// CauseBudget: making room needs more disruptions than
+	// Policy.MaxDisruptions allows.
+	CauseBudget NoPlanCause = "needs more disruptions than the budget"
+	// CauseNoRoom: the work in the way has nowhere to move (and may not be
+	// evicted).
+	CauseNoRoom NoPlanCause = "no free placement to move the work in the way to"
+	// CauseNoModePath: no sequence of valid AMD modes leads to the mode.
+	CauseNoModePath NoPlanCause = "no sequence of valid modes leads there"
+	// CauseHiveMode: a GPU of the hive does not support the memory mode.
+	CauseHiveMode NoPlanCause = "a hive member does not support the memory mode"
+)
+
+// CauseCount is how many ways of making room were rejected for one cause.
+type CauseCount struct {
+	// Cause is the reason class.
+	Cause NoPlanCause `json:"cause"`
+	// Count is how many ways of making room it rejected.
+	Count int `json:"count"`
+}
+
 // NoPlanError says why no defragmentation plan exists. It wraps ErrNoPlan.
+// Its size is bounded whatever the fleet: Causes has one entry per cause
+// and Reasons at most MaxNoPlanExamples examples per cause.
 type NoPlanError struct {
 	// Request is the pending request, as text.
 	Request string
-	// Reasons lists, most decisive first, why each way of making room was
-	// rejected ("gpu1 @{0}:8: evicting train-a (priority 9) is not allowed:
-	// not lower than the pending job's 5").
+	// Causes counts the rejected ways of making room per cause, in the
+	// order the causes were first met (most decisive first).
+	Causes []CauseCount
+	// Reasons are examples, most decisive first, of why a way of making
+	// room was rejected ("gpu1 {0}:8: train-a (7g.80gb) may not be moved
+	// (moves are disabled) or evicted (...)"): at most MaxNoPlanExamples
+	// per cause.
 	Reasons []string
+}
+
+// Rejected returns how many ways of making room were rejected in all.
+func (e *NoPlanError) Rejected() int {
+	if e == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range e.Causes {
+		n += c.Count
+	}
+	return n
 }
 
 // Error implements error.
 func (e *NoPlanError) Error() string {
+	if e == nil {
+		return ErrNoPlan.Error()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "mig: no plan for %s", e.Request)
+	for i, c := range e.Causes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d)", c.Cause, c.Count)
+	}
 	if len(e.Reasons) > 0 {
-		b.WriteString(": ")
+		b.WriteString("; e.g. ")
 		b.WriteString(strings.Join(e.Reasons, "; "))
 	}
 	return b.String()
@@ -73,3 +144,48 @@ func (e *NoPlanError) Error() string {
 
 // Unwrap returns ErrNoPlan.
 func (e *NoPlanError) Unwrap() error { return ErrNoPlan }
+
+// reasonLog collects rejection reasons bounded: counts per cause and a few
+// examples each.
+type reasonLog struct {
+	causes   []CauseCount
+	examples []string
+	perCause []int
+	last     int
+}
+
+// add counts one rejection for cause c and reports whether an example of
+// it is wanted (then pass it to example).
+func (r *reasonLog) add(c NoPlanCause) bool {
+	i := slices.IndexFunc(r.causes, func(x CauseCount) bool { return x.Cause == c })
+	if i < 0 {
+		i = len(r.causes)
+		r.causes = append(r.causes, CauseCount{Cause: c})
+		r.perCause = append(r.perCause, 0)
+	}
+	r.causes[i].Count++
+	r.last = i
+	return r.perCause[i] < MaxNoPlanExamples
+}
+
+// example records an example for the cause last passed to add.
+func (r *reasonLog) example(s string) {
+	if r.perCause[r.last] >= MaxNoPlanExamples || slices.Contains(r.examples, s) {
+		return
+	}
+	r.perCause[r.last]++
+	r.examples = append(r.examples, s)
+}
+
+// note is add and example in one, for reasons that are cheap to format.
+func (r *reasonLog) note(c NoPlanCause, s string) {
+	if r.add(c) {
+		r.example(s)
+	}
+}
+
+func (r *reasonLog) empty() bool { return len(r.causes) == 0 }
+
+func (r *reasonLog) err(req string) *NoPlanError {
+	return &NoPlanError{Request: req, Causes: slices.Clone(r.causes), Reasons: slices.Clone(r.examples)}
+}

@@ -73,13 +73,22 @@ func NewFake(layouts ...*Layout) (*Fake, error) {
 // FailAt makes the n-th call to Apply with Commit (counting from 1) fail
 // with err without changing anything, to test partial application.
 func (f *Fake) FailAt(n int, err error) {
+	if f == nil {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fails == nil {
+		f.fails = map[int]error{}
+	}
 	f.fails[n] = err
 }
 
 // Log returns the steps committed so far.
 func (f *Fake) Log() []Step {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.log)
@@ -87,6 +96,9 @@ func (f *Fake) Log() []Step {
 
 // Layouts implements PartitionManager.
 func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
+	if f == nil {
+		return nil, fmt.Errorf("%w: nil Fake", ErrUnknownGPU)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -115,6 +127,9 @@ func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
 
 // Apply implements PartitionManager.
 func (f *Fake) Apply(ctx context.Context, s Step, mode ApplyMode) error {
+	if f == nil {
+		return fmt.Errorf("%w: nil Fake", ErrUnknownGPU)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -6,14 +6,32 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // FileSchema is the schema tag of the layout file ParseFile reads and
 // MarshalFile writes.
 const FileSchema = "gputopo-mig/v1"
 
-// maxFileBytes bounds what ReadFile reads.
-const maxFileBytes = 16 << 20
+// Limits on what ParseFile and ReadFile accept. A file over a limit is
+// rejected with an error wrapping topology.ErrLimit (and ErrParse) before
+// the part over the limit is processed; decoding a file costs memory
+// proportional to its size (bounded by MaxFileBytes).
+const (
+	// MaxFileBytes bounds a layout file.
+	MaxFileBytes = 16 << 20
+	// MaxFileGPUs bounds the GPUs (MIG and AMD together) in a layout file.
+	MaxFileGPUs = 100_000
+	// MaxFileModels bounds the profile tables a layout file brings along.
+	MaxFileModels = 64
+	// MaxNameBytes bounds every name in a layout file: GPU, model, hive,
+	// owner, profile.
+	MaxNameBytes = 256
+	// MaxAMDWork bounds the work entries of one AMD GPU (a GPU has at most
+	// 64 partitions).
+	MaxAMDWork = 64
+)
 
 // File is the content of a layout file: MIG GPUs, AMD GPUs, and profile
 // tables it brings along (which take precedence over the catalog, as
@@ -89,6 +107,9 @@ func ParseFile(data []byte, c *Catalog) (*File, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %w: layout file has %d bytes, more than MaxFileBytes (%d)", ErrParse, topology.ErrLimit, len(data), MaxFileBytes)
+	}
 	var fj fileJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -100,6 +121,9 @@ func ParseFile(data []byte, c *Catalog) (*File, error) {
 	}
 	if fj.Schema != "" && fj.Schema != FileSchema {
 		return nil, fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, fj.Schema, FileSchema)
+	}
+	if err := fj.limits(); err != nil {
+		return nil, err
 	}
 	f := &File{}
 	for i, spec := range fj.Models {
@@ -174,24 +198,86 @@ func ParseFile(data []byte, c *Catalog) (*File, error) {
 		}
 		f.AMD = append(f.AMD, a)
 	}
-	for i, a := range f.AMD {
-		for _, b := range f.AMD[:i] {
-			if sameHive(a, b) && (a.Memory != b.Memory || a.PendingMemory != b.PendingMemory) {
-				return nil, fmt.Errorf("%w: hive %s mixes memory modes (%s, %s)", ErrParse, a.Hive, b.GPU, a.GPU)
-			}
+	hives := map[string]*AMDGPU{}
+	for _, a := range f.AMD {
+		if a.Hive == "" {
+			continue
+		}
+		if b, ok := hives[a.Hive]; ok && (a.Memory != b.Memory || a.PendingMemory != b.PendingMemory) {
+			return nil, fmt.Errorf("%w: hive %s mixes memory modes (%s, %s)", ErrParse, a.Hive, b.GPU, a.GPU)
+		} else if !ok {
+			hives[a.Hive] = a
 		}
 	}
 	return f, nil
 }
 
-// ReadFile is ParseFile from a reader (at most 16 MiB is read).
+// limits checks the decoded file against the size limits.
+func (fj *fileJSON) limits() error {
+	over := func(what string, n, limit int, name string) error {
+		return fmt.Errorf("%w: %w: %s: %d, more than %s (%d)", ErrParse, topology.ErrLimit, what, n, name, limit)
+	}
+	name := func(at, field, s string) error {
+		if len(s) > MaxNameBytes {
+			return fmt.Errorf("%w: %w: %s: %s has %d bytes, more than MaxNameBytes (%d)", ErrParse, topology.ErrLimit, at, field, len(s), MaxNameBytes)
+		}
+		return nil
+	}
+	if n := len(fj.GPUs) + len(fj.AMD); n > MaxFileGPUs {
+		return over("GPUs in the file", n, MaxFileGPUs, "MaxFileGPUs")
+	}
+	if len(fj.Models) > MaxFileModels {
+		return over("models in the file", len(fj.Models), MaxFileModels, "MaxFileModels")
+	}
+	for i, m := range fj.Models {
+		if err := name(fmt.Sprintf("models[%d]", i), "name", m.Name); err != nil {
+			return err
+		}
+	}
+	for i, g := range fj.GPUs {
+		at := fmt.Sprintf("gpus[%d]", i)
+		if err := errors.Join(name(at, "gpu", g.GPU), name(at, "model", g.Model)); err != nil {
+			return err
+		}
+		if len(g.Instances) > MaxSlots {
+			return over(at+": instances", len(g.Instances), MaxSlots, "MaxSlots")
+		}
+		for k, in := range g.Instances {
+			at := fmt.Sprintf("%s.instances[%d]", at, k)
+			if err := errors.Join(name(at, "owner", in.Owner), name(at, "profile", in.Profile)); err != nil {
+				return err
+			}
+		}
+	}
+	for i, g := range fj.AMD {
+		at := fmt.Sprintf("amd[%d]", i)
+		if err := errors.Join(name(at, "gpu", g.GPU), name(at, "model", g.Model), name(at, "hive", g.Hive)); err != nil {
+			return err
+		}
+		if len(g.Work) > MaxAMDWork {
+			return over(at+": work", len(g.Work), MaxAMDWork, "MaxAMDWork")
+		}
+		for k, w := range g.Work {
+			if err := name(fmt.Sprintf("%s.work[%d]", at, k), "owner", w.Owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReadFile is ParseFile from a reader: at most MaxFileBytes+1 bytes are
+// read, and a longer input is an error wrapping topology.ErrLimit.
 func ReadFile(r io.Reader, c *Catalog) (*File, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
+	if r == nil {
+		return nil, fmt.Errorf("%w: nil reader", ErrParse)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%w: layout file larger than %d bytes", ErrParse, maxFileBytes)
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %w: layout file larger than MaxFileBytes (%d bytes)", ErrParse, topology.ErrLimit, MaxFileBytes)
 	}
 	return ParseFile(data, c)
 }
@@ -201,6 +287,9 @@ func ReadFile(r io.Reader, c *Catalog) (*File, error) {
 func MarshalFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, error) {
 	fj := fileJSON{Schema: FileSchema}
 	for _, m := range models {
+		if !m.built() {
+			return nil, fmt.Errorf("%w: nil or zero model", ErrInvalidModel)
+		}
 		fj.Models = append(fj.Models, m.Spec())
 	}
 	for _, l := range layouts {
@@ -216,6 +305,9 @@ func MarshalFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, er
 		fj.GPUs = append(fj.GPUs, g)
 	}
 	for _, a := range amd {
+		if a == nil || a.Model == nil {
+			return nil, fmt.Errorf("%w: nil AMD GPU or model", ErrInvalidLayout)
+		}
 		fj.AMD = append(fj.AMD, fileAMDGPUJSON{GPU: a.GPU, Hive: a.Hive, Model: a.Model.Name(), Compute: string(a.Compute),
 			Memory: string(a.Memory), PendingMemory: string(a.PendingMemory), Work: a.Work})
 	}

@@ -84,7 +84,7 @@ func TestParseFileErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %v (and ErrParse)", name, err, tc.want)
 		}
 	}
-	big := strings.Repeat(" ", maxFileBytes+1)
+	big := strings.Repeat(" ", MaxFileBytes+1)
 	if _, err := ReadFile(strings.NewReader(big), nil); !errors.Is(err, ErrParse) {
 		t.Errorf("oversized: %v", err)
 	}

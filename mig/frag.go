@@ -2,19 +2,48 @@ package mig
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 )
 
 // Mix is a demand mix: how much each profile is wanted, by profile name
-// ("3g.40gb": 2, "1g.10gb": 5). Weights are relative and must not be
-// negative. Names a GPU's model lacks are ignored for that GPU, so one mix
+// ("3g.40gb": 2, "1g.10gb": 5). Weights are relative; each must be finite
+// and not negative, and together they may not exceed MaxMixTotal (see
+// Validate). Names a GPU's model lacks are ignored for that GPU, so one mix
 // can span models. A nil or empty Mix weighs every profile of a model 1.
 type Mix map[string]float64
+
+// MaxMixTotal bounds the sum of a Mix's weights, so that weighted slot
+// counts (a weight times at most MaxSlots² slots) stay finite.
+const MaxMixTotal = 1e300
+
+// Validate checks the mix: well-formed profile names, weights finite and
+// not negative, their sum at most MaxMixTotal. Errors wrap ErrBadMix (and
+// ErrBadProfileName for a malformed name).
+func (x Mix) Validate() error {
+	sum := 0.0
+	for name, v := range x {
+		if _, err := ParseProfileName(name); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadMix, err)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("%w: weight %v for %s (want a finite number ≥ 0)", ErrBadMix, v, name)
+		}
+		sum += v
+	}
+	if sum > MaxMixTotal {
+		return fmt.Errorf("%w: weights sum to %v, more than MaxMixTotal (%v)", ErrBadMix, sum, MaxMixTotal)
+	}
+	return nil
+}
 
 // weights resolves the mix for model m: one weight per profile, in table
 // order.
 func (x Mix) weights(m *Model) ([]float64, error) {
+	if err := x.Validate(); err != nil {
+		return nil, err
+	}
 	w := make([]float64, len(m.spec.Profiles))
 	if len(x) == 0 {
 		for i := range w {
@@ -23,13 +52,7 @@ func (x Mix) weights(m *Model) ([]float64, error) {
 		return w, nil
 	}
 	for name, v := range x {
-		n, err := ParseProfileName(name)
-		if err != nil {
-			return nil, err
-		}
-		if v < 0 || v != v {
-			return nil, fmt.Errorf("%w: mix weight %v for %s", ErrParse, v, name)
-		}
+		n, _ := ParseProfileName(name)
 		if i, ok := m.byName[n]; ok {
 			w[i] += v
 		}
@@ -77,8 +100,8 @@ type Fragmentation struct {
 
 // Fragmentation returns the layout's fragmentation for the demand mix.
 func (l *Layout) Fragmentation(mix Mix) (Fragmentation, error) {
-	if l == nil || l.Model == nil {
-		return Fragmentation{}, fmt.Errorf("%w: no model", ErrInvalidLayout)
+	if err := l.usable(); err != nil {
+		return Fragmentation{}, err
 	}
 	w, err := mix.weights(l.Model)
 	if err != nil {

@@ -40,6 +40,9 @@ func (s InstanceState) MarshalText() ([]byte, error) {
 // UnmarshalText implements encoding.TextUnmarshaler; it accepts "idle",
 // "in-use", "inuse", "in_use" and "used".
 func (s *InstanceState) UnmarshalText(b []byte) error {
+	if s == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *InstanceState", ErrParse)
+	}
 	switch strings.ToLower(string(b)) {
 	case "idle", "":
 		*s = Idle
@@ -119,6 +122,9 @@ func NewLayout(gpu string, m *Model, instances ...Instance) (*Layout, error) {
 
 // Clone returns a deep copy of l (the model is shared; it is immutable).
 func (l *Layout) Clone() *Layout {
+	if l == nil {
+		return nil
+	}
 	return &Layout{GPU: l.GPU, Model: l.Model, Instances: slices.Clone(l.Instances)}
 }
 
@@ -127,17 +133,34 @@ func (l *Layout) Clone() *Layout {
 // instance. Errors wrap ErrInvalidLayout and the specific sentinel
 // (ErrOverlap, ErrIllegalPlacement, ErrInstanceLimit, ErrUnknownProfile).
 func (l *Layout) Validate() error {
-	if l == nil || l.Model == nil {
-		return fmt.Errorf("%w: no model", ErrInvalidLayout)
+	if err := l.usable(); err != nil {
+		return err
 	}
-	c := &Layout{GPU: l.GPU, Model: l.Model}
-	for _, in := range l.Instances {
+	if len(l.Instances) > MaxSlots {
+		return fmt.Errorf("%w: %s: %w: %d instances on %d slots", ErrInvalidLayout, l.GPU, ErrOverlap, len(l.Instances), l.Model.Slots())
+	}
+	for k, in := range l.Instances {
 		if in.Placement.Size == 0 {
 			return fmt.Errorf("%w: %s: %s has an empty placement", ErrInvalidLayout, l.GPU, in.Profile)
 		}
-		if err := c.Add(in); err != nil {
+		// Each instance against the ones before it, as Add would take
+		// them one by one.
+		prefix := Layout{GPU: l.GPU, Model: l.Model, Instances: l.Instances[:k]}
+		if _, err := prefix.admit(in); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// usable reports why the layout cannot be used: a nil layout, or no model
+// (or a zero Model, not built by NewModel).
+func (l *Layout) usable() error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: nil layout", ErrInvalidLayout)
+	case !l.Model.built():
+		return fmt.Errorf("%w: %s: no model", ErrInvalidLayout, l.GPU)
 	}
 	return nil
 }
@@ -151,26 +174,39 @@ func (l *Layout) invalid(err error) error {
 // legal placement, no overlap, instance limits. A zero Placement.Size is
 // filled from the profile.
 func (l *Layout) Add(in Instance) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	in, err := l.admit(in)
+	if err != nil {
+		return err
+	}
+	k, _ := slices.BinarySearchFunc(l.Instances, in.Placement.Start, func(a Instance, s int) int { return a.Placement.Start - s })
+	l.Instances = slices.Insert(l.Instances, k, in)
+	return nil
+}
+
+// admit checks that in may join l (Add's checks) and returns it with its
+// placement size filled in.
+func (l *Layout) admit(in Instance) (Instance, error) {
 	i, ok := l.Model.byName[in.Profile]
 	if !ok {
-		return l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
+		return in, l.invalid(fmt.Errorf("%w: %s has no profile %q (it has %s)", ErrUnknownProfile, l.Model.Name(), in.Profile, l.Model.profileList()))
 	}
 	p := &l.Model.spec.Profiles[i]
 	if in.Placement.Size == 0 {
 		in.Placement.Size = p.MemorySlices
 	}
 	if in.State > InUse {
-		return l.invalid(fmt.Errorf("instance state %d", in.State))
+		return in, l.invalid(fmt.Errorf("instance state %d", in.State))
 	}
 	if in.State == InUse && in.NoComputeInstance {
-		return l.invalid(fmt.Errorf("%s: in use without a compute instance", in))
+		return in, l.invalid(fmt.Errorf("%s: in use without a compute instance", in))
 	}
 	if err := l.check(i, in.Placement); err != nil {
-		return l.invalid(err)
+		return in, l.invalid(err)
 	}
-	k, _ := slices.BinarySearchFunc(l.Instances, in.Placement.Start, func(a Instance, s int) int { return a.Placement.Start - s })
-	l.Instances = slices.Insert(l.Instances, k, in)
-	return nil
+	return in, nil
 }
 
 // check reports why profile i cannot take placement pl on l (nil if it can).
@@ -203,6 +239,9 @@ func (l *Layout) check(i int, pl Placement) error {
 // CanPlace reports why an instance of profile cannot be created at pl
 // (nil when it can).
 func (l *Layout) CanPlace(profile string, pl Placement) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	i, err := l.Model.profileIndex(profile)
 	if err != nil {
 		return err
@@ -212,6 +251,9 @@ func (l *Layout) CanPlace(profile string, pl Placement) error {
 
 // Remove removes the instance starting at slot start and returns it.
 func (l *Layout) Remove(start int) (Instance, error) {
+	if l == nil {
+		return Instance{}, fmt.Errorf("%w: nil layout", ErrInvalidLayout)
+	}
 	k := l.index(start)
 	if k < 0 {
 		return Instance{}, fmt.Errorf("%w: %s has no instance at slot %d", ErrNoInstance, l.GPU, start)
@@ -223,6 +265,9 @@ func (l *Layout) Remove(start int) (Instance, error) {
 
 // InstanceAt returns the instance whose placement starts at slot start.
 func (l *Layout) InstanceAt(start int) (Instance, bool) {
+	if l == nil {
+		return Instance{}, false
+	}
 	k := l.index(start)
 	if k < 0 {
 		return Instance{}, false
@@ -250,8 +295,12 @@ func (l *Layout) usedMask() uint32 {
 	return m
 }
 
-// FreeSlots returns the number of memory slices no instance occupies.
+// FreeSlots returns the number of memory slices no instance occupies (0
+// for a nil layout or one without a model).
 func (l *Layout) FreeSlots() int {
+	if l.usable() != nil {
+		return 0
+	}
 	n := 0
 	m := l.usedMask()
 	for s := 0; s < l.Model.Slots(); s++ {
@@ -266,6 +315,9 @@ func (l *Layout) FreeSlots() int {
 // be created now, ascending by start (none when the profile is at its
 // instance limit).
 func (l *Layout) FreePlacements(profile string) ([]Placement, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	i, err := l.Model.profileIndex(profile)
 	if err != nil {
 		return nil, err
@@ -287,6 +339,9 @@ func (l *Layout) freePlacements(i int) []Placement {
 // for free, and for each instance a letter, upper case when in use, lower
 // case when idle ("AAAAb.c." = an in-use 3g at 0, idle 1g at 4 and 6).
 func (l *Layout) SlotMap() string {
+	if l.usable() != nil {
+		return ""
+	}
 	out := []byte(strings.Repeat(".", l.Model.Slots()))
 	for k, in := range l.Instances {
 		ch := byte('a' + k%26)
@@ -304,6 +359,9 @@ func (l *Layout) SlotMap() string {
 
 // String formats the layout on one line: GPU, model, slot map, instances.
 func (l *Layout) String() string {
+	if l == nil {
+		return "<nil>"
+	}
 	parts := make([]string, len(l.Instances))
 	for k, in := range l.Instances {
 		parts[k] = in.String()

@@ -57,6 +57,9 @@ func ApplyPlan(ctx context.Context, pm PartitionManager, p *Plan, mode ApplyMode
 	if p == nil {
 		return 0, fmt.Errorf("%w: nil plan", ErrBadStep)
 	}
+	if pm == nil {
+		return 0, fmt.Errorf("%w: nil PartitionManager", ErrBadStep)
+	}
 	if mode == DryRun {
 		ls, err := pm.Layouts(ctx)
 		if err != nil {

@@ -14,6 +14,9 @@ import (
 // indexes).
 const maxProfiles = 32
 
+// MaxModelNames bounds a ModelSpec's aliases and its PCI device IDs.
+const MaxModelNames = 64
+
 // ModelSpec describes a GPU model's MIG profile table, for NewModel. The
 // NVIDIA provider fills one from NVML (GetGpuInstanceProfileInfo and
 // GetGpuInstancePossiblePlacements for every profile index); the shipped
@@ -75,6 +78,9 @@ func NewModel(spec ModelSpec) (*Model, error) {
 	if len(spec.Profiles) == 0 || len(spec.Profiles) > maxProfiles {
 		return bad("%d profiles; want 1..%d", len(spec.Profiles), maxProfiles)
 	}
+	if len(spec.Aliases) > MaxModelNames || len(spec.PCIDeviceIDs) > MaxModelNames {
+		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)", ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
+	}
 	m := &Model{byName: map[ProfileName]int{}, byID: map[int]int{}}
 	m.spec = spec
 	m.spec.Aliases = slices.Clone(spec.Aliases)
@@ -105,10 +111,10 @@ func NewModel(spec ModelSpec) (*Model, error) {
 		}
 		if p.MaxInstances < 0 || p.MaxInstances > 255 || p.CopyEngines < 0 || p.Decoders < 0 || p.Encoders < 0 ||
 			p.JPEGEngines < 0 || p.OFAEngines < 0 || p.Multiprocessors < 0 {
-			return bad("%s: negative count", p.Name)
+			return bad("%s: a count is negative (or MaxInstances over 255)", p.Name)
 		}
-		if len(p.Placements) == 0 {
-			return bad("%s: no placements", p.Name)
+		if len(p.Placements) == 0 || len(p.Placements) > spec.Slots {
+			return bad("%s: %d placements; want 1..%d (one per start slot at most)", p.Name, len(p.Placements), spec.Slots)
 		}
 		slices.SortFunc(p.Placements, func(a, b Placement) int { return a.Start - b.Start })
 		for j, pl := range p.Placements {
@@ -139,10 +145,16 @@ func NewModel(spec ModelSpec) (*Model, error) {
 		}
 		m.ofaBudget = max(m.ofaBudget, p.OFAEngines)
 	}
+	keys := uint64(1) << uint(spec.Slots)
 	for i := range m.spec.Profiles {
 		p := &m.spec.Profiles[i]
 		if p.MaxInstances < m.geomMax[i] || p.OFAEngines > 0 {
 			m.tracked = append(m.tracked, i)
+			keys *= uint64(p.MaxInstances) + 1
+			if keys > 1<<32 {
+				// A GPU's state is packed into 32 bits.
+				return nil, fmt.Errorf("%w: %w: %s: instance limits make more than 2^32 placement states", ErrInvalidModel, topology.ErrLimit, spec.Name)
+			}
 		}
 	}
 	return m, nil
@@ -158,28 +170,61 @@ func MustNewModel(spec ModelSpec) *Model {
 }
 
 // Name returns the canonical model name.
-func (m *Model) Name() string { return m.spec.Name }
+func (m *Model) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.spec.Name
+}
 
 // Source says where the table comes from ("shipped", "nvml", ...).
-func (m *Model) Source() string { return m.spec.Source }
+func (m *Model) Source() string {
+	if m == nil {
+		return ""
+	}
+	return m.spec.Source
+}
 
 // Slots returns the number of memory-slice slots.
-func (m *Model) Slots() int { return m.spec.Slots }
+func (m *Model) Slots() int {
+	if m == nil {
+		return 0
+	}
+	return m.spec.Slots
+}
 
 // Aliases returns the other names the model is known by.
-func (m *Model) Aliases() []string { return slices.Clone(m.spec.Aliases) }
+func (m *Model) Aliases() []string {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.spec.Aliases)
+}
 
 // PCIDeviceIDs returns the model's PCI device IDs (NVML form, 0x20B210DE).
-func (m *Model) PCIDeviceIDs() []uint32 { return slices.Clone(m.spec.PCIDeviceIDs) }
+func (m *Model) PCIDeviceIDs() []uint32 {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.spec.PCIDeviceIDs)
+}
 
 // OFABudget returns the GPU's optical-flow engine count (the largest any
 // profile holds): instances of profiles with OFAEngines > 0 may together
 // hold at most this many. On every shipped model it is 1, so at most one
 // "+me" instance (or the full 7g instance) exists at a time.
-func (m *Model) OFABudget() int { return m.ofaBudget }
+func (m *Model) OFABudget() int {
+	if m == nil {
+		return 0
+	}
+	return m.ofaBudget
+}
 
 // Profiles returns a copy of the profile table, in table order.
 func (m *Model) Profiles() []Profile {
+	if m == nil {
+		return nil
+	}
 	out := make([]Profile, len(m.spec.Profiles))
 	for i := range m.spec.Profiles {
 		out[i] = m.spec.Profiles[i].clone()
@@ -190,6 +235,9 @@ func (m *Model) Profiles() []Profile {
 // Spec returns a copy of the specification the model was built from (with
 // placements sorted and instance limits filled in).
 func (m *Model) Spec() ModelSpec {
+	if m == nil {
+		return ModelSpec{}
+	}
 	s := m.spec
 	s.Aliases = slices.Clone(s.Aliases)
 	s.PCIDeviceIDs = slices.Clone(s.PCIDeviceIDs)
@@ -209,6 +257,9 @@ func (m *Model) Profile(name string) (Profile, error) {
 
 // ProfileByID returns the profile with the given per-model profile ID.
 func (m *Model) ProfileByID(id int) (Profile, error) {
+	if m == nil {
+		return Profile{}, fmt.Errorf("%w: nil model", ErrUnknownProfile)
+	}
 	i, ok := m.byID[id]
 	if !ok {
 		return Profile{}, fmt.Errorf("%w: %s has no profile ID %d", ErrUnknownProfile, m.spec.Name, id)
@@ -217,6 +268,9 @@ func (m *Model) ProfileByID(id int) (Profile, error) {
 }
 
 func (m *Model) profileIndex(name string) (int, error) {
+	if m == nil {
+		return -1, fmt.Errorf("%w: nil model", ErrUnknownProfile)
+	}
 	n, err := ParseProfileName(name)
 	if err != nil {
 		return -1, err
@@ -236,6 +290,10 @@ func (m *Model) profileList() string {
 	return strings.Join(names, ", ")
 }
 
+// built reports whether m is a model NewModel built (not nil, not a zero
+// Model).
+func (m *Model) built() bool { return m != nil && m.byName != nil }
+
 // packCount returns how many instances of profile i fit in the slots not in
 // used, by geometry alone (interval scheduling: equal-size runs, so taking
 // the earliest-ending free placement first is optimal).
@@ -251,7 +309,12 @@ func (m *Model) packCount(i int, used uint32) int {
 }
 
 // String returns the model name.
-func (m *Model) String() string { return m.spec.Name }
+func (m *Model) String() string {
+	if m == nil {
+		return ""
+	}
+	return m.spec.Name
+}
 
 // Catalog maps model names, aliases and PCI device IDs to profile tables.
 // A Catalog is immutable and safe for concurrent use.
@@ -262,16 +325,19 @@ type Catalog struct {
 }
 
 // NewCatalog returns a catalog of the given models. A later model replaces
-// an earlier one with the same name.
+// an earlier one with the same name; nil and zero Models are skipped.
 func NewCatalog(models ...*Model) *Catalog {
 	c := &Catalog{byKey: map[string]*Model{}, byPCI: map[uint32]*Model{}}
+	at := map[string]int{} // lower-case name → index in c.models
 	for _, m := range models {
-		if m == nil {
+		if !m.built() {
 			continue
 		}
-		if j := slices.IndexFunc(c.models, func(o *Model) bool { return strings.EqualFold(o.Name(), m.Name()) }); j >= 0 {
+		k := strings.ToLower(m.Name())
+		if j, ok := at[k]; ok {
 			c.models[j] = m
 		} else {
+			at[k] = len(c.models)
 			c.models = append(c.models, m)
 		}
 	}
@@ -293,10 +359,13 @@ func NewCatalog(models ...*Model) *Catalog {
 // ones taking precedence: a discovered table replaces the shipped model of
 // the same name, and its aliases and PCI IDs win.
 func (c *Catalog) With(models ...*Model) *Catalog {
+	if c == nil {
+		c = &Catalog{}
+	}
 	all := append(slices.Clone(c.models), models...)
 	out := NewCatalog(all...)
 	for _, m := range models {
-		if m == nil {
+		if !m.built() {
 			continue
 		}
 		for _, a := range m.spec.Aliases {
@@ -310,7 +379,12 @@ func (c *Catalog) With(models ...*Model) *Catalog {
 }
 
 // Models returns the catalog's models in the order they were added.
-func (c *Catalog) Models() []*Model { return slices.Clone(c.models) }
+func (c *Catalog) Models() []*Model {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.models)
+}
 
 func normKey(s string) string {
 	s = strings.ToUpper(strings.TrimSpace(s))
@@ -338,6 +412,9 @@ func (c *Catalog) ForDevice(d topology.Device) (*Model, error) {
 }
 
 func (c *Catalog) lookup(name string, memBytes uint64) (*Model, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: %q: nil catalog", ErrUnknownModel, name)
+	}
 	key := normKey(name)
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty model name", ErrUnknownModel)

@@ -93,6 +93,7 @@ type fleetGPU struct {
 	layout *Layout
 	group  *modelGroup
 	b      *bucket
+	hpos   int // position in b.gpus
 }
 
 type modelGroup struct {
@@ -108,7 +109,7 @@ type bucket struct {
 	key    uint32
 	state  gstate
 	free   int
-	gpus   []int32    // ascending
+	gpus   []int32    // min-heap of GPU indexes
 	pos    int        // index in group.active, -1 when empty
 	best   []bestCand // per profile, computed lazily
 	scored []bool
@@ -126,19 +127,31 @@ type bestCand struct {
 // NewFleet returns a fleet holding copies of the layouts, which must be
 // valid. Layouts may be of different models.
 func NewFleet(layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
-	f := &Fleet{opts: opts}
+	return newFleet(layouts, opts, false)
+}
+
+// newFleet is NewFleet; trusted layouts (already validated, and not to be
+// changed through the fleet: only Choose is called) are neither validated
+// again nor copied.
+func newFleet(layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
+	f := &Fleet{opts: opts, gpus: make([]fleetGPU, 0, len(layouts))}
 	if opts.Strategy > MostUsedFirst {
 		return nil, fmt.Errorf("%w: strategy %d", ErrParse, opts.Strategy)
 	}
 	for i, l := range layouts {
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("gpu %d: %w", i, err)
+		if !trusted {
+			if err := l.Validate(); err != nil {
+				return nil, fmt.Errorf("gpu %d: %w", i, err)
+			}
 		}
 		g, err := f.group(l.Model)
 		if err != nil {
 			return nil, err
 		}
-		f.gpus = append(f.gpus, fleetGPU{layout: l.Clone(), group: g})
+		if !trusted {
+			l = l.Clone()
+		}
+		f.gpus = append(f.gpus, fleetGPU{layout: l, group: g})
 		s := l.Model.stateOf(l)
 		f.enter(int32(i), g.bucketFor(&s))
 	}
@@ -180,12 +193,15 @@ func (g *modelGroup) bucketForKey(k uint32) *bucket {
 	return g.bucketFor(&s)
 }
 
-// enter adds GPU i to bucket b.
+// enter adds GPU i to bucket b. A bucket's GPUs are a min-heap on the
+// index (the least is gpus[0]), so entering and leaving cost O(log n)
+// however many GPUs share a state.
 func (f *Fleet) enter(i int32, b *bucket) {
 	fg := &f.gpus[i]
 	fg.b = b
-	k, _ := slices.BinarySearch(b.gpus, i)
-	b.gpus = slices.Insert(b.gpus, k, i)
+	fg.hpos = len(b.gpus)
+	b.gpus = append(b.gpus, i)
+	f.heapUp(b, fg.hpos)
 	if b.pos < 0 {
 		g := fg.group
 		b.pos = len(g.active)
@@ -197,8 +213,16 @@ func (f *Fleet) enter(i int32, b *bucket) {
 func (f *Fleet) leave(i int32) {
 	fg := &f.gpus[i]
 	b := fg.b
-	k, _ := slices.BinarySearch(b.gpus, i)
-	b.gpus = slices.Delete(b.gpus, k, k+1)
+	k, last := fg.hpos, len(b.gpus)-1
+	if k != last {
+		b.gpus[k] = b.gpus[last]
+		f.gpus[b.gpus[k]].hpos = k
+	}
+	b.gpus = b.gpus[:last]
+	if k < last {
+		f.heapDown(b, k)
+		f.heapUp(b, k)
+	}
 	if len(b.gpus) == 0 {
 		g := fg.group
 		last := g.active[len(g.active)-1]
@@ -208,6 +232,40 @@ func (f *Fleet) leave(i int32) {
 		b.pos = -1
 	}
 	fg.b = nil
+}
+
+func (f *Fleet) heapSwap(b *bucket, x, y int) {
+	b.gpus[x], b.gpus[y] = b.gpus[y], b.gpus[x]
+	f.gpus[b.gpus[x]].hpos = x
+	f.gpus[b.gpus[y]].hpos = y
+}
+
+func (f *Fleet) heapUp(b *bucket, k int) {
+	for k > 0 {
+		p := (k - 1) / 2
+		if b.gpus[p] <= b.gpus[k] {
+			return
+		}
+		f.heapSwap(b, p, k)
+		k = p
+	}
+}
+
+func (f *Fleet) heapDown(b *bucket, k int) {
+	for n := len(b.gpus); ; {
+		m := k
+		if l := 2*k + 1; l < n && b.gpus[l] < b.gpus[m] {
+			m = l
+		}
+		if r := 2*k + 2; r < n && b.gpus[r] < b.gpus[m] {
+			m = r
+		}
+		if m == k {
+			return
+		}
+		f.heapSwap(b, k, m)
+		k = m
+	}
 }
 
 // caps returns the capacities of state key k.
@@ -286,6 +344,9 @@ type choice struct {
 }
 
 func (f *Fleet) choose(req Request) (choice, error) {
+	if f == nil {
+		return choice{}, fmt.Errorf("%w: nil fleet", ErrNoFit)
+	}
 	var best choice
 	found, known := false, false
 	for _, g := range f.groups {
@@ -382,6 +443,9 @@ func (f *Fleet) Place(req Request) (Assignment, error) {
 // and the error joins one ErrNoFit error per such request (nil when all
 // were placed).
 func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
+	if f == nil {
+		f = &Fleet{}
+	}
 	type item struct {
 		k, size int
 	}
@@ -416,8 +480,8 @@ func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
 // Remove deletes the instance starting at slot start from GPU index i (a
 // workload finished) and returns it.
 func (f *Fleet) Remove(i, start int) (Instance, error) {
-	if i < 0 || i >= len(f.gpus) {
-		return Instance{}, fmt.Errorf("%w: index %d of %d", ErrUnknownGPU, i, len(f.gpus))
+	if i < 0 || i >= f.Len() {
+		return Instance{}, fmt.Errorf("%w: index %d of %d", ErrUnknownGPU, i, f.Len())
 	}
 	fg := &f.gpus[i]
 	in, err := fg.layout.Remove(start)
@@ -431,13 +495,27 @@ func (f *Fleet) Remove(i, start int) (Instance, error) {
 }
 
 // Len returns the number of GPUs.
-func (f *Fleet) Len() int { return len(f.gpus) }
+func (f *Fleet) Len() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.gpus)
+}
 
-// Layout returns a copy of GPU i's layout.
-func (f *Fleet) Layout(i int) *Layout { return f.gpus[i].layout.Clone() }
+// Layout returns a copy of GPU i's layout, or nil when i is not an index
+// of the fleet.
+func (f *Fleet) Layout(i int) *Layout {
+	if i < 0 || i >= f.Len() {
+		return nil
+	}
+	return f.gpus[i].layout.Clone()
+}
 
 // Layouts returns copies of every GPU's layout, in fleet order.
 func (f *Fleet) Layouts() []*Layout {
+	if f == nil {
+		return nil
+	}
 	out := make([]*Layout, len(f.gpus))
 	for i := range f.gpus {
 		out[i] = f.gpus[i].layout.Clone()

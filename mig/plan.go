@@ -71,6 +71,9 @@ func (k StepKind) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *StepKind) UnmarshalText(b []byte) error {
+	if k == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *StepKind", ErrParse)
+	}
 	for i, n := range stepNames {
 		if n != "" && n == string(b) {
 			*k = StepKind(i)
@@ -361,12 +364,16 @@ type Plan struct {
 	Reclaimed []Eviction `json:"reclaimed,omitempty"`
 	// Cost is the plan's cost.
 	Cost Cost `json:"cost"`
-	// Considered is how many ways of making room the planner weighed.
+	// Considered is how many ways of making room the planner weighed in
+	// full (those a quick necessary condition rules out are not counted).
 	Considered int `json:"considered"`
 }
 
 // Explain describes the plan in words, one sentence per line.
 func (p *Plan) Explain() string {
+	if p == nil {
+		return ""
+	}
 	if p.Mode != "" {
 		return p.explainAMD()
 	}

@@ -94,6 +94,9 @@ func (n ProfileName) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (n *ProfileName) UnmarshalText(b []byte) error {
+	if n == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *ProfileName", ErrBadProfileName)
+	}
 	p, err := ParseProfileName(string(b))
 	if err != nil {
 		return err
@@ -253,10 +256,18 @@ type Profile struct {
 }
 
 // String returns the profile's name.
-func (p *Profile) String() string { return p.Name.String() }
+func (p *Profile) String() string {
+	if p == nil {
+		return ""
+	}
+	return p.Name.String()
+}
 
 // Allows reports whether pl is one of the profile's legal placements.
 func (p *Profile) Allows(pl Placement) bool {
+	if p == nil {
+		return false
+	}
 	for _, q := range p.Placements {
 		if q == pl {
 			return true
@@ -267,6 +278,9 @@ func (p *Profile) Allows(pl Placement) bool {
 
 // PlacementAt returns the legal placement starting at slot start.
 func (p *Profile) PlacementAt(start int) (Placement, bool) {
+	if p == nil {
+		return Placement{}, false
+	}
 	for _, q := range p.Placements {
 		if q.Start == start {
 			return q, true

@@ -10,8 +10,14 @@ import "slices"
 // at most 1,024 states) a table per model caches, for every state, each
 // profile's remaining capacity and the states each legal placement leads to.
 
-// maxTableStates bounds the per-model state table.
-const maxTableStates = 1 << 16
+// maxTableStates bounds the per-model state table's states, and
+// maxTableCells its states × (profiles + placements), which is what its
+// memory grows with (a few MB at the bound; every shipped model needs
+// 32,768 cells). Larger models are computed directly.
+const (
+	maxTableStates = 1 << 16
+	maxTableCells  = 1 << 17
+)
 
 // cand is one legal placement from a state: the placement index and the
 // state it leads to.
@@ -146,10 +152,14 @@ func (m *Model) candsOf(dst []cand, s *gstate, i int) []cand {
 func (m *Model) stateTable() *stateTable {
 	m.once.Do(func() {
 		n := m.numStates()
-		if n == 0 {
+		np := len(m.spec.Profiles)
+		cells := np
+		for i := range m.spec.Profiles {
+			cells += len(m.spec.Profiles[i].Placements)
+		}
+		if n == 0 || n*cells > maxTableCells {
 			return
 		}
-		np := len(m.spec.Profiles)
 		t := &stateTable{caps: make([][]uint8, n), cands: make([][][]cand, n)}
 		capBuf := make([]uint8, n*np)
 		for k := 0; k < n; k++ {

@@ -75,7 +75,7 @@ func BenchmarkSelectMI300XCPX(b *testing.B) {
 
 // withIDs rebuilds node with its own device UUIDs, as a real server has:
 // every such node has its own Fingerprint (and shares the shape's tables).
-func withIDs(b *testing.B, node *topology.Node, serial int) *topology.Node {
+func withIDs(b testing.TB, node *topology.Node, serial int) *topology.Node {
 	bl := topology.NewBuilder().SetName(fmt.Sprintf("%s-%d", node.Name(), serial))
 	for i := range node.Len() {
 		d := node.Device(i)
@@ -148,4 +148,57 @@ func BenchmarkCompileCold(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkCacheChurn is a scheduler on a churning fleet: 10,000 distinct
+// nodes (every node with its own UUIDs, five hardware shapes, one in a
+// hundred a 16-device node), each scored (ScoreNode) and selected on (SelectDevices)
+// once under one of 1,000 weight settings, then dropped. One op = all
+// 10,000 nodes; heap-MiB is the live heap after a GC at the end (the
+// bounded caches plus the benchmark's own few MiB).
+func BenchmarkCacheChurn(b *testing.B) {
+	shapes := []*topology.Node{fixtureH8(b), fixtureF1(b), fixtureB8(b), fixtureK8(b), fixtureN16(b)}
+	weights := make([]Weights, 1000)
+	for j := range weights {
+		weights[j] = Weights{Ring: float64(1 + j), Aggregate: 10, NUMA: float64(j % 7), PCIe: 2, LookAhead: float64(50 + j%13), Packing: 8}
+	}
+	serial := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range 10000 {
+			shape := shapes[i%4]
+			if i%100 == 99 {
+				shape = shapes[4]
+			}
+			node := withIDs(b, shape, serial)
+			serial++
+			w := &weights[i%len(weights)]
+			if _, err := ScoreNode(node, nil, Request{Count: 2, Weights: w}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := SelectDevices(node, nil, Request{Count: 1 + i%4, Weights: w}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	nodes, shapesN, weightsN, _, _, _, weightBytes, _ := cacheCounts()
+	heap := heapMiB()
+	// The caches' bounds (two table budgets, the evaluators) plus 64 MiB for
+	// the pinned nodes, the handles and the benchmark itself.
+	if limit := float64(2*CacheMaxTableBytes+CacheMaxEvaluatorBytes)/(1<<20) + 64; heap > limit {
+		b.Errorf("live heap %.1f MiB after churn, want at most %.0f MiB", heap, limit)
+	}
+	b.ReportMetric(heap, "heap-MiB")
+	b.ReportMetric(float64(nodes), "node-handles")
+	b.ReportMetric(float64(shapesN), "shapes")
+	b.ReportMetric(float64(weightsN), "weight-tables")
+	b.ReportMetric(float64(weightBytes)/(1<<20), "weight-MiB")
+}
+
+// BenchmarkSelectWeights is BenchmarkSelect8's k=4 on H8 with non-default
+// weights (the weight-table cache lookup on the hot path).
+func BenchmarkSelectWeights(b *testing.B) {
+	w := Weights{Ring: 50, Aggregate: 20, NUMA: 5, PCIe: 2, LookAhead: 100, Packing: 8}
+	benchSelect(b, fixtureH8(b), nil, Request{Count: 4, Weights: &w})
 }

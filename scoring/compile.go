@@ -3,7 +3,9 @@ package scoring
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"sync"
+	"math"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -19,75 +21,105 @@ import (
 // The heavy tables are shared by every node of the same scoring shape: the
 // same links, NUMA nodes, scopes, NICs, memory, health and models, whatever
 // their names, UUIDs and PCI addresses. A cluster of a thousand identical
-// servers builds them once.
+// servers builds them once. Every cache involved is bounded (see
+// CacheMaxNodes and the other Cache constants).
 type Compiled struct {
-	m *model
+	node *topology.Node
+	m    *model // the shape's model (built from the shape's first node)
 	*shape
 }
 
+// shapeKey identifies a scoring shape: a hash of everything the tables
+// depend on, nothing that only names the hardware. (When topology offers a
+// shape fingerprint with the same guarantees, shapeKeyOf can use it.)
+type shapeKey [sha256.Size]byte
+
 // shape holds what nodes of one scoring shape share.
 type shape struct {
+	key   shapeKey
+	m     *model
+	model string       // GPU model of device 0 (FGD evaluators are per model)
 	small *smallTables // nil when the node has more than smallMax devices
 	large *largeModel  // nil when small is set
 	def   *weightedTables
-	other sync.Map // Weights -> *weightedTables
-	evals sync.Map // *FGDWorkload -> *FGDEvaluator for the shape's model
+	bytes int64       // size when built (look-ahead tables are charged as built)
+	gone  atomic.Bool // evicted from shapeCache
 }
 
-// The caches: fingerprint → Compiled (a small per-node record: Fingerprint
-// covers device UUIDs, so every real node has its own), and shape key →
-// shape (the tables). Maps with array keys, not sync.Maps, so that a lookup
-// allocates nothing.
-var cache struct {
-	sync.RWMutex
-	nodes  map[topology.Fingerprint]*Compiled
-	shapes map[[sha256.Size]byte]*shape
+// unitWeights are the weights the weight-dependent tables depend on (ring,
+// aggregate, NUMA, PCIe), normalised to sum to 1 (all 0 when they are all
+// 0): weight settings with the same ratios share one table.
+type unitWeights [4]float64
+
+func unitKey(w *Weights) unitWeights {
+	sum := w.Ring + w.Aggregate + w.NUMA + w.PCIe
+	if sum == 0 || math.IsInf(sum, 0) || math.IsNaN(sum) {
+		return unitWeights{}
+	}
+	return unitWeights{w.Ring / sum, w.Aggregate / sum, w.NUMA / sum, w.PCIe / sum}
 }
 
-// Compile prepares node for selection, or returns the prepared form cached
-// for a node with the same Fingerprint. SelectDevices and ScoreNode call it
-// implicitly; callers that hold nodes for long may call it once and use the
-// handle's methods.
+func (k unitWeights) weights() Weights {
+	return Weights{Ring: k[0], Aggregate: k[1], NUMA: k[2], PCIe: k[3]}
+}
+
+type weightKey struct {
+	shape shapeKey
+	w     unitWeights
+}
+
+// evalKey identifies an FGD evaluator by the workload's content and the GPU
+// model, never by the *FGDWorkload pointer.
+type evalKey struct {
+	workload [sha256.Size]byte
+	model    string
+}
+
+// The caches, all bounded: node pointer → handle (a small record that pins
+// its node; cost devices²), shape key → shape tables, shape and weights →
+// weight-dependent tables, workload content and model → FGD evaluator.
+var (
+	nodeCache   = newLRU[*topology.Node, *Compiled](CacheMaxNodes, CacheMaxNodePairs, nil)
+	shapeCache  = newLRU[shapeKey, *shape](math.MaxInt, CacheMaxTableBytes, shapeEvicted)
+	weightCache = newLRU[weightKey, *weightedTables](math.MaxInt, CacheMaxTableBytes, nil)
+	evalCache   = newLRU[evalKey, *FGDEvaluator](CacheMaxEvaluators, CacheMaxEvaluatorBytes, nil)
+)
+
+// shapeEvicted drops the node handles that point at an evicted shape, so
+// the handle cache never keeps evicted tables alive.
+func shapeEvicted(sh *shape) {
+	sh.gone.Store(true)
+	nodeCache.removeIf(func(c *Compiled) bool { return c.shape == sh })
+}
+
+// Compile prepares node for selection, or returns the handle cached for
+// the same *topology.Node (nodes are immutable). Nodes of one scoring shape
+// share their tables, whatever their names and UUIDs. SelectDevices and
+// ScoreNode call it implicitly; callers that hold nodes for long may call it
+// once and use the handle's methods (a handle stays valid after the caches
+// evict it).
 func Compile(node *topology.Node) (*Compiled, error) {
 	if node == nil {
 		return nil, reqErr(ErrInvalidRequest, nil, "nil node")
 	}
-	fp := node.Fingerprint()
-	cache.RLock()
-	c, ok := cache.nodes[fp]
-	cache.RUnlock()
-	if ok {
+	if c, ok := nodeCache.get(node); ok {
 		return c, nil
 	}
 	m, err := newModel(node)
 	if err != nil {
 		return nil, err
 	}
-	key := m.shapeKey()
-	cache.RLock()
-	sh, ok := cache.shapes[key]
-	cache.RUnlock()
+	key := shapeKeyOf(m)
+	sh, ok := shapeCache.get(key)
 	if !ok {
-		sh = newShape(m)
+		sh = newShape(key, m)
+		sh = shapeCache.add(key, sh, sh.bytes)
 	}
-	cache.Lock()
-	defer cache.Unlock()
-	if prev, ok := cache.nodes[fp]; ok {
-		return prev, nil
+	n := int64(node.Len())
+	c := nodeCache.add(node, &Compiled{node: node, m: sh.m, shape: sh}, max(n*n, 1))
+	if sh.gone.Load() { // evicted meanwhile: do not let the handle cache pin it
+		nodeCache.remove(node, func(v *Compiled) bool { return v.shape == sh })
 	}
-	if prev, ok := cache.shapes[key]; ok {
-		sh = prev
-	} else {
-		if cache.shapes == nil {
-			cache.shapes = map[[sha256.Size]byte]*shape{}
-		}
-		cache.shapes[key] = sh
-	}
-	if cache.nodes == nil {
-		cache.nodes = map[topology.Fingerprint]*Compiled{}
-	}
-	c = &Compiled{m: m, shape: sh}
-	cache.nodes[fp] = c
 	return c, nil
 }
 
@@ -97,23 +129,45 @@ func compile(node *topology.Node) (*Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Compiled{m: m, shape: newShape(m)}, nil
+	return &Compiled{node: node, m: m, shape: newShape(shapeKeyOf(m), m)}, nil
 }
 
-func newShape(m *model) *shape {
-	sh := &shape{}
+func newShape(key shapeKey, m *model) *shape {
+	sh := &shape{key: key, m: m}
+	if m.n > 0 {
+		sh.model = m.node.Device(0).Model
+	}
+	n := int64(m.n)
+	// The model, and the node it pins.
+	sh.bytes = n*n*(8+1+1+64) + n*(scopeKinds*(deviceSetBytes+8)+64+len64(sh.model)) + 1024
 	if m.n <= smallMax {
 		sh.small = newSmallTables(m)
-		sh.def = newWeightedTables(sh.small, DefaultWeights())
+		sh.def = newWeightedTables(sh.small, unitKey(ptr(DefaultWeights())))
+		sh.def.charge = func(delta int64) {
+			shapeCache.charge(key, func(v *shape) bool { return v == sh }, delta)
+		}
+		N := int64(1) << m.n
+		sh.bytes += N*(int64(unsafe.Sizeof(own{}))+8+4*scopeKinds+4) + sh.def.bytes()
 	} else {
 		sh.large = newLargeModel(m)
+		sh.bytes += n*n*(8+1+1) + n*64 + largeRingCacheMax*48
 	}
 	return sh
 }
 
+func ptr[T any](v T) *T { return &v }
+
+// defaultWeights is DefaultWeights(), for a fast comparison.
+var defaultWeights = DefaultWeights()
+
+func len64(s string) int64 { return int64(len(s)) }
+
+// deviceSetBytes is the size of a DeviceSet value.
+const deviceSetBytes = MaxDevices / 8
+
 // shapeKey hashes everything the tables depend on, and nothing that only
 // names the hardware (node name, UUIDs, PCI addresses).
-func (m *model) shapeKey() [sha256.Size]byte {
+func shapeKeyOf(m *model) shapeKey {
 	h := sha256.New()
 	var buf [8]byte
 	put := func(v int64) {
@@ -150,40 +204,55 @@ func (m *model) shapeKey() [sha256.Size]byte {
 			}
 		}
 	}
-	var out [sha256.Size]byte
+	var out shapeKey
 	h.Sum(out[:0])
 	return out
 }
 
-// Len returns the node's device count.
-func (c *Compiled) Len() int { return c.m.n }
+// Len returns the node's device count (0 for a nil handle).
+func (c *Compiled) Len() int {
+	if c == nil || c.m == nil {
+		return 0
+	}
+	return c.m.n
+}
 
-// Node returns the topology the handle was compiled from (the first node
-// compiled with this Fingerprint).
-func (c *Compiled) Node() *topology.Node { return c.m.node }
+// Node returns the topology the handle was compiled from (nil for a nil
+// handle).
+func (c *Compiled) Node() *topology.Node {
+	if c == nil {
+		return nil
+	}
+	return c.node
+}
 
 // weighted returns the weight-dependent tables for w (small nodes only).
 func (c *Compiled) weighted(w *Weights) *weightedTables {
-	if *w == c.def.w {
+	if *w == defaultWeights {
 		return c.def
 	}
-	if t, ok := c.other.Load(*w); ok {
-		return t.(*weightedTables)
+	k := unitKey(w)
+	if k == c.def.key {
+		return c.def
 	}
-	t, _ := c.other.LoadOrStore(*w, newWeightedTables(c.small, *w))
-	return t.(*weightedTables)
+	wk := weightKey{c.shape.key, k}
+	if t, ok := weightCache.get(wk); ok {
+		return t
+	}
+	t := newWeightedTables(c.small, k)
+	t.charge = func(delta int64) {
+		weightCache.charge(wk, func(v *weightedTables) bool { return v == t }, delta)
+	}
+	return weightCache.add(wk, t, t.bytes())
 }
 
 // evaluator returns the FGD evaluator of w for the node's GPU model (the
 // model of device 0; FGD keys workloads by model).
 func (c *Compiled) evaluator(w *FGDWorkload) *FGDEvaluator {
-	if e, ok := c.evals.Load(w); ok {
-		return e.(*FGDEvaluator)
+	k := evalKey{w.contentKey(), c.shape.model}
+	if e, ok := evalCache.get(k); ok {
+		return e
 	}
-	model := ""
-	if c.m.n > 0 {
-		model = c.m.node.Device(0).Model
-	}
-	e, _ := c.evals.LoadOrStore(w, w.Evaluator(model))
-	return e.(*FGDEvaluator)
+	e := w.Evaluator(c.shape.model)
+	return evalCache.add(k, e, e.bytes())
 }

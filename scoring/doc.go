@@ -9,9 +9,11 @@
 //     name, and the runner-up with why it lost.
 //   - [ScoreNode] maps the objective value of a node's best set to
 //     0..[MaxNodeScore] (kube-scheduler's MaxNodeScore).
-//   - [Compile] prepares a node once; the result is cached by
-//     topology.Fingerprint and shared by every node of the same shape.
-//   - [State] records whole allocations and shared slices per device.
+//   - [Compile] prepares a node once; the handle is cached per node and its
+//     tables are shared by every node of the same shape (see Caches).
+//   - [State] records whole allocations and shared slices per device; its
+//     methods are all-or-nothing ([NewStateFor] also checks each device's
+//     memory).
 //   - [Fragmentation] measures how much of a node's free capacity a typical
 //     workload cannot use (FGD's definition).
 //
@@ -124,6 +126,21 @@
 // Ties are broken by the lexicographically smallest device list, so results
 // are deterministic; relabelling devices changes which of several tied
 // sets is returned, never the score.
+//
+// # Caches
+//
+// Compiled tables are cached by what they depend on, never by identity:
+// per-subset tables by hardware shape (links, NUMA, scopes, NICs, memory,
+// health and model; not names, UUIDs or PCI addresses), weight-dependent
+// tables by the shape and the normalised ring/aggregate/NUMA/PCIe weights
+// (settings with the same ratios share them), FGD evaluators by the
+// workload's content and the GPU model. A handle per *topology.Node (nodes
+// are immutable) makes the repeated call cheap. Every cache is bounded
+// ([CacheMaxNodes], [CacheMaxNodePairs], [CacheMaxTableBytes] for shape
+// tables and again for weight tables, [CacheMaxEvaluators],
+// [CacheMaxEvaluatorBytes]) and evicts the least recently used entries
+// (CLOCK), so a long-running scheduler on a churning fleet holds a bounded
+// amount of memory; an evicted entry is rebuilt on the next use.
 //
 // # Concurrency
 //

@@ -3,6 +3,8 @@ package scoring
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Sentinel errors. Every error SelectDevices and ScoreNode return wraps one of
@@ -23,14 +25,21 @@ var (
 	// ErrUnsatisfiable: enough devices are usable, but no set of them meets
 	// the hard constraints (required scope, allowed-set table).
 	ErrUnsatisfiable = errors.New("scoring: no device set meets the constraints")
-	// ErrTooManyDevices: the node has more than MaxDevices devices.
-	ErrTooManyDevices = errors.New("scoring: node has too many devices")
+	// ErrTooManyDevices: the node has more than MaxDevices devices. It
+	// wraps topology.ErrLimit.
+	ErrTooManyDevices = fmt.Errorf("scoring: node has too many devices: %w", topology.ErrLimit)
 )
+
+// errLimit is the Err of a request or state that exceeds a size limit: it
+// wraps both ErrInvalidRequest and topology.ErrLimit.
+var errLimit = fmt.Errorf("%w: %w", ErrInvalidRequest, topology.ErrLimit)
 
 // RequestError is the error SelectDevices returns: a sentinel plus the
 // devices at fault and a human-readable reason.
 type RequestError struct {
-	// Err is the sentinel (ErrInvalidRequest, ErrInsufficientDevices, ...).
+	// Err is the sentinel (ErrInvalidRequest, ErrInsufficientDevices, ...);
+	// for an input over a size limit, an error wrapping both
+	// ErrInvalidRequest and topology.ErrLimit (test with errors.Is).
 	Err error
 	// Devices lists the device indices at fault, when the problem names some.
 	Devices []int

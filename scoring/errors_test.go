@@ -94,7 +94,7 @@ func TestTooManyDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SelectDevices(node, nil, Request{Count: 1}); !errors.Is(err, ErrTooManyDevices) {
+	if _, err := SelectDevices(node, nil, Request{Count: 1}); !errors.Is(err, ErrTooManyDevices) || !errors.Is(err, topology.ErrLimit) {
 		t.Fatalf("257 devices: %v", err)
 	}
 }
@@ -125,7 +125,12 @@ func TestStateMethods(t *testing.T) {
 		t.Fatalf("after slice: %+v (len %d)", u, len(s.Devices))
 	}
 	c := s.Clone()
-	c.Release(1, 6, 99)
+	if err := c.Release(1, 6, 99); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("releasing free device 99: %v", err)
+	}
+	if err := c.Release(1, 6); err != nil {
+		t.Fatal(err)
+	}
 	if c.Usage(1).InUse() || c.Usage(6).InUse() || !s.Usage(1).Allocated || s.Usage(6).Slices != 1 {
 		t.Fatal("Clone is not deep, or Release failed")
 	}

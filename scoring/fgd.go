@@ -6,11 +6,14 @@ package scoring
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // FGDMilli is the capacity of one whole GPU in milli-GPU.
@@ -128,6 +131,8 @@ func FGDTaskFragment(n FGDNode, t FGDTask) (int64, error) {
 // FGDWorkload is a set of task shapes with popularities summing to one: the
 // workload M against which FGD measures expected fragmentation
 // F_n(M) = Σ_m p_m·F_n(m). It is immutable and safe for concurrent use.
+// A nil *FGDWorkload, like a zero FGDWorkload, is the empty workload: no
+// task fits anywhere, so all free capacity counts as fragment.
 type FGDWorkload struct {
 	tasks []FGDTask // weights normalised, sorted by decreasing weight
 	// gpu holds the GPU tasks sorted by GPUMilli ascending, for the
@@ -136,6 +141,66 @@ type FGDWorkload struct {
 	// demand ratios of the GPU tasks: CPU milli and memory MiB per
 	// milli-GPU requested (0 when the tasks ask none)
 	cpuPerMilli, memPerMilli float64
+	// key hashes the content (set by fgdNewWorkload; zero for a zero
+	// FGDWorkload), so that caches key workloads by content.
+	key [sha256.Size]byte
+}
+
+// fgdContentKey hashes what an evaluator depends on: the tasks (weights
+// included) and the demand ratios.
+func fgdContentKey(tasks []FGDTask, cpuPerMilli, memPerMilli float64) [sha256.Size]byte {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	put(uint64(len(tasks)))
+	for _, t := range tasks {
+		put(uint64(t.CPUMilli))
+		put(uint64(t.GPUMilli))
+		put(uint64(t.GPUs))
+		put(uint64(t.MemoryMiB))
+		put(math.Float64bits(t.Weight))
+		put(uint64(len(t.Models)))
+		h.Write([]byte(t.Models))
+	}
+	put(math.Float64bits(cpuPerMilli))
+	put(math.Float64bits(memPerMilli))
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// emptyWorkload and emptyEvaluator stand for nil receivers: a nil
+// *FGDWorkload is the empty workload (no tasks, like a zero FGDWorkload),
+// and a nil *FGDEvaluator is its evaluator.
+var (
+	emptyWorkload  FGDWorkload
+	emptyEvaluator FGDEvaluator
+)
+
+func (w *FGDWorkload) orEmpty() *FGDWorkload {
+	if w == nil {
+		return &emptyWorkload
+	}
+	return w
+}
+
+func (e *FGDEvaluator) orEmpty() *FGDEvaluator {
+	if e == nil {
+		return &emptyEvaluator
+	}
+	return e
+}
+
+// contentKey returns the workload's content hash.
+func (w *FGDWorkload) contentKey() [sha256.Size]byte {
+	w = w.orEmpty()
+	if w.key == ([sha256.Size]byte{}) { // a zero FGDWorkload
+		return fgdContentKey(w.tasks, w.cpuPerMilli, w.memPerMilli)
+	}
+	return w.key
 }
 
 // NewFGDWorkload builds a workload from task shapes, normalising their
@@ -290,16 +355,18 @@ func fgdNewWorkload(tasks []FGDTask) *FGDWorkload {
 		w.cpuPerMilli, w.memPerMilli = cpu/milli, mem/milli
 	}
 	slices.SortStableFunc(w.gpu, func(a, b FGDTask) int { return cmp.Compare(a.GPUMilli, b.GPUMilli) })
+	w.key = fgdContentKey(w.tasks, w.cpuPerMilli, w.memPerMilli)
 	return w
 }
 
 // Tasks returns a copy of the workload's task shapes, most popular first,
 // with normalised weights.
-func (w *FGDWorkload) Tasks() []FGDTask { return slices.Clone(w.tasks) }
+func (w *FGDWorkload) Tasks() []FGDTask { return slices.Clone(w.orEmpty().tasks) }
 
 // Fragment returns F_n(M), the expected fragment of node n in milli-GPU:
 // the free GPU capacity that a task drawn from the workload could not use.
 func (w *FGDWorkload) Fragment(n FGDNode) (float64, error) {
+	w = w.orEmpty()
 	if err := n.validate(); err != nil {
 		return 0, err
 	}
@@ -313,6 +380,7 @@ func (w *FGDWorkload) Fragment(n FGDNode) (float64, error) {
 // (lowest index on ties); a whole-GPU task takes the lowest-indexed fully
 // free GPUs. ok is false when the task does not fit on the node.
 func (w *FGDWorkload) Delta(n FGDNode, t FGDTask) (delta float64, gpus []int, ok bool, err error) {
+	w = w.orEmpty()
 	if err := t.validate(); err != nil {
 		return 0, nil, false, err
 	}
@@ -382,6 +450,7 @@ type FGDEvaluator struct {
 // model. Build it once per model and reuse it: Fragment is the hot path
 // of FGD scoring.
 func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
+	w = w.orEmpty()
 	e := &FGDEvaluator{cpuPerMilli: w.cpuPerMilli, memPerMilli: w.memPerMilli}
 	for _, t := range w.gpu {
 		if fgdAccepts(t.Models, model) {
@@ -395,6 +464,11 @@ func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
 	return e
 }
 
+// bytes is the evaluator's size.
+func (e *FGDEvaluator) bytes() int64 {
+	return int64(unsafe.Sizeof(*e)) + int64(len(e.milli))*(8+8+8+8+8)
+}
+
 // Fragment returns F_n(M) in milli-GPU for a node with cpuFree milli-cores,
 // memFree MiB and gpuFree milli-GPU free on each GPU (values are not
 // checked; pass 0..1000). gpuFree is not modified.
@@ -405,6 +479,7 @@ func (w *FGDWorkload) Evaluator(model string) *FGDEvaluator {
 // task that fits leaves exactly the GPUs too small for it as fragment, and
 // every other task sees all of T as fragment.
 func (e *FGDEvaluator) Fragment(cpuFree, memFree int64, gpuFree []int64) float64 {
+	e = e.orEmpty()
 	var buf [16]int64
 	var r []int64
 	if len(gpuFree) <= len(buf) {
@@ -455,6 +530,7 @@ func (e *FGDEvaluator) Fragment(cpuFree, memFree int64, gpuFree []int64) float64
 // asked per milli-GPU by its GPU tasks, weighted by popularity. Memory is 0
 // when the tasks carry none.
 func (w *FGDWorkload) DemandRatios() (cpuPerMilliGPU, memPerMilliGPU float64) {
+	w = w.orEmpty()
 	return w.cpuPerMilli, w.memPerMilli
 }
 
@@ -466,6 +542,7 @@ func (w *FGDWorkload) DemandRatios() (cpuPerMilliGPU, memPerMilliGPU float64) {
 // task fits beside it, while Stranded sees early that a node whose CPU or
 // memory is being used faster than its GPUs will end with idle GPUs.
 func (w *FGDWorkload) Stranded(n FGDNode) (float64, error) {
+	w = w.orEmpty()
 	if err := n.validate(); err != nil {
 		return 0, err
 	}
@@ -474,6 +551,7 @@ func (w *FGDWorkload) Stranded(n FGDNode) (float64, error) {
 
 // Stranded is [FGDWorkload.Stranded] without allocation.
 func (e *FGDEvaluator) Stranded(cpuFree, memFree int64, gpuFree []int64) float64 {
+	e = e.orEmpty()
 	var g int64
 	for _, v := range gpuFree {
 		g += v

@@ -38,6 +38,9 @@ func Fragmentation(node *topology.Node, state *State, w *FGDWorkload) (FreeFragm
 	if state != nil && len(state.Devices) > n {
 		return FreeFragment{}, reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
 	}
+	if err := state.Validate(); err != nil {
+		return FreeFragment{}, err
+	}
 	free := gpuFreeMilli(c.m, state, make([]int64, n))
 	var out FreeFragment
 	for _, f := range free {

@@ -58,6 +58,9 @@ type class struct {
 	numa    int
 }
 
+// largeRingCacheMax bounds a large model's cache of quotient rings.
+const largeRingCacheMax = 4096
+
 type largeModel struct {
 	m       *model
 	cls     []class
@@ -524,7 +527,9 @@ func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
 		if !ok {
 			r = s.quotientRing(cls)
 			lm.ringMu.Lock()
-			lm.ringCache[touched] = r
+			if len(lm.ringCache) < largeRingCacheMax {
+				lm.ringCache[touched] = r
+			}
 			lm.ringMu.Unlock()
 		}
 		cross = r

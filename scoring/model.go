@@ -69,7 +69,7 @@ type model struct {
 func newModel(node *topology.Node) (*model, error) {
 	n := node.Len()
 	if n > MaxDevices {
-		return nil, reqErr(ErrTooManyDevices, nil, "node %q has %d devices, at most %d are supported", node.Name(), n, MaxDevices)
+		return nil, reqErr(ErrTooManyDevices, nil, "node %q has %d devices, more than scoring.MaxDevices (%d)", node.Name(), n, MaxDevices)
 	}
 	m := &model{node: node, n: n, bw: make([]int64, n*n), sw: make([]bool, n*n), pcie: make([]int8, n*n),
 		memory: make([]uint64, n), healthy: make([]bool, n), nics: len(node.NICs())}

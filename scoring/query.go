@@ -8,7 +8,8 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// Option configures one SelectDevices or ScoreNode call.
+// Option configures one SelectDevices or ScoreNode call (a nil Option is
+// ignored).
 type Option func(*options)
 
 type options struct {
@@ -49,6 +50,9 @@ type query struct {
 func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, perDevice bool) error {
 	q.c, q.m = c, c.m
 	for _, o := range opts {
+		if o == nil {
+			continue
+		}
 		var op options
 		o(&op)
 		q.explain = q.explain || op.explain
@@ -80,11 +84,25 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if state != nil && len(state.Devices) > n {
 		return reqErr(ErrInvalidRequest, nil, "state describes %d devices, the node has %d", len(state.Devices), n)
 	}
-	if state != nil {
-		for i, u := range state.Devices {
-			if u.ComputeUsed < 0 || u.ComputeUsed > 1000 || u.Slices < 0 {
-				return reqErr(ErrInvalidRequest, []int{i}, "state: compute used %d (want 0..1000), slices %d", u.ComputeUsed, u.Slices)
-			}
+	if state != nil && state.capacity != nil && len(state.capacity) != n {
+		return reqErr(ErrInvalidRequest, nil, "state was made (NewStateFor) for a node of %d devices, this one has %d", len(state.capacity), n)
+	}
+	if err := state.Validate(); err != nil {
+		return err
+	}
+	if len(req.Required) > MaxDevices || len(req.Excluded) > MaxDevices {
+		return reqErr(errLimit, nil, "%d required and %d excluded devices, more than scoring.MaxDevices (%d) each", len(req.Required), len(req.Excluded), MaxDevices)
+	}
+	if len(req.AllowedSets) > MaxAllowedSets {
+		return reqErr(errLimit, nil, "%d allowed sets, more than scoring.MaxAllowedSets (%d)", len(req.AllowedSets), MaxAllowedSets)
+	}
+	if len(req.Affinity.NUMA) > MaxNUMANode+1 || len(req.Affinity.NICs) > topology.MaxDevices {
+		return reqErr(errLimit, nil, "affinity lists %d NUMA nodes and %d NICs, more than scoring.MaxNUMANode+1 (%d) and topology.MaxDevices (%d)",
+			len(req.Affinity.NUMA), len(req.Affinity.NICs), MaxNUMANode+1, topology.MaxDevices)
+	}
+	for _, id := range req.Affinity.NUMA {
+		if id < 0 || id > MaxNUMANode {
+			return reqErr(ErrInvalidRequest, nil, "affinity NUMA node %d out of range 0..%d", id, MaxNUMANode)
 		}
 	}
 	if q.shared {

@@ -60,14 +60,23 @@ type SharedSlice struct {
 
 // Affinity is a soft preference for devices near CPUs or NICs.
 type Affinity struct {
-	// NUMA lists preferred CPU NUMA node ids; a device attached to one of
-	// them scores 1 on the affinity component, others 0.
+	// NUMA lists preferred CPU NUMA node ids (0..MaxNUMANode); a device
+	// attached to one of them scores 1 on the affinity component, others 0.
+	// An id outside that range is an ErrInvalidRequest.
 	NUMA []int
-	// NICs lists preferred NIC indices (into topology.Node.NICs); a device
+	// NICs lists preferred NIC indices (into topology.Node.NICs; an index
+	// the node does not have is an ErrInvalidRequest); a device
 	// scores by its PCIe path class to the closest of them (PIX 1, PXB 0.8,
 	// PHB 0.6, NODE 0.4, SYS 0.2, unknown 0).
 	NICs []int
 }
+
+// MaxNUMANode is the largest NUMA node id Affinity.NUMA may name (Linux
+// supports at most 1024 NUMA nodes).
+const MaxNUMANode = 1023
+
+// MaxAllowedSets is the most entries Request.AllowedSets may hold.
+const MaxAllowedSets = 4096
 
 // Scope is a kind of device grouping a request can be confined to.
 type Scope uint8
@@ -131,7 +140,9 @@ func (m ScopeMode) String() string {
 // Weights weigh the objective's components (see the package documentation).
 // The score of a set is the weighted mean of its components, each in [0,1],
 // so only the ratios between weights matter. Weights must be finite and
-// non-negative, and at least one must be positive.
+// non-negative, their sum must be finite (below math.MaxFloat64), and at
+// least one must be positive; otherwise SelectDevices returns
+// ErrInvalidRequest.
 type Weights struct {
 	// Ring weighs the bottleneck bandwidth of the set's best ring.
 	Ring float64
@@ -185,6 +196,9 @@ func (w *Weights) validate() error {
 			return reqErr(ErrInvalidRequest, nil, "weights must be finite and non-negative, got %+v", *w)
 		}
 		sum += v
+	}
+	if math.IsInf(sum, 0) {
+		return reqErr(ErrInvalidRequest, nil, "the weights' sum overflows (%+v); only their ratios matter, scale them down", *w)
 	}
 	if sum == 0 {
 		return reqErr(ErrInvalidRequest, nil, "at least one weight must be positive")

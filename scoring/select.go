@@ -25,6 +25,9 @@ func SelectDevices(node *topology.Node, state *State, req Request, opts ...Optio
 
 // Select is SelectDevices on a compiled node.
 func (c *Compiled) Select(state *State, req Request, opts ...Option) (Result, error) {
+	if c == nil || c.shape == nil {
+		return Result{}, reqErr(ErrInvalidRequest, nil, "nil *Compiled (use Compile)")
+	}
 	if c.small == nil {
 		q := new(query)
 		if err := q.prepare(c, state, &req, opts, true); err != nil {

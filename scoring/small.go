@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // smallMax is the largest node for which every subset's components are
@@ -202,9 +203,12 @@ func sortInt64(v []int64) {
 // weightedTables are the tables that depend on the weights: each subset's
 // unit score u, and the look-ahead partition values per group size.
 type weightedTables struct {
-	w  Weights
-	u  []float64
-	la [smallMax + 1]lookAheadTable
+	key unitWeights
+	u   []float64
+	// charge, when set, reports the bytes of a look-ahead table as it is
+	// built to the cache that holds these tables.
+	charge func(delta int64)
+	la     [smallMax + 1]lookAheadTable
 }
 
 type lookAheadTable struct {
@@ -212,9 +216,10 @@ type lookAheadTable struct {
 	p    []float64
 }
 
-func newWeightedTables(t *smallTables, w Weights) *weightedTables {
+func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 	N := 1 << t.n
-	wt := &weightedTables{w: w, u: make([]float64, N)}
+	w := key.weights()
+	wt := &weightedTables{key: key, u: make([]float64, N)}
 	for mask := range N {
 		if bits.OnesCount32(uint32(mask)) <= 1 {
 			wt.u[mask] = 1
@@ -225,12 +230,23 @@ func newWeightedTables(t *smallTables, w Weights) *weightedTables {
 	return wt
 }
 
+// bytes is the size of the tables when built (u; each P_L is charged as it
+// is built).
+func (wt *weightedTables) bytes() int64 {
+	return 8*int64(len(wt.u)) + int64(unsafe.Sizeof(*wt))
+}
+
 // partition returns the table P_L: for every mask, the largest achievable
 // minimum unit score over partitions of the mask into floor(|mask|/L) groups
 // of L devices (the rest left over, unscored), or +Inf when |mask| < L.
 func (wt *weightedTables) partition(n, L int) []float64 {
 	e := &wt.la[L]
-	e.once.Do(func() { e.p = buildPartition(n, L, wt.u) })
+	e.once.Do(func() {
+		e.p = buildPartition(n, L, wt.u)
+		if wt.charge != nil {
+			wt.charge(8 * int64(len(e.p)))
+		}
+	})
 	return e.p
 }
 

@@ -393,5 +393,8 @@ func parseMix(s string) (mig.Mix, error) {
 		}
 		mix[strings.TrimSpace(name)] = v
 	}
+	if err := mix.Validate(); err != nil {
+		return nil, fmt.Errorf("-mig-mix: %w", err)
+	}
 	return mix, nil
 }

@@ -92,7 +92,7 @@ func TestFlagsAndSources(t *testing.T) {
 	if err != nil || mix["3g.40gb"] != 2 || mix["1g.10gb"] != 5 {
 		t.Errorf("mix %v %v", mix, err)
 	}
-	for _, bad := range []string{"3g.40gb", "3g.40gb=x", "3g.40gb=-1"} {
+	for _, bad := range []string{"3g.40gb", "3g.40gb=x", "3g.40gb=-1", "3g.40gb=NaN", "3g.40gb=+Inf", "3g.40gb=1e308,1g.10gb=1e308"} {
 		if _, err := parseMix(bad); err == nil {
 			t.Errorf("mix %q accepted", bad)
 		}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -204,14 +205,17 @@ func parseMix(s string) (mig.Mix, error) {
 		v := 1.0
 		if ok {
 			var err error
-			if v, err = strconv.ParseFloat(w, 64); err != nil || v < 0 {
-				return nil, fmt.Errorf("--mix: bad weight in %q", part)
+			if v, err = strconv.ParseFloat(w, 64); err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("--mix: bad weight in %q (want a finite number ≥ 0)", part)
 			}
 		}
 		if _, err := mig.ParseProfileName(name); err != nil {
 			return nil, fmt.Errorf("--mix: %w", err)
 		}
 		mix[strings.TrimSpace(name)] += v
+	}
+	if err := mix.Validate(); err != nil {
+		return nil, fmt.Errorf("--mix: %w", err)
 	}
 	return mix, nil
 }
@@ -429,17 +433,27 @@ func migDefrag(args []string, stdout, stderr io.Writer) error {
 	}
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {
+		// The error is bounded (counts per cause, a few examples each),
+		// so the output is too, however large the fleet.
 		if lf.asJSON {
 			if werr := writeJSON(stdout, struct {
-				Plan    *mig.Plan `json:"plan"`
-				Reasons []string  `json:"reasons"`
-			}{nil, npe.Reasons}); werr != nil {
+				Plan     *mig.Plan        `json:"plan"`
+				Rejected int              `json:"rejected"`
+				Causes   []mig.CauseCount `json:"causes"`
+				Reasons  []string         `json:"reasons"`
+			}{nil, npe.Rejected(), npe.Causes, npe.Reasons}); werr != nil {
 				return werr
 			}
 		} else {
-			fmt.Fprintf(stdout, "No plan for %s:\n", npe.Request)
-			for _, r := range npe.Reasons {
-				fmt.Fprintf(stdout, "  - %s\n", r)
+			fmt.Fprintf(stdout, "No plan for %s: %d way(s) of making room rejected.\n", npe.Request, npe.Rejected())
+			for _, c := range npe.Causes {
+				fmt.Fprintf(stdout, "  %6d  %s\n", c.Count, c.Cause)
+			}
+			if len(npe.Reasons) > 0 {
+				fmt.Fprintln(stdout, "For example:")
+				for _, r := range npe.Reasons {
+					fmt.Fprintf(stdout, "  - %s\n", r)
+				}
 			}
 		}
 		return fmt.Errorf("%w (reasons above)", mig.ErrNoPlan)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const migLayout = `{
@@ -200,5 +203,56 @@ func TestMigDefrag(t *testing.T) {
 	}
 	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g"); code != 1 || !strings.Contains(errOut, "malformed profile name") {
 		t.Errorf("bad profile: %d %s", code, errOut)
+	}
+}
+
+// TestMigDefragHugeNoPlan: "no plan" over 5,000 full GPUs prints a bounded
+// summary (counts per cause and a few examples), not a line per GPU.
+func TestMigDefragHugeNoPlan(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"schema": "gputopo-mig/v1", "gpus": [`)
+	for i := 0; i < 5000; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"gpu": "gpu%d", "model": "H100-80GB", "instances": [`, i)
+		for s := 0; s < 7; s++ {
+			if s > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"profile": "1g.10gb", "start": %d, "state": "in-use", "owner": "w%d-%d", "priority": %d}`, s, i, s, (i+s)%10)
+		}
+		b.WriteString(`]}`)
+	}
+	b.WriteString(`]}`)
+	f := migLayoutFile(t, b.String())
+	code, out, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "3g.40gb", "--priority", "9", "--move-any", "--no-evictions")
+	require.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "No plan for 3g.40gb")
+	assert.Contains(t, out, "10000 way(s) of making room rejected")
+	assert.Contains(t, out, "no free placements to move")
+	assert.Less(t, len(out), 4096, "text output:\n%s", out)
+	assert.Less(t, len(errOut), 1024)
+
+	code, out, _ = migCLI(t, "defrag", "--layout", f, "--profile", "3g.40gb", "--priority", "9", "--move-any", "--no-evictions", "--json")
+	require.Equal(t, 1, code)
+	var np struct {
+		Rejected int              `json:"rejected"`
+		Causes   []mig.CauseCount `json:"causes"`
+		Reasons  []string         `json:"reasons"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &np))
+	assert.Equal(t, 10000, np.Rejected)
+	assert.Equal(t, []mig.CauseCount{{Cause: mig.CauseNoRoom, Count: 10000}}, np.Causes)
+	assert.LessOrEqual(t, len(np.Reasons), mig.MaxNoPlanExamples)
+	assert.Less(t, len(out), 4096, "JSON output:\n%s", out)
+}
+
+func TestMigMixRejectsNonFinite(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	for _, mix := range []string{"1g.10gb=inf", "1g.10gb=NaN", "1g.10gb=-1", "1g.10gb=1e308,mig-1g.10gb=1e308"} {
+		code, _, errOut := migCLI(t, "show", "--layout", f, "--mix", mix)
+		assert.Equal(t, 1, code, mix)
+		assert.Contains(t, errOut, "--mix", mix)
 	}
 }

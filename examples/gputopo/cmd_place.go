@@ -52,7 +52,7 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *scopeRequired {
 		req.ScopeMode = scoring.ScopeRequired
 	}
-	state := scoring.NewState(n)
+	state := scoring.NewStateFor(node)
 	if err := state.Allocate(busyList...); err != nil {
 		return fmt.Errorf("--busy: %w", err)
 	}

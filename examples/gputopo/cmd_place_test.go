@@ -88,6 +88,7 @@ func TestPlaceErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--gpus", "0"}, "invalid request"},
+		{[]string{"--gpus", "-3"}, "invalid request"},
 		{[]string{"--gpus", "9"}, "insufficient devices"},
 		{[]string{"--gpus", "2", "--busy", "9"}, "out of range"},
 		{[]string{"--gpus", "2", "--busy", "3-1"}, "reversed range"},

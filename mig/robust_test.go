@@ -1,0 +1,338 @@
+package mig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// callAll calls every exported method of recv (a pointer or a value) with
+// zero arguments (a background context for a context.Context) and fails on
+// a panic. skip names methods not to call.
+func callAll(t *testing.T, what string, recv reflect.Value, skip func(name string) bool) {
+	t.Helper()
+	ctxType := reflect.TypeFor[context.Context]()
+	for i := 0; i < recv.NumMethod(); i++ {
+		name := recv.Type().Method(i).Name
+		if skip != nil && skip(name) {
+			continue
+		}
+		m := recv.Method(i)
+		args := make([]reflect.Value, m.Type().NumIn())
+		for k := range args {
+			in := m.Type().In(k)
+			switch {
+			case in == ctxType:
+				args[k] = reflect.ValueOf(context.Background())
+			case m.Type().IsVariadic() && k == len(args)-1:
+				args[k] = reflect.Zero(in)
+			default:
+				args[k] = reflect.Zero(in)
+			}
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s.%s panics: %v", what, name, r)
+				}
+			}()
+			if m.Type().IsVariadic() {
+				m.CallSlice(args)
+			} else {
+				m.Call(args)
+			}
+		}()
+	}
+}
+
+// TestZeroValuesAndNilPointers calls every exported method of every
+// exported type on its zero value and, for pointer receivers, on a nil
+// pointer: none may panic.
+func TestZeroValuesAndNilPointers(t *testing.T) {
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[Layout](), reflect.TypeFor[Model](), reflect.TypeFor[Catalog](), reflect.TypeFor[Fleet](),
+		reflect.TypeFor[AMDModel](), reflect.TypeFor[AMDGPU](), reflect.TypeFor[Fake](), reflect.TypeFor[Plan](),
+		reflect.TypeFor[NoPlanError](), reflect.TypeFor[Profile](), reflect.TypeFor[ProfileName](), reflect.TypeFor[Placement](),
+		reflect.TypeFor[Instance](), reflect.TypeFor[InstanceState](), reflect.TypeFor[StepKind](), reflect.TypeFor[Step](),
+		reflect.TypeFor[Cost](), reflect.TypeFor[Request](), reflect.TypeFor[AMDRequest](), reflect.TypeFor[AMDMode](),
+		reflect.TypeFor[Mix](), reflect.TypeFor[Strategy](), reflect.TypeFor[ApplyMode](), reflect.TypeFor[Assignment](),
+		reflect.TypeFor[ComputeMode](), reflect.TypeFor[MemoryMode](), reflect.TypeFor[File](), reflect.TypeFor[Move](),
+		reflect.TypeFor[Eviction](), reflect.TypeFor[Fragmentation](), reflect.TypeFor[Policy](), reflect.TypeFor[PlaceOptions](),
+	} {
+		// The zero value, through a pointer (so every method is callable).
+		callAll(t, "zero "+typ.Name(), reflect.New(typ), nil)
+		// A nil pointer: only the methods declared on the pointer.
+		callAll(t, "nil *"+typ.Name(), reflect.Zero(reflect.PointerTo(typ)), func(name string) bool {
+			_, onValue := typ.MethodByName(name)
+			return onValue
+		})
+	}
+}
+
+func TestZeroLayoutErrors(t *testing.T) {
+	var l Layout
+	one := mustName("1g.10gb")
+	err := l.Add(Instance{Profile: one})
+	require.ErrorIs(t, err, ErrInvalidLayout)
+	require.ErrorIs(t, l.Validate(), ErrInvalidLayout)
+	require.ErrorIs(t, l.CanPlace("1g.10gb", Placement{0, 1}), ErrInvalidLayout)
+	_, err = l.FreePlacements("1g.10gb")
+	require.ErrorIs(t, err, ErrInvalidLayout)
+	_, err = l.Fragmentation(nil)
+	require.ErrorIs(t, err, ErrInvalidLayout)
+	// A zero Model (not built by NewModel) is no model.
+	l.Model = &Model{}
+	require.ErrorIs(t, l.Add(Instance{Profile: one}), ErrInvalidLayout)
+	_, err = NewFleet([]*Layout{&l}, PlaceOptions{})
+	require.ErrorIs(t, err, ErrInvalidLayout)
+	_, err = PlanDefrag([]*Layout{nil}, Request{Profile: "1g.10gb"}, Policy{})
+	require.ErrorIs(t, err, ErrInvalidLayout)
+	var f *Fleet
+	assert.Nil(t, f.Layout(3))
+	_, err = f.Place(Request{Profile: "1g.10gb"})
+	require.Error(t, err)
+	fl, err := NewFleet(nil, PlaceOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, fl.Layout(-1))
+	_, err = ApplyPlan(context.Background(), nil, &Plan{}, Commit)
+	require.ErrorIs(t, err, ErrBadStep)
+	// Out-of-range fields give sentinels.
+	m := model(t, "H100-80GB")
+	g, err := NewLayout("g", m)
+	require.NoError(t, err)
+	require.ErrorIs(t, g.Add(Instance{Profile: one, Placement: Placement{1 << 40, 1}}), ErrIllegalPlacement)
+	require.ErrorIs(t, g.Add(Instance{Profile: one, Placement: Placement{-3, 1}}), ErrIllegalPlacement)
+	require.ErrorIs(t, g.Add(Instance{Profile: one, Placement: Placement{0, math.MaxInt}}), ErrIllegalPlacement)
+	require.ErrorIs(t, g.Add(Instance{Profile: one, State: 7}), ErrInvalidLayout)
+	_, err = NewFleet([]*Layout{g}, PlaceOptions{Strategy: 200})
+	require.ErrorIs(t, err, ErrParse)
+}
+
+func TestMixValidate(t *testing.T) {
+	m := model(t, "H100-80GB")
+	l, err := NewLayout("g", m, busy(t, "1g.10gb", 0, "a", 1))
+	require.NoError(t, err)
+	for name, mix := range map[string]Mix{
+		"+inf":      {"1g.10gb": math.Inf(1)},
+		"-inf":      {"1g.10gb": math.Inf(-1)},
+		"nan":       {"1g.10gb": math.NaN()},
+		"negative":  {"1g.10gb": -1},
+		"sum inf":   {"1g.10gb": math.MaxFloat64, "mig-1g.10gb": math.MaxFloat64},
+		"too large": {"1g.10gb": 1e301},
+		"bad name":  {"7x.80gb": 1},
+	} {
+		require.ErrorIs(t, mix.Validate(), ErrBadMix, name)
+		require.ErrorIs(t, mix.Validate(), ErrParse, name)
+		_, err := l.Fragmentation(mix)
+		require.ErrorIs(t, err, ErrBadMix, name)
+		_, err = NewFleet([]*Layout{l}, PlaceOptions{Mix: mix})
+		require.ErrorIs(t, err, ErrBadMix, name)
+	}
+	big := Mix{"1g.10gb": MaxMixTotal / 2, "7g.80gb": MaxMixTotal / 2}
+	require.NoError(t, big.Validate())
+	f, err := l.Fragmentation(big)
+	require.NoError(t, err)
+	assert.False(t, math.IsInf(f.UnusableSlots, 0) || math.IsNaN(f.UnusableSlots), "unusable %v", f.UnusableSlots)
+	fl, err := NewFleet([]*Layout{l}, PlaceOptions{Mix: big})
+	require.NoError(t, err)
+	a, err := fl.Place(Request{Profile: "1g.10gb"})
+	require.NoError(t, err)
+	assert.False(t, math.IsInf(a.Loss, 0) || math.IsNaN(a.Loss), "loss %v", a.Loss)
+}
+
+// allocated returns the bytes allocated while f runs.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// bigModelJSON is a model with 16 slots and 32 one-slice profiles of 16
+// placements each: small on disk, 2^16 states.
+func bigModelJSON(tracked bool) string {
+	var profs []string
+	for i := 0; i < maxProfiles; i++ {
+		var pls []string
+		for s := 0; s < 16; s++ {
+			pls = append(pls, fmt.Sprintf(`{"start":%d,"size":1}`, s))
+		}
+		limit := 0
+		if tracked {
+			limit = 15
+		}
+		profs = append(profs, fmt.Sprintf(`{"name":"1g.%dgb","id":%d,"computeSlices":1,"memorySlices":1,"maxInstances":%d,"placements":[%s]}`,
+			i+1, i, limit, strings.Join(pls, ",")))
+	}
+	return fmt.Sprintf(`{"name":"Huge","slots":16,"profiles":[%s]}`, strings.Join(profs, ","))
+}
+
+// TestParseFileAdversarial feeds small (or at most a few MB) inputs that
+// ask for huge counts: each ends in a typed error, allocating less than
+// 64 MB.
+func TestParseFileAdversarial(t *testing.T) {
+	gpus := func(n int, gpu string) string {
+		var b strings.Builder
+		b.WriteString(`{"gpus":[`)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, gpu, i)
+		}
+		b.WriteString(`]}`)
+		return b.String()
+	}
+	inst := func(n int) string {
+		var parts []string
+		for i := 0; i < n; i++ {
+			parts = append(parts, fmt.Sprintf(`{"profile":"1g.6gb","start":%d}`, i%4))
+		}
+		return `{"gpus":[{"gpu":"a","model":"A30","instances":[` + strings.Join(parts, ",") + `]}]}`
+	}
+	models := func(n int) string {
+		var parts []string
+		for i := 0; i < n; i++ {
+			parts = append(parts, fmt.Sprintf(`{"name":"M%d","slots":1,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[{"start":0,"size":1}]}]}`, i))
+		}
+		return `{"models":[` + strings.Join(parts, ",") + `]}`
+	}
+	long := strings.Repeat("x", MaxNameBytes+1)
+	for name, tc := range map[string]struct {
+		doc  string
+		want []error
+	}{
+		"too many GPUs":   {gpus(MaxFileGPUs+1, `{"gpu":"g%d","model":"A30"}`), []error{topology.ErrLimit, ErrParse}},
+		"many instances":  {inst(MaxSlots + 1), []error{topology.ErrLimit, ErrParse}},
+		"too many models": {models(MaxFileModels + 1), []error{topology.ErrLimit, ErrParse}},
+		"long owner":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"owner":"` + long + `"}]}]}`, []error{topology.ErrLimit}},
+		"long gpu name":   {`{"gpus":[{"gpu":"` + long + `","model":"A30"}]}`, []error{topology.ErrLimit}},
+		"long hive":       {`{"amd":[{"gpu":"a","hive":"` + long + `","model":"MI300X","compute":"SPX","memory":"NPS1"}]}`, []error{topology.ErrLimit}},
+		"amd work":        {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[` + strings.Repeat(`{"partition":0},`, MaxAMDWork) + `{"partition":1}]}]}`, []error{topology.ErrLimit}},
+		"1e9 slots":       {`{"models":[{"name":"X","slots":1000000000,"profiles":[]}]}`, []error{ErrInvalidModel, ErrParse}},
+		"1e9 instances":   {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"maxInstances":1000000000,"placements":[{"start":0,"size":1}]}]}]}`, []error{ErrInvalidModel}},
+		"huge start":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
+		"huge size":       {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"size":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
+		"start overflow":  {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1e300}]}]}`, []error{ErrParse}},
+		"huge partition":  {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[{"partition":1000000000}]}]}`, []error{ErrInvalidLayout}},
+		"deep nesting":    {`{"gpus":` + strings.Repeat("[", 1_000_000), []error{ErrParse}},
+		"deep objects":    {strings.Repeat(`{"gpus":`, 200_000), []error{ErrParse}},
+		"many placements": {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[` + strings.Repeat(`{"start":0,"size":1},`, 100_000) + `{"start":0,"size":1}]}]}]}`, []error{ErrInvalidModel}},
+		"many aliases":    {`{"models":[{"name":"X","aliases":[` + strings.Repeat(`"a",`, 100_000) + `"a"],"slots":1,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[{"start":0,"size":1}]}]}]}`, []error{topology.ErrLimit}},
+		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, ErrInvalidModel}},
+	} {
+		var err error
+		n := allocated(func() { _, err = ParseFile([]byte(tc.doc), nil) })
+		for _, w := range tc.want {
+			assert.ErrorIs(t, err, w, name)
+		}
+		assert.Less(t, n, uint64(raceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
+	}
+	// Over MaxFileBytes, from a reader that never ends.
+	var err error
+	n := allocated(func() { _, err = ReadFile(endless{}, nil) })
+	require.ErrorIs(t, err, topology.ErrLimit)
+	assert.Less(t, n, uint64(raceSlack*(3*MaxFileBytes+(8<<20))))
+	_, err = ParseFile(make([]byte, MaxFileBytes+1), nil)
+	require.ErrorIs(t, err, topology.ErrLimit)
+}
+
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
+// without building a state table (whose memory would be hundreds of MB).
+func TestHugeModelWithoutTable(t *testing.T) {
+	f, err := ParseFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
+	require.NoError(t, err)
+	n := allocated(func() {
+		fl, err := NewFleet(f.Layouts, PlaceOptions{})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			_, err := fl.Place(Request{Profile: fmt.Sprintf("1g.%dgb", i+1)})
+			require.NoError(t, err)
+		}
+		_, err = PlanDefrag(fl.Layouts(), Request{Profile: "1g.3gb", Priority: 5}, Policy{})
+		require.NoError(t, err)
+	})
+	assert.Less(t, n, uint64(raceSlack*64<<20))
+	assert.Nil(t, f.Layouts[0].Model.stateTable())
+}
+
+// TestNoPlanBounded: the "no plan" error of a large full fleet stays small
+// and counts every rejected way of making room.
+func TestNoPlanBounded(t *testing.T) {
+	req := Request{Profile: "3g.40gb", Owner: "pending", Priority: 9}
+	pol := Policy{NoEvictions: true, MoveAnyPriority: true}
+	var sizes []int
+	for _, n := range []int{10, 1000} {
+		_, err := PlanDefrag(fullFleet(t, n, 1), req, pol)
+		var npe *NoPlanError
+		require.ErrorAs(t, err, &npe)
+		require.ErrorIs(t, err, ErrNoPlan)
+		assert.Equal(t, 2*n, npe.Rejected(), "one rejection per GPU and 3g placement")
+		assert.LessOrEqual(t, len(npe.Reasons), MaxNoPlanExamples*len(npe.Causes))
+		assert.Contains(t, err.Error(), "no free placements to move")
+		sizes = append(sizes, len(err.Error()))
+	}
+	assert.Less(t, sizes[1], 4096)
+	assert.Less(t, sizes[1], sizes[0]+64, "error size grows with the fleet: %v", sizes)
+	// Blocked and budget causes are counted too.
+	_, err := PlanDefrag(fullFleet(t, 50, 2), req, Policy{NoMoves: true})
+	var npe *NoPlanError
+	require.ErrorAs(t, err, &npe)
+	assert.Equal(t, []CauseCount{{CauseBlocked, 100}}, npe.Causes)
+	_, err = PlanDefrag(fullFleet(t, 50, 2), req, Policy{MoveAnyPriority: true, MaxDisruptions: 2})
+	require.ErrorAs(t, err, &npe)
+	assert.Equal(t, []CauseCount{{CauseBudget, 100}}, npe.Causes)
+	assert.Len(t, npe.Reasons, MaxNoPlanExamples)
+}
+
+// TestPlanAMDHugeHive: a hive of thousands of busy GPUs plans in about
+// linear time and memory (the old planner was quadratic in the hive).
+func TestPlanAMDHugeHive(t *testing.T) {
+	gpus := amdFleet(t, 4000, 4000)
+	var p *Plan
+	var err error
+	n := allocated(func() {
+		p, err = PlanAMD(gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9})
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4000, p.Cost.WholeGPUOps)
+	assert.Less(t, n, uint64(raceSlack*64<<20))
+	checkAMDPlan(t, gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9}, p)
+}
+
+// amdFleet returns n busy MI300X GPUs in SPX/NPS1 in hives of hive GPUs.
+func amdFleet(tb testing.TB, n, hive int) []*AMDGPU {
+	m := amdModel(tb, "MI300X")
+	out := make([]*AMDGPU, n)
+	for i := range out {
+		out[i] = &AMDGPU{GPU: fmt.Sprintf("mi%d", i), Hive: fmt.Sprintf("h%d", i/hive), Model: m, Compute: SPX, Memory: NPS1,
+			Work: []AMDWork{{Partition: 0, Owner: fmt.Sprintf("w%d", i), Priority: i % 5}}}
+	}
+	return out
+}
+
+func TestNoPlanErrorNil(t *testing.T) {
+	var e *NoPlanError
+	assert.Equal(t, ErrNoPlan.Error(), e.Error())
+	assert.True(t, errors.Is(e, ErrNoPlan))
+}
