@@ -65,7 +65,9 @@ func WithRoot(root string) Option {
 //
 // Every file is Stat'ed first and refused unless regular before it is
 // opened, read up to a bound, and the context is checked before each read,
-// as on the real filesystem. A nil fsys means the real "/".
+// as on the real filesystem. A nil fsys means the real "/". (With a
+// hand-made fstest.MapFS, give directories entries of their own: MapFS
+// finds an implied directory only by scanning every name.)
 func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys = fsys } }
 
 // WithKFDTopology reads the KFD topology from the real directory dir (the

@@ -28,6 +28,10 @@ const (
 // WithFS option; [Tree.WriteDir] writes it to a real directory for readers
 // that need one (ghw, behind provider/sysfs).
 //
+// Every directory has an entry of its own, as on a real filesystem: it
+// stays when the files below it are removed, and fstest.MapFS finds it
+// without scanning every name.
+//
 // A Tree is not safe for concurrent use while it is being changed.
 type Tree struct {
 	fs fstest.MapFS
@@ -88,8 +92,7 @@ func (t *Tree) File(name, content string) error {
 	if err != nil {
 		return err
 	}
-	t.put(p, &fstest.MapFile{Data: []byte(content), Mode: 0o644})
-	return nil
+	return t.put(p, &fstest.MapFile{Data: []byte(content), Mode: 0o644})
 }
 
 // Link creates the symlink name pointing at target (relative to the link's
@@ -99,8 +102,7 @@ func (t *Tree) Link(name, target string) error {
 	if err != nil {
 		return err
 	}
-	t.put(p, &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777})
-	return nil
+	return t.put(p, &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777})
 }
 
 // Dir creates the directory name (an empty directory stays listed).
@@ -112,12 +114,7 @@ func (t *Tree) Dir(name string) error {
 	if f, ok := t.fs[p]; ok && f.Mode.IsDir() {
 		return nil
 	}
-	if t.parents[p] { // implied by entries below: keep them
-		t.fs[p] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
-		return nil
-	}
-	t.put(p, &fstest.MapFile{Mode: fs.ModeDir | 0o755})
-	return nil
+	return t.put(p, &fstest.MapFile{Mode: fs.ModeDir | 0o755})
 }
 
 // ReadFile returns the content of the file name (through symlinks of its
@@ -154,17 +151,28 @@ func (t *Tree) Set(name string, f *fstest.MapFile) error {
 	if err != nil {
 		return err
 	}
-	t.put(p, f)
-	return nil
+	return t.put(p, f)
 }
 
-// put stores f at the resolved name p, replacing whatever was there.
-func (t *Tree) put(p string, f *fstest.MapFile) {
+// put stores f at the resolved name p, replacing whatever was there, and
+// gives every directory above it an explicit entry: testing/fstest.MapFS
+// finds an explicit entry with one map lookup, an implied directory only by
+// scanning every name (which made reading a large tree quadratic).
+func (t *Tree) put(p string, f *fstest.MapFile) error {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if e, ok := t.fs[d]; ok && !e.Mode.IsDir() {
+			return fmt.Errorf("sysfstest: %s: %s is not a directory", p, d)
+		}
+	}
 	t.removeBelow(p)
 	t.fs[p] = f
 	for d := path.Dir(p); d != "."; d = path.Dir(d) {
 		t.parents[d] = true
+		if _, ok := t.fs[d]; !ok {
+			t.fs[d] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
+		}
 	}
+	return nil
 }
 
 func (t *Tree) removeBelow(p string) {

@@ -52,10 +52,22 @@ func TestTreeSymlinksAndEdits(t *testing.T) {
 	_, err = tr.ReadFile("a/b/c")
 	require.Error(t, err)
 
+	require.Error(t, tr.File("a/b/c", ""), "a/b is a file, not a directory")
+	st, err = fs.Stat(fsys, "a")
+	require.NoError(t, err)
+	require.True(t, st.IsDir())
+
 	require.Error(t, tr.File("/abs", ""), "an absolute name is not an fs.FS name")
 	require.Error(t, tr.File("../up", ""))
 	require.NoError(t, tr.Link("loop", "loop"))
 	require.Error(t, tr.File("loop/x", ""), "a symlink loop is an error")
+}
+
+// TestTreeIsAValidFS runs testing/fstest's checks over a generated tree.
+func TestTreeIsAValidFS(t *testing.T) {
+	tr := sysfstest.New()
+	require.NoError(t, tr.AddAMD(sysfstest.MI250X8()))
+	require.NoError(t, fstest.TestFS(tr.FS(), "sys/class/kfd/kfd/topology/nodes/4/properties", "sys/devices/system/node/node0/distance"))
 }
 
 func TestWriteDir(t *testing.T) {

@@ -114,6 +114,18 @@ const MaxSymlinks = 40
 // than [MaxSymlinks] symlinks.
 var ErrSymlinkLoop = errors.New("too many levels of symbolic links")
 
+// stat is fs.Stat of a name resolve returned: fs.Lstat when resolve walked
+// it (no component is a symlink, and Lstat is cheaper: testing/fstest.MapFS
+// answers Stat of a directory by listing it).
+func stat(fsys fs.FS, real string) (fs.FileInfo, error) {
+	if _, ok := fsys.(dirFS); !ok {
+		if _, ok := fsys.(fs.ReadLinkFS); ok {
+			return fs.Lstat(fsys, real)
+		}
+	}
+	return fs.Stat(fsys, real)
+}
+
 // resolve returns name with every symlink resolved, for an fs.FS with
 // symlinks (fs.ReadLinkFS) other than a DirFS, whose symlinks the kernel
 // resolves; any other name is returned as is. Components are walked left to
@@ -205,7 +217,7 @@ func ReadFile(ctx context.Context, fsys fs.FS, name string) ([]byte, error) {
 	}
 	// Stat before Open: a FIFO or device of a foreign fs.FS is refused
 	// without being opened.
-	st, err := fs.Stat(fsys, real)
+	st, err := stat(fsys, real)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +258,7 @@ func ReadDir(ctx context.Context, fsys fs.FS, name string) ([]fs.DirEntry, error
 	if err != nil {
 		return nil, err
 	}
-	st, err := fs.Stat(fsys, real)
+	st, err := stat(fsys, real)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +330,7 @@ func Stat(ctx context.Context, fsys fs.FS, name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fs.Stat(fsys, real)
+	return stat(fsys, real)
 }
 
 // Lstat is fs.Lstat (Stat for an fs.FS without symlink support) after
