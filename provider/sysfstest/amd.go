@@ -80,7 +80,12 @@ type kfdLink struct {
 	minBW, maxBW    uint64
 }
 
-// AddAMD writes the machine.
+// AddAMD adds the machine as the kernel lays it out: the KFD topology
+// (generation_id, one node per CPU socket then one per GPU partition, with
+// properties, gpu_id, name, memory banks, io_links and p2p_links), each
+// GPU's PCI function with the amdgpu partition files, the DRM card and
+// render nodes, and the NUMA nodes. NoP2P, NoPCI, NoDRM and NoNUMA leave
+// parts out, as old kernels and raw captures do.
 func (t *Tree) AddAMD(m AMDMachine) error {
 	var parts []kfdPart
 	id := len(m.CPUs)
