@@ -78,6 +78,20 @@ func WithKFDTopology(dir string) Option {
 	return func(p *Provider) { p.kfdFS, p.kfd = sysfile.DirFS(dir), "." }
 }
 
+// WithKFDTopologyFS is [WithKFDTopology] for a capture inside an fs.FS (an
+// embed.FS shipped with a test, say): the KFD topology is read from the
+// directory dir of fsys ("." for its top), with the same checks as
+// [WithFS]. A nil fsys leaves the KFD topology under the root.
+func WithKFDTopologyFS(fsys fs.FS, dir string) Option {
+	return func(p *Provider) {
+		if fsys == nil {
+			p.kfdFS, p.kfd = nil, ""
+			return
+		}
+		p.kfdFS, p.kfd = fsys, dir
+	}
+}
+
 // WithNodeName names the discovered node; the default is the host name.
 func WithNodeName(name string) Option { return func(p *Provider) { p.name = name } }
 
