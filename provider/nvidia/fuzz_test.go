@@ -28,7 +28,7 @@ func FuzzNVMLStrings(f *testing.F) {
 			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NvLinkDeviceUnknown}},
 				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
 		}}
-		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
 		if err != nil {
 			t.Fatalf("Inspect: %v", err)
 		}
@@ -205,7 +205,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 
 func discoverRandom(t *rapid.T) {
 	m := randomMachine(t)
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}
