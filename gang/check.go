@@ -2,6 +2,7 @@ package gang
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -152,18 +153,20 @@ func newConfig(opts []Option) config {
 // answers whether the gang can still be completed around them, which is
 // the question a Permit-time gang plugin asks. Check never changes s.
 //
-// Errors are for malformed input only (wrapping ErrInvalidJob); a job that
-// does not fit is a Result.
-func Check(s *Snapshot, j *Job, opts ...Option) (*Result, error) {
+// Errors are for malformed input (wrapping ErrInvalidJob) and for a
+// cancelled ctx (wrapping ctx.Err(); the search looks at ctx every few
+// hundred nodes, so it stops within about a millisecond); a job that does
+// not fit is a Result.
+func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, error) {
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {
 		return nil, err
 	}
-	return s.check(p, cfg)
+	return s.check(newPoller(ctx), p, cfg)
 }
 
-func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
+func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) {
 	r := &Result{Job: p.job.Name, Proven: true}
 	if len(p.never) > 0 {
 		r.Verdict = NeverFits
@@ -171,7 +174,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		r.Demand = minDemand(p)
 		return r, nil
 	}
-	pl, sv, err := s.solveView(p, s.viewNow(), true, cfg.strategy, -1)
+	pl, sv, err := s.solveView(poll, p, s.viewNow(), true, cfg.strategy, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +188,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	after := s.viewNow()
 	if s.hasReleasing() {
 		after = s.viewAfterRelease()
-		pl, sv, err = s.solveView(p, after, true, cfg.strategy, -1)
+		pl, sv, err = s.solveView(poll, p, after, true, cfg.strategy, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +201,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		}
 		r.Proven = r.Proven && sv.exact
 	}
-	epl, esv, err := s.solveView(p, s.viewEmpty(), false, cfg.strategy, -1)
+	epl, esv, err := s.solveView(poll, p, s.viewEmpty(), false, cfg.strategy, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +214,10 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	}
 	if nowSolver.memCount > 0 {
 		drop := p.job.Name
-		pl, _, err := s.solveView(p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		pl, _, err := s.solveView(poll, p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		if err := poll.now(); err != nil {
+			return nil, err
+		}
 		if err == nil && pl != nil {
 			r.MembersStuck = true
 		}
@@ -235,19 +241,27 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 
 // solveView looks for a placement of p in view v. It returns the solver
 // (with the DP of the last attempt) for explanations.
-func (s *Snapshot) solveView(p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	return s.solveWith(&solver{}, p, v, withMembers, strategy, restrict)
+func (s *Snapshot) solveView(poll *poller, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
+	return s.solveWith(&solver{}, poll, p, v, withMembers, strategy, restrict)
 }
 
 // solveWith is solveView reusing sv's buffers.
-func (s *Snapshot) solveWith(sv *solver, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	if err := sv.reset(s, p, v, withMembers, strategy); err != nil {
+func (s *Snapshot) solveWith(sv *solver, poll *poller, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
+	if err := poll.now(); err != nil {
+		return nil, nil, err
+	}
+	if err := sv.reset(s, poll, p, v, withMembers, strategy); err != nil {
 		return nil, nil, err
 	}
 	sv.restrict = restrict
 	for _, at := range p.attempts() {
-		sv.run(at)
-		ch, ok := sv.choose()
+		if err := sv.run(at); err != nil {
+			return nil, nil, err
+		}
+		ch, ok, err := sv.choose()
+		if err != nil {
+			return nil, nil, err
+		}
 		if !ok {
 			continue
 		}

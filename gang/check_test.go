@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -193,7 +194,7 @@ func TestCheck_Members(t *testing.T) {
 	}
 	// more members than replicas is malformed
 	j.PodSets[0].Replicas = 1
-	if _, err := Check(s, j); !errors.Is(err, ErrInvalidJob) {
+	if _, err := Check(context.Background(), s, j); !errors.Is(err, ErrInvalidJob) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -288,7 +289,7 @@ func TestJob_Validate(t *testing.T) {
 			if err := j.Validate(); !errors.Is(err, ErrInvalidJob) {
 				t.Fatalf("err %v", err)
 			}
-			if _, err := Check(flat(t, 1).build(t), j); !errors.Is(err, ErrInvalidJob) {
+			if _, err := Check(context.Background(), flat(t, 1).build(t), j); !errors.Is(err, ErrInvalidJob) {
 				t.Fatalf("Check err %v", err)
 			}
 		})
@@ -439,10 +440,10 @@ func TestCheck_Concurrent(t *testing.T) {
 			for i := range 10 {
 				j := workers(fmt.Sprint("c", g, i), 1+(g+i)%6, 1<<((g+i)%4))
 				j.Priority = 9
-				if _, e := Check(s, j); e != nil {
+				if _, e := Check(context.Background(), s, j); e != nil {
 					err = e
 				}
-				if _, e := Preempt(s, j); e != nil && !errors.Is(e, ErrNoVictims) {
+				if _, e := Preempt(context.Background(), s, j); e != nil && !errors.Is(e, ErrNoVictims) {
 					err = e
 				}
 			}

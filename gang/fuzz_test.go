@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -34,7 +35,7 @@ func FuzzParseJobs(f *testing.F) {
 			if jobs[i].Pods() > 64 {
 				continue // keep the check cheap
 			}
-			r, err := Check(s, &jobs[i])
+			r, err := Check(context.Background(), s, &jobs[i])
 			if err != nil {
 				if !errors.Is(err, ErrInvalidJob) {
 					t.Fatalf("Check: %v", err)
@@ -75,7 +76,7 @@ func FuzzParseCluster(f *testing.F) {
 		if s.Cluster().Len() > 2000 {
 			return
 		}
-		r, err := Check(s, workers("probe", 2, 1))
+		r, err := Check(context.Background(), s, workers("probe", 2, 1))
 		if err != nil {
 			t.Fatal(err)
 		}

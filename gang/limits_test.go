@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -193,17 +194,17 @@ func TestHostileAPI(t *testing.T) {
 	}
 	for name, j := range jobs {
 		t.Run(name, func(t *testing.T) {
-			hostile(t, func() error { _, err := Check(s, j); return err }, ErrInvalidJob, topology.ErrLimit)
-			hostile(t, func() error { _, err := Preempt(s, j); return err }, ErrInvalidJob, topology.ErrLimit)
-			hostile(t, func() error { _, err := PlanQueue(s, []Job{*j}, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
+			hostile(t, func() error { _, err := Check(context.Background(), s, j); return err }, ErrInvalidJob, topology.ErrLimit)
+			hostile(t, func() error { _, err := Preempt(context.Background(), s, j); return err }, ErrInvalidJob, topology.ErrLimit)
+			hostile(t, func() error { _, err := PlanQueue(context.Background(), s, []Job{*j}, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
 		})
 	}
 	t.Run("negative replicas", func(t *testing.T) {
-		hostile(t, func() error { _, err := Check(s, workers("a", -1, 1)); return err }, ErrInvalidJob)
+		hostile(t, func() error { _, err := Check(context.Background(), s, workers("a", -1, 1)); return err }, ErrInvalidJob)
 	})
 	t.Run("too many jobs", func(t *testing.T) {
 		many := make([]Job, MaxJobs+1)
-		hostile(t, func() error { _, err := PlanQueue(s, many, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
+		hostile(t, func() error { _, err := PlanQueue(context.Background(), s, many, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
 	})
 	c := s.Cluster()
 	node := c.Node(0).Name
@@ -247,7 +248,7 @@ nodes: [{name: "n{i}", count: %d, machine: hgx-h100, labels: {example.com/rack: 
 	t.Logf("cluster of %d nodes: %d MB allocated", MaxNodes, n>>20)
 	assert.Less(t, n, uint64(256<<20))
 	n = allocated(func() {
-		r, err := Check(s, workers("w", MaxJobPods, 1))
+		r, err := Check(context.Background(), s, workers("w", MaxJobPods, 1))
 		require.NoError(t, err)
 		assert.Equal(t, Fits, r.Verdict)
 	})
@@ -294,7 +295,7 @@ func TestLargeSearchesBounded(t *testing.T) {
 	big := workers("big", 64, 8)
 	big.Priority = 100
 	var p *Preemption
-	n := allocated(func() { p, err = Preempt(s, big) })
+	n := allocated(func() { p, err = Preempt(context.Background(), s, big) })
 	require.NoError(t, err)
 	assert.LessOrEqual(t, p.Considered, budgetFor(s, searchBudget)+1)
 	assert.False(t, p.Exact)
@@ -311,5 +312,5 @@ func TestLargeSearchesBounded(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = *workers(fmt.Sprintf("q%d", i), 1, 1)
 	}
-	hostile(t, func() error { _, err := PlanQueue(s, jobs, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
+	hostile(t, func() error { _, err := PlanQueue(context.Background(), s, jobs, QueueOptions{}); return err }, ErrInvalidJob, topology.ErrLimit)
 }

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -517,7 +518,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 		}
 		before := s.Allocations()
 		strategy := rapid.SampledFrom([]Strategy{BestFit, Balanced}).Draw(t, "strategy")
-		r, err := Check(s, j, WithStrategy(strategy))
+		r, err := Check(context.Background(), s, j, WithStrategy(strategy))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		jobs := genPending(t, rapid.IntRange(1, 7).Draw(t, "pending"))
-		plan, err := PlanQueue(s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}}})
+		plan, err := PlanQueue(context.Background(), s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +201,7 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			}
 			// running pods' remaining time is known when declared
 			refreshRemaining(snap, ends, all, now)
-			plan, err := PlanQueue(snap, pending, QueueOptions{})
+			plan, err := PlanQueue(context.Background(), snap, pending, QueueOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,6 +53,7 @@ const infeasible = int64(math.MaxInt32) << 8
 // solver runs one job against one view of a snapshot.
 type solver struct {
 	s        *Snapshot
+	poll     *poller // the caller's context
 	p        *problem
 	v        *view
 	strategy Strategy
@@ -90,13 +91,9 @@ type nodeKey struct {
 	mask uint32
 }
 
-func newSolver(s *Snapshot, p *problem, v *view, withMembers bool, strategy Strategy) (*solver, error) {
-	sv := &solver{}
-	return sv, sv.reset(s, p, v, withMembers, strategy)
-}
-
 // reset prepares sv for another job or view, keeping its buffers.
-func (sv *solver) reset(s *Snapshot, p *problem, v *view, withMembers bool, strategy Strategy) error {
+func (sv *solver) reset(s *Snapshot, poll *poller, p *problem, v *view, withMembers bool, strategy Strategy) error {
+	sv.poll = poll
 	sv.s, sv.p, sv.v, sv.strategy, sv.m, sv.exact, sv.restrict = s, p, v, strategy, p.m(), true, -1
 	if len(sv.members) != len(s.nodes) {
 		sv.members = make([][]int64, len(s.nodes))
@@ -238,7 +235,7 @@ func (sv *solver) sliceOf(i int) (int64, int) {
 }
 
 // run computes the capacity of every domain in the current attempt.
-func (sv *solver) run(at attempt) {
+func (sv *solver) run(at attempt) error {
 	sv.at = at
 	t := sv.s.tree
 	nd, nn := len(t.doms), len(sv.s.nodes)
@@ -271,10 +268,14 @@ func (sv *solver) run(at attempt) {
 		}
 	}
 	sv.scalar = sv.m == 1
+	var err error
 	if sv.scalar {
-		sv.runScalar()
+		err = sv.runScalar()
 	} else {
-		sv.runVector()
+		err = sv.runVector()
+	}
+	if err != nil {
+		return err
 	}
 	for d := range nd {
 		td := &t.doms[d]
@@ -294,6 +295,7 @@ func (sv *solver) run(at attempt) {
 		}
 		sv.freeD[d], sv.mD[d] = f, mm
 	}
+	return nil
 }
 
 func resize(s []int64, n int) []int64 {
@@ -307,7 +309,7 @@ func (sv *solver) inRestrict(n int32) bool {
 	return sv.s.tree.inSubtree(sv.s.tree.nodeDom[n], sv.restrict)
 }
 
-func (sv *solver) runScalar() {
+func (sv *solver) runScalar() error {
 	t := sv.s.tree
 	nd, nn := len(t.doms), len(sv.s.nodes)
 	sv.sP, sv.sL = resize(sv.sP, nd), resize(sv.sL, nd)
@@ -315,6 +317,9 @@ func (sv *solver) runScalar() {
 	z, zl := sv.sliceOf(0)
 	L := t.nodeLevel()
 	for n := range nn {
+		if err := sv.poll.tick(1); err != nil {
+			return err
+		}
 		var e int64
 		if sv.members[n] != nil {
 			e = sv.members[n][0]
@@ -366,6 +371,7 @@ func (sv *solver) runScalar() {
 		}
 		sv.sP[d], sv.sL[d] = p, low
 	}
+	return nil
 }
 
 // scalarFront returns the m=1 front of a domain or node.
@@ -407,7 +413,7 @@ func (sv *solver) edge(f front, a, c int) front {
 	return f
 }
 
-func (sv *solver) runVector() {
+func (sv *solver) runVector() error {
 	t := sv.s.tree
 	nd, nn := len(t.doms), len(sv.s.nodes)
 	if len(sv.gD) != nd {
@@ -423,10 +429,16 @@ func (sv *solver) runVector() {
 		limit[i] = sp.want
 	}
 	for n := range nn {
+		if err := sv.poll.tick(1); err != nil {
+			return err
+		}
 		sv.gN[n] = sv.vectorNode(int32(n), L)
 	}
 	excl := make([]bool, sv.m)
 	for d := range nd {
+		if err := sv.poll.tick(1); err != nil {
+			return err
+		}
 		td := &t.doms[d]
 		lv := td.level
 		for i := range sv.m {
@@ -462,6 +474,7 @@ func (sv *solver) runVector() {
 		}
 		sv.gD[d] = acc
 	}
+	return nil
 }
 
 // vectorNode enumerates what node n holds: for each count of the first set
@@ -609,7 +622,7 @@ func (sv *solver) within(f front, lv int, has func(l int) bool) front {
 
 // choose finds the tightest domain that holds the gang at the deepest
 // allowed level, within the job-level constraint.
-func (sv *solver) choose() (choice, bool) {
+func (sv *solver) choose() (choice, bool, error) {
 	t := sv.s.tree
 	L := t.nodeLevel()
 	for lv := sv.p.jobPref; lv >= sv.p.jobReq; lv-- {
@@ -622,6 +635,9 @@ func (sv *solver) choose() (choice, bool) {
 		}
 		if lv == L {
 			for n := range sv.s.nodes {
+				if err := sv.poll.tick(1); err != nil {
+					return choice{}, false, err
+				}
 				var mm int64
 				for _, c := range sv.members[n] {
 					mm += c
@@ -639,6 +655,9 @@ func (sv *solver) choose() (choice, bool) {
 			}
 		} else {
 			for d := range t.doms {
+				if err := sv.poll.tick(1); err != nil {
+					return choice{}, false, err
+				}
 				if t.doms[d].level != lv || sv.mD[d] != sv.memCount {
 					continue
 				}
@@ -655,10 +674,10 @@ func (sv *solver) choose() (choice, bool) {
 			}
 		}
 		if found {
-			return best, true
+			return best, true, nil
 		}
 	}
-	return choice{}, false
+	return choice{}, false, nil
 }
 
 // assign is a node's share of the gang: per set, members plus new pods.

@@ -33,7 +33,7 @@ Machines named in a cluster file are the embedded ones (gputopo machines).
 flags:
 `
 
-func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gang", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gangUsage)
@@ -76,7 +76,7 @@ func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if len(jobs) > 1 || *queue {
-		plan, err := gang.PlanQueue(snap, jobs, gang.QueueOptions{Queues: queues, Strategy: strat, NoReservation: *noResv})
+		plan, err := gang.PlanQueue(ctx, snap, jobs, gang.QueueOptions{Queues: queues, Strategy: strat, NoReservation: *noResv})
 		if err != nil {
 			return err
 		}
@@ -86,14 +86,14 @@ func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return renderQueue(stdout, plan, *summary)
 	}
 	j := &jobs[0]
-	res, err := gang.Check(snap, j, gang.WithStrategy(strat))
+	res, err := gang.Check(ctx, snap, j, gang.WithStrategy(strat))
 	if err != nil {
 		return err
 	}
 	var pre *gang.Preemption
 	var preErr error
 	if *preempt && res.Verdict != gang.Fits {
-		pre, preErr = gang.Preempt(snap, j, gang.WithStrategy(strat))
+		pre, preErr = gang.Preempt(ctx, snap, j, gang.WithStrategy(strat))
 		if preErr != nil && !errors.Is(preErr, gang.ErrNoVictims) {
 			return preErr
 		}
