@@ -174,7 +174,7 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 		r.Demand = minDemand(p)
 		return r, nil
 	}
-	pl, sv, err := s.solveView(poll, p, s.viewNow(), true, cfg.strategy, -1)
+	pl, sv, err := s.place(nil, poll, p, search{view: s.viewNow(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -185,10 +185,8 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 	}
 	nowSolver := sv
 	r.Proven = r.Proven && sv.exact
-	after := s.viewNow()
 	if s.hasReleasing() {
-		after = s.viewAfterRelease()
-		pl, sv, err = s.solveView(poll, p, after, true, cfg.strategy, -1)
+		pl, sv, err = s.place(nil, poll, p, search{view: s.viewAfterRelease(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +199,7 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 		}
 		r.Proven = r.Proven && sv.exact
 	}
-	epl, esv, err := s.solveView(poll, p, s.viewEmpty(), false, cfg.strategy, -1)
+	epl, esv, err := s.place(nil, poll, p, search{view: s.viewEmpty(), strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -212,9 +210,9 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 		r.Reasons = s.neverReasons(p, esv)
 		return r, nil
 	}
-	if nowSolver.memCount > 0 {
+	if nowSolver.members.count > 0 {
 		drop := p.job.Name
-		pl, _, err := s.solveView(poll, p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		pl, _, err := s.place(nil, poll, p, search{view: s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), strategy: cfg.strategy, restrict: -1})
 		if err := poll.now(); err != nil {
 			return nil, err
 		}
@@ -234,59 +232,9 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 	r.Domains = s.domainStatus(p, sv)
 	r.Reasons = s.blockReasons(p, r, sv)
 	if r.MembersStuck {
-		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.memCount))
+		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.members.count))
 	}
 	return r, nil
-}
-
-// solveView looks for a placement of p in view v. It returns the solver
-// (with the DP of the last attempt) for explanations.
-func (s *Snapshot) solveView(poll *poller, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	return s.solveWith(&solver{}, poll, p, v, withMembers, strategy, restrict)
-}
-
-// solveWith is solveView reusing sv's buffers.
-func (s *Snapshot) solveWith(sv *solver, poll *poller, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	if err := poll.now(); err != nil {
-		return nil, nil, err
-	}
-	if err := sv.reset(s, poll, p, v, withMembers, strategy); err != nil {
-		return nil, nil, err
-	}
-	sv.restrict = restrict
-	for _, at := range p.attempts() {
-		if err := sv.run(at); err != nil {
-			return nil, nil, err
-		}
-		ch, ok, err := sv.choose()
-		if err != nil {
-			return nil, nil, err
-		}
-		if !ok {
-			continue
-		}
-		var shares []assign
-		if ch.dom >= 0 {
-			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
-				return nil, nil, fmt.Errorf("gang: %w", err)
-			}
-		} else {
-			shares = []assign{{node: ch.node, t: ch.t}}
-		}
-		pl, err := sv.build(ch, shares)
-		if err != nil {
-			return nil, nil, fmt.Errorf("gang: %w", err)
-		}
-		pl.Notes = append(pl.Notes, p.notes...)
-		if at.note != "" {
-			pl.Notes = append(pl.Notes, at.note)
-		}
-		if ch.level < p.jobPref {
-			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
-		}
-		return pl, sv, nil
-	}
-	return nil, sv, nil
 }
 
 // releasingOn lists the terminating pods on the nodes a placement uses.
@@ -389,15 +337,6 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 	r.Free, r.Releasing = free, rel
 }
 
-func (sv *solver) anyEligible(n int32) bool {
-	for i := range sv.m {
-		if sv.elig[i] == nil || sv.elig[i][n] {
-			return true
-		}
-	}
-	return false
-}
-
 // statusLevel is the level whose domains a Blocked or Fragmented verdict
 // reports: the job's required level, else its preferred one, else the
 // cluster.
@@ -455,7 +394,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 	}
 	if lv == tr.nodeLevel() {
 		for n := range s.nodes {
-			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.nodeFront(int32(n)).total(), 0))}
+			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.frontOfNode(int32(n)).total(), 0))}
 			out = append(out, ds)
 		}
 	} else {
@@ -463,7 +402,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			if tr.doms[d].level != lv {
 				continue
 			}
-			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.domFront(int32(d)).total(), 0))}
+			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.frontOfDom(int32(d)).total(), 0))}
 			out = append(out, ds)
 		}
 	}
@@ -573,19 +512,19 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 	lv := p.statusLevel()
 	need := minDemand(p).Pods
 	if lv == 0 {
-		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.domFront(s.tree.root()).total(), 0), need))
+		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.frontOfDom(s.tree.root()).total(), 0), need))
 	} else {
 		var best int64
 		count := 0
 		if lv == s.tree.nodeLevel() {
 			for n := range s.nodes {
-				best = max(best, sv.nodeFront(int32(n)).total())
+				best = max(best, sv.frontOfNode(int32(n)).total())
 				count++
 			}
 		} else {
 			for d := range s.tree.doms {
 				if s.tree.doms[d].level == lv {
-					best = max(best, sv.domFront(int32(d)).total())
+					best = max(best, sv.frontOfDom(int32(d)).total())
 					count++
 				}
 			}

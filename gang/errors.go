@@ -24,6 +24,9 @@ var (
 	// ErrParse: a job or cluster file is malformed. Parse errors name the
 	// field at fault.
 	ErrParse = errors.New("gang: parse error")
+	// ErrInternal: an internal invariant of the solver failed (a bug in
+	// gang, never bad input); the error names the invariant.
+	ErrInternal = errors.New("gang: internal error")
 )
 
 // Verdict sentinels: Result.Err returns an error wrapping one of them when

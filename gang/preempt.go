@@ -183,7 +183,7 @@ func (rs *removalSearch) view(victims map[string]bool) *view {
 // as no fit.
 func (rs *removalSearch) fits(d int32, victims map[string]bool) (*Placement, error) {
 	rs.tried++
-	pl, _, err := rs.s.solveView(rs.poll, rs.p, rs.view(victims), true, rs.strategy, d)
+	pl, _, err := rs.s.place(nil, rs.poll, rs.p, search{view: rs.view(victims), withMembers: true, strategy: rs.strategy, restrict: d})
 	if err != nil {
 		return nil, rs.poll.err
 	}

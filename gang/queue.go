@@ -301,7 +301,7 @@ func (qp *queuePass) neverFits(p *problem) (bool, error) {
 	if v, ok := qp.sigs[sig]; ok {
 		return v, nil
 	}
-	pl, _, err := qp.s.solveWith(&qp.sv, qp.poll, p, qp.s.viewEmpty(), false, qp.opts.Strategy, -1)
+	pl, _, err := qp.s.place(&qp.sv, qp.poll, p, search{view: qp.s.viewEmpty(), strategy: qp.opts.Strategy, restrict: -1})
 	if qp.poll.err != nil {
 		return false, qp.poll.err
 	}
@@ -331,7 +331,7 @@ func (qp *queuePass) fitsIn(p *problem, v *view) (*Placement, error) {
 	if g+qp.memberGPUs(p.job.Name) < need.GPUs || (need.MIGSlices > 0 && sl+qp.memberSlots(p.job.Name) < need.MIGSlices) {
 		return nil, nil
 	}
-	pl, _, err := qp.w.solveWith(&qp.sv, qp.poll, p, v, true, qp.opts.Strategy, -1)
+	pl, _, err := qp.w.place(&qp.sv, qp.poll, p, search{view: v, withMembers: true, strategy: qp.opts.Strategy, restrict: -1})
 	return pl, err
 }
 
@@ -484,7 +484,7 @@ func (qp *queuePass) verdict(p *problem) Verdict {
 
 func (qp *queuePass) start(p *problem, e *QueueEntry, pl *Placement, a Action, why string) error {
 	if err := qp.w.Validate(p.job, pl); err != nil {
-		return fmt.Errorf("gang: queue placement for %s does not validate: %w", p.job.Name, err)
+		return fmt.Errorf("%w: queue placement for %s does not validate: %w", ErrInternal, p.job.Name, err)
 	}
 	qp.w.assume(p.job, pl)
 	if qp.hold != nil {
@@ -540,7 +540,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 			e := endsAt(a)
 			return waitable(k) && e >= 0 && e <= t
 		})
-		pl, _, err := w.solveView(qp.poll, p, v, true, qp.opts.Strategy, -1)
+		pl, _, err := w.place(nil, qp.poll, p, search{view: v, withMembers: true, strategy: qp.opts.Strategy, restrict: -1})
 		return pl, err
 	}
 	relUntil := func(t time.Duration) map[int32]bool {
