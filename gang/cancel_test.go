@@ -68,41 +68,40 @@ func testCancel(t *testing.T, call func(ctx context.Context) (any, error)) {
 	assert.Equal(t, 1, done.Looks())
 }
 
-func TestCheckCancel(t *testing.T) {
-	s := busy(fourTier(t, 4, 5, 5, 10), 0.4, 1).build(t)
-	j := workers("train", 64, 8)
-	j.Topology = Constraint{Level: "rack"}
-	testCancel(t, func(ctx context.Context) (any, error) {
-		r, err := Check(ctx, s, j)
-		if r == nil {
-			return nil, err
-		}
-		return r, err
-	})
-}
-
-func TestPreemptCancel(t *testing.T) {
-	s := busy(nvl72(t, 6), 0.33, 5).build(t)
-	j := workers("urgent", 18, 4)
-	j.NVLink = &NVLink{}
-	j.Priority = 10
-	testCancel(t, func(ctx context.Context) (any, error) {
-		p, err := Preempt(ctx, s, j)
-		if p == nil {
-			return nil, err
-		}
-		return p, err
-	})
-}
-
-func TestPlanQueueCancel(t *testing.T) {
-	s := busy(fourTier(t, 2, 5, 5, 10), 0.4, 1).build(t)
+func TestCancel(t *testing.T) {
+	tiers := busy(fourTier(t, 4, 5, 5, 10), 0.4, 1).build(t)
+	racks := busy(nvl72(t, 6), 0.33, 5).build(t)
+	small := busy(fourTier(t, 2, 5, 5, 10), 0.4, 1).build(t)
+	rackBound := workers("train", 64, 8)
+	rackBound.Topology = Constraint{Level: "rack"}
+	urgent := workers("urgent", 18, 4)
+	urgent.NVLink = &NVLink{}
+	urgent.Priority = 10
 	jobs := queueJobs(100, 4)
-	testCancel(t, func(ctx context.Context) (any, error) {
-		p, err := PlanQueue(ctx, s, jobs, QueueOptions{})
-		if p == nil {
+	// nilIfNil keeps a typed nil result from looking like a non-nil any
+	nilIfNil := func(isNil bool, v any, err error) (any, error) {
+		if isNil {
 			return nil, err
 		}
-		return p, err
-	})
+		return v, err
+	}
+	for _, c := range []struct {
+		name string
+		call func(ctx context.Context) (any, error)
+	}{
+		{"Check", func(ctx context.Context) (any, error) {
+			r, err := Check(ctx, tiers, rackBound)
+			return nilIfNil(r == nil, r, err)
+		}},
+		{"Preempt", func(ctx context.Context) (any, error) {
+			p, err := Preempt(ctx, racks, urgent)
+			return nilIfNil(p == nil, p, err)
+		}},
+		{"PlanQueue", func(ctx context.Context) (any, error) {
+			p, err := PlanQueue(ctx, small, jobs, QueueOptions{})
+			return nilIfNil(p == nil, p, err)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testCancel(t, c.call) })
+	}
 }

@@ -157,7 +157,7 @@ func ParseJobs(data []byte) ([]Job, []QueueSpec, error) {
 		if q.Name == "" || q.Weight < 0 {
 			return nil, nil, parseErr("queues[%d]: a queue needs a name and a weight ≥ 0", i)
 		}
-		qs = append(qs, QueueSpec{Name: q.Name, Weight: q.Weight})
+		qs = append(qs, QueueSpec(q))
 	}
 	return jobs, qs, nil
 }
@@ -262,18 +262,18 @@ type NodeSpec struct {
 
 // AllocationSpec is a running pod in a cluster file.
 type AllocationSpec struct {
-	Job       string        `json:"job,omitempty"`
-	Set       string        `json:"set,omitempty"`
-	Pod       string        `json:"pod,omitempty"`
-	Node      string        `json:"node"`
-	GPUs      []int         `json:"gpus,omitempty"`
-	MIG       []MIGSlotSpec `json:"mig,omitempty"`
-	CPU       CPU           `json:"cpu,omitempty"`
-	Memory    Bytes         `json:"memory,omitempty"`
-	Priority  int           `json:"priority,omitempty"`
-	Queue     string        `json:"queue,omitempty"`
-	Releasing bool          `json:"releasing,omitempty"`
-	Remaining Duration      `json:"remaining,omitempty"`
+	Job       string        `json:"job,omitempty"`       // the pod's job (default: the pod itself)
+	Set       string        `json:"set,omitempty"`       // the job's pod set
+	Pod       string        `json:"pod,omitempty"`       // the pod's name
+	Node      string        `json:"node"`                // the node it runs on
+	GPUs      []int         `json:"gpus,omitempty"`      // the whole GPUs it holds there
+	MIG       []MIGSlotSpec `json:"mig,omitempty"`       // the MIG instances it holds there
+	CPU       CPU           `json:"cpu,omitempty"`       // its CPU request (Kubernetes quantity)
+	Memory    Bytes         `json:"memory,omitempty"`    // its memory request (Kubernetes quantity)
+	Priority  int           `json:"priority,omitempty"`  // its priority (Allocation.Priority)
+	Queue     string        `json:"queue,omitempty"`     // its job's queue
+	Releasing bool          `json:"releasing,omitempty"` // terminating: capacity being released
+	Remaining Duration      `json:"remaining,omitempty"` // expected run time left (optional)
 }
 
 // MIGSlotSpec is a MIG instance in a cluster file.

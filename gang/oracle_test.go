@@ -130,11 +130,9 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 		for range counts[s] {
 			switch {
 			case pod.MIGProfile != "":
-				var devs []int
 				var ls []*mig.Layout
 				for _, d := range n.migDevs {
 					if n.topo.Device(d).Health == topology.Healthy {
-						devs = append(devs, d)
 						ls = append(ls, layouts[d])
 					}
 				}

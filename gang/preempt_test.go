@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
 )
 
@@ -69,15 +68,7 @@ func TestPreempt_ClearsOneRack(t *testing.T) {
 // jobs and the placement validates.
 func TestPreemptMatchesOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, allocs := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := NewSnapshot(c, infos, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _, _, allocs := genQueueSnapshot(t, true)
 		j := &genPending(t, 1)[0]
 		j.Priority = rapid.IntRange(1, 4).Draw(t, "preemptor")
 		p, err := newProblem(j, s.tree)
