@@ -119,7 +119,7 @@ func BenchmarkPlanQueue(b *testing.B) {
 	}
 	s := sp.build(b)
 	jobs := queueJobs(1000, 4)
-	opts := QueueOptions{Queues: []QueueSpec{{Name: "prod", Weight: 3}, {Name: "research", Weight: 2}}}
+	opts := WithQueues(QueueSpec{Name: "prod", Weight: 3}, QueueSpec{Name: "research", Weight: 2})
 	plan, err := PlanQueue(context.Background(), s, jobs, opts)
 	if err != nil {
 		b.Fatal(err)

@@ -98,7 +98,7 @@ func TestCancel(t *testing.T) {
 			return nilIfNil(p == nil, p, err)
 		}},
 		{"PlanQueue", func(ctx context.Context) (any, error) {
-			p, err := PlanQueue(ctx, small, jobs, QueueOptions{})
+			p, err := PlanQueue(ctx, small, jobs)
 			return nilIfNil(p == nil, p, err)
 		}},
 	} {

@@ -128,15 +128,29 @@ func (r *Result) Err() error {
 	return fmt.Errorf("%w: job %s", s, r.Job)
 }
 
-// Option configures Check and the planners.
+// Option tunes one call of Check, Preempt or PlanQueue; an option that
+// does not concern a call (a queue option passed to Check) is ignored.
 type Option func(*config)
 
 type config struct {
-	strategy Strategy
+	strategy      Strategy
+	queues        []QueueSpec
+	noReservation bool
 }
 
 // WithStrategy sets how a gang spreads inside its domain (default BestFit).
 func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithQueues sets PlanQueue's queue weights; a queue not listed weighs 1.
+// Several WithQueues add up.
+func WithQueues(queues ...QueueSpec) Option {
+	return func(c *config) { c.queues = append(c.queues, queues...) }
+}
+
+// WithoutReservation turns PlanQueue's head-of-line reservation off: every
+// job that fits starts, in order (plain priority order, which can starve
+// large gangs).
+func WithoutReservation() Option { return func(c *config) { c.noReservation = true } }
 
 func newConfig(opts []Option) config {
 	var c config

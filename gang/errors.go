@@ -3,6 +3,8 @@ package gang
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
@@ -21,9 +23,10 @@ var (
 	// (Snapshot.Validate, Snapshot.Assume): over capacity, a device or MIG
 	// slot booked twice, a topology constraint broken, a threshold missed.
 	ErrInvalidPlacement = errors.New("gang: invalid placement")
-	// ErrParse: a job or cluster file is malformed. Parse errors name the
-	// field at fault.
-	ErrParse = errors.New("gang: parse error")
+	// ErrParse is topology.ErrParse, re-exported: a job or cluster file,
+	// or a name given to an enum parser (ParseStrategy, Mode.UnmarshalText),
+	// is malformed. Parse errors name the field at fault.
+	ErrParse = topology.ErrParse
 	// ErrInternal: an internal invariant of the solver failed (a bug in
 	// gang, never bad input); the error names the invariant.
 	ErrInternal = errors.New("gang: internal error")

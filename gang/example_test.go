@@ -130,7 +130,7 @@ func ExamplePlanQueue() {
 		{Name: "rack-0", Priority: 1, Arrival: 1, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 17, Pod: gang.Pod{GPUs: 4}}}},
 		{Name: "one-tray", Priority: 1, Arrival: 2, PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{GPUs: 4}}}},
 	}
-	plan, err := gang.PlanQueue(context.Background(), s, jobs, gang.QueueOptions{})
+	plan, err := gang.PlanQueue(context.Background(), s, jobs)
 	if err != nil {
 		panic(err)
 	}

@@ -18,18 +18,6 @@ type QueueSpec struct {
 	Weight int
 }
 
-// QueueOptions configure PlanQueue.
-type QueueOptions struct {
-	// Queues lists queue weights; a queue not listed has weight 1.
-	Queues []QueueSpec
-	// Strategy is the placement strategy (default BestFit).
-	Strategy Strategy
-	// NoReservation turns head-of-line reservation off: every job that
-	// fits starts, in order (plain priority order, which can starve large
-	// gangs).
-	NoReservation bool
-}
-
 // Action is what a queue pass decides for a job.
 type Action uint8
 
@@ -155,16 +143,19 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 // A cancelled ctx stops the pass (it is looked at before every placement
 // search and every few hundred nodes inside one) with an error wrapping
 // ctx.Err().
-func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
-	if len(jobs) > MaxJobs || len(opts.Queues) > MaxJobs {
-		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(opts.Queues), MaxJobs)
+//
+// Options: WithStrategy, WithQueues (queue weights), WithoutReservation.
+func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*QueuePlan, error) {
+	cfg := newConfig(opts)
+	if len(jobs) > MaxJobs || len(cfg.queues) > MaxJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(cfg.queues), MaxJobs)
 	}
 	if len(jobs)*len(s.nodes) > MaxQueueWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxQueueWork (%d jobs × nodes) for one pass; plan the head of the queue first",
 			len(jobs), len(s.nodes), MaxQueueWork)
 	}
 	weights := map[string]int{}
-	for _, q := range opts.Queues {
+	for _, q := range cfg.queues {
 		if q.Weight < 0 {
 			return nil, jobErr("queue %q: negative weight %d", q.Name, q.Weight)
 		}
@@ -182,7 +173,7 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts QueueOptions) 
 		}
 		probs[j.Name] = p
 	}
-	qp := &queuePass{s: s, poll: newPoller(ctx), w: s.Clone(), probs: probs, opts: opts, never: map[string]*Placement{}, sigs: map[string]bool{}}
+	qp := &queuePass{s: s, poll: newPoller(ctx), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}
@@ -210,7 +201,7 @@ type queuePass struct {
 	s     *Snapshot
 	w     *Snapshot // working copy: pods started and released in this pass
 	probs map[string]*problem
-	opts  QueueOptions
+	cfg   config
 	never map[string]*Placement
 	resv  *resvState
 	hold  *view // w with the reservation held; nil when stale
@@ -301,7 +292,7 @@ func (qp *queuePass) neverFits(p *problem) (bool, error) {
 	if v, ok := qp.sigs[sig]; ok {
 		return v, nil
 	}
-	pl, _, err := qp.s.place(&qp.sv, qp.poll, p, search{view: qp.s.viewEmpty(), strategy: qp.opts.Strategy, restrict: -1})
+	pl, _, err := qp.s.place(&qp.sv, qp.poll, p, search{view: qp.s.viewEmpty(), strategy: qp.cfg.strategy, restrict: -1})
 	if qp.poll.err != nil {
 		return false, qp.poll.err
 	}
@@ -331,7 +322,7 @@ func (qp *queuePass) fitsIn(p *problem, v *view) (*Placement, error) {
 	if g+qp.memberGPUs(p.job.Name) < need.GPUs || (need.MIGSlices > 0 && sl+qp.memberSlots(p.job.Name) < need.MIGSlices) {
 		return nil, nil
 	}
-	pl, _, err := qp.w.place(&qp.sv, qp.poll, p, search{view: v, withMembers: true, strategy: qp.opts.Strategy, restrict: -1})
+	pl, _, err := qp.w.place(&qp.sv, qp.poll, p, search{view: v, withMembers: true, strategy: qp.cfg.strategy, restrict: -1})
 	return pl, err
 }
 
@@ -372,7 +363,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 		}
 		return nowPl, nil
 	}
-	if qp.resv == nil || qp.opts.NoReservation {
+	if qp.resv == nil || qp.cfg.noReservation {
 		pl, err := fitsNow()
 		if err != nil {
 			return err
@@ -423,7 +414,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 	} else {
 		e.Verdict = qp.verdict(p)
 	}
-	if qp.resv == nil && !qp.opts.NoReservation {
+	if qp.resv == nil && !qp.cfg.noReservation {
 		r, err := qp.reserve(p)
 		if err != nil {
 			return err
@@ -540,7 +531,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 			e := endsAt(a)
 			return waitable(k) && e >= 0 && e <= t
 		})
-		pl, _, err := w.place(nil, qp.poll, p, search{view: v, withMembers: true, strategy: qp.opts.Strategy, restrict: -1})
+		pl, _, err := w.place(nil, qp.poll, p, search{view: v, withMembers: true, strategy: qp.cfg.strategy, restrict: -1})
 		return pl, err
 	}
 	relUntil := func(t time.Duration) map[int32]bool {
@@ -576,7 +567,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 	}
 	// Pods without a known end are needed too: wait for the fewest whole
 	// running jobs (every pod with a known end counted as gone).
-	rs := &removalSearch{s: w, poll: qp.poll, p: p, strategy: qp.opts.Strategy, budget: budgetFor(w, searchBudget/8),
+	rs := &removalSearch{s: w, poll: qp.poll, p: p, strategy: qp.cfg.strategy, budget: budgetFor(w, searchBudget/8),
 		gone: func(a *Allocation) bool {
 			_, pending := qp.probs[a.jobName()]
 			return !pending && a.jobName() != p.job.Name && endsAt(a) >= 0

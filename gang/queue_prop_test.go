@@ -94,7 +94,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s, c, infos, allocs := genQueueSnapshot(t, true)
 		jobs := genPending(t, rapid.IntRange(1, 7).Draw(t, "pending"))
-		plan, err := PlanQueue(context.Background(), s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}}})
+		plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			}
 			// running pods' remaining time is known when declared
 			refreshRemaining(snap, ends, all, now)
-			plan, err := PlanQueue(context.Background(), snap, pending, QueueOptions{})
+			plan, err := PlanQueue(context.Background(), snap, pending)
 			if err != nil {
 				t.Fatal(err)
 			}

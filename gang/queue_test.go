@@ -31,7 +31,7 @@ func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
 		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
 	}
-	plan, err := PlanQueue(context.Background(), s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: 1}, {Name: "b", Weight: 2}}})
+	plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: 1}, QueueSpec{Name: "b", Weight: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 		gpuJob("small-long", 1, 4, 1, 8, 2*time.Hour),
 		gpuJob("small-2", 1, 5, 1, 8, 0),
 	}
-	plan, err := PlanQueue(context.Background(), s, jobs, QueueOptions{})
+	plan, err := PlanQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 	}
 	// Without reservation the small jobs take the free nodes and the gang
 	// keeps waiting.
-	plan, err = PlanQueue(context.Background(), s, jobs, QueueOptions{NoReservation: true})
+	plan, err = PlanQueue(context.Background(), s, jobs, WithoutReservation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestPlanQueue_ReservationWithoutRunTimes(t *testing.T) {
 	sp.allocs = append(holdNodes("x", 0, 0), holdNodes("y", 0, 1, 2)...)
 	s := sp.build(t)
 	jobs := []Job{gpuJob("big", 5, 1, 2, 8, 0), gpuJob("small", 1, 2, 1, 8, time.Minute)}
-	plan, err := PlanQueue(context.Background(), s, jobs, QueueOptions{})
+	plan, err := PlanQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,8 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", s)
 }
 
-// ParseStrategy parses a name String returns.
+// ParseStrategy parses a name String returns ("best-fit" and "BestFit",
+// "Balanced" too). Errors wrap ErrParse.
 func ParseStrategy(name string) (Strategy, error) {
 	switch name {
 	case "bestfit", "best-fit", "BestFit":
@@ -36,5 +37,24 @@ func ParseStrategy(name string) (Strategy, error) {
 	case "balanced", "Balanced":
 		return Balanced, nil
 	}
-	return 0, fmt.Errorf("%w: unknown strategy %q (want bestfit or balanced)", ErrInvalidJob, name)
+	return 0, parseErr("unknown strategy %q (want bestfit or balanced)", name)
+}
+
+// MarshalText implements encoding.TextMarshaler: the name String returns.
+// An unknown value is an error wrapping ErrInvalidJob.
+func (s Strategy) MarshalText() ([]byte, error) {
+	if s > Balanced {
+		return nil, jobErr("unknown strategy %d", s)
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseStrategy.
+func (s *Strategy) UnmarshalText(b []byte) error {
+	v, err := ParseStrategy(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
 }

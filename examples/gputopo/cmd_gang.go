@@ -76,7 +76,11 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if len(jobs) > 1 || *queue {
-		plan, err := gang.PlanQueue(ctx, snap, jobs, gang.QueueOptions{Queues: queues, Strategy: strat, NoReservation: *noResv})
+		opts := []gang.Option{gang.WithStrategy(strat), gang.WithQueues(queues...)}
+		if *noResv {
+			opts = append(opts, gang.WithoutReservation())
+		}
+		plan, err := gang.PlanQueue(ctx, snap, jobs, opts...)
 		if err != nil {
 			return err
 		}
