@@ -1,11 +1,12 @@
 package gang
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -98,9 +99,7 @@ func TestParseJobs_Errors(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := ParseJobs([]byte(c.src))
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err %v, want %v", err, c.want)
-			}
+			require.ErrorIs(t, err, c.want)
 		})
 	}
 }
@@ -116,14 +115,13 @@ func TestQuantity(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := quantity([]byte(c.in), c.cpu)
-		if err != nil || got != c.want {
-			t.Errorf("quantity(%s, cpu=%v) = %d, %v; want %d", c.in, c.cpu, got, err, c.want)
+		if assert.NoError(t, err, "quantity(%s, cpu=%v)", c.in, c.cpu) {
+			assert.Equal(t, c.want, got, "quantity(%s, cpu=%v)", c.in, c.cpu)
 		}
 	}
 	for _, bad := range []string{`"abc"`, `""`, `"1.5.2"`, `"-3"`, `"1e400"`, `true`, `"NaN"`} {
-		if _, err := quantity([]byte(bad), false); !errors.Is(err, ErrParse) {
-			t.Errorf("quantity(%s): %v", bad, err)
-		}
+		_, err := quantity([]byte(bad), false)
+		assert.ErrorIs(t, err, ErrParse, "quantity(%s)", bad)
 	}
 }
 
@@ -211,12 +209,10 @@ func TestParseCluster_Errors(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseCluster([]byte(c.src), fixtureMachines(t))
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err %v, want %v", err, c.want)
-			}
+			require.ErrorIs(t, err, c.want)
 		})
 	}
-	if _, err := ParseCluster([]byte(node), nil); !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), "catalogue") {
-		t.Fatalf("machine without catalogue: %v", err)
-	}
+	_, err := ParseCluster([]byte(node), nil)
+	require.ErrorIs(t, err, ErrParse, "machine without catalogue")
+	assert.Contains(t, err.Error(), "catalogue")
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -32,23 +35,17 @@ func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
 	}
 	plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: 1}, QueueSpec{Name: "b", Weight: 2}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for _, e := range plan.Entries {
 		got = append(got, e.Job)
 	}
 	// b has twice a's weight: two of b's jobs for each of a's.
 	want := []string{"a-high-early", "b-1", "b-2", "a-high", "b-3", "b-4", "a-low"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("order %v, want %v", got, want)
-	}
-	e, _ := plan.Entry("a-high")
-	if e.Position != 4 || e.QueuePosition != 2 || e.GPUsAhead != 3 || e.JobsAhead != 3 {
-		t.Fatalf("a-high entry %+v", e)
-	}
-	_ = time.Second
+	require.Equal(t, want, got, "order")
+	e, ok := plan.Entry("a-high")
+	require.True(t, ok)
+	assert.Equal(t, []int{4, 2, 3, 3}, []int{e.Position, e.QueuePosition, e.GPUsAhead, e.JobsAhead}, "a-high position, queue position, GPUs ahead, jobs ahead")
 }
 
 func gpuJob(name string, prio int, arrival int64, pods, gpus int, run time.Duration) Job {
