@@ -30,12 +30,9 @@ func newPoller(ctx context.Context) *poller {
 // tick records units of work and, every pollEvery units, looks at the
 // context.
 func (p *poller) tick(units int) error {
-	if p.err != nil {
-		return p.err
-	}
 	p.work += units
 	if p.work < pollEvery {
-		return nil
+		return p.err
 	}
 	p.work = 0
 	return p.now()

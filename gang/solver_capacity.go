@@ -123,11 +123,12 @@ func (sv *solver) capacityScalar() error {
 		td := &t.doms[d]
 		lv := td.level
 		var capacity, low int64
+		cut := z > 1 && lv < zl // slices at a level below this domain
 		// A child whose members cannot be completed (low > capacity) makes
 		// its parent infeasible too: its low is raised to a sentinel no
 		// capacity reaches.
 		add := func(childCap, childLow int64, childLevel int) {
-			if sv.sliceCut(0, lv, childLevel) {
+			if cut && zl < childLevel {
 				childCap = 0
 			}
 			if childLow > childCap {
