@@ -177,11 +177,11 @@ func mustCheck(tb testing.TB, s *Snapshot, j *Job, opts ...Option) *Result {
 	tb.Helper()
 	r, err := Check(context.Background(), s, j, opts...)
 	if err != nil {
-		tb.Fatalf("Check(context.Background(), %s): %v", j.Name, err)
+		tb.Fatalf("Check(%s): %v", j.Name, err)
 	}
 	if r.Placement != nil {
 		if err := s.Validate(j, r.Placement); err != nil && r.Verdict == Fits {
-			tb.Fatalf("Check(context.Background(), %s) placement does not validate: %v", j.Name, err)
+			tb.Fatalf("Check(%s) placement does not validate: %v", j.Name, err)
 		}
 	}
 	return r

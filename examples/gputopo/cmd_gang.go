@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/gangfile"
 	"github.com/gputopo/gputopo/provider/catalog"
 )
 
@@ -27,7 +28,7 @@ blocked (how much is missing, where, held by whom), fragmented, never fits —
 with reasons. A job file with several jobs (or --queue) runs one queue pass:
 order, GPUs ahead, what starts now, the head-of-line reservation.
 
-File formats: go doc github.com/gputopo/gputopo/gang JobFile (and ClusterFile).
+File formats: go doc github.com/gputopo/gputopo/gang/gangfile Jobs (and Cluster).
 Machines named in a cluster file are the embedded ones (gputopo machines).
 
 flags:
@@ -68,7 +69,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	jobs, queues, err := gang.ParseJobs(data)
+	jobs, queues, err := gangfile.ParseJobs(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *jobFile, err)
 	}
@@ -126,7 +127,7 @@ func gangRead(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := gang.ReadFile(f)
+	b, err := gangfile.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -138,7 +139,7 @@ func gangReadCluster(path string) (*gang.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := gang.ParseCluster(data, catalog.Get)
+	s, err := gangfile.ParseCluster(data, catalog.Get)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
