@@ -72,7 +72,7 @@ type Pod struct {
 	// Scope and ScopeMode confine the pod's devices to one fabric island,
 	// PCIe switch tree, NUMA node or package of the node (see scoring).
 	Scope     scoring.Scope
-	ScopeMode scoring.ScopeMode
+	ScopeMode scoring.Mode
 	// MIGProfile asks for MIG instances of this profile ("3g.40gb")
 	// instead of whole devices; slots are chosen by package mig.
 	MIGProfile string
@@ -368,7 +368,7 @@ func (p *Pod) validate(where string) error {
 		return limitErr(ErrInvalidJob, "%s: %d node selector labels, more than MaxLabels (%d)", where, len(p.NodeSelector), MaxLabels)
 	case p.Scope > scoring.ScopePackage:
 		return jobErr("%s: unknown device scope %d", where, p.Scope)
-	case p.ScopeMode > scoring.ScopeRequired:
+	case p.ScopeMode > scoring.ModePreferred:
 		return jobErr("%s: unknown scope mode %d", where, p.ScopeMode)
 	}
 	if err := checkName(ErrInvalidJob, where+" MIG profile", p.MIGProfile); err != nil {

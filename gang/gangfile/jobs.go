@@ -175,14 +175,15 @@ func (js *Job) job() (gang.Job, error) {
 			s.Pod.Scope = sc
 		}
 		switch strings.ToLower(ps.ScopeMode) {
-		case "", "preferred":
-		case "required":
-			s.Pod.ScopeMode = scoring.ScopeRequired
+		case "preferred":
+			s.Pod.ScopeMode = scoring.ModePreferred
+		case "", "required":
+			s.Pod.ScopeMode = scoring.ModeRequired
 		default:
 			return j, parseErr("podSets[%d].scopeMode %q (want required or preferred)", i, ps.ScopeMode)
 		}
 		if s.Pod.Scope != scoring.ScopeNone && ps.ScopeMode == "" {
-			s.Pod.ScopeMode = scoring.ScopeRequired
+			s.Pod.ScopeMode = scoring.ModeRequired
 		}
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}

@@ -1,12 +1,14 @@
 package simulate
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // Policy is a placement policy: it names itself and makes a [Scorer] for
@@ -23,9 +25,9 @@ type Env struct {
 	State *State
 	// Workload holds the typical task shapes of the original pod list
 	// (before inflation), as FGD computes them (memory ignored).
-	Workload *scoring.FGDWorkload
+	Workload *fgd.Workload
 	// MemoryWorkload is Workload with each shape's median memory.
-	MemoryWorkload *scoring.FGDWorkload
+	MemoryWorkload *fgd.Workload
 	// Pods is the original pod list, sorted by name.
 	Pods []Pod
 	// Rand is the policy's own random stream, seeded from the replay seed.
@@ -62,35 +64,72 @@ func NewPolicy(name string, newScorer func(env *Env) Scorer) Policy {
 
 // The paper's policies (§5.4 of the FGD paper), as its simulator implements
 // them: integer node scores in 0..100, equal top scores broken by the
-// replay's [TieBreak], GPUs chosen best-fit except where noted.
+// replay's [TieBreak], GPUs chosen best-fit except where noted. They are
+// values behind functions so that no caller can replace them.
 var (
-	// Random places each pod on a uniformly random feasible node, on a
-	// random GPU with room for a GPU-sharing pod.
-	Random Policy = NewPolicy("Random", func(env *Env) Scorer { return &randomScorer{env} })
-	// DotProd is Tetris' alignment: the score falls with the dot product
-	// of the node's free (CPU, total GPU) and the pod's request, both
-	// normalised by the largest node.
-	DotProd Policy = NewPolicy("DotProd", func(env *Env) Scorer { return &dotProdScorer{env.State} })
-	// Clustering keeps pods of one GPU request class (sharing, 1 GPU,
-	// 2 GPUs, ...) together: nodes hosting only that class first, then
-	// nodes hosting it among others, then idle nodes, then the rest; fuller
-	// nodes first within each band. CPU-only pods score 0 everywhere.
-	Clustering Policy = NewPolicy("Clustering", func(env *Env) Scorer { return &clusteringScorer{env.State} })
-	// Packing prefers GPUs already shared (least room left first), then
-	// free GPUs on a used node, then idle nodes.
-	Packing Policy = NewPolicy("Packing", func(env *Env) Scorer { return &packingScorer{env.State} })
-	// BestFit prefers the node whose free CPU and GPU would be smallest
-	// after placement, each normalised by the largest node, min-max
-	// rescaled over the feasible nodes.
-	BestFit Policy = NewPolicy("BestFit", func(env *Env) Scorer { return &bestFitScorer{env.State} })
-	// FGD is fragmentation gradient descent: the node (and, for a
-	// GPU-sharing pod, the GPU) where the expected fragmentation grows
-	// least, scored int(100·sigmoid(−Δ/1000)).
-	FGD Policy = NewPolicy("FGD", func(env *Env) Scorer { return &fgdScorer{env.State} })
+	randomPolicy     = NewPolicy("Random", func(env *Env) Scorer { return &randomScorer{env} })
+	dotProdPolicy    = NewPolicy("DotProd", func(env *Env) Scorer { return &dotProdScorer{env.State} })
+	clusteringPolicy = NewPolicy("Clustering", func(env *Env) Scorer { return &clusteringScorer{env.State} })
+	packingPolicy    = NewPolicy("Packing", func(env *Env) Scorer { return &packingScorer{env.State} })
+	bestFitPolicy    = NewPolicy("BestFit", func(env *Env) Scorer { return &bestFitScorer{env.State} })
+	fgdPolicy        = NewPolicy("FGD", func(env *Env) Scorer { return &fgdScorer{env.State} })
+	lookaheadPolicy  = NewPolicy("Lookahead", newLookahead)
 )
 
-// Baselines returns the paper's six policies in its order.
-func Baselines() []Policy { return []Policy{Random, DotProd, Clustering, Packing, BestFit, FGD} }
+// Random places each pod on a uniformly random feasible node, on a random
+// GPU with room for a GPU-sharing pod.
+func Random() Policy { return randomPolicy }
+
+// DotProd is Tetris' alignment: the score falls with the dot product of the
+// node's free (CPU, total GPU) and the pod's request, both normalised by
+// the largest node.
+func DotProd() Policy { return dotProdPolicy }
+
+// Clustering keeps pods of one GPU request class (sharing, 1 GPU, 2 GPUs,
+// ...) together: nodes hosting only that class first, then nodes hosting
+// it among others, then idle nodes, then the rest; fuller nodes first
+// within each band. CPU-only pods score 0 everywhere.
+func Clustering() Policy { return clusteringPolicy }
+
+// Packing prefers GPUs already shared (least room left first), then free
+// GPUs on a used node, then idle nodes.
+func Packing() Policy { return packingPolicy }
+
+// BestFit prefers the node whose free CPU and GPU would be smallest after
+// placement, each normalised by the largest node, min-max rescaled over
+// the feasible nodes.
+func BestFit() Policy { return bestFitPolicy }
+
+// FGD is fragmentation gradient descent: the node (and, for a GPU-sharing
+// pod, the GPU) where the expected fragmentation grows least, scored
+// int(100·sigmoid(−Δ/1000)).
+func FGD() Policy { return fgdPolicy }
+
+// Baselines returns the paper's six policies in its order: [Random],
+// [DotProd], [Clustering], [Packing], [BestFit], [FGD]. The slice is new on
+// every call.
+func Baselines() []Policy {
+	return []Policy{randomPolicy, dotProdPolicy, clusteringPolicy, packingPolicy, bestFitPolicy, fgdPolicy}
+}
+
+// Policies returns every built-in policy: the paper's six ([Baselines])
+// then gputopo's [Lookahead]. The slice is new on every call.
+func Policies() []Policy { return append(Baselines(), lookaheadPolicy) }
+
+// PolicyByName returns the built-in policy of that name (see [Policies]),
+// ignoring case; an unknown name is an error wrapping [ErrInvalidConfig]
+// that lists the known ones.
+func PolicyByName(name string) (Policy, error) {
+	all := Policies()
+	names := make([]string, len(all))
+	for i, p := range all {
+		if strings.EqualFold(p.Name(), strings.TrimSpace(name)) {
+			return p, nil
+		}
+		names[i] = p.Name()
+	}
+	return nil, fmt.Errorf("%w: unknown policy %s (know %s)", ErrInvalidConfig, quote(name), strings.Join(names, ", "))
+}
 
 type randomScorer struct{ env *Env }
 
@@ -235,7 +274,7 @@ func (f *fgdScorer) Score(p *Pod, i int) (float64, GPUSet) {
 // nodeCost is FGD's cost of a node's free CPU, memory and GPUs, the expected
 // fragment F_n(M), plus, when stranded is set, the Lookahead policy's
 // stranded-GPU term.
-func nodeCost(e *scoring.FGDEvaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
+func nodeCost(e *fgd.Evaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
 	c := e.Fragment(cpu, mem, gpus)
 	if stranded {
 		c += e.Stranded(cpu, mem, gpus)
@@ -245,17 +284,17 @@ func nodeCost(e *scoring.FGDEvaluator, stranded bool, cpu, mem int64, gpus []int
 
 // fragmentDeltaScore scores placing p on node i the FGD way: the change of
 // the node's cost (see nodeCost) from before (its cost now) to after the
-// placement, mapped through scoring.FGDScore and truncated to an integer as
+// placement, mapped through fgd.Score and truncated to an integer as
 // the paper's scheduler does. A sharing pod tries each GPU with a distinct
 // free share (equal free shares score equally) and keeps the best; a
 // whole-GPU pod takes the node's first free GPUs.
-func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *scoring.FGDEvaluator, stranded bool) (float64, GPUSet) {
+func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluator, stranded bool) (float64, GPUSet) {
 	free := s.FreeGPUs(i)
 	var buf [MaxGPUsPerNode]int64
 	after := buf[:len(free)]
 	copy(after, free)
-	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryMiB
-	score := func(a float64) float64 { return math.Trunc(scoring.FGDScore(a - before)) }
+	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryBytes
+	score := func(a float64) float64 { return math.Trunc(fgd.Score(a - before)) }
 	if p.Sharing() {
 		best, bestG := -1.0, -1
 		var tried [MaxGPUsPerNode]int64 // GPUs with equal free space give equal scores: try one
