@@ -147,12 +147,6 @@ func (c *cache) internLocked(key classKey, st *nodeStatic, state *scoring.State,
 	return cl.id
 }
 
-func (c *cache) class(id int32) *class {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.classes[id]
-}
-
 // seq returns the greedy sequence of shape k on class id.
 func (c *cache) seq(id int32, k shapeKey) *packSeq {
 	c.mu.Lock()

@@ -1,0 +1,41 @@
+// Package hostile holds what the hostile-input tests of gang and
+// gang/gangfile share: how much a call allocates, and the check that a
+// hostile input fails cheaply with the right sentinels.
+package hostile
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Budget is what one hostile input may allocate in all
+// (runtime.MemStats.TotalAlloc), parsing included.
+const Budget = 64 << 20
+
+// Allocated returns the bytes f allocates.
+func Allocated(f func()) uint64 {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	f()
+	runtime.ReadMemStats(&m1)
+	return m1.TotalAlloc - m0.TotalAlloc
+}
+
+// Check runs f, which must fail with an error wrapping every one of
+// sentinels, a message under 2,000 bytes, within Budget bytes.
+func Check(t *testing.T, f func() error, sentinels ...error) {
+	t.Helper()
+	var err error
+	n := Allocated(func() { err = f() })
+	require.Error(t, err)
+	for _, s := range sentinels {
+		assert.ErrorIs(t, err, s)
+	}
+	assert.Less(t, n, uint64(Budget), "allocated %d MB", n>>20)
+	assert.Less(t, len(err.Error()), 2000, "error message of %d bytes", len(err.Error()))
+	t.Logf("%d KB: %.300v", n>>10, err)
+}
