@@ -31,24 +31,88 @@ const (
 )
 
 // ParseComputeMode parses "SPX", "dpx", ... (as sysfs
-// current_compute_partition prints them).
+// current_compute_partition prints them). Errors wrap ErrParse and
+// ErrBadMode.
 func ParseComputeMode(s string) (ComputeMode, error) {
 	c := ComputeMode(strings.ToUpper(strings.TrimSpace(s)))
 	switch c {
 	case SPX, DPX, TPX, QPX, CPX:
 		return c, nil
 	}
-	return "", fmt.Errorf("%w: unknown compute mode %q (want SPX, DPX, TPX, QPX or CPX)", ErrBadMode, s)
+	return "", malformed(ErrBadMode, "unknown compute mode %q (want SPX, DPX, TPX, QPX or CPX)", s)
 }
 
-// ParseMemoryMode parses "NPS1", "nps4", ...
+// MarshalText implements encoding.TextMarshaler. The zero value (no mode)
+// marshals as empty text; an unknown mode is an error wrapping ErrBadMode.
+func (c ComputeMode) MarshalText() ([]byte, error) {
+	if c == "" {
+		return nil, nil
+	}
+	m, err := ParseComputeMode(string(c))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(m), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseComputeMode;
+// empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
+func (c *ComputeMode) UnmarshalText(b []byte) error {
+	if c == nil {
+		return malformed(ErrBadMode, "UnmarshalText into a nil *ComputeMode")
+	}
+	if len(b) == 0 {
+		*c = ""
+		return nil
+	}
+	m, err := ParseComputeMode(string(b))
+	if err != nil {
+		return err
+	}
+	*c = m
+	return nil
+}
+
+// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap ErrParse and
+// ErrBadMode.
 func ParseMemoryMode(s string) (MemoryMode, error) {
 	n := MemoryMode(strings.ToUpper(strings.TrimSpace(s)))
 	switch n {
 	case NPS1, NPS2, NPS4, NPS8:
 		return n, nil
 	}
-	return "", fmt.Errorf("%w: unknown memory mode %q (want NPS1, NPS2, NPS4 or NPS8)", ErrBadMode, s)
+	return "", malformed(ErrBadMode, "unknown memory mode %q (want NPS1, NPS2, NPS4 or NPS8)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler. The zero value (no mode)
+// marshals as empty text; an unknown mode is an error wrapping ErrBadMode.
+func (n MemoryMode) MarshalText() ([]byte, error) {
+	if n == "" {
+		return nil, nil
+	}
+	m, err := ParseMemoryMode(string(n))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(m), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMemoryMode;
+// empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
+func (n *MemoryMode) UnmarshalText(b []byte) error {
+	if n == nil {
+		return malformed(ErrBadMode, "UnmarshalText into a nil *MemoryMode")
+	}
+	if len(b) == 0 {
+		*n = ""
+		return nil
+	}
+	m, err := ParseMemoryMode(string(b))
+	if err != nil {
+		return err
+	}
+	*n = m
+	return nil
 }
 
 // partitions returns how many memory partitions n has.

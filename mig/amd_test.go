@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -91,7 +92,7 @@ func hive2(t testing.TB) []*AMDGPU {
 
 func TestPlanAMD(t *testing.T) {
 	// A compute-mode change takes only the idle GPU down.
-	p, err := PlanAMD(hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
+	p, err := PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
 	if err != nil || p.GPU != "gpu1" || p.Mode != "CPX/NPS1" || p.Cost.WholeGPUOps != 1 || p.Cost.Disruptions() != 0 || len(p.Steps) != 1 {
 		t.Fatalf("CPX: %+v %v", p, err)
 	}
@@ -99,7 +100,7 @@ func TestPlanAMD(t *testing.T) {
 	// NPS4 reloads the driver for the whole hive, so the training job is
 	// evicted (policy permitting) and both GPUs count.
 	req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "inf", Priority: 5}
-	p, err = PlanAMD(hive2(t), req, Policy{Threshold: 5})
+	p, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 5})
 	if err != nil || p.Cost.WholeGPUOps != 2 || p.Cost.Evictions != 1 {
 		t.Fatalf("CPX/NPS4: %+v %v", p, err)
 	}
@@ -116,30 +117,30 @@ func TestPlanAMD(t *testing.T) {
 		t.Errorf("Explain:\n%s", ex)
 	}
 	// Below the threshold: no plan, with the reason.
-	_, err = PlanAMD(hive2(t), req, Policy{Threshold: 8})
+	_, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 8})
 	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "below the eviction threshold 8") {
 		t.Errorf("threshold: %v", err)
 	}
 	// Already in mode with a free partition: no change.
 	gs := hive2(t)
 	gs[1].Compute = CPX
-	p, err = PlanAMD(gs, AMDRequest{Compute: CPX}, Policy{})
+	p, err = PlanAMD(context.Background(), gs, AMDRequest{Compute: CPX}, Policy{})
 	if err != nil || len(p.Steps) != 0 || p.GPU != "gpu1" || p.Partition != 0 {
 		t.Errorf("in mode: %+v %v", p, err)
 	}
 	// A model without the mode is skipped with a reason.
 	a := amdModel(t, "MI300A")
-	_, err = PlanAMD([]*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
+	_, err = PlanAMD(context.Background(), []*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
 	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "no QPX mode") {
 		t.Errorf("APU QPX: %v", err)
 	}
-	if _, err := PlanAMD(hive2(t), AMDRequest{Compute: "XPX"}, Policy{}); !errors.Is(err, ErrBadMode) {
+	if _, err := PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: "XPX"}, Policy{}); !errors.Is(err, ErrBadMode) {
 		t.Errorf("bad mode: %v", err)
 	}
 	bad := hive2(t)
 	bad[1].Memory = NPS4
 	bad[1].Compute = CPX
-	if _, err := PlanAMD(bad, AMDRequest{Compute: CPX}, Policy{}); !errors.Is(err, ErrInvalidLayout) {
+	if _, err := PlanAMD(context.Background(), bad, AMDRequest{Compute: CPX}, Policy{}); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("mixed hive: %v", err)
 	}
 	// The rules ApplyAMDStep enforces.
@@ -340,7 +341,7 @@ func TestPlanAMDOracle(t *testing.T) {
 			req.Memory = want.Memory
 		}
 		pol := genPolicy(t)
-		p, err := PlanAMD(gpus, req, pol)
+		p, err := PlanAMD(context.Background(), gpus, req, pol)
 		cost, ok, trivial := oracleAMD(gpus, req, pol)
 		if !ok {
 			if !errors.Is(err, ErrNoPlan) {

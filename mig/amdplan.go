@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -221,8 +222,10 @@ type amdMove struct {
 // operation in the Cost, after evictions and before moves. The policy
 // applies as for PlanDefrag; when nothing is allowed the error is a
 // *NoPlanError (bounded: counts per cause and a few examples). The time
-// grows about linearly with the number of GPUs, hives included.
-func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
+// grows about linearly with the number of GPUs, hives included. PlanAMD
+// looks at ctx every few hundred GPUs and, once it is done, returns an
+// error wrapping ctx.Err().
+func PlanAMD(ctx context.Context, gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 	if _, err := ParseComputeMode(string(req.Compute)); err != nil {
 		return nil, err
 	}
@@ -231,46 +234,88 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			return nil, err
 		}
 	}
-	names := make(map[string]bool, len(gpus))
-	hives := map[string][]int{} // hive → members, ascending
-	for i, g := range gpus {
+	ap := &amdPlanner{req: req, pol: pol, poll: newPoller(ctx, "PlanAMD"), gpus: gpus, hives: map[string][]int{}}
+	if err := ap.validate(); err != nil {
+		return nil, err
+	}
+	if p := ap.fitsAlready(); p != nil {
+		return p, nil
+	}
+	ap.mark = make([]int, len(gpus))
+	ap.collectFree()
+	bc := ap.cheapest()
+	if ap.poll.err != nil {
+		return nil, ap.poll.err
+	}
+	if bc == nil {
+		return nil, ap.reasons.err(req.String())
+	}
+	return ap.build(bc)
+}
+
+// amdPlanner is one PlanAMD call's state.
+type amdPlanner struct {
+	req        AMDRequest
+	pol        Policy
+	poll       poller
+	reasons    reasonLog
+	considered int // ways of making room weighed (Plan.Considered)
+	gpus       []*AMDGPU
+	hives      map[string][]int       // hive → members, ascending
+	free       map[amdClass][]amdMove // free partitions by class, in GPU order
+	mark       []int                  // mark[j] == stamp: GPU j is affected by the current candidate
+	stamp      int
+	paths      map[pathKey][]AMDMode
+}
+
+// validate checks every GPU, distinct names, and one memory mode per hive.
+func (ap *amdPlanner) validate() error {
+	return validateGPUs(&ap.poll, ap.gpus, func(g *AMDGPU) string { return g.GPU }, func(i int, g *AMDGPU) error {
 		if err := g.Validate(); err != nil {
-			return nil, fmt.Errorf("gpu %d: %w", i, err)
+			return err
 		}
-		if names[g.GPU] {
-			return nil, fmt.Errorf("%w: duplicate GPU name %q", ErrInvalidLayout, g.GPU)
+		if g.Hive == "" {
+			return nil
 		}
-		names[g.GPU] = true
-		if g.Hive != "" {
-			if hs := hives[g.Hive]; len(hs) > 0 && gpus[hs[0]].Memory != g.Memory {
-				return nil, fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, gpus[hs[0]].Memory, g.Memory)
-			}
-			hives[g.Hive] = append(hives[g.Hive], i)
+		if hs := ap.hives[g.Hive]; len(hs) > 0 && ap.gpus[hs[0]].Memory != g.Memory {
+			return fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, ap.gpus[hs[0]].Memory, g.Memory)
 		}
-	}
-	mreq := Request{Profile: req.String(), Owner: req.Owner, Priority: req.Priority}
-	fits := func(g *AMDGPU) bool {
-		return g.Compute == req.Compute && (req.Memory == "" || g.Memory == req.Memory) && g.PendingMemory == ""
-	}
-	// Already there: the fullest GPU with a free partition of the mode.
+		ap.hives[g.Hive] = append(ap.hives[g.Hive], i)
+		return nil
+	})
+}
+
+// plan returns a plan for the request on GPU g in mode want.
+func (ap *amdPlanner) plan(g *AMDGPU, want AMDMode, partition int) *Plan {
+	req := ap.req
+	return &Plan{Request: Request{Owner: req.Owner, Priority: req.Priority}, AMDRequest: &req, GPU: g.GPU,
+		Mode: want.String(), Partition: partition, Placement: Placement{Start: partition, Size: 1}, Considered: ap.considered}
+}
+
+// fitsAlready returns the empty plan on the fullest GPU that is in the
+// requested mode and has a free partition; nil when there is none.
+func (ap *amdPlanner) fitsAlready() *Plan {
 	best, bestFree := -1, 0
-	for i, g := range gpus {
-		if !fits(g) {
+	for i, g := range ap.gpus {
+		if g.Compute != ap.req.Compute || (ap.req.Memory != "" && g.Memory != ap.req.Memory) || g.PendingMemory != "" {
 			continue
 		}
 		if n := len(g.FreePartitions()); n > 0 && (best < 0 || n < bestFree) {
 			best, bestFree = i, n
 		}
 	}
-	if best >= 0 {
-		g := gpus[best]
-		return &Plan{Request: mreq, GPU: g.GPU, Mode: AMDMode{g.Compute, g.Memory}.String(), Partition: g.FreePartitions()[0],
-			Placement: Placement{Start: g.FreePartitions()[0], Size: 1}}, nil
+	if best < 0 {
+		return nil
 	}
-	pn := &planner{req: mreq, pol: pol}
-	ap := &amdPlanner{pn: pn, gpus: gpus, hives: hives, mark: make([]int, len(gpus)), free: map[amdClass][]amdMove{}}
-	// Free partitions of every GPU, by (model, mode), in GPU order.
-	for j, h := range gpus {
+	g := ap.gpus[best]
+	return ap.plan(g, AMDMode{g.Compute, g.Memory}, g.FreePartitions()[0])
+}
+
+// collectFree lists the free partitions of every GPU, by (model, mode), in
+// GPU order.
+func (ap *amdPlanner) collectFree() {
+	ap.free = map[amdClass][]amdMove{}
+	for j, h := range ap.gpus {
 		if h.PendingMemory != "" {
 			continue
 		}
@@ -279,6 +324,11 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			ap.free[k] = append(ap.free[k], amdMove{to: j, part: p})
 		}
 	}
+}
+
+// cheapest weighs every GPU and mode that serves the request and returns
+// the cheapest way, nil when none is allowed (the reasons say why).
+func (ap *amdPlanner) cheapest() *amdCand {
 	// A memory-mode change takes the whole hive down, so its cost is the
 	// same from every member of the same model and modes: it is worked out
 	// once per (hive, model, modes, target mode).
@@ -294,12 +344,20 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 		why   string
 	}
 	memo := map[hiveKey]hiveResult{}
-	var bc *amdCand
-	considered := 0
-	for i, g := range gpus {
+	reject := func(g *AMDGPU, want AMDMode, cause NoPlanCause, why string) {
+		if ap.reasons.add(cause) {
+			ap.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
+		}
+	}
+	req := ap.req
+	var best *amdCand
+	for i, g := range ap.gpus {
+		if ap.poll.tick() {
+			return nil
+		}
 		if g.Model.Partitions(req.Compute) == 0 {
-			if pn.reasons.add(CauseNoProfile) {
-				pn.reasons.example(fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
+			if ap.reasons.add(CauseNoProfile) {
+				ap.reasons.example(fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
 			}
 			continue
 		}
@@ -317,9 +375,9 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			if r, ok := memo[hk]; shared && ok {
 				// Same cost as the member already weighed, which wins ties.
 				if r.ok {
-					considered++
-				} else if pn.reasons.add(r.cause) {
-					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, r.why))
+					ap.considered++
+				} else {
+					reject(g, want, r.cause, r.why)
 				}
 				continue
 			}
@@ -328,38 +386,22 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 				memo[hk] = hiveResult{ok: c != nil, cause: cause, why: why}
 			}
 			if c == nil {
-				if pn.reasons.add(cause) {
-					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
-				}
+				reject(g, want, cause, why)
 				continue
 			}
-			considered++
-			if bc == nil || c.cost.Compare(bc.cost) < 0 {
-				bc = c
+			ap.considered++
+			if best == nil || c.cost.Compare(best.cost) < 0 {
+				best = c
 			}
 		}
 	}
-	if bc == nil {
-		return nil, pn.reasons.err(mreq.Profile)
-	}
-	return pn.buildAMD(gpus, bc, considered)
+	return best
 }
 
 // amdClass is a class of interchangeable AMD partitions.
 type amdClass struct {
 	model string
 	mode  AMDMode
-}
-
-// amdPlanner holds what PlanAMD's candidates share.
-type amdPlanner struct {
-	pn    *planner
-	gpus  []*AMDGPU
-	hives map[string][]int
-	free  map[amdClass][]amdMove
-	mark  []int // mark[j] == stamp: GPU j is affected by the current candidate
-	stamp int
-	paths map[pathKey][]AMDMode
 }
 
 type pathKey struct {
@@ -421,7 +463,7 @@ func modePath(m *AMDModel, cur, want AMDMode) []AMDMode {
 // candidate works out the cost of changing GPU i to mode want, in time
 // proportional to the GPUs it takes down and their work.
 func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, string) {
-	pn, gpus := ap.pn, ap.gpus
+	gpus, job := ap.gpus, ap.req.Priority
 	g := gpus[i]
 	path := ap.path(g.Model, AMDMode{g.Compute, g.Memory}, want)
 	if path == nil {
@@ -482,8 +524,8 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 		}
 		var onlyMove, flex, onlyEvict []amdItem
 		for _, it := range items {
-			in := Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority}
-			mv, ev := pn.mayMove(&in), pn.mayEvict(&in)
+			mv := ap.pol.moveRefusal(job, it.w.Priority) == allowed
+			ev := ap.pol.evictRefusal(job, it.w.Priority) == allowed
 			switch {
 			case mv && ev:
 				flex = append(flex, it)
@@ -492,9 +534,7 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 			case ev:
 				onlyEvict = append(onlyEvict, it)
 			default:
-				_, whyM := pn.canMove(&in)
-				_, whyE := pn.canEvict(&in)
-				return nil, CauseBlocked, fmt.Sprintf("%s on %s may not be moved (%s) or evicted (%s)", amdWho(it.w), gpus[it.gpu].GPU, whyM, whyE)
+				return nil, CauseBlocked, fmt.Sprintf("%s on %s %s", amdWho(it.w), gpus[it.gpu].GPU, ap.pol.blocked(job, it.w.Priority))
 			}
 		}
 		slices.SortStableFunc(flex, func(a, b amdItem) int { return b.w.Priority - a.w.Priority })
@@ -503,7 +543,7 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 				mv.amdItem = it
 				c.moves = append(c.moves, mv)
 			} else if n < len(onlyMove) {
-				_, whyE := pn.canEvict(&Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority})
+				whyE := ap.pol.reason(ap.pol.evictRefusal(job, it.w.Priority), job, it.w.Priority)
 				return nil, CauseNoRoom, fmt.Sprintf("no free %s partition to move %s to, and eviction is not allowed: %s", k.mode, amdWho(it.w), whyE)
 			} else {
 				c.evicts = append(c.evicts, it)
@@ -524,8 +564,8 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 		c.cost.MovedPrioritySum += int64(m.w.Priority)
 	}
 	c.cost.WholeGPUOps = len(c.affected)
-	if b := pn.pol.MaxDisruptions; (b > 0 && c.cost.Disruptions() > b) || (b < 0 && c.cost.Disruptions() > 0) {
-		return nil, CauseBudget, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), b)
+	if ap.pol.overBudget(c.cost.Disruptions()) {
+		return nil, CauseBudget, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), ap.pol.MaxDisruptions)
 	}
 	return c, "", ""
 }
@@ -537,13 +577,19 @@ func amdWho(w AMDWork) string {
 	return fmt.Sprintf("the work on partition %d (priority %d)", w.Partition, w.Priority)
 }
 
-func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, error) {
+// build turns the chosen way into ordered steps, checking every step
+// against a simulated copy of the GPUs: moves and evictions drain the work,
+// then the mode changes, then the hive's other GPUs get their compute mode
+// back where it still fits.
+func (ap *amdPlanner) build(c *amdCand) (*Plan, error) {
+	gpus := ap.gpus
 	sim := make([]*AMDGPU, len(gpus))
 	for i, g := range gpus {
 		sim[i] = g.Clone()
 	}
 	g := gpus[c.g]
-	p := &Plan{Request: pn.req, GPU: g.GPU, Mode: c.want.String(), Partition: 0, Placement: Placement{Start: 0, Size: 1}, Considered: considered, Cost: c.cost}
+	p := ap.plan(g, c.want, 0)
+	p.Cost = c.cost
 	// emitAt applies a step to sim[at] (every step names a GPU whose index
 	// is known here, so no step costs a scan of the fleet).
 	emitAt := func(at int, s Step) error {

@@ -72,17 +72,18 @@
 //
 // # Layout files
 //
-// [ParseFile] and [MarshalFile] read and write a JSON file of MIG layouts,
-// AMD GPUs and, optionally, profile tables (schema [FileSchema]); the
-// gputopo CLI's "mig" command works on such files.
+// [ParseLayoutFile] (or [ReadLayoutFile], from a reader) and
+// [MarshalLayoutFile] read and write a JSON file of MIG layouts, AMD GPUs
+// and, optionally, profile tables (schema [LayoutFileSchema]); the gputopo
+// CLI's "mig" command works on such files.
 //
 // # Applying plans
 //
 // [PartitionManager] reads layouts and applies one step, dry-run unless
 // told to commit; the NVIDIA provider implements it through NVML with
 // explicit placements. [ApplyStep] is the same transition in memory, and
-// [Fake] is an in-memory PartitionManager that enforces the hardware rules
-// independently, for tests.
+// Fake in package mig/migtest is an in-memory PartitionManager that
+// enforces the hardware rules independently, for tests.
 //
 // Every error wraps a sentinel (ErrOverlap, ErrIllegalPlacement, ErrNoPlan,
 // ...) for errors.Is. The package imports no vendor library and builds

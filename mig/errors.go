@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
 // callers can branch with errors.Is.
 var (
-	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the form).
-	ErrBadProfileName = errors.New("mig: malformed profile name")
+	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the
+	// form). It wraps ErrParse.
+	ErrBadProfileName = fmt.Errorf("mig: malformed profile name: %w", ErrParse)
 	// ErrUnknownModel: no profile table is known for a GPU model.
 	ErrUnknownModel = errors.New("mig: unknown GPU model")
 	// ErrUnknownProfile: a model has no profile of that name or ID.
@@ -45,8 +48,10 @@ var (
 	// or too large (see Mix.Validate). It also wraps ErrParse, which
 	// earlier versions returned.
 	ErrBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
-	// ErrParse: a layout file is malformed.
-	ErrParse = errors.New("mig: parse error")
+	// ErrParse is topology.ErrParse, re-exported: malformed input (a layout
+	// file, a profile name, a mode or another enum's text form). Every
+	// parse error of the package wraps it.
+	ErrParse = topology.ErrParse
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
 	ErrBadMode = errors.New("mig: invalid partition mode")
@@ -54,6 +59,21 @@ var (
 	// does not have.
 	ErrUnknownGPU = errors.New("mig: unknown GPU")
 )
+
+// parseError is a parse error that wraps ErrParse and a more specific
+// sentinel without repeating both messages.
+type parseError struct {
+	kind error
+	msg  string
+}
+
+func (e *parseError) Error() string   { return e.kind.Error() + ": " + e.msg }
+func (e *parseError) Unwrap() []error { return []error{e.kind, ErrParse} }
+
+// malformed returns a parse error wrapping ErrParse and kind.
+func malformed(kind error, format string, args ...any) error {
+	return &parseError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
 
 // MaxNoPlanExamples bounds the example reasons a NoPlanError keeps per
 // cause, so that the error stays small however large the fleet is.
@@ -83,6 +103,31 @@ const (
 	// CauseHiveMode: a GPU of the hive does not support the memory mode.
 	CauseHiveMode NoPlanCause = "a hive member does not support the memory mode"
 )
+
+// causes lists every NoPlanCause, for UnmarshalText.
+var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
+
+// MarshalText implements encoding.TextMarshaler: the cause's sentence. An
+// unknown cause is an error wrapping ErrParse.
+func (c NoPlanCause) MarshalText() ([]byte, error) {
+	if !slices.Contains(causes[:], c) {
+		return nil, malformed(ErrParse, "unknown no-plan cause %q", string(c))
+	}
+	return []byte(c), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: it accepts the
+// sentences MarshalText writes. Errors wrap ErrParse.
+func (c *NoPlanCause) UnmarshalText(b []byte) error {
+	if c == nil {
+		return malformed(ErrParse, "UnmarshalText into a nil *NoPlanCause")
+	}
+	if !slices.Contains(causes[:], NoPlanCause(b)) {
+		return malformed(ErrParse, "unknown no-plan cause %q", b)
+	}
+	*c = NoPlanCause(b)
+	return nil
+}
 
 // CauseCount is how many ways of making room were rejected for one cause.
 type CauseCount struct {

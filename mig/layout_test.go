@@ -1,7 +1,6 @@
 package mig
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -111,7 +110,7 @@ func TestNewModelErrors(t *testing.T) {
 		"no placements": mut(func(s *ModelSpec) { s.Profiles[3].Placements = nil }),
 		"dup placement": mut(func(s *ModelSpec) { s.Profiles[3].Placements = pl(2, 0, 0) }),
 		"zero name":     mut(func(s *ModelSpec) { s.Profiles[0].Name = ProfileName{} }),
-		"ci profile":    mut(func(s *ModelSpec) { s.Profiles[0].Name = mustName("1c.1g.5gb") }),
+		"ci profile":    mut(func(s *ModelSpec) { s.Profiles[0].Name = MustParseProfileName("1c.1g.5gb") }),
 		"neg engines":   mut(func(s *ModelSpec) { s.Profiles[0].Decoders = -1 }),
 		"no slices":     mut(func(s *ModelSpec) { s.Profiles[0].MemorySlices = 0 }),
 		"no compute":    mut(func(s *ModelSpec) { s.Profiles[0].ComputeSlices = 0 }),
@@ -167,7 +166,7 @@ func TestLayoutRules(t *testing.T) {
 		{inst(t, "3g.40gb", 4), ErrOverlap},
 		{inst(t, "1g.10gb", 7), ErrIllegalPlacement},
 		{inst(t, "5g.50gb", 0), ErrUnknownProfile},
-		{Instance{Profile: mustName("1g.10gb"), Placement: Placement{1, 1}, State: InUse, NoComputeInstance: true}, ErrInvalidLayout},
+		{Instance{Profile: MustParseProfileName("1g.10gb"), Placement: Placement{1, 1}, State: InUse, NoComputeInstance: true}, ErrInvalidLayout},
 	} {
 		err := l.Clone().Add(tc.in)
 		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidLayout) {
@@ -185,76 +184,12 @@ func TestLayoutRules(t *testing.T) {
 	if got := l.SlotMap(); got != "a...b..." {
 		t.Errorf("SlotMap = %q", got)
 	}
-	bad := &Layout{GPU: "x", Model: m, Instances: []Instance{inst(t, "3g.40gb", 0), {Profile: mustName("1g.10gb"), Placement: Placement{2, 1}}}}
+	bad := &Layout{GPU: "x", Model: m, Instances: []Instance{inst(t, "3g.40gb", 0), {Profile: MustParseProfileName("1g.10gb"), Placement: Placement{2, 1}}}}
 	bad.Instances[0].Placement.Size = 4
 	if err := bad.Validate(); !errors.Is(err, ErrOverlap) {
 		t.Errorf("Validate overlap: %v", err)
 	}
 	if err := (&Layout{GPU: "x"}).Validate(); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("Validate without model: %v", err)
-	}
-}
-
-func TestApplyStepAndFake(t *testing.T) {
-	m := model(t, "H100-80GB")
-	l, err := NewLayout("g", m, busy(t, "1g.10gb", 4, "web", 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := NewFake(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	one := mustName("1g.10gb")
-	steps := []Step{
-		{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}},
-		{Kind: StepCreateComputeInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}, Owner: "web", Priority: 3},
-		{Kind: StepDrain, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepDestroyComputeInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepDestroyGPUInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepCreateGPUInstance, GPU: "g", Profile: mustName("3g.40gb"), Placement: Placement{4, 4}},
-	}
-	p := &Plan{Steps: steps}
-	if n, err := ApplyPlan(ctx, fake, p, DryRun); err != nil || n != len(steps) {
-		t.Fatalf("dry run: %d, %v", n, err)
-	}
-	if len(fake.Log()) != 0 {
-		t.Fatal("dry run changed the fake")
-	}
-	if n, err := ApplyPlan(ctx, fake, p, Commit); err != nil || n != len(steps) {
-		t.Fatalf("commit: %d, %v", n, err)
-	}
-	got, _ := fake.Layouts(ctx)
-	if got[0].SlotMap() != ".A..bbbb" {
-		t.Errorf("after plan: %v", got[0])
-	}
-	// The hardware rules, through both ApplyStep and the fake.
-	for _, tc := range []struct {
-		s    Step
-		want error
-	}{
-		{Step{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}}, ErrOverlap},
-		{Step{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{7, 1}}, ErrIllegalPlacement},
-		{Step{Kind: StepDestroyComputeInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}}, ErrInUse},
-		{Step{Kind: StepDestroyGPUInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}}, ErrInUse},
-		{Step{Kind: StepDrain, GPU: "g", Profile: one, Placement: Placement{2, 1}}, ErrNoInstance},
-		{Step{Kind: StepDrain, GPU: "nope", Profile: one, Placement: Placement{1, 1}}, ErrUnknownGPU},
-	} {
-		if err := fake.Apply(ctx, tc.s, DryRun); !errors.Is(err, tc.want) {
-			t.Errorf("fake %v: %v, want %v", tc.s, err, tc.want)
-		}
-		if err := ApplyStep(got, tc.s); !errors.Is(err, tc.want) {
-			t.Errorf("ApplyStep %v: %v, want %v", tc.s, err, tc.want)
-		}
-	}
-	if err := fake.Apply(ctx, Step{Kind: StepSetComputeMode, GPU: "g", Mode: "CPX"}, Commit); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("mode step on the MIG fake: %v", err)
-	}
-	// A failing commit stops ApplyPlan at that step.
-	f2, _ := NewFake(l)
-	f2.FailAt(3, ErrInUse)
-	if n, err := ApplyPlan(ctx, f2, p, Commit); n != 2 || !errors.Is(err, ErrInUse) {
-		t.Errorf("partial commit: %d, %v", n, err)
 	}
 }

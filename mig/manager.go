@@ -7,8 +7,9 @@ import (
 )
 
 // ErrUnsupported: a PartitionManager cannot perform a step of this kind (an
-// NVML manager asked to change an AMD mode, a build without NVML).
-var ErrUnsupported = errors.New("mig: unsupported operation")
+// NVML manager asked to change an AMD mode, a build without NVML). It wraps
+// the standard library's errors.ErrUnsupported.
+var ErrUnsupported = fmt.Errorf("mig: unsupported operation: %w", errors.ErrUnsupported)
 
 // ApplyMode says whether a PartitionManager only checks a step or performs
 // it. The zero value is DryRun, so nothing changes unless asked.
@@ -30,9 +31,35 @@ func (m ApplyMode) String() string {
 	return "dry-run"
 }
 
+// MarshalText implements encoding.TextMarshaler with String; an unknown
+// mode is an error wrapping ErrParse.
+func (m ApplyMode) MarshalText() ([]byte, error) {
+	if m > Commit {
+		return nil, fmt.Errorf("%w: unknown apply mode %d", ErrParse, uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "dry-run" or
+// "commit". Errors wrap ErrParse.
+func (m *ApplyMode) UnmarshalText(b []byte) error {
+	if m == nil {
+		return fmt.Errorf("%w: UnmarshalText into a nil *ApplyMode", ErrParse)
+	}
+	switch string(b) {
+	case "dry-run":
+		*m = DryRun
+	case "commit":
+		*m = Commit
+	default:
+		return fmt.Errorf("%w: unknown apply mode %q (want dry-run or commit)", ErrParse, b)
+	}
+	return nil
+}
+
 // PartitionManager reads and changes the partitions of a node's GPUs. The
 // NVIDIA provider implements it through NVML, creating every GPU instance
-// with an explicit placement (CreateGpuInstanceWithPlacement); Fake
+// with an explicit placement (CreateGpuInstanceWithPlacement); migtest.Fake
 // implements it in memory with the same hardware rules, for tests.
 //
 // Implementations must reject a step that the hardware would reject (an

@@ -325,9 +325,10 @@ func (c Cost) String() string {
 
 // Request asks for one instance of a profile.
 type Request struct {
-	// Profile is the profile name ("3g.40gb"); only GPUs whose model has
-	// it are candidates.
-	Profile string `json:"profile"`
+	// Profile is the profile ("3g.40gb", see ParseProfileName); only GPUs
+	// whose model has it are candidates. The zero value is not a profile:
+	// calls given one return an error wrapping ErrBadProfileName.
+	Profile ProfileName `json:"profile,omitzero"`
 	// Owner names the workload; it becomes the instance's Owner.
 	Owner string `json:"owner,omitempty"`
 	// Priority is the workload's priority (larger is more important).
@@ -336,7 +337,10 @@ type Request struct {
 
 // String formats the request ("3g.40gb for train-a (priority 5)").
 func (r Request) String() string {
-	s := r.Profile
+	s := r.Profile.String()
+	if !r.Profile.IsValid() {
+		s = "(no profile)"
+	}
 	if r.Owner != "" {
 		s += " for " + r.Owner
 	}
@@ -352,6 +356,9 @@ type Plan struct {
 	// GPU and Placement are where the request's instance is created.
 	GPU       string    `json:"gpu"`
 	Placement Placement `json:"placement"`
+	// AMDRequest is, for an AMD plan (PlanAMD), what the plan makes room
+	// for; Request then carries only its owner and priority.
+	AMDRequest *AMDRequest `json:"amdRequest,omitempty"`
 	// Mode and Partition are, for an AMD plan (PlanAMD), the GPU's mode
 	// after the plan ("CPX/NPS4") and the partition the request gets.
 	Mode      string `json:"mode,omitempty"`
@@ -411,11 +418,15 @@ func ownerOr(in Instance) string {
 
 func (p *Plan) explainAMD() string {
 	var b strings.Builder
+	req := "the request"
+	if p.AMDRequest != nil {
+		req = p.AMDRequest.String()
+	}
 	if len(p.Steps) == 0 {
-		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", p.Request.Profile, p.GPU, p.Partition, p.Mode)
+		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", req, p.GPU, p.Partition, p.Mode)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "To fit %s, switch %s to %s; the request gets partition %d.\n", p.Request.Profile, p.GPU, p.Mode, p.Partition)
+	fmt.Fprintf(&b, "To fit %s, switch %s to %s; the request gets partition %d.\n", req, p.GPU, p.Mode, p.Partition)
 	if p.Cost.WholeGPUOps > 1 {
 		fmt.Fprintf(&b, "The memory-mode change reloads the driver: %d GPUs of the hive go down.\n", p.Cost.WholeGPUOps)
 	} else {

@@ -105,6 +105,16 @@ func (n *ProfileName) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// MustParseProfileName is ParseProfileName for names known to be good
+// (literals in code and tests); it panics when s does not parse.
+func MustParseProfileName(s string) ProfileName {
+	n, err := ParseProfileName(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
 // maxNameLen bounds what ParseProfileName reads.
 const maxNameLen = 64
 
