@@ -30,89 +30,69 @@ const (
 	NPS8 MemoryMode = "NPS8"
 )
 
+// The modes, in order.
+var (
+	computeModes = []ComputeMode{SPX, DPX, TPX, QPX, CPX}
+	memoryModes  = []MemoryMode{NPS1, NPS2, NPS4, NPS8}
+)
+
 // ParseComputeMode parses "SPX", "dpx", ... (as sysfs
 // current_compute_partition prints them). Errors wrap ErrParse and
 // ErrBadMode.
-func ParseComputeMode(s string) (ComputeMode, error) {
-	c := ComputeMode(strings.ToUpper(strings.TrimSpace(s)))
-	switch c {
-	case SPX, DPX, TPX, QPX, CPX:
-		return c, nil
-	}
-	return "", malformed(ErrBadMode, "unknown compute mode %q (want SPX, DPX, TPX, QPX or CPX)", s)
-}
+func ParseComputeMode(s string) (ComputeMode, error) { return parseMode(s, "compute", computeModes) }
 
-// MarshalText implements encoding.TextMarshaler. The zero value (no mode)
-// marshals as empty text; an unknown mode is an error wrapping ErrBadMode.
-func (c ComputeMode) MarshalText() ([]byte, error) {
-	if c == "" {
-		return nil, nil
-	}
-	m, err := ParseComputeMode(string(c))
-	if err != nil {
-		return nil, err
-	}
-	return []byte(m), nil
-}
+// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap ErrParse and
+// ErrBadMode.
+func ParseMemoryMode(s string) (MemoryMode, error) { return parseMode(s, "memory", memoryModes) }
+
+// String returns the mode's name ("CPX").
+func (c ComputeMode) String() string { return string(c) }
+
+// String returns the mode's name ("NPS4").
+func (n MemoryMode) String() string { return string(n) }
+
+// MarshalText implements encoding.TextMarshaler: the mode's name, or empty
+// text for the zero value (no mode); an unknown mode is an error wrapping
+// ErrBadMode.
+func (c ComputeMode) MarshalText() ([]byte, error) { return marshalMode(c, computeModes) }
+
+// MarshalText implements encoding.TextMarshaler as ComputeMode's does.
+func (n MemoryMode) MarshalText() ([]byte, error) { return marshalMode(n, memoryModes) }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseComputeMode;
 // empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
 func (c *ComputeMode) UnmarshalText(b []byte) error {
-	if c == nil {
-		return malformed(ErrBadMode, "UnmarshalText into a nil *ComputeMode")
-	}
-	if len(b) == 0 {
-		*c = ""
-		return nil
-	}
-	m, err := ParseComputeMode(string(b))
-	if err != nil {
-		return err
-	}
-	*c = m
-	return nil
+	return unmarshalText(c, b, optionalMode(ParseComputeMode))
 }
 
-// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap ErrParse and
-// ErrBadMode.
-func ParseMemoryMode(s string) (MemoryMode, error) {
-	n := MemoryMode(strings.ToUpper(strings.TrimSpace(s)))
-	switch n {
-	case NPS1, NPS2, NPS4, NPS8:
-		return n, nil
-	}
-	return "", malformed(ErrBadMode, "unknown memory mode %q (want NPS1, NPS2, NPS4 or NPS8)", s)
-}
-
-// MarshalText implements encoding.TextMarshaler. The zero value (no mode)
-// marshals as empty text; an unknown mode is an error wrapping ErrBadMode.
-func (n MemoryMode) MarshalText() ([]byte, error) {
-	if n == "" {
-		return nil, nil
-	}
-	m, err := ParseMemoryMode(string(n))
-	if err != nil {
-		return nil, err
-	}
-	return []byte(m), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler with ParseMemoryMode;
-// empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMemoryMode,
+// as ComputeMode's does.
 func (n *MemoryMode) UnmarshalText(b []byte) error {
-	if n == nil {
-		return malformed(ErrBadMode, "UnmarshalText into a nil *MemoryMode")
+	return unmarshalText(n, b, optionalMode(ParseMemoryMode))
+}
+
+// mode is ComputeMode or MemoryMode.
+type mode interface {
+	~string
+	fmt.Stringer
+}
+
+// parseMode parses s, case-insensitively, as one of modes.
+func parseMode[M mode](s, kind string, modes []M) (M, error) {
+	if m := M(strings.ToUpper(strings.TrimSpace(s))); slices.Contains(modes, m) {
+		return m, nil
 	}
-	if len(b) == 0 {
-		*n = ""
-		return nil
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = string(m)
 	}
-	m, err := ParseMemoryMode(string(b))
-	if err != nil {
-		return err
-	}
-	*n = m
-	return nil
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return "", malformed(ErrBadMode, "unknown %s mode %q (want %s)", kind, s, want)
+}
+
+// marshalMode is MarshalText for a mode.
+func marshalMode[M mode](m M, modes []M) ([]byte, error) {
+	return marshalText(m == "" || slices.Contains(modes, m), m, ErrBadMode)
 }
 
 // partitions returns how many memory partitions n has.
@@ -228,7 +208,7 @@ func (m *AMDModel) Partitions(c ComputeMode) int {
 // ComputeModes returns the compute modes the model has.
 func (m *AMDModel) ComputeModes() []ComputeMode {
 	var out []ComputeMode
-	for _, c := range []ComputeMode{SPX, DPX, TPX, QPX, CPX} {
+	for _, c := range computeModes {
 		if m.Partitions(c) > 0 {
 			out = append(out, c)
 		}

@@ -110,23 +110,22 @@ var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseKeepIdle, Cause
 // MarshalText implements encoding.TextMarshaler: the cause's sentence. An
 // unknown cause is an error wrapping ErrParse.
 func (c NoPlanCause) MarshalText() ([]byte, error) {
-	if !slices.Contains(causes[:], c) {
-		return nil, malformed(ErrParse, "unknown no-plan cause %q", string(c))
-	}
-	return []byte(c), nil
+	return marshalText(slices.Contains(causes[:], c), c, ErrParse)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler: it accepts the
-// sentences MarshalText writes. Errors wrap ErrParse.
-func (c *NoPlanCause) UnmarshalText(b []byte) error {
-	if c == nil {
-		return malformed(ErrParse, "UnmarshalText into a nil *NoPlanCause")
+// UnmarshalText implements encoding.TextUnmarshaler with ParseNoPlanCause.
+func (c *NoPlanCause) UnmarshalText(b []byte) error { return unmarshalText(c, b, ParseNoPlanCause) }
+
+// String returns the cause's sentence.
+func (c NoPlanCause) String() string { return string(c) }
+
+// ParseNoPlanCause accepts the sentences the causes are. Errors wrap
+// ErrParse.
+func ParseNoPlanCause(s string) (NoPlanCause, error) {
+	if !slices.Contains(causes[:], NoPlanCause(s)) {
+		return "", fmt.Errorf("%w: unknown no-plan cause %q", ErrParse, s)
 	}
-	if !slices.Contains(causes[:], NoPlanCause(b)) {
-		return malformed(ErrParse, "unknown no-plan cause %q", b)
-	}
-	*c = NoPlanCause(b)
-	return nil
+	return NoPlanCause(s), nil
 }
 
 // CauseCount is how many ways of making room were rejected for one cause.

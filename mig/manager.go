@@ -33,28 +33,20 @@ func (m ApplyMode) String() string {
 
 // MarshalText implements encoding.TextMarshaler with String; an unknown
 // mode is an error wrapping ErrParse.
-func (m ApplyMode) MarshalText() ([]byte, error) {
-	if m > Commit {
-		return nil, fmt.Errorf("%w: unknown apply mode %d", ErrParse, uint8(m))
-	}
-	return []byte(m.String()), nil
-}
+func (m ApplyMode) MarshalText() ([]byte, error) { return marshalText(m <= Commit, m, ErrParse) }
 
-// UnmarshalText implements encoding.TextUnmarshaler: "dry-run" or
-// "commit". Errors wrap ErrParse.
-func (m *ApplyMode) UnmarshalText(b []byte) error {
-	if m == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *ApplyMode", ErrParse)
-	}
-	switch string(b) {
+// UnmarshalText implements encoding.TextUnmarshaler with ParseApplyMode.
+func (m *ApplyMode) UnmarshalText(b []byte) error { return unmarshalText(m, b, ParseApplyMode) }
+
+// ParseApplyMode parses "dry-run" or "commit". Errors wrap ErrParse.
+func ParseApplyMode(s string) (ApplyMode, error) {
+	switch s {
 	case "dry-run":
-		*m = DryRun
+		return DryRun, nil
 	case "commit":
-		*m = Commit
-	default:
-		return fmt.Errorf("%w: unknown apply mode %q (want dry-run or commit)", ErrParse, b)
+		return Commit, nil
 	}
-	return nil
+	return 0, fmt.Errorf("%w: unknown apply mode %q (want dry-run or commit)", ErrParse, s)
 }
 
 // PartitionManager reads and changes the partitions of a node's GPUs. The

@@ -54,24 +54,11 @@ func ParseStrategy(s string) (Strategy, error) {
 // MarshalText implements encoding.TextMarshaler with String; an unknown
 // strategy is an error wrapping ErrParse.
 func (s Strategy) MarshalText() ([]byte, error) {
-	if s > MostUsedFirst {
-		return nil, fmt.Errorf("%w: unknown strategy %d", ErrParse, uint8(s))
-	}
-	return []byte(s.String()), nil
+	return marshalText(s <= MostUsedFirst, s, ErrParse)
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseStrategy.
-func (s *Strategy) UnmarshalText(b []byte) error {
-	if s == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *Strategy", ErrParse)
-	}
-	v, err := ParseStrategy(string(b))
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
+func (s *Strategy) UnmarshalText(b []byte) error { return unmarshalText(s, b, ParseStrategy) }
 
 // PlaceOptions tune placement.
 type PlaceOptions struct {

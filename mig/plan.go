@@ -63,24 +63,21 @@ func (k StepKind) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (k StepKind) MarshalText() ([]byte, error) {
-	if int(k) >= len(stepNames) || stepNames[k] == "" {
-		return nil, fmt.Errorf("%w: step kind %d", ErrBadStep, uint8(k))
-	}
-	return []byte(k.String()), nil
+	return marshalText(int(k) < len(stepNames) && stepNames[k] != "", k, ErrBadStep)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (k *StepKind) UnmarshalText(b []byte) error {
-	if k == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *StepKind", ErrParse)
-	}
+// UnmarshalText implements encoding.TextUnmarshaler with ParseStepKind.
+func (k *StepKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, ParseStepKind) }
+
+// ParseStepKind parses a name String returns ("drain", "create-gi", ...).
+// Errors wrap ErrParse.
+func ParseStepKind(s string) (StepKind, error) {
 	for i, n := range stepNames {
-		if n != "" && n == string(b) {
-			*k = StepKind(i)
-			return nil
+		if n != "" && n == s {
+			return StepKind(i), nil
 		}
 	}
-	return fmt.Errorf("%w: unknown step kind %q", ErrParse, b)
+	return 0, fmt.Errorf("%w: unknown step kind %q", ErrParse, s)
 }
 
 // Step is one operation of a plan. An instance is identified by its GPU and

@@ -52,12 +52,10 @@ const (
 // moveRefusal says whether a pending job of priority job may move in-use
 // work of priority work.
 func (p Policy) moveRefusal(job, work int) refusal {
-	switch {
-	case p.NoMoves:
-		return movesDisabled
-	case p.MaxDisruptions < 0:
-		return zeroBudget
-	case !p.MoveAnyPriority && work >= job:
+	if r := p.gate(p.NoMoves, movesDisabled); r != allowed {
+		return r
+	}
+	if !p.MoveAnyPriority && work >= job {
 		return notBelowJob
 	}
 	return allowed
@@ -66,17 +64,27 @@ func (p Policy) moveRefusal(job, work int) refusal {
 // evictRefusal says whether a pending job of priority job may evict
 // in-use work of priority work.
 func (p Policy) evictRefusal(job, work int) refusal {
+	r := p.gate(p.NoEvictions, evictionsDisabled)
 	switch {
-	case p.NoEvictions:
-		return evictionsDisabled
-	case p.MaxDisruptions < 0:
-		return zeroBudget
+	case r != allowed:
 	case job < p.Threshold:
-		return jobBelowThreshold
+		r = jobBelowThreshold
 	case work >= p.Threshold:
-		return atThreshold
+		r = atThreshold
 	case work >= job:
-		return notBelowJob
+		r = notBelowJob
+	}
+	return r
+}
+
+// gate is what moves and evictions share: the switch that disables them
+// (refused as off) and a negative budget.
+func (p Policy) gate(disabled bool, off refusal) refusal {
+	if disabled {
+		return off
+	}
+	if p.MaxDisruptions < 0 {
+		return zeroBudget
 	}
 	return allowed
 }
