@@ -95,6 +95,10 @@ type planner struct {
 	dst *destinations
 	// fitMemo caches Model.fitOrder.
 	fitMemo map[fitKey][]int
+	// itemBuf and destBuf are feasible's scratch space, reused from call
+	// to call.
+	itemBuf []int
+	destBuf []destRef
 }
 
 // dgpu is one GPU as the planner sees it.

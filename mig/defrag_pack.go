@@ -45,15 +45,67 @@ func (pn *planner) fitOrder(m *Model, st *gstate, pi int) []int {
 // the target GPU's remaining free placements and other GPUs' free
 // placements. It returns destinations with the fewest cross-GPU moves.
 func (pn *planner) feasible(t *target, acts []action) ([]destRef, int, bool) {
-	pk, ok := pn.newPacker(t, acts)
+	base, ok := pn.keptState(t, acts)
 	if !ok {
 		return nil, 0, false
 	}
+	items := pn.movedItems(pn.itemBuf[:0], t, acts)
+	pn.itemBuf = items // reused by the next call
+	others := !pn.pol.SameGPUMovesOnly
+	if others {
+		pn.destinations().excluded = t.g
+	}
+	if !pn.capacityOK(&base, others, pn.gpus[t.g].l, items) {
+		return nil, 0, false
+	}
+	pn.destBuf = slices.Grow(pn.destBuf[:0], len(acts))[:len(acts)]
+	pk := packer{pn: pn, t: t, l: pn.gpus[t.g].l, base: base, items: items, others: others,
+		dest: pn.destBuf, bestDest: make([]destRef, len(acts)), bestCross: -1}
 	pk.place(0, 0, noFloor)
 	if pk.bestCross < 0 {
 		return nil, 0, false
 	}
 	return pk.bestDest, pk.bestCross, true
+}
+
+// keptState returns the target GPU's state with the kept instances and the
+// request; false when they do not fit together.
+func (pn *planner) keptState(t *target, acts []action) (slotState, bool) {
+	l := pn.gpus[t.g].l
+	m := l.Model
+	base := slotState{g: t.g, m: m}
+	for k, a := range acts {
+		if a == actKeep {
+			pi := m.byName[l.Instances[k].Profile]
+			base.add(pi, placementIndex(m, pi, l.Instances[k].Placement))
+		}
+	}
+	tp := placementIndex(m, t.pi, t.pl)
+	if !base.fits(t.pi, tp) {
+		return base, false
+	}
+	base.add(t.pi, tp)
+	return base, true
+}
+
+// movedItems appends to items the instances acts moves: larger instances
+// first (they have fewer places to go), identical instances next to each
+// other (for symmetry breaking in place).
+func (pn *planner) movedItems(items []int, t *target, acts []action) []int {
+	l := pn.gpus[t.g].l
+	for k, a := range acts {
+		if a == actMove {
+			items = append(items, k)
+		}
+	}
+	slices.SortStableFunc(items, func(a, b int) int {
+		ia, ib := &l.Instances[a], &l.Instances[b]
+		if ia.Placement.Size != ib.Placement.Size {
+			return ib.Placement.Size - ia.Placement.Size
+		}
+		return compareNames(ia.Profile, ib.Profile)
+	})
+	return items
 }
 
 // packer searches destinations for the instances an assignment moves,
@@ -83,50 +135,6 @@ var noFloor = option{-1, 0}
 // placements by index.
 func (o option) below(p option) bool {
 	return o.class < p.class || (o.class == p.class && o.pl < p.pl)
-}
-
-// newPacker sets up the packing for acts on target t; false when the kept
-// instances and the request do not fit together, or a quick capacity
-// count shows the moved instances cannot fit.
-func (pn *planner) newPacker(t *target, acts []action) (*packer, bool) {
-	l := pn.gpus[t.g].l
-	m := l.Model
-	pk := &packer{pn: pn, t: t, l: l, base: slotState{g: t.g, m: m}, bestCross: -1}
-	for k, a := range acts {
-		if a == actKeep {
-			pi := m.byName[l.Instances[k].Profile]
-			pk.base.add(pi, placementIndex(m, pi, l.Instances[k].Placement))
-		}
-	}
-	tp := placementIndex(m, t.pi, t.pl)
-	if !pk.base.fits(t.pi, tp) {
-		return nil, false
-	}
-	pk.base.add(t.pi, tp)
-	for k, a := range acts {
-		if a == actMove {
-			pk.items = append(pk.items, k)
-		}
-	}
-	// Larger instances first (they have fewer places to go), identical
-	// instances next to each other (for symmetry breaking in place).
-	slices.SortStableFunc(pk.items, func(a, b int) int {
-		ia, ib := &l.Instances[a], &l.Instances[b]
-		if ia.Placement.Size != ib.Placement.Size {
-			return ib.Placement.Size - ia.Placement.Size
-		}
-		return compareNames(ia.Profile, ib.Profile)
-	})
-	pk.others = !pn.pol.SameGPUMovesOnly
-	if pk.others {
-		pn.destinations().excluded = t.g
-	}
-	if !pn.capacityOK(&pk.base, pk.others, l, pk.items) {
-		return nil, false
-	}
-	pk.dest = make([]destRef, len(acts))
-	pk.bestDest = make([]destRef, len(acts))
-	return pk, true
 }
 
 // place packs items[j:], given cross moves so far. An instance identical
