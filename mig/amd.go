@@ -156,20 +156,21 @@ func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
 	return &AMDModel{spec: spec}, nil
 }
 
-// Name returns the model name.
-func (m *AMDModel) Name() string {
+// spec0 returns the model's specification, or an empty one for a nil
+// model.
+func (m *AMDModel) spec0() *AMDModelSpec {
 	if m == nil {
-		return ""
+		return &AMDModelSpec{}
 	}
-	return m.spec.Name
+	return &m.spec
 }
+
+// Name returns the model name.
+func (m *AMDModel) Name() string { return m.spec0().Name }
 
 // Spec returns a copy of the model's specification.
 func (m *AMDModel) Spec() AMDModelSpec {
-	if m == nil {
-		return AMDModelSpec{}
-	}
-	s := m.spec
+	s := *m.spec0()
 	s.Aliases = slices.Clone(s.Aliases)
 	s.MemoryModes = slices.Clone(s.MemoryModes)
 	return s

@@ -8,17 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"pgregory.net/rapid"
 )
 
-func amdModel(t testing.TB, name string) *AMDModel {
-	t.Helper()
-	m, err := LookupAMD(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func amdModel(t testing.TB, name string) *AMDModel { return lookup(t, LookupAMD, name) }
 
 // TestAMDCombinations checks the valid (compute, memory) pairs per model
 // against facts-partitions.md §4.2–4.3.
@@ -34,9 +28,7 @@ func TestAMDCombinations(t *testing.T) {
 		for _, c := range amdModel(t, name).Combinations() {
 			got = append(got, c.String())
 		}
-		if strings.Join(got, " ") != want {
-			t.Errorf("%s: %v, want %s", name, got, want)
-		}
+		assert.Equal(t, want, strings.Join(got, " "), name)
 	}
 	// An MI300X whose VBIOS reports NPS2 also gets DPX/NPS2 (AMD SMI matrix).
 	s := amdModel(t, "MI300X").Spec()
@@ -51,17 +43,15 @@ func TestAMDCombinations(t *testing.T) {
 	// Partition sizes: MI300X SPX 192 GB ... CPX 24 GB; MI355X CPX 36 GB.
 	mi := amdModel(t, "MI300X")
 	for c, gb := range map[ComputeMode]int{SPX: 192, DPX: 96, QPX: 48, CPX: 24, TPX: 0} {
-		if got := mi.PartitionMemoryGB(c); got != gb {
-			t.Errorf("MI300X %s memory %d, want %d", c, got, gb)
-		}
+		assert.Equal(t, gb, mi.PartitionMemoryGB(c), "MI300X %s memory", c)
 	}
 	if amdModel(t, "MI355X").PartitionMemoryGB(CPX) != 36 || mi.PartitionCUs(CPX) != 38 || mi.Partitions(CPX) != 8 {
 		t.Error("partition sizes")
 	}
 	for _, bad := range []string{"XPX", ""} {
-		if _, err := ParseComputeMode(bad); !errors.Is(err, ErrBadMode) {
-			t.Errorf("ParseComputeMode(%q): %v", bad, err)
-		}
+		_, err := ParseComputeMode(bad)
+		assert.ErrorIs(t, err, ErrBadMode, "ParseComputeMode(%q)", bad)
+		assert.ErrorIs(t, err, ErrParse, "ParseComputeMode(%q)", bad)
 	}
 	if _, err := ParseMemoryMode("NPS3"); !errors.Is(err, ErrBadMode) {
 		t.Error("NPS3")
@@ -72,9 +62,14 @@ func TestAMDCombinations(t *testing.T) {
 	if _, err := NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8}); !errors.Is(err, ErrInvalidModel) {
 		t.Errorf("no memory modes: %v", err)
 	}
-	for in, want := range map[string]string{"AMD Instinct MI300X (gfx942, 0x74a1)": "MI300X", "AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X", "mi300a": "MI300A"} {
-		if m, err := LookupAMD(in); err != nil || m.Name() != want {
-			t.Errorf("LookupAMD(%q) = %v, %v", in, m, err)
+	for in, want := range map[string]string{
+		"AMD Instinct MI300X (gfx942, 0x74a1)":       "MI300X",
+		"AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X",
+		"mi300a": "MI300A",
+	} {
+		m, err := LookupAMD(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, m.Name(), in)
 		}
 	}
 	if _, err := LookupAMD("AMD Instinct MI250"); !errors.Is(err, ErrUnknownModel) {
@@ -157,42 +152,15 @@ func TestPlanAMD(t *testing.T) {
 		{Step{Kind: StepCreateGPUInstance, GPU: "gpu1"}, ErrBadStep},
 		{Step{Kind: StepDrain, GPU: "gpu9"}, ErrUnknownGPU},
 	} {
-		if err := ApplyAMDStep(gs, tc.s); !errors.Is(err, tc.want) {
-			t.Errorf("%v: %v, want %v", tc.s, err, tc.want)
-		}
+		assert.ErrorIs(t, ApplyAMDStep(gs, tc.s), tc.want, "%v", tc.s)
 	}
 }
 
 // checkAMDPlan applies an AMD plan and checks the invariants.
 func checkAMDPlan(t tb, gpus []*AMDGPU, req AMDRequest, pol Policy, p *Plan) {
 	t.Helper()
-	for _, e := range p.Evictions {
-		if e.Instance.Priority >= pol.Threshold || e.Instance.Priority >= req.Priority || req.Priority < pol.Threshold || pol.NoEvictions {
-			t.Fatalf("AMD plan evicts %v against the policy:\n%s", e, p.Explain())
-		}
-	}
-	for _, m := range p.Moves {
-		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= req.Priority) {
-			t.Fatalf("AMD plan moves %v against the policy", m)
-		}
-	}
-	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
-		t.Fatalf("AMD plan disrupts %d, budget %d", d, pol.MaxDisruptions)
-	}
-	sim := make([]*AMDGPU, len(gpus))
-	for i := range gpus {
-		sim[i] = gpus[i].Clone()
-	}
-	for i, s := range p.Steps {
-		if err := ApplyAMDStep(sim, s); err != nil {
-			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
-		}
-		for _, g := range sim {
-			if err := g.Validate(); err != nil {
-				t.Fatalf("after step %d: %v", i+1, err)
-			}
-		}
-	}
+	checkPolicy(t, p, pol, req.Priority)
+	sim := replay(t, p, gpus, (*AMDGPU).Clone, ApplyAMDStep, (*AMDGPU).Validate)
 	for _, g := range sim {
 		if g.GPU != p.GPU {
 			continue

@@ -180,42 +180,67 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
-func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
+// checkPolicy fails when plan p evicts or moves work that pol protects
+// from a pending job of priority job, or disrupts more than the budget.
+func checkPolicy(t tb, p *Plan, pol Policy, job int) {
 	t.Helper()
 	for _, e := range p.Evictions {
 		in := e.Instance
-		if in.Priority >= pol.Threshold || in.Priority >= req.Priority || req.Priority < pol.Threshold || pol.NoEvictions {
-			t.Fatalf("plan evicts %v (threshold %d, pending %d):\n%s", in, pol.Threshold, req.Priority, p.Explain())
+		if in.Priority >= pol.Threshold || in.Priority >= job || job < pol.Threshold || pol.NoEvictions {
+			t.Fatalf("plan evicts %v (threshold %d, pending %d):\n%s", in, pol.Threshold, job, p.Explain())
 		}
 	}
 	for _, m := range p.Moves {
-		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= req.Priority) || (pol.SameGPUMovesOnly && m.From != m.To) {
+		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= job) {
 			t.Fatalf("plan moves %v against the policy %+v:\n%s", m, pol, p.Explain())
+		}
+	}
+	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
+		t.Fatalf("plan disrupts %d, budget %d", d, pol.MaxDisruptions)
+	}
+}
+
+// replay applies plan p's steps to copies of gpus with apply, checking
+// every GPU with valid after every step, and returns the copies.
+func replay[G any](t tb, p *Plan, gpus []G, clone func(G) G, apply func([]G, Step) error, valid func(G) error) []G {
+	t.Helper()
+	sim := make([]G, len(gpus))
+	for i := range gpus {
+		sim[i] = clone(gpus[i])
+	}
+	for i, s := range p.Steps {
+		if err := apply(sim, s); err != nil {
+			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
+		}
+		for _, g := range sim {
+			if err := valid(g); err != nil {
+				t.Fatalf("after step %d %v: %v", i+1, s, err)
+			}
+		}
+	}
+	return sim
+}
+
+func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
+	t.Helper()
+	checkPolicy(t, p, pol, req.Priority)
+	for _, m := range p.Moves {
+		if pol.SameGPUMovesOnly && m.From != m.To {
+			t.Fatalf("plan moves %v to another GPU:\n%s", m, p.Explain())
 		}
 	}
 	if len(p.Reclaimed) > 0 && pol.KeepIdle {
 		t.Fatalf("plan reclaims idle instances under KeepIdle")
 	}
-	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
-		t.Fatalf("plan disrupts %d, budget %d", d, pol.MaxDisruptions)
-	}
 	if p.Cost.Moves != len(p.Moves) || p.Cost.Evictions != len(p.Evictions) || p.Cost.Reclaimed != len(p.Reclaimed) {
 		t.Fatalf("cost %+v disagrees with the plan's lists", p.Cost)
 	}
-	sim := make([]*Layout, len(ls))
-	for i := range ls {
-		sim[i] = ls[i].Clone()
-	}
-	for i, s := range p.Steps {
-		if err := ApplyStep(sim, s); err != nil {
-			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
+	sim := replay(t, p, ls, (*Layout).Clone, ApplyStep, func(l *Layout) error {
+		if !oracleValid(l) {
+			return fmt.Errorf("the oracle rejects %v", l)
 		}
-		for _, l := range sim {
-			if err := l.Validate(); err != nil || !oracleValid(l) {
-				t.Fatalf("after step %d %v: invalid layout %v (%v)", i+1, s, l, err)
-			}
-		}
-	}
+		return l.Validate()
+	})
 	// Owners before and after: moved work keeps owner and priority; only
 	// evicted work disappears; the request is in use where the plan says.
 	owners := func(ls []*Layout) map[string]int {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestParseFile(t *testing.T) {
@@ -80,9 +82,8 @@ func TestParseFileErrors(t *testing.T) {
 		"negative start": {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": -1}]}]}`, ErrIllegalPlacement},
 	} {
 		_, err := ParseLayoutFile([]byte(tc.doc), nil)
-		if !errors.Is(err, tc.want) || !errors.Is(err, ErrParse) {
-			t.Errorf("%s: %v, want %v (and ErrParse)", name, err, tc.want)
-		}
+		assert.ErrorIs(t, err, tc.want, name)
+		assert.ErrorIs(t, err, ErrParse, name)
 	}
 	big := strings.Repeat(" ", MaxFileBytes+1)
 	if _, err := ReadLayoutFile(strings.NewReader(big), nil); !errors.Is(err, ErrParse) {

@@ -2,28 +2,26 @@ package mig
 
 import (
 	"errors"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
 
-func model(t testing.TB, name string) *Model {
+// lookup returns find(name), failing the test on an error.
+func lookup[T any](t testing.TB, find func(string) (T, error), name string) T {
 	t.Helper()
-	m, err := Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	v, err := find(name)
+	require.NoError(t, err)
+	return v
 }
 
+func model(t testing.TB, name string) *Model { return lookup(t, Lookup, name) }
+
 func inst(t testing.TB, prof string, start int) Instance {
-	t.Helper()
-	n, err := ParseProfileName(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Instance{Profile: n, Placement: Placement{Start: start}}
+	return Instance{Profile: lookup(t, ParseProfileName, prof), Placement: Placement{Start: start}}
 }
 
 func busy(t testing.TB, prof string, start int, owner string, prio int) Instance {
@@ -48,14 +46,13 @@ func TestCatalogLookup(t *testing.T) {
 		"NVIDIA B200 (per issue title)": "B200-180GB",
 	} {
 		m, err := Lookup(in)
-		if err != nil || m.Name() != want {
-			t.Errorf("Lookup(%q) = %v, %v; want %s", in, m, err, want)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, m.Name(), in)
 		}
 	}
 	for _, in := range []string{"", "Tesla V100", "NVIDIA GB200", "A100-SXM4", "0x10DE10DE", "GH200 144GB"} {
-		if m, err := Lookup(in); !errors.Is(err, ErrUnknownModel) {
-			t.Errorf("Lookup(%q) = %v, %v; want ErrUnknownModel", in, m, err)
-		}
+		_, err := Lookup(in)
+		assert.ErrorIs(t, err, ErrUnknownModel, in)
 	}
 	m, err := ModelForDevice(topology.Device{Model: "A100-SXM4", MemoryBytes: 80 << 30, Vendor: topology.VendorNVIDIA})
 	if err != nil || m.Name() != "A100-80GB" {
@@ -79,9 +76,8 @@ func TestCatalogWithDiscovered(t *testing.T) {
 	c := DefaultCatalog().With(disc)
 	for _, key := range []string{"H100-80GB", "NVIDIA H100 80GB HBM3", "0x233010DE", "H800"} {
 		m, err := c.Lookup(key)
-		if err != nil || m != disc {
-			t.Errorf("With: Lookup(%q) = %v (%v), want the discovered table", key, m, err)
-		}
+		require.NoError(t, err, key)
+		assert.Same(t, disc, m, "With: Lookup(%q) wants the discovered table", key)
 	}
 	if m, _ := DefaultCatalog().Lookup("H100-80GB"); m == disc || m.Source() != "shipped" {
 		t.Error("With changed the default catalog")
@@ -115,9 +111,8 @@ func TestNewModelErrors(t *testing.T) {
 		"no slices":     mut(func(s *ModelSpec) { s.Profiles[0].MemorySlices = 0 }),
 		"no compute":    mut(func(s *ModelSpec) { s.Profiles[0].ComputeSlices = 0 }),
 	} {
-		if _, err := NewModel(spec); !errors.Is(err, ErrInvalidModel) {
-			t.Errorf("%s: err = %v, want ErrInvalidModel", name, err)
-		}
+		_, err := NewModel(spec)
+		assert.ErrorIs(t, err, ErrInvalidModel, name)
 	}
 	if _, err := NewModel(good); err != nil {
 		t.Errorf("round trip of a valid spec: %v", err)
@@ -153,9 +148,8 @@ func TestLayoutRules(t *testing.T) {
 		"1g.10gb+me": {{1, 1}, {2, 1}, {3, 1}, {5, 1}, {6, 1}},
 	} {
 		got, err := l.FreePlacements(prof)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("FreePlacements(%s) = %v, %v; want %v", prof, got, err, want)
-		}
+		require.NoError(t, err, prof)
+		assert.Equal(t, want, got, "FreePlacements(%s)", prof)
 	}
 	for _, tc := range []struct {
 		in   Instance
@@ -169,9 +163,8 @@ func TestLayoutRules(t *testing.T) {
 		{Instance{Profile: MustParseProfileName("1g.10gb"), Placement: Placement{1, 1}, State: InUse, NoComputeInstance: true}, ErrInvalidLayout},
 	} {
 		err := l.Clone().Add(tc.in)
-		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidLayout) {
-			t.Errorf("Add(%v) = %v, want %v", tc.in, err, tc.want)
-		}
+		assert.ErrorIs(t, err, tc.want, "Add(%v)", tc.in)
+		assert.ErrorIs(t, err, ErrInvalidLayout, "Add(%v)", tc.in)
 	}
 	// Only one +me instance (one optical-flow engine), and no +me beside 7g.
 	me := l.Clone()

@@ -300,20 +300,18 @@ func (c Cost) Compare(d Cost) int {
 
 // String formats the cost ("0 evictions, 2 moves (priority sum 7), 1 idle reclaimed").
 func (c Cost) String() string {
-	var parts []string
+	parts := []string{"no eviction"}
 	if c.Evictions > 0 {
-		parts = append(parts, fmt.Sprintf("%d eviction(s) (highest priority %d, sum %d)", c.Evictions, c.MaxEvictedPriority, c.EvictedPrioritySum))
-	} else {
-		parts = append(parts, "no eviction")
+		parts[0] = fmt.Sprintf("%d eviction(s) (highest priority %d, sum %d)", c.Evictions, c.MaxEvictedPriority, c.EvictedPrioritySum)
 	}
 	if c.WholeGPUOps > 0 {
 		parts = append(parts, fmt.Sprintf("%d whole-GPU operation(s)", c.WholeGPUOps))
 	}
+	moves := "no move"
 	if c.Moves > 0 {
-		parts = append(parts, fmt.Sprintf("%d move(s) (priority sum %d, %d across GPUs)", c.Moves, c.MovedPrioritySum, c.CrossGPUMoves))
-	} else {
-		parts = append(parts, "no move")
+		moves = fmt.Sprintf("%d move(s) (priority sum %d, %d across GPUs)", c.Moves, c.MovedPrioritySum, c.CrossGPUMoves)
 	}
+	parts = append(parts, moves)
 	if c.Reclaimed > 0 {
 		parts = append(parts, fmt.Sprintf("%d idle instance(s) reclaimed", c.Reclaimed))
 	}

@@ -3,6 +3,8 @@ package mig
 import (
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestParseProfileName(t *testing.T) {
@@ -24,12 +26,9 @@ func TestParseProfileName(t *testing.T) {
 		{" 4G.40GB ", ProfileName{GPUSlices: 4, MemoryGB: 40}, "4g.40gb"},
 	} {
 		got, err := ParseProfileName(tc.in)
-		if err != nil {
-			t.Errorf("ParseProfileName(%q): %v", tc.in, err)
-			continue
-		}
-		if got != tc.want || got.String() != tc.out {
-			t.Errorf("ParseProfileName(%q) = %+v (%q), want %+v (%q)", tc.in, got, got, tc.want, tc.out)
+		if assert.NoError(t, err, tc.in) {
+			assert.Equal(t, tc.want, got, tc.in)
+			assert.Equal(t, tc.out, got.String(), tc.in)
 		}
 	}
 }
@@ -40,9 +39,9 @@ func TestParseProfileNameErrors(t *testing.T) {
 		"4c.3g.20gb", "0c.3g.20gb", "1g.10gb+", "1g.10gb+me.", "1g.10gb me", "1g.10gb++me",
 		"01g.10gb", "99999g.1gb", "1x.10gb", "1g.10gb+ME!", "1g.10gb+.me",
 	} {
-		if n, err := ParseProfileName(in); !errors.Is(err, ErrBadProfileName) {
-			t.Errorf("ParseProfileName(%q) = %+v, %v; want ErrBadProfileName", in, n, err)
-		}
+		_, err := ParseProfileName(in)
+		assert.ErrorIs(t, err, ErrBadProfileName, in)
+		assert.ErrorIs(t, err, ErrParse, in)
 	}
 	if (ProfileName{}).String() != "" {
 		t.Error("zero ProfileName should format as empty")
@@ -66,9 +65,7 @@ func TestMemoryGBForName(t *testing.T) {
 		{81152, 80 << 30, 80},
 		{0, 80 << 30, 0},
 	} {
-		if got := MemoryGBForName(tc.mib, tc.dev); got != tc.want {
-			t.Errorf("MemoryGBForName(%d, %d) = %d, want %d", tc.mib, tc.dev, got, tc.want)
-		}
+		assert.Equal(t, tc.want, MemoryGBForName(tc.mib, tc.dev), "MemoryGBForName(%d, %d)", tc.mib, tc.dev)
 	}
 }
 
