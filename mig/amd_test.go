@@ -2,15 +2,18 @@ package mig
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
+
+// errOf returns the error of a call's results.
+func errOf[T any](_ T, err error) error { return err }
 
 func amdModel(t testing.TB, name string) *AMDModel { return lookup(t, LookupAMD, name) }
 
@@ -53,28 +56,15 @@ func TestAMDCombinations(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadMode, "ParseComputeMode(%q)", bad)
 		assert.ErrorIs(t, err, ErrParse, "ParseComputeMode(%q)", bad)
 	}
-	if _, err := ParseMemoryMode("NPS3"); !errors.Is(err, ErrBadMode) {
-		t.Error("NPS3")
-	}
-	if err := mi.Valid(SPX, NPS4); !errors.Is(err, ErrBadMode) {
-		t.Errorf("SPX/NPS4: %v", err)
-	}
-	if _, err := NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8}); !errors.Is(err, ErrInvalidModel) {
-		t.Errorf("no memory modes: %v", err)
-	}
-	for in, want := range map[string]string{
+	assert.ErrorIs(t, errOf(ParseMemoryMode("NPS3")), ErrBadMode, "NPS3")
+	assert.ErrorIs(t, mi.Valid(SPX, NPS4), ErrBadMode, "SPX/NPS4")
+	assert.ErrorIs(t, errOf(NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8})), ErrInvalidModel, "no memory modes")
+	checkLookups(t, LookupAMD, map[string]string{
 		"AMD Instinct MI300X (gfx942, 0x74a1)":       "MI300X",
 		"AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X",
 		"mi300a": "MI300A",
-	} {
-		m, err := LookupAMD(in)
-		if assert.NoError(t, err, in) {
-			assert.Equal(t, want, m.Name(), in)
-		}
-	}
-	if _, err := LookupAMD("AMD Instinct MI250"); !errors.Is(err, ErrUnknownModel) {
-		t.Errorf("MI250: %v", err)
-	}
+	})
+	assert.ErrorIs(t, errOf(LookupAMD("AMD Instinct MI250")), ErrUnknownModel, "MI250")
 }
 
 func hive2(t testing.TB) []*AMDGPU {
@@ -113,9 +103,8 @@ func TestPlanAMD(t *testing.T) {
 	}
 	// Below the threshold: no plan, with the reason.
 	_, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 8})
-	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "below the eviction threshold 8") {
-		t.Errorf("threshold: %v", err)
-	}
+	assert.ErrorIs(t, err, ErrNoPlan, "threshold")
+	assert.ErrorContains(t, err, "below the eviction threshold 8", "threshold")
 	// Already in mode with a free partition: no change.
 	gs := hive2(t)
 	gs[1].Compute = CPX
@@ -126,18 +115,13 @@ func TestPlanAMD(t *testing.T) {
 	// A model without the mode is skipped with a reason.
 	a := amdModel(t, "MI300A")
 	_, err = PlanAMD(context.Background(), []*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
-	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "no QPX mode") {
-		t.Errorf("APU QPX: %v", err)
-	}
-	if _, err := PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: "XPX"}, Policy{}); !errors.Is(err, ErrBadMode) {
-		t.Errorf("bad mode: %v", err)
-	}
+	assert.ErrorIs(t, err, ErrNoPlan, "APU QPX")
+	assert.ErrorContains(t, err, "no QPX mode", "APU QPX")
+	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: "XPX"}, Policy{})), ErrBadMode, "bad mode")
 	bad := hive2(t)
 	bad[1].Memory = NPS4
 	bad[1].Compute = CPX
-	if _, err := PlanAMD(context.Background(), bad, AMDRequest{Compute: CPX}, Policy{}); !errors.Is(err, ErrInvalidLayout) {
-		t.Errorf("mixed hive: %v", err)
-	}
+	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), bad, AMDRequest{Compute: CPX}, Policy{})), ErrInvalidLayout, "mixed hive")
 	// The rules ApplyAMDStep enforces.
 	gs = hive2(t)
 	for _, tc := range []struct {
@@ -237,11 +221,7 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 				in := Instance{State: InUse, Priority: w.Priority}
 				saved := c
 				if oracleMayEvict(in, Request{Priority: req.Priority}, pol) {
-					if c.Evictions == 0 || w.Priority > c.MaxEvictedPriority {
-						c.MaxEvictedPriority = w.Priority
-					}
-					c.Evictions++
-					c.EvictedPrioritySum += int64(w.Priority)
+					c = evicted(c, w.Priority)
 					rec(k + 1)
 					c = saved
 				}
@@ -312,9 +292,7 @@ func TestPlanAMDOracle(t *testing.T) {
 		p, err := PlanAMD(context.Background(), gpus, req, pol)
 		cost, ok, trivial := oracleAMD(gpus, req, pol)
 		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: none; PlanAMD %v %v", p, err)
-			}
+			require.ErrorIs(t, err, ErrNoPlan, "oracle: none; PlanAMD %v %v", p, err)
 			return
 		}
 		if err != nil {

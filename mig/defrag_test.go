@@ -106,11 +106,7 @@ func oracleDefrag(ls []*Layout, req Request, pol Policy) (Cost, bool) {
 					c = saved
 				}
 				if oracleMayEvict(in, req, pol) {
-					if c.Evictions == 0 || in.Priority > c.MaxEvictedPriority {
-						c.MaxEvictedPriority = in.Priority
-					}
-					c.Evictions++
-					c.EvictedPrioritySum += int64(in.Priority)
+					c = evicted(c, in.Priority)
 					rec(k + 1)
 					c = saved
 				}
@@ -178,6 +174,16 @@ func genPolicy(t *rapid.T) Policy {
 type tb interface {
 	Helper()
 	Fatalf(format string, args ...any)
+}
+
+// evicted returns c with one more eviction, of work of priority prio.
+func evicted(c Cost, prio int) Cost {
+	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
+		c.MaxEvictedPriority = prio
+	}
+	c.Evictions++
+	c.EvictedPrioritySum += int64(prio)
+	return c
 }
 
 // checkPolicy fails when plan p evicts or moves work that pol protects
@@ -281,6 +287,25 @@ func genOwnedLayouts(t *rapid.T, n int, models []string) []*Layout {
 	return ls
 }
 
+// checkAgainstOracle plans for req and checks the plan against the
+// exhaustive oracle: the same least cost, "no plan" (a NoPlanError with
+// reasons) exactly when the oracle finds none, and checkPlan's invariants.
+func checkAgainstOracle(t *rapid.T, ls []*Layout, req Request, pol Policy) {
+	p, err := PlanDefrag(context.Background(), ls, req, pol)
+	want, ok := oracleDefrag(ls, req, pol)
+	if !ok {
+		var npe *NoPlanError
+		if !errors.As(err, &npe) || len(npe.Reasons) == 0 {
+			t.Fatalf("oracle: no plan; PlanDefrag = %v, %v (want a NoPlanError with reasons)\n%v", p, err, ls)
+		}
+		return
+	}
+	if err != nil || p.Cost.Compare(want) != 0 {
+		t.Fatalf("PlanDefrag %v (%v), oracle minimum %v\n%s\nlayouts %v\nreq %v pol %+v", p, err, want, p.Explain(), ls, req, pol)
+	}
+	checkPlan(t, ls, req, pol, p)
+}
+
 // TestDefragOracle: on 1–2 GPUs the plan's cost equals the exhaustive
 // minimum, "no plan" happens exactly when the oracle finds none, and every
 // plan passes checkPlan.
@@ -294,25 +319,7 @@ func TestDefragOracle(t *testing.T) {
 		}
 		req := genRequest(t, ls)
 		pol := genPolicy(t)
-		p, err := PlanDefrag(context.Background(), ls, req, pol)
-		want, ok := oracleDefrag(ls, req, pol)
-		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: no plan; PlanDefrag = %v, %v\n%v", p, err, ls)
-			}
-			var npe *NoPlanError
-			if !errors.As(err, &npe) || len(npe.Reasons) == 0 {
-				t.Fatalf("no plan without reasons: %v", err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("oracle found %v; PlanDefrag: %v\nlayouts %v\nreq %v pol %+v", want, err, ls, req, pol)
-		}
-		if p.Cost.Compare(want) != 0 {
-			t.Fatalf("plan cost %v, oracle minimum %v\n%s\nlayouts %v\nreq %v pol %+v", p.Cost, want, p.Explain(), ls, req, pol)
-		}
-		checkPlan(t, ls, req, pol, p)
+		checkAgainstOracle(t, ls, req, pol)
 	})
 }
 
@@ -525,17 +532,6 @@ func TestDefragOracleClasses(t *testing.T) {
 		}
 		req := genRequest(t, ls)
 		pol := genPolicy(t)
-		p, err := PlanDefrag(context.Background(), ls, req, pol)
-		want, ok := oracleDefrag(ls, req, pol)
-		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: no plan; PlanDefrag = %v, %v", p, err)
-			}
-			return
-		}
-		if err != nil || p.Cost.Compare(want) != 0 {
-			t.Fatalf("PlanDefrag %v (%v), oracle %v\nlayouts %v\nreq %v pol %+v", p, err, want, ls, req, pol)
-		}
-		checkPlan(t, ls, req, pol, p)
+		checkAgainstOracle(t, ls, req, pol)
 	})
 }

@@ -18,6 +18,18 @@ func lookup[T any](t testing.TB, find func(string) (T, error), name string) T {
 	return v
 }
 
+// checkLookups checks that find(in) is the model called want for every
+// case in => want.
+func checkLookups[M interface{ Name() string }](t *testing.T, find func(string) (M, error), cases map[string]string) {
+	t.Helper()
+	for in, want := range cases {
+		m, err := find(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, m.Name(), in)
+		}
+	}
+}
+
 func model(t testing.TB, name string) *Model { return lookup(t, Lookup, name) }
 
 func inst(t testing.TB, prof string, start int) Instance {
@@ -31,7 +43,7 @@ func busy(t testing.TB, prof string, start int, owner string, prio int) Instance
 }
 
 func TestCatalogLookup(t *testing.T) {
-	for in, want := range map[string]string{
+	checkLookups(t, Lookup, map[string]string{
 		"A100-80GB":                     "A100-80GB",
 		"NVIDIA A100-SXM4-80GB":         "A100-80GB",
 		"NVIDIA A100-PCIE-40GB":         "A100-40GB",
@@ -44,12 +56,7 @@ func TestCatalogLookup(t *testing.T) {
 		"0x233010DE":                    "H100-80GB",
 		"0x2335":                        "H200-141GB",
 		"NVIDIA B200 (per issue title)": "B200-180GB",
-	} {
-		m, err := Lookup(in)
-		if assert.NoError(t, err, in) {
-			assert.Equal(t, want, m.Name(), in)
-		}
-	}
+	})
 	for _, in := range []string{"", "Tesla V100", "NVIDIA GB200", "A100-SXM4", "0x10DE10DE", "GH200 144GB"} {
 		_, err := Lookup(in)
 		assert.ErrorIs(t, err, ErrUnknownModel, in)

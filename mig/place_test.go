@@ -11,6 +11,24 @@ import (
 	"pgregory.net/rapid"
 )
 
+// checkPlaceOracle places prof on ls with strategy s and checks the choice
+// against the oracle's; it returns the assignment, the oracle's loss, and
+// whether the request fit.
+func checkPlaceOracle(t *rapid.T, ls []*Layout, prof string, s Strategy, mix Mix) (Assignment, float64, bool) {
+	a, err := Place(context.Background(), ls, Request{Profile: MustParseProfileName(prof)}, PlaceOptions{Strategy: s, Mix: mix})
+	gi, pl, loss := oracleChoice(ls, prof, s, mix)
+	if gi < 0 {
+		if !errors.Is(err, ErrNoFit) {
+			t.Fatalf("oracle: no fit; Place = %+v, %v", a, err)
+		}
+		return a, loss, false
+	}
+	if err != nil || a.Index != gi || a.Placement != pl {
+		t.Fatalf("%s %s: Place = %+v, %v; oracle gpu %d %v (loss %v)\n%v", s, prof, a, err, gi, pl, loss, ls)
+	}
+	return a, loss, true
+}
+
 // oracleChoice returns what strategy s should pick among layouts for
 // profile prof, by brute force: (GPU index, placement), or -1.
 func oracleChoice(ls []*Layout, prof string, s Strategy, mix Mix) (int, Placement, float64) {
@@ -92,18 +110,8 @@ func TestPlaceAgainstOracle(t *testing.T) {
 				mix[p.Name.String()] = float64(rapid.IntRange(0, 3).Draw(t, "w"))
 			}
 		}
-		a, err := Place(context.Background(), ls, Request{Profile: MustParseProfileName(prof)}, PlaceOptions{Strategy: s, Mix: mix})
-		gi, pl, loss := oracleChoice(ls, prof, s, mix)
-		if gi < 0 {
-			if !errors.Is(err, ErrNoFit) {
-				t.Fatalf("oracle: no fit; Place = %+v, %v", a, err)
-			}
-			return
-		}
-		if err != nil || a.Index != gi || a.Placement != pl {
-			t.Fatalf("%s %s: Place = %+v, %v; oracle gpu %d %v (loss %v)\n%v", s, prof, a, err, gi, pl, loss, ls)
-		}
-		if s == KeepLargeOpen && math.Abs(a.Loss-loss) > 1e-9 {
+		a, loss, ok := checkPlaceOracle(t, ls, prof, s, mix)
+		if ok && s == KeepLargeOpen && math.Abs(a.Loss-loss) > 1e-9 {
 			t.Fatalf("loss %v, oracle %v", a.Loss, loss)
 		}
 	})
@@ -328,16 +336,8 @@ func TestPlaceWithoutStateTable(t *testing.T) {
 		}
 		prof := rapid.SampledFrom([]string{"1g.1gb", "4g.4gb", "2g.2gb"}).Draw(t, "p")
 		s := Strategy(rapid.IntRange(0, 2).Draw(t, "s"))
-		a, err := Place(context.Background(), ls, Request{Profile: MustParseProfileName(prof)}, PlaceOptions{Strategy: s})
-		gi, want, _ := oracleChoice(ls, prof, s, nil)
-		if gi < 0 {
-			if !errors.Is(err, ErrNoFit) {
-				t.Fatalf("no fit expected: %v %v", a, err)
-			}
+		if _, _, ok := checkPlaceOracle(t, ls, prof, s, nil); !ok {
 			return
-		}
-		if err != nil || a.Index != gi || a.Placement != want {
-			t.Fatalf("%s: %+v %v; oracle %d %v", prof, a, err, gi, want)
 		}
 		if _, err := PlanDefrag(context.Background(), ls, Request{Profile: MustParseProfileName(prof), Priority: 5}, Policy{MoveAnyPriority: true}); err != nil && !errors.Is(err, ErrNoPlan) {
 			t.Fatal(err)
