@@ -65,10 +65,10 @@ func ExampleLayout_FreePlacements() {
 
 func ExampleLayout_Fragmentation() {
 	m, _ := mig.Lookup("A100-80GB")
-	one, _ := mig.ParseProfileName("1g.10gb")
-	l, _ := mig.NewLayout("gpu0", m,
-		mig.Instance{Profile: one, Placement: mig.Placement{Start: 0}},
-		mig.Instance{Profile: one, Placement: mig.Placement{Start: 4}})
+	l, _ := mig.NewLayout("gpu0", m)
+	for _, start := range []int{0, 4} {
+		_ = l.Add(mig.Instance{Profile: mig.MustParseProfileName("1g.10gb"), Placement: mig.Placement{Start: start}})
+	}
 	f, _ := l.Fragmentation(mig.Mix{"3g.40gb": 1})
 	fmt.Printf("free %d, unusable for 3g %.0f (score %.2f)\n", f.FreeSlots, f.UnusableSlots, f.Score)
 	// Output: free 6, unusable for 3g 4 (score 0.67)
