@@ -143,7 +143,8 @@ type AMDModel struct {
 
 // NewAMDModel validates spec and returns the model.
 func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
-	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 || spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
+	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 ||
+		spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
 		return nil, fmt.Errorf("%w: AMD model %q: need a name, 1..64 XCCs and at least one memory mode", ErrInvalidModel, spec.Name)
 	}
 	for _, n := range spec.MemoryModes {

@@ -582,73 +582,79 @@ func amdWho(w AMDWork) string {
 // then the mode changes, then the hive's other GPUs get their compute mode
 // back where it still fits.
 func (ap *amdPlanner) build(c *amdCand) (*Plan, error) {
-	gpus := ap.gpus
-	sim := make([]*AMDGPU, len(gpus))
-	for i, g := range gpus {
-		sim[i] = g.Clone()
+	g := ap.gpus[c.g]
+	w := &amdStepWriter{sim: make([]*AMDGPU, len(ap.gpus)), plan: ap.plan(g, c.want, 0)}
+	for i, h := range ap.gpus {
+		w.sim[i] = h.Clone()
 	}
-	g := gpus[c.g]
-	p := ap.plan(g, c.want, 0)
-	p.Cost = c.cost
-	// emitAt applies a step to sim[at] (every step names a GPU whose index
-	// is known here, so no step costs a scan of the fleet).
-	emitAt := func(at int, s Step) error {
-		err := applyAMDStep(sim, sim[at], s)
-		if err != nil {
-			return fmt.Errorf("mig: internal error: AMD plan step %s fails: %w", s, err)
-		}
-		p.Steps = append(p.Steps, s)
-		return nil
-	}
+	w.plan.Cost = c.cost
 	for _, m := range c.moves {
-		from, to := gpus[m.gpu], gpus[m.to]
-		p.Moves = append(p.Moves, Move{Instance: Instance{State: InUse, Owner: m.w.Owner, Priority: m.w.Priority, Placement: Placement{m.w.Partition, 1}},
-			From: from.GPU, To: to.GPU, Dest: Placement{m.part, 1}})
-		if err := emitAt(m.gpu, Step{Kind: StepDrain, GPU: from.GPU, Partition: m.w.Partition, Owner: m.w.Owner, Priority: m.w.Priority,
-			Why: fmt.Sprintf("move %s to %s partition %d", amdWho(m.w), to.GPU, m.part)}); err != nil {
-			return nil, err
-		}
+		from, to := ap.gpus[m.gpu].GPU, ap.gpus[m.to].GPU
+		w.plan.Moves = append(w.plan.Moves, Move{Instance: m.w.instance(), From: from, To: to, Dest: Placement{m.part, 1}})
+		w.drain(m.gpu, m.w, fmt.Sprintf("move %s to %s partition %d", amdWho(m.w), to, m.part))
 	}
 	for _, e := range c.evicts {
-		h := gpus[e.gpu]
-		p.Evictions = append(p.Evictions, Eviction{GPU: h.GPU, Instance: Instance{State: InUse, Owner: e.w.Owner, Priority: e.w.Priority, Placement: Placement{e.w.Partition, 1}}})
-		if err := emitAt(e.gpu, Step{Kind: StepDrain, GPU: h.GPU, Partition: e.w.Partition, Owner: e.w.Owner, Priority: e.w.Priority,
-			Why: fmt.Sprintf("evict: %s goes down for a mode change", h.GPU)}); err != nil {
-			return nil, err
-		}
+		h := ap.gpus[e.gpu].GPU
+		w.plan.Evictions = append(w.plan.Evictions, Eviction{GPU: h, Instance: e.w.instance()})
+		w.drain(e.gpu, e.w, fmt.Sprintf("evict: %s goes down for a mode change", h))
 	}
-	cur := AMDMode{g.Compute, g.Memory}
-	var hive []string
+	var names []string
 	for _, j := range c.affected {
-		hive = append(hive, gpus[j].GPU)
+		names = append(names, ap.gpus[j].GPU)
 	}
+	hive := strings.Join(names, ",")
+	memory := g.Memory
 	for _, s := range c.path {
-		if s.Memory != cur.Memory {
-			if err := emitAt(c.g, Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + strings.Join(hive, ",")}); err != nil {
-				return nil, err
-			}
-			if err := emitAt(c.g, Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + strings.Join(hive, ",")}); err != nil {
-				return nil, err
-			}
+		if s.Memory != memory {
+			w.emit(c.g, Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + hive})
+			w.emit(c.g, Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + hive})
 		}
-		if s.Compute != sim[c.g].Compute {
-			if err := emitAt(c.g, Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()}); err != nil {
-				return nil, err
-			}
+		if s.Compute != w.sim[c.g].Compute {
+			w.emit(c.g, Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()})
 		}
-		cur = s
+		memory = s.Memory
 	}
 	// Other hive GPUs get their compute mode back where it still fits.
 	for _, j := range c.affected {
-		if j == c.g {
-			continue
-		}
-		was, now := gpus[j].Compute, sim[j].Compute
-		if was != now && sim[j].Model.Valid(was, sim[j].Memory) == nil {
-			if err := emitAt(j, Step{Kind: StepSetComputeMode, GPU: sim[j].GPU, Mode: string(was), Why: "restore its compute mode after the reload"}); err != nil {
-				return nil, err
-			}
+		was, now := ap.gpus[j].Compute, w.sim[j]
+		if j != c.g && was != now.Compute && now.Model.Valid(was, now.Memory) == nil {
+			w.emit(j, Step{Kind: StepSetComputeMode, GPU: now.GPU, Mode: string(was), Why: "restore its compute mode after the reload"})
 		}
 	}
-	return p, nil
+	if w.err != nil {
+		return nil, w.err
+	}
+	return w.plan, nil
+}
+
+// amdStepWriter writes an AMD plan's steps, applying each to sim. After a
+// step fails it writes nothing more, and err says why.
+type amdStepWriter struct {
+	sim  []*AMDGPU
+	plan *Plan
+	err  error
+}
+
+// emit applies step s to sim[at] (every step names a GPU whose index is
+// known here, so no step costs a scan of the fleet) and appends it.
+func (w *amdStepWriter) emit(at int, s Step) {
+	if w.err != nil {
+		return
+	}
+	if err := applyAMDStep(w.sim, w.sim[at], s); err != nil {
+		w.err = fmt.Errorf("mig: internal error: AMD plan step %s fails: %w", s, err)
+		return
+	}
+	w.plan.Steps = append(w.plan.Steps, s)
+}
+
+// drain stops work on GPU at.
+func (w *amdStepWriter) drain(at int, work AMDWork, why string) {
+	w.emit(at, Step{Kind: StepDrain, GPU: w.sim[at].GPU, Partition: work.Partition, Owner: work.Owner, Priority: work.Priority, Why: why})
+}
+
+// instance describes the work as the in-use instance a Move or an
+// Eviction names.
+func (w AMDWork) instance() Instance {
+	return Instance{State: InUse, Owner: w.Owner, Priority: w.Priority, Placement: Placement{w.Partition, 1}}
 }

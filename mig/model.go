@@ -79,7 +79,8 @@ func NewModel(spec ModelSpec) (*Model, error) {
 		return bad("%d profiles; want 1..%d", len(spec.Profiles), maxProfiles)
 	}
 	if len(spec.Aliases) > MaxModelNames || len(spec.PCIDeviceIDs) > MaxModelNames {
-		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)", ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
+		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)",
+			ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
 	}
 	m := &Model{byName: map[ProfileName]int{}, byID: map[int]int{}}
 	m.spec = spec
