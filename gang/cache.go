@@ -33,7 +33,7 @@ type shapeKey struct {
 	migN    int32
 	mem     uint64
 	scope   scoring.Scope
-	mode    scoring.ScopeMode
+	mode    scoring.Mode
 	profile string
 }
 

@@ -91,6 +91,14 @@
 // [ParseJobs] and [ParseCluster] read the YAML or JSON files of the gputopo
 // gang command; the formats are documented on [JobFile] and [ClusterFile].
 //
+// # Limits
+//
+// Inputs are bounded before anything grows with them (see [MaxNodes],
+// [MaxJobPods], [MaxFileBytes] and the other Max constants): a file or a
+// value beyond a limit fails with an error wrapping topology.ErrLimit that
+// names the limit. Victim searches scale their budget to the snapshot's
+// size, and Preemption.Exact says when one stopped early.
+//
 // Every error wraps a sentinel (ErrInvalidJob, ErrInvalidSnapshot,
 // ErrInvalidPlacement, ErrParse), and Result.Err wraps one of ErrPipelined,
 // ErrBlocked, ErrFragmented, ErrNeverFits. The package builds with

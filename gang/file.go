@@ -14,7 +14,7 @@ import (
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v2"
 )
 
 // JobFile is the job file format of `gputopo gang` (YAML or JSON; field
@@ -115,7 +115,7 @@ type PodSetSpec struct {
 // ParseJobs reads a job file (see JobFile): one job or a list, with queue
 // weights. Every job is validated. Errors wrap ErrParse or ErrInvalidJob.
 func ParseJobs(data []byte) ([]Job, []QueueSpec, error) {
-	raw, err := toJSON(data)
+	raw, err := toJSON(data, jobDocLimits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,6 +151,9 @@ func ParseJobs(data []byte) ([]Job, []QueueSpec, error) {
 	}
 	var qs []QueueSpec
 	for i, q := range f.Queues {
+		if err := checkName(ErrParse, fmt.Sprintf("queues[%d] name", i), q.Name); err != nil {
+			return nil, nil, err
+		}
 		if q.Name == "" || q.Weight < 0 {
 			return nil, nil, parseErr("queues[%d]: a queue needs a name and a weight ≥ 0", i)
 		}
@@ -179,14 +182,15 @@ func (js *JobSpec) job() (Job, error) {
 			s.Pod.Scope = sc
 		}
 		switch strings.ToLower(ps.ScopeMode) {
-		case "", "preferred":
-		case "required":
-			s.Pod.ScopeMode = scoring.ScopeRequired
+		case "preferred":
+			s.Pod.ScopeMode = scoring.ModePreferred
+		case "", "required":
+			s.Pod.ScopeMode = scoring.ModeRequired
 		default:
 			return j, parseErr("podSets[%d].scopeMode %q (want required or preferred)", i, ps.ScopeMode)
 		}
 		if s.Pod.Scope != scoring.ScopeNone && ps.ScopeMode == "" {
-			s.Pod.ScopeMode = scoring.ScopeRequired
+			s.Pod.ScopeMode = scoring.ModeRequired
 		}
 		if ps.Topology != nil {
 			s.Topology = Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
@@ -284,15 +288,12 @@ type MIGSlotSpec struct {
 // CLI passes provider/catalog.Get).
 type MachineFunc func(name string) (*topology.Node, error)
 
-// maxFileNodes bounds the nodes a cluster file may expand to.
-const maxFileNodes = 200000
-
 // ParseCluster reads a cluster file (see ClusterFile) into a snapshot.
 // machine resolves "machine" names (nil: they are errors). Errors wrap
 // ErrParse, or ErrInvalidSnapshot and topology's sentinels for a file that
 // parses but describes an impossible cluster.
 func ParseCluster(data []byte, machine MachineFunc, opts ...SnapshotOption) (*Snapshot, error) {
-	raw, err := toJSON(data)
+	raw, err := toJSON(data, clusterDocLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -306,23 +307,28 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...SnapshotOption) (*Sn
 	if len(f.Levels) > 0 && len(f.HyperNodes) > 0 {
 		return nil, parseErr("use levels or hyperNodes, not both")
 	}
+	for i, l := range f.Levels {
+		if err := checkName(ErrParse, fmt.Sprintf("levels[%d]", i), l); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range f.HyperNodes {
+		if h.Tier > MaxLevels {
+			return nil, limitErr(ErrParse, "hyperNodes[%d] (%q): tier %d, more than MaxLevels (%d)", i, h.Name, h.Tier, MaxLevels)
+		}
+		if err := checkName(ErrParse, fmt.Sprintf("hyperNodes[%d] name", i), h.Name); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkTemplates(f.Nodes, f.Levels); err != nil {
+		return nil, err
+	}
 	var cn []topology.ClusterNode
 	var infos []NodeInfo
 	machines := map[string]*topology.Node{}
-	total := 0
 	for i, ns := range f.Nodes {
 		where := fmt.Sprintf("nodes[%d] (%q)", i, ns.Name)
-		count := ns.Count
-		if count == 0 {
-			count = 1
-		}
-		if count < 0 || total+count > maxFileNodes {
-			return nil, parseErr("%s: count %d (at most %d nodes in all)", where, ns.Count, maxFileNodes)
-		}
-		if count > 1 && !strings.Contains(ns.Name, "{i}") {
-			return nil, parseErr("%s: count %d needs {i} in the name", where, count)
-		}
-		total += count
+		count := max(ns.Count, 1)
 		var topo *topology.Node
 		switch {
 		case ns.Machine != "" && len(ns.Topology) > 0:
@@ -345,12 +351,19 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...SnapshotOption) (*Sn
 		if ns.CPU < 0 {
 			return nil, parseErr("%s: negative cpu", where)
 		}
+		perNode := false // labels differ between the copies
+		for _, lv := range ns.Labels {
+			perNode = perNode || strings.Contains(lv, "{i}")
+		}
 		for k := range count {
 			idx := strconv.Itoa(k)
 			name := strings.ReplaceAll(ns.Name, "{i}", idx)
-			labels := make(map[string]string, len(ns.Labels))
-			for lk, lv := range ns.Labels {
-				labels[lk] = strings.ReplaceAll(lv, "{i}", idx)
+			labels := ns.Labels // shared, read-only, when no value has {i}
+			if perNode {
+				labels = make(map[string]string, len(ns.Labels))
+				for lk, lv := range ns.Labels {
+					labels[lk] = strings.ReplaceAll(lv, "{i}", idx)
+				}
 			}
 			cn = append(cn, topology.ClusterNode{Name: name, Labels: labels, Topology: topo})
 			infos = append(infos, NodeInfo{CPUMilli: int64(ns.CPU), MemoryBytes: uint64(ns.Memory), Unschedulable: ns.Unschedulable, MIG: ns.MIG})
@@ -387,34 +400,274 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...SnapshotOption) (*Sn
 	return NewSnapshot(c, infos, allocs, opts...)
 }
 
-// ReadFile reads at most 64 MiB from r (for the file parsers).
-func ReadFile(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, 64<<20+1))
-	if err != nil {
-		return nil, err
+// checkTemplates checks a cluster file's node templates before any is
+// expanded: counts (MaxNodes in all), names and labels (MaxNameBytes,
+// MaxLabels, once {i} is replaced), and what the copies take together
+// (MaxExpandedBytes: names, per-node label values, domain paths).
+func checkTemplates(nodes []NodeSpec, levels []string) error {
+	total, expanded := 0, 0
+	for i, ns := range nodes {
+		where := fmt.Sprintf("nodes[%d]", i)
+		count := ns.Count
+		if count < 0 {
+			return parseErr("%s: count %d", where, count)
+		}
+		count = max(count, 1)
+		if count > MaxNodes-total {
+			return limitErr(ErrParse, "%s: count %d makes more than MaxNodes (%d) nodes in all", where, ns.Count, MaxNodes)
+		}
+		total += count
+		if count > 1 && !strings.Contains(ns.Name, "{i}") {
+			return parseErr("%s: count %d needs {i} in the name", where, count)
+		}
+		if len(ns.Labels) > MaxLabels {
+			return limitErr(ErrParse, "%s has %d labels, more than MaxLabels (%d)", where, len(ns.Labels), MaxLabels)
+		}
+		digits := len(strconv.Itoa(count - 1))
+		// size of s once {i} is replaced by the longest index
+		size := func(s string) int { return len(s) + strings.Count(s, "{i}")*(digits-3) }
+		if err := checkName(ErrParse, where+" name", ns.Name); err != nil {
+			return err
+		}
+		if n := size(ns.Name); n > MaxNameBytes {
+			return limitErr(ErrParse, "%s: the name is %d bytes long once {i} is replaced, more than MaxNameBytes (%d)", where, n, MaxNameBytes)
+		}
+		if err := checkName(ErrParse, where+" machine", ns.Machine); err != nil {
+			return err
+		}
+		perNode := 64 + size(ns.Name) // a node's name and fixed overhead
+		labels, perNodeLabels := 0, false
+		for k, v := range ns.Labels {
+			if err := checkName(ErrParse, where+" label key", k); err != nil {
+				return err
+			}
+			if n := size(v); n > MaxNameBytes {
+				return limitErr(ErrParse, "%s: label %q is %d bytes long once {i} is replaced, more than MaxNameBytes (%d)", where, k, n, MaxNameBytes)
+			}
+			labels += 64 + len(k) + size(v)
+			perNodeLabels = perNodeLabels || strings.Contains(v, "{i}")
+		}
+		if perNodeLabels { // every copy gets its own label map
+			perNode += labels
+		}
+		path := 0 // the domain paths of a node: each level's path has the values above it
+		for _, l := range levels {
+			path += size(ns.Labels[l]) + 1
+			perNode += 64 + path
+		}
+		if count > 0 && perNode > (MaxExpandedBytes-expanded)/count {
+			return limitErr(ErrParse, "%s: %d copies of about %d bytes each (names, labels, domain paths) take more than MaxExpandedBytes (%d) with the nodes before", where, count, perNode, MaxExpandedBytes)
+		}
+		expanded += count * perNode
 	}
-	if len(b) > 64<<20 {
-		return nil, parseErr("file larger than 64 MiB")
+	return nil
+}
+
+// ReadFile reads a job or cluster file from r: at most MaxFileBytes, else
+// an error wrapping ErrParse and topology.ErrLimit.
+func ReadFile(r io.Reader) ([]byte, error) {
+	b := make([]byte, 0, 4096)
+	for len(b) <= MaxFileBytes {
+		if len(b) == cap(b) { // grow geometrically, never past the limit
+			nb := make([]byte, len(b), min(2*cap(b), MaxFileBytes+1))
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(b) > MaxFileBytes {
+		return nil, limitErr(ErrParse, "file larger than MaxFileBytes (%d)", MaxFileBytes)
 	}
 	return b, nil
 }
 
-func toJSON(data []byte) ([]byte, error) {
+// toJSON converts a YAML (or JSON) document to JSON the way
+// sigs.k8s.io/yaml's YAMLToJSONStrict does: YAML 1.1 through
+// go.yaml.in/yaml/v2 (duplicate keys are errors; yes/no are booleans),
+// non-string map keys turned into strings, then encoding/json. The file and
+// the document with its aliases expanded are bounded by MaxFileBytes; the
+// YAML library itself refuses alias bombs ("excessive aliasing") and
+// nesting deeper than 10,000.
+func toJSON(data []byte, limits []docLimit) ([]byte, error) {
+	if len(data) > MaxFileBytes {
+		return nil, limitErr(ErrParse, "file is %d bytes, more than MaxFileBytes (%d)", len(data), MaxFileBytes)
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, parseErr("empty file")
 	}
-	raw, err := yaml.YAMLToJSONStrict(data)
+	var v any
+	if err := yaml.UnmarshalStrict(data, &v); err != nil {
+		return nil, parseErr("%v", err)
+	}
+	budget := MaxFileBytes
+	j, err := jsonable(v, &budget)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDoc(j, limits); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(j)
 	if err != nil {
 		return nil, parseErr("%v", err)
 	}
 	return raw, nil
 }
 
+// docLimit is a bound on the length of a list or map at a path of a
+// decoded document, checked before the document is decoded into structs
+// (which take far more memory per element than the text does).
+type docLimit struct {
+	path []string // keys; "*" is every element of a list
+	max  int
+	name string
+}
+
+var (
+	jobDocLimits = []docLimit{
+		{[]string{"jobs"}, MaxJobs, "MaxJobs"},
+		{[]string{"queues"}, MaxJobs, "MaxJobs"},
+		{[]string{"podSets"}, MaxPodSets, "MaxPodSets"},
+		{[]string{"podSets", "*", "nodeSelector"}, MaxLabels, "MaxLabels"},
+		{[]string{"jobs", "*", "podSets"}, MaxPodSets, "MaxPodSets"},
+		{[]string{"jobs", "*", "podSets", "*", "nodeSelector"}, MaxLabels, "MaxLabels"},
+	}
+	clusterDocLimits = []docLimit{
+		{[]string{"levels"}, MaxLevels, "MaxLevels"},
+		{[]string{"hyperNodes"}, MaxNodes, "MaxNodes"},
+		{[]string{"hyperNodes", "*", "members"}, MaxNodes, "MaxNodes"},
+		{[]string{"nodes"}, MaxNodes, "MaxNodes"},
+		{[]string{"nodes", "*", "labels"}, MaxLabels, "MaxLabels"},
+		{[]string{"nodes", "*", "mig"}, topology.MaxDevices, "topology.MaxDevices"},
+		{[]string{"allocations"}, MaxAllocations, "MaxAllocations"},
+		{[]string{"allocations", "*", "gpus"}, topology.MaxDevices, "topology.MaxDevices"},
+		{[]string{"allocations", "*", "mig"}, topology.MaxDevices, "topology.MaxDevices"},
+	}
+)
+
+// checkDoc checks doc against limits.
+func checkDoc(doc any, limits []docLimit) error {
+	for _, l := range limits {
+		if err := checkPath(doc, l, 0, l.path[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPath(v any, l docLimit, i int, where string) error {
+	if i == len(l.path) {
+		n := 0
+		switch t := v.(type) {
+		case []any:
+			n = len(t)
+		case map[string]any:
+			n = len(t)
+		}
+		if n > l.max {
+			return limitErr(ErrParse, "%s has %d entries, more than %s (%d)", where, n, l.name, l.max)
+		}
+		return nil
+	}
+	if l.path[i] == "*" {
+		list, _ := v.([]any)
+		for k, x := range list {
+			if err := checkPath(x, l, i+1, fmt.Sprintf("%s[%d]", where, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	m, _ := v.(map[string]any)
+	x, ok := m[l.path[i]]
+	if !ok {
+		return nil
+	}
+	if i > 0 {
+		where += "." + l.path[i]
+	}
+	return checkPath(x, l, i+1, where)
+}
+
+// jsonable converts a decoded YAML value to one encoding/json can marshal,
+// charging its size (strings' bytes, 1 byte a value: about its JSON
+// length) to budget.
+func jsonable(v any, budget *int) (any, error) {
+	*budget--
+	if *budget < 0 {
+		return nil, limitErr(ErrParse, "the document is larger than MaxFileBytes (%d) once its YAML aliases are expanded", MaxFileBytes)
+	}
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			ks, err := yamlKey(k)
+			if err != nil {
+				return nil, err
+			}
+			*budget -= len(ks)
+			if m[ks], err = jsonable(x, budget); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			var err error
+			if out[i], err = jsonable(x, budget); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case string:
+		*budget -= len(t)
+		if *budget < 0 {
+			return nil, limitErr(ErrParse, "the document is larger than MaxFileBytes (%d) once its YAML aliases are expanded", MaxFileBytes)
+		}
+	}
+	return v, nil
+}
+
+// yamlKey turns a YAML map key into a JSON object key, as
+// sigs.k8s.io/yaml does.
+func yamlKey(k any) (string, error) {
+	switch t := k.(type) {
+	case string:
+		return t, nil
+	case int:
+		return strconv.Itoa(t), nil
+	case int64:
+		return strconv.FormatInt(t, 10), nil
+	case float64:
+		s := strconv.FormatFloat(t, 'g', -1, 32)
+		switch s {
+		case "+Inf":
+			s = ".inf"
+		case "-Inf":
+			s = "-.inf"
+		case "NaN":
+			s = ".nan"
+		}
+		return s, nil
+	case bool:
+		return strconv.FormatBool(t), nil
+	}
+	return "", parseErr("unsupported map key %.100v (of type %T)", k, k)
+}
+
 func strict(raw []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return parseErr("%v", err)
+		return fmt.Errorf("%w: %w", ErrParse, err)
 	}
 	if d.More() {
 		return parseErr("trailing data after the document")
@@ -525,8 +778,11 @@ func quantity(b []byte, cpu bool) (int64, error) {
 	if cpu {
 		v *= 1000
 	}
-	if v > float64(math.MaxInt64)/2 {
-		return 0, fmt.Errorf("%w: %w: %q is too large", ErrParse, errQuantity, s)
+	if cpu && v > MaxCPUMilli {
+		return 0, limitErr(ErrParse, "cpu %q is more than MaxCPUMilli (%d thousandths of a core)", s, int64(MaxCPUMilli))
+	}
+	if !cpu && v > MaxBytes {
+		return 0, limitErr(ErrParse, "%q is more than MaxBytes (%d)", s, int64(MaxBytes))
 	}
 	return int64(math.Ceil(v - 1e-9)), nil
 }

@@ -72,7 +72,7 @@ type Pod struct {
 	// Scope and ScopeMode confine the pod's devices to one fabric island,
 	// PCIe switch tree, NUMA node or package of the node (see scoring).
 	Scope     scoring.Scope
-	ScopeMode scoring.ScopeMode
+	ScopeMode scoring.Mode
 	// MIGProfile asks for MIG instances of this profile ("3g.40gb")
 	// instead of whole devices; slots are chosen by package mig.
 	MIGProfile string
@@ -216,9 +216,6 @@ func (j *Job) threshold() int {
 	return j.Pods()
 }
 
-// maxReplicas bounds replica counts so that sums never overflow.
-const maxReplicas = 1 << 20
-
 // Validate checks the job on its own (level names are resolved against a
 // cluster later). Errors wrap ErrInvalidJob and name the field at fault.
 func (j *Job) Validate() error {
@@ -228,13 +225,28 @@ func (j *Job) Validate() error {
 	if j.Name == "" {
 		return jobErr("job has no name")
 	}
+	if err := checkName(ErrInvalidJob, "the job name", j.Name); err != nil {
+		return err
+	}
 	if len(j.PodSets) == 0 {
 		return jobErr("job %q has no pod sets", j.Name)
+	}
+	if len(j.PodSets) > MaxPodSets {
+		return limitErr(ErrInvalidJob, "job %q has %d pod sets, more than MaxPodSets (%d)", j.Name, len(j.PodSets), MaxPodSets)
+	}
+	if err := checkName(ErrInvalidJob, fmt.Sprintf("job %q queue name", j.Name), j.Queue); err != nil {
+		return err
+	}
+	if j.Priority > MaxPriority || j.Priority < -MaxPriority {
+		return limitErr(ErrInvalidJob, "job %q: priority %d, beyond ±MaxPriority (%d)", j.Name, j.Priority, MaxPriority)
 	}
 	seen := map[string]bool{}
 	total, mins := 0, 0
 	for i := range j.PodSets {
 		s := &j.PodSets[i]
+		if err := checkName(ErrInvalidJob, fmt.Sprintf("job %q pod set %d name", j.Name, i), s.Name); err != nil {
+			return err
+		}
 		where := fmt.Sprintf("job %q pod set %d (%q)", j.Name, i, s.Name)
 		if s.Name == "" {
 			return jobErr("%s has no name", where)
@@ -243,8 +255,11 @@ func (j *Job) Validate() error {
 			return jobErr("job %q: pod set name %q used twice", j.Name, s.Name)
 		}
 		seen[s.Name] = true
-		if s.Replicas < 1 || s.Replicas > maxReplicas {
-			return jobErr("%s: replicas %d, want 1..%d", where, s.Replicas, maxReplicas)
+		if s.Replicas > MaxJobPods {
+			return limitErr(ErrInvalidJob, "%s: replicas %d, more than MaxJobPods (%d)", where, s.Replicas, MaxJobPods)
+		}
+		if s.Replicas < 1 {
+			return jobErr("%s: replicas %d, want 1..%d", where, s.Replicas, MaxJobPods)
 		}
 		if s.MinReplicas < 0 || s.MinReplicas > s.Replicas {
 			return jobErr("%s: minReplicas %d, want 0..replicas (%d)", where, s.MinReplicas, s.Replicas)
@@ -257,6 +272,9 @@ func (j *Job) Validate() error {
 		}
 		if s.Slices != nil {
 			z := s.Slices
+			if err := checkName(ErrInvalidJob, where+" slice level", z.Level); err != nil {
+				return err
+			}
 			switch {
 			case z.Size < 1:
 				return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
@@ -273,8 +291,8 @@ func (j *Job) Validate() error {
 		total += s.Replicas
 		mins += s.MinReplicas
 	}
-	if total > maxReplicas {
-		return jobErr("job %q has %d pods, more than %d", j.Name, total, maxReplicas)
+	if total > MaxJobPods {
+		return limitErr(ErrInvalidJob, "job %q has %d pods, more than MaxJobPods (%d)", j.Name, total, MaxJobPods)
 	}
 	if j.MinCount < 0 || j.MinCount > total {
 		return jobErr("job %q: minCount %d, want 0..%d (the replicas)", j.Name, j.MinCount, total)
@@ -289,6 +307,9 @@ func (j *Job) Validate() error {
 		return err
 	}
 	if v := j.NVLink; v != nil {
+		if err := checkName(ErrInvalidJob, fmt.Sprintf("job %q nvlink level", j.Name), v.Level); err != nil {
+			return err
+		}
 		if v.SliceSize < 0 {
 			return jobErr("job %q: nvlink slice size %d, want ≥ 0", j.Name, v.SliceSize)
 		}
@@ -319,6 +340,9 @@ func (j *Job) Validate() error {
 }
 
 func (c Constraint) validate(where string) error {
+	if err := checkName(ErrInvalidJob, where+" level", c.Level); err != nil {
+		return err
+	}
 	if c.Mode > Preferred {
 		return jobErr("%s: unknown mode %d", where, c.Mode)
 	}
@@ -333,13 +357,22 @@ func (p *Pod) validate(where string) error {
 	case p.GPUs < 0:
 		return jobErr("%s: gpus %d, want ≥ 0", where, p.GPUs)
 	case p.GPUs > scoring.MaxDevices:
-		return jobErr("%s: gpus %d, more than any node may have (%d)", where, p.GPUs, scoring.MaxDevices)
+		return limitErr(ErrInvalidJob, "%s: gpus %d, more than any node may have (scoring.MaxDevices, %d)", where, p.GPUs, scoring.MaxDevices)
 	case p.CPUMilli < 0:
 		return jobErr("%s: negative CPU %d", where, p.CPUMilli)
+	case p.CPUMilli > MaxCPUMilli:
+		return limitErr(ErrInvalidJob, "%s: CPU %d, more than MaxCPUMilli (%d)", where, p.CPUMilli, int64(MaxCPUMilli))
+	case p.MemoryBytes > MaxBytes || p.GPUMemory > MaxBytes:
+		return limitErr(ErrInvalidJob, "%s: memory %d / GPU memory %d, more than MaxBytes (%d)", where, p.MemoryBytes, p.GPUMemory, int64(MaxBytes))
+	case len(p.NodeSelector) > MaxLabels:
+		return limitErr(ErrInvalidJob, "%s: %d node selector labels, more than MaxLabels (%d)", where, len(p.NodeSelector), MaxLabels)
 	case p.Scope > scoring.ScopePackage:
 		return jobErr("%s: unknown device scope %d", where, p.Scope)
-	case p.ScopeMode > scoring.ScopeRequired:
+	case p.ScopeMode > scoring.ModePreferred:
 		return jobErr("%s: unknown scope mode %d", where, p.ScopeMode)
+	}
+	if err := checkName(ErrInvalidJob, where+" MIG profile", p.MIGProfile); err != nil {
+		return err
 	}
 	if p.MIGProfile != "" {
 		if _, err := mig.ParseProfileName(p.MIGProfile); err != nil {
@@ -354,9 +387,12 @@ func (p *Pod) validate(where string) error {
 	} else if p.GPUs == 0 && (p.GPUMemory > 0 || p.Scope != scoring.ScopeNone) {
 		return jobErr("%s: gpuMemory or a device scope without GPUs", where)
 	}
-	for k := range p.NodeSelector {
+	for k, v := range p.NodeSelector {
 		if k == "" {
 			return jobErr("%s: empty node selector key", where)
+		}
+		if len(k) > MaxNameBytes || len(v) > MaxNameBytes {
+			return limitErr(ErrInvalidJob, "%s: node selector %.40q... longer than MaxNameBytes (%d)", where, k+"="+v, MaxNameBytes)
 		}
 	}
 	return nil

@@ -103,7 +103,7 @@ func TestNodeCapacityIsMaximal(t *testing.T) {
 			r := scoring.Request{Count: rapid.IntRange(1, min(4, n)).Draw(t, label+"count")}
 			if rapid.Bool().Draw(t, label+"scoped") {
 				r.Scope = rapid.SampledFrom([]scoring.Scope{scoring.ScopeFabric, scoring.ScopePCIe, scoring.ScopeNUMA}).Draw(t, label+"scope")
-				r.ScopeMode = scoring.ScopeRequired
+				r.ScopeMode = scoring.ModeRequired
 			}
 			return r
 		}

@@ -449,7 +449,7 @@ func genJob(t *rapid.T) *Job {
 			ps.Pod.MIGProfile = "3g.40gb"
 		case 2:
 			ps.Pod.GPUs = 2
-			ps.Pod.Scope, ps.Pod.ScopeMode = scoring.ScopePCIe, scoring.ScopeRequired
+			ps.Pod.Scope, ps.Pod.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
 		default:
 			ps.Pod.GPUs = rapid.IntRange(1, 2).Draw(t, "gpus")
 		}

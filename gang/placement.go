@@ -324,8 +324,8 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 						return placeErr("%s: device %d of %s has %d bytes, the pod needs %d", where, d, pp.Node, st.topo.Device(d).MemoryBytes, pod.GPUMemory)
 					}
 				}
-				if pod.ScopeMode == scoring.ScopeRequired && pod.Scope != scoring.ScopeNone {
-					req := scoring.Request{Count: pod.GPUs, Required: pp.Devices, Scope: pod.Scope, ScopeMode: scoring.ScopeRequired}
+				if pod.ScopeMode == scoring.ModeRequired && pod.Scope != scoring.ScopeNone {
+					req := scoring.Request{Count: pod.GPUs, Required: pp.Devices, Scope: pod.Scope, ScopeMode: scoring.ModeRequired}
 					if _, err := st.compiled.Select(u.state, req); err != nil {
 						return placeErr("%s: devices %v of %s do not share one %s scope: %v", where, pp.Devices, pp.Node, pod.Scope, err)
 					}

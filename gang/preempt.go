@@ -82,6 +82,17 @@ type Preemption struct {
 // searchBudget bounds the victim sets a search tries.
 const searchBudget = 4096
 
+// searchWork bounds the work of one victim search: every victim set tried
+// rebuilds a view of the snapshot and solves in it, which costs about the
+// snapshot's nodes plus running pods. Large snapshots try fewer sets
+// (Preemption.Exact says when the search stopped early).
+const searchWork = 1 << 24
+
+// budgetFor returns the victim sets a search on s may try, at most limit.
+func budgetFor(s *Snapshot, limit int) int {
+	return min(limit, max(16, searchWork/(len(s.nodes)+s.nlive+1)))
+}
+
 // Preempt finds the cheapest way (see Cost) to make room for job j by
 // evicting whole jobs of lower priority than j.Priority, all holding pods
 // inside one domain that then holds the gang: never part of a gang, never
@@ -100,7 +111,7 @@ func Preempt(s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
 		return nil, &NoVictimsError{Job: j.Name, Reasons: p.never}
 	}
 	prio := s.jobPriorities()
-	rs := &removalSearch{s: s, p: p, strategy: cfg.strategy, budget: searchBudget,
+	rs := &removalSearch{s: s, p: p, strategy: cfg.strategy, budget: budgetFor(s, searchBudget),
 		gone:     func(a *Allocation) bool { return a.Releasing },
 		eligible: func(job string) bool { return job != j.Name && prio[job] < j.Priority },
 		prio:     prio}
@@ -168,6 +179,24 @@ func (rs *removalSearch) fits(d int32, victims map[string]bool) *Placement {
 		return nil
 	}
 	return pl
+}
+
+// wholeGPUs returns the healthy whole GPUs (not in MIG mode) of the
+// schedulable nodes under domain d, used or not.
+func (s *Snapshot) wholeGPUs(d int32) int {
+	gpus := 0
+	for _, n := range s.tree.subtreeNodes(d) {
+		st := &s.nodes[n]
+		if st.info.Unschedulable {
+			continue
+		}
+		for dev := range st.devices {
+			if st.healthy[dev] && !st.migOn[dev] {
+				gpus++
+			}
+		}
+	}
+	return gpus
 }
 
 // holders lists the removable jobs with pods under domain d (all nodes when
@@ -273,7 +302,19 @@ func (rs *removalSearch) run() (*removal, []string) {
 		hs []held
 	}
 	var cands []cand
+	// A domain with fewer whole GPUs in all than the gang needs cannot
+	// hold it whatever is removed: skip it without a search (only for a
+	// gang without placed members, which may count elsewhere).
+	need := minDemand(p)
+	noMembers := len(s.byJob[p.job.Name]) == 0
 	for _, d := range doms {
+		if rs.tried > rs.budget {
+			rs.exact = false
+			break
+		}
+		if noMembers && need.GPUs > 0 && s.wholeGPUs(d) < need.GPUs {
+			continue
+		}
 		hs := rs.holders(d)
 		if len(hs) == 0 {
 			continue
@@ -287,23 +328,36 @@ func (rs *removalSearch) run() (*removal, []string) {
 			continue
 		}
 		cands = append(cands, cand{d, hs})
-		// greedy: add victims most GPUs first until it fits
-		var vs []string
-		cur := map[string]bool{}
-		for _, h := range hs {
-			vs = append(vs, h.job)
-			cur[h.job] = true
-			if pl = rs.fits(d, cur); pl != nil {
-				break
+		// greedy: the shortest prefix of the holders, most GPUs first,
+		// whose removal lets the gang fit; removing more only frees
+		// capacity, so a binary search over the prefix length finds it.
+		lo, hi := 1, len(hs)
+		for lo < hi {
+			mid := (lo + hi) / 2
+			cur := make(map[string]bool, mid)
+			for _, h := range hs[:mid] {
+				cur[h.job] = true
+			}
+			if q := rs.fits(d, cur); q != nil {
+				hi, pl = mid, q
+			} else {
+				lo = mid + 1
 			}
 		}
-		if pl == nil {
-			continue
+		vs := make([]string, 0, hi)
+		cur := make(map[string]bool, hi)
+		for _, h := range hs[:hi] {
+			vs = append(vs, h.job)
+			cur[h.job] = true
 		}
 		// drop victims that are not needed, dearest first
 		order := slices.Clone(vs)
 		slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(rs.prio[b], rs.prio[a]) })
 		for _, v := range order {
+			if rs.tried > rs.budget {
+				rs.exact = false
+				break
+			}
 			delete(cur, v)
 			if q := rs.fits(d, cur); q != nil {
 				pl = q
@@ -322,6 +376,9 @@ func (rs *removalSearch) run() (*removal, []string) {
 		}
 	}
 	if best == nil {
+		if !rs.exact {
+			return nil, []string{fmt.Sprintf("no victims found within the search budget (%d victim sets tried)", rs.tried)}
+		}
 		return nil, []string{"no single domain holds the gang after removing the lower-priority jobs inside it"}
 	}
 	// exhaustive: victim sets smaller than (or as small as, but cheaper

@@ -7,10 +7,6 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// maxPodSets bounds the pod sets of a job (the Kubernetes Workload API
-// allows 8 pod groups).
-const maxPodSets = 16
-
 // setPlan is one pod set resolved against a cluster.
 type setPlan struct {
 	ps       *PodSet
@@ -57,9 +53,6 @@ func merge(a, b levelPair) levelPair {
 func newProblem(j *Job, t *tree) (*problem, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
-	}
-	if len(j.PodSets) > maxPodSets {
-		return nil, jobErr("job %q has %d pod sets, at most %d are supported", j.Name, len(j.PodSets), maxPodSets)
 	}
 	p := &problem{job: j, minCount: int64(j.threshold()), t: t}
 	resolve := func(c Constraint, what string) levelPair {

@@ -151,6 +151,13 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 // capacity, so no two gangs can each hold part of the cluster and wait for
 // the other.
 func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
+	if len(jobs) > MaxJobs || len(opts.Queues) > MaxJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(opts.Queues), MaxJobs)
+	}
+	if len(jobs)*len(s.nodes) > MaxQueueWork {
+		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxQueueWork (%d jobs × nodes) for one pass; plan the head of the queue first",
+			len(jobs), len(s.nodes), MaxQueueWork)
+	}
 	weights := map[string]int{}
 	for _, q := range opts.Queues {
 		if q.Weight < 0 {
@@ -551,7 +558,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 	}
 	// Pods without a known end are needed too: wait for the fewest whole
 	// running jobs (every pod with a known end counted as gone).
-	rs := &removalSearch{s: w, p: p, strategy: qp.opts.Strategy, budget: searchBudget / 8,
+	rs := &removalSearch{s: w, p: p, strategy: qp.opts.Strategy, budget: budgetFor(w, searchBudget/8),
 		gone: func(a *Allocation) bool {
 			_, pending := qp.probs[a.jobName()]
 			return !pending && a.jobName() != p.job.Name && endsAt(a) >= 0

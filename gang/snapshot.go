@@ -135,11 +135,21 @@ type Snapshot struct {
 	cache   *cache
 	allocs  []Allocation // nil Node marks a removed entry
 	live    []bool
+	nlive   int // live entries of allocs
 	byNode  [][]int32
 	byJob   map[string][]int32
 	usage   []*nodeUsage
 	idle    []*nodeUsage // usage with nothing allocated; shared by clones
 	warn    []string
+	nwarn   int // warnings, including those beyond MaxWarnings
+}
+
+// warnf records a warning, keeping the first MaxWarnings.
+func (s *Snapshot) warnf(format string, a ...any) {
+	s.nwarn++
+	if s.nwarn <= MaxWarnings {
+		s.warn = append(s.warn, fmt.Sprintf(format, a...))
+	}
 }
 
 // NewSnapshot builds a snapshot of cluster c. nodes gives each cluster
@@ -153,6 +163,15 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 	}
 	if c == nil {
 		return nil, snapErr("nil cluster")
+	}
+	if c.Len() > MaxNodes {
+		return nil, limitErr(ErrInvalidSnapshot, "the cluster has %d nodes, more than MaxNodes (%d)", c.Len(), MaxNodes)
+	}
+	if l := len(c.Levels()); l > MaxLevels {
+		return nil, limitErr(ErrInvalidSnapshot, "the cluster has %d levels, more than MaxLevels (%d)", l, MaxLevels)
+	}
+	if len(allocs) > MaxAllocations {
+		return nil, limitErr(ErrInvalidSnapshot, "%d allocations, more than MaxAllocations (%d)", len(allocs), MaxAllocations)
 	}
 	if nodes != nil && len(nodes) != c.Len() {
 		return nil, snapErr("%d node infos for a cluster of %d nodes", len(nodes), c.Len())
@@ -176,8 +195,8 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 		s.nodes[i] = st
 		for d := range st.devices {
 			if st.migOn[d] && st.migModel[d] == nil {
-				s.warn = append(s.warn, fmt.Sprintf("node %s gpu%d is in MIG mode but its model %q has no known profile table; it takes no pods",
-					st.name, d, st.topo.Device(d).Model))
+				s.warnf("node %s gpu%d is in MIG mode but its model %q has no known profile table; it takes no pods",
+					st.name, d, st.topo.Device(d).Model)
 			}
 		}
 	}
@@ -189,15 +208,20 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 		s.idle[i] = u
 	}
 	for k := range allocs {
-		a := allocs[k]
-		a.Devices = slices.Clone(a.Devices)
-		a.MIG = slices.Clone(a.MIG)
-		if err := s.checkAlloc(&a, fmt.Sprintf("allocation %d (pod %q)", k, a.Pod)); err != nil {
+		a, err := s.checkAlloc(&allocs[k], k)
+		if err != nil {
 			return nil, err
 		}
 		s.addAlloc(a)
 	}
+	if s.nwarn > MaxWarnings {
+		s.warn = append(s.warn, fmt.Sprintf("and %d more warnings", s.nwarn-MaxWarnings))
+	}
 	for i := range s.nodes {
+		if len(s.byNode[i]) == 0 {
+			s.usage[i] = s.idle[i] // immutable: shared
+			continue
+		}
 		u, err := s.buildUsage(i, s.byNode[i])
 		if err != nil {
 			return nil, err
@@ -212,6 +236,12 @@ func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, can
 	if info.CPUMilli < 0 {
 		return st, snapErr("node %s: negative CPU capacity %d", cn.Name, info.CPUMilli)
 	}
+	if info.CPUMilli > MaxCPUMilli || info.MemoryBytes > MaxBytes {
+		return st, limitErr(ErrInvalidSnapshot, "node %s: CPU %d / memory %d, more than MaxCPUMilli (%d) / MaxBytes (%d)", cn.Name, info.CPUMilli, info.MemoryBytes, int64(MaxCPUMilli), int64(MaxBytes))
+	}
+	if len(info.MIG) > topology.MaxDevices {
+		return st, limitErr(ErrInvalidSnapshot, "node %s: %d MIG devices listed, more than topology.MaxDevices (%d)", cn.Name, len(info.MIG), topology.MaxDevices)
+	}
 	if cn.Topology == nil || cn.Topology.Len() == 0 {
 		if len(info.MIG) > 0 {
 			return st, snapErr("node %s: MIG devices listed on a node without devices", cn.Name)
@@ -221,7 +251,7 @@ func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, can
 	n := cn.Topology
 	st.devices = n.Len()
 	if st.devices > scoring.MaxDevices {
-		return st, snapErr("node %s has %d devices, more than %d", cn.Name, st.devices, scoring.MaxDevices)
+		return st, limitErr(ErrInvalidSnapshot, "node %s has %d devices, more than topology.MaxDevices (%d)", cn.Name, st.devices, scoring.MaxDevices)
 	}
 	comp, ok := canon[n]
 	if !ok {
@@ -300,8 +330,32 @@ func canonicalNode(n *topology.Node) *topology.Node {
 	return c
 }
 
-// checkAlloc validates one allocation against the static node data.
-func (s *Snapshot) checkAlloc(a *Allocation, where string) error {
+// checkAlloc validates allocation number k against the static node data
+// and returns a copy that shares nothing with the caller's.
+func (s *Snapshot) checkAlloc(in *Allocation, k int) (Allocation, error) {
+	for _, name := range [...]string{in.Job, in.Set, in.Pod, in.Node, in.Queue} {
+		if len(name) > MaxNameBytes {
+			return Allocation{}, limitErr(ErrInvalidSnapshot, "allocation %d: a name (job, set, pod, node or queue) is %d bytes long, more than MaxNameBytes (%d)", k, len(name), MaxNameBytes)
+		}
+	}
+	switch {
+	case len(in.Devices) > topology.MaxDevices || len(in.MIG) > topology.MaxDevices:
+		return Allocation{}, limitErr(ErrInvalidSnapshot, "allocation %d (pod %q): %d devices and %d MIG instances, more than topology.MaxDevices (%d)",
+			k, in.Pod, len(in.Devices), len(in.MIG), topology.MaxDevices)
+	case in.CPUMilli > MaxCPUMilli || in.MemoryBytes > MaxBytes:
+		return Allocation{}, limitErr(ErrInvalidSnapshot, "allocation %d (pod %q): CPU %d / memory %d, more than MaxCPUMilli (%d) / MaxBytes (%d)",
+			k, in.Pod, in.CPUMilli, in.MemoryBytes, int64(MaxCPUMilli), int64(MaxBytes))
+	case in.Priority > MaxPriority || in.Priority < -MaxPriority:
+		return Allocation{}, limitErr(ErrInvalidSnapshot, "allocation %d (pod %q): priority %d, beyond ±MaxPriority (%d)", k, in.Pod, in.Priority, MaxPriority)
+	}
+	a := *in
+	a.Devices = slices.Clone(a.Devices)
+	a.MIG = slices.Clone(a.MIG)
+	return a, s.checkAllocAt(&a, fmt.Sprintf("allocation %d (pod %q)", k, a.Pod))
+}
+
+// checkAllocAt validates one allocation against the static node data.
+func (s *Snapshot) checkAllocAt(a *Allocation, where string) error {
 	if a.Job == "" && a.Pod == "" {
 		return snapErr("%s has neither a job nor a pod name", where)
 	}
@@ -351,6 +405,7 @@ func (s *Snapshot) addAlloc(a Allocation) int32 {
 	k := int32(len(s.allocs))
 	s.allocs = append(s.allocs, a)
 	s.live = append(s.live, true)
+	s.nlive++
 	ni, _ := s.cluster.NodeIndex(a.Node)
 	s.byNode[ni] = append(s.byNode[ni], k)
 	j := a.jobName()
@@ -400,8 +455,8 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 			}
 			u.slots += int32(p.MemorySlices)
 		}
-		u.cpu += a.CPUMilli
-		u.mem += a.MemoryBytes
+		u.cpu = satAdd(u.cpu, a.CPUMilli)
+		u.mem = satAddU(u.mem, a.MemoryBytes)
 	}
 	if st.info.CPUMilli > 0 && u.cpu > st.info.CPUMilli {
 		return nil, snapErr("node %s: allocations hold %d mCPU, the node has %d", st.name, u.cpu, st.info.CPUMilli)
@@ -491,6 +546,7 @@ func (s *Snapshot) RemoveJob(job string) int {
 			continue
 		}
 		s.live[k] = false
+		s.nlive--
 		n++
 		ni, _ := s.cluster.NodeIndex(s.allocs[k].Node)
 		touched[ni] = true
@@ -653,13 +709,15 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu i
 // nothing: on error (an unknown node or device, a device or MIG slot
 // already held, CPU or memory over capacity) nothing changes.
 func (s *Snapshot) Add(allocs ...Allocation) error {
+	if len(allocs) > MaxAllocations-s.nlive {
+		return limitErr(ErrInvalidSnapshot, "%d running pods and %d more are more than MaxAllocations (%d)", s.nlive, len(allocs), MaxAllocations)
+	}
 	n0 := len(s.allocs)
 	touched := map[int][]int32{}
 	var added []Allocation
-	for i, a := range allocs {
-		a.Devices = slices.Clone(a.Devices)
-		a.MIG = slices.Clone(a.MIG)
-		if err := s.checkAlloc(&a, fmt.Sprintf("allocation %d (pod %q)", i, a.Pod)); err != nil {
+	for i := range allocs {
+		a, err := s.checkAlloc(&allocs[i], i)
+		if err != nil {
 			return err
 		}
 		added = append(added, a)
@@ -700,6 +758,7 @@ func (s *Snapshot) RemovePod(pod string) int {
 		for _, k := range ks {
 			if s.allocs[k].Pod == pod {
 				s.live[k] = false
+				s.nlive--
 				touched[ni] = true
 				n++
 			}

@@ -41,14 +41,13 @@ const (
 // oldest entry not read since it was last passed over (CLOCK, a close
 // approximation of least-recently-used that keeps reads concurrent).
 type lru[K comparable, V any] struct {
-	mu       sync.RWMutex
-	m        map[K]*lruEntry[K, V]
-	order    list.List // of *lruEntry; front = newest
-	cost     int64
-	maxLen   int
-	maxCost  int64
-	evicted  func(V) // called without the lock held
-	evictBuf []V
+	mu      sync.RWMutex
+	m       map[K]*lruEntry[K, V]
+	order   list.List // of *lruEntry; front = newest
+	cost    int64
+	maxLen  int
+	maxCost int64
+	evicted func(V) // called without the lock held
 }
 
 type lruEntry[K comparable, V any] struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -39,14 +40,14 @@ func TestCacheKeysAreContent(t *testing.T) {
 	scaled := Weights{Ring: 2 * d.Ring, Aggregate: 2 * d.Aggregate, NUMA: 2 * d.NUMA, PCIe: 2 * d.PCIe}
 	assert.Same(t, ca.def, ca.weighted(&scaled))
 
-	tasks := []FGDTask{{CPUMilli: 1000, GPUMilli: 500, GPUs: 1, Weight: 2}, {CPUMilli: 4000, GPUMilli: 1000, GPUs: 2, Weight: 1}}
-	wl1, err := NewFGDWorkload(tasks)
+	tasks := []fgd.Task{{CPUMilli: 1000, GPUMilli: 500, GPUs: 1, Weight: 2}, {CPUMilli: 4000, GPUMilli: 1000, GPUs: 2, Weight: 1}}
+	wl1, err := fgd.NewWorkload(tasks)
 	require.NoError(t, err)
-	wl2, err := NewFGDWorkload(tasks)
+	wl2, err := fgd.NewWorkload(tasks)
 	require.NoError(t, err)
 	require.NotSame(t, wl1, wl2)
 	assert.Same(t, ca.evaluator(wl1), cb.evaluator(wl2))
-	wl3, err := NewFGDWorkload(tasks[:1])
+	wl3, err := fgd.NewWorkload(tasks[:1])
 	require.NoError(t, err)
 	assert.NotSame(t, ca.evaluator(wl1), ca.evaluator(wl3))
 }
@@ -130,7 +131,7 @@ func TestCacheBoundedAfterChurn(t *testing.T) {
 	requireCacheBounds(t)
 	// Workloads.
 	for v := range CacheMaxEvaluators + 100 {
-		wl, err := NewFGDWorkload([]FGDTask{{CPUMilli: int64(v), GPUMilli: 500, GPUs: 1, Weight: 1}})
+		wl, err := fgd.NewWorkload([]fgd.Task{{CPUMilli: int64(v), GPUMilli: 500, GPUs: 1, Weight: 1}})
 		require.NoError(t, err)
 		_, err = ScoreNode(h8, nil, Request{Shared: &SharedSlice{ComputeMilli: 250}, Workload: wl})
 		require.NoError(t, err)
@@ -174,7 +175,7 @@ func TestCacheConcurrentChurn(t *testing.T) {
 				w := Weights{Ring: float64(1 + i%7), Aggregate: float64(g), PCIe: 1, LookAhead: 10}
 				_, err = SelectDevices(node, nil, Request{Count: 1 + i%4, Weights: &w})
 				assert.NoError(t, err)
-				wl, err := NewFGDWorkload([]FGDTask{{CPUMilli: int64(i % 40), GPUMilli: 300, GPUs: 1, Weight: 1}})
+				wl, err := fgd.NewWorkload([]fgd.Task{{CPUMilli: int64(i % 40), GPUMilli: 300, GPUs: 1, Weight: 1}})
 				require.NoError(t, err)
 				_, err = SelectDevices(node, nil, Request{Shared: &SharedSlice{ComputeMilli: 200}, Workload: wl})
 				assert.NoError(t, err)

@@ -1,13 +1,15 @@
 package scoring
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -39,17 +41,13 @@ func all(n int) []int { return seq(n) }
 func mustSelect(t *testing.T, node *topology.Node, st *State, req Request) Result {
 	t.Helper()
 	r, err := SelectDevices(node, st, req, WithExplanation())
-	if err != nil {
-		t.Fatalf("%s: %v", node.Name(), err)
-	}
+	require.NoError(t, err, node.Name())
 	return r
 }
 
 func wantSet(t *testing.T, r Result, want ...int) {
 	t.Helper()
-	if !slices.Equal(r.Devices(), want) {
-		t.Errorf("chose %v, want %v\n  %v\n  runner-up: %+v", r.Devices(), want, r, r.RunnerUp)
-	}
+	assert.Equal(t, want, r.Devices(), "chosen set\n  %v\n  runner-up: %+v", r, r.RunnerUp)
 }
 
 // sequence runs requests in order on a fresh node, applying each answer.
@@ -60,30 +58,10 @@ func sequence(t *testing.T, node *topology.Node, counts ...int) [][]int {
 	for _, k := range counts {
 		req := Request{Count: k}
 		r := mustSelect(t, node, st, req)
-		if err := st.Apply(req, r); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.Apply(req, r))
 		out = append(out, r.Devices())
 	}
 	return out
-}
-
-func sameSets(got, want [][]int) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for _, w := range want {
-		found := false
-		for _, g := range got {
-			if slices.Equal(g, w) {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParityGoGPUAllocator(t *testing.T) {
@@ -107,71 +85,50 @@ func TestParityGoGPUAllocator(t *testing.T) {
 	})
 	t.Run("P6", func(t *testing.T) {
 		_, err := SelectDevices(f1, stateBusy(8, 0), Request{Count: 4, Required: []int{0, 1, 2, 3}})
-		if !errors.Is(err, ErrRequiredUnavailable) {
-			t.Fatalf("err %v, want ErrRequiredUnavailable", err)
-		}
+		require.ErrorIs(t, err, ErrRequiredUnavailable)
 		var re *RequestError
-		if !errors.As(err, &re) || !slices.Equal(re.Devices, []int{0}) {
-			t.Fatalf("error %v should name device 0", err)
-		}
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, []int{0}, re.Devices, "the error names device 0")
 	})
 	t.Run("P7", func(t *testing.T) {
 		wantSet(t, mustSelect(t, f1, nil, Request{Count: 4, Required: []int{0, 2, 4, 6}}), 0, 2, 4, 6)
 	})
 	t.Run("P8", func(t *testing.T) {
 		_, err := SelectDevices(f1, nil, Request{Count: 4, Required: []int{0, 1, 2, 3, 4, 5}})
-		if !errors.Is(err, ErrInvalidRequest) {
-			t.Fatalf("6 required for k=4: err %v, want ErrInvalidRequest", err)
-		}
+		assert.ErrorIs(t, err, ErrInvalidRequest, "6 required for k=4")
 		_, err = SelectDevices(f1, stateFree(8, 0, 1, 2, 3, 4), Request{Count: 6})
-		if !errors.Is(err, ErrInsufficientDevices) {
-			t.Fatalf("k=6 on 5 free: err %v, want ErrInsufficientDevices", err)
-		}
+		assert.ErrorIs(t, err, ErrInsufficientDevices, "k=6 on 5 free")
 		_, err = SelectDevices(f1, stateFree(8, 0, 1, 2, 3, 4), Request{Count: 1, Required: []int{0, 1, 2, 3, 4, 5}})
-		if !errors.Is(err, ErrInvalidRequest) {
-			t.Fatalf("6 required for k=1: err %v, want ErrInvalidRequest", err)
-		}
+		assert.ErrorIs(t, err, ErrInvalidRequest, "6 required for k=1")
 	})
 	t.Run("P9", func(t *testing.T) {
 		got := sequence(t, f1, 2, 2, 2, 2)
-		if want := [][]int{{0, 3}, {1, 2}, {4, 7}, {5, 6}}; !sameSets(got, want) {
-			t.Fatalf("k=2 ×4 gave %v, want %v in any order", got, want)
-		}
+		assert.ElementsMatch(t, [][]int{{0, 3}, {1, 2}, {4, 7}, {5, 6}}, got, "k=2 ×4, in any order")
 	})
 	t.Run("P10", func(t *testing.T) {
 		for _, node := range []*topology.Node{f1, fixtureF2(t)} {
 			got := sequence(t, node, 4, 4)
-			if want := [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}; !sameSets(got, want) {
-				t.Fatalf("%s: k=4 ×2 gave %v, want quads", node.Name(), got)
-			}
+			assert.ElementsMatch(t, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}, got, "%s: k=4 ×2, want quads", node.Name())
 			wantSet(t, mustSelect(t, node, nil, Request{Count: 8}), all(8)...)
 		}
 	})
 	t.Run("P11", func(t *testing.T) {
 		got := sequence(t, fixtureF2(t), 2, 2, 2, 2)
-		if want := [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}; !sameSets(got, want) {
-			t.Fatalf("k=2 ×4 gave %v, want %v", got, want)
-		}
+		assert.ElementsMatch(t, [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}, got, "k=2 ×4")
 	})
 	t.Run("P12", func(t *testing.T) {
 		f3 := fixtureF3(t)
 		got := sequence(t, f3, 2, 2)
-		if want := [][]int{{0, 3}, {1, 2}}; !slices.EqualFunc(got, want, slices.Equal) {
-			t.Fatalf("k=2, k=2 gave %v, want %v", got, want)
-		}
+		assert.Equal(t, [][]int{{0, 3}, {1, 2}}, got, "k=2, k=2")
 		wantSet(t, mustSelect(t, f3, nil, Request{Count: 4}), 0, 1, 2, 3)
 		_, err := SelectDevices(f3, stateBusy(4, 0, 1, 2, 3), Request{Count: 1})
-		if !errors.Is(err, ErrInsufficientDevices) {
-			t.Fatalf("k=1 on a full node: %v", err)
-		}
+		assert.ErrorIs(t, err, ErrInsufficientDevices, "k=1 on a full node")
 	})
 	t.Run("P13", func(t *testing.T) {
 		// StaticDGX1 Volta table: pairs, the two quads and all eight.
 		table := [][]int{{0, 3}, {1, 2}, {4, 7}, {5, 6}, {0, 1, 2, 3}, {4, 5, 6, 7}, all(8)}
 		_, err := SelectDevices(f1, nil, Request{Count: 4, Required: []int{0, 2, 4, 6}, AllowedSets: table})
-		if !errors.Is(err, ErrUnsatisfiable) {
-			t.Fatalf("required {0,2,4,6} against the static table: %v, want ErrUnsatisfiable", err)
-		}
+		assert.ErrorIs(t, err, ErrUnsatisfiable, "required {0,2,4,6} against the static table")
 		wantSet(t, mustSelect(t, f1, nil, Request{Count: 2, Required: []int{4}, AllowedSets: table}), 4, 7)
 	})
 }
@@ -180,19 +137,16 @@ func TestBetterThanAnchors(t *testing.T) {
 	b8 := fixtureB8(t)
 	t.Run("W1", func(t *testing.T) {
 		r := mustSelect(t, b8, stateFree(8, 0, 1, 4, 5, 6), Request{Count: 3})
-		if d := r.Devices(); len(d) != 3 || !slices.Contains(d, 4) || !slices.Contains(d, 5) {
-			t.Fatalf("chose %v, want 3 devices holding {4,5}", d)
-		}
+		assert.Len(t, r.Devices(), 3)
+		assert.Subset(t, r.Devices(), []int{4, 5})
 	})
 	t.Run("W2", func(t *testing.T) {
 		wantSet(t, mustSelect(t, b8, stateBusy(8, 0), Request{Count: 1}), 2)
 	})
 	t.Run("W3", func(t *testing.T) {
 		got := sequence(t, b8, 1, 1, 2, 2, 2)
-		singles := [][]int{got[0], got[1]}
-		if !sameSets(singles, [][]int{{0}, {2}}) || !sameSets(got[2:], [][]int{{1, 3}, {4, 5}, {6, 7}}) {
-			t.Fatalf("1,1,2,2,2 gave %v, want singles 0 and 2, then pairs {1,3} {4,5} {6,7}", got)
-		}
+		assert.ElementsMatch(t, [][]int{{0}, {2}}, got[:2], "singles")
+		assert.ElementsMatch(t, [][]int{{1, 3}, {4, 5}, {6, 7}}, got[2:], "pairs")
 	})
 	t.Run("W4", func(t *testing.T) {
 		wantSet(t, mustSelect(t, b8, stateFree(8, 0, 1, 2, 4, 5, 6), Request{Count: 4}), 0, 2, 4, 5)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -69,7 +70,7 @@ type weightKey struct {
 }
 
 // evalKey identifies an FGD evaluator by the workload's content and the GPU
-// model, never by the *FGDWorkload pointer.
+// model, never by the *fgd.Workload pointer.
 type evalKey struct {
 	workload [sha256.Size]byte
 	model    string
@@ -82,7 +83,7 @@ var (
 	nodeCache   = newLRU[*topology.Node, *Compiled](CacheMaxNodes, CacheMaxNodePairs, nil)
 	shapeCache  = newLRU[shapeKey, *shape](math.MaxInt, CacheMaxTableBytes, shapeEvicted)
 	weightCache = newLRU[weightKey, *weightedTables](math.MaxInt, CacheMaxTableBytes, nil)
-	evalCache   = newLRU[evalKey, *FGDEvaluator](CacheMaxEvaluators, CacheMaxEvaluatorBytes, nil)
+	evalCache   = newLRU[evalKey, *fgd.Evaluator](CacheMaxEvaluators, CacheMaxEvaluatorBytes, nil)
 )
 
 // shapeEvicted drops the node handles that point at an evicted shape, so
@@ -248,11 +249,11 @@ func (c *Compiled) weighted(w *Weights) *weightedTables {
 
 // evaluator returns the FGD evaluator of w for the node's GPU model (the
 // model of device 0; FGD keys workloads by model).
-func (c *Compiled) evaluator(w *FGDWorkload) *FGDEvaluator {
-	k := evalKey{w.contentKey(), c.shape.model}
+func (c *Compiled) evaluator(w *fgd.Workload) *fgd.Evaluator {
+	k := evalKey{w.Key(), c.shape.model}
 	if e, ok := evalCache.get(k); ok {
 		return e
 	}
 	e := w.Evaluator(c.shape.model)
-	return evalCache.add(k, e, e.bytes())
+	return evalCache.add(k, e, e.SizeBytes())
 }

@@ -29,7 +29,8 @@
 //
 // (a) Hard constraints. A candidate is a set S ⊆ F with |S| = k that holds
 // every required device, lies within one scope of the requested kind when
-// the scope is required, and, when Request.AllowedSets lists sets of k
+// the scope is required (Request.ScopeMode is [ModeRequired], its zero
+// value), and, when Request.AllowedSets lists sets of k
 // devices, is one of them. There is no candidate → ErrUnsatisfiable.
 //
 // Each candidate gets components in [0,1] (higher is better); its score is
@@ -62,8 +63,8 @@
 //   - affinity (only when Request.Affinity is set): the mean over members of
 //     1 on a preferred NUMA node / the PCIe closeness to the nearest
 //     preferred NIC.
-//   - scope (only for a preferred Request.Scope): 1 when S lies within one
-//     scope of that kind, else 0.
+//   - scope (only for a Request.Scope with ScopeMode [ModePreferred]): 1
+//     when S lies within one scope of that kind, else 0.
 //
 // The set's own quality u(S) is the weighted mean of ring, aggregate, numa
 // and pcie.
@@ -97,8 +98,9 @@
 //
 // [Fragmentation] measures a node's free state as FGD (Weng et al., USENIX
 // ATC'23) does: for a workload of typical task shapes with popularities
-// ([FGDWorkload]), the expected free capacity a task drawn from it could not
-// use. It reuses the FGD functions of this package.
+// ([fgd.Workload]), the expected free capacity a task drawn from it could not
+// use. It reuses package [github.com/gputopo/gputopo/scoring/fgd], which
+// implements FGD's definitions (memory in bytes).
 //
 // # Exactness and speed
 //

@@ -1,11 +1,15 @@
 package scoring
 
 import (
+	"encoding"
+	"encoding/json"
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -48,35 +52,31 @@ func TestBadInput(t *testing.T) {
 		{"required busy", stateBusy(8, 3), Request{Count: 2, Required: []int{3}}, ErrRequiredUnavailable, "in use"},
 		{"required excluded by memory", nil, Request{Count: 1, Required: []int{3}, MinFreeMemory: 100 << 30}, ErrRequiredUnavailable, "memory"},
 		{"all busy", stateBusy(8, 0, 1, 2, 3, 4, 5, 6), Request{Count: 2}, ErrInsufficientDevices, "usable"},
-		{"required scope", stateBusy(8, 0, 4), Request{Count: 4, Scope: ScopeNUMA, ScopeMode: ScopeRequired}, ErrUnsatisfiable, "numa"},
+		{"required scope", stateBusy(8, 0, 4), Request{Count: 4, Scope: ScopeNUMA, ScopeMode: ModeRequired}, ErrUnsatisfiable, "numa"},
+		{"scope, zero mode (required)", stateBusy(8, 0, 4), Request{Count: 4, Scope: ScopeNUMA}, ErrUnsatisfiable, "numa"},
 		{"table", stateBusy(8, 0, 2), Request{Count: 2, AllowedSets: [][]int{{0, 1}, {2, 3}}}, ErrUnsatisfiable, "allowed"},
 	}
 	for _, c := range cases {
 		for _, node := range []*topology.Node{h8, fixtureI32(t)} { // small and large search
 			if node.Len() > 8 && slices.Contains([]string{"state too long", "count above node", "required out of range",
-				"allowed set index", "all busy", "required scope"}, c.name) {
+				"allowed set index", "all busy", "required scope", "scope, zero mode (required)"}, c.name) {
 				continue // those depend on the node's size
 			}
-			_, err := SelectDevices(node, c.state, c.req, WithExplanation())
-			if !errors.Is(err, c.want) {
-				t.Errorf("%s on %s: %v, want %v", c.name, node.Name(), err, c.want)
-				continue
-			}
-			var re *RequestError
-			if !errors.As(err, &re) || !strings.Contains(err.Error(), c.text) {
-				t.Errorf("%s on %s: %q should be a *RequestError mentioning %q", c.name, node.Name(), err, c.text)
-			}
-			if _, err2 := ScoreNode(node, c.state, c.req); !errors.Is(err2, c.want) {
-				t.Errorf("%s: ScoreNode gave %v", c.name, err2)
-			}
+			t.Run(c.name+"/"+node.Name(), func(t *testing.T) {
+				_, err := SelectDevices(node, c.state, c.req, WithExplanation())
+				require.ErrorIs(t, err, c.want)
+				var re *RequestError
+				assert.ErrorAs(t, err, &re)
+				assert.ErrorContains(t, err, c.text)
+				_, err = ScoreNode(node, c.state, c.req)
+				assert.ErrorIs(t, err, c.want, "ScoreNode")
+			})
 		}
 	}
-	if _, err := SelectDevices(nil, nil, Request{Count: 1}); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("nil node: %v", err)
-	}
-	if _, err := Compile(nil); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("Compile(nil): %v", err)
-	}
+	_, err := SelectDevices(nil, nil, Request{Count: 1})
+	assert.ErrorIs(t, err, ErrInvalidRequest, "nil node")
+	_, err = Compile(nil)
+	assert.ErrorIs(t, err, ErrInvalidRequest, "Compile(nil)")
 }
 
 func TestTooManyDevices(t *testing.T) {
@@ -184,16 +184,90 @@ func TestDeviceSet(t *testing.T) {
 func TestParseScope(t *testing.T) {
 	for s := ScopeNone; s <= ScopePackage; s++ {
 		p, err := ParseScope(s.String())
-		if err != nil || p != s {
-			t.Errorf("%v: %v %v", s, p, err)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, s, p)
+		text, err := s.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, s.String(), string(text))
+		var back Scope
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, s, back)
 	}
-	if _, err := ParseScope("rack"); !errors.Is(err, ErrInvalidRequest) {
-		t.Error(err)
+	for _, bad := range []string{"rack", "", "NUMA", " numa"} {
+		_, err := ParseScope(bad)
+		assert.ErrorIs(t, err, topology.ErrParse, "%q", bad)
+		v := ScopeFabric
+		assert.ErrorIs(t, v.UnmarshalText([]byte(bad)), topology.ErrParse, "%q", bad)
+		assert.Equal(t, ScopeFabric, v, "a failed UnmarshalText leaves the value alone")
 	}
-	if Scope(9).String() != "Scope(9)" || ScopeRequired.String() != "required" || ScopePreferred.String() != "preferred" {
-		t.Error("names")
+	assert.Equal(t, "Scope(9)", Scope(9).String())
+	_, err := Scope(9).MarshalText()
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+}
+
+// Mode: one required/preferred type whose zero value is required, with
+// text marshalling for file formats.
+func TestMode(t *testing.T) {
+	var zero Mode
+	assert.Equal(t, ModeRequired, zero, "the zero value is required")
+	var _ encoding.TextMarshaler = ModeRequired
+	var _ encoding.TextUnmarshaler = &zero
+	for m, name := range map[Mode]string{ModeRequired: "required", ModePreferred: "preferred"} {
+		assert.Equal(t, name, m.String())
+		p, err := ParseMode(name)
+		require.NoError(t, err)
+		assert.Equal(t, m, p)
+		text, err := m.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, name, string(text))
+		var back Mode
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, m, back)
 	}
+	for _, bad := range []string{"", "Required", "soft", "hard", "0"} {
+		_, err := ParseMode(bad)
+		assert.ErrorIs(t, err, topology.ErrParse, "%q", bad)
+		v := ModePreferred
+		assert.ErrorIs(t, v.UnmarshalText([]byte(bad)), topology.ErrParse, "%q", bad)
+		assert.Equal(t, ModePreferred, v, "a failed UnmarshalText leaves the value alone")
+	}
+	assert.Equal(t, "Mode(7)", Mode(7).String())
+	_, err := Mode(7).MarshalText()
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+
+	// In JSON a mode is its name; a struct field of type Mode reads
+	// "required"/"preferred" and rejects anything else.
+	type doc struct {
+		Mode Mode `json:"mode"`
+	}
+	out, err := json.Marshal(doc{ModePreferred})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"mode":"preferred"}`, string(out))
+	var d doc
+	require.NoError(t, json.Unmarshal([]byte(`{"mode":"required"}`), &d))
+	assert.Equal(t, ModeRequired, d.Mode)
+	assert.ErrorIs(t, json.Unmarshal([]byte(`{"mode":"maybe"}`), &d), topology.ErrParse)
+}
+
+// A scoped request's zero ScopeMode is required: with the only NUMA node
+// that can hold the set half busy, the zero mode fails like ModeRequired
+// while ModePreferred takes devices across NUMA nodes.
+func TestScopeModeZeroIsRequired(t *testing.T) {
+	h8 := fixtureH8(t)
+	st := stateBusy(8, 0, 4)
+	for _, mode := range []Mode{0, ModeRequired} {
+		_, err := SelectDevices(h8, st, Request{Count: 4, Scope: ScopeNUMA, ScopeMode: mode})
+		assert.ErrorIs(t, err, ErrUnsatisfiable, "mode %v", mode)
+	}
+	r, err := SelectDevices(h8, st, Request{Count: 4, Scope: ScopeNUMA, ScopeMode: ModePreferred})
+	require.NoError(t, err)
+	assert.Len(t, r.Devices(), 4)
+	// Without a scope the mode does not matter.
+	a, err := SelectDevices(h8, st, Request{Count: 4})
+	require.NoError(t, err)
+	b, err := SelectDevices(h8, st, Request{Count: 4, ScopeMode: ModePreferred})
+	require.NoError(t, err)
+	assert.Equal(t, a.Devices(), b.Devices())
 }
 
 func TestScoreNodeScale(t *testing.T) {

@@ -1,10 +1,12 @@
 package scoring_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -103,7 +105,7 @@ func ExampleScoreNode() {
 
 func ExampleFragmentation() {
 	// Typical workload: quarter-GPU and half-GPU slices and whole GPUs.
-	w, err := scoring.NewFGDWorkload([]scoring.FGDTask{
+	w, err := fgd.NewWorkload([]fgd.Task{
 		{GPUMilli: 250, GPUs: 1, Weight: 2},
 		{GPUMilli: 500, GPUs: 1, Weight: 1},
 		{GPUMilli: 1000, GPUs: 1, Weight: 1},
@@ -149,4 +151,40 @@ func ExampleCompile() {
 	// Output:
 	// [] -> [0 1]
 	// [0 1 2] -> [3 4]
+}
+
+func ExampleMode() {
+	node, err := topology.ParseNvidiaSMI(strings.NewReader(bridgedPairs), topology.NvidiaSMIOptions{Model: "NVIDIA A100-PCIE-40GB"})
+	if err != nil {
+		panic(err)
+	}
+	state := scoring.NewState(node.Len())
+	_ = state.Allocate(0, 4) // one GPU busy on each NUMA node
+
+	// A scope is required unless the request says otherwise: ScopeMode's
+	// zero value is ModeRequired, and no NUMA node has four free GPUs.
+	req := scoring.Request{Count: 4, Scope: scoring.ScopeNUMA}
+	_, err = scoring.SelectDevices(node, state, req)
+	fmt.Println("required:", errors.Is(err, scoring.ErrUnsatisfiable))
+
+	// Preferred: sets within one NUMA node would score higher; none exists,
+	// so the best set spans both: the two intact NVLink pairs.
+	req.ScopeMode = scoring.ModePreferred
+	r, err := scoring.SelectDevices(node, state, req)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("preferred:", r.Devices())
+
+	// Modes read and write as text ("required", "preferred"), so file
+	// formats and flags share the Go names.
+	var m scoring.Mode
+	if err := m.UnmarshalText([]byte("preferred")); err != nil {
+		panic(err)
+	}
+	fmt.Println(m == scoring.ModePreferred, scoring.Mode(0))
+	// Output:
+	// required: true
+	// preferred: [1 3 6 7]
+	// true required
 }

@@ -3,6 +3,7 @@ package scoring
 import (
 	"math"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -21,12 +22,12 @@ type FreeFragment struct {
 }
 
 // Fragmentation measures the free state of node under workload w with
-// FGD's definition (FGDWorkload.Fragment), seeing only accelerators: CPU
+// FGD's definition ([fgd.Workload.Fragment]), seeing only accelerators: CPU
 // and host memory are taken as unlimited, and the node's GPU model is that
-// of device 0. Schedulers that track CPU and memory call FGDWorkload
+// of device 0. Schedulers that track CPU and memory call [fgd.Workload]
 // directly. Request.Workload makes the same measure a score term for
 // shared slices (the "fragmentation" component).
-func Fragmentation(node *topology.Node, state *State, w *FGDWorkload) (FreeFragment, error) {
+func Fragmentation(node *topology.Node, state *State, w *fgd.Workload) (FreeFragment, error) {
 	if node == nil || w == nil {
 		return FreeFragment{}, reqErr(ErrInvalidRequest, nil, "nil node or workload")
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 func TestFragmentationMatchesFGD(t *testing.T) {
@@ -16,7 +18,7 @@ func TestFragmentationMatchesFGD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fn := FGDNode{CPUMilli: math.MaxInt64, MemoryMiB: math.MaxInt64, Model: node.Device(0).Model}
+		fn := fgd.Node{CPUMilli: math.MaxInt64, MemoryBytes: math.MaxInt64, Model: node.Device(0).Model}
 		var free int64
 		for i := range node.Len() {
 			u := st.Usage(i)
@@ -62,7 +64,7 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 		milli := rapid.IntRange(1, 999).Draw(t, "milli")
 		req := Request{Shared: &SharedSlice{ComputeMilli: milli}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
 		r, err := SelectDevices(node, st, req, WithExplanation())
-		fn := FGDNode{CPUMilli: math.MaxInt64, MemoryMiB: math.MaxInt64, Model: node.Device(0).Model}
+		fn := fgd.Node{CPUMilli: math.MaxInt64, MemoryBytes: math.MaxInt64, Model: node.Device(0).Model}
 		for i := range node.Len() {
 			u := st.Usage(i)
 			f := int64(0)
@@ -71,7 +73,7 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 			}
 			fn.GPUMilli = append(fn.GPUMilli, f)
 		}
-		delta, gpus, ok, ferr := testWorkload.Delta(fn, FGDTask{GPUMilli: int64(milli), GPUs: 1})
+		delta, gpus, ok, ferr := testWorkload.Delta(fn, fgd.Task{GPUMilli: int64(milli), GPUs: 1})
 		if ferr != nil {
 			t.Fatal(ferr)
 		}

@@ -2,7 +2,6 @@ package scoring
 
 import (
 	"math"
-	"math/bits"
 	"strconv"
 
 	"github.com/gputopo/gputopo/topology"
@@ -224,81 +223,4 @@ func unitScore(o own, w *Weights) float64 {
 		return 1
 	}
 	return (w.Ring*o.ring + w.Aggregate*o.agg + w.NUMA*o.numa + w.PCIe*o.pcie) / wu
-}
-
-// statsOf computes setStats for an explicit list of devices (ascending).
-// The ring is computed by bottleneckRing, exact for up to 20 devices.
-func (m *model) statsOf(devs []int) setStats {
-	s := setStats{k: len(devs)}
-	var numaSeen [MaxDevices / 64]uint64
-	for a, i := range devs {
-		g := m.numa[i]
-		if numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
-			numaSeen[g>>6] |= 1 << (uint(g) & 63)
-			s.numaSpan++
-		}
-		for _, j := range devs[a+1:] {
-			if m.sw[i*m.n+j] {
-				s.switched += m.bw[i*m.n+j]
-			} else {
-				s.direct += m.bw[i*m.n+j]
-			}
-			s.pcieSum += int(m.pcie[i*m.n+j])
-		}
-	}
-	if len(devs) >= 2 {
-		s.ringMB = m.bottleneckRing(devs)
-	}
-	return s
-}
-
-// bottleneckRing returns the largest b such that the devices have a
-// Hamiltonian cycle using only links of at least b MB/s (for two devices,
-// their link). It runs a dynamic programme over subsets, O(2^k k^2).
-func (m *model) bottleneckRing(devs []int) int64 {
-	k := len(devs)
-	if k == 2 {
-		return m.bw[devs[0]*m.n+devs[1]]
-	}
-	full := 1<<k - 1
-	// best[mask*k+v]: the best bottleneck of a path from devs[0] through
-	// mask ending at v; -1 when none.
-	best := make([]int64, (full+1)*k)
-	for i := range best {
-		best[i] = -1
-	}
-	best[1*k+0] = math.MaxInt64
-	for mask := 1; mask <= full; mask += 2 { // paths start at devs[0]
-		for v := range k {
-			b := best[mask*k+v]
-			if b < 0 {
-				continue
-			}
-			for u := 1; u < k; u++ {
-				if mask&(1<<u) != 0 {
-					continue
-				}
-				nb := min(b, m.bw[devs[v]*m.n+devs[u]])
-				if idx := (mask|1<<u)*k + u; nb > best[idx] {
-					best[idx] = nb
-				}
-			}
-		}
-	}
-	ring := int64(-1)
-	for v := 1; v < k; v++ {
-		if b := best[full*k+v]; b >= 0 {
-			ring = max(ring, min(b, m.bw[devs[v]*m.n+devs[0]]))
-		}
-	}
-	return max(ring, 0)
-}
-
-func maskDevices(mask uint64, buf []int) []int {
-	buf = buf[:0]
-	for mask != 0 {
-		buf = append(buf, bits.TrailingZeros64(mask))
-		mask &= mask - 1
-	}
-	return buf
 }

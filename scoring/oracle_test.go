@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
 )
@@ -319,10 +320,10 @@ func (o *oracle) fit(i int) float64 {
 	return 1 - float64(max(1000-u.ComputeUsed-s.ComputeMilli, 0))/1000
 }
 
-// fgdFragment is Σ_m p_m·F_n(m) by FGDTaskFragment, after the slice is put
+// fgdFragment is Σ_m p_m·F_n(m) by fgd.TaskFragment, after the slice is put
 // on each device of placed.
 func (o *oracle) fgdFragment(placed []int) float64 {
-	node := FGDNode{CPUMilli: math.MaxInt64, MemoryMiB: math.MaxInt64, Model: o.node.Device(0).Model}
+	node := fgd.Node{CPUMilli: math.MaxInt64, MemoryBytes: math.MaxInt64, Model: o.node.Device(0).Model}
 	for i := range o.n {
 		u := o.usage(i)
 		f := int64(0)
@@ -336,7 +337,7 @@ func (o *oracle) fgdFragment(placed []int) float64 {
 	}
 	sum := 0.0
 	for _, task := range o.req.Workload.Tasks() {
-		fr, err := FGDTaskFragment(node, task)
+		fr, err := fgd.TaskFragment(node, task)
 		if err != nil {
 			panic(err)
 		}
@@ -352,7 +353,7 @@ func (o *oracle) candidateOK(s []int) bool {
 			return false
 		}
 	}
-	if o.req.Scope != ScopeNone && o.req.ScopeMode == ScopeRequired && !o.sameScope(o.req.Scope, s) {
+	if o.req.Scope != ScopeNone && o.req.ScopeMode == ModeRequired && !o.sameScope(o.req.Scope, s) {
 		return false
 	}
 	var table [][]int
@@ -405,7 +406,7 @@ func (o *oracle) score(s []int, free []int) float64 {
 		num += w.Affinity * a / float64(len(s))
 		den += w.Affinity
 	}
-	if o.req.Scope != ScopeNone && o.req.ScopeMode == ScopePreferred {
+	if o.req.Scope != ScopeNone && o.req.ScopeMode == ModePreferred {
 		v := 0.0
 		if o.sameScope(o.req.Scope, s) {
 			v = 1
@@ -555,8 +556,9 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 		r.Affinity.NICs = []int{rapid.IntRange(0, nics-1).Draw(t, "nic")}
 	}
 	r.Scope = Scope(rapid.IntRange(0, 4).Draw(t, "scope"))
+	r.ScopeMode = ModePreferred
 	if rapid.IntRange(0, 3).Draw(t, "scopemode") == 0 {
-		r.ScopeMode = ScopeRequired
+		r.ScopeMode = ModeRequired
 	}
 	if rapid.IntRange(0, 5).Draw(t, "table") == 0 {
 		for range rapid.IntRange(1, 4).Draw(t, "tablelen") {
@@ -576,8 +578,8 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 }
 
 // testWorkload mixes CPU-only, shared and whole-GPU task shapes.
-var testWorkload = func() *FGDWorkload {
-	w, err := NewFGDWorkload([]FGDTask{
+var testWorkload = func() *fgd.Workload {
+	w, err := fgd.NewWorkload([]fgd.Task{
 		{CPUMilli: 4000, Weight: 1},
 		{CPUMilli: 8000, GPUMilli: 250, GPUs: 1, Weight: 3},
 		{CPUMilli: 8000, GPUMilli: 500, GPUs: 1, Weight: 2},

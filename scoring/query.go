@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -32,10 +33,10 @@ type query struct {
 	required DeviceSet
 	// Weights of the active components (0 when a component is inactive).
 	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
-	fgd                                             *FGDEvaluator // with wFrag > 0
-	sliceMilli                                      int           // the shared slice's compute share
-	fragBefore                                      float64       // the node's expected fragment now (milli-GPU)
-	scopeK                                          int           // index of the scope kind, -1 for none
+	frag                                            *fgd.Evaluator // with wFrag > 0
+	sliceMilli                                      int            // the shared slice's compute share
+	fragBefore                                      float64        // the node's expected fragment now (milli-GPU)
+	scopeK                                          int            // index of the scope kind, -1 for none
 	scopeReq                                        bool
 	allowed                                         []DeviceSet // nil: unconstrained
 	affOn                                           bool
@@ -140,11 +141,11 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if req.Scope > ScopePackage {
 		return reqErr(ErrInvalidRequest, nil, "unknown scope %d", req.Scope)
 	}
-	if req.ScopeMode > ScopeRequired {
+	if req.ScopeMode > ModePreferred {
 		return reqErr(ErrInvalidRequest, nil, "unknown scope mode %d", req.ScopeMode)
 	}
 	q.scopeK = int(req.Scope) - 1
-	q.scopeReq = req.ScopeMode == ScopeRequired && q.scopeK >= 0
+	q.scopeReq = req.ScopeMode == ModeRequired && q.scopeK >= 0
 
 	// Usable devices.
 	q.free = DeviceSet{}
@@ -214,15 +215,15 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if q.scopeK >= 0 && !q.scopeReq {
 		q.wScope = w.Scope
 	}
-	q.wFrag, q.fgd = 0, nil
+	q.wFrag, q.frag = 0, nil
 	if q.shared {
 		q.wFit = w.Fit
 		if req.Workload != nil && w.Fragmentation > 0 {
 			q.wFrag = w.Fragmentation
-			q.fgd = c.evaluator(req.Workload)
+			q.frag = c.evaluator(req.Workload)
 			var buf [MaxDevices]int64
 			free := gpuFreeMilli(m, state, buf[:n])
-			q.fragBefore = q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+			q.fragBefore = q.frag.Fragment(math.MaxInt64, math.MaxInt64, free)
 		}
 	}
 	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit + q.wFrag
@@ -246,7 +247,7 @@ func gpuFreeMilli(m *model, state *State, buf []int64) []int64 {
 
 // fragTerm maps a change of expected fragment (milli-GPU) to [0,1] like
 // FGD's node score: 1/(1+exp(delta/1000)), 0.5 for no change.
-func fragTerm(delta float64) float64 { return 1 / (1 + math.Exp(delta/FGDMilli)) }
+func fragTerm(delta float64) float64 { return 1 / (1 + math.Exp(delta/fgd.MilliPerGPU)) }
 
 // fragOf is the fragmentation term of giving each device of set the slice:
 // free holds every device's free milli-GPU; it is modified and restored.
@@ -257,7 +258,7 @@ func (q *query) fragOf(free []int64, set DeviceSet, slice int64) float64 {
 	for i := range set.All() {
 		free[i] -= slice
 	}
-	f := q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+	f := q.frag.Fragment(math.MaxInt64, math.MaxInt64, free)
 	for i := range set.All() {
 		free[i] += slice
 	}
@@ -269,7 +270,7 @@ func (q *query) fragOfMask(free []int64, set uint32, slice int64) float64 {
 	for r := set; r != 0; r &= r - 1 {
 		free[bits.TrailingZeros32(r)] -= slice
 	}
-	f := q.fgd.Fragment(math.MaxInt64, math.MaxInt64, free)
+	f := q.frag.Fragment(math.MaxInt64, math.MaxInt64, free)
 	for r := set; r != 0; r &= r - 1 {
 		free[bits.TrailingZeros32(r)] += slice
 	}

@@ -3,6 +3,9 @@ package scoring
 import (
 	"fmt"
 	"math"
+
+	"github.com/gputopo/gputopo/scoring/fgd"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Request says what a workload wants from one node.
@@ -32,9 +35,10 @@ type Request struct {
 	Affinity Affinity
 	// Scope asks for all chosen devices to share one scope (a fabric island,
 	// a PCIe switch tree, a NUMA node, a package); ScopeMode says whether
-	// that is required or preferred.
+	// that is required (the zero value, ModeRequired) or preferred
+	// (ModePreferred). ScopeMode is ignored when Scope is ScopeNone.
 	Scope     Scope
-	ScopeMode ScopeMode
+	ScopeMode Mode
 	// AllowedSets is an allowed-set table (NVIDIA Fabric Manager partitions,
 	// koordinator's gpu-partitions): when it lists at least one set of Count
 	// devices, the chosen set must be one of those. Sizes the table does not
@@ -46,7 +50,7 @@ type Request struct {
 	// popularities) against which a shared slice's placement is judged by
 	// how much it grows the node's expected fragmentation (the
 	// "fragmentation" component; see Fragmentation).
-	Workload *FGDWorkload
+	Workload *fgd.Workload
 }
 
 // SharedSlice is a fraction of one device.
@@ -108,33 +112,90 @@ func (s Scope) String() string {
 	return fmt.Sprintf("Scope(%d)", s)
 }
 
-// ParseScope parses a name Scope.String returns.
+// ParseScope parses a name Scope.String returns. Any other name is an
+// error wrapping topology.ErrParse.
 func ParseScope(name string) (Scope, error) {
 	for i, n := range scopeNames {
 		if n == name {
 			return Scope(i), nil
 		}
 	}
-	return 0, reqErr(ErrInvalidRequest, nil, "unknown scope %q (want none, fabric, pcie, numa or package)", name)
+	return 0, fmt.Errorf("scoring: unknown scope %q (want none, fabric, pcie, numa or package): %w", name, topology.ErrParse)
 }
 
-// ScopeMode says how strictly a Scope applies.
-type ScopeMode uint8
+// MarshalText implements encoding.TextMarshaler. An unknown value is an
+// error wrapping ErrInvalidRequest.
+func (s Scope) MarshalText() ([]byte, error) {
+	if int(s) >= len(scopeNames) {
+		return nil, reqErr(ErrInvalidRequest, nil, "unknown scope %d", s)
+	}
+	return []byte(scopeNames[s]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseScope.
+func (s *Scope) UnmarshalText(text []byte) error {
+	v, err := ParseScope(string(text))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// Mode says whether a constraint is required (hard) or preferred (soft).
+// It is the project's one required/preferred type: the zero value is
+// ModeRequired, in Go and in every file format that names a mode ("scope"
+// without a mode is required everywhere). It marshals as "required" or
+// "preferred".
+type Mode uint8
 
 const (
-	// ScopePreferred: sets inside one scope score higher (the "scope"
-	// component); others stay possible.
-	ScopePreferred ScopeMode = iota
-	// ScopeRequired: only sets inside one scope are candidates.
-	ScopeRequired
+	// ModeRequired: a hard constraint; for Request.Scope, only sets inside
+	// one scope are candidates. The zero value.
+	ModeRequired Mode = iota
+	// ModePreferred: a soft constraint; for Request.Scope, sets inside one
+	// scope score higher (the "scope" component) and others stay possible.
+	ModePreferred
 )
 
-// String returns "preferred" or "required".
-func (m ScopeMode) String() string {
-	if m == ScopeRequired {
-		return "required"
+var modeNames = [...]string{"required", "preferred"}
+
+// String returns "required" or "preferred" ("Mode(n)" for an unknown value).
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
 	}
-	return "preferred"
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// ParseMode parses "required" or "preferred" (Mode.String's names). Any
+// other name is an error wrapping topology.ErrParse.
+func ParseMode(name string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == name {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("scoring: unknown mode %q (want required or preferred): %w", name, topology.ErrParse)
+}
+
+// MarshalText implements encoding.TextMarshaler. An unknown value is an
+// error wrapping ErrInvalidRequest.
+func (m Mode) MarshalText() ([]byte, error) {
+	if int(m) >= len(modeNames) {
+		return nil, reqErr(ErrInvalidRequest, nil, "unknown mode %d", m)
+	}
+	return []byte(modeNames[m]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMode.
+func (m *Mode) UnmarshalText(text []byte) error {
+	v, err := ParseMode(string(text))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
 }
 
 // Weights weigh the objective's components (see the package documentation).

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -267,7 +268,7 @@ func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDet
 	}
 	if q.wFrag > 0 {
 		v := q.fragOf(free, set, int64(q.sliceMilli))
-		delta := -FGDMilli * math.Log(1/v-1) // invert fragTerm for the detail
+		delta := -fgd.MilliPerGPU * math.Log(1/v-1) // invert fragTerm for the detail
 		cs = append(cs, Component{"fragmentation", v, q.wFrag, fmt.Sprintf("expected fragment %+.0f milli-GPU (FGD)", delta)})
 	}
 	return cs

@@ -106,14 +106,6 @@ func TestNilReceivers(t *testing.T) {
 	_, err = SelectDevices(fixtureH8(t), nil, Request{Count: 1}, nil)
 	assert.NoError(t, err, "a nil Option is ignored")
 
-	var w *FGDWorkload
-	assert.Empty(t, w.Tasks())
-	f, err := w.Fragment(FGDNode{GPUMilli: []int64{1000, 500}})
-	require.NoError(t, err)
-	assert.Equal(t, 1500.0, f, "the empty workload uses nothing")
-	var e *FGDEvaluator
-	assert.Equal(t, 1500.0, e.Fragment(0, 0, []int64{1000, 500}))
-	assert.Equal(t, 0.0, e.Stranded(math.MaxInt64, math.MaxInt64, []int64{1000}))
 }
 
 // Weights whose sum overflows, and out-of-range request fields, are

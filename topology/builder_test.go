@@ -2,8 +2,10 @@ package topology_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -128,36 +130,18 @@ func TestBuilderValidationErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := tc.build().Build()
-			if err == nil {
-				t.Fatalf("Build succeeded: %v", n)
-			}
-			if !errors.Is(err, tc.sentinel) || !errors.Is(err, topology.ErrInvalidTopology) {
-				t.Fatalf("error %q does not wrap %v and ErrInvalidTopology", err, tc.sentinel)
-			}
+			require.Error(t, err, "Build succeeded: %v", n)
+			require.ErrorIs(t, err, tc.sentinel)
+			require.ErrorIs(t, err, topology.ErrInvalidTopology)
+			require.ErrorIs(t, err, topology.ErrInvalidRequest)
 			var ve *topology.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("error %q is not a *ValidationError", err)
+			require.ErrorAs(t, err, &ve)
+			if tc.devices != nil {
+				assert.Equal(t, tc.devices, ve.Devices, "devices named by %q", err)
 			}
-			if tc.devices != nil && !equalInts(ve.Devices, tc.devices) {
-				t.Errorf("error names devices %v, want %v (%q)", ve.Devices, tc.devices, err)
-			}
-			if !strings.Contains(err.Error(), tc.detail) {
-				t.Errorf("error %q does not say %q", err, tc.detail)
-			}
+			assert.Contains(t, err.Error(), tc.detail)
 		})
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Build reports every problem, not just the first.
@@ -368,4 +352,16 @@ func TestFingerprintIgnoresName(t *testing.T) {
 	if a.Fingerprint() == c.Fingerprint() || a.Equal(b) {
 		t.Error("different nodes compare equal")
 	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

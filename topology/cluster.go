@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,7 +8,7 @@ import (
 )
 
 // ErrInvalidCluster is wrapped by every error the cluster constructors return.
-var ErrInvalidCluster = errors.New("topology: invalid cluster")
+var ErrInvalidCluster = fmt.Errorf("topology: invalid cluster: %w", ErrInvalidRequest)
 
 // Well-known node label keys for building a domain tree from labels.
 const (

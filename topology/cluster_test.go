@@ -1,9 +1,11 @@
 package topology_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -150,9 +152,9 @@ func TestClusterErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.build()
-			if !errors.Is(err, topology.ErrInvalidCluster) || !strings.Contains(err.Error(), tc.says) {
-				t.Fatalf("error %v, want ErrInvalidCluster saying %q", err, tc.says)
-			}
+			require.ErrorIs(t, err, topology.ErrInvalidCluster)
+			require.ErrorIs(t, err, topology.ErrInvalidRequest)
+			assert.Contains(t, err.Error(), tc.says)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -10,8 +9,9 @@ import (
 	"strings"
 )
 
-// ErrBadCPUList is wrapped by every error [ParseCPUSet] returns.
-var ErrBadCPUList = errors.New("topology: malformed cpulist")
+// ErrBadCPUList is wrapped by every error [ParseCPUSet] and [NewCPUSet]
+// return. It wraps [ErrParse].
+var ErrBadCPUList = fmt.Errorf("topology: malformed cpulist: %w", ErrParse)
 
 // maxCPU bounds the CPU ids a CPUSet accepts, so that hostile input such as
 // "0-999999999" cannot make the parser allocate gigabytes.
@@ -53,13 +53,13 @@ func ParseCPUSet(s string) (CPUSet, error) {
 		lo, top, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < 0 || a >= maxCPU {
-			return CPUSet{}, fmt.Errorf("%w %q: bad cpu %q", ErrBadCPUList, s, lo)
+			return CPUSet{}, fmt.Errorf("%w: %q: bad cpu %q", ErrBadCPUList, s, lo)
 		}
 		b := a
 		if isRange {
 			b, err = strconv.Atoi(top)
 			if err != nil || b < a || b >= maxCPU {
-				return CPUSet{}, fmt.Errorf("%w %q: bad range %q", ErrBadCPUList, s, part)
+				return CPUSet{}, fmt.Errorf("%w: %q: bad range %q", ErrBadCPUList, s, part)
 			}
 		}
 		if a <= hi {

@@ -30,12 +30,14 @@ func (v Vendor) String() string {
 
 // ParseVendor parses a vendor name case-insensitively. It accepts the names
 // [Vendor.String] prints and the PCI vendor ids "10de" (NVIDIA), "1002" (AMD)
-// and "8086" (Intel), with or without a "0x" prefix.
+// and "8086" (Intel), with or without a "0x" prefix; "" parses to
+// VendorUnknown. Any other text is an error wrapping [ErrParse].
 func ParseVendor(s string) (Vendor, error) {
-	t := strings.ToLower(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "0x"))
-	switch t {
-	case "", "unknown":
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" || t == "unknown" {
 		return VendorUnknown, nil
+	}
+	switch strings.TrimPrefix(t, "0x") {
 	case "nvidia", "10de":
 		return VendorNVIDIA, nil
 	case "amd", "1002":
@@ -45,13 +47,20 @@ func ParseVendor(s string) (Vendor, error) {
 	case "other":
 		return VendorOther, nil
 	}
-	return VendorUnknown, fmt.Errorf("%w: unknown vendor %q", ErrInvalidTopology, s)
+	return VendorUnknown, fmt.Errorf("%w: unknown vendor %q (want one of %s)", ErrParse, s, strings.Join(vendorNames[:], ", "))
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (v Vendor) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+// MarshalText implements encoding.TextMarshaler: the name [Vendor.String]
+// returns. A value outside the Vendor constants is an error wrapping
+// [ErrInvalidRequest].
+func (v Vendor) MarshalText() ([]byte, error) {
+	if int(v) >= len(vendorNames) {
+		return nil, fmt.Errorf("%w: %v is not a topology.Vendor constant", ErrInvalidRequest, v)
+	}
+	return []byte(vendorNames[v]), nil
+}
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler with [ParseVendor].
 func (v *Vendor) UnmarshalText(b []byte) error {
 	p, err := ParseVendor(string(b))
 	if err != nil {
@@ -84,19 +93,36 @@ func (h Health) String() string {
 	return fmt.Sprintf("Health(%d)", uint8(h))
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (h Health) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (h *Health) UnmarshalText(b []byte) error {
-	switch strings.ToLower(string(b)) {
+// ParseHealth parses "healthy" or "unhealthy" case-insensitively; ""
+// parses to Healthy, the zero value. Any other text is an error wrapping
+// [ErrParse].
+func ParseHealth(s string) (Health, error) {
+	switch strings.ToLower(s) {
 	case "", "healthy":
-		*h = Healthy
+		return Healthy, nil
 	case "unhealthy":
-		*h = Unhealthy
-	default:
-		return fmt.Errorf("%w: unknown health %q", ErrInvalidTopology, b)
+		return Unhealthy, nil
 	}
+	return Healthy, fmt.Errorf("%w: unknown health %q (want healthy or unhealthy)", ErrParse, s)
+}
+
+// MarshalText implements encoding.TextMarshaler: the name [Health.String]
+// returns. A value outside the Health constants is an error wrapping
+// [ErrInvalidRequest].
+func (h Health) MarshalText() ([]byte, error) {
+	if h > Unhealthy {
+		return nil, fmt.Errorf("%w: %v is not a topology.Health constant", ErrInvalidRequest, h)
+	}
+	return []byte(h.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with [ParseHealth].
+func (h *Health) UnmarshalText(b []byte) error {
+	p, err := ParseHealth(string(b))
+	if err != nil {
+		return err
+	}
+	*h = p
 	return nil
 }
 
@@ -124,19 +150,37 @@ func (k PartitionKind) String() string {
 	return fmt.Sprintf("PartitionKind(%d)", uint8(k))
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (k PartitionKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (k *PartitionKind) UnmarshalText(b []byte) error {
-	i := slices.Index(partitionKindNames[:], strings.ToLower(string(b)))
-	if len(b) == 0 {
-		i = 0
+// ParsePartitionKind parses a name [PartitionKind.String] returns ("none",
+// "mig", "amd"), case-insensitively; "" parses to PartitionNone, the zero
+// value. Any other text is an error wrapping [ErrParse].
+func ParsePartitionKind(s string) (PartitionKind, error) {
+	if s == "" {
+		return PartitionNone, nil
 	}
+	i := slices.Index(partitionKindNames[:], strings.ToLower(s))
 	if i < 0 {
-		return fmt.Errorf("%w: unknown partition kind %q", ErrInvalidTopology, b)
+		return PartitionNone, fmt.Errorf("%w: unknown partition kind %q (want one of %s)", ErrParse, s, strings.Join(partitionKindNames[:], ", "))
 	}
-	*k = PartitionKind(i)
+	return PartitionKind(i), nil
+}
+
+// MarshalText implements encoding.TextMarshaler: the name
+// [PartitionKind.String] returns. A value outside the PartitionKind
+// constants is an error wrapping [ErrInvalidRequest].
+func (k PartitionKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(partitionKindNames) {
+		return nil, fmt.Errorf("%w: %v is not a topology.PartitionKind constant", ErrInvalidRequest, k)
+	}
+	return []byte(partitionKindNames[k]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with [ParsePartitionKind].
+func (k *PartitionKind) UnmarshalText(b []byte) error {
+	p, err := ParsePartitionKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
 	return nil
 }
 

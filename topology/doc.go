@@ -50,6 +50,18 @@
 // thousands of devices) costs at most a few megabytes; the package tests
 // state and check the bound for each parser.
 //
-// Every error wraps a sentinel ([ErrInvalidTopology], [ErrParse],
-// [ErrLimit], ...) for errors.Is.
+// # Errors
+//
+// Every error wraps a sentinel for errors.Is. The package declares the
+// four canonical sentinels that every gputopo package uses: [ErrParse]
+// (malformed input), [ErrLimit] (input beyond a size limit),
+// [ErrInvalidRequest] (a caller's argument out of range) and [ErrInternal]
+// (a bug in gputopo). Its own sentinels wrap them: [ErrInvalidTopology]
+// and [ErrInvalidCluster] wrap ErrInvalidRequest, [ErrBadPCIAddress],
+// [ErrBadCPUList] and [ErrUnsupportedSchema] wrap ErrParse. The enum types
+// ([LinkKind], [Vendor], [Health], [PartitionKind]) implement
+// encoding.TextMarshaler and encoding.TextUnmarshaler, and their parse
+// functions fail with errors wrapping ErrParse. The whole taxonomy, with
+// every package's sentinels, is in docs/errors.md at the repository root:
+// https://github.com/gputopo/gputopo/blob/main/docs/errors.md
 package topology

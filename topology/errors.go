@@ -6,12 +6,43 @@ import (
 	"strings"
 )
 
-// Sentinel errors. Every error the package returns wraps one of them, so
-// callers can branch with errors.Is.
+// Canonical sentinels. Errors of every gputopo package wrap one of these
+// four (or the standard library's [errors.ErrUnsupported]) whenever one
+// applies, so a caller can decide what to do with an error without knowing
+// which package returned it; docs/errors.md at the repository root lists
+// every package sentinel and the canonical one it is or wraps. [ErrLimit]
+// is the fourth canonical sentinel (declared with the limits).
 var (
-	// ErrInvalidTopology is wrapped by every validation error and by
-	// malformed-value errors that are not more specific.
-	ErrInvalidTopology = errors.New("topology: invalid topology")
+	// ErrParse is wrapped by every error that reports malformed input of
+	// any kind: text (nvidia-smi output, cpulists, PCI addresses, enum
+	// names), JSON or YAML documents, CSV traces, sysfs values, Kubernetes
+	// labels and annotations. Packages that had their own "malformed"
+	// sentinel re-export this value under the name ErrParse. Parse errors
+	// name the line, field or value at fault.
+	ErrParse = errors.New("gputopo: malformed input")
+
+	// ErrInvalidRequest is wrapped by every error that reports a caller's
+	// argument, option or request out of range: a negative count, a NaN
+	// weight, an enum value outside its constants, a nil node, an
+	// inconsistent topology or cluster description. Package-specific
+	// "invalid X" sentinels ([ErrInvalidTopology], [ErrInvalidCluster],
+	// scoring's, gang's, mig's ...) are distinct values that wrap it, so
+	// both errors.Is checks hold.
+	ErrInvalidRequest = errors.New("gputopo: invalid request")
+
+	// ErrInternal is wrapped by every error that reports a failed internal
+	// invariant: a path that cannot be taken unless gputopo has a bug.
+	// Such an error is never the caller's fault; please report it.
+	ErrInternal = errors.New("gputopo: internal error")
+)
+
+// Package sentinels. Every error the package returns wraps one of them or
+// a canonical sentinel above, so callers can branch with errors.Is.
+var (
+	// ErrInvalidTopology is wrapped by every validation error of a
+	// [Builder] (and so of [ParseJSON], which also wraps [ErrParse]). It
+	// wraps [ErrInvalidRequest].
+	ErrInvalidTopology = fmt.Errorf("topology: invalid topology: %w", ErrInvalidRequest)
 	// ErrDuplicateDevice: two devices share an index, ID or PCI address.
 	ErrDuplicateDevice = errors.New("topology: duplicate device")
 	// ErrUnknownDevice: a link, NIC link or lookup names a device the node does not have.
@@ -24,11 +55,9 @@ var (
 	ErrAsymmetricLink = errors.New("topology: asymmetric link")
 	// ErrInvalidNUMA: a NUMA id is impossible, or the NUMA distance table is malformed.
 	ErrInvalidNUMA = errors.New("topology: invalid NUMA node")
-	// ErrUnsupportedSchema: a JSON document names a schema this version does not read.
-	ErrUnsupportedSchema = errors.New("topology: unsupported schema")
-	// ErrParse: text input (JSON, nvidia-smi output) is malformed. Parse
-	// errors name the line or field at fault.
-	ErrParse = errors.New("topology: parse error")
+	// ErrUnsupportedSchema: a JSON document names a schema this version
+	// does not read. It wraps [ErrParse].
+	ErrUnsupportedSchema = fmt.Errorf("topology: unsupported schema: %w", ErrParse)
 )
 
 // ValidationError is one problem a [Builder] found. Devices names the device

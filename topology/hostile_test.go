@@ -37,6 +37,7 @@ func allocated(f func()) uint64 {
 // returns its error.
 func requireBounded(t *testing.T, bound uint64, f func() error) error {
 	t.Helper()
+	bound *= raceSlack
 	var err error
 	got := allocated(func() { err = f() })
 	t.Logf("allocated %.1f MiB (bound %.0f MiB), err: %.200v", float64(got)/(1<<20), float64(bound)/(1<<20), err)

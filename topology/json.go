@@ -192,7 +192,8 @@ func marshalDocument(doc document) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
-		return nil, err
+		// Builders validate every value the document holds.
+		return nil, fmt.Errorf("%w: encoding a built node as JSON: %v", ErrInternal, err)
 	}
 	return buf.Bytes(), nil
 }
@@ -205,7 +206,9 @@ func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.document
 
 // ParseJSON decodes a node written by [Node.MarshalJSON] and validates it
 // like a strict [Builder]. Unknown fields are rejected, so a typo is an
-// error rather than a silently ignored setting.
+// error rather than a silently ignored setting. Errors wrap [ErrParse]
+// (a document that does not validate also wraps [ErrInvalidTopology] and
+// the Builder's specific sentinels), [ErrUnsupportedSchema] or [ErrLimit].
 //
 // A document over [MaxJSONBytes], or listing more than [MaxDevices]
 // devices, [MaxNICs] NICs or [MaxNUMANodes] NUMA nodes, fails with an
@@ -269,7 +272,9 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 			return nil, fmt.Errorf("%w: JSON syntax at byte %d: %v", ErrParse, syn.Offset, err)
 		case errors.As(err, &typ):
 			return nil, fmt.Errorf("%w: JSON field %q: %v", ErrParse, typ.Field, err)
-		case errors.Is(err, ErrParse), errors.Is(err, ErrInvalidTopology), errors.Is(err, ErrBadPCIAddress), errors.Is(err, ErrBadCPUList):
+		case errors.Is(err, ErrParse):
+			return nil, fmt.Errorf("JSON field %w", err)
+		case errors.Is(err, ErrInvalidTopology):
 			return nil, fmt.Errorf("%w: %w", ErrParse, err)
 		}
 		return nil, fmt.Errorf("%w: JSON: %v", ErrParse, err)
@@ -325,5 +330,16 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	if doc.NUMADistances != nil {
 		b.SetNUMADistances(doc.NUMADistances)
 	}
-	return b.Build()
+	return buildParsed(b)
+}
+
+// buildParsed builds a node from parsed input: a topology that does not
+// validate is malformed input, so its errors wrap ErrParse as well as
+// ErrInvalidTopology and the specific sentinels.
+func buildParsed(b *Builder) (*Node, error) {
+	n, err := b.Build()
+	if err != nil && !errors.Is(err, ErrLimit) {
+		return nil, fmt.Errorf("%w: %w", ErrParse, err)
+	}
+	return n, err
 }

@@ -48,19 +48,27 @@ func (k LinkKind) String() string {
 }
 
 // ParseLinkKind parses a name [LinkKind.String] returns, case-insensitively.
+// Any other text (the empty string too) is an error wrapping [ErrParse].
 func ParseLinkKind(s string) (LinkKind, error) {
 	for i, n := range linkKindNames {
 		if strings.EqualFold(n, s) {
 			return LinkKind(i), nil
 		}
 	}
-	return LinkNone, fmt.Errorf("%w: unknown link kind %q", ErrInvalidTopology, s)
+	return LinkNone, fmt.Errorf("%w: unknown link kind %q (want one of %s)", ErrParse, s, strings.Join(linkKindNames[:], ", "))
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (k LinkKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+// MarshalText implements encoding.TextMarshaler: the name [LinkKind.String]
+// returns. A value outside the LinkKind constants is an error wrapping
+// [ErrInvalidRequest].
+func (k LinkKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(linkKindNames) {
+		return nil, fmt.Errorf("%w: %v is not a topology.LinkKind constant", ErrInvalidRequest, k)
+	}
+	return []byte(linkKindNames[k]), nil
+}
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler with [ParseLinkKind].
 func (k *LinkKind) UnmarshalText(b []byte) error {
 	p, err := ParseLinkKind(string(b))
 	if err != nil {

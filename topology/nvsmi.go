@@ -422,7 +422,9 @@ func firstNUMA(v string) (int, error) {
 //
 // A table beyond the limits [ParseSMITable] enforces (more than
 // [MaxDevices] GPU columns, [MaxNICs] NIC columns or [MaxSMIRows] rows)
-// fails with an error wrapping [ErrLimit] before any work.
+// fails with an error wrapping [ErrLimit] before any work. Every other
+// error wraps [ErrParse]; a table that does not give a valid node also
+// wraps [ErrInvalidTopology] and the [Builder]'s specific sentinels.
 func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
 	switch {
 	case t.GPUs > MaxDevices:
@@ -513,7 +515,7 @@ func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
 			b.SetNICLink(g, k-t.GPUs, l.Kind)
 		}
 	}
-	return b.Build()
+	return buildParsed(b)
 }
 
 // ParseNvidiaSMI reads `nvidia-smi topo -m` output (see [ParseSMITable])

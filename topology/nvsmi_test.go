@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -130,12 +133,9 @@ func TestParseNvidiaSMIErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := topology.ParseNvidiaSMI(strings.NewReader(tc.text), topology.NvidiaSMIOptions{})
-			if !errors.Is(err, tc.sentinel) {
-				t.Fatalf("error %v, want %v", err, tc.sentinel)
-			}
-			if !strings.Contains(err.Error(), tc.says) {
-				t.Errorf("error %q does not say %q", err, tc.says)
-			}
+			require.ErrorIs(t, err, tc.sentinel)
+			require.ErrorIs(t, err, topology.ErrParse, "every ParseNvidiaSMI error is malformed input")
+			assert.Contains(t, err.Error(), tc.says)
 		})
 	}
 }
@@ -158,8 +158,8 @@ func FuzzParseNvidiaSMI(f *testing.F) {
 		for _, lenient := range []bool{false, true} {
 			n, err := topology.ParseNvidiaSMI(strings.NewReader(text), topology.NvidiaSMIOptions{Lenient: lenient})
 			if err != nil {
-				if !errors.Is(err, topology.ErrParse) && !errors.Is(err, topology.ErrInvalidTopology) && !errors.Is(err, topology.ErrLimit) {
-					t.Fatalf("error wraps no sentinel: %v", err)
+				if !errors.Is(err, topology.ErrParse) && !errors.Is(err, topology.ErrLimit) {
+					t.Fatalf("error wraps neither ErrParse nor ErrLimit: %v", err)
 				}
 				continue
 			}

@@ -1,14 +1,14 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 )
 
-// ErrBadPCIAddress is wrapped by every error [ParsePCIAddress] returns.
-var ErrBadPCIAddress = errors.New("topology: malformed PCI address")
+// ErrBadPCIAddress is wrapped by every error [ParsePCIAddress] and
+// [NewPCIAddress] return. It wraps [ErrParse].
+var ErrBadPCIAddress = fmt.Errorf("topology: malformed PCI address: %w", ErrParse)
 
 // PCIAddress is a PCI bus address (domain:bus:device.function), a small
 // comparable value type usable as a map key, modelled on net/netip.Addr.
@@ -36,7 +36,7 @@ func NewPCIAddress(domain uint32, bus, device, function uint8) (PCIAddress, erro
 // "0c:00.0" (domain 0). Hex digits may be upper or lower case.
 func ParsePCIAddress(s string) (PCIAddress, error) {
 	bad := func(why string) (PCIAddress, error) {
-		return PCIAddress{}, fmt.Errorf("%w %q: %s", ErrBadPCIAddress, s, why)
+		return PCIAddress{}, fmt.Errorf("%w: %q: %s", ErrBadPCIAddress, s, why)
 	}
 	rest := s
 	var domain uint64

@@ -162,3 +162,31 @@ func TestGangUsageErrors(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// TestGangHostileFiles: small hostile cluster and job files fail with a
+// clear error naming the limit, instead of costing memory.
+func TestGangHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	job := write("job.yaml", "name: a\npodSets: [{name: w, replicas: 1, gpus: 1}]\n")
+	cluster := write("cluster.yaml", "nodes: [{name: x0, machine: dgx-h100}]\n")
+	for _, c := range []struct{ name, cluster, job, want string }{
+		{"count", write("count.yaml", `nodes: [{name: "n{i}", count: 1000000000, machine: dgx-h100}]`), job, "MaxNodes"},
+		{"aliases", write("laughs.yaml", "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"+
+			"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"), job, "excessive aliasing"},
+		{"replicas", cluster, write("replicas.yaml", "name: a\npodSets: [{name: w, replicas: 1000000000, gpus: 8}]\n"), "MaxJobPods"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, "gang", "--cluster", c.cluster, "--job", c.job)
+			if code == 0 || !strings.Contains(errOut, c.want) {
+				t.Fatalf("exit %d, want a failure naming %q: %s", code, c.want, errOut)
+			}
+		})
+	}
+}

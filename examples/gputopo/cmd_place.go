@@ -24,8 +24,11 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	busy := fs.String("busy", "", "devices already in use, e.g. `0,3-5`")
 	require := fs.String("require", "", "devices the set must contain, e.g. `4`")
 	exclude := fs.String("exclude", "", "devices the set must not contain")
-	scope := fs.String("scope", "none", "keep the set within one `SCOPE`: none, fabric, pcie, numa or package (preferred unless --scope-required)")
-	scopeRequired := fs.Bool("scope-required", false, "make --scope a hard constraint")
+	var scope scoring.Scope
+	fs.TextVar(&scope, "scope", scoring.ScopeNone, "keep the set within one `SCOPE`: none, fabric, pcie, numa or package (see --scope-mode)")
+	var scopeMode scoring.Mode // zero: required, as in Go and in gang files
+	fs.TextVar(&scopeMode, "scope-mode", scoring.ModeRequired, "whether --scope is required (a hard constraint) or preferred (a score term)")
+	scopeRequired := fs.Bool("scope-required", false, "deprecated: the same as --scope-mode required, now the default")
 	asJSON := fs.Bool("json", false, "print JSON with a top-level \"devices\" array")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -46,11 +49,9 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if req.Excluded, err = parseDeviceList(*exclude, n); err != nil {
 		return fmt.Errorf("--exclude: %w", err)
 	}
-	if req.Scope, err = scoring.ParseScope(*scope); err != nil {
-		return fmt.Errorf("--scope: %w", err)
-	}
+	req.Scope, req.ScopeMode = scope, scopeMode
 	if *scopeRequired {
-		req.ScopeMode = scoring.ScopeRequired
+		req.ScopeMode = scoring.ModeRequired
 	}
 	state := scoring.NewStateFor(node)
 	if err := state.Allocate(busyList...); err != nil {

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPlaceText(t *testing.T) {
@@ -95,9 +98,11 @@ func TestPlaceErrors(t *testing.T) {
 		{[]string{"--gpus", "2", "--busy", "1,1"}, "listed twice"},
 		{[]string{"--gpus", "2", "--busy", "x"}, "device index"},
 		{[]string{"--gpus", "2", "--busy", "0", "--require", "0"}, "required device unavailable"},
-		{[]string{"--gpus", "2", "--scope", "rack"}, "unknown scope"},
 		{[]string{"--gpus", "8", "--busy", "0", "--exclude", "1"}, "insufficient devices"},
 		{[]string{"--gpus", "4", "--scope", "numa", "--scope-required", "--busy", "0,4"}, "no device set meets the constraints"},
+		{[]string{"--gpus", "4", "--scope", "numa", "--scope-mode", "required", "--busy", "0,4"}, "no device set meets the constraints"},
+		// the default mode is required, as in Go (scoring.Mode's zero value) and gang files
+		{[]string{"--gpus", "4", "--scope", "numa", "--busy", "0,4"}, "no device set meets the constraints"},
 	} {
 		args := append([]string{"place", "--machine", "dgx1-v100"}, c.args...)
 		code, _, errOut := runCLI(t, args...)
@@ -108,6 +113,41 @@ func TestPlaceErrors(t *testing.T) {
 	if code, _, _ := runCLI(t, "place", "--gpus"); code != 2 {
 		t.Errorf("missing flag value: exit %d, want 2", code)
 	}
+	// Bad enum values are usage errors naming the accepted values.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "2", "--scope", "rack"}, "unknown scope"},
+		{[]string{"--gpus", "2", "--scope", "numa", "--scope-mode", "soft"}, "want required or preferred"},
+	} {
+		args := append([]string{"place", "--machine", "dgx1-v100"}, c.args...)
+		code, _, errOut := runCLI(t, args...)
+		assert.Equal(t, 2, code, "%v", c.args)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+}
+
+// --scope-mode preferred turns the scope into a score term: the request
+// that a required NUMA scope cannot meet succeeds across NUMA nodes.
+func TestPlaceScopePreferred(t *testing.T) {
+	code, out, errOut := runCLI(t, "place", "--machine", "dgx1-v100", "--gpus", "4", "--scope", "numa", "--scope-mode", "preferred", "--busy", "0,4", "--json")
+	require.Equal(t, 0, code, errOut)
+	var got struct {
+		Devices    []int `json:"devices"`
+		Components []struct {
+			Name string `json:"name"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	assert.Len(t, got.Devices, 4)
+	assert.NotContains(t, got.Devices, 0)
+	assert.NotContains(t, got.Devices, 4)
+	var names []string
+	for _, c := range got.Components {
+		names = append(names, c.Name)
+	}
+	assert.Contains(t, names, "scope", "a preferred scope is a score component")
 }
 
 func TestParseDeviceList(t *testing.T) {

@@ -7,6 +7,8 @@ godebug default=go1.26
 require (
 	github.com/google/uuid v1.6.0
 	github.com/gputopo/gputopo v0.0.0-00010101000000-000000000000
+	github.com/gputopo/gputopo/topology/kube v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -16,6 +18,7 @@ require (
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-scheduler v0.37.2
 	k8s.io/kubernetes v1.37.2
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -111,7 +114,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.57.0 // indirect
@@ -158,7 +161,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/gputopo/gputopo => ../..
+replace (
+	github.com/gputopo/gputopo => ../..
+	github.com/gputopo/gputopo/topology/kube => ../../topology/kube
+)
 
 replace (
 	k8s.io/api => k8s.io/api v0.37.2

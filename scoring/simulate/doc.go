@@ -48,5 +48,5 @@
 // [Packing], [BestFit] and [FGD], and gputopo's [Lookahead], which adds a
 // look-ahead term for GPUs that CPU or memory will strand to FGD's
 // fragmentation (see its doc). The fragmentation maths itself lives in
-// package scoring (FGD*), where node scoring can use it too.
+// package scoring/fgd, where node scoring (package scoring) uses it too.
 package simulate

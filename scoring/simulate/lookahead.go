@@ -1,7 +1,7 @@
 package simulate
 
 import (
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // Lookahead is gputopo's default policy: FGD's fragmentation gradient with
@@ -11,7 +11,7 @@ import (
 //
 // where F_n(M) is FGD's expected fragment under the typical workload (with
 // each typical shape's median memory, so memory that runs out counts too)
-// and S_n is [scoring.FGDWorkload.Stranded]: the free GPU that the node's
+// and S_n is [fgd.Workload.Stranded]: the free GPU that the node's
 // free CPU and memory cannot feed at the workload's own CPU-per-GPU and
 // memory-per-GPU demand. A pod goes where the cost grows least, scored
 // like FGD as the integer 100·sigmoid(−Δ/1000), equal scores to the first
@@ -36,9 +36,9 @@ var Lookahead Policy = NewPolicy("Lookahead", newLookahead)
 
 type lookaheadScorer struct {
 	s     *State
-	evals []*scoring.FGDEvaluator // per model
-	cost  []float64               // cached cost per node
-	stamp []int                   // PodsOn when cost was cached; -1 = never
+	evals []*fgd.Evaluator // per model
+	cost  []float64        // cached cost per node
+	stamp []int            // PodsOn when cost was cached; -1 = never
 }
 
 func newLookahead(env *Env) Scorer {
@@ -46,7 +46,7 @@ func newLookahead(env *Env) Scorer {
 	w := env.MemoryWorkload
 	l := &lookaheadScorer{
 		s:     s,
-		evals: make([]*scoring.FGDEvaluator, len(s.models)),
+		evals: make([]*fgd.Evaluator, len(s.models)),
 		cost:  make([]float64, len(s.nodes)),
 		stamp: make([]int, len(s.nodes)),
 	}

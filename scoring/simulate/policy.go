@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // Policy is a placement policy: it names itself and makes a [Scorer] for
@@ -23,9 +23,9 @@ type Env struct {
 	State *State
 	// Workload holds the typical task shapes of the original pod list
 	// (before inflation), as FGD computes them (memory ignored).
-	Workload *scoring.FGDWorkload
+	Workload *fgd.Workload
 	// MemoryWorkload is Workload with each shape's median memory.
-	MemoryWorkload *scoring.FGDWorkload
+	MemoryWorkload *fgd.Workload
 	// Pods is the original pod list, sorted by name.
 	Pods []Pod
 	// Rand is the policy's own random stream, seeded from the replay seed.
@@ -235,27 +235,27 @@ func (f *fgdScorer) Score(p *Pod, i int) (float64, GPUSet) {
 // nodeCost is FGD's cost of a node's free CPU, memory and GPUs, the expected
 // fragment F_n(M), plus, when stranded is set, the Lookahead policy's
 // stranded-GPU term.
-func nodeCost(e *scoring.FGDEvaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
-	c := e.Fragment(cpu, mem, gpus)
+func nodeCost(e *fgd.Evaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
+	c := e.Fragment(cpu, mem<<20, gpus) // package fgd counts memory in bytes
 	if stranded {
-		c += e.Stranded(cpu, mem, gpus)
+		c += e.Stranded(cpu, mem<<20, gpus)
 	}
 	return c
 }
 
 // fragmentDeltaScore scores placing p on node i the FGD way: the change of
 // the node's cost (see nodeCost) from before (its cost now) to after the
-// placement, mapped through scoring.FGDScore and truncated to an integer as
+// placement, mapped through fgd.Score and truncated to an integer as
 // the paper's scheduler does. A sharing pod tries each GPU with a distinct
 // free share (equal free shares score equally) and keeps the best; a
 // whole-GPU pod takes the node's first free GPUs.
-func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *scoring.FGDEvaluator, stranded bool) (float64, GPUSet) {
+func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluator, stranded bool) (float64, GPUSet) {
 	free := s.FreeGPUs(i)
 	var buf [MaxGPUsPerNode]int64
 	after := buf[:len(free)]
 	copy(after, free)
 	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryMiB
-	score := func(a float64) float64 { return math.Trunc(scoring.FGDScore(a - before)) }
+	score := func(a float64) float64 { return math.Trunc(fgd.Score(a - before)) }
 	if p.Sharing() {
 		best, bestG := -1.0, -1
 		var tried [MaxGPUsPerNode]int64 // GPUs with equal free space give equal scores: try one

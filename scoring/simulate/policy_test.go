@@ -5,21 +5,21 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // testEnv builds a state over nodes with a workload of the given tasks
 // (both the paper's and the memory one) and a seeded random stream.
-func testEnv(t *testing.T, nodes []Node, tasks ...scoring.FGDTask) (*State, *Env) {
+func testEnv(t *testing.T, nodes []Node, tasks ...fgd.Task) (*State, *Env) {
 	t.Helper()
 	st, err := NewState(nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tasks) == 0 {
-		tasks = []scoring.FGDTask{{GPUs: 1, GPUMilli: Milli, Weight: 1}}
+		tasks = []fgd.Task{{GPUs: 1, GPUMilli: Milli, Weight: 1}}
 	}
-	w, err := scoring.NewFGDWorkload(tasks)
+	w, err := fgd.NewWorkload(tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestBestFitByHand(t *testing.T) {
 
 func TestFGDByHand(t *testing.T) {
 	// workload: half 600-milli tasks, half whole GPUs (CPU-free)
-	tasks := []scoring.FGDTask{{GPUs: 1, GPUMilli: 600, Weight: 1}, {GPUs: 1, GPUMilli: Milli, Weight: 1}}
+	tasks := []fgd.Task{{GPUs: 1, GPUMilli: 600, Weight: 1}, {GPUs: 1, GPUMilli: Milli, Weight: 1}}
 	nodes := []Node{
 		{Name: "x", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 3, Model: "T4"},
 		{Name: "y", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 1, Model: "T4"},
@@ -224,7 +224,7 @@ func TestLookaheadSparesTightNodes(t *testing.T) {
 	// 8-GPU node 72 cores for 8 GPUs (0.8 GPU stranded) but costs the 2-GPU
 	// node nothing, so Lookahead sends it there. Plain FGD sees no
 	// difference (neither node loses a typical task) and keeps node order.
-	tasks := []scoring.FGDTask{
+	tasks := []fgd.Task{
 		{CPUMilli: 10000, GPUs: 1, GPUMilli: Milli, Weight: 8},
 		{CPUMilli: 24000, Weight: 2},
 	}

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // TieBreak says how the replay chooses among nodes with the same top score.
@@ -129,7 +129,7 @@ type Result struct {
 	CapacityGPUMilli int64 // GPU capacity of Nodes
 	OriginalPods     int   // pods in the list
 	Placed           int   // pods placed
-	Workload         *scoring.FGDWorkload
+	Workload         *fgd.Workload
 	Steps            []Step      // one per pod, in replay order
 	Placements       []Placement // one per pod, in replay order
 }
@@ -415,18 +415,18 @@ func validPod(p *Pod) error {
 }
 
 // TypicalWorkload returns the typical task shapes of a pod list as FGD
-// derives them (see [scoring.FGDTypicalWorkload]), every pod weighing one.
+// derives them (see [fgd.TypicalWorkload]), every pod weighing one.
 // With memory, each shape carries its pods' median memory; the paper's
 // shapes have none.
-func TypicalWorkload(pods []Pod, coverage float64, memory bool) (*scoring.FGDWorkload, error) {
-	tasks := make([]scoring.FGDTask, len(pods))
+func TypicalWorkload(pods []Pod, coverage float64, memory bool) (*fgd.Workload, error) {
+	tasks := make([]fgd.Task, len(pods))
 	for i, p := range pods {
-		tasks[i] = scoring.FGDTask{CPUMilli: p.CPUMilli, GPUMilli: p.GPUMilli, GPUs: p.GPUs, Models: p.Models, Weight: 1}
+		tasks[i] = fgd.Task{CPUMilli: p.CPUMilli, GPUMilli: p.GPUMilli, GPUs: p.GPUs, Models: p.Models, Weight: 1}
 		if memory {
-			tasks[i].MemoryMiB = p.MemoryMiB
+			tasks[i].MemoryBytes = p.MemoryMiB << 20
 		}
 	}
-	return scoring.FGDTypicalWorkload(tasks, coverage)
+	return fgd.TypicalWorkload(tasks, coverage)
 }
 
 // Job is one replay of a batch.

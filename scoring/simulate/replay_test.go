@@ -12,7 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 func allPolicies() []Policy { return append(Baselines(), Lookahead) }
@@ -146,7 +146,7 @@ func checkReplay(t interface {
 	// the replay's fragment equals the workload's fragment of the final state
 	var frag float64
 	for i, n := range gpuNodes {
-		f, err := r.Workload.Fragment(scoring.FGDNode{CPUMilli: cpu[i], MemoryMiB: mem[i], GPUMilli: gpu[i], Model: n.Model})
+		f, err := r.Workload.Fragment(fgd.Node{CPUMilli: cpu[i], MemoryBytes: mem[i] << 20, GPUMilli: gpu[i], Model: n.Model})
 		if err != nil {
 			t.Fatalf("fragment: %v", err)
 		}

@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/scoring/fgd"
 )
 
 // GPUSet is a set of GPU indices of one node (bit i = GPU i). Nodes have at
@@ -59,9 +59,9 @@ type State struct {
 	models []string // model index -> name
 	model  []int    // node -> model index
 
-	workload *scoring.FGDWorkload
-	evals    []*scoring.FGDEvaluator // per model
-	frag     []float64               // F_n(M) per node
+	workload *fgd.Workload
+	evals    []*fgd.Evaluator // per model
+	frag     []float64        // F_n(M) per node
 	fragSum  float64
 }
 
@@ -282,25 +282,25 @@ func (s *State) firstFree(p *Pod, i int) (gpus GPUSet, ok bool) {
 
 // setWorkload attaches the typical workload: one evaluator per GPU model
 // and every node's expected fragment.
-func (s *State) setWorkload(w *scoring.FGDWorkload) {
+func (s *State) setWorkload(w *fgd.Workload) {
 	s.workload = w
-	s.evals = make([]*scoring.FGDEvaluator, len(s.models))
+	s.evals = make([]*fgd.Evaluator, len(s.models))
 	for m, name := range s.models {
 		s.evals[m] = w.Evaluator(name)
 	}
 	s.frag = make([]float64, len(s.nodes))
 	s.fragSum = 0
 	for i := range s.nodes {
-		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
+		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], s.mem[i]<<20, s.FreeGPUs(i)) // fgd counts bytes
 		s.fragSum += s.frag[i]
 	}
 }
 
-func (s *State) evaluator(i int) *scoring.FGDEvaluator { return s.evals[s.model[i]] }
+func (s *State) evaluator(i int) *fgd.Evaluator { return s.evals[s.model[i]] }
 
 // Evaluator returns the FGD evaluator for node i's GPU model under the
 // replay's typical workload.
-func (s *State) Evaluator(i int) *scoring.FGDEvaluator { return s.evaluator(i) }
+func (s *State) Evaluator(i int) *fgd.Evaluator { return s.evaluator(i) }
 
 // Fragment returns node i's expected fragment F_n(M) in milli-GPU under the
 // replay's typical workload, kept current as pods are placed.
@@ -310,11 +310,11 @@ func (s *State) Fragment(i int) float64 { return s.frag[i] }
 func (s *State) FragmentTotal() float64 { return s.fragSum }
 
 // Workload returns the replay's typical workload.
-func (s *State) Workload() *scoring.FGDWorkload { return s.workload }
+func (s *State) Workload() *fgd.Workload { return s.workload }
 
 // refresh recomputes node i's fragment after a change.
 func (s *State) refresh(i int) {
-	f := s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
+	f := s.evaluator(i).Fragment(s.cpu[i], s.mem[i]<<20, s.FreeGPUs(i)) // fgd counts bytes
 	s.fragSum += f - s.frag[i]
 	s.frag[i] = f
 }

@@ -57,25 +57,26 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, doc); err != nil {
-		return "", fmt.Errorf("kube: compacting topology JSON: %w", err)
+		return "", fmt.Errorf("%w: kube: compacting topology JSON: %v", topology.ErrInternal, err)
 	}
 	if compact.Len() > MaxDecodedAnnotationBytes {
-		return "", fmt.Errorf("%w: %w: %d-byte document for %d devices, more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, topology.ErrLimit, compact.Len(), n.Len(), MaxDecodedAnnotationBytes)
+		return "", fmt.Errorf("%w: %d-byte document for %d devices, more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, compact.Len(), n.Len(), MaxDecodedAnnotationBytes)
 	}
 	var zipped bytes.Buffer
+	// gzip into memory fails only on a bad level.
 	zw, err := gzip.NewWriterLevel(&zipped, gzip.BestCompression)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: kube: gzip: %v", topology.ErrInternal, err)
 	}
 	if _, err := zw.Write(compact.Bytes()); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: kube: gzip: %v", topology.ErrInternal, err)
 	}
 	if err := zw.Close(); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: kube: gzip: %v", topology.ErrInternal, err)
 	}
 	out := EncodingV1 + base64.RawStdEncoding.EncodeToString(zipped.Bytes())
 	if size := len(AnnotationTopology) + len(out); size > AnnotationBudget {
-		return "", fmt.Errorf("%w: %w: %d bytes for %d devices, more than kube.AnnotationBudget (%d)", ErrTooLarge, topology.ErrLimit, size, n.Len(), AnnotationBudget)
+		return "", fmt.Errorf("%w: %d bytes for %d devices, more than kube.AnnotationBudget (%d)", ErrTooLarge, size, n.Len(), AnnotationBudget)
 	}
 	return out, nil
 }
@@ -94,7 +95,7 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 // most a few tens of megabytes, briefly (see [MaxDecodedAnnotationBytes]).
 func DecodeAnnotation(value string) (*topology.Node, error) {
 	if len(value) > MaxAnnotationBytes {
-		return nil, fmt.Errorf("%w: %w: %d bytes, more than kube.MaxAnnotationBytes (%d), what Kubernetes stores", ErrTooLarge, topology.ErrLimit, len(value), MaxAnnotationBytes)
+		return nil, fmt.Errorf("%w: %d bytes, more than kube.MaxAnnotationBytes (%d), what Kubernetes stores", ErrTooLarge, len(value), MaxAnnotationBytes)
 	}
 	var doc []byte
 	switch {
@@ -112,7 +113,7 @@ func DecodeAnnotation(value string) (*topology.Node, error) {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrBadAnnotation, err)
 		}
 		if len(doc) > MaxDecodedAnnotationBytes {
-			return nil, fmt.Errorf("%w: %w: decompresses to more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, topology.ErrLimit, MaxDecodedAnnotationBytes)
+			return nil, fmt.Errorf("%w: decompresses to more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, MaxDecodedAnnotationBytes)
 		}
 	case strings.HasPrefix(strings.TrimSpace(value), "{"):
 		doc = []byte(value)

@@ -32,6 +32,10 @@
 // three field reads.
 //
 // Every error wraps one of the package's sentinels ([ErrBadLabel],
-// [ErrBadAnnotation], [ErrTooLarge], [ErrNoTopology]) for errors.Is, and
-// decoding errors from the topology package keep their own sentinels too.
+// [ErrBadAnnotation], [ErrTooLarge], [ErrNoTopology]) or the topology
+// package's for errors.Is, and decoding errors from the topology package
+// keep their own sentinels too. The sentinels wrap the canonical ones of
+// the topology package: ErrBadLabel and ErrBadAnnotation wrap
+// [topology.ErrParse], ErrTooLarge wraps [topology.ErrLimit] (see
+// docs/errors.md at the repository root).
 package kube

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -177,9 +179,8 @@ func TestEncodeAnnotationTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = kube.EncodeAnnotation(node)
-	if !errors.Is(err, kube.ErrTooLarge) {
-		t.Fatalf("got %v, want ErrTooLarge", err)
-	}
+	require.ErrorIs(t, err, kube.ErrTooLarge)
+	require.ErrorIs(t, err, topology.ErrLimit)
 	t.Log(err)
 }
 
@@ -213,13 +214,16 @@ func TestDecodeAnnotationErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := kube.DecodeAnnotation(c.value)
-			if err == nil {
-				t.Fatalf("decoded %v, want an error", got)
-			}
+			require.Error(t, err, "decoded %v", got)
 			for _, w := range c.want {
-				if !errors.Is(err, w) {
-					t.Errorf("error %q does not wrap %v", err, w)
-				}
+				assert.ErrorIs(t, err, w)
+			}
+			// Every decoding error is malformed input or input too large.
+			if errors.Is(err, kube.ErrTooLarge) {
+				assert.ErrorIs(t, err, topology.ErrLimit)
+				assert.NotErrorIs(t, err, topology.ErrParse)
+			} else {
+				assert.ErrorIs(t, err, topology.ErrParse)
 			}
 		})
 	}
@@ -231,9 +235,9 @@ func TestDecodeAnnotationErrors(t *testing.T) {
 	if back, err := kube.DecodeAnnotation(good + "=="); err != nil || !back.Equal(n) {
 		t.Errorf("padded base64: %v", err)
 	}
-	if _, err := kube.EncodeAnnotation(nil); !errors.Is(err, topology.ErrInvalidTopology) {
-		t.Errorf("nil node: %v", err)
-	}
+	_, err = kube.EncodeAnnotation(nil)
+	assert.ErrorIs(t, err, topology.ErrInvalidTopology, "nil node")
+	assert.ErrorIs(t, err, topology.ErrInvalidRequest, "nil node")
 }
 
 func TestLabelsValidAndDecodable(t *testing.T) {
@@ -300,22 +304,14 @@ func TestLabelsKnownMachines(t *testing.T) {
 	}
 	for _, c := range cases {
 		n, err := catalog.Get(c.machine)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		l, err := kube.Labels(n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for k, v := range c.want {
-			if l[k] != v {
-				t.Errorf("%s: %s = %q, want %q", c.machine, k, l[k], v)
-			}
+			assert.Equal(t, v, l[k], "%s: label %s", c.machine, k)
 		}
 		for _, k := range c.absent {
-			if v, ok := l[k]; ok {
-				t.Errorf("%s: %s = %q, want absent", c.machine, k, v)
-			}
+			assert.NotContains(t, l, k, "%s: label %s", c.machine, k)
 		}
 	}
 }
@@ -406,9 +402,9 @@ func TestParseLabelsErrors(t *testing.T) {
 		"healthy>all":  {kube.LabelDeviceCount: "2", kube.LabelHealthy: "3"},
 	}
 	for name, l := range cases {
-		if _, err := kube.ParseLabels(l); !errors.Is(err, kube.ErrBadLabel) {
-			t.Errorf("%s: got %v, want ErrBadLabel", name, err)
-		}
+		_, err := kube.ParseLabels(l)
+		assert.ErrorIs(t, err, kube.ErrBadLabel, name)
+		assert.ErrorIs(t, err, topology.ErrParse, name)
 	}
 	// GFD-only labels (no gputopo.io/ ones) still give a summary.
 	s, err := kube.ParseLabels(map[string]string{kube.LabelGPUCount: "8", kube.LabelGPUProduct: "NVIDIA-H200",

@@ -12,18 +12,23 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// Sentinel errors; every error the package returns wraps one of them.
+// Sentinel errors; every error the package returns wraps one of them or
+// one of the topology package's. Each wraps the canonical sentinel of its
+// kind (see the repository's docs/errors.md), so both errors.Is checks hold.
 var (
-	// ErrBadLabel: a label this package reads has a malformed value.
-	ErrBadLabel = errors.New("kube: malformed label")
+	// ErrBadLabel: a label this package reads has a malformed value, or a
+	// label [Labels] would write cannot hold the node's value. It wraps
+	// [topology.ErrParse].
+	ErrBadLabel = fmt.Errorf("kube: malformed label: %w", topology.ErrParse)
 	// ErrBadAnnotation: the topology annotation cannot be decoded (unknown
 	// encoding, bad base64 or gzip, or a topology document that does not
 	// parse or validate; the topology package's sentinel is wrapped too).
-	ErrBadAnnotation = errors.New("kube: malformed topology annotation")
+	// It wraps [topology.ErrParse].
+	ErrBadAnnotation = fmt.Errorf("kube: malformed topology annotation: %w", topology.ErrParse)
 	// ErrTooLarge: an encoded or decoded annotation exceeds its size budget
-	// or declares more than a topology limit allows; such errors wrap
-	// [topology.ErrLimit] too and name the limit.
-	ErrTooLarge = errors.New("kube: topology annotation too large")
+	// or declares more than a topology limit allows; such errors name the
+	// limit. It wraps [topology.ErrLimit].
+	ErrTooLarge = fmt.Errorf("kube: topology annotation too large: %w", topology.ErrLimit)
 	// ErrNoTopology: a node carries no topology annotation.
 	ErrNoTopology = errors.New("kube: node has no topology annotation")
 )
@@ -171,7 +176,8 @@ func Labels(n *topology.Node) (map[string]string, error) {
 	}
 	for k, v := range out {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return nil, fmt.Errorf("%w: key %q: %s", ErrBadLabel, k, strings.Join(errs, "; "))
+			// The keys are the package's constants.
+			return nil, fmt.Errorf("%w: label key %q: %s", topology.ErrInternal, k, strings.Join(errs, "; "))
 		}
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			return nil, fmt.Errorf("%w: %s=%q: %s", ErrBadLabel, k, v, strings.Join(errs, "; "))

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/backend"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -39,6 +43,80 @@ type controlPlane struct {
 	// plugin is the scheduler's GPUTopology instance, for tests that
 	// must see its reservations.
 	plugin atomic.Pointer[plugin.Plugin]
+	// rejections counts the plugin's log lines about rejected topology
+	// annotations, per node.
+	rejections rejectionLog
+	// schedulerExited is set when app.Run returns.
+	schedulerExited atomic.Bool
+}
+
+// rejectionLog counts the lines the plugin logs when it rejects a node's
+// topology annotation, per node.
+type rejectionLog struct {
+	mu     sync.Mutex
+	byNode map[string]int
+}
+
+func (r *rejectionLog) count(node string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byNode[node]
+}
+
+// recordingSink passes every line on to the scheduler's own log sink and
+// counts the annotation rejections in a rejectionLog.
+type recordingSink struct {
+	next klog.LogSink // nil: discard
+	log  *rejectionLog
+}
+
+func (s *recordingSink) Init(info klog.RuntimeInfo) {
+	if s.next != nil {
+		info.CallDepth++
+		s.next.Init(info)
+	}
+}
+
+func (s *recordingSink) Enabled(level int) bool { return s.next == nil || s.next.Enabled(level) }
+
+func (s *recordingSink) Info(level int, msg string, kv ...any) {
+	if s.next != nil {
+		s.next.Info(level, msg, kv...)
+	}
+}
+
+func (s *recordingSink) Error(err error, msg string, kv ...any) {
+	if strings.HasPrefix(msg, "Node's topology annotation rejected") {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i] == "node" {
+				s.log.mu.Lock()
+				if s.log.byNode == nil {
+					s.log.byNode = map[string]int{}
+				}
+				s.log.byNode[fmt.Sprint(kv[i+1])]++
+				s.log.mu.Unlock()
+			}
+		}
+	}
+	if s.next != nil {
+		s.next.Error(err, msg, kv...)
+	}
+}
+
+func (s *recordingSink) WithValues(kv ...any) klog.LogSink {
+	c := *s
+	if c.next != nil {
+		c.next = c.next.WithValues(kv...)
+	}
+	return &c
+}
+
+func (s *recordingSink) WithName(name string) klog.LogSink {
+	c := *s
+	if c.next != nil {
+		c.next = c.next.WithName(name)
+	}
+	return &c
 }
 
 func freePort(t *testing.T) int {
@@ -54,6 +132,9 @@ func freePort(t *testing.T) int {
 // startEtcd starts an embedded etcd and returns its client URL.
 func startEtcd(t *testing.T) string {
 	t.Helper()
+	// bbolt maps 10 GiB of address space up front by default; 512 MiB (it
+	// grows the map when needed) lets this binary run under ulimit -v.
+	backend.InitialMmapSize = 512 << 20
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
 	cfg.UnsafeNoFsync = true
@@ -145,7 +226,8 @@ func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
 	opts.SecureServing.BindPort = 0 // no healthz/metrics listener
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := plugin.New(ctx, obj, h)
+		logger := klog.New(&recordingSink{next: klog.FromContext(ctx).GetSink(), log: &cp.rejections})
+		p, err := plugin.New(klog.NewContext(ctx, logger), obj, h)
 		if err == nil {
 			cp.plugin.Store(p.(*plugin.Plugin))
 		}
@@ -157,7 +239,11 @@ func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
 		t.Fatalf("scheduler setup: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cc, sched) }()
+	go func() {
+		err := app.Run(ctx, cc, sched)
+		cp.schedulerExited.Store(true)
+		done <- err
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

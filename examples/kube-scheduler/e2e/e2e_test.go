@@ -56,15 +56,7 @@ func machine(t *testing.T, shared, fallback string) *topology.Node {
 
 func createNode(t *testing.T, cp *controlPlane, name, scenario string, topo *topology.Node) {
 	t.Helper()
-	ctx := context.Background()
 	labels, annotations, err := kube.Metadata(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels[scenarioLabel] = scenario
-	labels[topology.LabelHostname] = name
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
-	node, err = cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,11 +70,31 @@ func createNode(t *testing.T, cp *controlPlane, name, scenario string, topo *top
 			healthy++
 		}
 	}
+	createNodeObject(t, cp, name, scenario, labels, annotations, resName, healthy)
+}
+
+// createNodeObject creates a Ready node with the given metadata and gpus
+// of resName.
+func createNodeObject(t *testing.T, cp *controlPlane, name, scenario string, labels, annotations map[string]string,
+	resName v1.ResourceName, gpus int) {
+	t.Helper()
+	ctx := context.Background()
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[scenarioLabel] = scenario
+	labels[topology.LabelHostname] = name
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
+	node, err := cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	capacity := v1.ResourceList{
 		v1.ResourceCPU:    resource.MustParse("128"),
 		v1.ResourceMemory: resource.MustParse("1Ti"),
 		v1.ResourcePods:   resource.MustParse("110"),
-		resName:           *resource.NewQuantity(int64(healthy), resource.DecimalSI),
+		resName:           *resource.NewQuantity(int64(gpus), resource.DecimalSI),
 	}
 	node.Status.Capacity, node.Status.Allocatable = capacity, capacity
 	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
@@ -250,6 +262,7 @@ func TestScheduler(t *testing.T) {
 	t.Run("two gangs do not deadlock", func(t *testing.T) { testTwoGangs(t, cp) })
 	t.Run("gang releases its devices on Permit timeout", func(t *testing.T) { testGangTimeout(t, cp) })
 	t.Run("DRA slices: the API server accepts them and the scheduler allocates MIG partitions by counters", func(t *testing.T) { testDRA(t, cp) })
+	t.Run("nodes with bad topology annotations are filtered out with a short reason; the scheduler keeps scheduling", func(t *testing.T) { testBadAnnotations(t, cp) })
 }
 
 // testPlacement schedules pods one at a time on three real machines and

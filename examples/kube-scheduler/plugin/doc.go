@@ -6,9 +6,15 @@
 //
 //   - PreFilter reads the pod's GPU count and its optional scope
 //     annotations; pods without GPUs skip the plugin.
-//   - Filter decodes the node's topology from the gputopo.io/topology
-//     annotation (package topology/kube; decoded once per annotation
-//     value), rebuilds which devices are in use from the pods on the node
+//   - Filter looks up the node's topology, decoded from the
+//     gputopo.io/topology annotation (package topology/kube) once per
+//     annotation value when the node informer delivers it (a decoder
+//     panic is recovered). A node whose annotation is missing, malformed,
+//     larger than topology/kube.MaxAnnotationBytes or beyond a library
+//     limit is filtered out (UnschedulableAndUnresolvable) with a reason
+//     of at most MaxReasonBytes, and the full cause is logged once per
+//     node and annotation value; other nodes are unaffected. Filter then
+//     rebuilds which devices are in use from the pods on the node
 //     (their gputopo.io/devices annotation, or this scheduler's own
 //     reservations for pods still binding) and asks scoring.SelectDevices
 //     for a device set; a node without one is filtered out with the reason.

@@ -21,7 +21,6 @@ import (
 
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
-	"github.com/gputopo/gputopo/topology/kube"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration profiles.
@@ -45,19 +44,12 @@ type Plugin struct {
 	names         []v1.ResourceName
 	permitTimeout time.Duration
 
-	topoMu sync.Mutex
-	topos  map[string]topoEntry // node name -> decoded annotation
+	topos *topoCache // node name -> decoded annotation
 
 	resMu        sync.Mutex
 	reservations map[types.UID]reservation
 
 	gangs *gangTracker
-}
-
-type topoEntry struct {
-	value string
-	node  *topology.Node
-	err   error
 }
 
 type reservation struct {
@@ -78,7 +70,7 @@ var (
 )
 
 // New is the plugin factory for app.WithPlugin.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	var args Args
 	if u, ok := obj.(*runtime.Unknown); ok && len(u.Raw) > 0 {
 		if err := json.Unmarshal(u.Raw, &args); err != nil {
@@ -89,7 +81,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, fmt.Errorf("%s: permitTimeoutSeconds %d is negative", Name, args.PermitTimeoutSeconds)
 	}
 	p := &Plugin{handle: h, names: DefaultResourceNames, permitTimeout: 30 * time.Second,
-		topos: map[string]topoEntry{}, reservations: map[types.UID]reservation{}}
+		topos: newTopoCache(klog.FromContext(ctx).WithName(Name)), reservations: map[types.UID]reservation{}}
 	if args.PermitTimeoutSeconds > 0 {
 		p.permitTimeout = time.Duration(args.PermitTimeoutSeconds) * time.Second
 	}
@@ -106,6 +98,12 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted}
 		if _, err := pods.Informer().AddEventHandler(handlers); err != nil {
 			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+		}
+		// Node annotations are decoded when the informer delivers them,
+		// not in Filter (which finds them cached).
+		nodes := h.SharedInformerFactory().Core().V1().Nodes().Informer()
+		if _, err := nodes.AddEventHandler(p.topos.nodeEventHandler()); err != nil {
+			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 		}
 	}
 	return p, nil
@@ -198,24 +196,10 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // pods on a node in Filter, so it needs no incremental updates.
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// topology returns the decoded topology of a node, caching it per
-// annotation value.
+// topology returns the decoded topology of a node (see topoCache), or a
+// short error (at most MaxReasonBytes) saying why there is none.
 func (p *Plugin) topology(node *v1.Node) (*topology.Node, error) {
-	value, ok := node.Annotations[kube.AnnotationTopology]
-	if !ok {
-		return nil, fmt.Errorf("node %s has no %s annotation", node.Name, kube.AnnotationTopology)
-	}
-	p.topoMu.Lock()
-	e, hit := p.topos[node.Name]
-	p.topoMu.Unlock()
-	if hit && e.value == value {
-		return e.node, e.err
-	}
-	n, err := kube.DecodeAnnotation(value)
-	p.topoMu.Lock()
-	p.topos[node.Name] = topoEntry{value: value, node: n, err: err}
-	p.topoMu.Unlock()
-	return n, err
+	return p.topos.get(node)
 }
 
 // podAlloc is the devices one pod holds on a node.
@@ -286,7 +270,11 @@ func (p *Plugin) nodeState(n *topology.Node, ni fwk.NodeInfo) *scoring.State {
 	return st
 }
 
-// Filter keeps nodes on which a device set meets the request.
+// Filter keeps nodes on which a device set meets the request. A node
+// whose topology annotation is missing or unusable is filtered out
+// (UnschedulableAndUnresolvable) with a reason of at most MaxReasonBytes;
+// the annotation is not decoded here but looked up, decoded once per
+// value (see topoCache).
 func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	s, err := readState(state)
 	if err != nil {
@@ -470,6 +458,13 @@ func (p *Plugin) Reserved(uid types.UID) (node string, devices []int, ok bool) {
 	defer p.resMu.Unlock()
 	r, ok := p.reservations[uid]
 	return r.node, slices.Clone(r.devices), ok
+}
+
+// NodeTopology returns the topology the plugin uses for a node, or the
+// short error (at most MaxReasonBytes) Filter reports for it (for tests and
+// debugging). An annotation value seen before is not decoded again.
+func (p *Plugin) NodeTopology(node *v1.Node) (*topology.Node, error) {
+	return p.topology(node)
 }
 
 func joinComma(s []string) string {

@@ -92,7 +92,7 @@ func TestGPUCountAndRequest(t *testing.T) {
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{
 		Limits: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}}}
 	req, n, err := podRequest(pod, DefaultResourceNames)
-	if err != nil || n != 3 || req.Count != 3 || req.Scope != scoring.ScopeFabric || req.ScopeMode != scoring.ScopeRequired {
+	if err != nil || n != 3 || req.Count != 3 || req.Scope != scoring.ScopeFabric || req.ScopeMode != scoring.ModeRequired {
 		t.Errorf("request %+v count %d err %v", req, n, err)
 	}
 	pod.Spec.InitContainers[0].Resources.Limits["nvidia.com/gpu"] = resource.MustParse("5")

@@ -22,7 +22,8 @@ const (
 	// AnnotationScope confines the devices to one scope: "fabric", "pcie",
 	// "numa" or "package" (scoring.ParseScope).
 	AnnotationScope = "gputopo.io/scope"
-	// AnnotationScopeMode is "required" or "preferred" (the default).
+	// AnnotationScopeMode is "required" (the default, scoring.Mode's zero
+	// value) or "preferred".
 	AnnotationScopeMode = "gputopo.io/scope-mode"
 	// LabelGang names the pod's gang; members share namespace and name.
 	LabelGang = "gputopo.io/gang"
@@ -72,13 +73,12 @@ func podRequest(pod *v1.Pod, names []v1.ResourceName) (req scoring.Request, coun
 			return req, 0, fmt.Errorf("annotation %s: %w", AnnotationScope, err)
 		}
 		req.Scope = s
-		switch m := pod.Annotations[AnnotationScopeMode]; m {
-		case "", "preferred":
-			req.ScopeMode = scoring.ScopePreferred
-		case "required":
-			req.ScopeMode = scoring.ScopeRequired
-		default:
-			return req, 0, fmt.Errorf("annotation %s=%q: want required or preferred", AnnotationScopeMode, m)
+		if m := pod.Annotations[AnnotationScopeMode]; m != "" {
+			mode, err := scoring.ParseMode(m)
+			if err != nil {
+				return req, 0, fmt.Errorf("annotation %s=%q: want required or preferred: %w", AnnotationScopeMode, m, err)
+			}
+			req.ScopeMode = mode
 		}
 	}
 	return req, int(n), nil

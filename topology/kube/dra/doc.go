@@ -28,5 +28,12 @@
 // capacities. [Validate] checks a pool against these rules and the naming
 // formats, so callers that edit slices can recheck them.
 //
-// The package needs k8s.io/api; the core packages do not import it.
+// The package needs k8s.io/api; the core packages do not import it. It is
+// part of the module github.com/gputopo/gputopo/topology/kube, which builds
+// against the Kubernetes 1.34 libraries (k8s.io/api and k8s.io/apimachinery
+// v0.34.0) and any later ones. The MIG slices follow the 1.35 layout above,
+// which Kubernetes 1.34's alpha partitionable devices do not accept: they
+// need a 1.35 or later API server with the DRAPartitionableDevices feature
+// gate. With [Options].WholeGPUsOnly the slices use none of the
+// partitionable-device fields.
 package dra

@@ -245,9 +245,9 @@ func addMIG(g *gpuGroup, n *topology.Node, d topology.Device, model *mig.Model, 
 			set.Counters[instanceCounter(p)] = counter(uint64(p.MaxInstances), false)
 		}
 	}
-	if len(set.Counters) > resourceapi.ResourceSliceMaxCountersPerCounterSet {
+	if len(set.Counters) > maxCountersPerCounterSet {
 		return fmt.Errorf("%w: GPU %d (%s) needs %d counters, more than the %d a counter set holds",
-			ErrInvalid, d.Index, model.Name(), len(set.Counters), resourceapi.ResourceSliceMaxCountersPerCounterSet)
+			ErrInvalid, d.Index, model.Name(), len(set.Counters), maxCountersPerCounterSet)
 	}
 	// The whole GPU takes everything.
 	g.devices[0].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: cloneCounters(set.Counters)}}
@@ -405,7 +405,7 @@ func assemble(groups []gpuGroup, opts Options) ([]resourceapi.ResourceSlice, err
 		}
 	}
 	for len(sets) > 0 {
-		k := min(len(sets), resourceapi.ResourceSliceMaxCounterSets)
+		k := min(len(sets), maxCounterSets)
 		counterSlices = append(counterSlices, sets[:k])
 		sets = sets[k:]
 	}
@@ -415,7 +415,7 @@ func assemble(groups []gpuGroup, opts Options) ([]resourceapi.ResourceSlice, err
 		adv := g.counters != nil
 		limit := func(advanced bool) int {
 			if advanced {
-				return resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+				return maxDevicesWithAdvancedFeatures
 			}
 			return resourceapi.ResourceSliceMaxDevices
 		}

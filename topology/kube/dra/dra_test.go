@@ -296,12 +296,12 @@ func TestSlicePacking(t *testing.T) {
 		for _, s := range rs {
 			if len(s.Spec.SharedCounters) > 0 {
 				counterSlices++
-				if len(s.Spec.Devices) > 0 || len(s.Spec.SharedCounters) > resourceapi.ResourceSliceMaxCounterSets {
+				if len(s.Spec.Devices) > 0 || len(s.Spec.SharedCounters) > dra.MaxCounterSets {
 					t.Errorf("%d GPUs: counter slice %s breaks the rules", gpus, s.Name)
 				}
 			} else {
 				deviceSlices++
-				if len(s.Spec.Devices) > resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures {
+				if len(s.Spec.Devices) > dra.MaxDevicesWithAdvancedFeatures {
 					t.Errorf("%d GPUs: %d devices in %s", gpus, len(s.Spec.Devices), s.Name)
 				}
 			}

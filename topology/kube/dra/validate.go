@@ -91,8 +91,8 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 			bad("%s: pool %q: generation %d / resourceSliceCount %d differ from the pool's other slices (%d / %d)",
 				where, spec.Pool.Name, spec.Pool.Generation, spec.Pool.ResourceSliceCount, p.gen, p.count)
 		}
-		if len(spec.SharedCounters) > resourceapi.ResourceSliceMaxCounterSets {
-			bad("%s: %d counter sets, at most %d per slice", where, len(spec.SharedCounters), resourceapi.ResourceSliceMaxCounterSets)
+		if len(spec.SharedCounters) > maxCounterSets {
+			bad("%s: %d counter sets, at most %d per slice", where, len(spec.SharedCounters), maxCounterSets)
 		}
 		for _, cs := range spec.SharedCounters {
 			if msgs := validation.IsDNS1123Label(cs.Name); len(msgs) > 0 {
@@ -102,8 +102,8 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 				bad("%s: counter set %q defined twice in pool %q", where, cs.Name, spec.Pool.Name)
 			}
 			p.sets[cs.Name] = cs
-			if len(cs.Counters) == 0 || len(cs.Counters) > resourceapi.ResourceSliceMaxCountersPerCounterSet {
-				bad("%s: counter set %q has %d counters, must have 1 to %d", where, cs.Name, len(cs.Counters), resourceapi.ResourceSliceMaxCountersPerCounterSet)
+			if len(cs.Counters) == 0 || len(cs.Counters) > maxCountersPerCounterSet {
+				bad("%s: counter set %q has %d counters, must have 1 to %d", where, cs.Name, len(cs.Counters), maxCountersPerCounterSet)
 			}
 			for name, c := range cs.Counters {
 				if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
@@ -120,14 +120,14 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 				advanced = true
 			}
 			for _, a := range d.Attributes {
-				if a.IntValues != nil || a.BoolValues != nil || a.StringValues != nil || a.VersionValues != nil {
+				if _, _, list := attributeFields(a); list {
 					advanced = true
 				}
 			}
 		}
 		limit := resourceapi.ResourceSliceMaxDevices
 		if advanced {
-			limit = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+			limit = maxDevicesWithAdvancedFeatures
 		}
 		if len(spec.Devices) > limit {
 			bad("%s: %d devices, at most %d here", where, len(spec.Devices), limit)
@@ -152,23 +152,17 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 				if _, ok := d.Capacity[name]; ok {
 					bad("%s: %q is both an attribute and a capacity", dw, name)
 				}
-				set := 0
-				for _, isSet := range []bool{a.IntValue != nil, a.BoolValue != nil, a.StringValue != nil, a.VersionValue != nil,
-					a.IntValues != nil, a.BoolValues != nil, a.StringValues != nil, a.VersionValues != nil} {
-					if isSet {
-						set++
-					}
-				}
+				set, n, _ := attributeFields(a)
 				if set != 1 {
 					bad("%s: attribute %q must have exactly one value field set (%d are)", dw, name, set)
 				}
 				if a.StringValue != nil && len(*a.StringValue) > resourceapi.DeviceAttributeMaxValueLength {
 					bad("%s: attribute %q is longer than %d bytes", dw, name, resourceapi.DeviceAttributeMaxValueLength)
 				}
-				values += max(1, len(a.IntValues)+len(a.BoolValues)+len(a.StringValues)+len(a.VersionValues))
+				values += n
 			}
-			if values > resourceapi.ResourceSliceMaxAttributeValuesPerDevice {
-				bad("%s: %d attribute values, at most %d", dw, values, resourceapi.ResourceSliceMaxAttributeValuesPerDevice)
+			if values > maxAttributeValuesPerDevice {
+				bad("%s: %d attribute values, at most %d", dw, values, maxAttributeValuesPerDevice)
 			}
 			for name, c := range d.Capacity {
 				if err := qualifiedName(string(name)); err != "" {
@@ -178,8 +172,8 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 					bad("%s: capacity %q is negative", dw, name)
 				}
 			}
-			if len(d.ConsumesCounters) > resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
-				bad("%s: %d counter consumptions, at most %d", dw, len(d.ConsumesCounters), resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice)
+			if len(d.ConsumesCounters) > maxDeviceCounterConsumptionsPerDevice {
+				bad("%s: %d counter consumptions, at most %d", dw, len(d.ConsumesCounters), maxDeviceCounterConsumptionsPerDevice)
 			}
 			seenSets := map[string]bool{}
 			for _, c := range d.ConsumesCounters {
@@ -187,8 +181,8 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 					bad("%s: consumes from counter set %q twice", dw, c.CounterSet)
 				}
 				seenSets[c.CounterSet] = true
-				if len(c.Counters) == 0 || len(c.Counters) > resourceapi.ResourceSliceMaxCountersPerDeviceCounterConsumption {
-					bad("%s: consumes %d counters from %q, must be 1 to %d", dw, len(c.Counters), c.CounterSet, resourceapi.ResourceSliceMaxCountersPerDeviceCounterConsumption)
+				if len(c.Counters) == 0 || len(c.Counters) > maxCountersPerDeviceCounterConsumption {
+					bad("%s: consumes %d counters from %q, must be 1 to %d", dw, len(c.Counters), c.CounterSet, maxCountersPerDeviceCounterConsumption)
 				}
 			}
 		}
