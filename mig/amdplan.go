@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // AMDWork is a workload on one partition of an AMD GPU.
@@ -642,7 +644,7 @@ func (w *amdStepWriter) emit(at int, s Step) {
 		return
 	}
 	if err := applyAMDStep(w.sim, w.sim[at], s); err != nil {
-		w.err = fmt.Errorf("mig: internal error: AMD plan step %s fails: %w", s, err)
+		w.err = fmt.Errorf("mig: %w: AMD plan step %s fails: %v", topology.ErrInternal, s, err)
 		return
 	}
 	w.plan.Steps = append(w.plan.Steps, s)

@@ -1,6 +1,10 @@
 package mig
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gputopo/gputopo/topology"
+)
 
 // build turns a solution into ordered steps, checking every step against a
 // simulated copy of the layouts: evictions and reclaims first, then the
@@ -41,7 +45,7 @@ type stepWriter struct {
 // emit checks step st against the simulated layouts and appends it.
 func (w *stepWriter) emit(st Step) error {
 	if err := ApplyStep(w.sim, st); err != nil {
-		return fmt.Errorf("mig: internal error: plan step %s leaves an invalid layout: %w", st, err)
+		return fmt.Errorf("mig: %w: plan step %s leaves an invalid layout: %v", topology.ErrInternal, st, err)
 	}
 	w.plan.Steps = append(w.plan.Steps, st)
 	return nil
@@ -172,5 +176,5 @@ func (w *stepWriter) breakCycle(moves []*pendingMove) error {
 			return w.takeDown(m.in, why)
 		}
 	}
-	return fmt.Errorf("mig: internal error: moves cannot be ordered")
+	return fmt.Errorf("mig: %w: moves cannot be ordered", topology.ErrInternal)
 }

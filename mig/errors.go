@@ -10,35 +10,39 @@ import (
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
-// callers can branch with errors.Is.
+// callers can branch with errors.Is. The ones for a bad argument (a model,
+// layout, step, mode, profile or GPU the call cannot use) wrap
+// topology.ErrInvalidRequest; the parse errors wrap ErrParse
+// (topology.ErrParse); an error that would be a bug in gputopo wraps
+// topology.ErrInternal.
 var (
 	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the
 	// form). It wraps ErrParse.
 	ErrBadProfileName = fmt.Errorf("mig: malformed profile name: %w", ErrParse)
 	// ErrUnknownModel: no profile table is known for a GPU model.
-	ErrUnknownModel = errors.New("mig: unknown GPU model")
+	ErrUnknownModel = fmt.Errorf("mig: unknown GPU model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownProfile: a model has no profile of that name or ID.
-	ErrUnknownProfile = errors.New("mig: unknown profile")
+	ErrUnknownProfile = fmt.Errorf("mig: unknown profile: %w", topology.ErrInvalidRequest)
 	// ErrInvalidModel: a profile table given to NewModel is inconsistent.
-	ErrInvalidModel = errors.New("mig: invalid profile table")
+	ErrInvalidModel = fmt.Errorf("mig: invalid profile table: %w", topology.ErrInvalidRequest)
 	// ErrIllegalPlacement: a placement is not one the profile may use.
-	ErrIllegalPlacement = errors.New("mig: illegal placement")
+	ErrIllegalPlacement = fmt.Errorf("mig: illegal placement: %w", topology.ErrInvalidRequest)
 	// ErrOverlap: two GPU instances share a memory slice.
-	ErrOverlap = errors.New("mig: overlapping instances")
+	ErrOverlap = fmt.Errorf("mig: overlapping instances: %w", topology.ErrInvalidRequest)
 	// ErrInstanceLimit: a profile's instance limit (or the GPU's single
 	// optical-flow engine that +me profiles use) would be exceeded.
 	ErrInstanceLimit = errors.New("mig: instance limit reached")
 	// ErrInvalidLayout: a layout is malformed (wraps a more specific
 	// sentinel such as ErrOverlap when there is one).
-	ErrInvalidLayout = errors.New("mig: invalid layout")
+	ErrInvalidLayout = fmt.Errorf("mig: invalid layout: %w", topology.ErrInvalidRequest)
 	// ErrNoInstance: no GPU instance sits at the placement a step names.
-	ErrNoInstance = errors.New("mig: no such instance")
+	ErrNoInstance = fmt.Errorf("mig: no such instance: %w", topology.ErrInvalidRequest)
 	// ErrInUse: the operation needs an idle instance or GPU (NVML answers
 	// NVML_ERROR_IN_USE), e.g. destroying a GPU instance that still has a
 	// compute instance or a running workload.
 	ErrInUse = errors.New("mig: instance in use")
 	// ErrBadStep: a plan step is malformed or does not fit the layout.
-	ErrBadStep = errors.New("mig: bad plan step")
+	ErrBadStep = fmt.Errorf("mig: bad plan step: %w", topology.ErrInvalidRequest)
 	// ErrNoFit: a request fits on no GPU without reconfiguration.
 	ErrNoFit = errors.New("mig: request does not fit")
 	// ErrNoPlan: no reconfiguration the policy allows makes room for a
@@ -54,10 +58,10 @@ var (
 	ErrParse = topology.ErrParse
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
-	ErrBadMode = errors.New("mig: invalid partition mode")
+	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
 	// ErrUnknownGPU: a step or request names a GPU the manager or fleet
 	// does not have.
-	ErrUnknownGPU = errors.New("mig: unknown GPU")
+	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)
 )
 
 // parseError is a parse error that wraps ErrParse and a more specific

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Strategy chooses a GPU and a slot for a request.
@@ -442,7 +444,7 @@ func (f *Fleet) Place(req Request) (Assignment, error) {
 	in := Instance{Profile: c.g.m.spec.Profiles[pi].Name, Placement: a.Placement, State: InUse, Owner: req.Owner, Priority: req.Priority}
 	l := f.gpus[a.Index].layout
 	if err := l.Add(in); err != nil {
-		return Assignment{Request: req, Index: -1}, fmt.Errorf("mig: internal error: fleet state out of step: %w", err)
+		return Assignment{Request: req, Index: -1}, fmt.Errorf("mig: %w: fleet state out of step: %v", topology.ErrInternal, err)
 	}
 	f.leave(int32(a.Index))
 	f.enter(int32(a.Index), c.g.bucketForKey(c.next))

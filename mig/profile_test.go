@@ -145,3 +145,20 @@ func TestEnumTextRejectsUnknownValues(t *testing.T) {
 		assert.ErrorIs(t, u.UnmarshalText([]byte("x")), ErrParse, "%s: nil receiver", name)
 	}
 }
+
+// TestSentinelTaxonomy: the package's sentinels wrap the canonical ones of
+// package topology (docs/errors.md).
+func TestSentinelTaxonomy(t *testing.T) {
+	for _, err := range []error{ErrUnknownModel, ErrUnknownProfile, ErrInvalidModel, ErrIllegalPlacement,
+		ErrOverlap, ErrInvalidLayout, ErrNoInstance, ErrBadStep, ErrBadMode, ErrUnknownGPU} {
+		assert.ErrorIs(t, err, topology.ErrInvalidRequest, err.Error())
+	}
+	for _, err := range []error{ErrParse, ErrBadProfileName, ErrBadMix} {
+		assert.ErrorIs(t, err, topology.ErrParse, err.Error())
+	}
+	assert.Same(t, topology.ErrParse, ErrParse)
+	assert.ErrorIs(t, ErrUnsupported, errors.ErrUnsupported)
+	for _, err := range []error{ErrInstanceLimit, ErrInUse, ErrNoFit, ErrNoPlan} {
+		assert.NotErrorIs(t, err, topology.ErrInvalidRequest, "%v is an outcome, not a bad request", err)
+	}
+}
