@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,9 +12,9 @@ import (
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/sysfs"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -84,9 +83,9 @@ func TestDetectSubpackageSentinels(t *testing.T) {
 	for i, e := range errs {
 		ps = append(ps, fake{name: fmt.Sprint(i), err: e})
 	}
-	ps = append(ps, fake{name: "broken", err: fmt.Errorf("%w: garbage", amd.ErrMalformed)})
+	ps = append(ps, fake{name: "broken", err: fmt.Errorf("%w: garbage", amd.ErrParse)})
 	_, rep, err := provider.Detect(context.Background(), ps...)
-	if !errors.Is(err, provider.ErrNotDetected) || !errors.Is(err, amd.ErrMalformed) {
+	if !errors.Is(err, provider.ErrNotDetected) || !errors.Is(err, amd.ErrParse) {
 		t.Fatalf("err = %v", err)
 	}
 	for i, a := range rep.Attempts[:4] {
@@ -125,6 +124,17 @@ func TestDefaultProviders(t *testing.T) {
 	}
 }
 
+// written writes tr to a fresh directory (provider/sysfs reads real paths
+// only) and returns it.
+func written(t *testing.T, tr *sysfstest.Tree) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := tr.WriteDir(root); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // hardware returns the vendor and fallback providers reading the tree.
 func hardware(root string) []provider.TopologyProvider {
 	return []provider.TopologyProvider{
@@ -139,30 +149,31 @@ func hardware(root string) []provider.TopologyProvider {
 // driver by sysfs, with the no-fabric note; an empty machine by nobody.
 func TestDetectGeneratedTrees(t *testing.T) {
 	t.Run("MI300X", func(t *testing.T) {
-		tr := fakesys.New(t.TempDir())
-		if err := tr.AddAMD(fakesys.MI300X8("SPX", "NPS1")); err != nil {
+		tr := sysfstest.New()
+		if err := tr.AddAMD(sysfstest.MI300X8("SPX", "NPS1")); err != nil {
 			t.Fatal(err)
 		}
-		n, rep, err := provider.Detect(context.Background(), hardware(tr.Root)...)
+		n, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
 		if err != nil || rep.Chosen != "amd" || n.Len() != 8 || len(rep.Attempts[1].Notes) != 0 {
 			t.Fatalf("%v %v\n%s", n, err, rep)
 		}
 	})
 	t.Run("NVIDIA without driver", func(t *testing.T) {
-		tr := fakesys.New(t.TempDir())
+		tr := sysfstest.New()
 		for i := range 2 {
-			if err := tr.AddPCI(fakesys.PCIFunc{Path: []string{"pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), fmt.Sprintf("0000:%02x:00.0", i+1)},
+			if err := tr.AddPCI(sysfstest.PCIFunc{Path: []string{"pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), fmt.Sprintf("0000:%02x:00.0", i+1)},
 				Vendor: 0x10de, Device: 0x2335, Class: 0x030200, NUMA: -1}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		n, rep, err := provider.Detect(context.Background(), hardware(tr.Root)...)
+		root := written(t, tr)
+		n, rep, err := provider.Detect(context.Background(), hardware(root)...)
 		if err != nil || rep.Chosen != "sysfs" || n.Len() != 2 || rep.Degraded() {
 			t.Fatalf("%v %v\n%s", n, err, rep)
 		}
 		want := "nvidia: not detected: nvidia: init: nvidia: NVML not available\n" +
-			"amd: not detected: provider: no devices detected: no KFD topology at " + filepath.Join(tr.Root, "sys/class/kfd/kfd/topology") +
-			" (amdgpu driver not loaded?): stat " + filepath.Join(tr.Root, "sys/class/kfd/kfd/topology") + ": no such file or directory\n" +
+			"amd: not detected: provider: no devices detected: no KFD topology at " + filepath.Join(root, "sys/class/kfd/kfd/topology") +
+			" (amdgpu driver not loaded?): stat " + filepath.Join(root, "sys/class/kfd/kfd/topology") + ": no such file or directory\n" +
 			"sysfs: detected\n  note: " + sysfs.NoFabric + "\n" +
 			"  note: NVIDIA GPUs seen without NVML: NVLink/NVSwitch links, MIG state, UUIDs and memory are unknown\n"
 		if got := rep.String(); got != want {
@@ -170,11 +181,11 @@ func TestDetectGeneratedTrees(t *testing.T) {
 		}
 	})
 	t.Run("no accelerator", func(t *testing.T) {
-		tr := fakesys.New(t.TempDir())
-		if err := tr.AddPCI(fakesys.PCIFunc{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: -1}); err != nil {
+		tr := sysfstest.New()
+		if err := tr.AddPCI(sysfstest.PCIFunc{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: -1}); err != nil {
 			t.Fatal(err)
 		}
-		_, rep, err := provider.Detect(context.Background(), hardware(tr.Root)...)
+		_, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
 		if !errors.Is(err, provider.ErrNotDetected) || rep.Chosen != "" {
 			t.Fatalf("err %v, chosen %q", err, rep.Chosen)
 		}
@@ -191,21 +202,20 @@ func TestDetectGeneratedTrees(t *testing.T) {
 // report shows the failure, the fallback's notes and a warning, so the
 // fallback does not hide the vendor provider's problem.
 func TestDetectDegraded(t *testing.T) {
-	tr := fakesys.New(t.TempDir())
-	m := fakesys.MI300X8("SPX", "NPS1")
+	tr := sysfstest.New()
+	m := sysfstest.MI300X8("SPX", "NPS1")
 	m.GPUs, m.XGMI = m.GPUs[:2], map[[2]int]int{{0, 1}: 1}
 	if err := tr.AddAMD(m); err != nil {
 		t.Fatal(err)
 	}
-	bad := filepath.Join(tr.Sys(), "bus", "pci", "devices", "0000:23:00.0", "current_compute_partition")
-	if err := os.WriteFile(bad, []byte("BOGUS\n"), 0o644); err != nil {
+	if err := tr.File(sysfstest.PCIDevices+"/0000:23:00.0/current_compute_partition", "BOGUS\n"); err != nil {
 		t.Fatal(err)
 	}
-	n, rep, err := provider.Detect(context.Background(), hardware(tr.Root)...)
+	n, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
 	if err != nil || rep.Chosen != "sysfs" || n.Len() != 2 || !rep.Degraded() {
 		t.Fatalf("%v %v\n%s", n, err, rep)
 	}
-	if !rep.Attempts[1].Failed() || !errors.Is(rep.Attempts[1].Err, amd.ErrMalformed) {
+	if !rep.Attempts[1].Failed() || !errors.Is(rep.Attempts[1].Err, amd.ErrParse) {
 		t.Errorf("amd attempt: %v", rep.Attempts[1].Err)
 	}
 	s := rep.String()

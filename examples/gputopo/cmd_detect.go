@@ -20,7 +20,7 @@ var errNothingDetected = errors.New("no provider detected an accelerator")
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("detect", stderr)
-	root := fs.String("root", "", "read sysfs under `DIR` (a captured or generated tree holding sys/) with the amd and sysfs providers; NVML is not used")
+	root := fs.String("root", "", "read the filesystem under `DIR` instead of / (the root of a captured or generated tree: DIR/sys/...) with the amd and sysfs providers; NVML is not used")
 	kfd := fs.String("kfd", "", "read a raw capture of /sys/class/kfd/kfd/topology from `DIR` with the amd provider (implies --root, default an empty one)")
 	format := fs.String("format", "text", "output `format`: text (report and topology) or json (the topology in our schema; the report goes to stderr)")
 	if err := parseFlags(fs, args); err != nil {

@@ -2,45 +2,45 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/internal/shareddata"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
 // nvidiaTree writes a minimal sysfs tree with two NVIDIA H200s (no driver)
-// on two root ports.
+// on two root ports, built with the exported fakes of provider/sysfstest
+// and written to a directory (the sysfs provider reads real paths).
 func nvidiaTree(t *testing.T) string {
 	t.Helper()
-	root := t.TempDir()
+	tr := sysfstest.New()
 	for i := range 2 {
-		addr := fmt.Sprintf("0000:%02x:00.0", i+1)
-		rel := filepath.Join("sys", "devices", "pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), addr)
-		files := map[string]string{
-			"vendor": "0x10de\n", "device": "0x2335\n", "class": "0x030200\n", "numa_node": "-1\n",
-			"modalias": "pci:v000010DEd00002335sv000010DEsd00000000bc03sc02i00\n",
-		}
-		for name, content := range files {
-			p := filepath.Join(root, rel, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		link := filepath.Join(root, "sys", "bus", "pci", "devices", addr)
-		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../../devices/pci0000:00/"+fmt.Sprintf("0000:00:%02x.0", i+1)+"/"+addr, link); err != nil {
-			t.Fatal(err)
-		}
+		f := sysfstest.PCIFunc{Path: []string{"pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), fmt.Sprintf("0000:%02x:00.0", i+1)},
+			Vendor: 0x10de, Device: 0x2335, Class: 0x030200, NUMA: -1}
+		require.NoError(t, tr.AddPCI(f))
 	}
+	root := t.TempDir()
+	require.NoError(t, tr.WriteDir(root))
 	return root
+}
+
+// TestDetectAMDTree: --root is the filesystem root (the directory holding
+// sys/) for every provider; a generated MI300X node under it is answered by
+// the amd provider.
+func TestDetectAMDTree(t *testing.T) {
+	tr := sysfstest.New()
+	require.NoError(t, tr.AddAMD(sysfstest.MI300X8("SPX", "NPS1")))
+	root := t.TempDir()
+	require.NoError(t, tr.WriteDir(root))
+	code, out, errOut := runCLI(t, "detect", "--root", root)
+	require.Equal(t, 0, code, "stderr %q", errOut)
+	require.Contains(t, out, "amd: detected")
+	require.Contains(t, out, "answered by the amd provider")
+	require.Contains(t, out, "8 devices (8× AMD Instinct MI300X)")
 }
 
 func TestDetectSysfsTree(t *testing.T) {

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/internal/shareddata"
 )
 
@@ -133,7 +136,7 @@ func TestSimulateFiles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, "2 GPU nodes (10 GPUs), 4 pods; 2 policies x 1 seeds") {
+	if !strings.Contains(out, "2 GPU nodes (10 GPUs, 896.0 GiB memory), 4 pods (312.0 GiB memory asked); 2 policies x 1 seeds") {
 		t.Errorf("output:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "lookahead-seed7.csv")); err != nil {
@@ -147,9 +150,29 @@ func TestSimulateTrace(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"openb_node_list_gpu_node.csv", "1213 GPU nodes (6212 GPUs), 8152 pods", "paper@100", "95.23"} {
+	for _, want := range []string{"openb_node_list_gpu_node.csv", "1213 GPU nodes (6212 GPUs, ", "), 8152 pods (", "paper@100", "95.23"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestSimulateCancelled: a cancelled context stops the command with an
+// error saying so.
+func TestSimulateCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"simulate", "-synthetic", "60", "-seeds", "1", "-out", ""}, &out, &errb)
+	require.Equal(t, 1, code, "stdout %s", out.String())
+	require.Contains(t, errb.String(), "context canceled")
+}
+
+func TestFormatBytes(t *testing.T) {
+	for b, want := range map[int64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB",
+		8192 << 20: "8.0 GiB", 6 << 40: "6.0 TiB", 1 << 60: "1.0 EiB", 1<<63 - 1: "8.0 EiB",
+	} {
+		assert.Equal(t, want, formatBytes(b), "%d bytes", b)
 	}
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -18,12 +19,13 @@ var (
 	// GPU. It is the sentinel package provider's ErrNotDetected matches in
 	// provider.Detect's report.
 	ErrNotDetected = detecterr.ErrNotDetected
-	// ErrMalformed is wrapped when a file exists but cannot be read or
-	// parsed (garbage, a FIFO or directory in its place, a symlink loop, an
-	// I/O error, a size beyond a limit, which also wraps topology.ErrLimit),
-	// or the tree is inconsistent (a link whose node_from is not its node).
-	// The message names the file and line.
-	ErrMalformed = errors.New("amd: malformed KFD or amdgpu sysfs file")
+	// ErrParse is topology.ErrParse, re-exported: it is wrapped when a file
+	// exists but cannot be read or parsed (garbage, a FIFO or directory in
+	// its place, a symlink loop, an I/O error, a size beyond a limit, which
+	// also wraps topology.ErrLimit), or the tree is inconsistent (a link
+	// whose node_from is not its node). The message names the file and
+	// line. (It replaces ErrMalformed.)
+	ErrParse = topology.ErrParse
 	// ErrChanged is wrapped when the KFD generation_id kept changing while
 	// the tree was read (a partition switch or hot plug in progress).
 	ErrChanged = errors.New("amd: KFD topology changed while it was read")
@@ -32,9 +34,10 @@ var (
 // Provider discovers AMD GPUs from the KFD topology and amdgpu sysfs. It is
 // safe for concurrent use; every Discover or Scan reads sysfs afresh.
 type Provider struct {
-	root string
-	kfd  string
-	name string
+	fsys  fs.FS  // the filesystem root
+	kfdFS fs.FS  // where the KFD topology is read; fsys unless WithKFDTopology
+	kfd   string // the KFD topology directory in kfdFS
+	name  string
 
 	mu   sync.Mutex
 	last *Inventory // the latest Discover's inventory, for Notes
@@ -43,16 +46,51 @@ type Provider struct {
 // Option configures a [Provider].
 type Option func(*Provider)
 
-// WithRoot reads sysfs under root instead of "/": KFD at
-// <root>/sys/class/kfd/kfd/topology, PCI functions at
+// WithRoot reads the real filesystem under root instead of "/" (root is
+// the filesystem root, the directory holding sys/, as for every provider's
+// WithRoot): KFD at <root>/sys/class/kfd/kfd/topology, PCI functions at
 // <root>/sys/bus/pci/devices, DRM at <root>/sys/class/drm and NUMA nodes at
-// <root>/sys/devices/system/node.
-func WithRoot(root string) Option { return func(p *Provider) { p.root = root } }
+// <root>/sys/devices/system/node. "" means "/". WithRoot and [WithFS]
+// replace each other: the last one given counts.
+func WithRoot(root string) Option {
+	return func(p *Provider) { p.fsys = sysfile.DirFS(root) }
+}
 
-// WithKFDTopology reads the KFD topology from dir (the directory holding
-// nodes/ and, on a live system, generation_id) instead of under the root,
-// for raw captures of /sys/class/kfd/kfd/topology.
-func WithKFDTopology(dir string) Option { return func(p *Provider) { p.kfd = dir } }
+// WithFS reads the filesystem root from fsys instead of the real "/": the
+// same files under the fs.FS names sys/class/kfd/kfd/topology,
+// sys/bus/pci/devices, sys/class/drm and sys/devices/system/node. Symlinks
+// are followed when fsys implements fs.ReadLinkFS (testing/fstest.MapFS
+// does; provider/sysfstest builds such trees in memory); without it the
+// PCI tree placement (read from symlink targets) is unknown.
+//
+// Every file is Stat'ed first and refused unless regular before it is
+// opened, read up to a bound, and the context is checked before each read,
+// as on the real filesystem. A nil fsys means the real "/". (With a
+// hand-made fstest.MapFS, give directories entries of their own: MapFS
+// finds an implied directory only by scanning every name.)
+func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys = fsys } }
+
+// WithKFDTopology reads the KFD topology from the real directory dir (the
+// directory holding nodes/ and, on a live system, generation_id) instead of
+// under the root, for raw captures of /sys/class/kfd/kfd/topology. The rest
+// (PCI, DRM, NUMA) is still read under the root.
+func WithKFDTopology(dir string) Option {
+	return func(p *Provider) { p.kfdFS, p.kfd = sysfile.DirFS(dir), "." }
+}
+
+// WithKFDTopologyFS is [WithKFDTopology] for a capture inside an fs.FS (an
+// embed.FS shipped with a test, say): the KFD topology is read from the
+// directory dir of fsys ("." for its top), with the same checks as
+// [WithFS]. A nil fsys leaves the KFD topology under the root.
+func WithKFDTopologyFS(fsys fs.FS, dir string) Option {
+	return func(p *Provider) {
+		if fsys == nil {
+			p.kfdFS, p.kfd = nil, ""
+			return
+		}
+		p.kfdFS, p.kfd = fsys, dir
+	}
+}
 
 // WithNodeName names the discovered node; the default is the host name.
 func WithNodeName(name string) Option { return func(p *Provider) { p.name = name } }
@@ -60,15 +98,15 @@ func WithNodeName(name string) Option { return func(p *Provider) { p.name = name
 // New returns a provider reading the live sysfs unless options say
 // otherwise.
 func New(opts ...Option) *Provider {
-	p := &Provider{root: "/"}
+	p := &Provider{}
 	for _, o := range opts {
 		o(p)
 	}
-	if p.root == "" {
-		p.root = "/"
+	if p.fsys == nil {
+		p.fsys = sysfile.DirFS("/")
 	}
-	if p.kfd == "" {
-		p.kfd = filepath.Join(p.root, "sys", "class", "kfd", "kfd", "topology")
+	if p.kfdFS == nil {
+		p.kfdFS, p.kfd = p.fsys, kfdTopology
 	}
 	return p
 }
@@ -164,7 +202,7 @@ type SkippedNode struct {
 }
 
 // Scan reads KFD and amdgpu sysfs and returns the topology with the AMD
-// details. Errors wrap [ErrNotDetected] (no KFD, no GPU), [ErrMalformed]
+// details. Errors wrap [ErrNotDetected] (no KFD, no GPU), [ErrParse]
 // (a file that cannot be read or parsed, named in the message; with
 // topology.ErrLimit for a tree beyond a limit), [ErrChanged], or are the
 // context's error.
@@ -180,7 +218,7 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, err := readKFD(ctx, p.kfd)
+	t, err := readKFD(ctx, p.kfdFS, p.kfd)
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +226,13 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	return build(ctx, t, filepath.Join(p.root, "sys"), name)
+	return build(ctx, t, p.fsys, name)
 }
 
 // errorf formats a malformed-tree error.
 func errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrParse}, args...)...)
 }
+
+// kfdTopology is the fs.FS name of /sys/class/kfd/kfd/topology.
+const kfdTopology = "sys/class/kfd/kfd/topology"

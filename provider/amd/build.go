@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,8 +48,9 @@ type group struct {
 }
 
 type builder struct {
-	ctx      context.Context // checked before every file read
-	sys      string
+	ctx      context.Context  // checked before every file read
+	fsys     fs.FS            // the filesystem root
+	sys      string           // the fs.FS name of /sys: "sys"
 	cpus     map[int]*kfdNode // KFD CPU nodes by id (= NUMA node id)
 	gpus     []*gpu           // in KFD node order
 	byKFD    map[int]int      // KFD node id -> device index
@@ -65,8 +66,8 @@ func (b *builder) note(format string, args ...any) {
 	}
 }
 
-func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error) {
-	b := &builder{ctx: ctx, sys: sys, cpus: map[int]*kfdNode{}, byKFD: map[int]int{}}
+func build(ctx context.Context, t *kfdTree, fsys fs.FS, name string) (*Inventory, error) {
+	b := &builder{ctx: ctx, fsys: fsys, sys: "sys", cpus: map[int]*kfdNode{}, byKFD: map[int]int{}}
 	gpus := 0
 	for _, n := range t.nodes {
 		if n.isGPU() {
@@ -74,10 +75,10 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 		}
 	}
 	if gpus > topology.MaxDevices {
-		return nil, fmt.Errorf("%w: KFD lists %d GPU nodes, more than topology.MaxDevices (%d): %w", ErrMalformed, gpus, topology.MaxDevices, topology.ErrLimit)
+		return nil, fmt.Errorf("%w: KFD lists %d GPU nodes, more than topology.MaxDevices (%d): %w", ErrParse, gpus, topology.MaxDevices, topology.ErrLimit)
 	}
 	if cpus := len(t.nodes) - gpus; cpus > MaxNUMANodes {
-		return nil, fmt.Errorf("%w: KFD lists %d CPU nodes, more than amd.MaxNUMANodes (%d): %w", ErrMalformed, cpus, MaxNUMANodes, topology.ErrLimit)
+		return nil, fmt.Errorf("%w: KFD lists %d CPU nodes, more than amd.MaxNUMANodes (%d): %w", ErrParse, cpus, MaxNUMANodes, topology.ErrLimit)
 	}
 	b.gpus = make([]*gpu, 0, gpus)
 	for _, n := range t.nodes {
@@ -126,7 +127,7 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 	}
 	node, err := tb.Build()
 	if err != nil {
-		return nil, fmt.Errorf("%w: the KFD tree does not make a valid topology: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: the KFD tree does not make a valid topology: %w", ErrParse, err)
 	}
 	inv := &Inventory{Node: node, Generation: t.generation, Skipped: t.skipped, Notes: b.notes}
 	for _, g := range b.gpus {
@@ -138,7 +139,7 @@ func build(ctx context.Context, t *kfdTree, sys, name string) (*Inventory, error
 // numaCount returns the number of NUMA nodes: sysfs node directories, else
 // KFD CPU nodes.
 func (b *builder) numaCount() (int, error) {
-	ents, err := sysfile.ReadDir(b.ctx, filepath.Join(b.sys, "devices", "system", "node"))
+	ents, err := sysfile.ReadDir(b.ctx, b.fsys, path.Join(b.sys, "devices", "system", "node"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fileErr(b.ctx, err)
 	}
@@ -149,7 +150,7 @@ func (b *builder) numaCount() (int, error) {
 		}
 	}
 	if n > MaxNUMANodes {
-		return 0, fmt.Errorf("%w: sysfs lists %d NUMA nodes, more than amd.MaxNUMANodes (%d): %w", ErrMalformed, n, MaxNUMANodes, topology.ErrLimit)
+		return 0, fmt.Errorf("%w: sysfs lists %d NUMA nodes, more than amd.MaxNUMANodes (%d): %w", ErrParse, n, MaxNUMANodes, topology.ErrLimit)
 	}
 	if n == 0 {
 		n = len(b.cpus)
@@ -221,7 +222,7 @@ func (b *builder) readPCI(gr *group) error {
 	if !gr.phys.IsValid() {
 		return nil
 	}
-	f, err := pcitree.Read(b.ctx, b.sys, gr.phys)
+	f, err := pcitree.Read(b.ctx, b.fsys, b.sys, gr.phys)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		b.note("no PCI sysfs entry for the GPUs: NUMA nodes come from their KFD links to CPU nodes, PCIe path classes from NUMA alone (NODE or SYS)")
@@ -230,18 +231,18 @@ func (b *builder) readPCI(gr *group) error {
 	default:
 		gr.fn, gr.hasFn = f, true
 	}
-	dir := filepath.Join(pcitree.DevicesDir(b.sys), gr.phys.String())
+	dir := path.Join(pcitree.DevicesDir(b.sys), gr.phys.String())
 	part := topology.Partitioning{}
-	cur, ok, err := readMode(b.ctx, filepath.Join(dir, "current_compute_partition"), computeModes)
+	cur, ok, err := readMode(b.ctx, b.fsys, path.Join(dir, "current_compute_partition"), computeModes)
 	if err != nil {
 		return err
 	}
 	if ok {
 		part.Kind, part.ComputeMode = topology.PartitionAMD, cur
-		if part.AvailableModes, _, err = readModes(b.ctx, filepath.Join(dir, "available_compute_partition"), computeModes); err != nil {
+		if part.AvailableModes, _, err = readModes(b.ctx, b.fsys, path.Join(dir, "available_compute_partition"), computeModes); err != nil {
 			return err
 		}
-		if part.MemoryMode, _, err = readMode(b.ctx, filepath.Join(dir, "current_memory_partition"), memoryModes); err != nil {
+		if part.MemoryMode, _, err = readMode(b.ctx, b.fsys, path.Join(dir, "current_memory_partition"), memoryModes); err != nil {
 			return err
 		}
 	} else if len(gr.members) > 1 {
@@ -282,20 +283,20 @@ var (
 )
 
 // readMode reads a current_*_partition file: one mode name.
-func readMode(ctx context.Context, path string, valid []string) (string, bool, error) {
-	modes, ok, err := readModes(ctx, path, valid)
+func readMode(ctx context.Context, fsys fs.FS, name string, valid []string) (string, bool, error) {
+	modes, ok, err := readModes(ctx, fsys, name, valid)
 	if err != nil || !ok {
 		return "", ok, err
 	}
 	if len(modes) != 1 {
-		return "", false, errorf("%s: want one mode, got %q", path, strings.Join(modes, ", "))
+		return "", false, errorf("%s: want one mode, got %q", sysfile.Path(fsys, name), strings.Join(modes, ", "))
 	}
 	return modes[0], true, nil
 }
 
 // readModes reads an available_*_partition file: a comma-separated list.
-func readModes(ctx context.Context, path string, valid []string) ([]string, bool, error) {
-	b, err := readFile(ctx, path)
+func readModes(ctx context.Context, fsys fs.FS, name string, valid []string) ([]string, bool, error) {
+	b, err := readFile(ctx, fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -304,20 +305,20 @@ func readModes(ctx context.Context, path string, valid []string) ([]string, bool
 	}
 	modes, err := parseModes(b, valid)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", sysfile.Path(fsys, name), err)
 	}
 	return modes, true, nil
 }
 
 // parseModes parses a comma-separated list of partition modes ("SPX, DPX,
 // CPX"), case-insensitively, dropping repeats. Every entry must be one of
-// valid; an error wraps ErrMalformed.
+// valid; an error wraps ErrParse.
 func parseModes(b []byte, valid []string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(strings.TrimSpace(string(b)), ",") {
 		m := strings.ToUpper(strings.TrimSpace(f))
 		if !slices.Contains(valid, m) {
-			return nil, fmt.Errorf("%w: %q is not one of %s", ErrMalformed, truncate([]byte(m)), strings.Join(valid, ", "))
+			return nil, fmt.Errorf("%w: %q is not one of %s", ErrParse, truncate([]byte(m)), strings.Join(valid, ", "))
 		}
 		if !slices.Contains(out, m) {
 			out = append(out, m)
@@ -329,11 +330,11 @@ func parseModes(b []byte, valid []string) ([]string, error) {
 // device fills in the device and its AMD details.
 func (b *builder) device(i int, g *gpu) error {
 	p := g.n.props
-	path := filepath.Join(g.n.dir, "properties")
+	props := filepath.Join(g.n.dir, "properties")
 	gr := g.group
 	did := p.val("device_id")
 	if did > 0xffff {
-		return errorf("%s: device_id %d out of range", path, did)
+		return errorf("%s: device_id %d out of range", props, did)
 	}
 	g.info.KFDNode, g.info.GPUID = g.n.id, g.n.gpuID
 	g.info.UniqueID, g.info.HiveID = p.val("unique_id"), p.val("hive_id")
@@ -359,7 +360,7 @@ func (b *builder) device(i int, g *gpu) error {
 	}
 	if m, ok := p.get("drm_render_minor"); ok {
 		if m > 1<<20 {
-			return errorf("%s: drm_render_minor %d out of range", path, m)
+			return errorf("%s: drm_render_minor %d out of range", props, m)
 		}
 		g.info.RenderMinor = int(m)
 		var err error
@@ -397,7 +398,7 @@ func (b *builder) device(i int, g *gpu) error {
 	if gr.hasFn && !gr.fn.CPUs.IsEmpty() {
 		d.CPUs = gr.fn.CPUs
 	} else if d.NUMA >= 0 {
-		raw, err := readFile(b.ctx, filepath.Join(b.sys, "devices", "system", "node", fmt.Sprintf("node%d", d.NUMA), "cpulist"))
+		raw, err := readFile(b.ctx, b.fsys, path.Join(b.sys, "devices", "system", "node", fmt.Sprintf("node%d", d.NUMA), "cpulist"))
 		switch {
 		case err == nil:
 			if s, err := topology.ParseCPUSet(strings.TrimSpace(string(raw))); err == nil {
@@ -408,7 +409,7 @@ func (b *builder) device(i int, g *gpu) error {
 		}
 	}
 	if d.NUMA >= 1024 {
-		return errorf("%s: NUMA node %d out of range", path, d.NUMA)
+		return errorf("%s: NUMA node %d out of range", props, d.NUMA)
 	}
 	g.dev = d
 	return nil
@@ -439,11 +440,14 @@ func (b *builder) drm(minor int) (render, card string, err error) {
 		return "", "", err
 	}
 	r := fmt.Sprintf("renderD%d", minor)
-	dir := filepath.Join(b.sys, "class", "drm", r)
-	if _, err := os.Stat(dir); err != nil {
+	dir := path.Join(b.sys, "class", "drm", r)
+	if _, err := sysfile.Stat(b.ctx, b.fsys, dir); err != nil {
+		if cerr := b.ctx.Err(); cerr != nil {
+			return "", "", cerr
+		}
 		return "", "", nil
 	}
-	ents, err := sysfile.ReadDir(b.ctx, filepath.Join(dir, "device", "drm"))
+	ents, err := sysfile.ReadDir(b.ctx, b.fsys, path.Join(dir, "device", "drm"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return r, "", nil
@@ -624,10 +628,10 @@ func (b *builder) numaDistances() ([][]int, error) {
 }
 
 func (b *builder) sysfsDistances() ([][]int, error) {
-	dir := filepath.Join(b.sys, "devices", "system", "node")
+	dir := path.Join(b.sys, "devices", "system", "node")
 	var d [][]int
 	for i := 0; i < MaxNUMANodes; i++ {
-		raw, err := readFile(b.ctx, filepath.Join(dir, fmt.Sprintf("node%d", i), "distance"))
+		raw, err := readFile(b.ctx, b.fsys, path.Join(dir, fmt.Sprintf("node%d", i), "distance"))
 		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
@@ -673,7 +677,7 @@ func (b *builder) nics(tb *topology.Builder) error {
 	if !placed {
 		return nil
 	}
-	nics, err := pcitree.NICs(b.ctx, b.sys)
+	nics, err := pcitree.NICs(b.ctx, b.fsys, b.sys)
 	if err != nil {
 		return fileErr(b.ctx, err)
 	}

@@ -8,9 +8,12 @@
 // place in the PCIe tree, and the amdgpu partition files
 // current_compute_partition, available_compute_partition,
 // current_memory_partition, available_memory_partition), the DRM nodes
-// (/sys/class/drm) and the NUMA nodes (/sys/devices/system/node). The root
-// is injectable ([WithRoot], [WithKFDTopology]), so tests run the real
-// reader against captured or generated trees.
+// (/sys/class/drm) and the NUMA nodes (/sys/devices/system/node). The
+// filesystem is injectable: [WithRoot] names a real directory to read
+// instead of "/", [WithFS] any io/fs.FS holding the same tree (an
+// in-memory fake from provider/sysfstest, an embed.FS of a capture), and
+// [WithKFDTopology] a raw capture of the KFD directory alone, so tests run
+// the real reader against captured or generated trees.
 //
 // # Devices
 //
@@ -69,7 +72,7 @@
 // No KFD tree, or one without GPU nodes, is an error wrapping
 // [ErrNotDetected]. A file that exists but cannot be parsed (garbage or
 // truncated mid-line, out-of-range numbers, a link whose node_from is not
-// its node) is an error wrapping [ErrMalformed] that names the file and
+// its node) is an error wrapping [ErrParse] that names the file and
 // line. Missing files leave what they would say unknown. A KFD node this
 // process may not read (EPERM: outside its device cgroup) is skipped and
 // listed in [Inventory.Skipped]. The walk is retried when KFD's
@@ -78,12 +81,14 @@
 //
 // Every file is read through one helper that opens regular files only (a
 // FIFO, socket, device node or directory in place of a sysfs file is an
-// [ErrMalformed] error at once, never a wait), reads at most 64 KiB
+// [ErrParse] error at once, never a wait: on the real filesystem the file
+// is opened with O_NONBLOCK and checked again once open; in an fs.FS it is
+// Stat'ed and refused before it is opened), reads at most 64 KiB
 // (more wraps topology.ErrLimit) and checks the context first, so a
 // cancellation stops the walk at the next file, inside a node as well as
 // between nodes; the context's error is returned as is. A symlink loop or
-// an I/O error is an [ErrMalformed] error too. Counts are checked before
+// an I/O error is an [ErrParse] error too. Counts are checked before
 // anything per node or device is allocated: at most [MaxKFDNodes] KFD
 // nodes, topology.MaxDevices GPU nodes and [MaxNUMANodes] CPU or sysfs
-// NUMA nodes (errors wrapping [ErrMalformed] and topology.ErrLimit).
+// NUMA nodes (errors wrapping [ErrParse] and topology.ErrLimit).
 package amd

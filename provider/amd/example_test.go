@@ -4,26 +4,21 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
 
 	"github.com/gputopo/gputopo/provider/amd"
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 )
 
 // Example reads a generated sysfs tree of an 8× MI300X node in DPX mode (two
-// logical GPUs per physical GPU). On a real node, amd.New() with no options
-// reads the live /sys.
+// logical GPUs per physical GPU), built in memory by sysfstest. On a real
+// node, amd.New() with no options reads the live /sys.
 func Example() {
-	root, err := os.MkdirTemp("", "amd-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(root)
-	if err := fakesys.New(root).AddAMD(fakesys.MI300X8("DPX", "NPS1")); err != nil {
+	tr := sysfstest.New()
+	if err := tr.AddAMD(sysfstest.MI300X8("DPX", "NPS1")); err != nil {
 		log.Fatal(err)
 	}
 
-	p := amd.New(amd.WithRoot(root), amd.WithNodeName("mi300x-dpx"))
+	p := amd.New(amd.WithFS(tr.FS()), amd.WithNodeName("mi300x-dpx"))
 	inv, err := p.Scan(context.Background())
 	if err != nil {
 		log.Fatal(err)

@@ -6,14 +6,15 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// writeMachine writes m (and NICs) into a fresh tree and returns it.
-func writeMachine(t *testing.T, m fakesys.AMDMachine, nics ...fakesys.PCIFunc) *fakesys.Tree {
+// writeMachine builds m (and NICs) into a fresh in-memory tree and returns
+// it.
+func writeMachine(t testing.TB, m sysfstest.AMDMachine, nics ...sysfstest.PCIFunc) *sysfstest.Tree {
 	t.Helper()
-	tr := fakesys.New(t.TempDir())
+	tr := sysfstest.New()
 	if err := tr.AddAMD(m); err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +26,9 @@ func writeMachine(t *testing.T, m fakesys.AMDMachine, nics ...fakesys.PCIFunc) *
 	return tr
 }
 
-func scan(t *testing.T, root string, opts ...Option) *Inventory {
+func scan(t *testing.T, tr *sysfstest.Tree, opts ...Option) *Inventory {
 	t.Helper()
-	inv, err := New(append([]Option{WithRoot(root), WithNodeName("fixture")}, opts...)...).Scan(context.Background())
+	inv, err := New(append([]Option{WithFS(tr.FS()), WithNodeName("fixture")}, opts...)...).Scan(context.Background())
 	if err != nil {
 		t.Fatalf("Scan: %v", err)
 	}
@@ -37,13 +38,13 @@ func scan(t *testing.T, root string, opts ...Option) *Inventory {
 func mustPCI(s string) topology.PCIAddress { return topology.MustParsePCIAddress(s) }
 
 // expectMI300X builds, independently of the provider, the node an
-// fakesys.MI300X8(mode, nps) tree must give: 8 GPUs × partitions, same-GPU
+// sysfstest.MI300X8(mode, nps) tree must give: 8 GPUs × partitions, same-GPU
 // partitions on the on-package fabric (819.2 GB/s, no lanes), other pairs
 // one 64 GB/s xGMI link over NODE (same socket, other root complex) or SYS
 // PCIe, and one NIC per GPU on its switch (PIX).
 func expectMI300X(t *testing.T, mode, nps string) *topology.Node {
 	t.Helper()
-	parts := fakesys.MI300XPartitions[mode]
+	parts := sysfstest.MI300XPartitions[mode]
 	b := topology.NewBuilder().SetName("fixture")
 	cpus := []string{"0-47,96-143", "48-95,144-191"}
 	var gpuOf []int
@@ -116,8 +117,8 @@ func pcieMI300(a, b int) topology.LinkKind {
 func TestMI300XModes(t *testing.T) {
 	for _, c := range []struct{ mode, nps string }{{"SPX", "NPS1"}, {"DPX", "NPS1"}, {"QPX", "NPS4"}, {"CPX", "NPS4"}} {
 		t.Run(c.mode, func(t *testing.T) {
-			tr := writeMachine(t, fakesys.MI300X8(c.mode, c.nps), fakesys.MI300X8NICs()...)
-			inv := scan(t, tr.Root)
+			tr := writeMachine(t, sysfstest.MI300X8(c.mode, c.nps), sysfstest.MI300X8NICs()...)
+			inv := scan(t, tr)
 			want := expectMI300X(t, c.mode, c.nps)
 			if !inv.Node.Equal(want) {
 				t.Fatalf("topology differs:\n%s", diffNodes(inv.Node, want))
@@ -128,7 +129,7 @@ func TestMI300XModes(t *testing.T) {
 			if len(inv.Notes) > 0 {
 				t.Errorf("a complete tree needs no notes: %q", inv.Notes)
 			}
-			parts := fakesys.MI300XPartitions[c.mode]
+			parts := sysfstest.MI300XPartitions[c.mode]
 			for i, d := range inv.Devices {
 				wantCU := 304 / parts
 				if d.ComputeUnits != wantCU || d.XCCs != 8/parts || d.Partitions != parts || d.Partition != i%parts {
@@ -153,13 +154,13 @@ func TestMI300XModes(t *testing.T) {
 // multi-hop xGMI (weight 15 per hop, no bandwidth reported), closer than
 // PCIe but farther than any direct link.
 func TestMI250X(t *testing.T) {
-	tr := writeMachine(t, fakesys.MI250X8())
-	inv := scan(t, tr.Root)
+	tr := writeMachine(t, sysfstest.MI250X8())
+	inv := scan(t, tr)
 	n := inv.Node
 	if n.Len() != 8 || len(n.Islands()) != 1 {
 		t.Fatalf("%d devices, islands %v", n.Len(), n.Islands())
 	}
-	hops := bfsHops(fakesys.MI250XLinks, 8)
+	hops := bfsHops(sysfstest.MI250XLinks, 8)
 	for i := 0; i < 8; i++ {
 		d := n.Device(i)
 		wantPkg := n.Device(i - i%2).PCI.String()
@@ -176,7 +177,7 @@ func TestMI250X(t *testing.T) {
 				pcie = topology.LinkPIX
 			}
 			want := topology.Link{Kind: topology.LinkXGMI, PCIe: pcie}
-			if lanes := fakesys.MI250XLinks[[2]int{i, j}]; lanes > 0 {
+			if lanes := sysfstest.MI250XLinks[[2]int{i, j}]; lanes > 0 {
 				want.Lanes, want.Bandwidth = lanes, 50*float64(lanes)
 			} else {
 				want.Bandwidth = 50 / float64(hops[i][j])
@@ -216,22 +217,29 @@ func bfsHops(links map[[2]int]int, n int) [][]int {
 }
 
 // BenchmarkScan measures a full read of a generated 8× MI300X tree: SPX (8
-// devices, ~100 KFD files) and CPX (64 devices, ~4,200 KFD files).
+// devices, ~100 KFD files) and CPX (64 devices, ~4,200 KFD files), from
+// memory (WithFS) and from a real directory (WithRoot).
 func BenchmarkScan(b *testing.B) {
 	for _, mode := range []string{"SPX", "CPX"} {
-		b.Run(mode, func(b *testing.B) {
-			tr := fakesys.New(b.TempDir())
-			if err := tr.AddAMD(fakesys.MI300X8(mode, "NPS4")); err != nil {
-				b.Fatal(err)
-			}
-			p := New(WithRoot(tr.Root), WithNodeName("bench"))
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.Scan(ctx); err != nil {
-					b.Fatal(err)
+		tr := writeMachine(b, sysfstest.MI300X8(mode, "NPS4"))
+		root := b.TempDir()
+		if err := tr.WriteDir(root); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			opt  Option
+		}{{"fs", WithFS(tr.FS())}, {"dir", WithRoot(root)}} {
+			b.Run(mode+"/"+c.name, func(b *testing.B) {
+				p := New(c.opt, WithNodeName("bench"))
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.Scan(ctx); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

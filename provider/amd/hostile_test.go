@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -62,9 +63,19 @@ func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, err
 	}
 }
 
-// TestHostileTrees walks the error paths of the KFD and sysfs readers:
-// every damage gives an error wrapping ErrMalformed (and the more specific
-// sentinel where one applies), never a hang, a panic or a silent answer.
+// writeDir writes m into a fresh real directory and returns it, for the
+// tests of what only a real filesystem has (FIFOs that block, permissions).
+func writeDir(t *testing.T, m sysfstest.AMDMachine) string {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, writeMachine(t, m).WriteDir(root))
+	return root
+}
+
+// TestHostileTrees walks the error paths of the KFD and sysfs readers on a
+// real directory (WithRoot): every damage gives an error wrapping ErrParse
+// (and the more specific sentinel where one applies), never a hang, a panic
+// or a silent answer.
 func TestHostileTrees(t *testing.T) {
 	kfd := func(rel string) string { return filepath.Join("sys/class/kfd/kfd/topology", rel) }
 	pci := "sys/bus/pci/devices/0000:03:00.0/"
@@ -123,20 +134,33 @@ func TestHostileTrees(t *testing.T) {
 		{"oversized PCI local_cpulist", pci + "local_cpulist", bigFile, topology.ErrLimit},
 		{"oversized NUMA cpulist", "sys/devices/system/node/node0/cpulist", bigFile, topology.ErrLimit},
 	}
+	// One real tree serves every case: each damages it, scans, and restores
+	// what it damaged (writing a tree per case took most of a minute on a
+	// disk-backed TMPDIR).
+	tr := writeMachine(t, twoHives())
+	m := t.TempDir()
+	require.NoError(t, tr.WriteDir(m))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := writeMachine(t, twoHives())
-			m := tr.Root
+			var damaged []string
+			t.Cleanup(func() {
+				for _, name := range damaged {
+					require.NoError(t, tr.Restore(m, name))
+				}
+			})
 			if strings.HasPrefix(c.path, "sys/devices/system/node/node0/cpulist") {
 				// Make the NUMA cpulist the only source of the GPUs' CPUs.
 				for _, a := range []string{"03", "43", "83", "c3"} {
-					require.NoError(t, os.Remove(filepath.Join(m, "sys/bus/pci/devices/0000:"+a+":00.0/local_cpulist")))
+					name := "sys/bus/pci/devices/0000:" + a + ":00.0/local_cpulist"
+					damaged = append(damaged, name)
+					require.NoError(t, os.Remove(filepath.Join(m, name)))
 				}
 			}
+			damaged = append(damaged, c.path)
 			replaceWith(t, filepath.Join(m, c.path), c.make)
 			inv, err := scanNoHang(t, context.Background(), m)
 			require.Error(t, err, "damage accepted: %+v", inv)
-			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, err, ErrParse)
 			if c.also != nil {
 				require.ErrorIs(t, err, c.also)
 			}
@@ -146,15 +170,15 @@ func TestHostileTrees(t *testing.T) {
 }
 
 // TestUnreadableFile: a file this process may not read outside a KFD node
-// (a PCI attribute) is ErrMalformed with fs.ErrPermission in the chain.
+// (a PCI attribute) is ErrParse with fs.ErrPermission in the chain.
 func TestUnreadableFile(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads files regardless of their mode")
 	}
-	tr := writeMachine(t, twoHives())
-	require.NoError(t, os.Chmod(filepath.Join(tr.Root, "sys/bus/pci/devices/0000:03:00.0/numa_node"), 0))
-	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
-	require.ErrorIs(t, err, ErrMalformed)
+	root := writeDir(t, twoHives())
+	require.NoError(t, os.Chmod(filepath.Join(root, "sys/bus/pci/devices/0000:03:00.0/numa_node"), 0))
+	_, err := New(WithRoot(root)).Scan(context.Background())
+	require.ErrorIs(t, err, ErrParse)
 	require.ErrorIs(t, err, fs.ErrPermission)
 }
 
@@ -162,28 +186,28 @@ func TestUnreadableFile(t *testing.T) {
 // before any node is read (the nodes here have no files, which reading
 // would report instead).
 func TestTooManyKFDNodes(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "topology")
+	tr := sysfstest.New()
 	for i := range MaxKFDNodes + 1 {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, "nodes", fmt.Sprint(i)), 0o755))
+		require.NoError(t, tr.Dir(path.Join(sysfstest.KFDTopology, "nodes", fmt.Sprint(i))))
 	}
-	_, err := New(WithRoot(t.TempDir()), WithKFDTopology(dir)).Scan(context.Background())
+	_, err := New(WithFS(tr.FS())).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
-	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, ErrParse)
 	require.Contains(t, err.Error(), "MaxKFDNodes")
 }
 
 // TestTooManyGPUs: more GPU nodes than topology.MaxDevices is refused
 // before per-device structures are built.
 func TestTooManyGPUs(t *testing.T) {
-	tr := fakesys.New(t.TempDir())
+	tr := sysfstest.New()
 	for i := range topology.MaxDevices + 1 {
-		dir := filepath.Join("sys/class/kfd/kfd/topology/nodes", fmt.Sprint(i))
-		require.NoError(t, tr.File(filepath.Join(dir, "properties"), "simd_count 4\nsimd_per_cu 4\n"))
-		require.NoError(t, tr.File(filepath.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", i+1)))
+		dir := path.Join(sysfstest.KFDTopology, "nodes", fmt.Sprint(i))
+		require.NoError(t, tr.File(path.Join(dir, "properties"), "simd_count 4\nsimd_per_cu 4\n"))
+		require.NoError(t, tr.File(path.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", i+1)))
 	}
-	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
+	_, err := New(WithFS(tr.FS())).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
-	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, ErrParse)
 	require.Contains(t, err.Error(), "topology.MaxDevices")
 }
 
@@ -201,14 +225,33 @@ func TestCancelInsideNode(t *testing.T) {
 		if canceled && err == nil {
 			after = append(after, path)
 		}
-		if strings.HasSuffix(path, filepath.Join("nodes", "2", "gpu_id")) {
+		if strings.HasSuffix(path, "nodes/2/gpu_id") {
 			cancel()
 			canceled = true
 		}
 	}
-	_, err := New(WithRoot(tr.Root)).Scan(ctx)
+	_, err := New(WithFS(tr.FS())).Scan(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.True(t, canceled)
 	require.Empty(t, after, "files read after the cancellation")
 	require.NotContains(t, err.Error(), "malformed")
+}
+
+// TestHostileTreesRestored: after the hostile cases the shared tree reads
+// as before (a restore that missed something would fail a later case for
+// the wrong reason, or pass one for the wrong reason).
+func TestHostileTreesRestored(t *testing.T) {
+	tr := writeMachine(t, twoHives())
+	m := t.TempDir()
+	require.NoError(t, tr.WriteDir(m))
+	want, err := New(WithFS(tr.FS()), WithNodeName("m")).Scan(context.Background())
+	require.NoError(t, err)
+	name := "sys/bus/pci/devices/0000:03:00.0/numa_node"
+	replaceWith(t, filepath.Join(m, name), mkfifo)
+	_, err = scanNoHang(t, context.Background(), m)
+	require.ErrorIs(t, err, sysfile.ErrNotRegular)
+	require.NoError(t, tr.Restore(m, name))
+	got, err := scanNoHang(t, context.Background(), m)
+	require.NoError(t, err)
+	require.True(t, want.Node.Equal(got.Node), diffNodes(got.Node, want.Node))
 }

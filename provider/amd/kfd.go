@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +26,7 @@ const MaxNUMANodes = 1024
 
 // MaxKFDNodes bounds the KFD topology nodes read: [topology.MaxDevices] GPU
 // nodes plus [MaxNUMANodes] CPU nodes. A larger nodes/ directory is an
-// error wrapping [ErrMalformed] and [topology.ErrLimit], returned before
+// error wrapping [ErrParse] and [topology.ErrLimit], returned before
 // any node is read.
 const MaxKFDNodes = topology.MaxDevices + MaxNUMANodes
 
@@ -85,23 +84,26 @@ type kfdTree struct {
 
 // readKFD reads the topology under dir, retrying (up to 3 times, as ROCT
 // does) when generation_id changes during the walk.
-func readKFD(ctx context.Context, dir string) (*kfdTree, error) {
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+func readKFD(ctx context.Context, fsys fs.FS, dir string) (*kfdTree, error) {
+	if st, err := sysfile.Stat(ctx, fsys, dir); err != nil || !st.IsDir() {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
 		if err == nil {
 			err = errors.New("not a directory")
 		}
-		return nil, fmt.Errorf("%w: no KFD topology at %s (amdgpu driver not loaded?): %w", ErrNotDetected, dir, err)
+		return nil, fmt.Errorf("%w: no KFD topology at %s (amdgpu driver not loaded?): %w", ErrNotDetected, sysfile.Path(fsys, dir), err)
 	}
 	for try := 0; ; try++ {
-		before, hasGen, err := readUintFile(ctx, filepath.Join(dir, "generation_id"))
+		before, hasGen, err := readUintFile(ctx, fsys, path.Join(dir, "generation_id"))
 		if err != nil {
 			return nil, err
 		}
-		t, err := readNodes(ctx, dir)
+		t, err := readNodes(ctx, fsys, dir)
 		if err != nil {
 			return nil, err
 		}
-		after, _, err := readUintFile(ctx, filepath.Join(dir, "generation_id"))
+		after, _, err := readUintFile(ctx, fsys, path.Join(dir, "generation_id"))
 		if err != nil {
 			return nil, err
 		}
@@ -115,9 +117,9 @@ func readKFD(ctx context.Context, dir string) (*kfdTree, error) {
 	}
 }
 
-func readNodes(ctx context.Context, dir string) (*kfdTree, error) {
-	nodesDir := filepath.Join(dir, "nodes")
-	ids, err := numberedEntries(ctx, nodesDir, MaxKFDNodes, "amd.MaxKFDNodes")
+func readNodes(ctx context.Context, fsys fs.FS, dir string) (*kfdTree, error) {
+	nodesDir := path.Join(dir, "nodes")
+	ids, err := numberedEntries(ctx, fsys, nodesDir, MaxKFDNodes, "amd.MaxKFDNodes")
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func readNodes(ctx context.Context, dir string) (*kfdTree, error) {
 			return nil, err
 		}
 		readNodeHook()
-		n, err := readNode(ctx, filepath.Join(nodesDir, strconv.Itoa(id)), id)
+		n, err := readNode(ctx, fsys, path.Join(nodesDir, strconv.Itoa(id)), id)
 		if errors.Is(err, fs.ErrPermission) {
 			// Outside this process's device cgroup: ROCT treats such a node as
 			// absent, and so do we.
@@ -147,23 +149,23 @@ func readNodes(ctx context.Context, dir string) (*kfdTree, error) {
 	return t, nil
 }
 
-func readNode(ctx context.Context, dir string, id int) (*kfdNode, error) {
-	n := &kfdNode{id: id, dir: dir}
+func readNode(ctx context.Context, fsys fs.FS, dir string, id int) (*kfdNode, error) {
+	n := &kfdNode{id: id, dir: sysfile.Path(fsys, dir)}
 	var err error
-	if n.props, err = readProperties(ctx, filepath.Join(dir, "properties")); err != nil {
+	if n.props, err = readProperties(ctx, fsys, path.Join(dir, "properties")); err != nil {
 		return nil, err
 	}
-	if n.gpuID, n.hasGPUID, err = readUintFile(ctx, filepath.Join(dir, "gpu_id")); err != nil {
+	if n.gpuID, n.hasGPUID, err = readUintFile(ctx, fsys, path.Join(dir, "gpu_id")); err != nil {
 		return nil, err
 	}
-	b, err := readFile(ctx, filepath.Join(dir, "name"))
+	b, err := readFile(ctx, fsys, path.Join(dir, "name"))
 	switch {
 	case err == nil:
 		n.name = strings.TrimSpace(string(b))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fileErr(ctx, err)
 	}
-	banks, err := readPropertyDir(ctx, filepath.Join(dir, "mem_banks"))
+	banks, err := readPropertyDir(ctx, fsys, path.Join(dir, "mem_banks"))
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func readNode(ctx context.Context, dir string, id int) (*kfdNode, error) {
 		n.banks = append(n.banks, kfdBank{heapType: b.props.val("heap_type"), size: b.props.val("size_in_bytes")})
 	}
 	for _, kind := range []string{"io_links", "p2p_links"} {
-		recs, err := readPropertyDir(ctx, filepath.Join(dir, kind))
+		recs, err := readPropertyDir(ctx, fsys, path.Join(dir, kind))
 		if err != nil {
 			return nil, err
 		}
@@ -185,11 +187,11 @@ func readNode(ctx context.Context, dir string, id int) (*kfdNode, error) {
 			to, okt := r.props.get("node_to")
 			switch {
 			case !okf || !okt:
-				return nil, fmt.Errorf("%w: %s: node_from or node_to missing", ErrMalformed, r.path)
+				return nil, fmt.Errorf("%w: %s: node_from or node_to missing", ErrParse, r.path)
 			case from != uint64(id):
-				return nil, fmt.Errorf("%w: %s: node_from is %d in the directory of node %d", ErrMalformed, r.path, from, id)
+				return nil, fmt.Errorf("%w: %s: node_from is %d in the directory of node %d", ErrParse, r.path, from, id)
 			case to > MaxKFDNodes:
-				return nil, fmt.Errorf("%w: %s: node_to %d out of range", ErrMalformed, r.path, to)
+				return nil, fmt.Errorf("%w: %s: node_to %d out of range", ErrParse, r.path, to)
 			}
 			l.from, l.to = int(from), int(to)
 			n.links = append(n.links, l)
@@ -199,14 +201,14 @@ func readNode(ctx context.Context, dir string, id int) (*kfdNode, error) {
 }
 
 type propFile struct {
-	path  string
+	path  string // for messages (sysfile.Path)
 	props properties
 }
 
 // readPropertyDir reads <dir>/<n>/properties for every numbered entry; a
 // missing dir gives nothing.
-func readPropertyDir(ctx context.Context, dir string) ([]propFile, error) {
-	ids, err := numberedEntries(ctx, dir, maxEntries, "amd.MaxKFDNodes")
+func readPropertyDir(ctx context.Context, fsys fs.FS, dir string) ([]propFile, error) {
+	ids, err := numberedEntries(ctx, fsys, dir, maxEntries, "amd.MaxKFDNodes")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -215,22 +217,22 @@ func readPropertyDir(ctx context.Context, dir string) ([]propFile, error) {
 	}
 	out := make([]propFile, 0, len(ids))
 	for _, id := range ids {
-		path := filepath.Join(dir, strconv.Itoa(id), "properties")
-		p, err := readProperties(ctx, path)
+		name := path.Join(dir, strconv.Itoa(id), "properties")
+		p, err := readProperties(ctx, fsys, name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, propFile{path: path, props: p})
+		out = append(out, propFile{path: sysfile.Path(fsys, name), props: p})
 	}
 	return out, nil
 }
 
 // numberedEntries lists the entries of dir named by a decimal number,
 // sorted; more than limit (named limitName in the message) is an error
-// wrapping ErrMalformed and topology.ErrLimit. A missing dir keeps
+// wrapping ErrParse and topology.ErrLimit. A missing dir keeps
 // fs.ErrNotExist in the error chain.
-func numberedEntries(ctx context.Context, dir string, limit int, limitName string) ([]int, error) {
-	ents, err := sysfile.ReadDir(ctx, dir)
+func numberedEntries(ctx context.Context, fsys fs.FS, dir string, limit int, limitName string) ([]int, error) {
+	ents, err := sysfile.ReadDir(ctx, fsys, dir)
 	if err != nil {
 		return nil, fileErr(ctx, err)
 	}
@@ -241,7 +243,7 @@ func numberedEntries(ctx context.Context, dir string, limit int, limitName strin
 		}
 	}
 	if n > limit {
-		return nil, fmt.Errorf("%w: %s has %d numbered entries, more than %s (%d): %w", ErrMalformed, dir, n, limitName, limit, topology.ErrLimit)
+		return nil, fmt.Errorf("%w: %s has %d numbered entries, more than %s (%d): %w", ErrParse, sysfile.Path(fsys, dir), n, limitName, limit, topology.ErrLimit)
 	}
 	ids := make([]int, 0, n)
 	for _, e := range ents {
@@ -263,24 +265,24 @@ func entryNumber(name string) (int, bool) {
 }
 
 // readProperties reads and parses one properties file. Errors name the
-// file and wrap ErrMalformed; a permission error keeps fs.ErrPermission in
+// file and wrap ErrParse; a permission error keeps fs.ErrPermission in
 // its chain, a done context's error is returned as is.
-func readProperties(ctx context.Context, path string) (properties, error) {
-	b, err := readFile(ctx, path)
+func readProperties(ctx context.Context, fsys fs.FS, name string) (properties, error) {
+	b, err := readFile(ctx, fsys, name)
 	if err != nil {
 		return properties{}, fileErr(ctx, err)
 	}
 	p, err := parseProperties(b)
 	if err != nil {
-		return properties{}, fmt.Errorf("%s: %w", path, err)
+		return properties{}, fmt.Errorf("%s: %w", sysfile.Path(fsys, name), err)
 	}
 	return p, nil
 }
 
 // readUintFile reads a file holding one unsigned decimal number; ok is
 // false when the file does not exist.
-func readUintFile(ctx context.Context, path string) (v uint64, ok bool, err error) {
-	b, err := readFile(ctx, path)
+func readUintFile(ctx context.Context, fsys fs.FS, name string) (v uint64, ok bool, err error) {
+	b, err := readFile(ctx, fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -290,7 +292,7 @@ func readUintFile(ctx context.Context, path string) (v uint64, ok bool, err erro
 	s := strings.TrimSpace(string(b))
 	v, err = strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("%w: %s: %q is not an unsigned decimal integer", ErrMalformed, path, truncate([]byte(s)))
+		return 0, false, fmt.Errorf("%w: %s: %q is not an unsigned decimal integer", ErrParse, sysfile.Path(fsys, name), truncate([]byte(s)))
 	}
 	return v, true, nil
 }
@@ -299,22 +301,22 @@ func readUintFile(ctx context.Context, path string) (v uint64, ok bool, err erro
 // checking ctx; a FIFO, socket, device node or directory in its place is an
 // error, never a wait. Errors are raw: callers keep fs.ErrNotExist as
 // "absent" and pass the rest through fileErr.
-func readFile(ctx context.Context, path string) ([]byte, error) {
-	b, err := sysfile.ReadFile(ctx, path)
-	readFileHook(path, err)
+func readFile(ctx context.Context, fsys fs.FS, name string) ([]byte, error) {
+	b, err := sysfile.ReadFile(ctx, fsys, name)
+	readFileHook(sysfile.Path(fsys, name), err)
 	return b, err
 }
 
-// readFileHook runs after each file read; tests use it to cancel the
-// context inside a node.
+// readFileHook runs after each file read with the file's path as messages
+// show it; tests use it to cancel the context inside a node.
 var readFileHook = func(path string, err error) {}
 
-// fileErr wraps a read error in ErrMalformed, keeping its chain
+// fileErr wraps a read error in ErrParse, keeping its chain
 // (fs.ErrPermission, fs.ErrNotExist, topology.ErrLimit); a done context's
 // error is returned as is.
 func fileErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrMalformed, err)
+	return fmt.Errorf("%w: %w", ErrParse, err)
 }

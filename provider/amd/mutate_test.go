@@ -2,30 +2,32 @@ package amd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
 // twoHives is four MI210s in two xGMI bridge hives, {0,1} on socket 0 and
 // {2,3} on socket 1 (allocators.md case W12 has this shape).
-func twoHives() fakesys.AMDMachine {
-	m := fakesys.AMDMachine{
-		CPUs: []fakesys.AMDCPU{
-			{CPUs: fakesys.Range(0, 63), MemKiB: 256 << 20},
-			{CPUs: fakesys.Range(64, 127), APICBase: 64, MemKiB: 256 << 20},
+func twoHives() sysfstest.AMDMachine {
+	m := sysfstest.AMDMachine{
+		CPUs: []sysfstest.AMDCPU{
+			{CPUs: sysfstest.Range(0, 63), MemKiB: 256 << 20},
+			{CPUs: sysfstest.Range(64, 127), APICBase: 64, MemKiB: 256 << 20},
 		},
 		SLIT: [][]int{{10, 32}, {32, 10}}, CPULinkType: 1,
 		XGMI: map[[2]int]int{{0, 1}: 1, {2, 3}: 1}, XGMILinkMBps: 50000,
 	}
 	for i := range 4 {
-		m.GPUs = append(m.GPUs, fakesys.AMDGPU{
+		m.GPUs = append(m.GPUs, sysfstest.AMDGPU{
 			PCI:  []string{fmt.Sprintf("pci0000:%02x", i*0x40), fmt.Sprintf("0000:%02x:01.1", i*0x40), fmt.Sprintf("0000:%02x:00.0", i*0x40+3)},
 			NUMA: i / 2, DeviceID: 0x740f, GFX: 90010, Class: 0x038000, XCCs: 1, CUsPerXCC: 104,
 			MemoryBytes: 64 << 30, UniqueID: uint64(1000 + i), HiveID: uint64(77 + i/2), PCIeMBps: 32000,
@@ -34,9 +36,9 @@ func twoHives() fakesys.AMDMachine {
 	return m
 }
 
-// twoMI300X is the first two GPUs of fakesys.MI300X8, for faster trees.
-func twoMI300X(mode, nps string) fakesys.AMDMachine {
-	m := fakesys.MI300X8(mode, nps)
+// twoMI300X is the first two GPUs of sysfstest.MI300X8, for faster trees.
+func twoMI300X(mode, nps string) sysfstest.AMDMachine {
+	m := sysfstest.MI300X8(mode, nps)
 	m.GPUs = m.GPUs[:2]
 	m.XGMI = map[[2]int]int{{0, 1}: 1}
 	return m
@@ -48,13 +50,10 @@ func twoMI300X(mode, nps string) fakesys.AMDMachine {
 // wrongly counts them.
 func TestMissingLinkIsWorst(t *testing.T) {
 	tr := writeMachine(t, twoHives())
-	gpus, _ := filepath.Glob(filepath.Join(tr.KFDDir(), "nodes", "[2-5]", "p2p_links"))
-	for _, d := range gpus {
-		if err := os.RemoveAll(d); err != nil {
-			t.Fatal(err)
-		}
+	for n := 2; n <= 5; n++ {
+		require.NoError(t, tr.Remove(path.Join(sysfstest.KFDTopology, "nodes", fmt.Sprint(n), "p2p_links")))
 	}
-	inv := scan(t, tr.Root)
+	inv := scan(t, tr)
 	n := inv.Node
 	for _, p := range [][2]int{{0, 2}, {0, 3}, {1, 2}, {1, 3}} {
 		l := n.Link(p[0], p[1])
@@ -81,7 +80,7 @@ func TestMissingLinkIsWorst(t *testing.T) {
 func TestOldKernelWithoutP2P(t *testing.T) {
 	m := twoHives()
 	m.NoP2P = true
-	inv := scan(t, writeMachine(t, m).Root)
+	inv := scan(t, writeMachine(t, m))
 	if l := inv.Node.Link(0, 2); l.Kind != topology.LinkSYS {
 		t.Errorf("link 0-2 = %v, want SYS", l)
 	}
@@ -97,64 +96,61 @@ func TestOldKernelWithoutP2P(t *testing.T) {
 // gives a clear error wrapping the right sentinel and naming the file, or
 // the documented partial result, and never a panic.
 func TestMutatedTrees(t *testing.T) {
-	nodes := func(tr *fakesys.Tree) string { return filepath.Join(tr.KFDDir(), "nodes") }
-	write := func(t *testing.T, path, s string) {
+	// The tree is in memory: every damage edits the sysfstest.Tree.
+	nodes := func(*sysfstest.Tree) string { return path.Join(sysfstest.KFDTopology, "nodes") }
+	var tr *sysfstest.Tree
+	write := func(t *testing.T, name, s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tr.File(name, s))
 	}
-	edit := func(t *testing.T, path, old, new string) {
+	read := func(t *testing.T, name string) []byte {
 		t.Helper()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(b), old) {
-			t.Fatalf("%s lacks %q", path, old)
-		}
-		write(t, path, strings.Replace(string(b), old, new, 1))
+		s, err := tr.ReadFile(name)
+		require.NoError(t, err)
+		return []byte(s)
 	}
-	remove := func(t *testing.T, path string) {
+	edit := func(t *testing.T, name, old, new string) {
 		t.Helper()
-		if err := os.RemoveAll(path); err != nil {
-			t.Fatal(err)
-		}
+		b := string(read(t, name))
+		require.Contains(t, b, old, name)
+		write(t, name, strings.Replace(b, old, new, 1))
 	}
-	pciDir := func(tr *fakesys.Tree, addr string) string {
-		return filepath.Join(tr.Sys(), "bus", "pci", "devices", addr)
+	remove := func(t *testing.T, name string) {
+		t.Helper()
+		require.NoError(t, tr.Remove(name))
 	}
+	pciDir := func(_ *sysfstest.Tree, addr string) string { return path.Join(sysfstest.PCIDevices, addr) }
 	cases := []struct {
 		name    string
-		machine fakesys.AMDMachine
-		damage  func(t *testing.T, tr *fakesys.Tree)
+		machine sysfstest.AMDMachine
+		damage  func(t *testing.T, tr *sysfstest.Tree)
 		err     error  // wanted sentinel; nil for a partial result
 		msg     string // wanted in the error message
 		check   func(t *testing.T, inv *Inventory)
 	}{
 		{name: "no KFD", machine: twoHives(), err: ErrNotDetected, msg: "no KFD topology",
-			damage: func(t *testing.T, tr *fakesys.Tree) { remove(t, tr.KFDDir()) }},
+			damage: func(t *testing.T, tr *sysfstest.Tree) { remove(t, sysfstest.KFDTopology) }},
 		{name: "CPU nodes only", machine: twoHives(), err: ErrNotDetected, msg: "none of them a GPU",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
 				for _, n := range []string{"2", "3", "4", "5"} {
-					remove(t, filepath.Join(nodes(tr), n))
+					remove(t, path.Join(nodes(tr), n))
 				}
 			}},
-		{name: "nodes dir missing", machine: twoHives(), err: ErrMalformed, msg: "nodes",
-			damage: func(t *testing.T, tr *fakesys.Tree) { remove(t, nodes(tr)) }},
-		{name: "properties missing", machine: twoHives(), err: ErrMalformed, msg: "nodes/3/properties",
-			damage: func(t *testing.T, tr *fakesys.Tree) { remove(t, filepath.Join(nodes(tr), "3", "properties")) }},
-		{name: "properties cut mid-line", machine: twoHives(), err: ErrMalformed, msg: "nodes/3/properties: " + ErrMalformed.Error() + ": line 7",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				p := filepath.Join(nodes(tr), "3", "properties")
-				b, _ := os.ReadFile(p)
+		{name: "nodes dir missing", machine: twoHives(), err: ErrParse, msg: "nodes",
+			damage: func(t *testing.T, tr *sysfstest.Tree) { remove(t, nodes(tr)) }},
+		{name: "properties missing", machine: twoHives(), err: ErrParse, msg: "nodes/3/properties",
+			damage: func(t *testing.T, tr *sysfstest.Tree) { remove(t, path.Join(nodes(tr), "3", "properties")) }},
+		{name: "properties cut mid-line", machine: twoHives(), err: ErrParse, msg: "nodes/3/properties: " + ErrParse.Error() + ": line 7",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				p := path.Join(nodes(tr), "3", "properties")
+				b := read(t, p)
 				cut := strings.Index(string(b), "cpu_core_id_base") + len("cpu_core")
 				write(t, p, string(b[:cut]))
 			}},
 		{name: "properties cut at a line end", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				p := filepath.Join(nodes(tr), "3", "properties")
-				b, _ := os.ReadFile(p)
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				p := path.Join(nodes(tr), "3", "properties")
+				b := read(t, p)
 				write(t, p, string(b[:strings.Index(string(b), "location_id")]))
 			},
 			check: func(t *testing.T, inv *Inventory) {
@@ -164,20 +160,20 @@ func TestMutatedTrees(t *testing.T) {
 					t.Errorf("device 1 = %+v", d)
 				}
 			}},
-		{name: "garbage number", machine: twoHives(), err: ErrMalformed, msg: `simd_count value "4x16"`,
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "properties"), "simd_count 416", "simd_count 4x16")
+		{name: "garbage number", machine: twoHives(), err: ErrParse, msg: `simd_count value "4x16"`,
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "properties"), "simd_count 416", "simd_count 4x16")
 			}},
-		{name: "negative number", machine: twoHives(), err: ErrMalformed, msg: "hive_id",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "properties"), "hive_id 77", "hive_id -77")
+		{name: "negative number", machine: twoHives(), err: ErrParse, msg: "hive_id",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "properties"), "hive_id 77", "hive_id -77")
 			}},
-		{name: "number overflows", machine: twoHives(), err: ErrMalformed, msg: "unique_id",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "properties"), "unique_id 1000", "unique_id 99999999999999999999999")
+		{name: "number overflows", machine: twoHives(), err: ErrParse, msg: "unique_id",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "properties"), "unique_id 1000", "unique_id 99999999999999999999999")
 			}},
 		{name: "empty GPU properties", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) { write(t, filepath.Join(nodes(tr), "4", "properties"), "") },
+			damage: func(t *testing.T, tr *sysfstest.Tree) { write(t, path.Join(nodes(tr), "4", "properties"), "") },
 			check: func(t *testing.T, inv *Inventory) {
 				// gpu_id still says GPU; nothing else is known about it and no
 				// link record of its own exists.
@@ -186,35 +182,35 @@ func TestMutatedTrees(t *testing.T) {
 					t.Errorf("device 2 = %+v", d)
 				}
 			}},
-		{name: "garbage gpu_id", machine: twoHives(), err: ErrMalformed, msg: "gpu_id",
-			damage: func(t *testing.T, tr *fakesys.Tree) { write(t, filepath.Join(nodes(tr), "2", "gpu_id"), "zz\n") }},
-		{name: "garbage generation_id", machine: twoHives(), err: ErrMalformed, msg: "generation_id",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(tr.KFDDir(), "generation_id"), "\x00\x01")
+		{name: "garbage gpu_id", machine: twoHives(), err: ErrParse, msg: "gpu_id",
+			damage: func(t *testing.T, tr *sysfstest.Tree) { write(t, path.Join(nodes(tr), "2", "gpu_id"), "zz\n") }},
+		{name: "garbage generation_id", machine: twoHives(), err: ErrParse, msg: "generation_id",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(sysfstest.KFDTopology, "generation_id"), "\x00\x01")
 			}},
-		{name: "garbage link", machine: twoHives(), err: ErrMalformed, msg: "io_links/1/properties",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "weight 15", "weight fifteen")
+		{name: "garbage link", machine: twoHives(), err: ErrParse, msg: "io_links/1/properties",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "weight 15", "weight fifteen")
 			}},
-		{name: "link from another node", machine: twoHives(), err: ErrMalformed, msg: "node_from is 3 in the directory of node 2",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_from 2", "node_from 3")
+		{name: "link from another node", machine: twoHives(), err: ErrParse, msg: "node_from is 3 in the directory of node 2",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_from 2", "node_from 3")
 			}},
-		{name: "link without node_to", machine: twoHives(), err: ErrMalformed, msg: "node_to missing",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_to 3\n", "")
+		{name: "link without node_to", machine: twoHives(), err: ErrParse, msg: "node_to missing",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_to 3\n", "")
 			}},
-		{name: "absurd bandwidth", machine: twoHives(), err: ErrMalformed, msg: "out of range",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "max_bandwidth 50000", "max_bandwidth 18446744073709551615")
+		{name: "absurd bandwidth", machine: twoHives(), err: ErrParse, msg: "out of range",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "max_bandwidth 50000", "max_bandwidth 18446744073709551615")
 			}},
-		{name: "absurd link count", machine: twoHives(), err: ErrMalformed, msg: "xGMI links",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "min_bandwidth 50000", "min_bandwidth 1")
+		{name: "absurd link count", machine: twoHives(), err: ErrParse, msg: "xGMI links",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "min_bandwidth 50000", "min_bandwidth 1")
 			}},
 		{name: "link to an absent node", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_to 3", "node_to 99")
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "node_to 3", "node_to 99")
 			},
 			check: func(t *testing.T, inv *Inventory) {
 				// The record is ignored; 1→0 still holds the xGMI link and is
@@ -224,7 +220,7 @@ func TestMutatedTrees(t *testing.T) {
 				}
 			}},
 		{name: "one direction missing", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) { remove(t, filepath.Join(nodes(tr), "2", "io_links", "1")) },
+			damage: func(t *testing.T, tr *sysfstest.Tree) { remove(t, path.Join(nodes(tr), "2", "io_links", "1")) },
 			check: func(t *testing.T, inv *Inventory) {
 				w := inv.Node.Warnings()
 				if l := inv.Node.Link(0, 1); l.Kind != topology.LinkXGMI || len(w) != 1 || !strings.Contains(w[0], "mirrored") {
@@ -232,8 +228,8 @@ func TestMutatedTrees(t *testing.T) {
 				}
 			}},
 		{name: "asymmetric records", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				edit(t, filepath.Join(nodes(tr), "2", "io_links", "1", "properties"), "type 11", "type 2")
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				edit(t, path.Join(nodes(tr), "2", "io_links", "1", "properties"), "type 11", "type 2")
 			},
 			check: func(t *testing.T, inv *Inventory) {
 				w := inv.Node.Warnings()
@@ -242,7 +238,7 @@ func TestMutatedTrees(t *testing.T) {
 				}
 			}},
 		{name: "no PCI sysfs", machine: twoHives(),
-			damage: func(t *testing.T, tr *fakesys.Tree) { remove(t, filepath.Join(tr.Sys(), "bus")) },
+			damage: func(t *testing.T, tr *sysfstest.Tree) { remove(t, "sys/bus") },
 			check: func(t *testing.T, inv *Inventory) {
 				d := inv.Node.Device(3)
 				if d.NUMA != 1 || d.CPUs.String() != "64-127" || inv.Node.Link(0, 1).PCIe != topology.LinkNone {
@@ -252,32 +248,32 @@ func TestMutatedTrees(t *testing.T) {
 					t.Errorf("notes %q", inv.Notes)
 				}
 			}},
-		{name: "garbage numa_node", machine: twoHives(), err: ErrMalformed, msg: "numa_node",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(pciDir(tr, "0000:03:00.0"), "numa_node"), "one\n")
+		{name: "garbage numa_node", machine: twoHives(), err: ErrParse, msg: "numa_node",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(pciDir(tr, "0000:03:00.0"), "numa_node"), "one\n")
 			}},
-		{name: "garbage cpulist", machine: twoHives(), err: ErrMalformed, msg: "local_cpulist",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(pciDir(tr, "0000:03:00.0"), "local_cpulist"), "5-2\n")
+		{name: "garbage cpulist", machine: twoHives(), err: ErrParse, msg: "local_cpulist",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(pciDir(tr, "0000:03:00.0"), "local_cpulist"), "5-2\n")
 			}},
-		{name: "garbage compute mode", machine: twoMI300X("SPX", "NPS1"), err: ErrMalformed, msg: "current_compute_partition",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(pciDir(tr, "0000:03:00.0"), "current_compute_partition"), "XPX\n")
+		{name: "garbage compute mode", machine: twoMI300X("SPX", "NPS1"), err: ErrParse, msg: "current_compute_partition",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(pciDir(tr, "0000:03:00.0"), "current_compute_partition"), "XPX\n")
 			}},
-		{name: "two compute modes", machine: twoMI300X("SPX", "NPS1"), err: ErrMalformed, msg: "want one mode",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(pciDir(tr, "0000:03:00.0"), "current_compute_partition"), "SPX, CPX\n")
+		{name: "two compute modes", machine: twoMI300X("SPX", "NPS1"), err: ErrParse, msg: "want one mode",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(pciDir(tr, "0000:03:00.0"), "current_compute_partition"), "SPX, CPX\n")
 			}},
-		{name: "garbage available modes", machine: twoMI300X("SPX", "NPS1"), err: ErrMalformed, msg: "available_compute_partition",
-			damage: func(t *testing.T, tr *fakesys.Tree) {
-				write(t, filepath.Join(pciDir(tr, "0000:03:00.0"), "available_compute_partition"), "SPX,,\n")
+		{name: "garbage available modes", machine: twoMI300X("SPX", "NPS1"), err: ErrParse, msg: "available_compute_partition",
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
+				write(t, path.Join(pciDir(tr, "0000:03:00.0"), "available_compute_partition"), "SPX,,\n")
 			}},
 		{name: "partition files missing", machine: twoMI300X("QPX", "NPS4"),
-			damage: func(t *testing.T, tr *fakesys.Tree) {
+			damage: func(t *testing.T, tr *sysfstest.Tree) {
 				for g := range 2 {
 					dir := pciDir(tr, fmt.Sprintf("0000:%02x:00.0", g*0x20+3))
 					for _, f := range []string{"current_compute_partition", "available_compute_partition", "current_memory_partition", "available_memory_partition"} {
-						remove(t, filepath.Join(dir, f))
+						remove(t, path.Join(dir, f))
 					}
 				}
 			},
@@ -295,18 +291,15 @@ func TestMutatedTrees(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := writeMachine(t, c.machine)
+			tr = writeMachine(t, c.machine)
 			c.damage(t, tr)
-			inv, err := New(WithRoot(tr.Root), WithNodeName("m")).Scan(context.Background())
+			inv, err := New(WithFS(tr.FS()), WithNodeName("m")).Scan(context.Background())
 			if c.err != nil {
-				if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) {
-					t.Fatalf("err = %v; want %v mentioning %q", err, c.err, c.msg)
-				}
+				require.ErrorIs(t, err, c.err)
+				require.Contains(t, err.Error(), c.msg)
 				return
 			}
-			if err != nil {
-				t.Fatalf("want a partial result, got %v", err)
-			}
+			require.NoError(t, err, "want a partial result")
 			c.check(t, inv)
 		})
 	}
@@ -318,53 +311,48 @@ func TestUnreadableNode(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads files regardless of their mode")
 	}
-	tr := writeMachine(t, twoHives())
-	p := filepath.Join(tr.KFDDir(), "nodes", "4", "properties")
-	if err := os.Chmod(p, 0); err != nil {
-		t.Fatal(err)
-	}
-	inv := scan(t, tr.Root)
-	if inv.Node.Len() != 3 || len(inv.Skipped) != 1 || inv.Skipped[0].KFDNode != 4 {
-		t.Errorf("%d devices, skipped %+v", inv.Node.Len(), inv.Skipped)
-	}
+	// On a real directory: the in-memory tree has no permissions.
+	root := t.TempDir()
+	require.NoError(t, writeMachine(t, twoHives()).WriteDir(root))
+	require.NoError(t, os.Chmod(filepath.Join(root, sysfstest.KFDTopology, "nodes", "4", "properties"), 0))
+	inv, err := New(WithRoot(root)).Scan(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, inv.Node.Len())
+	require.Len(t, inv.Skipped, 1)
+	require.Equal(t, 4, inv.Skipped[0].KFDNode)
+	require.Contains(t, inv.Skipped[0].Reason, "permission denied")
 }
 
 // TestGenerationChanges: a tree whose generation_id changes during every
 // walk gives ErrChanged after three tries; one that settles is read.
 func TestGenerationChanges(t *testing.T) {
 	tr := writeMachine(t, twoHives())
-	gen := filepath.Join(tr.KFDDir(), "generation_id")
+	gen := path.Join(sysfstest.KFDTopology, "generation_id")
 	// Rewrite generation_id from a hook on every node read.
 	orig := readNodeHook
 	defer func() { readNodeHook = orig }()
 	calls := 0
 	readNodeHook = func() {
 		calls++
-		if err := os.WriteFile(gen, []byte(fmt.Sprint(calls)), 0o644); err != nil {
-			t.Error(err)
-		}
+		require.NoError(t, tr.File(gen, fmt.Sprint(calls)))
 	}
-	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
-	if !errors.Is(err, ErrChanged) {
-		t.Fatalf("err = %v, want ErrChanged", err)
-	}
+	_, err := New(WithFS(tr.FS())).Scan(context.Background())
+	require.ErrorIs(t, err, ErrChanged)
 	settle := 0
 	readNodeHook = func() {
 		settle++
 		if settle <= 6 { // the first walk (6 nodes) sees changes
-			_ = os.WriteFile(gen, []byte(fmt.Sprint(settle)), 0o644)
+			require.NoError(t, tr.File(gen, fmt.Sprint(settle)))
 		}
 	}
-	if _, err := New(WithRoot(tr.Root)).Scan(context.Background()); err != nil {
-		t.Fatalf("a tree that settles: %v", err)
-	}
+	_, err = New(WithFS(tr.FS())).Scan(context.Background())
+	require.NoError(t, err, "a tree that settles")
 }
 
 func TestCanceledContext(t *testing.T) {
 	tr := writeMachine(t, twoHives())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := New(WithRoot(tr.Root)).Discover(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v", err)
-	}
+	_, err := New(WithFS(tr.FS())).Discover(ctx)
+	require.ErrorIs(t, err, context.Canceled)
 }

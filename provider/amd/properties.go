@@ -19,7 +19,7 @@ const maxPropertyLines = 4096
 // parseProperties parses a KFD properties file. Blank lines are skipped and
 // surrounding spaces ignored. A line without a value, a value that is not an
 // unsigned decimal integer, a repeated key or more than 4096 lines is an
-// error naming the line (wrapping [ErrMalformed]).
+// error naming the line (wrapping [ErrParse]).
 func parseProperties(data []byte) (properties, error) {
 	p := properties{vals: map[string]uint64{}}
 	line := 0
@@ -32,7 +32,7 @@ func parseProperties(data []byte) (properties, error) {
 		}
 		line++
 		if line > maxPropertyLines {
-			return properties{}, fmt.Errorf("%w: more than %d lines", ErrMalformed, maxPropertyLines)
+			return properties{}, fmt.Errorf("%w: more than %d lines", ErrParse, maxPropertyLines)
 		}
 		f := bytes.Fields(l)
 		switch len(f) {
@@ -40,15 +40,15 @@ func parseProperties(data []byte) (properties, error) {
 			continue
 		case 2:
 		default:
-			return properties{}, fmt.Errorf("%w: line %d: want \"key value\", got %q", ErrMalformed, line, truncate(l))
+			return properties{}, fmt.Errorf("%w: line %d: want \"key value\", got %q", ErrParse, line, truncate(l))
 		}
 		key := string(f[0])
 		v, err := strconv.ParseUint(string(f[1]), 10, 64)
 		if err != nil {
-			return properties{}, fmt.Errorf("%w: line %d: %s value %q is not an unsigned decimal integer", ErrMalformed, line, truncate(f[0]), truncate(f[1]))
+			return properties{}, fmt.Errorf("%w: line %d: %s value %q is not an unsigned decimal integer", ErrParse, line, truncate(f[0]), truncate(f[1]))
 		}
 		if _, dup := p.vals[key]; dup {
-			return properties{}, fmt.Errorf("%w: line %d: key %s repeated", ErrMalformed, line, truncate(f[0]))
+			return properties{}, fmt.Errorf("%w: line %d: key %s repeated", ErrParse, line, truncate(f[0]))
 		}
 		p.keys = append(p.keys, key)
 		p.vals[key] = v

@@ -47,15 +47,15 @@ func TestParseProperties(t *testing.T) {
 	}
 	for _, c := range bad {
 		_, err := parseProperties([]byte(c.in))
-		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%q: err = %v, want ErrMalformed mentioning %q", truncate([]byte(c.in)), err, c.msg)
+		if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: err = %v, want ErrParse mentioning %q", truncate([]byte(c.in)), err, c.msg)
 		}
 	}
 }
 
 // FuzzParseProperties checks that the parser never panics, that whatever it
 // accepts survives a format/parse round trip unchanged, and that what it
-// rejects is reported as ErrMalformed.
+// rejects is reported as ErrParse.
 func FuzzParseProperties(f *testing.F) {
 	f.Add([]byte("cpu_cores_count 0\nsimd_count 416\nhive_id 12609507387757274807\n"))
 	f.Add([]byte("type 11\nnode_from 2\nnode_to 3\nweight 15\nmin_bandwidth 50000\nmax_bandwidth 50000\n"))
@@ -66,8 +66,8 @@ func FuzzParseProperties(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := parseProperties(data)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			if !errors.Is(err, ErrParse) {
+				t.Fatalf("error %v does not wrap ErrParse", err)
 			}
 			return
 		}
@@ -102,7 +102,7 @@ func TestGFXTarget(t *testing.T) {
 }
 
 // FuzzParseModes: the partition-mode list parser never panics, returns only
-// valid modes without repeats, and rejects with ErrMalformed.
+// valid modes without repeats, and rejects with ErrParse.
 func FuzzParseModes(f *testing.F) {
 	for _, s := range []string{"SPX, DPX, QPX, CPX\n", "NPS1, NPS4", "cpx", "", "SPX,,", "SPX, SPX", "\xff"} {
 		f.Add([]byte(s))
@@ -111,8 +111,8 @@ func FuzzParseModes(f *testing.F) {
 		for _, valid := range [][]string{computeModes, memoryModes} {
 			modes, err := parseModes(data, valid)
 			if err != nil {
-				if !errors.Is(err, ErrMalformed) {
-					t.Fatalf("error %v does not wrap ErrMalformed", err)
+				if !errors.Is(err, ErrParse) {
+					t.Fatalf("error %v does not wrap ErrParse", err)
 				}
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/topology"
@@ -109,7 +110,7 @@ func TestSharedKFDDumps(t *testing.T) {
 			}
 			// The empty root has no PCI, DRM or NUMA sysfs: the capture is all
 			// the provider sees.
-			p := New(WithRoot(t.TempDir()), WithKFDTopology(dir), WithNodeName(f.ID))
+			p := New(WithFS(fstest.MapFS{}), WithKFDTopology(dir), WithNodeName(f.ID))
 			inv, err := p.Scan(context.Background())
 			if err != nil {
 				t.Fatalf("Scan: %v", err)

@@ -23,7 +23,7 @@ func BenchmarkDiscover(b *testing.B) {
 				b.Fatal(err)
 			}
 			m := nvidiatest.FromNode(ref)
-			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(name), nvidia.WithSysfsRoot(""))
+			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(name), nvidia.WithoutSysfs())
 			ctx := context.Background()
 			before := m.Calls()
 			b.ReportAllocs()

@@ -3,22 +3,25 @@ package nvidia
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/bits"
-	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
 // session is one discovery pass over an initialised Library.
 type session struct {
-	lib       Library
-	sysfsRoot string
-	handles   []Device
-	gpus      []GPU
-	warnings  []string
+	ctx      context.Context
+	lib      Library
+	fsys     fs.FS  // the filesystem root for the sysfs fallback; nil: none
+	sys      string // the fs.FS name of /sys in fsys
+	handles  []Device
+	gpus     []GPU
+	warnings []string
 }
 
 func (s *session) warnf(format string, args ...any) {
@@ -321,15 +324,21 @@ func bitsOf(words []uint64, limit int) []int {
 	return out
 }
 
-func (s *session) sysfsPath(addr topology.PCIAddress, file string) string {
-	return filepath.Join(s.sysfsRoot, "bus", "pci", "devices", addr.String(), file)
+// sysfsFile reads sys/bus/pci/devices/<addr>/<file> of the fallback
+// filesystem through the bounded, regular-files-only reader.
+func (s *session) sysfsFile(addr topology.PCIAddress, file string) ([]byte, error) {
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return sysfile.ReadFile(ctx, s.fsys, path.Join(s.sys, "bus", "pci", "devices", addr.String(), file))
 }
 
 func (s *session) sysfsNUMA(addr topology.PCIAddress) (int, bool) {
-	if s.sysfsRoot == "" || !addr.IsValid() {
+	if s.fsys == nil || !addr.IsValid() {
 		return 0, false
 	}
-	b, err := os.ReadFile(s.sysfsPath(addr, "numa_node"))
+	b, err := s.sysfsFile(addr, "numa_node")
 	if err != nil {
 		return 0, false
 	}
@@ -341,10 +350,10 @@ func (s *session) sysfsNUMA(addr topology.PCIAddress) (int, bool) {
 }
 
 func (s *session) sysfsCPUs(addr topology.PCIAddress) (topology.CPUSet, bool) {
-	if s.sysfsRoot == "" || !addr.IsValid() {
+	if s.fsys == nil || !addr.IsValid() {
 		return topology.CPUSet{}, false
 	}
-	b, err := os.ReadFile(s.sysfsPath(addr, "local_cpulist"))
+	b, err := s.sysfsFile(addr, "local_cpulist")
 	if err != nil {
 		return topology.CPUSet{}, false
 	}

@@ -3,17 +3,22 @@ package nvidia_test
 import (
 	"context"
 	"errors"
-	"os"
+	"io/fs"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -31,7 +36,7 @@ func machine(t *testing.T, name string) (*topology.Node, *nvidiatest.Machine) {
 
 func inspect(t *testing.T, m *nvidiatest.Machine, opts ...nvidia.Option) *nvidia.Inventory {
 	t.Helper()
-	opts = append([]nvidia.Option{nvidia.WithLibrary(m), nvidia.WithNodeName("node"), nvidia.WithSysfsRoot("")}, opts...)
+	opts = append([]nvidia.Option{nvidia.WithLibrary(m), nvidia.WithNodeName("node"), nvidia.WithoutSysfs()}, opts...)
 	inv, err := nvidia.New(opts...).Inspect(context.Background())
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
@@ -403,37 +408,62 @@ func TestDuplicateIdentity(t *testing.T) {
 }
 
 // TestSysfsFallback: a driver that cannot report affinity leaves NUMA and
-// CPUs to sysfs, read under the injected root.
+// CPUs to sysfs, read under the injected root: the same tree in memory
+// (WithFS), in a real directory (WithRoot, the filesystem root) and through
+// the deprecated WithSysfsRoot (the sysfs mount itself) gives the same
+// answer.
 func TestSysfsFallback(t *testing.T) {
 	want, m := machine(t, "dgx-h100")
-	root := t.TempDir()
+	tr := sysfstest.New()
 	for i, g := range m.GPUs {
 		g.NUMANodes, g.CPUs = nil, nil
 		if i == 0 {
 			continue // GPU 0 has no sysfs entry: unknown
 		}
 		addr, _ := topology.ParsePCIAddress(g.BusID)
-		dir := filepath.Join(root, "bus", "pci", "devices", addr.String())
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		dir := path.Join(sysfstest.PCIDevices, addr.String())
 		d := want.Device(i)
-		os.WriteFile(filepath.Join(dir, "numa_node"), []byte(strings.Repeat(" ", i%2)+strconv.Itoa(d.NUMA)+"\n"), 0o644)
-		os.WriteFile(filepath.Join(dir, "local_cpulist"), []byte(d.CPUs.String()+"\n"), 0o644)
+		require.NoError(t, tr.File(path.Join(dir, "numa_node"), strings.Repeat(" ", i%2)+strconv.Itoa(d.NUMA)+"\n"))
+		require.NoError(t, tr.File(path.Join(dir, "local_cpulist"), d.CPUs.String()+"\n"))
 	}
-	inv := inspect(t, m, nvidia.WithSysfsRoot(root))
-	for i, d := range inv.Node.Devices() {
-		w := want.Device(i)
-		if i == 0 {
-			if d.NUMA != -1 || !d.CPUs.IsEmpty() {
-				t.Errorf("GPU 0: NUMA %d CPUs %v, want unknown", d.NUMA, d.CPUs)
+	root := t.TempDir()
+	require.NoError(t, tr.WriteDir(root))
+	check := func(t *testing.T, inv *nvidia.Inventory) {
+		t.Helper()
+		for i, d := range inv.Node.Devices() {
+			w := want.Device(i)
+			if i == 0 {
+				require.Equal(t, -1, d.NUMA, "GPU 0")
+				require.True(t, d.CPUs.IsEmpty(), "GPU 0")
+				continue
 			}
-			continue
-		}
-		if d.NUMA != w.NUMA || !d.CPUs.Equal(w.CPUs) {
-			t.Errorf("GPU %d: NUMA %d CPUs %v, want %d %v", i, d.NUMA, d.CPUs, w.NUMA, w.CPUs)
+			require.Equal(t, w.NUMA, d.NUMA, "GPU %d", i)
+			require.True(t, d.CPUs.Equal(w.CPUs), "GPU %d: CPUs %v, want %v", i, d.CPUs, w.CPUs)
 		}
 	}
+	t.Run("WithFS", func(t *testing.T) { check(t, inspect(t, m, nvidia.WithFS(tr.FS()))) })
+	t.Run("WithRoot", func(t *testing.T) { check(t, inspect(t, m, nvidia.WithRoot(root))) })
+	t.Run("WithSysfsRoot", func(t *testing.T) {
+		check(t, inspect(t, m, nvidia.WithSysfsRoot(filepath.Join(root, "sys"))))
+	})
+	t.Run("WithoutSysfs", func(t *testing.T) {
+		inv := inspect(t, m, nvidia.WithFS(tr.FS()), nvidia.WithoutSysfs())
+		for i, d := range inv.Node.Devices() {
+			require.Equal(t, -1, d.NUMA, "GPU %d", i)
+		}
+	})
+	t.Run("hostile", func(t *testing.T) {
+		// A FIFO or an oversized file in place of an attribute leaves the
+		// fact unknown: refused before it is opened, never a wait.
+		addr, _ := topology.ParsePCIAddress(m.GPUs[1].BusID)
+		dir := path.Join(sysfstest.PCIDevices, addr.String())
+		require.NoError(t, tr.Set(path.Join(dir, "numa_node"), &fstest.MapFile{Mode: fs.ModeNamedPipe}))
+		require.NoError(t, tr.File(path.Join(dir, "local_cpulist"), strings.Repeat("1,", 64<<10)))
+		inv := inspect(t, m, nvidia.WithFS(tr.FS()))
+		require.Equal(t, -1, inv.Node.Device(1).NUMA)
+		require.True(t, inv.Node.Device(1).CPUs.IsEmpty())
+		require.Equal(t, want.Device(2).NUMA, inv.Node.Device(2).NUMA)
+	})
 }
 
 // TestNUMAFromMemoryAffinity: on Grace the GPU's nearest memory spans

@@ -12,7 +12,12 @@
 //
 //   - Devices: UUID, PCI bus id, name, architecture, memory total, used and
 //     free, NUMA node (from NVML's memory affinity, the lowest node; sysfs
-//     numa_node on drivers without it), CPU affinity, MIG mode.
+//     numa_node on drivers without it), CPU affinity (sysfs local_cpulist
+//     on drivers without it), MIG mode. The sysfs fallback reads under the
+//     filesystem root, "/" unless [WithRoot] (a real directory) or [WithFS]
+//     (any io/fs.FS, such as an in-memory provider/sysfstest tree) says
+//     otherwise, through a bounded, regular-files-only reader;
+//     [WithoutSysfs] turns it off.
 //   - Readings: GPU and memory utilisation over the driver's sample period
 //     (nvmlDeviceGetUtilizationRates) and the GPU die temperature
 //     (NVML_TEMPERATURE_GPU), per physical GPU. NVML reports no device

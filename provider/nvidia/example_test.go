@@ -33,7 +33,7 @@ func ExampleNew() {
 func ExampleProvider_Discover() {
 	ref, _ := catalog.Get("dgx-h100")
 	fake := nvidiatest.FromNode(ref) // a fake NVML answering like that hardware
-	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0"), nvidia.WithSysfsRoot(""))
+	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0"), nvidia.WithoutSysfs())
 	n, err := p.Discover(context.Background())
 	if err != nil {
 		fmt.Println(err)
@@ -119,7 +119,7 @@ func ExampleGPU_utilization() {
 	fake.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
 	fake.GPUs[0].TemperatureC = new(64)
 	fake.GPUs[1].MIG.Enabled = true
-	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -146,7 +146,7 @@ func ExampleMIGInstance() {
 	_ = fake.AddInstance(0, 2, nvidia.Placement{Start: 0, Size: 4}) // 3g.40gb
 	_ = fake.AddInstance(0, 0, nvidia.Placement{Start: 4, Size: 1}) // 1g.10gb
 	fake.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40448 << 20, Used: 30 << 30, Free: 10496 << 20}}
-	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -28,7 +28,7 @@ func FuzzNVMLStrings(f *testing.F) {
 			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NvLinkDeviceUnknown}},
 				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
 		}}
-		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
 		if err != nil {
 			t.Fatalf("Inspect: %v", err)
 		}
@@ -74,7 +74,10 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 			t.Fatalf("GPU %d: implausible temperature %d", i, *c)
 		}
 		for _, in := range g.MIG.Instances {
-			if mem := in.Memory; mem != nil && (mem.Total == 0 || mem.Used > mem.Total || mem.Free > mem.Total || len(in.ComputeInstances) == 0) {
+			// Memory may be known while the compute-instance list is not:
+			// NVML enumerates MIG devices apart from the compute-instance
+			// profiles, and one failed profile read empties the list.
+			if mem := in.Memory; mem != nil && (mem.Total == 0 || mem.Used > mem.Total || mem.Free > mem.Total) {
 				t.Fatalf("GPU %d: MIG instance %d (%d compute instances): memory %+v", i, in.ID, len(in.ComputeInstances), *mem)
 			}
 		}
@@ -205,7 +208,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 
 func discoverRandom(t *rapid.T) {
 	m := randomMachine(t)
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}

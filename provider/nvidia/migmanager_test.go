@@ -43,7 +43,7 @@ func migMachine(t fataler, instances ...[3]int) *nvidiatest.Machine {
 }
 
 func manager(m *nvidiatest.Machine, opts ...nvidia.MIGOption) *nvidia.MIGManager {
-	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).MIGManager(opts...)
+	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).MIGManager(opts...)
 }
 
 func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
@@ -65,7 +65,7 @@ func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
 func TestMIGTablesFromNVML(t *testing.T) {
 	m := migMachine(t)
 	ctx := context.Background()
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithSysfsRoot("")).Inspect(ctx)
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func nvmlPlacements(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
 // process), and discovery must still describe the node.
 func TestAdapterGuardsSymbols(t *testing.T) {
 	lib, devs := mockGPUs(t, "*")
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 // MIG table (IDs, placements) from NVML, deriving the names.
 func TestAdapterVersionFallback(t *testing.T) {
 	lib, _ := mockGPUs(t, symGIProfileInfoV, symFabricInfoV, symFabricInfo, symMemoryInfoV2, symMemoryAffinity, symNUMANodeID, symP2PStatus, symRemoteDeviceType, symTemperatureV)
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithSysfsRoot("")).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithoutSysfs()).Inspect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

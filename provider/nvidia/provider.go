@@ -3,8 +3,10 @@ package nvidia
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 
+	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -13,10 +15,12 @@ import (
 // state between calls (each call initialises and shuts NVML down) and is
 // safe for concurrent use.
 type Provider struct {
-	lib       Library
-	libPath   string
-	nodeName  string
-	sysfsRoot string
+	lib      Library
+	libPath  string
+	nodeName string
+	fsys     fs.FS  // the filesystem root for the sysfs fallback
+	sys      string // the fs.FS name of /sys in fsys: "sys" ("." for WithSysfsRoot)
+	noSysfs  bool   // WithoutSysfs
 }
 
 // Option configures a [Provider].
@@ -33,19 +37,57 @@ func WithLibraryPath(path string) Option { return func(p *Provider) { p.libPath 
 // WithNodeName sets the name of the discovered node (default: the host name).
 func WithNodeName(name string) Option { return func(p *Provider) { p.nodeName = name } }
 
-// WithSysfsRoot sets where sysfs is mounted ("/sys" by default). The provider
-// reads <root>/bus/pci/devices/<address>/numa_node and local_cpulist only
-// when NVML cannot report a GPU's NUMA node or CPU affinity (older drivers).
-// An empty root disables the fallback.
-func WithSysfsRoot(root string) Option { return func(p *Provider) { p.sysfsRoot = root } }
+// WithRoot reads the sysfs fallback from the real filesystem under root
+// instead of "/" (root is the filesystem root, the directory holding sys/,
+// as for every provider's WithRoot; "" means "/"). The provider reads
+// <root>/sys/bus/pci/devices/<address>/numa_node and local_cpulist only
+// when NVML cannot report a GPU's NUMA node or CPU affinity (older
+// drivers). WithRoot, [WithFS] and [WithoutSysfs] replace each other: the
+// last one given counts.
+//
+// It replaces WithSysfsRoot, whose argument was the sysfs mount itself:
+// WithSysfsRoot("/host/sys") is WithRoot("/host"), and WithSysfsRoot("")
+// is [WithoutSysfs].
+func WithRoot(root string) Option {
+	return func(p *Provider) { p.fsys, p.sys, p.noSysfs = sysfile.DirFS(root), "sys", false }
+}
+
+// WithFS reads the sysfs fallback from fsys instead of the real "/": the
+// same files under the fs.FS names sys/bus/pci/devices/<address>/numa_node
+// and local_cpulist (provider/sysfstest builds such trees in memory). Every
+// file is Stat'ed and refused unless regular before it is opened, and read
+// up to a bound. A nil fsys means the real "/".
+func WithFS(fsys fs.FS) Option {
+	return func(p *Provider) { p.fsys, p.sys, p.noSysfs = fsys, "sys", false }
+}
+
+// WithoutSysfs turns the sysfs fallback off: a GPU whose NUMA node or CPU
+// affinity NVML cannot report has them unknown.
+func WithoutSysfs() Option { return func(p *Provider) { p.fsys, p.noSysfs = nil, true } }
+
+// WithSysfsRoot sets where sysfs is mounted ("/sys" by default); "" turns
+// the fallback off.
+//
+// Deprecated: every provider's root is now the filesystem root: use
+// WithRoot (WithSysfsRoot("/host/sys") is WithRoot("/host")) or
+// [WithoutSysfs] (for WithSysfsRoot("")).
+func WithSysfsRoot(sys string) Option {
+	if sys == "" {
+		return WithoutSysfs()
+	}
+	return func(p *Provider) { p.fsys, p.sys, p.noSysfs = sysfile.DirFS(sys), ".", false }
+}
 
 // New returns a provider. Without [WithLibrary] it uses the system's NVML,
 // which needs cgo on Linux: elsewhere Discover fails with an error wrapping
 // [ErrNoNVML] and errors.ErrUnsupported.
 func New(opts ...Option) *Provider {
-	p := &Provider{sysfsRoot: "/sys"}
+	p := &Provider{}
 	for _, o := range opts {
 		o(p)
+	}
+	if p.fsys == nil && !p.noSysfs {
+		p.fsys, p.sys = sysfile.DirFS("/"), "sys"
 	}
 	if p.lib == nil {
 		p.lib = systemLibrary(p.libPath)
@@ -85,6 +127,6 @@ func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	s := &session{lib: p.lib, sysfsRoot: p.sysfsRoot}
+	s := &session{ctx: ctx, lib: p.lib, fsys: p.fsys, sys: p.sys}
 	return s.inspect(ctx, name)
 }

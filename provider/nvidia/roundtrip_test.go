@@ -95,7 +95,7 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 				t.Fatalf("canonical node: %v", err)
 			}
 			m := nvidiatest.FromNode(want)
-			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(f.ID), nvidia.WithSysfsRoot(""))
+			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(f.ID), nvidia.WithoutSysfs())
 			inv, err := p.Inspect(context.Background())
 			if err != nil {
 				t.Fatalf("Inspect: %v", err)

@@ -26,12 +26,15 @@
 //
 // A machine without accelerators gives an error wrapping [ErrNotDetected],
 // so the fallback never claims an empty node. Attributes that exist but
-// cannot be parsed give errors wrapping [ErrMalformed] naming the file; a
+// cannot be parsed give errors wrapping [ErrParse] naming the file; a
 // NUMA table that is incomplete is left out with a note. Every file is read
 // through a bounded, regular-files-only reader that checks the context; see
 // the limits [MaxPCIFunctions], [MaxAccelerators], [MaxNUMANodes],
 // [MaxPCIIDsBytes].
 //
-// The root is injectable ([WithRoot], ghw's chroot), so tests run on ghw
-// snapshots and generated trees.
+// The filesystem root is injectable ([WithRoot], ghw's chroot: the
+// directory holding sys/, as for every provider), so tests run on ghw
+// snapshots and generated trees. It must be a real directory: ghw reads
+// real paths, so this provider has no WithFS (provider/sysfstest writes an
+// in-memory tree to a directory with Tree.WriteDir).
 package sysfs

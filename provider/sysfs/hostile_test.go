@@ -42,7 +42,7 @@ func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, err
 
 // TestHostileTrees walks the error paths of the sysfs provider: FIFOs,
 // sockets, directories, symlink loops and oversized files in place of the
-// files it (or ghw) reads are ErrMalformed errors, never hangs.
+// files it (or ghw) reads are ErrParse errors, never hangs.
 func TestHostileTrees(t *testing.T) {
 	gpu0 := "sys/devices/" + strings.Join(hgxPath(0, 0), "/") + "/"
 	nic0 := "sys/devices/" + strings.Join(hgxPath(0, 2), "/") + "/"
@@ -74,14 +74,18 @@ func TestHostileTrees(t *testing.T) {
 		{"garbage NUMA distance", "sys/devices/system/node/node0/distance", func(p string) error { return os.WriteFile(p, []byte("10 x\n"), 0o644) }, nil},
 		{"FIFO PCI devices directory", "sys/bus/pci/devices", fifo, sysfile.ErrNotRegular},
 	}
+	// One real tree serves every case: each damages it, scans, and restores
+	// what it damaged.
+	tr := hgxH100(t, "")
+	root := tr.root(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := hgxH100(t, "")
-			p := filepath.Join(tr.Root, c.path)
+			t.Cleanup(func() { require.NoError(t, tr.Restore(root, c.path)) })
+			p := filepath.Join(root, c.path)
 			require.NoError(t, os.RemoveAll(p))
 			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 			require.NoError(t, c.make(p))
-			inv, err := scanNoHang(t, context.Background(), tr.Root)
+			inv, err := scanNoHang(t, context.Background(), root)
 			if c.name == "FIFO NIC speed" {
 				// The speed of a NIC is optional: sysfs fails the read (EINVAL)
 				// when the link is down, so an unreadable speed means unknown.
@@ -90,7 +94,7 @@ func TestHostileTrees(t *testing.T) {
 				return
 			}
 			require.Error(t, err, "damage accepted")
-			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, err, ErrParse)
 			if c.also != nil {
 				require.ErrorIs(t, err, c.also)
 			}
@@ -103,13 +107,13 @@ func TestHostileTrees(t *testing.T) {
 // answers.
 func TestPCIIDsNotRegular(t *testing.T) {
 	tr := hgxH100(t, "")
-	p := filepath.Join(tr.Root, "usr/share/hwdata/pci.ids")
+	p := filepath.Join(tr.root(t), "usr/share/hwdata/pci.ids")
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(t, syscall.Mkfifo(p, 0o644))
-	inv, err := scanNoHang(t, context.Background(), tr.Root)
+	inv, err := scanNoHang(t, context.Background(), tr.root(t))
 	require.NoError(t, err)
 	require.Empty(t, inv.Devices[0].Product)
-	_, ok := pciIDsPath(tr.Root)
+	_, ok := pciIDsPath(tr.root(t))
 	require.False(t, ok)
 }
 
@@ -118,11 +122,11 @@ func TestPCIIDsNotRegular(t *testing.T) {
 func TestTooManyNUMANodes(t *testing.T) {
 	tr := hgxH100(t, "")
 	for i := 2; i <= MaxNUMANodes; i++ {
-		require.NoError(t, os.Mkdir(filepath.Join(tr.Root, "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(tr.root(t), "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
 	}
-	_, err := New(WithRoot(tr.Root)).Scan(context.Background())
+	_, err := New(WithRoot(tr.root(t))).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
-	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, ErrParse)
 	require.Contains(t, err.Error(), "MaxNUMANodes")
 }
 
@@ -132,7 +136,25 @@ func TestCanceledInScan(t *testing.T) {
 	tr := hgxH100(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := New(WithRoot(tr.Root)).Scan(ctx)
+	_, err := New(WithRoot(tr.root(t))).Scan(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, ErrMalformed)
+	require.NotErrorIs(t, err, ErrParse)
+}
+
+// TestHostileTreesRestored: the shared tree of TestHostileTrees reads as
+// before once a damage is restored.
+func TestHostileTreesRestored(t *testing.T) {
+	tr := hgxH100(t, "")
+	root := tr.root(t)
+	want, err := scanNoHang(t, context.Background(), root)
+	require.NoError(t, err)
+	name := "sys/bus/pci/devices"
+	require.NoError(t, os.RemoveAll(filepath.Join(root, name)))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(root, name), 0o644))
+	_, err = scanNoHang(t, context.Background(), root)
+	require.ErrorIs(t, err, sysfile.ErrNotRegular)
+	require.NoError(t, tr.Restore(root, name))
+	got, err := scanNoHang(t, context.Background(), root)
+	require.NoError(t, err)
+	require.True(t, want.Node.Equal(got.Node))
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,12 +33,13 @@ var (
 	// bus at all). It is the sentinel provider.Detect's report maps to
 	// provider.ErrNotDetected.
 	ErrNotDetected = detecterr.ErrNotDetected
-	// ErrMalformed is wrapped when a sysfs entry exists but cannot be read
-	// or parsed: a value that does not parse, a FIFO, socket, device node or
-	// directory in place of a file, a symlink loop, an I/O error, or a file
-	// or directory beyond a size limit (those also wrap topology.ErrLimit).
-	// The message names the file.
-	ErrMalformed = errors.New("sysfs: malformed sysfs file")
+	// ErrParse is topology.ErrParse, re-exported: it is wrapped when a sysfs
+	// entry exists but cannot be read or parsed: a value that does not
+	// parse, a FIFO, socket, device node or directory in place of a file, a
+	// symlink loop, an I/O error, or a file or directory beyond a size limit
+	// (those also wrap topology.ErrLimit). The message names the file. (It
+	// replaces ErrParse.)
+	ErrParse = topology.ErrParse
 	// ErrEnumeration is wrapped when the PCI directory lists functions but
 	// ghw could not enumerate them (ghw drops the whole list when one
 	// function lacks its modalias file).
@@ -45,7 +47,7 @@ var (
 )
 
 // Limits of one Scan. Entries beyond them are errors wrapping
-// [ErrMalformed] and topology.ErrLimit, returned before anything per
+// [ErrParse] and topology.ErrLimit, returned before anything per
 // device is allocated.
 const (
 	// MaxPCIFunctions bounds the PCI functions listed under
@@ -70,6 +72,7 @@ const NoFabric = "PCIe only: no fabric information; NVLink, NVSwitch and xGMI li
 // for concurrent use.
 type Provider struct {
 	root string
+	fsys fs.FS // root, for the files read without ghw
 	name string
 
 	dbOnce sync.Once
@@ -82,9 +85,18 @@ type Provider struct {
 // Option configures a [Provider].
 type Option func(*Provider)
 
-// WithRoot reads the filesystem under root instead of "/" (ghw's chroot):
-// <root>/sys and <root>/proc, and the pci.ids database under
-// <root>/usr/share.
+// WithRoot reads the real filesystem under root instead of "/" (root is
+// the filesystem root, the directory holding sys/, as for every provider's
+// WithRoot; it is ghw's chroot): <root>/sys and <root>/proc, and the
+// pci.ids database under <root>/usr/share. "" means "/".
+//
+// This provider has no WithFS: ghw enumerates the PCI bus with plain
+// file-system calls on real paths, so the tree must be a real directory
+// (provider/sysfstest writes its in-memory trees to one with
+// Tree.WriteDir). The files read without ghw (every function's attributes
+// and place in the PCIe tree, the NUMA distances, the network functions,
+// the checks before ghw runs) go through the same bounded,
+// regular-files-only reader as provider/amd's.
 func WithRoot(root string) Option { return func(p *Provider) { p.root = root } }
 
 // WithNodeName names the discovered node; the default is the host name.
@@ -100,6 +112,7 @@ func New(opts ...Option) *Provider {
 	if p.root == "" {
 		p.root = "/"
 	}
+	p.fsys = sysfile.DirFS(p.root)
 	return p
 }
 
@@ -211,19 +224,19 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sys := filepath.Join(p.root, "sys")
+	const sys = "sys"
 	devDir := pcitree.DevicesDir(sys)
-	ents, err := sysfile.ReadDir(ctx, devDir)
+	ents, err := sysfile.ReadDir(ctx, p.fsys, devDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: no PCI bus in sysfs (%s): %w", ErrNotDetected, devDir, err)
+		return nil, fmt.Errorf("%w: no PCI bus in sysfs (%s): %w", ErrNotDetected, sysfile.Path(p.fsys, devDir), err)
 	case err != nil:
 		return nil, fileErr(ctx, err)
 	}
 	// ghw reads modalias and revision of every function with plain
 	// os.ReadFile: check them first, so that a FIFO or a huge file in their
 	// place is an error rather than a hang.
-	if err := preflight(ctx, devDir, ents); err != nil {
+	if err := preflight(ctx, p.fsys, devDir, ents); err != nil {
 		return nil, err
 	}
 	opts := []any{ghw.WithChroot(p.root), ghw.WithDisableWarnings(), ghw.WithDisableTools(), ghw.WithPCIDB(p.pciDB())}
@@ -232,12 +245,12 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 		return nil, fmt.Errorf("%w: %w", ErrEnumeration, err)
 	}
 	if len(info.Devices) == 0 && len(ents) > 0 {
-		return nil, fmt.Errorf("%w: %s lists %d functions but ghw enumerated none (a function without modalias?)", ErrEnumeration, devDir, len(ents))
+		return nil, fmt.Errorf("%w: %s lists %d functions but ghw enumerated none (a function without modalias?)", ErrEnumeration, sysfile.Path(p.fsys, devDir), len(ents))
 	}
 	var cands []*ghwpci.Device
 	for _, d := range info.Devices {
 		v, c, ok := ids(d)
-		if ok && IsAccelerator(v, c) && !isVF(devDir, d.Address) {
+		if ok && IsAccelerator(v, c) && !isVF(ctx, p.fsys, devDir, d.Address) {
 			cands = append(cands, d)
 		}
 	}
@@ -245,7 +258,7 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 		return nil, fmt.Errorf("%w: none of the %d PCI functions is an accelerator", ErrNotDetected, len(info.Devices))
 	}
 	if len(cands) > MaxAccelerators {
-		return nil, fmt.Errorf("%w: %d accelerators, more than sysfs.MaxAccelerators (%d): %w", ErrMalformed, len(cands), MaxAccelerators, topology.ErrLimit)
+		return nil, fmt.Errorf("%w: %d accelerators, more than sysfs.MaxAccelerators (%d): %w", ErrParse, len(cands), MaxAccelerators, topology.ErrLimit)
 	}
 	numa, dist, notes, err := p.numa(ctx)
 	if err != nil {
@@ -262,9 +275,9 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	for i, d := range cands {
 		addr, err := topology.ParsePCIAddress(d.Address)
 		if err != nil {
-			return nil, fmt.Errorf("%w: PCI address %q: %w", ErrMalformed, d.Address, err)
+			return nil, fmt.Errorf("%w: PCI address %q: %w", ErrParse, d.Address, err)
 		}
-		f, err := pcitree.Read(ctx, sys, addr)
+		f, err := pcitree.Read(ctx, p.fsys, sys, addr)
 		if err != nil {
 			return nil, fileErr(ctx, err)
 		}
@@ -287,7 +300,7 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if dist != nil {
 		b.SetNUMADistances(dist)
 	}
-	nics, err := pcitree.NICs(ctx, sys)
+	nics, err := pcitree.NICs(ctx, p.fsys, sys)
 	if err != nil {
 		return nil, fileErr(ctx, err)
 	}
@@ -303,7 +316,7 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	}
 	n, err := b.Build()
 	if err != nil {
-		return nil, fmt.Errorf("%w: sysfs does not make a valid topology: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: sysfs does not make a valid topology: %w", ErrParse, err)
 	}
 	inv.Node = n
 	return inv, nil
@@ -323,8 +336,8 @@ func ids(d *ghwpci.Device) (vendor uint16, class uint32, ok bool) {
 }
 
 // isVF reports whether a function is an SR-IOV virtual function.
-func isVF(devDir, addr string) bool {
-	_, err := os.Lstat(filepath.Join(devDir, addr, "physfn"))
+func isVF(ctx context.Context, fsys fs.FS, devDir, addr string) bool {
+	_, err := sysfile.Lstat(ctx, fsys, path.Join(devDir, addr, "physfn"))
 	return err == nil
 }
 
@@ -333,8 +346,8 @@ func isVF(devDir, addr string) bool {
 // to be left out. Absent files leave the table unknown; files that cannot
 // be read are errors.
 func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []string, err error) {
-	dir := filepath.Join(p.root, "sys", "devices", "system", "node")
-	ents, err := sysfile.ReadDir(ctx, dir)
+	dir := path.Join("sys", "devices", "system", "node")
+	ents, err := sysfile.ReadDir(ctx, p.fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil, nil, nil
 	}
@@ -348,7 +361,7 @@ func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []s
 			continue
 		}
 		if len(ids) == MaxNUMANodes {
-			return 0, nil, nil, fmt.Errorf("%w: %s lists more than sysfs.MaxNUMANodes (%d) NUMA nodes: %w", ErrMalformed, dir, MaxNUMANodes, topology.ErrLimit)
+			return 0, nil, nil, fmt.Errorf("%w: %s lists more than sysfs.MaxNUMANodes (%d) NUMA nodes: %w", ErrParse, sysfile.Path(p.fsys, dir), MaxNUMANodes, topology.ErrLimit)
 		}
 		ids = append(ids, id)
 	}
@@ -364,8 +377,8 @@ func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []s
 	}
 	dist = make([][]int, k)
 	for i := range k {
-		path := filepath.Join(dir, fmt.Sprintf("node%d", i), "distance")
-		raw, err := sysfile.ReadFile(ctx, path)
+		name := path.Join(dir, fmt.Sprintf("node%d", i), "distance")
+		raw, err := sysfile.ReadFile(ctx, p.fsys, name)
 		if errors.Is(err, fs.ErrNotExist) {
 			return k, nil, []string{fmt.Sprintf("NUMA distances unknown: node %d has no distance file", i)}, nil
 		}
@@ -379,7 +392,7 @@ func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []s
 			}
 			v, err := strconv.Atoi(f)
 			if err != nil {
-				return 0, nil, nil, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, pcitree.Truncate(f))
+				return 0, nil, nil, fmt.Errorf("%w: %s: %q is not an integer", ErrParse, sysfile.Path(p.fsys, name), pcitree.Truncate(f))
 			}
 			row = append(row, v)
 		}
@@ -399,35 +412,35 @@ func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []s
 // preflight checks the files ghw's PCI enumeration reads without bounds
 // (modalias and revision of every function): each must be a regular file
 // of at most sysfile.MaxFileBytes when present.
-func preflight(ctx context.Context, devDir string, ents []fs.DirEntry) error {
+func preflight(ctx context.Context, fsys fs.FS, devDir string, ents []fs.DirEntry) error {
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		for _, name := range []string{"modalias", "revision"} {
-			path := filepath.Join(devDir, e.Name(), name)
-			st, err := os.Stat(path)
+			file := path.Join(devDir, e.Name(), name)
+			st, err := sysfile.Stat(ctx, fsys, file)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 			case err != nil:
 				return fileErr(ctx, err)
 			case !st.Mode().IsRegular():
-				return fmt.Errorf("%w: %s: %w", ErrMalformed, path, sysfile.ErrNotRegular)
+				return fmt.Errorf("%w: %s: %w", ErrParse, sysfile.Path(fsys, file), sysfile.ErrNotRegular)
 			case st.Size() > sysfile.MaxFileBytes:
-				return fmt.Errorf("%w: %s: %d bytes, more than sysfile.MaxFileBytes (%d): %w", ErrMalformed, path, st.Size(), sysfile.MaxFileBytes, topology.ErrLimit)
+				return fmt.Errorf("%w: %s: %d bytes, more than sysfile.MaxFileBytes (%d): %w", ErrParse, sysfile.Path(fsys, file), st.Size(), sysfile.MaxFileBytes, topology.ErrLimit)
 			}
 		}
 	}
 	return nil
 }
 
-// fileErr wraps a read error in ErrMalformed, keeping its chain; a done
+// fileErr wraps a read error in ErrParse, keeping its chain; a done
 // context's error is returned as is.
 func fileErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrMalformed, err)
+	return fmt.Errorf("%w: %w", ErrParse, err)
 }
 
 // pciDB loads the pci.ids database once (under the root), or an empty one

@@ -11,10 +11,32 @@ import (
 	"testing"
 
 	"github.com/jaypipes/ghw/pkg/snapshot"
+	"github.com/stretchr/testify/require"
 
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
+
+// tree is an in-memory sysfstest tree written to a real directory (ghw
+// reads real paths) the first time its root is asked for.
+type tree struct {
+	*sysfstest.Tree
+	dir string
+}
+
+func newTree() *tree { return &tree{Tree: sysfstest.New()} }
+
+// root writes the tree to a fresh directory on first use and returns it.
+func (tr *tree) root(t testing.TB) string {
+	t.Helper()
+	if tr.dir == "" {
+		tr.dir = t.TempDir()
+		if err := tr.WriteDir(tr.dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr.dir
+}
 
 // hgxPath places slot s of PCIe switch w of an HGX baseboard: four
 // switches, two per socket, each on its own root complex, each with two
@@ -33,10 +55,10 @@ func hgxPath(w, s int) []string {
 // hgxH100 writes an HGX H100 board as sysfs shows it without the NVIDIA
 // driver: 8 GPUs (10de:2330, class 0x0302) and 8 ConnectX-7 NICs behind 4
 // PCIe switches, two sockets, a BMC VGA controller, NUMA nodes for ghw.
-func hgxH100(t testing.TB, driver string) *fakesys.Tree {
+func hgxH100(t testing.TB, driver string) *tree {
 	t.Helper()
-	tr := fakesys.New(t.TempDir())
-	cpus := [][]int{append(fakesys.Range(0, 55), fakesys.Range(112, 167)...), append(fakesys.Range(56, 111), fakesys.Range(168, 223)...)}
+	tr := newTree()
+	cpus := [][]int{append(sysfstest.Range(0, 55), sysfstest.Range(112, 167)...), append(sysfstest.Range(56, 111), sysfstest.Range(168, 223)...)}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -45,17 +67,17 @@ func hgxH100(t testing.TB, driver string) *fakesys.Tree {
 	}
 	for g := range 8 {
 		w := g / 2
-		must(tr.AddPCI(fakesys.PCIFunc{Path: hgxPath(w, g%2), Vendor: 0x10de, Device: 0x2330, Class: 0x030200,
-			NUMA: w / 2, CPUs: fakesys.CPUList(cpus[w/2]), Driver: driver}))
+		must(tr.AddPCI(sysfstest.PCIFunc{Path: hgxPath(w, g%2), Vendor: 0x10de, Device: 0x2330, Class: 0x030200,
+			NUMA: w / 2, CPUs: sysfstest.CPUList(cpus[w/2]), Driver: driver}))
 	}
 	for n := range 8 {
 		w := n / 2
-		must(tr.AddPCI(fakesys.PCIFunc{Path: hgxPath(w, 2+n%2), Vendor: 0x15b3, Device: 0x1021, Class: 0x020700,
+		must(tr.AddPCI(sysfstest.PCIFunc{Path: hgxPath(w, 2+n%2), Vendor: 0x15b3, Device: 0x1021, Class: 0x020700,
 			NUMA: w / 2, Driver: "mlx5_core", RDMA: fmt.Sprintf("mlx5_%d", n), Netdev: fmt.Sprintf("ibp%d", n), SpeedMbps: 400000}))
 	}
 	// The BMC's VGA controller is not an accelerator.
-	must(tr.AddPCI(fakesys.PCIFunc{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: 0, Driver: "ast"}))
-	must(tr.AddNUMA([]fakesys.NUMANode{
+	must(tr.AddPCI(sysfstest.PCIFunc{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: 0, Driver: "ast"}))
+	must(tr.AddNUMA([]sysfstest.NUMANode{
 		{CPUs: cpus[0], Distances: []int{10, 21}, MemKiB: 1 << 30},
 		{CPUs: cpus[1], Distances: []int{21, 10}, MemKiB: 1 << 30},
 	}))
@@ -101,7 +123,7 @@ func expectHGX(t *testing.T) *topology.Node {
 func TestHGXWithoutDriver(t *testing.T) {
 	for _, driver := range []string{"", "nvidia"} {
 		tr := hgxH100(t, driver)
-		inv, err := New(WithRoot(tr.Root), WithNodeName("hgx")).Scan(context.Background())
+		inv, err := New(WithRoot(tr.root(t)), WithNodeName("hgx")).Scan(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +141,7 @@ func TestHGXWithoutDriver(t *testing.T) {
 			t.Errorf("Notes = %q", notes)
 		}
 		// The provider that discovered the node also knows the drivers.
-		p := New(WithRoot(tr.Root), WithNodeName("hgx"))
+		p := New(WithRoot(tr.root(t)), WithNodeName("hgx"))
 		n, err := p.Discover(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -149,17 +171,17 @@ func dump(n *topology.Node) string {
 // TestGaudi: Intel Gaudi 2 cards (Habana 1da3:1020, processing
 // accelerators) are found; their RoCE scale-out links are not visible.
 func TestGaudi(t *testing.T) {
-	tr := fakesys.New(t.TempDir())
+	tr := newTree()
 	for i := range 4 {
-		if err := tr.AddPCI(fakesys.PCIFunc{Path: []string{"pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), fmt.Sprintf("0000:%02x:00.0", i+0x10)},
+		if err := tr.AddPCI(sysfstest.PCIFunc{Path: []string{"pci0000:00", fmt.Sprintf("0000:00:%02x.0", i+1), fmt.Sprintf("0000:%02x:00.0", i+0x10)},
 			Vendor: 0x1da3, Device: 0x1020, Class: 0x120000, NUMA: -1, Driver: "habanalabs"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tr.AddNUMA([]fakesys.NUMANode{{CPUs: fakesys.Range(0, 7), Distances: []int{10}, MemKiB: 1 << 20}}); err != nil {
+	if err := tr.AddNUMA([]sysfstest.NUMANode{{CPUs: sysfstest.Range(0, 7), Distances: []int{10}, MemKiB: 1 << 20}}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(WithRoot(tr.Root)).Discover(context.Background())
+	n, err := New(WithRoot(tr.root(t))).Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +197,8 @@ func TestGaudi(t *testing.T) {
 // TestNoAccelerators: a machine whose PCI bus holds only a BMC VGA and NICs
 // is not claimed; nor is one without a PCI bus.
 func TestNoAccelerators(t *testing.T) {
-	tr := fakesys.New(t.TempDir())
-	for _, f := range []fakesys.PCIFunc{
+	tr := newTree()
+	for _, f := range []sysfstest.PCIFunc{
 		{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: -1},
 		{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:03:00.0"}, Vendor: 0x8086, Device: 0x1572, Class: 0x020000, NUMA: -1, Netdev: "eth0"},
 		{Path: []string{"pci0000:00", "0000:00:02.0"}, Vendor: 0x8086, Device: 0x46a6, Class: 0x030000, NUMA: -1, Driver: "i915"},
@@ -185,7 +207,7 @@ func TestNoAccelerators(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := New(WithRoot(tr.Root)).Discover(context.Background()); !errors.Is(err, ErrNotDetected) || !strings.Contains(err.Error(), "none of the") {
+	if _, err := New(WithRoot(tr.root(t))).Discover(context.Background()); !errors.Is(err, ErrNotDetected) || !strings.Contains(err.Error(), "none of the") {
 		t.Errorf("err = %v", err)
 	}
 	if _, err := New(WithRoot(t.TempDir())).Discover(context.Background()); !errors.Is(err, ErrNotDetected) || !strings.Contains(err.Error(), "no PCI bus") {
@@ -195,14 +217,14 @@ func TestNoAccelerators(t *testing.T) {
 
 func TestVirtualFunctionsLeftOut(t *testing.T) {
 	tr := hgxH100(t, "nvidia")
-	vf := fakesys.PCIFunc{Path: []string{"pci0000:10", "0000:10:01.0", "0000:11:00.0", "0000:12:00.0", "0000:13:00.4"}, Vendor: 0x10de, Device: 0x2330, Class: 0x030200, NUMA: 0}
+	vf := sysfstest.PCIFunc{Path: []string{"pci0000:10", "0000:10:01.0", "0000:11:00.0", "0000:12:00.0", "0000:13:00.4"}, Vendor: 0x10de, Device: 0x2330, Class: 0x030200, NUMA: 0}
 	if err := tr.AddPCI(vf); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Link("sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:00.0/0000:13:00.4/physfn", "../0000:13:00.0"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(WithRoot(tr.Root)).Discover(context.Background())
+	n, err := New(WithRoot(tr.root(t))).Discover(context.Background())
 	if err != nil || n.Len() != 8 {
 		t.Fatalf("%v, %v", n, err)
 	}
@@ -213,22 +235,23 @@ func TestMutatedSysfs(t *testing.T) {
 	gpu0 := "sys/devices/" + strings.Join(hgxPath(0, 0), "/")
 	cases := []struct {
 		name   string
+		file   string // the file damaged, restored after the case
 		damage func(root string) error
 		err    error
 		msg    string
 		check  func(t *testing.T, inv *Inventory)
 	}{
-		{name: "garbage numa_node", err: ErrMalformed, msg: "numa_node",
+		{name: "garbage numa_node", file: gpu0 + "/numa_node", err: ErrParse, msg: "numa_node",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, gpu0, "numa_node"), []byte("zero"), 0o644)
 			}},
-		{name: "garbage local_cpulist", err: ErrMalformed, msg: "local_cpulist",
+		{name: "garbage local_cpulist", file: gpu0 + "/local_cpulist", err: ErrParse, msg: "local_cpulist",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, gpu0, "local_cpulist"), []byte("0-,,"), 0o644)
 			}},
-		{name: "modalias missing", err: ErrEnumeration, msg: "ghw enumerated none",
+		{name: "modalias missing", file: gpu0 + "/modalias", err: ErrEnumeration, msg: "ghw enumerated none",
 			damage: func(root string) error { return os.Remove(filepath.Join(root, gpu0, "modalias")) }},
-		{name: "numa_node missing",
+		{name: "numa_node missing", file: gpu0 + "/numa_node",
 			damage: func(root string) error { return os.Remove(filepath.Join(root, gpu0, "numa_node")) },
 			check: func(t *testing.T, inv *Inventory) {
 				// Unknown NUMA: the pair with a socket-1 GPU is SYS, but the
@@ -237,7 +260,7 @@ func TestMutatedSysfs(t *testing.T) {
 					t.Errorf("device 0 = %+v, link 0-1 = %v", d, inv.Node.Link(0, 1))
 				}
 			}},
-		{name: "NUMA node without distances",
+		{name: "NUMA node without distances", file: "sys/devices/system/node/node1/distance",
 			damage: func(root string) error {
 				return os.Remove(filepath.Join(root, "sys/devices/system/node/node1/distance"))
 			},
@@ -249,7 +272,7 @@ func TestMutatedSysfs(t *testing.T) {
 					t.Errorf("link 0-7 = %v", inv.Node.Link(0, 7))
 				}
 			}},
-		{name: "distance table not square",
+		{name: "distance table not square", file: "sys/devices/system/node/node1/distance",
 			damage: func(root string) error {
 				return os.WriteFile(filepath.Join(root, "sys/devices/system/node/node1/distance"), []byte("21 10 10\n"), 0o644)
 			},
@@ -259,22 +282,20 @@ func TestMutatedSysfs(t *testing.T) {
 				}
 			}},
 	}
+	// One real tree serves every case: each damages one file and restores it.
+	tr := hgxH100(t, "")
+	root := tr.root(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := hgxH100(t, "")
-			if err := c.damage(tr.Root); err != nil {
-				t.Fatal(err)
-			}
-			inv, err := New(WithRoot(tr.Root), WithNodeName("hgx")).Scan(context.Background())
+			t.Cleanup(func() { require.NoError(t, tr.Restore(root, c.file)) })
+			require.NoError(t, c.damage(root))
+			inv, err := New(WithRoot(root), WithNodeName("hgx")).Scan(context.Background())
 			if c.err != nil {
-				if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) {
-					t.Fatalf("err = %v, want %v mentioning %q", err, c.err, c.msg)
-				}
+				require.ErrorIs(t, err, c.err)
+				require.ErrorContains(t, err, c.msg)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			c.check(t, inv)
 		})
 	}
@@ -362,7 +383,7 @@ func TestIsAccelerator(t *testing.T) {
 // 8 NICs, 2 NUMA nodes) through ghw.
 func BenchmarkScan(b *testing.B) {
 	tr := hgxH100(b, "")
-	p := New(WithRoot(tr.Root), WithNodeName("bench"))
+	p := New(WithRoot(tr.root(b)), WithNodeName("bench"))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

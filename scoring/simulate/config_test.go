@@ -12,7 +12,7 @@ import (
 // outside their documented ranges with ErrInvalidConfig naming the field,
 // before any work.
 func TestConfigRejectsNonsense(t *testing.T) {
-	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryMiB: 8192, GPUs: 2, Model: "T4"}}
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8192 << 20, GPUs: 2, Model: "T4"}}
 	pods := []Pod{{Name: "p", CPUMilli: 1000, GPUs: 1, GPUMilli: 500}}
 	ctx := context.Background()
 	bad := map[string]struct {
@@ -32,10 +32,10 @@ func TestConfigRejectsNonsense(t *testing.T) {
 	for name, c := range bad {
 		t.Run(name, func(t *testing.T) {
 			require.ErrorIs(t, c.cfg.Validate(), ErrInvalidConfig)
-			_, err := Replay(ctx, nodes, pods, FGD, c.cfg)
+			_, err := Replay(ctx, nodes, pods, FGD(), c.cfg)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			require.Contains(t, err.Error(), c.says)
-			_, err = ReplayAll(ctx, nodes, pods, []Policy{FGD}, []int64{1}, c.cfg, 1)
+			_, err = ReplayAll(ctx, Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD()}, Seeds: []int64{1}, Config: c.cfg}, WithWorkers(1))
 			require.ErrorIs(t, err, ErrInvalidConfig)
 		})
 	}
@@ -46,22 +46,22 @@ func TestConfigRejectsNonsense(t *testing.T) {
 	} {
 		t.Run("accepts "+name, func(t *testing.T) {
 			require.NoError(t, cfg.Validate())
-			_, err := Replay(ctx, nodes, pods, BestFit, cfg)
+			_, err := Replay(ctx, nodes, pods, BestFit(), cfg)
 			require.NoError(t, err)
 		})
 	}
 	t.Run("workers", func(t *testing.T) {
-		_, err := ReplayAll(ctx, nodes, pods, []Policy{FGD}, []int64{1}, Config{}, -1)
+		_, err := ReplayAll(ctx, Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD()}, Seeds: []int64{1}}, WithWorkers(-1))
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		require.Contains(t, err.Error(), "-1 workers")
-		res, err := ReplayAll(ctx, nodes, pods, []Policy{FGD}, []int64{1, 2}, Config{}, 0)
+		res, err := ReplayAll(ctx, Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD()}, Seeds: []int64{1, 2}}, WithWorkers(0))
 		require.NoError(t, err)
 		require.Len(t, res, 2)
 	})
 	t.Run("nil policy", func(t *testing.T) {
 		_, err := Replay(ctx, nodes, pods, nil, Config{})
 		require.ErrorIs(t, err, ErrInvalidConfig)
-		_, err = ReplayAll(ctx, nodes, pods, []Policy{FGD, nil}, []int64{1}, Config{}, 1)
+		_, err = ReplayAll(ctx, Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD(), nil}, Seeds: []int64{1}})
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		require.Contains(t, err.Error(), "policy 1 is nil")
 	})

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bufio"
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -20,21 +21,21 @@ const Milli = 1000
 
 // Node is one machine of a node list (openb_node_list_*.csv).
 type Node struct {
-	Name      string
-	CPUMilli  int64  // CPU, milli-cores
-	MemoryMiB int64  // main memory, MiB
-	GPUs      int    // GPU count; 0 for a CPU-only node
-	Model     string // GPU model; empty for a CPU-only node
+	Name        string
+	CPUMilli    int64  // CPU, milli-cores
+	MemoryBytes int64  // main memory, bytes (the trace's memory_mib × 2^20)
+	GPUs        int    // GPU count; 0 for a CPU-only node
+	Model       string // GPU model; empty for a CPU-only node
 }
 
 // Pod is one task of a pod list (openb_pod_list_*.csv).
 type Pod struct {
-	Name      string
-	CPUMilli  int64  // CPU request, milli-cores
-	MemoryMiB int64  // memory request, MiB
-	GPUs      int    // GPU count
-	GPUMilli  int64  // request per GPU, milli-GPU: 0 for CPU-only pods, <1000 for GPU-sharing pods
-	Models    string // accepted GPU models "A|B" (the trace's gpu_spec); empty = any
+	Name        string
+	CPUMilli    int64  // CPU request, milli-cores
+	MemoryBytes int64  // memory request, bytes (the trace's memory_mib × 2^20)
+	GPUs        int    // GPU count
+	GPUMilli    int64  // request per GPU, milli-GPU: 0 for CPU-only pods, <1000 for GPU-sharing pods
+	Models      string // accepted GPU models "A|B" (the trace's gpu_spec); empty = any
 }
 
 // TotalGPUMilli returns the pod's whole GPU request, GPUs·GPUMilli.
@@ -43,17 +44,8 @@ func (p Pod) TotalGPUMilli() int64 { return int64(p.GPUs) * p.GPUMilli }
 // Sharing reports whether the pod takes a fraction of one GPU.
 func (p Pod) Sharing() bool { return p.GPUs == 1 && p.GPUMilli < Milli }
 
-// ErrMalformed is wrapped by every error of [ReadNodes] and [ReadPods] about
-// the input's content; the error is a [*ParseError] naming the line. Errors
-// about its size also wrap topology.ErrLimit.
-var ErrMalformed = errors.New("simulate: malformed CSV")
-
-// ErrRead is wrapped when the input reader of [ReadNodes] or [ReadPods]
-// fails; the reader's error stays in the chain.
-var ErrRead = errors.New("simulate: reading CSV")
-
 // Limits of [ReadNodes] and [ReadPods]. Input beyond them is a
-// [*ParseError] wrapping [ErrMalformed] and topology.ErrLimit, found while
+// [*ParseError] wrapping [ErrParse] and topology.ErrLimit, found while
 // streaming: at most MaxLineBytes of one line (plus small buffers) is held
 // before it is checked, whatever the input's size.
 const (
@@ -85,7 +77,7 @@ func quote(s string) string {
 }
 
 // ParseError is a problem in one line of a CSV input. It matches
-// [ErrMalformed] with errors.Is and unwraps to its cause.
+// [ErrParse] with errors.Is and unwraps to its cause.
 type ParseError struct {
 	Line   int    // 1-based line of the input (the header is line 1)
 	Column string // column at fault, empty when the whole row is
@@ -103,8 +95,8 @@ func (e *ParseError) Error() string {
 // Unwrap returns the cause.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Is reports whether target is ErrMalformed.
-func (e *ParseError) Is(target error) bool { return target == ErrMalformed }
+// Is reports whether target is ErrParse.
+func (e *ParseError) Is(target error) bool { return target == ErrParse }
 
 // boundedReader passes its input through, failing once the input passes
 // maxCSVBytes or a line passes MaxLineBytes; it remembers the reader's own
@@ -152,6 +144,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 // table reads a header-led CSV and hands each row to fn with a column
 // accessor. required names the columns that must be present.
 type table struct {
+	ctx    context.Context
 	in     *boundedReader
 	r      *csv.Reader
 	col    map[string]int
@@ -160,7 +153,10 @@ type table struct {
 	record []string
 }
 
-func newTable(in io.Reader, required ...string) (*table, error) {
+func newTable(ctx context.Context, in io.Reader, required ...string) (*table, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	br := &boundedReader{r: in}
 	buf := bufio.NewReader(br)
 	if bom, err := buf.Peek(3); err == nil && string(bom) == "\xef\xbb\xbf" {
@@ -168,7 +164,7 @@ func newTable(in io.Reader, required ...string) (*table, error) {
 	}
 	r := csv.NewReader(buf)
 	r.ReuseRecord = true
-	t := &table{in: br, r: r, col: map[string]int{}, line: 1}
+	t := &table{ctx: ctx, in: br, r: r, col: map[string]int{}, line: 1}
 	header, err := r.Read()
 	if err == io.EOF {
 		return nil, &ParseError{Line: 1, Err: errors.New("empty input, want a header line")}
@@ -222,8 +218,18 @@ func (t *table) readError(err error) error {
 	return &ParseError{Line: t.line, Err: err}
 }
 
-// next advances to the next row; it returns false at the end.
+// ctxRows is how many rows the readers parse between two looks at their
+// context (a few hundred microseconds of work).
+const ctxRows = 1024
+
+// next advances to the next row; it returns false at the end, and the
+// context's error once it is done.
 func (t *table) next() (bool, error) {
+	if t.rows%ctxRows == 0 {
+		if err := t.ctx.Err(); err != nil {
+			return false, fmt.Errorf("simulate: reading CSV stopped after line %d: %w", t.line, err)
+		}
+	}
 	rec, err := t.r.Read()
 	if err == io.EOF {
 		return false, nil
@@ -277,18 +283,23 @@ func (t *table) int(name string, limit int64) (int64, error) {
 // field limits: generous bounds that keep sums far from overflow.
 const (
 	maxCPUMilli  = 1 << 32 // 4 million cores
-	maxMemoryMiB = 1 << 40
+	maxMemoryMiB = 1 << 40 // 1 EiB, 2^60 bytes
 )
+
+// mib is one MiB in bytes: the trace's memory_mib columns are in MiB.
+const mib = 1 << 20
 
 // ReadNodes reads a node list in the trace's CSV form: a header with at
 // least the columns sn, cpu_milli, memory_mib, gpu and model (any order;
-// other columns are ignored), then one node per line. Nodes with gpu 0 are
-// CPU-only and must have an empty model; GPU nodes must name one. Node
-// names must be unique. Errors are [*ParseError]s wrapping [ErrMalformed]
-// (and topology.ErrLimit past [MaxLineBytes], [MaxColumns], [MaxRows] or
-// [MaxCSVBytes]), or wrap [ErrRead] when in fails.
-func ReadNodes(in io.Reader) ([]Node, error) {
-	t, err := newTable(in, "sn", "cpu_milli", "memory_mib", "gpu", "model")
+// other columns are ignored), then one node per line. memory_mib is
+// converted to [Node.MemoryBytes]. Nodes with gpu 0 are CPU-only and must
+// have an empty model; GPU nodes must name one. Node names must be unique.
+// Errors are [*ParseError]s wrapping [ErrParse] (and topology.ErrLimit past
+// [MaxLineBytes], [MaxColumns], [MaxRows] or [MaxCSVBytes]), or wrap
+// [ErrRead] when in fails. It looks at ctx every 1,024 rows and returns its
+// error once it is done (a Read of in that blocks is not interrupted).
+func ReadNodes(ctx context.Context, in io.Reader) ([]Node, error) {
+	t, err := newTable(ctx, in, "sn", "cpu_milli", "memory_mib", "gpu", "model")
 	if err != nil {
 		return nil, err
 	}
@@ -313,9 +324,10 @@ func ReadNodes(in io.Reader) ([]Node, error) {
 		if n.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {
 			return nil, err
 		}
-		if n.MemoryMiB, err = t.int("memory_mib", maxMemoryMiB); err != nil {
+		if n.MemoryBytes, err = t.int("memory_mib", maxMemoryMiB); err != nil {
 			return nil, err
 		}
+		n.MemoryBytes *= mib
 		g, err := t.int("gpu", MaxGPUsPerNode)
 		if err != nil {
 			return nil, err
@@ -345,11 +357,12 @@ func ReadNodes(in io.Reader) ([]Node, error) {
 // name, cpu_milli, memory_mib, num_gpu and gpu_milli (the 5-column variant
 // of the multigpu lists), optionally gpu_spec; other columns (qos,
 // pod_phase, times) are ignored, as the paper's experiment ignores them.
-// gpu_milli is the share of each GPU: 0 when num_gpu is 0, 1..1000 when
-// num_gpu is 1, exactly 1000 when num_gpu is more. Pod names must be
-// unique. Errors are as [ReadNodes]'s.
-func ReadPods(in io.Reader) ([]Pod, error) {
-	t, err := newTable(in, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+// memory_mib is converted to [Pod.MemoryBytes]. gpu_milli is the share of
+// each GPU: 0 when num_gpu is 0, 1..1000 when num_gpu is 1, exactly 1000
+// when num_gpu is more. Pod names must be unique. Errors, and how ctx is
+// honoured, are as [ReadNodes]'s.
+func ReadPods(ctx context.Context, in io.Reader) ([]Pod, error) {
+	t, err := newTable(ctx, in, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 	if err != nil {
 		return nil, err
 	}
@@ -375,9 +388,10 @@ func ReadPods(in io.Reader) ([]Pod, error) {
 		if p.CPUMilli, err = t.int("cpu_milli", maxCPUMilli); err != nil {
 			return nil, err
 		}
-		if p.MemoryMiB, err = t.int("memory_mib", maxMemoryMiB); err != nil {
+		if p.MemoryBytes, err = t.int("memory_mib", maxMemoryMiB); err != nil {
 			return nil, err
 		}
+		p.MemoryBytes *= mib
 		g, err := t.int("num_gpu", MaxGPUsPerNode)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -66,8 +67,8 @@ func TestHugeLinesCostLittle(t *testing.T) {
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			alloc := allocated(func() { _, err = ReadNodes(in) })
-			require.ErrorIs(t, err, ErrMalformed)
+			alloc := allocated(func() { _, err = ReadNodes(context.Background(), in) })
+			require.ErrorIs(t, err, ErrParse)
 			require.ErrorIs(t, err, topology.ErrLimit)
 			require.Contains(t, err.Error(), "MaxLineBytes")
 			require.Less(t, len(err.Error()), 200)
@@ -88,7 +89,7 @@ func TestMissingColumnQuotesLittle(t *testing.T) {
 	}
 	header := strings.Join(cols, ",")
 	require.Greater(t, len(header), 40_000)
-	_, err := ReadNodes(strings.NewReader(header + "\n"))
+	_, err := ReadNodes(context.Background(), strings.NewReader(header+"\n"))
 	var pe *ParseError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "model", pe.Column)
@@ -100,8 +101,8 @@ func TestMissingColumnQuotesLittle(t *testing.T) {
 func TestCSVLimits(t *testing.T) {
 	t.Run("columns", func(t *testing.T) {
 		header := "sn,cpu_milli,memory_mib,gpu,model" + strings.Repeat(",x", MaxColumns)
-		_, err := ReadNodes(strings.NewReader(header + "\n"))
-		require.ErrorIs(t, err, ErrMalformed)
+		_, err := ReadNodes(context.Background(), strings.NewReader(header+"\n"))
+		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
 		require.Contains(t, err.Error(), "MaxColumns")
 	})
@@ -116,11 +117,11 @@ func TestCSVLimits(t *testing.T) {
 			}
 			return b.String()
 		}
-		nodes, err := ReadNodes(strings.NewReader(rows(3)))
+		nodes, err := ReadNodes(context.Background(), strings.NewReader(rows(3)))
 		require.NoError(t, err)
 		require.Len(t, nodes, 3)
-		_, err = ReadNodes(strings.NewReader(rows(4)))
-		require.ErrorIs(t, err, ErrMalformed)
+		_, err = ReadNodes(context.Background(), strings.NewReader(rows(4)))
+		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
 		require.Contains(t, err.Error(), "MaxRows")
 		var pe *ParseError
@@ -130,18 +131,18 @@ func TestCSVLimits(t *testing.T) {
 	t.Run("bytes", func(t *testing.T) {
 		defer func(v int64) { maxCSVBytes = v }(maxCSVBytes)
 		maxCSVBytes = int64(len(nodeHeader)) + 10
-		_, err := ReadNodes(strings.NewReader(nodeHeader + "a,1,1,1,T4\nb,1,1,1,T4\n"))
-		require.ErrorIs(t, err, ErrMalformed)
+		_, err := ReadNodes(context.Background(), strings.NewReader(nodeHeader+"a,1,1,1,T4\nb,1,1,1,T4\n"))
+		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
 		require.Contains(t, err.Error(), "MaxCSVBytes")
 		// Blank lines count too (the CSV reader skips them).
-		_, err = ReadNodes(&genReader{prefix: nodeHeader, fill: '\n', n: 1 << 20})
+		_, err = ReadNodes(context.Background(), &genReader{prefix: nodeHeader, fill: '\n', n: 1 << 20})
 		require.ErrorIs(t, err, topology.ErrLimit)
 		require.Contains(t, err.Error(), "MaxCSVBytes")
 	})
 	t.Run("long value quoted briefly", func(t *testing.T) {
-		_, err := ReadNodes(strings.NewReader(nodeHeader + "a," + strings.Repeat("9x", 10000) + ",1,1,T4\n"))
-		require.ErrorIs(t, err, ErrMalformed)
+		_, err := ReadNodes(context.Background(), strings.NewReader(nodeHeader+"a,"+strings.Repeat("9x", 10000)+",1,1,T4\n"))
+		require.ErrorIs(t, err, ErrParse)
 		require.Contains(t, err.Error(), "(20000 bytes)")
 		require.Less(t, len(err.Error()), 200)
 	})
@@ -168,11 +169,11 @@ func TestReadErrorsWrapErrRead(t *testing.T) {
 	cause := errors.New("disk on fire")
 	for name, data := range map[string]string{"at once": "", "after the header": nodeHeader, "mid-row": nodeHeader + "a,1,"} {
 		t.Run(name, func(t *testing.T) {
-			_, err := ReadNodes(&failingReader{data: data, err: cause})
+			_, err := ReadNodes(context.Background(), &failingReader{data: data, err: cause})
 			require.ErrorIs(t, err, ErrRead)
 			require.ErrorIs(t, err, cause)
-			require.NotErrorIs(t, err, ErrMalformed)
-			_, err = ReadPods(&failingReader{data: strings.Replace(data, nodeHeader, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", 1), err: cause})
+			require.NotErrorIs(t, err, ErrParse)
+			_, err = ReadPods(context.Background(), &failingReader{data: strings.Replace(data, nodeHeader, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", 1), err: cause})
 			require.ErrorIs(t, err, ErrRead)
 		})
 	}

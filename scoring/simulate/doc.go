@@ -9,9 +9,11 @@
 // (openb_node_list_*.csv, openb_pod_list_*.csv, including the 5-column
 // multigpu variant), rejecting malformed rows with their line number. They
 // stream their input within stated bounds ([MaxLineBytes], [MaxColumns],
-// [MaxRows], [MaxCSVBytes]; errors wrap [ErrMalformed] and
+// [MaxRows], [MaxCSVBytes]; errors wrap [ErrParse] and
 // topology.ErrLimit), so a 50 MB line costs a few hundred KB before it is
-// refused; a failing reader's error wraps [ErrRead].
+// refused; a failing reader's error wraps [ErrRead]. Memory is in bytes
+// everywhere ([Node.MemoryBytes], [Pod.MemoryBytes], [State.FreeMemory]);
+// the readers convert the trace's MiB.
 // [Synthetic] generates lists of the same shape when the trace is absent.
 //
 // # Protocol
@@ -25,7 +27,21 @@
 // the replay records arrived and allocated GPU and the cluster's expected
 // fragment under the typical task shapes of the original list. [Result.Bins]
 // averages those by arrival percentage as the paper's analysis does, and
-// [ReplayAll] runs policies × seeds on all cores.
+// [ReplayAll] runs an [Experiment] (policies × seeds) on all cores.
+//
+// # Options, context and errors
+//
+// What a replay computes is data: the node and pod lists, the policies and
+// seeds, and the protocol's [Config]. How it runs is an [Option]:
+// [WithWorkers] and [WithProgress], a hook called after every pod. Every
+// call that can take more than about a millisecond ([ReadNodes],
+// [ReadPods], [Synthetic], [TypicalWorkload], [Replay], [ReplayAll]) takes
+// a context and returns an error wrapping its error once it is done; a
+// replay looks at it before every pod. Other errors wrap the package's
+// sentinels: [ErrParse] (topology.ErrParse) for malformed input,
+// [ErrRead], and [ErrInvalidConfig], [ErrNoPods], [ErrInvalidPod],
+// [ErrInvalidCluster] and [ErrInvalidPlacement], which all wrap
+// topology.ErrInvalidRequest.
 //
 // # Tie-breaking
 //
@@ -44,9 +60,10 @@
 // # Policies
 //
 // A [Policy] makes a [Scorer] per replay; implement one to try your own.
-// The built-ins are the paper's [Random], [DotProd], [Clustering],
-// [Packing], [BestFit] and [FGD], and gputopo's [Lookahead], which adds a
-// look-ahead term for GPUs that CPU or memory will strand to FGD's
-// fragmentation (see its doc). The fragmentation maths itself lives in
-// package scoring/fgd, where node scoring (package scoring) uses it too.
+// The built-ins ([Policies], [PolicyByName]) are the paper's [Random],
+// [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
+// [Lookahead], which adds a look-ahead term for GPUs that CPU or memory
+// will strand to FGD's fragmentation (see its doc). The fragmentation
+// maths itself lives in package scoring/fgd, where node scoring (package
+// scoring) uses it too.
 package simulate

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gputopo/gputopo/scoring/simulate"
 )
@@ -21,15 +22,15 @@ etl,32000,65536,0,0,
 `
 
 func ExampleReplay() {
-	nodes, err := simulate.ReadNodes(strings.NewReader(exampleNodes))
+	nodes, err := simulate.ReadNodes(context.Background(), strings.NewReader(exampleNodes))
 	if err != nil {
 		panic(err)
 	}
-	pods, err := simulate.ReadPods(strings.NewReader(examplePods))
+	pods, err := simulate.ReadPods(context.Background(), strings.NewReader(examplePods))
 	if err != nil {
 		panic(err)
 	}
-	res, err := simulate.Replay(context.Background(), nodes, pods, simulate.FGD,
+	res, err := simulate.Replay(context.Background(), nodes, pods, simulate.FGD(),
 		simulate.Config{Seed: 42, Inflation: simulate.NoInflation})
 	if err != nil {
 		panic(err)
@@ -50,6 +51,44 @@ func ExampleReplay() {
 	// placed 4 of 4 pods
 }
 
+// A batch: two policies, three seeds, on two workers, counting the pods
+// tried (the hook runs on the workers: it must be safe for concurrent use).
+func ExampleReplayAll() {
+	nodes, pods, err := simulate.Synthetic(context.Background(), 20, 1)
+	if err != nil {
+		panic(err)
+	}
+	fgd, err := simulate.PolicyByName("fgd")
+	if err != nil {
+		panic(err)
+	}
+	var tried atomic.Int64
+	res, err := simulate.ReplayAll(context.Background(), simulate.Experiment{
+		Nodes:    nodes,
+		Pods:     pods,
+		Policies: []simulate.Policy{fgd, simulate.Lookahead()},
+		Seeds:    []int64{1, 2, 3},
+		Config:   simulate.Config{TieBreak: simulate.TieFirst},
+	}, simulate.WithWorkers(2), simulate.WithProgress(func(simulate.Progress) { tried.Add(1) }))
+	if err != nil {
+		panic(err)
+	}
+	steps := 0
+	for _, r := range res {
+		fmt.Println(r.Policy, r.Seed)
+		steps += len(r.Steps)
+	}
+	fmt.Println(tried.Load() == int64(steps))
+	// Output:
+	// FGD 1
+	// FGD 2
+	// FGD 3
+	// Lookahead 1
+	// Lookahead 2
+	// Lookahead 3
+	// true
+}
+
 // A policy of your own: put each pod on the node with the most free CPU.
 func ExampleNewPolicy() {
 	mostCPU := simulate.NewPolicy("MostCPU", func(env *simulate.Env) simulate.Scorer {
@@ -58,7 +97,10 @@ func ExampleNewPolicy() {
 			return float64(env.State.FreeCPU(i)), gpus
 		})
 	})
-	nodes, pods := simulate.Synthetic(20, 1)
+	nodes, pods, err := simulate.Synthetic(context.Background(), 20, 1)
+	if err != nil {
+		panic(err)
+	}
 	res, err := simulate.Replay(context.Background(), nodes, pods, mostCPU, simulate.Config{Seed: 1})
 	if err != nil {
 		panic(err)

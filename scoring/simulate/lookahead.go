@@ -32,7 +32,7 @@ import (
 // leave to node order, so Lookahead barely depends on [TieBreak].
 // Everything is derived from the node and pod lists; there are no
 // trace-specific constants.
-var Lookahead Policy = NewPolicy("Lookahead", newLookahead)
+func Lookahead() Policy { return lookaheadPolicy }
 
 type lookaheadScorer struct {
 	s     *State

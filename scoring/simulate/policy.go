@@ -1,10 +1,12 @@
 package simulate
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/gputopo/gputopo/scoring/fgd"
 )
@@ -62,35 +64,72 @@ func NewPolicy(name string, newScorer func(env *Env) Scorer) Policy {
 
 // The paper's policies (§5.4 of the FGD paper), as its simulator implements
 // them: integer node scores in 0..100, equal top scores broken by the
-// replay's [TieBreak], GPUs chosen best-fit except where noted.
+// replay's [TieBreak], GPUs chosen best-fit except where noted. They are
+// values behind functions so that no caller can replace them.
 var (
-	// Random places each pod on a uniformly random feasible node, on a
-	// random GPU with room for a GPU-sharing pod.
-	Random Policy = NewPolicy("Random", func(env *Env) Scorer { return &randomScorer{env} })
-	// DotProd is Tetris' alignment: the score falls with the dot product
-	// of the node's free (CPU, total GPU) and the pod's request, both
-	// normalised by the largest node.
-	DotProd Policy = NewPolicy("DotProd", func(env *Env) Scorer { return &dotProdScorer{env.State} })
-	// Clustering keeps pods of one GPU request class (sharing, 1 GPU,
-	// 2 GPUs, ...) together: nodes hosting only that class first, then
-	// nodes hosting it among others, then idle nodes, then the rest; fuller
-	// nodes first within each band. CPU-only pods score 0 everywhere.
-	Clustering Policy = NewPolicy("Clustering", func(env *Env) Scorer { return &clusteringScorer{env.State} })
-	// Packing prefers GPUs already shared (least room left first), then
-	// free GPUs on a used node, then idle nodes.
-	Packing Policy = NewPolicy("Packing", func(env *Env) Scorer { return &packingScorer{env.State} })
-	// BestFit prefers the node whose free CPU and GPU would be smallest
-	// after placement, each normalised by the largest node, min-max
-	// rescaled over the feasible nodes.
-	BestFit Policy = NewPolicy("BestFit", func(env *Env) Scorer { return &bestFitScorer{env.State} })
-	// FGD is fragmentation gradient descent: the node (and, for a
-	// GPU-sharing pod, the GPU) where the expected fragmentation grows
-	// least, scored int(100·sigmoid(−Δ/1000)).
-	FGD Policy = NewPolicy("FGD", func(env *Env) Scorer { return &fgdScorer{env.State} })
+	randomPolicy     = NewPolicy("Random", func(env *Env) Scorer { return &randomScorer{env} })
+	dotProdPolicy    = NewPolicy("DotProd", func(env *Env) Scorer { return &dotProdScorer{env.State} })
+	clusteringPolicy = NewPolicy("Clustering", func(env *Env) Scorer { return &clusteringScorer{env.State} })
+	packingPolicy    = NewPolicy("Packing", func(env *Env) Scorer { return &packingScorer{env.State} })
+	bestFitPolicy    = NewPolicy("BestFit", func(env *Env) Scorer { return &bestFitScorer{env.State} })
+	fgdPolicy        = NewPolicy("FGD", func(env *Env) Scorer { return &fgdScorer{env.State} })
+	lookaheadPolicy  = NewPolicy("Lookahead", newLookahead)
 )
 
-// Baselines returns the paper's six policies in its order.
-func Baselines() []Policy { return []Policy{Random, DotProd, Clustering, Packing, BestFit, FGD} }
+// Random places each pod on a uniformly random feasible node, on a random
+// GPU with room for a GPU-sharing pod.
+func Random() Policy { return randomPolicy }
+
+// DotProd is Tetris' alignment: the score falls with the dot product of the
+// node's free (CPU, total GPU) and the pod's request, both normalised by
+// the largest node.
+func DotProd() Policy { return dotProdPolicy }
+
+// Clustering keeps pods of one GPU request class (sharing, 1 GPU, 2 GPUs,
+// ...) together: nodes hosting only that class first, then nodes hosting
+// it among others, then idle nodes, then the rest; fuller nodes first
+// within each band. CPU-only pods score 0 everywhere.
+func Clustering() Policy { return clusteringPolicy }
+
+// Packing prefers GPUs already shared (least room left first), then free
+// GPUs on a used node, then idle nodes.
+func Packing() Policy { return packingPolicy }
+
+// BestFit prefers the node whose free CPU and GPU would be smallest after
+// placement, each normalised by the largest node, min-max rescaled over
+// the feasible nodes.
+func BestFit() Policy { return bestFitPolicy }
+
+// FGD is fragmentation gradient descent: the node (and, for a GPU-sharing
+// pod, the GPU) where the expected fragmentation grows least, scored
+// int(100·sigmoid(−Δ/1000)).
+func FGD() Policy { return fgdPolicy }
+
+// Baselines returns the paper's six policies in its order: [Random],
+// [DotProd], [Clustering], [Packing], [BestFit], [FGD]. The slice is new on
+// every call.
+func Baselines() []Policy {
+	return []Policy{randomPolicy, dotProdPolicy, clusteringPolicy, packingPolicy, bestFitPolicy, fgdPolicy}
+}
+
+// Policies returns every built-in policy: the paper's six ([Baselines])
+// then gputopo's [Lookahead]. The slice is new on every call.
+func Policies() []Policy { return append(Baselines(), lookaheadPolicy) }
+
+// PolicyByName returns the built-in policy of that name (see [Policies]),
+// ignoring case; an unknown name is an error wrapping [ErrInvalidConfig]
+// that lists the known ones.
+func PolicyByName(name string) (Policy, error) {
+	all := Policies()
+	names := make([]string, len(all))
+	for i, p := range all {
+		if strings.EqualFold(p.Name(), strings.TrimSpace(name)) {
+			return p, nil
+		}
+		names[i] = p.Name()
+	}
+	return nil, fmt.Errorf("%w: unknown policy %s (know %s)", ErrInvalidConfig, quote(name), strings.Join(names, ", "))
+}
 
 type randomScorer struct{ env *Env }
 
@@ -236,9 +275,9 @@ func (f *fgdScorer) Score(p *Pod, i int) (float64, GPUSet) {
 // fragment F_n(M), plus, when stranded is set, the Lookahead policy's
 // stranded-GPU term.
 func nodeCost(e *fgd.Evaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
-	c := e.Fragment(cpu, mem<<20, gpus) // package fgd counts memory in bytes
+	c := e.Fragment(cpu, mem, gpus)
 	if stranded {
-		c += e.Stranded(cpu, mem<<20, gpus)
+		c += e.Stranded(cpu, mem, gpus)
 	}
 	return c
 }
@@ -254,7 +293,7 @@ func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluato
 	var buf [MaxGPUsPerNode]int64
 	after := buf[:len(free)]
 	copy(after, free)
-	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryMiB
+	cpu, mem := s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryBytes
 	score := func(a float64) float64 { return math.Trunc(fgd.Score(a - before)) }
 	if p.Sharing() {
 		best, bestG := -1.0, -1

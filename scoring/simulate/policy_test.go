@@ -79,10 +79,10 @@ func wantScores(t *testing.T, name string, got []scored, want ...float64) {
 
 func TestDotProdByHand(t *testing.T) {
 	st, env := testEnv(t, []Node{
-		{Name: "small", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
-		{Name: "big", CPUMilli: 32000, MemoryMiB: 1 << 20, GPUs: 8, Model: "T4"},
+		{Name: "small", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
+		{Name: "big", CPUMilli: 32000, MemoryBytes: 1 << 40, GPUs: 8, Model: "T4"},
 	})
-	sc := DotProd.NewScorer(env)
+	sc := DotProd().NewScorer(env)
 	// max spec: 64 cores, 8 GPUs. Pod: 8 cores, one GPU.
 	// small: 1·0.125 + 0.25·0.125 = 0.15625 -> 100·(1 − 0.078125) = 92.19 -> 92
 	// big:   0.5·0.125 + 1·0.125  = 0.1875  -> 100·(1 − 0.09375)  = 90.63 -> 90
@@ -100,10 +100,10 @@ func TestDotProdByHand(t *testing.T) {
 func TestClusteringByHand(t *testing.T) {
 	nodes := make([]Node, 3)
 	for i := range nodes {
-		nodes[i] = Node{Name: string(rune('a' + i)), CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 4, Model: "T4"}
+		nodes[i] = Node{Name: string(rune('a' + i)), CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 4, Model: "T4"}
 	}
 	st, env := testEnv(t, nodes)
-	sc := Clustering.NewScorer(env)
+	sc := Clustering().NewScorer(env)
 	put(t, st, Pod{Name: "s", GPUs: 1, GPUMilli: 500}, 0, 0)   // node 0: sharing only
 	put(t, st, Pod{Name: "w", GPUs: 1, GPUMilli: Milli}, 1, 0) // node 1: one-GPU only
 	// max spec 4 GPUs = 4000 milli; fill term 25·(4000 − free)/4000 (integer)
@@ -121,13 +121,13 @@ func TestClusteringByHand(t *testing.T) {
 
 func TestPackingByHand(t *testing.T) {
 	nodes := []Node{
-		{Name: "shared", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
-		{Name: "used", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
-		{Name: "idle", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
-		{Name: "idle8", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 8, Model: "T4"},
+		{Name: "shared", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
+		{Name: "used", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
+		{Name: "idle", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
+		{Name: "idle8", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 8, Model: "T4"},
 	}
 	st, env := testEnv(t, nodes)
-	sc := Packing.NewScorer(env)
+	sc := Packing().NewScorer(env)
 	put(t, st, Pod{Name: "a", GPUs: 1, GPUMilli: 500}, 0, 1)
 	put(t, st, Pod{Name: "b", GPUs: 1, GPUMilli: Milli}, 1, 0)
 	// 300-milli pod: "shared" uses its 500-free GPU: 100 − (500·100/1000)/10 = 95;
@@ -145,12 +145,12 @@ func TestPackingByHand(t *testing.T) {
 
 func TestBestFitByHand(t *testing.T) {
 	nodes := []Node{
-		{Name: "a", CPUMilli: 128000, MemoryMiB: 1 << 20, GPUs: 8, Model: "T4"},
-		{Name: "b", CPUMilli: 32000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
-		{Name: "c", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 4, Model: "T4"},
+		{Name: "a", CPUMilli: 128000, MemoryBytes: 1 << 40, GPUs: 8, Model: "T4"},
+		{Name: "b", CPUMilli: 32000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
+		{Name: "c", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 4, Model: "T4"},
 	}
 	st, env := testEnv(t, nodes)
-	sc := BestFit.NewScorer(env)
+	sc := BestFit().NewScorer(env)
 	// pod 16 cores + 1 GPU; leftover ratios over max spec (128 cores, 8 GPUs):
 	// a: 0.5·112/128 + 0.5·7000/8000 = 0.875 -> 12.5 -> 12
 	// b: 0.5·16/128 + 0.5·1000/8000 = 0.125 -> 87.5 -> 87
@@ -165,8 +165,8 @@ func TestFGDByHand(t *testing.T) {
 	// workload: half 600-milli tasks, half whole GPUs (CPU-free)
 	tasks := []fgd.Task{{GPUs: 1, GPUMilli: 600, Weight: 1}, {GPUs: 1, GPUMilli: Milli, Weight: 1}}
 	nodes := []Node{
-		{Name: "x", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 3, Model: "T4"},
-		{Name: "y", CPUMilli: 64000, MemoryMiB: 1 << 20, GPUs: 1, Model: "T4"},
+		{Name: "x", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 3, Model: "T4"},
+		{Name: "y", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "T4"},
 	}
 	st, env := testEnv(t, nodes, tasks...)
 	put(t, st, Pod{Name: "a", GPUs: 1, GPUMilli: 500}, 0, 1) // x: 1000, 500, 1000
@@ -174,7 +174,7 @@ func TestFGDByHand(t *testing.T) {
 	if f := st.Fragment(0); f != 700 {
 		t.Fatalf("F(x) = %v, want 700", f)
 	}
-	sc := FGD.NewScorer(env)
+	sc := FGD().NewScorer(env)
 	// 500-milli pod. On x: GPU 1 leaves {1000, 0, 200}: F = 200, Δ = −500,
 	// score int(100·sigmoid(0.5)) = 62; GPU 0 would leave {500,500,200}:
 	// F = 1200, Δ = +500, score 37. On y (F 0): {500} -> F 500, Δ +500 -> 37.
@@ -190,10 +190,10 @@ func TestFGDByHand(t *testing.T) {
 func TestRandomIsUniform(t *testing.T) {
 	nodes := make([]Node, 4)
 	for i := range nodes {
-		nodes[i] = Node{Name: string(rune('a' + i)), CPUMilli: 1000, MemoryMiB: 1000, GPUs: 2, Model: "T4"}
+		nodes[i] = Node{Name: string(rune('a' + i)), CPUMilli: 1000, MemoryBytes: 1000 << 20, GPUs: 2, Model: "T4"}
 	}
 	_, env := testEnv(t, nodes)
-	sc := Random.NewScorer(env)
+	sc := Random().NewScorer(env)
 	p := Pod{Name: "p", GPUs: 1, GPUMilli: 300}
 	counts := make([]int, 4)
 	gpu := make([]int, 2)
@@ -229,16 +229,16 @@ func TestLookaheadSparesTightNodes(t *testing.T) {
 		{CPUMilli: 24000, Weight: 2},
 	}
 	nodes := []Node{
-		{Name: "tight", CPUMilli: 96000, MemoryMiB: 1 << 20, GPUs: 8, Model: "V100"},
-		{Name: "roomy", CPUMilli: 104000, MemoryMiB: 1 << 20, GPUs: 2, Model: "T4"},
+		{Name: "tight", CPUMilli: 96000, MemoryBytes: 1 << 40, GPUs: 8, Model: "V100"},
+		{Name: "roomy", CPUMilli: 104000, MemoryBytes: 1 << 40, GPUs: 2, Model: "T4"},
 	}
 	st, env := testEnv(t, nodes, tasks...)
 	pod := Pod{Name: "c", CPUMilli: 24000}
-	la := scoreAll(st, Lookahead.NewScorer(env), pod)
+	la := scoreAll(st, Lookahead().NewScorer(env), pod)
 	if !(la[1].score > la[0].score) {
 		t.Errorf("Lookahead scores tight %v, roomy %v: want roomy higher", la[0].score, la[1].score)
 	}
 	// Δ on tight: stranded 8000 − 72000/10 = 800 -> int(100·sigmoid(−0.8)) = 31
 	wantScores(t, "Lookahead", la, 31, 50)
-	wantScores(t, "FGD", scoreAll(st, FGD.NewScorer(env), pod), 50, 50)
+	wantScores(t, "FGD", scoreAll(st, FGD().NewScorer(env), pod), 50, 50)
 }

@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/gputopo/gputopo/scoring/fgd"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // TieBreak says how the replay chooses among nodes with the same top score.
@@ -44,8 +46,18 @@ const NoInflation = -1
 
 // MaxInflation is the largest Config.Inflation: pods asking for 100 times
 // the cluster's GPUs. (The clones are bounded anyway, at 100 per pod of
-// the list plus 1,000.)
+// the list plus 1,000, and by MaxReplayPods.)
 const MaxInflation = 100
+
+// MaxReplayPods bounds the clones of [Config.Inflation]: an inflation
+// that would make a replay longer than this many pods (twice [MaxRows]; a
+// replay allocates about 500 bytes per pod, so at most about 1 GB) is an error
+// wrapping [ErrInvalidConfig] and topology.ErrLimit. A list longer than
+// this replayed as it is ([NoInflation]) is not refused.
+const MaxReplayPods = 2 * MaxRows
+
+// maxReplayPods is MaxReplayPods; tests lower it.
+var maxReplayPods = MaxReplayPods
 
 // DefaultCoverage is the share of pods the typical task shapes must cover
 // (the simulator's podPopularityThreshold of 95).
@@ -71,11 +83,6 @@ type Config struct {
 	Coverage float64
 }
 
-// ErrInvalidConfig is returned for a [Config] or [ReplayAll] argument out
-// of its documented range (a NaN or infinite inflation, a coverage outside
-// (0, 1], an unknown tie-break, negative workers, a nil policy).
-var ErrInvalidConfig = errors.New("simulate: invalid configuration")
-
 // Validate reports whether c is a configuration [Replay] accepts; the error
 // wraps [ErrInvalidConfig] and names the field.
 func (c Config) Validate() error {
@@ -85,7 +92,7 @@ func (c Config) Validate() error {
 	case c.Inflation < 0 && c.Inflation != NoInflation:
 		return fmt.Errorf("%w: Inflation %v is negative (use NoInflation, -1, to replay the list as is)", ErrInvalidConfig, c.Inflation)
 	case c.Inflation > MaxInflation:
-		return fmt.Errorf("%w: Inflation %v is more than MaxInflation (%d)", ErrInvalidConfig, c.Inflation, MaxInflation)
+		return fmt.Errorf("%w: Inflation %v is more than simulate.MaxInflation (%d): %w", ErrInvalidConfig, c.Inflation, MaxInflation, topology.ErrLimit)
 	case math.IsNaN(c.Coverage) || c.Coverage < 0 || c.Coverage > 1:
 		return fmt.Errorf("%w: Coverage %v is outside (0, 1] (0 means DefaultCoverage)", ErrInvalidConfig, c.Coverage)
 	case c.TieBreak != TieFirst && c.TieBreak != TieRandom:
@@ -93,14 +100,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// ErrNoPods is returned when the pod list is empty.
-var ErrNoPods = errors.New("simulate: no pods")
-
-// ErrInvalidPod is returned for a pod built in code that no pod list
-// could hold (negative requests, a share above one GPU, a fractional share
-// on several GPUs).
-var ErrInvalidPod = errors.New("simulate: invalid pod")
 
 // Step is the cluster after one pod of the replay.
 type Step struct {
@@ -149,46 +148,62 @@ type Bin struct {
 	Samples    int     // steps averaged
 }
 
-// Bins returns one bin per arrival percentage from 0 to the last step's.
+// Bins returns one bin per arrival percentage from 0 to the last step's;
+// none for a result without steps or GPU capacity.
 func (r *Result) Bins() []Bin {
-	if len(r.Steps) == 0 {
+	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 {
 		return nil
 	}
-	capacity := float64(r.CapacityGPUMilli)
-	pct := func(st Step) float64 { return float64(st.ArrivedGPUMilli) / capacity * 100 }
-	last := int(math.RoundToEven(pct(r.Steps[len(r.Steps)-1])))
+	last := r.lastArrival()
 	out := make([]Bin, 0, last+1)
 	// steps are sorted by arrival; walk windows
 	lo := 0
 	for a := 0; a <= last; a++ {
-		for lo < len(r.Steps) && pct(r.Steps[lo]) < float64(a)-1.5 {
+		for lo < len(r.Steps) && r.arrivalPct(lo) < float64(a)-1.5 {
 			lo++
 		}
-		var exact, near accum
-		for j := lo; j < len(r.Steps); j++ {
-			x := math.RoundToEven(pct(r.Steps[j]))
-			if x > float64(a+1) {
-				break
-			}
-			if x == float64(a) {
-				exact.add(r.Steps[j], capacity)
-			}
-			if x >= float64(a-1) {
-				near.add(r.Steps[j], capacity)
-			}
+		if b, ok := r.binFrom(a, lo); ok {
+			out = append(out, b)
 		}
-		b := Bin{Arrival: a}
-		switch {
-		case exact.n > 0:
-			exact.fill(&b)
-		case near.n > 0:
-			near.fill(&b)
-		default:
-			continue
-		}
-		out = append(out, b)
 	}
 	return out
+}
+
+// arrivalPct returns step j's arrived GPU in % of capacity.
+func (r *Result) arrivalPct(j int) float64 {
+	return float64(r.Steps[j].ArrivedGPUMilli) / float64(r.CapacityGPUMilli) * 100
+}
+
+// lastArrival returns the last step's arrival percentage, rounded.
+func (r *Result) lastArrival() int { return int(math.RoundToEven(r.arrivalPct(len(r.Steps) - 1))) }
+
+// binFrom averages the bin at arrival a from the steps at lo on, lo being
+// the first step within 1.5 points below a.
+func (r *Result) binFrom(a, lo int) (Bin, bool) {
+	capacity := float64(r.CapacityGPUMilli)
+	var exact, near accum
+	for j := lo; j < len(r.Steps); j++ {
+		x := math.RoundToEven(r.arrivalPct(j))
+		if x > float64(a+1) {
+			break
+		}
+		if x == float64(a) {
+			exact.add(r.Steps[j], capacity)
+		}
+		if x >= float64(a-1) {
+			near.add(r.Steps[j], capacity)
+		}
+	}
+	b := Bin{Arrival: a}
+	switch {
+	case exact.n > 0:
+		exact.fill(&b)
+	case near.n > 0:
+		near.fill(&b)
+	default:
+		return Bin{}, false
+	}
+	return b, true
 }
 
 type accum struct {
@@ -210,14 +225,15 @@ func (a *accum) fill(b *Bin) {
 	b.Allocation, b.FragRatio, b.FragAmount, b.Samples = a.alloc/n, a.ratio/n, a.amt/n, a.n
 }
 
-// At returns the bin at one arrival percentage.
+// At returns the bin at one arrival percentage, the one [Result.Bins]
+// holds, finding its steps by binary search (the steps' arrived GPU grows
+// along the replay).
 func (r *Result) At(arrival int) (Bin, bool) {
-	for _, b := range r.Bins() {
-		if b.Arrival == arrival {
-			return b, true
-		}
+	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 || arrival < 0 || arrival > r.lastArrival() {
+		return Bin{}, false
 	}
-	return Bin{}, false
+	lo := sort.Search(len(r.Steps), func(j int) bool { return r.arrivalPct(j) >= float64(arrival)-1.5 })
+	return r.binFrom(arrival, lo)
 }
 
 // rng streams of one replay, derived from the seed.
@@ -226,6 +242,45 @@ const (
 	streamPolicy = 0x706f6c6963 // "polic"
 	streamTies   = 0x7469657321 // "ties!"
 )
+
+// Option tunes how [Replay] and [ReplayAll] run, never what they compute:
+// the results depend only on the nodes, pods, policies and [Config].
+type Option func(*options)
+
+type options struct {
+	workers  int
+	progress func(Progress)
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// WithWorkers runs up to n replays of [ReplayAll] at once; 0 (the default)
+// means GOMAXPROCS, a negative n makes ReplayAll fail with an error
+// wrapping [ErrInvalidConfig]. [Replay] ignores it.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithProgress calls fn after each pod of every replay, on the goroutine
+// running that replay: [ReplayAll] calls it from several goroutines at
+// once, so fn must be safe for concurrent use. It runs on the replay's hot
+// path: keep it short (count, sample, or cancel the context).
+func WithProgress(fn func(Progress)) Option { return func(o *options) { o.progress = fn } }
+
+// Progress is what a [WithProgress] hook learns after each pod.
+type Progress struct {
+	Policy string // the replay's policy
+	Seed   int64  // the replay's seed
+	Done   int    // pods tried so far in this replay, this one included
+	Total  int    // pods the replay tries (the list after inflation)
+	Step   Step   // the cluster after this pod
+}
 
 // Replay runs the paper's experiment once (anchors §5.7): GPU nodes only,
 // every GPU 1000 milli; pods sorted by name then shuffled by the seed and
@@ -236,13 +291,22 @@ const (
 // allocated GPU and the expected fragment F(M) under the typical workload
 // of the original list are recorded.
 //
-// An invalid cfg or a nil pol is an error wrapping [ErrInvalidConfig].
-func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Config) (*Result, error) {
+// An invalid cfg or a nil pol is an error wrapping [ErrInvalidConfig]. Replay
+// looks at ctx before every pod and returns an error wrapping ctx's error
+// once it is done. Of the options it honours [WithProgress].
+func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Config, opts ...Option) (*Result, error) {
+	return replay(ctx, nodes, pods, pol, cfg, newOptions(opts))
+}
+
+func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Config, o options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if pol == nil {
 		return nil, fmt.Errorf("%w: nil policy", ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	gpuNodes := make([]Node, 0, len(nodes))
 	for _, n := range nodes {
@@ -263,11 +327,11 @@ func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		}
 	}
 	coverage := cmp.Or(cfg.Coverage, DefaultCoverage)
-	w, err := TypicalWorkload(pods, coverage, false)
+	w, err := TypicalWorkload(ctx, pods, coverage, false)
 	if err != nil {
 		return nil, err
 	}
-	wm, err := TypicalWorkload(pods, coverage, true)
+	wm, err := TypicalWorkload(ctx, pods, coverage, true)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +343,9 @@ func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	slices.SortStableFunc(sorted, func(a, b Pod) int { return cmp.Compare(a.Name, b.Name) })
 	order := slices.Clone(sorted)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	order = inflate(order, sorted, cfg.Inflation, st.gpuTotal, rng)
+	if order, err = inflate(ctx, order, sorted, cfg.Inflation, st.gpuTotal, rng); err != nil {
+		return nil, err
+	}
 	nodeOrder := rng.Perm(len(gpuNodes))
 
 	env := &Env{State: st, Workload: w, MemoryWorkload: wm, Pods: sorted, Rand: rand.New(rand.NewPCG(seed, streamPolicy))}
@@ -297,11 +363,12 @@ func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	var arrived int64
 	var cand []candidate
 	var scores []float64
+	done := ctx.Done()
 	for k := range order {
-		if k&255 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
+		select { // a non-blocking look: a few nanoseconds a pod
+		case <-done:
+			return nil, fmt.Errorf("simulate: replay of %s, seed %d, stopped after %d of %d pods: %w", pol.Name(), cfg.Seed, k, len(order), ctx.Err())
+		default:
 		}
 		p := &order[k]
 		arrived += p.TotalGPUMilli()
@@ -333,10 +400,14 @@ func Replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 			res.Placed++
 		}
 		res.Placements = append(res.Placements, pl)
-		res.Steps = append(res.Steps, Step{
+		step := Step{
 			ArrivedGPUMilli: arrived, AllocatedGPUMilli: st.allocated,
 			FragGPUMilli: st.fragSum, Placed: chosen >= 0,
-		})
+		}
+		res.Steps = append(res.Steps, step)
+		if o.progress != nil {
+			o.progress(Progress{Policy: res.Policy, Seed: cfg.Seed, Done: k + 1, Total: len(order), Step: step})
+		}
 	}
 	return res, nil
 }
@@ -366,9 +437,9 @@ func pick(scores []float64, tie TieBreak, rng *rand.Rand) int {
 
 // inflate tunes the shuffled pod list to target × capacity of GPU
 // requests, drawing clones from the name-sorted list.
-func inflate(order, sorted []Pod, target float64, capacity int64, rng *rand.Rand) []Pod {
+func inflate(ctx context.Context, order, sorted []Pod, target float64, capacity int64, rng *rand.Rand) ([]Pod, error) {
 	if target == NoInflation || target < 0 {
-		return order
+		return order, nil
 	}
 	goal := cmp.Or(target, DefaultInflation) * float64(capacity)
 	var total int64
@@ -381,30 +452,77 @@ func inflate(order, sorted []Pod, target float64, capacity int64, rng *rand.Rand
 	case float64(total) < goal && anyGPU:
 		limit := 100*len(sorted) + 1000 // a bound for lists of nearly no GPU pods
 		for i := 0; i < limit; i++ {
+			if i%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
 			c := sorted[rng.IntN(len(sorted))]
 			if float64(total+c.TotalGPUMilli()) > goal {
 				break
+			}
+			if len(order) >= maxReplayPods {
+				return nil, fmt.Errorf("%w: inflating %d pods to %v times the capacity needs more than simulate.MaxReplayPods (%d) pods: %w",
+					ErrInvalidConfig, len(sorted), cmp.Or(target, DefaultInflation), maxReplayPods, topology.ErrLimit)
 			}
 			total += c.TotalGPUMilli()
 			c.Name = fmt.Sprintf("%s-clone-%d", c.Name, i)
 			order = append(order, c)
 		}
 	case float64(total) > goal:
-		for float64(total) > goal && len(order) > 0 {
-			j := rng.IntN(len(order))
-			total -= order[j].TotalGPUMilli()
-			order = slices.Delete(order, j, j+1)
+		// Drop the pod at a random position of the remaining list until
+		// the total is under the goal. A Fenwick tree over the pods still
+		// in finds the j-th remaining one in O(log n), where deleting from
+		// the slice each time would cost O(n).
+		n := len(order)
+		tree := make([]int32, n+1) // tree[i]: pods still in over (i − lowbit(i), i]
+		for i := 1; i <= n; i++ {
+			tree[i] = int32(i & -i)
 		}
+		top := 1
+		for top*2 <= n {
+			top *= 2
+		}
+		gone := make([]bool, n)
+		for left := n; float64(total) > goal && left > 0; left-- {
+			if left%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			j := int32(rng.IntN(left))
+			pos := 0 // the j-th (0-based) pod still in is order[pos] after the walk
+			for step := top; step > 0; step >>= 1 {
+				if next := pos + step; next <= n && tree[next] <= j {
+					pos = next
+					j -= tree[next]
+				}
+			}
+			gone[pos] = true
+			total -= order[pos].TotalGPUMilli()
+			for i := pos + 1; i <= n; i += i & -i {
+				tree[i]--
+			}
+		}
+		kept := order[:0]
+		for i, p := range order {
+			if !gone[i] {
+				kept = append(kept, p)
+			}
+		}
+		order = kept
 	}
-	return order
+	return order, nil
 }
 
 // validPod checks a pod built in code (ReadPods already checks files).
 func validPod(p *Pod) error {
 	switch {
-	case p.CPUMilli < 0 || p.MemoryMiB < 0:
-		return fmt.Errorf("%w: pod %q asks negative resources", ErrInvalidPod, p.Name)
-	case p.GPUs < 0 || p.GPUs > MaxGPUsPerNode:
+	case p.CPUMilli < 0 || p.MemoryBytes < 0:
+		return fmt.Errorf("%w: pod %q asks negative resources (%d milli-CPU, %d bytes of memory)", ErrInvalidPod, p.Name, p.CPUMilli, p.MemoryBytes)
+	case p.GPUs > MaxGPUsPerNode:
+		return fmt.Errorf("%w: pod %q asks %d GPUs, more than simulate.MaxGPUsPerNode (%d): %w", ErrInvalidPod, p.Name, p.GPUs, MaxGPUsPerNode, topology.ErrLimit)
+	case p.GPUs < 0:
 		return fmt.Errorf("%w: pod %q asks %d GPUs", ErrInvalidPod, p.Name, p.GPUs)
 	case p.GPUs == 0 && p.GPUMilli != 0,
 		p.GPUs == 1 && (p.GPUMilli < 1 || p.GPUMilli > Milli),
@@ -417,36 +535,64 @@ func validPod(p *Pod) error {
 // TypicalWorkload returns the typical task shapes of a pod list as FGD
 // derives them (see [fgd.TypicalWorkload]), every pod weighing one.
 // With memory, each shape carries its pods' median memory; the paper's
-// shapes have none.
-func TypicalWorkload(pods []Pod, coverage float64, memory bool) (*fgd.Workload, error) {
+// shapes have none. It returns ctx's error if ctx is done before it starts
+// or when it ends (fgd.TypicalWorkload itself does not look at ctx).
+func TypicalWorkload(ctx context.Context, pods []Pod, coverage float64, memory bool) (*fgd.Workload, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	tasks := make([]fgd.Task, len(pods))
 	for i, p := range pods {
 		tasks[i] = fgd.Task{CPUMilli: p.CPUMilli, GPUMilli: p.GPUMilli, GPUs: p.GPUs, Models: p.Models, Weight: 1}
 		if memory {
-			tasks[i].MemoryBytes = p.MemoryMiB << 20
+			tasks[i].MemoryBytes = p.MemoryBytes
 		}
 	}
-	return fgd.TypicalWorkload(tasks, coverage)
+	w, err := fgd.TypicalWorkload(tasks, coverage)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
-// Job is one replay of a batch.
-type Job struct {
-	Policy Policy
-	Seed   int64
+// Experiment is a batch of replays for [ReplayAll]: every policy with
+// every seed over one node and pod list, all following one protocol.
+type Experiment struct {
+	Nodes    []Node
+	Pods     []Pod
+	Policies []Policy
+	Seeds    []int64
+	// Config is the protocol of every replay; its Seed is ignored (each
+	// replay takes one of Seeds).
+	Config Config
 }
 
-// ReplayAll runs every policy with every seed on up to workers goroutines
-// (0 means GOMAXPROCS; negative is an error wrapping [ErrInvalidConfig],
-// as are an invalid cfg and a nil policy) and returns the results ordered
-// by policy, then seed. cfg.Seed is ignored. It stops at the first error.
-func ReplayAll(ctx context.Context, nodes []Node, pods []Pod, policies []Policy, seeds []int64, cfg Config, workers int) ([]*Result, error) {
+// job is one replay of a batch.
+type job struct {
+	policy Policy
+	seed   int64
+}
+
+// ReplayAll runs every policy of exp with every seed (see [Replay]) on up
+// to [WithWorkers] goroutines and returns the results ordered by policy,
+// then seed. An invalid exp.Config, a nil policy or negative workers is an
+// error wrapping [ErrInvalidConfig]. It stops at the first error, and
+// returns an error wrapping ctx's error once ctx is done: every running
+// replay stops before its next pod, and no new one starts.
+func ReplayAll(ctx context.Context, exp Experiment, opts ...Option) ([]*Result, error) {
+	o := newOptions(opts)
+	workers := o.workers
 	if workers < 0 {
 		return nil, fmt.Errorf("%w: %d workers (0 means GOMAXPROCS)", ErrInvalidConfig, workers)
 	}
+	cfg := exp.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for i, p := range policies {
+	for i, p := range exp.Policies {
 		if p == nil {
 			return nil, fmt.Errorf("%w: policy %d is nil", ErrInvalidConfig, i)
 		}
@@ -454,13 +600,16 @@ func ReplayAll(ctx context.Context, nodes []Node, pods []Pod, policies []Policy,
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	var jobs []Job
-	for _, p := range policies {
-		for _, s := range seeds {
-			jobs = append(jobs, Job{p, s})
+	jobs := make([]job, 0, len(exp.Policies)*len(exp.Seeds))
+	for _, p := range exp.Policies {
+		for _, s := range exp.Seeds {
+			jobs = append(jobs, job{p, s})
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make([]*Result, len(jobs))
 	errs := make([]error, len(jobs))
@@ -470,8 +619,8 @@ func ReplayAll(ctx context.Context, nodes []Node, pods []Pod, policies []Policy,
 		wg.Go(func() {
 			for j := range next {
 				c := cfg
-				c.Seed = jobs[j].Seed
-				out[j], errs[j] = Replay(ctx, nodes, pods, jobs[j].Policy, c)
+				c.Seed = jobs[j].seed
+				out[j], errs[j] = replay(inner, exp.Nodes, exp.Pods, jobs[j].policy, c, o)
 				if errs[j] != nil {
 					cancel()
 				}
@@ -481,21 +630,31 @@ func ReplayAll(ctx context.Context, nodes []Node, pods []Pod, policies []Policy,
 feed:
 	for j := range jobs {
 		select {
+		case <-inner.Done():
+			break feed
+		default:
+		}
+		select {
 		case next <- j:
-		case <-ctx.Done():
+		case <-inner.Done():
 			break feed
 		}
 	}
 	close(next)
 	wg.Wait()
+	// the first error that is not the cancellation it caused
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
 	}
-	for _, r := range out {
+	// cancelled: the first replay that stopped names where, else ctx's error
+	for j, r := range out {
 		if r == nil {
-			return nil, cmp.Or(context.Cause(ctx), context.Canceled)
+			if errs[j] != nil {
+				return nil, errs[j]
+			}
+			return nil, cmp.Or(ctx.Err(), context.Canceled)
 		}
 	}
 	return out, nil

@@ -3,29 +3,30 @@ package simulate
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/gputopo/gputopo/scoring/fgd"
+	"github.com/gputopo/gputopo/topology"
 )
 
-func allPolicies() []Policy { return append(Baselines(), Lookahead) }
+func allPolicies() []Policy { return append(Baselines(), Lookahead()) }
 
 func genCluster(t *rapid.T) ([]Node, []Pod) {
 	models := []string{"A", "B"}
 	nodes := make([]Node, rapid.IntRange(1, 5).Draw(t, "nodes"))
 	for i := range nodes {
 		nodes[i] = Node{
-			Name:      fmt.Sprintf("n%d", i),
-			CPUMilli:  rapid.Int64Range(1, 32).Draw(t, "cpu") * 1000,
-			MemoryMiB: rapid.Int64Range(1, 64).Draw(t, "mem") * 1024,
-			GPUs:      rapid.IntRange(0, 8).Draw(t, "gpus"),
+			Name:        fmt.Sprintf("n%d", i),
+			CPUMilli:    rapid.Int64Range(1, 32).Draw(t, "cpu") * 1000,
+			MemoryBytes: rapid.Int64Range(1, 64).Draw(t, "mem") << 30,
+			GPUs:        rapid.IntRange(0, 8).Draw(t, "gpus"),
 		}
 		if nodes[i].GPUs > 0 {
 			nodes[i].Model = rapid.SampledFrom(models).Draw(t, "model")
@@ -37,9 +38,9 @@ func genCluster(t *rapid.T) ([]Node, []Pod) {
 	pods := make([]Pod, rapid.IntRange(1, 30).Draw(t, "pods"))
 	for i := range pods {
 		p := Pod{
-			Name:      fmt.Sprintf("p%02d", i),
-			CPUMilli:  rapid.Int64Range(0, 16).Draw(t, "pcpu") * 1000,
-			MemoryMiB: rapid.Int64Range(0, 16).Draw(t, "pmem") * 1024,
+			Name:        fmt.Sprintf("p%02d", i),
+			CPUMilli:    rapid.Int64Range(0, 16).Draw(t, "pcpu") * 1000,
+			MemoryBytes: rapid.Int64Range(0, 16).Draw(t, "pmem") << 30,
 		}
 		switch rapid.IntRange(0, 3).Draw(t, "kind") {
 		case 1:
@@ -77,7 +78,7 @@ func checkReplay(t interface {
 	gpu := make([][]int64, len(gpuNodes))
 	var capacity int64
 	for i, n := range gpuNodes {
-		cpu[i], mem[i] = n.CPUMilli, n.MemoryMiB
+		cpu[i], mem[i] = n.CPUMilli, n.MemoryBytes
 		gpu[i] = slices.Repeat([]int64{Milli}, n.GPUs)
 		capacity += int64(n.GPUs) * Milli
 	}
@@ -85,7 +86,7 @@ func checkReplay(t interface {
 		t.Fatalf("capacity %d, want %d", r.CapacityGPUMilli, capacity)
 	}
 	fits := func(p Pod, i int) bool {
-		if cpu[i] < p.CPUMilli || mem[i] < p.MemoryMiB {
+		if cpu[i] < p.CPUMilli || mem[i] < p.MemoryBytes {
 			return false
 		}
 		if p.GPUs > 0 && p.Models != "" && !slices.Contains(strings.Split(p.Models, "|"), gpuNodes[i].Model) {
@@ -119,7 +120,7 @@ func checkReplay(t interface {
 				t.Fatalf("pod %d asks %d GPUs, got %v", k, p.GPUs, pl.GPUs.Slice())
 			}
 			cpu[i] -= p.CPUMilli
-			mem[i] -= p.MemoryMiB
+			mem[i] -= p.MemoryBytes
 			for _, g := range pl.GPUs.Slice() {
 				if g >= len(gpu[i]) || gpu[i][g] < p.GPUMilli {
 					t.Fatalf("pod %d over-allocates GPU %d of node %d", k, g, i)
@@ -146,7 +147,7 @@ func checkReplay(t interface {
 	// the replay's fragment equals the workload's fragment of the final state
 	var frag float64
 	for i, n := range gpuNodes {
-		f, err := r.Workload.Fragment(fgd.Node{CPUMilli: cpu[i], MemoryBytes: mem[i] << 20, GPUMilli: gpu[i], Model: n.Model})
+		f, err := r.Workload.Fragment(fgd.Node{CPUMilli: cpu[i], MemoryBytes: mem[i], GPUMilli: gpu[i], Model: n.Model})
 		if err != nil {
 			t.Fatalf("fragment: %v", err)
 		}
@@ -212,7 +213,7 @@ func TestReplayInvariants(t *testing.T) {
 }
 
 func TestReplayDeterministic(t *testing.T) {
-	nodes, pods := Synthetic(40, 7)
+	nodes, pods := synthetic(t, 40, 7)
 	for _, pol := range allPolicies() {
 		a, err := Replay(context.Background(), nodes, pods, pol, Config{Seed: 3})
 		if err != nil {
@@ -282,52 +283,47 @@ func (nanPolicy) NewScorer(*Env) Scorer             { return nanPolicy{} }
 func (nanPolicy) Score(*Pod, int) (float64, GPUSet) { return math.NaN(), 0 }
 
 func TestReplayErrors(t *testing.T) {
-	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryMiB: 8192, GPUs: 2, Model: "T4"}}
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8 << 30, GPUs: 2, Model: "T4"}}
 	pods := []Pod{{Name: "p", CPUMilli: 1000, GPUs: 1, GPUMilli: 500}}
-	ctx := context.Background()
-	if _, err := Replay(ctx, nodes, pods, badPolicy{GPUSet(0).With(5)}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("GPU 5 of a 2-GPU node: %v", err)
+	cases := map[string]struct {
+		nodes []Node
+		pods  []Pod
+		pol   Policy
+		want  error
+	}{
+		"GPU 5 of a 2-GPU node":      {nodes, pods, badPolicy{GPUSet(0).With(5)}, ErrInvalidPlacement},
+		"two GPUs for a one-GPU pod": {nodes, pods, badPolicy{GPUSet(3)}, ErrInvalidPlacement},
+		"NaN score":                  {nodes, pods, nanPolicy{}, ErrInvalidPlacement},
+		"no pods":                    {nodes, nil, FGD(), ErrNoPods},
+		"no GPU nodes":               {[]Node{{Name: "cpu", CPUMilli: 1}}, pods, FGD(), ErrInvalidCluster},
+		"65 GPUs":                    {[]Node{{Name: "big", CPUMilli: 1, GPUs: 65, Model: "X"}}, pods, FGD(), ErrInvalidCluster},
+		"negative node memory":       {[]Node{{Name: "neg", CPUMilli: 1, MemoryBytes: -1, GPUs: 1, Model: "X"}}, pods, FGD(), ErrInvalidCluster},
+		"negative CPU":               {nodes, []Pod{{Name: "neg", CPUMilli: -1}}, FGD(), ErrInvalidPod},
+		"negative memory":            {nodes, []Pod{{Name: "neg", MemoryBytes: -1}}, FGD(), ErrInvalidPod},
+		"share on two GPUs":          {nodes, []Pod{{Name: "share2", GPUs: 2, GPUMilli: 500}}, FGD(), ErrInvalidPod},
+		"share above one GPU":        {nodes, []Pod{{Name: "big", GPUs: 1, GPUMilli: 1500}}, FGD(), ErrInvalidPod},
+		"share without GPUs":         {nodes, []Pod{{Name: "cpu", GPUMilli: 10}}, FGD(), ErrInvalidPod},
 	}
-	if _, err := Replay(ctx, nodes, pods, badPolicy{GPUSet(3)}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("two GPUs for a one-GPU pod: %v", err)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Replay(context.Background(), c.nodes, c.pods, c.pol, Config{})
+			require.ErrorIs(t, err, c.want)
+			require.ErrorIs(t, err, topology.ErrInvalidRequest)
+		})
 	}
-	if _, err := Replay(ctx, nodes, pods, nanPolicy{}, Config{}); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("NaN score: %v", err)
-	}
-	if _, err := Replay(ctx, nodes, nil, FGD, Config{}); !errors.Is(err, ErrNoPods) {
-		t.Errorf("no pods: %v", err)
-	}
-	if _, err := Replay(ctx, []Node{{Name: "cpu", CPUMilli: 1}}, pods, FGD, Config{}); !errors.Is(err, ErrInvalidCluster) {
-		t.Errorf("no GPU nodes: %v", err)
-	}
-	if _, err := Replay(ctx, []Node{{Name: "big", CPUMilli: 1, GPUs: 65, Model: "X"}}, pods, FGD, Config{}); !errors.Is(err, ErrInvalidCluster) {
-		t.Errorf("65 GPUs: %v", err)
-	}
-	for _, p := range []Pod{
-		{Name: "neg", CPUMilli: -1},
-		{Name: "share2", GPUs: 2, GPUMilli: 500},
-		{Name: "big", GPUs: 1, GPUMilli: 1500},
-		{Name: "cpu", GPUMilli: 10},
-	} {
-		if _, err := Replay(ctx, nodes, []Pod{p}, FGD, Config{}); !errors.Is(err, ErrInvalidPod) {
-			t.Errorf("pod %+v: %v", p, err)
-		}
-	}
-	cancelled, cancel := context.WithCancel(ctx)
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Replay(cancelled, nodes, pods, FGD, Config{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled: %v", err)
-	}
-	if _, err := ReplayAll(ctx, nodes, pods, []Policy{FGD, badPolicy{GPUSet(3)}}, []int64{1, 2}, Config{}, 2); !errors.Is(err, ErrInvalidPlacement) {
-		t.Errorf("ReplayAll with a bad policy: %v", err)
-	}
+	_, err := Replay(cancelled, nodes, pods, FGD(), Config{})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = ReplayAll(context.Background(), Experiment{Nodes: nodes, Pods: pods, Policies: []Policy{FGD(), badPolicy{GPUSet(3)}}, Seeds: []int64{1, 2}}, WithWorkers(2))
+	require.ErrorIs(t, err, ErrInvalidPlacement, "ReplayAll with a bad policy")
 }
 
 func TestReplayAllOrder(t *testing.T) {
-	nodes, pods := Synthetic(30, 1)
-	pols := []Policy{BestFit, FGD}
+	nodes, pods := synthetic(t, 30, 1)
+	pols := []Policy{BestFit(), FGD()}
 	seeds := []int64{5, 6, 7}
-	res, err := ReplayAll(context.Background(), nodes, pods, pols, seeds, Config{Seed: 99}, 2)
+	res, err := ReplayAll(context.Background(), Experiment{Nodes: nodes, Pods: pods, Policies: pols, Seeds: seeds, Config: Config{Seed: 99}}, WithWorkers(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,9 +342,9 @@ func TestReplayAllOrder(t *testing.T) {
 }
 
 func TestInflateCPUOnlyList(t *testing.T) {
-	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryMiB: 8192, GPUs: 1, Model: "T4"}}
+	nodes := []Node{{Name: "a", CPUMilli: 8000, MemoryBytes: 8192 << 20, GPUs: 1, Model: "T4"}}
 	pods := []Pod{{Name: "c", CPUMilli: 1000}}
-	r, err := Replay(context.Background(), nodes, pods, FGD, Config{})
+	r, err := Replay(context.Background(), nodes, pods, FGD(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,4 +383,49 @@ func TestWriteCSV(t *testing.T) {
 	if want := "100,90.000,10.000,50.000,5.000,1"; lines[len(lines)-1] != want {
 		t.Errorf("last row %q, want %q", lines[len(lines)-1], want)
 	}
+}
+
+// synthetic is Synthetic for tests.
+func synthetic(tb testing.TB, nodes int, seed uint64) ([]Node, []Pod) {
+	tb.Helper()
+	n, p, err := Synthetic(context.Background(), nodes, seed)
+	require.NoError(tb, err)
+	return n, p
+}
+
+// TestAtMatchesBins: At finds the bin Bins computes, for every arrival.
+func TestAtMatchesBins(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nodes, pods := genCluster(t)
+		cfg := Config{Seed: rapid.Int64().Draw(t, "seed"), Inflation: rapid.SampledFrom([]float64{0, 2, MaxInflation}).Draw(t, "inflation")}
+		r, err := Replay(context.Background(), nodes, pods, rapid.SampledFrom(allPolicies()).Draw(t, "policy"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins := map[int]Bin{}
+		for _, b := range r.Bins() {
+			bins[b.Arrival] = b
+		}
+		last := 0
+		if len(r.Steps) > 0 {
+			last = r.lastArrival()
+		}
+		for a := -2; a <= last+2; a++ {
+			got, ok := r.At(a)
+			want, wok := bins[a]
+			if ok != wok || got != want {
+				t.Fatalf("At(%d) = %+v, %v; Bins has %+v, %v", a, got, ok, want, wok)
+			}
+		}
+	})
+}
+
+// TestBinsWithoutCapacity: a hand-built result without GPU capacity has no
+// bins (and does not panic).
+func TestBinsWithoutCapacity(t *testing.T) {
+	r := &Result{Steps: []Step{{ArrivedGPUMilli: 10}}}
+	require.Empty(t, r.Bins())
+	_, ok := r.At(0)
+	require.False(t, ok)
+	require.Empty(t, Summarize([]*Result{r}, 100))
 }

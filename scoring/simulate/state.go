@@ -1,12 +1,12 @@
 package simulate
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"strings"
 
 	"github.com/gputopo/gputopo/scoring/fgd"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // GPUSet is a set of GPU indices of one node (bit i = GPU i). Nodes have at
@@ -31,21 +31,13 @@ func (s GPUSet) Slice() []int {
 	return out
 }
 
-// ErrInvalidPlacement is returned when a policy picks GPUs a pod cannot
-// take on the node it chose (wrong count, not enough free share).
-var ErrInvalidPlacement = errors.New("simulate: invalid placement")
-
-// ErrInvalidCluster is returned for a node list the simulator cannot use:
-// no GPU nodes, or a node with more than [MaxGPUsPerNode] GPUs.
-var ErrInvalidCluster = errors.New("simulate: invalid cluster")
-
 // State is the cluster while a replay runs: the nodes and what is free on
 // each. Policies read it; only the replay changes it. Node indices are
 // positions in the node list the replay was given (GPU nodes only).
 type State struct {
 	nodes   []Node
 	cpu     []int64 // free CPU per node
-	mem     []int64 // free memory per node
+	mem     []int64 // free memory per node, bytes
 	off     []int   // node i's GPUs are gpu[off[i]:off[i+1]]
 	gpu     []int64 // free milli-GPU per GPU
 	classes []uint64
@@ -82,13 +74,16 @@ func NewState(nodes []Node) (*State, error) {
 	}
 	modelIdx := map[string]int{}
 	for i, n := range nodes {
-		if n.GPUs <= 0 || n.GPUs > MaxGPUsPerNode {
+		if n.GPUs > MaxGPUsPerNode {
+			return nil, fmt.Errorf("%w: node %q has %d GPUs, more than simulate.MaxGPUsPerNode (%d): %w", ErrInvalidCluster, n.Name, n.GPUs, MaxGPUsPerNode, topology.ErrLimit)
+		}
+		if n.GPUs <= 0 {
 			return nil, fmt.Errorf("%w: node %q has %d GPUs (want 1..%d)", ErrInvalidCluster, n.Name, n.GPUs, MaxGPUsPerNode)
 		}
-		if n.CPUMilli < 0 || n.MemoryMiB < 0 {
-			return nil, fmt.Errorf("%w: node %q has negative capacity", ErrInvalidCluster, n.Name)
+		if n.CPUMilli < 0 || n.MemoryBytes < 0 {
+			return nil, fmt.Errorf("%w: node %q has negative capacity (%d milli-CPU, %d bytes of memory)", ErrInvalidCluster, n.Name, n.CPUMilli, n.MemoryBytes)
 		}
-		s.cpu[i], s.mem[i] = n.CPUMilli, n.MemoryMiB
+		s.cpu[i], s.mem[i] = n.CPUMilli, n.MemoryBytes
 		s.off[i+1] = s.off[i] + n.GPUs
 		s.maxCPU = max(s.maxCPU, n.CPUMilli)
 		s.maxGPU = max(s.maxGPU, int64(n.GPUs)*Milli)
@@ -117,7 +112,7 @@ func (s *State) Node(i int) Node { return s.nodes[i] }
 // FreeCPU returns node i's free CPU, milli-cores.
 func (s *State) FreeCPU(i int) int64 { return s.cpu[i] }
 
-// FreeMemory returns node i's free memory, MiB.
+// FreeMemory returns node i's free memory, bytes.
 func (s *State) FreeMemory(i int) int64 { return s.mem[i] }
 
 // FreeGPUs returns the free milli-GPU of each GPU of node i. The slice
@@ -188,7 +183,7 @@ func accepts(models, model string) bool {
 // CPU and memory, an accepted GPU model, and p.GPUs GPUs with p.GPUMilli
 // free each.
 func (s *State) Fits(p *Pod, i int) bool {
-	if s.cpu[i] < p.CPUMilli || s.mem[i] < p.MemoryMiB {
+	if s.cpu[i] < p.CPUMilli || s.mem[i] < p.MemoryBytes {
 		return false
 	}
 	if p.GPUs == 0 {
@@ -232,7 +227,7 @@ func (s *State) check(p *Pod, i int, gpus GPUSet) error {
 // place takes the pod's resources on node i; check must have passed.
 func (s *State) place(p *Pod, i int, gpus GPUSet) {
 	s.cpu[i] -= p.CPUMilli
-	s.mem[i] -= p.MemoryMiB
+	s.mem[i] -= p.MemoryBytes
 	base := s.off[i]
 	for v := uint64(gpus); v != 0; v &= v - 1 {
 		s.gpu[base+bits.TrailingZeros64(v)] -= p.GPUMilli
@@ -291,7 +286,7 @@ func (s *State) setWorkload(w *fgd.Workload) {
 	s.frag = make([]float64, len(s.nodes))
 	s.fragSum = 0
 	for i := range s.nodes {
-		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], s.mem[i]<<20, s.FreeGPUs(i)) // fgd counts bytes
+		s.frag[i] = s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
 		s.fragSum += s.frag[i]
 	}
 }
@@ -299,7 +294,7 @@ func (s *State) setWorkload(w *fgd.Workload) {
 func (s *State) evaluator(i int) *fgd.Evaluator { return s.evals[s.model[i]] }
 
 // Evaluator returns the FGD evaluator for node i's GPU model under the
-// replay's typical workload.
+// replay's typical workload. Like the State, it counts memory in bytes.
 func (s *State) Evaluator(i int) *fgd.Evaluator { return s.evaluator(i) }
 
 // Fragment returns node i's expected fragment F_n(M) in milli-GPU under the
@@ -314,7 +309,7 @@ func (s *State) Workload() *fgd.Workload { return s.workload }
 
 // refresh recomputes node i's fragment after a change.
 func (s *State) refresh(i int) {
-	f := s.evaluator(i).Fragment(s.cpu[i], s.mem[i]<<20, s.FreeGPUs(i)) // fgd counts bytes
+	f := s.evaluator(i).Fragment(s.cpu[i], s.mem[i], s.FreeGPUs(i))
 	s.fragSum += f - s.frag[i]
 	s.frag[i] = f
 }

@@ -1,9 +1,16 @@
 package simulate
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/gputopo/gputopo/topology"
 )
+
+// MaxSyntheticNodes is the largest node count [Synthetic] generates (about
+// 500,000 GPUs and 700,000 pods, some 100 MB).
+const MaxSyntheticNodes = 100_000
 
 // Synthetic returns a node list and a pod list with the shape of the
 // Alibaba openb trace — its mix of node types (many 8-GPU nodes, many
@@ -12,8 +19,19 @@ import (
 // shares (mostly 0.8 and 0.4 GPU) and of CPU and memory per pod — generated
 // by this function, not copied from the trace. nodes scales the cluster
 // (use 600 for about 3,000 GPUs); the pods ask for about 98% of the GPUs,
-// like the trace. The same seed gives the same lists.
-func Synthetic(nodes int, seed uint64) ([]Node, []Pod) {
+// like the trace. The same seed gives the same lists. nodes outside
+// 1..[MaxSyntheticNodes] is an error wrapping [ErrInvalidConfig]; once ctx
+// is done it returns ctx's error.
+func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, error) {
+	if nodes > MaxSyntheticNodes {
+		return nil, nil, fmt.Errorf("%w: synthetic cluster of %d nodes, more than simulate.MaxSyntheticNodes (%d): %w", ErrInvalidConfig, nodes, MaxSyntheticNodes, topology.ErrLimit)
+	}
+	if nodes < 1 {
+		return nil, nil, fmt.Errorf("%w: synthetic cluster of %d nodes (want 1..%d)", ErrInvalidConfig, nodes, MaxSyntheticNodes)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x73796e7468)) // "synth"
 	type nodeType struct {
 		share      float64 // of the nodes
@@ -42,7 +60,7 @@ func Synthetic(nodes int, seed uint64) ([]Node, []Pod) {
 		for range n {
 			out = append(out, Node{
 				Name:     fmt.Sprintf("synth-node-%04d", len(out)),
-				CPUMilli: nt.cores * 1000, MemoryMiB: nt.gib * 1024,
+				CPUMilli: nt.cores * 1000, MemoryBytes: nt.gib << 30,
 				GPUs: nt.gpus, Model: nt.model,
 			})
 		}
@@ -68,35 +86,40 @@ func Synthetic(nodes int, seed uint64) ([]Node, []Pod) {
 	// memory follows CPU at 2-5 GiB per core, in whole GiB
 	memFor := func(cpu int64, perCore float64) int64 {
 		gib := float64(cpu) / 1000 * perCore * (0.7 + 0.6*rng.Float64())
-		return max(1, int64(gib+0.5)) * 1024
+		return max(1, int64(gib+0.5)) << 30
 	}
 	var pods []Pod
 	var demand int64
 	for float64(demand) < 0.98*float64(capacity) {
+		if len(pods)%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+		}
 		p := Pod{Name: fmt.Sprintf("synth-pod-%05d", len(pods))}
 		switch x := rng.Float64(); {
 		case x < 0.133: // CPU-only
 			p.CPUMilli = pickInt([]int64{2000, 4000, 8000, 16000, 32000, 64000}, []float64{10, 20, 30, 20, 15, 5})
-			p.MemoryMiB = memFor(p.CPUMilli, 2.7)
+			p.MemoryBytes = memFor(p.CPUMilli, 2.7)
 		case x < 0.511: // GPU-sharing
 			p.GPUs = 1
 			p.GPUMilli = pickInt(
 				[]int64{810, 850, 400, 450, 300, 600, 250, 500, 150},
 				[]float64{25, 10, 20, 9, 13, 8, 7, 5, 3})
 			p.CPUMilli = pickInt([]int64{2000, 3000, 4000, 6000, 8000, 12000}, []float64{15, 30, 20, 15, 15, 5})
-			p.MemoryMiB = memFor(p.CPUMilli, 3.5)
+			p.MemoryBytes = memFor(p.CPUMilli, 3.5)
 		case x < 0.991: // one whole GPU
 			p.GPUs, p.GPUMilli = 1, Milli
 			p.CPUMilli = pickInt([]int64{4000, 8000, 11000, 12000, 16000}, []float64{10, 20, 35, 25, 10})
-			p.MemoryMiB = memFor(p.CPUMilli, 3.7)
+			p.MemoryBytes = memFor(p.CPUMilli, 3.7)
 		default: // several whole GPUs
 			p.GPUs = int(pickInt([]int64{2, 4, 8}, []float64{2, 2, 5}))
 			p.GPUMilli = Milli
 			p.CPUMilli = int64(p.GPUs) * pickInt([]int64{8000, 10000, 12000}, []float64{1, 2, 1})
-			p.MemoryMiB = memFor(p.CPUMilli, 4)
+			p.MemoryBytes = memFor(p.CPUMilli, 4)
 		}
 		demand += p.TotalGPUMilli()
 		pods = append(pods, p)
 	}
-	return out, pods
+	return out, pods, nil
 }

@@ -16,7 +16,7 @@ func readTrace(tb testing.TB, nodeFile string) ([]Node, []Pod) {
 		tb.Fatal(err)
 	}
 	defer nf.Close()
-	nodes, err := ReadNodes(nf)
+	nodes, err := ReadNodes(context.Background(), nf)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func readTrace(tb testing.TB, nodeFile string) ([]Node, []Pod) {
 		tb.Fatal(err)
 	}
 	defer pf.Close()
-	pods, err := ReadPods(pf)
+	pods, err := ReadPods(context.Background(), pf)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -49,11 +49,11 @@ func TestTraceShape(t *testing.T) {
 	if demand != 6086800 {
 		t.Errorf("GPU demand %d milli, want 6086800", demand)
 	}
-	all, err := TypicalWorkload(pods, 1, false)
+	all, err := TypicalWorkload(context.Background(), pods, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	typical, err := TypicalWorkload(pods, DefaultCoverage, false)
+	typical, err := TypicalWorkload(context.Background(), pods, DefaultCoverage, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestTraceShape(t *testing.T) {
 	}
 
 	withCPU, _ := readTrace(t, "openb_node_list_all_node.csv")
-	r, err := Replay(context.Background(), withCPU, pods[:10], FGD, Config{Inflation: NoInflation})
+	r, err := Replay(context.Background(), withCPU, pods[:10], FGD(), Config{Inflation: NoInflation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestReproducePaper(t *testing.T) {
 		t.Skip("the full reproduction takes about a minute; run without -short")
 	}
 	nodes, pods := readTrace(t, "openb_node_list_gpu_node.csv")
-	res, err := ReplayAll(context.Background(), nodes, pods, allPolicies(), paperSeeds(), Config{}, 0)
+	res, err := ReplayAll(context.Background(), Experiment{Nodes: nodes, Pods: pods, Policies: allPolicies(), Seeds: paperSeeds()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestReproducePaper(t *testing.T) {
 	}
 	for _, arrival := range []int{100, 110} {
 		if at[arrival]["Lookahead"] <= at[arrival]["FGD"] {
-			t.Errorf("Lookahead allocates %.2f%% at %d%% arrival, FGD %.2f%%: must beat FGD", at[arrival]["Lookahead"], arrival, at[arrival]["FGD"])
+			t.Errorf("Lookahead allocates %.2f%% at %d%% arrival, FGD() %.2f%%: must beat FGD", at[arrival]["Lookahead"], arrival, at[arrival]["FGD"])
 		}
 	}
 	for _, r := range res[:len(paperSeeds())] {
@@ -137,7 +137,7 @@ func TestReproducePaper(t *testing.T) {
 }
 
 // BenchmarkReplay is one full replay of the paper's experiment (about
-// 10,800 pods on 1,213 nodes) with each of FGD and Lookahead; without the
+// 10,800 pods on 1,213 nodes) with each of FGD() and Lookahead(); without the
 // trace it replays the synthetic workload of 1,200 nodes.
 func BenchmarkReplay(b *testing.B) {
 	var nodes []Node
@@ -145,9 +145,9 @@ func BenchmarkReplay(b *testing.B) {
 	if _, ok := shareddata.Dir(); ok {
 		nodes, pods = readTrace(b, "openb_node_list_gpu_node.csv")
 	} else {
-		nodes, pods = Synthetic(1200, 1)
+		nodes, pods = synthetic(b, 1200, 1)
 	}
-	for _, pol := range []Policy{FGD, Lookahead, BestFit} {
+	for _, pol := range []Policy{FGD(), Lookahead(), BestFit()} {
 		b.Run(pol.Name(), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := Replay(context.Background(), nodes, pods, pol, Config{Seed: 42}); err != nil {

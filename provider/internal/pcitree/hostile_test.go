@@ -4,6 +4,7 @@ package pcitree_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,12 +15,23 @@ import (
 
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
+// realTree writes tree(t) to a real directory and returns it as a DirFS and
+// its root.
+func realTree(t *testing.T) (fs.FS, string) {
+	t.Helper()
+	tr, _ := tree(t)
+	root := t.TempDir()
+	require.NoError(t, tr.WriteDir(root))
+	return sysfile.DirFS(root), root
+}
+
 // TestHostileFiles: FIFOs, directories, symlink loops and oversized files
-// in place of attributes are ErrMalformed errors from Read and NICs, never
-// hangs; a done context stops both.
+// in place of attributes of a real directory tree are ErrParse errors from
+// Read and NICs, never hangs; a done context stops both.
 func TestHostileFiles(t *testing.T) {
 	addr := topology.MustParsePCIAddress("0000:05:00.0")
 	cases := []struct {
@@ -37,39 +49,42 @@ func TestHostileFiles(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sys, _ := tree(t)
-			p := filepath.Join(pcitree.DevicesDir(sys), addr.String(), c.file)
+			fsys, root := realTree(t)
+			sys := sysfstest.Sys
+			p := filepath.Join(root, pcitree.DevicesDir(sys), addr.String(), c.file)
 			require.NoError(t, os.RemoveAll(p))
 			require.NoError(t, c.make(p))
-			_, err := pcitree.Read(context.Background(), sys, addr)
-			require.ErrorIs(t, err, pcitree.ErrMalformed)
+			_, err := pcitree.Read(context.Background(), fsys, sys, addr)
+			require.ErrorIs(t, err, pcitree.ErrParse)
 			require.ErrorIs(t, err, c.also)
 			require.Contains(t, err.Error(), c.file)
 			// NICs reads every function's class, then Read for the NICs.
 			if c.file == "class" {
-				_, err = pcitree.NICs(context.Background(), sys)
-				require.ErrorIs(t, err, pcitree.ErrMalformed)
+				_, err = pcitree.NICs(context.Background(), fsys, sys)
+				require.ErrorIs(t, err, pcitree.ErrParse)
 				require.ErrorIs(t, err, c.also)
 			}
 		})
 	}
 	t.Run("FIFO in place of a function directory", func(t *testing.T) {
-		sys, _ := tree(t)
-		p := filepath.Join(pcitree.DevicesDir(sys), addr.String())
+		fsys, root := realTree(t)
+		sys := sysfstest.Sys
+		p := filepath.Join(root, pcitree.DevicesDir(sys), addr.String())
 		require.NoError(t, os.Remove(p))
 		require.NoError(t, syscall.Mkfifo(p, 0o644))
-		_, err := pcitree.Read(context.Background(), sys, addr)
-		require.ErrorIs(t, err, pcitree.ErrMalformed)
+		_, err := pcitree.Read(context.Background(), fsys, sys, addr)
+		require.ErrorIs(t, err, pcitree.ErrParse)
 	})
 	t.Run("canceled", func(t *testing.T) {
-		sys, _ := tree(t)
+		fsys, _ := realTree(t)
+		sys := sysfstest.Sys
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := pcitree.Read(ctx, sys, addr)
+		_, err := pcitree.Read(ctx, fsys, sys, addr)
 		require.ErrorIs(t, err, context.Canceled)
-		require.NotErrorIs(t, err, pcitree.ErrMalformed)
-		_, err = pcitree.NICs(ctx, sys)
+		require.NotErrorIs(t, err, pcitree.ErrParse)
+		_, err = pcitree.NICs(ctx, fsys, sys)
 		require.ErrorIs(t, err, context.Canceled)
-		require.NotErrorIs(t, err, pcitree.ErrMalformed)
+		require.NotErrorIs(t, err, pcitree.ErrParse)
 	})
 }

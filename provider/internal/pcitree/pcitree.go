@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,13 +15,14 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// ErrMalformed is wrapped by every error about a sysfs entry that exists but
-// cannot be read or parsed (an unparsable value, a FIFO or directory in
-// place of a file, a symlink loop, an I/O error); the message names the
-// file. A file over [sysfile.MaxFileBytes] or a directory over
-// [sysfile.MaxDirEntries] also wraps [topology.ErrLimit]; an unreadable one
-// keeps fs.ErrPermission in the chain.
-var ErrMalformed = errors.New("pcitree: malformed sysfs file")
+// ErrParse is topology.ErrParse, re-exported: it is wrapped by every error
+// about a sysfs entry that exists but cannot be read or parsed (an
+// unparsable value, a FIFO or directory in place of a file, a symlink loop,
+// an I/O error); the message names the file. A file over
+// [sysfile.MaxFileBytes] or a directory over [sysfile.MaxDirEntries] also
+// wraps [topology.ErrLimit]; an unreadable one keeps fs.ErrPermission in
+// the chain.
+var ErrParse = topology.ErrParse
 
 // Function is what sysfs says about one PCI function.
 type Function struct {
@@ -50,63 +51,65 @@ type Function struct {
 	Driver string
 }
 
-// DevicesDir returns the directory listing the PCI functions under a sysfs
-// mount (sys is normally "/sys").
-func DevicesDir(sys string) string { return filepath.Join(sys, "bus", "pci", "devices") }
+// DevicesDir returns the fs.FS name of the directory listing the PCI
+// functions under a sysfs mount (sys is normally "sys", the fs.FS name of
+// /sys under the filesystem root).
+func DevicesDir(sys string) string { return path.Join(sys, "bus", "pci", "devices") }
 
-// Read reads the function at addr from the sysfs mounted at sys. A function
+// Read reads the function at addr from the sysfs mounted at sys in fsys
+// (see [sysfile]: every file is read through its safe reader). A function
 // that does not exist gives an error wrapping fs.ErrNotExist; an attribute
-// that exists but cannot be parsed gives one wrapping [ErrMalformed].
+// that exists but cannot be parsed gives one wrapping [ErrParse].
 // Missing attributes leave their fields unknown. The context is checked
 // before every file read; its error is returned as is.
-func Read(ctx context.Context, sys string, addr topology.PCIAddress) (Function, error) {
-	dir := filepath.Join(DevicesDir(sys), addr.String())
+func Read(ctx context.Context, fsys fs.FS, sys string, addr topology.PCIAddress) (Function, error) {
+	dir := path.Join(DevicesDir(sys), addr.String())
 	f := Function{Address: addr, NUMA: -1}
 	if err := ctx.Err(); err != nil {
 		return f, err
 	}
-	if st, err := os.Stat(dir); err != nil {
+	if st, err := sysfile.Stat(ctx, fsys, dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return f, fmt.Errorf("pcitree: PCI function %s: %w", addr, err)
 		}
-		return f, fmt.Errorf("%w: PCI function %s: %w", ErrMalformed, addr, err)
+		return f, fmt.Errorf("%w: PCI function %s: %w", ErrParse, addr, err)
 	} else if !st.IsDir() {
-		return f, fmt.Errorf("%w: PCI function %s: %s is not a directory", ErrMalformed, addr, dir)
+		return f, fmt.Errorf("%w: PCI function %s: %s is not a directory", ErrParse, addr, sysfile.Path(fsys, dir))
 	}
-	if target, err := sysfile.Readlink(ctx, dir); err == nil {
+	if target, err := sysfile.ReadLink(ctx, fsys, dir); err == nil {
 		f.HostBridge, f.Ancestors, f.Placed = parsePath(target, addr)
 	} else if err := ctx.Err(); err != nil {
 		return f, err
 	}
 	var err error
-	if f.NUMA, err = readInt(ctx, filepath.Join(dir, "numa_node"), -1); err != nil {
+	if f.NUMA, err = readInt(ctx, fsys, path.Join(dir, "numa_node"), -1); err != nil {
 		return f, err
 	}
 	if f.NUMA < -1 {
-		return f, fmt.Errorf("%w: %s: NUMA node %d", ErrMalformed, filepath.Join(dir, "numa_node"), f.NUMA)
+		return f, fmt.Errorf("%w: %s: NUMA node %d", ErrParse, sysfile.Path(fsys, path.Join(dir, "numa_node")), f.NUMA)
 	}
-	if s, ok, err := readString(ctx, filepath.Join(dir, "local_cpulist")); err != nil {
+	if s, ok, err := readString(ctx, fsys, path.Join(dir, "local_cpulist")); err != nil {
 		return f, err
 	} else if ok {
 		if f.CPUs, err = topology.ParseCPUSet(s); err != nil {
-			return f, fmt.Errorf("%w: %s: %w", ErrMalformed, filepath.Join(dir, "local_cpulist"), err)
+			return f, fmt.Errorf("%w: %s: %w", ErrParse, sysfile.Path(fsys, path.Join(dir, "local_cpulist")), err)
 		}
 	}
-	v, err := readHex(ctx, filepath.Join(dir, "vendor"), 16)
+	v, err := readHex(ctx, fsys, path.Join(dir, "vendor"), 16)
 	if err != nil {
 		return f, err
 	}
-	d, err := readHex(ctx, filepath.Join(dir, "device"), 16)
+	d, err := readHex(ctx, fsys, path.Join(dir, "device"), 16)
 	if err != nil {
 		return f, err
 	}
-	c, err := readHex(ctx, filepath.Join(dir, "class"), 24)
+	c, err := readHex(ctx, fsys, path.Join(dir, "class"), 24)
 	if err != nil {
 		return f, err
 	}
 	f.Vendor, f.Device, f.Class = uint16(v), uint16(d), uint32(c)
-	if t, err := sysfile.Readlink(ctx, filepath.Join(dir, "driver")); err == nil {
-		f.Driver = filepath.Base(t)
+	if t, err := sysfile.ReadLink(ctx, fsys, path.Join(dir, "driver")); err == nil {
+		f.Driver = path.Base(filepath.ToSlash(t))
 	} else if err := ctx.Err(); err != nil {
 		return f, err
 	}
@@ -190,13 +193,14 @@ type NIC struct {
 }
 
 // NICs lists the physical network functions (PCI class 0x02, not SR-IOV
-// virtual functions) under the sysfs mounted at sys, ordered by address. A
+// virtual functions) under the sysfs mounted at sys in fsys, ordered by
+// address. A
 // missing PCI directory gives no NICs and no error. A directory of more
 // than [sysfile.MaxDirEntries] functions, or more than [MaxNICs] network
 // functions, is an error wrapping [topology.ErrLimit].
-func NICs(ctx context.Context, sys string) ([]NIC, error) {
+func NICs(ctx context.Context, fsys fs.FS, sys string) ([]NIC, error) {
 	dir := DevicesDir(sys)
-	ents, err := sysfile.ReadDir(ctx, dir)
+	ents, err := sysfile.ReadDir(ctx, fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -209,26 +213,26 @@ func NICs(ctx context.Context, sys string) ([]NIC, error) {
 		if err != nil {
 			continue
 		}
-		cls, err := readHex(ctx, filepath.Join(dir, e.Name(), "class"), 24)
+		cls, err := readHex(ctx, fsys, path.Join(dir, e.Name(), "class"), 24)
 		if err != nil {
 			return nil, err
 		}
 		if cls>>16 != 0x02 {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(dir, e.Name(), "physfn")); err == nil {
+		if _, err := sysfile.Lstat(ctx, fsys, path.Join(dir, e.Name(), "physfn")); err == nil {
 			continue
 		}
 		if len(out) == MaxNICs {
-			return nil, fmt.Errorf("%w: %s lists more than pcitree.MaxNICs (%d) network functions: %w", ErrMalformed, dir, MaxNICs, topology.ErrLimit)
+			return nil, fmt.Errorf("%w: %s lists more than pcitree.MaxNICs (%d) network functions: %w", ErrParse, sysfile.Path(fsys, dir), MaxNICs, topology.ErrLimit)
 		}
-		f, err := Read(ctx, sys, addr)
+		f, err := Read(ctx, fsys, sys, addr)
 		if err != nil {
 			return nil, err
 		}
-		n := NIC{Function: f, RDMA: firstEntry(ctx, filepath.Join(dir, e.Name(), "infiniband")), Netdev: firstEntry(ctx, filepath.Join(dir, e.Name(), "net"))}
+		n := NIC{Function: f, RDMA: firstEntry(ctx, fsys, path.Join(dir, e.Name(), "infiniband")), Netdev: firstEntry(ctx, fsys, path.Join(dir, e.Name(), "net"))}
 		if n.Netdev != "" {
-			if s, err := readInt(ctx, filepath.Join(dir, e.Name(), "net", n.Netdev, "speed"), 0); err == nil && s > 0 {
+			if s, err := readInt(ctx, fsys, path.Join(dir, e.Name(), "net", n.Netdev, "speed"), 0); err == nil && s > 0 {
 				n.SpeedMbps = uint64(s)
 			}
 		}
@@ -246,8 +250,8 @@ const MaxNICs = topology.MaxDevices
 
 // firstEntry returns the first name (in sorted order) listed in dir; "" when
 // none or dir cannot be read.
-func firstEntry(ctx context.Context, dir string) string {
-	ents, err := sysfile.ReadDir(ctx, dir)
+func firstEntry(ctx context.Context, fsys fs.FS, dir string) string {
+	ents, err := sysfile.ReadDir(ctx, fsys, dir)
 	if err != nil || len(ents) == 0 {
 		return ""
 	}
@@ -258,20 +262,20 @@ func firstEntry(ctx context.Context, dir string) string {
 	return first
 }
 
-// wrap marks a read error as ErrMalformed, except a done context's error,
+// wrap marks a read error as ErrParse, except a done context's error,
 // which is returned as is. A permission error keeps fs.ErrPermission in the
 // chain, a size error topology.ErrLimit.
 func wrap(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrMalformed, err)
+	return fmt.Errorf("%w: %w", ErrParse, err)
 }
 
 // readString returns the trimmed content of path; ok is false when the file
 // does not exist.
-func readString(ctx context.Context, path string) (s string, ok bool, err error) {
-	b, err := sysfile.ReadFile(ctx, path)
+func readString(ctx context.Context, fsys fs.FS, name string) (s string, ok bool, err error) {
+	b, err := sysfile.ReadFile(ctx, fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
@@ -282,28 +286,28 @@ func readString(ctx context.Context, path string) (s string, ok bool, err error)
 }
 
 // readInt reads a decimal integer, returning def when the file is absent.
-func readInt(ctx context.Context, path string, def int) (int, error) {
-	s, ok, err := readString(ctx, path)
+func readInt(ctx context.Context, fsys fs.FS, name string, def int) (int, error) {
+	s, ok, err := readString(ctx, fsys, name)
 	if err != nil || !ok {
 		return def, err
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return def, fmt.Errorf("%w: %s: %q is not an integer", ErrMalformed, path, Truncate(s))
+		return def, fmt.Errorf("%w: %s: %q is not an integer", ErrParse, sysfile.Path(fsys, name), Truncate(s))
 	}
 	return v, nil
 }
 
 // readHex reads a "0x"-prefixed hex number of at most bits bits, returning 0
 // when the file is absent.
-func readHex(ctx context.Context, path string, bits int) (uint64, error) {
-	s, ok, err := readString(ctx, path)
+func readHex(ctx context.Context, fsys fs.FS, name string, bits int) (uint64, error) {
+	s, ok, err := readString(ctx, fsys, name)
 	if err != nil || !ok {
 		return 0, err
 	}
 	v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, bits)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %q is not a %d-bit hex number", ErrMalformed, path, Truncate(s), bits)
+		return 0, fmt.Errorf("%w: %s: %q is not a %d-bit hex number", ErrParse, sysfile.Path(fsys, name), Truncate(s), bits)
 	}
 	return v, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"testing"
+	"testing/fstest"
 
-	"github.com/gputopo/gputopo/provider/internal/fakesys"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
+	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -17,7 +19,7 @@ import (
 // socket 1 pci0000:80. Under 00:01.1 a two-level switch tree: upstream
 // port 01:00.0, downstream ports 02:00.0 and 02:01.0; under 02:00.0 a
 // second switch (03:00.0 → 04:00.0, 04:01.0).
-var funcs = map[string]fakesys.PCIFunc{
+var funcs = map[string]sysfstest.PCIFunc{
 	"a": {Path: []string{"pci0000:00", "0000:00:01.1", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"}, Vendor: 0x10de, Device: 0x2330, Class: 0x030200, NUMA: 0, CPUs: "0-15"},
 	"b": {Path: []string{"pci0000:00", "0000:00:01.1", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:01.0", "0000:06:00.0"}, Vendor: 0x10de, Device: 0x2330, Class: 0x030200, NUMA: 0},
 	"c": {Path: []string{"pci0000:00", "0000:00:01.1", "0000:01:00.0", "0000:02:01.0", "0000:07:00.0"}, Vendor: 0x10de, Device: 0x2330, Class: 0x030200, NUMA: 0},
@@ -27,9 +29,10 @@ var funcs = map[string]fakesys.PCIFunc{
 	"n": {Path: []string{"pci0000:00", "0000:00:01.1", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:02.0", "0000:09:00.0"}, Vendor: 0x15b3, Device: 0x1021, Class: 0x020700, NUMA: 0, RDMA: "mlx5_0", Netdev: "ibp9s0", SpeedMbps: 400000},
 }
 
-func tree(t *testing.T) (string, map[string]pcitree.Function) {
+// tree builds the functions in memory and reads them back.
+func tree(t *testing.T) (*sysfstest.Tree, map[string]pcitree.Function) {
 	t.Helper()
-	tr := fakesys.New(t.TempDir())
+	tr := sysfstest.New()
 	out := map[string]pcitree.Function{}
 	for _, name := range []string{"a", "b", "c", "d", "e", "f", "n"} {
 		if err := tr.AddPCI(funcs[name]); err != nil {
@@ -37,13 +40,13 @@ func tree(t *testing.T) (string, map[string]pcitree.Function) {
 		}
 	}
 	for name, f := range funcs {
-		got, err := pcitree.Read(context.Background(), tr.Sys(), topology.MustParsePCIAddress(f.Address()))
+		got, err := pcitree.Read(context.Background(), tr.FS(), sysfstest.Sys, topology.MustParsePCIAddress(f.Address()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		out[name] = got
 	}
-	return tr.Sys(), out
+	return tr, out
 }
 
 func TestPathClass(t *testing.T) {
@@ -91,39 +94,68 @@ func TestPathClass(t *testing.T) {
 }
 
 func TestNICs(t *testing.T) {
-	sys, _ := tree(t)
-	nics, err := pcitree.NICs(context.Background(), sys)
+	tr, _ := tree(t)
+	nics, err := pcitree.NICs(context.Background(), tr.FS(), sysfstest.Sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(nics) != 1 || nics[0].RDMA != "mlx5_0" || nics[0].Netdev != "ibp9s0" || nics[0].SpeedMbps != 400000 || nics[0].Address.String() != "0000:09:00.0" {
 		t.Fatalf("NICs = %+v", nics)
 	}
-	if got, err := pcitree.NICs(context.Background(), t.TempDir()); err != nil || got != nil {
+	if got, err := pcitree.NICs(context.Background(), fstest.MapFS{}, sysfstest.Sys); err != nil || got != nil {
 		t.Errorf("no PCI dir: %v %v", got, err)
 	}
 }
 
 func TestReadErrors(t *testing.T) {
-	sys, _ := tree(t)
-	if _, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:ff:00.0")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("absent function: %v", err)
-	}
-	dir := filepath.Join(pcitree.DevicesDir(sys), "0000:05:00.0")
+	tr, _ := tree(t)
+	ctx := context.Background()
+	_, err := pcitree.Read(ctx, tr.FS(), sysfstest.Sys, topology.MustParsePCIAddress("0000:ff:00.0"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "absent function")
+	require.False(t, errors.Is(err, pcitree.ErrParse))
+	addr := topology.MustParsePCIAddress("0000:05:00.0")
+	dir := path.Join(pcitree.DevicesDir(sysfstest.Sys), addr.String())
 	for file, content := range map[string]string{"numa_node": "x", "local_cpulist": "3-1", "vendor": "0xzz", "class": "0x1000000", "device": "12345"} {
-		orig, _ := os.ReadFile(filepath.Join(dir, file))
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:05:00.0"))
-		if !errors.Is(err, pcitree.ErrMalformed) {
-			t.Errorf("%s = %q: err %v", file, content, err)
-		}
-		_ = os.WriteFile(filepath.Join(dir, file), orig, 0o644)
+		orig, err := tr.ReadFile(path.Join(dir, file))
+		require.NoError(t, err)
+		require.NoError(t, tr.File(path.Join(dir, file), content))
+		_, err = pcitree.Read(ctx, tr.FS(), sysfstest.Sys, addr)
+		require.ErrorIs(t, err, pcitree.ErrParse, "%s = %q", file, content)
+		require.ErrorIs(t, err, topology.ErrParse, "the same sentinel")
+		require.ErrorContains(t, err, path.Join(dir, file))
+		require.NoError(t, tr.File(path.Join(dir, file), orig))
 	}
 	// A NUMA node below -1 is malformed; -1 is "unknown".
-	_ = os.WriteFile(filepath.Join(dir, "numa_node"), []byte("-2\n"), 0o644)
-	if _, err := pcitree.Read(context.Background(), sys, topology.MustParsePCIAddress("0000:05:00.0")); !errors.Is(err, pcitree.ErrMalformed) {
-		t.Errorf("numa_node -2: %v", err)
+	require.NoError(t, tr.File(path.Join(dir, "numa_node"), "-2\n"))
+	_, err = pcitree.Read(ctx, tr.FS(), sysfstest.Sys, addr)
+	require.ErrorIs(t, err, pcitree.ErrParse, "numa_node -2")
+}
+
+// TestReadWithoutSymlinks: an fs.FS without symlink support (no
+// fs.ReadLinkFS) still gives the attributes; the place in the tree is
+// unknown.
+func TestReadWithoutSymlinks(t *testing.T) {
+	tr, want := tree(t)
+	type plainFS struct{ fs.FS }
+	got, err := pcitree.Read(context.Background(), plainFS{sysfstest.New().FS()}, sysfstest.Sys, topology.MustParsePCIAddress("0000:05:00.0"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	// The functions of sys/devices read directly (no bus symlink needed).
+	m := fstest.MapFS{}
+	for k, v := range tr.FS() {
+		if v.Mode&fs.ModeSymlink == 0 {
+			m[k] = v
+		}
 	}
+	a := want["a"]
+	dir := path.Join(append([]string{"sys", "devices"}, funcs["a"].Path...)...)
+	m[path.Join(pcitree.DevicesDir(sysfstest.Sys), a.Address.String())] = &fstest.MapFile{Mode: fs.ModeDir}
+	for _, f := range []string{"numa_node", "local_cpulist", "vendor", "device", "class"} {
+		m[path.Join(pcitree.DevicesDir(sysfstest.Sys), a.Address.String(), f)] = m[path.Join(dir, f)]
+	}
+	got, err = pcitree.Read(context.Background(), plainFS{m}, sysfstest.Sys, a.Address)
+	require.NoError(t, err)
+	require.False(t, got.Placed)
+	require.Equal(t, a.NUMA, got.NUMA)
+	require.Equal(t, a.CPUs, got.CPUs)
+	require.Equal(t, a.Device, got.Device)
 }

@@ -1,8 +1,8 @@
-package fakesys
+package sysfstest
 
 import (
 	"fmt"
-	"path/filepath"
+	"path"
 	"strings"
 )
 
@@ -71,11 +71,6 @@ type AMDMachine struct {
 	Generation int
 }
 
-// KFDDir is the KFD topology directory under the tree.
-func (t *Tree) KFDDir() string {
-	return filepath.Join(t.Root, "sys", "class", "kfd", "kfd", "topology")
-}
-
 type kfdPart struct {
 	id, gpu, part int
 }
@@ -85,7 +80,12 @@ type kfdLink struct {
 	minBW, maxBW    uint64
 }
 
-// AddAMD writes the machine.
+// AddAMD adds the machine as the kernel lays it out: the KFD topology
+// (generation_id, one node per CPU socket then one per GPU partition, with
+// properties, gpu_id, name, memory banks, io_links and p2p_links), each
+// GPU's PCI function with the amdgpu partition files, the DRM card and
+// render nodes, and the NUMA nodes. NoP2P, NoPCI, NoDRM and NoNUMA leave
+// parts out, as old kernels and raw captures do.
 func (t *Tree) AddAMD(m AMDMachine) error {
 	var parts []kfdPart
 	id := len(m.CPUs)
@@ -96,11 +96,11 @@ func (t *Tree) AddAMD(m AMDMachine) error {
 		}
 	}
 	hops := m.hops()
-	kfd := filepath.Join("sys", "class", "kfd", "kfd", "topology")
-	if err := t.File(filepath.Join(kfd, "generation_id"), fmt.Sprintf("%d\n", m.Generation)); err != nil {
+	kfd := path.Join("sys", "class", "kfd", "kfd", "topology")
+	if err := t.File(path.Join(kfd, "generation_id"), fmt.Sprintf("%d\n", m.Generation)); err != nil {
 		return err
 	}
-	if err := t.File(filepath.Join(kfd, "system_properties"), "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"); err != nil {
+	if err := t.File(path.Join(kfd, "system_properties"), "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"); err != nil {
 		return err
 	}
 	// CPU nodes.
@@ -287,29 +287,29 @@ type kv struct {
 }
 
 func (t *Tree) kfdNode(id int, props []kv, gpuID int, name string, heap kv, memBytes uint64, io, p2p []kfdLink, noP2P bool) error {
-	dir := filepath.Join("sys", "class", "kfd", "kfd", "topology", "nodes", fmt.Sprint(id))
+	dir := path.Join("sys", "class", "kfd", "kfd", "topology", "nodes", fmt.Sprint(id))
 	var b strings.Builder
 	for _, p := range props {
 		fmt.Fprintf(&b, "%s %v\n", p.k, p.v)
 	}
-	if err := t.File(filepath.Join(dir, "properties"), b.String()); err != nil {
+	if err := t.File(path.Join(dir, "properties"), b.String()); err != nil {
 		return err
 	}
-	if err := t.File(filepath.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", gpuID)); err != nil {
+	if err := t.File(path.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", gpuID)); err != nil {
 		return err
 	}
-	if err := t.File(filepath.Join(dir, "name"), name+"\n"); err != nil {
+	if err := t.File(path.Join(dir, "name"), name+"\n"); err != nil {
 		return err
 	}
 	bank := fmt.Sprintf("%s %v\nsize_in_bytes %d\nflags 0\nwidth 64\nmem_clk_max 1300\n", heap.k, heap.v, memBytes)
-	if err := t.File(filepath.Join(dir, "mem_banks", "0", "properties"), bank); err != nil {
+	if err := t.File(path.Join(dir, "mem_banks", "0", "properties"), bank); err != nil {
 		return err
 	}
 	write := func(kind string, links []kfdLink) error {
 		for i, l := range links {
 			s := fmt.Sprintf("type %d\nversion_major 0\nversion_minor 0\nnode_from %d\nnode_to %d\nweight %d\nmin_latency 0\nmax_latency 0\nmin_bandwidth %d\nmax_bandwidth %d\nrecommended_transfer_size 0\nflags 1\n",
 				l.typ, id, l.to, l.weight, l.minBW, l.maxBW)
-			if err := t.File(filepath.Join(dir, kind, fmt.Sprint(i), "properties"), s); err != nil {
+			if err := t.File(path.Join(dir, kind, fmt.Sprint(i), "properties"), s); err != nil {
 				return err
 			}
 		}
@@ -334,15 +334,15 @@ func (t *Tree) drm(g AMDGPU, part, kfdID, card, minor int) error {
 	} else {
 		devRel = []string{"sys", "devices", "platform", fmt.Sprintf("amdgpu_xcp_%d", kfdID)}
 	}
-	dev := filepath.Join(devRel...)
+	dev := path.Join(devRel...)
 	for _, n := range []string{fmt.Sprintf("card%d", card), fmt.Sprintf("renderD%d", minor)} {
-		if err := t.Dir(filepath.Join(dev, "drm", n)); err != nil {
+		if err := t.Dir(path.Join(dev, "drm", n)); err != nil {
 			return err
 		}
-		if err := t.Link(filepath.Join(dev, "drm", n, "device"), "../.."); err != nil {
+		if err := t.Link(path.Join(dev, "drm", n, "device"), "../.."); err != nil {
 			return err
 		}
-		if err := t.Link(filepath.Join("sys", "class", "drm", n), "../../"+strings.TrimPrefix(filepath.ToSlash(dev), "sys/")+"/drm/"+n); err != nil {
+		if err := t.Link(path.Join("sys", "class", "drm", n), "../../"+strings.TrimPrefix(dev, "sys/")+"/drm/"+n); err != nil {
 			return err
 		}
 	}
@@ -352,7 +352,7 @@ func (t *Tree) drm(g AMDGPU, part, kfdID, card, minor int) error {
 func splitBDF(s string) (domain, bus, dev int, err error) {
 	var fn int
 	if _, err = fmt.Sscanf(s, "%x:%x:%x.%x", &domain, &bus, &dev, &fn); err != nil {
-		return 0, 0, 0, fmt.Errorf("fakesys: PCI address %q: %w", s, err)
+		return 0, 0, 0, fmt.Errorf("sysfstest: PCI address %q: %w", s, err)
 	}
 	return domain, bus, dev, nil
 }

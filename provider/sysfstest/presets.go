@@ -1,4 +1,4 @@
-package fakesys
+package sysfstest
 
 import "fmt"
 
