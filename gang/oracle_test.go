@@ -137,7 +137,7 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 					}
 				}
 				for range pod.migCount() {
-					a, err := mig.Place(ls, mig.Request{Profile: pod.MIGProfile}, mig.PlaceOptions{})
+					a, err := mig.Place(context.Background(), ls, mig.Request{Profile: mig.MustParseProfileName(pod.MIGProfile)}, mig.PlaceOptions{})
 					if err != nil {
 						return false
 					}
