@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputopo/gputopo/gang/internal/hostile"
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

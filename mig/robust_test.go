@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/gputopo/gputopo/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/internal/hostile"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // callAll calls every exported method of recv (a pointer or a value) with
@@ -150,14 +151,6 @@ func TestMixValidate(t *testing.T) {
 }
 
 // allocated returns the bytes allocated while f runs.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // bigModelJSON is a model with 16 slots and 32 one-slice profiles of 16
 // placements each: small on disk, 2^16 states.
@@ -233,17 +226,17 @@ func TestParseFileAdversarial(t *testing.T) {
 		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, ErrInvalidModel}},
 	} {
 		var err error
-		n := allocated(func() { _, err = ParseLayoutFile([]byte(tc.doc), nil) })
+		n := hostile.Allocated(func() { _, err = ParseLayoutFile([]byte(tc.doc), nil) })
 		for _, w := range tc.want {
 			assert.ErrorIs(t, err, w, name)
 		}
-		assert.Less(t, n, uint64(raceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
+		assert.Less(t, n, uint64(hostile.RaceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
 	}
 	// Over MaxFileBytes, from a reader that never ends.
 	var err error
-	n := allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
+	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
 	require.ErrorIs(t, err, topology.ErrLimit)
-	assert.Less(t, n, uint64(raceSlack*(3*MaxFileBytes+(8<<20))))
+	assert.Less(t, n, uint64(hostile.RaceSlack*(3*MaxFileBytes+(8<<20))))
 	_, err = ParseLayoutFile(make([]byte, MaxFileBytes+1), nil)
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
@@ -262,7 +255,7 @@ func (endless) Read(p []byte) (int, error) {
 func TestHugeModelWithoutTable(t *testing.T) {
 	f, err := ParseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
 	require.NoError(t, err)
-	n := allocated(func() {
+	n := hostile.Allocated(func() {
 		fl, err := NewFleet(context.Background(), f.Layouts, PlaceOptions{})
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
@@ -272,7 +265,7 @@ func TestHugeModelWithoutTable(t *testing.T) {
 		_, err = PlanDefrag(context.Background(), fl.Layouts(), Request{Profile: MustParseProfileName("1g.3gb"), Priority: 5}, Policy{})
 		require.NoError(t, err)
 	})
-	assert.Less(t, n, uint64(raceSlack*64<<20))
+	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
 	assert.Nil(t, f.Layouts[0].Model.stateTable())
 }
 
@@ -311,12 +304,12 @@ func TestPlanAMDHugeHive(t *testing.T) {
 	gpus := amdFleet(t, 4000, 4000)
 	var p *Plan
 	var err error
-	n := allocated(func() {
+	n := hostile.Allocated(func() {
 		p, err = PlanAMD(context.Background(), gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9})
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 4000, p.Cost.WholeGPUOps)
-	assert.Less(t, n, uint64(raceSlack*64<<20))
+	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
 	checkAMDPlan(t, gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9}, p)
 }
 

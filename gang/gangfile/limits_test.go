@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/gang"
-	"github.com/gputopo/gputopo/gang/internal/hostile"
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/topology"
 )
 
