@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,10 @@ import (
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
+
+// PodListTimeout bounds each pod listing in GetPreferredAllocation and
+// Allocate; when it runs out the plugin answers as if no pod matched.
+const PodListTimeout = 10 * time.Second
 
 // PodLister lists the pods bound to a node.
 type PodLister interface {
@@ -233,6 +238,10 @@ func (p *Plugin) candidates(ctx context.Context, n int) []candidate {
 	if p.cfg.Pods == nil {
 		return nil
 	}
+	// Kubelet waits on this answer to admit the pod: never hang on the
+	// API server.
+	ctx, cancel := context.WithTimeout(ctx, PodListTimeout)
+	defer cancel()
 	pods, err := p.cfg.Pods.PodsOnNode(ctx, p.cfg.NodeName)
 	if err != nil {
 		p.log.Error(err, "Cannot list the node's pods; the scheduler's choices are not honoured")
