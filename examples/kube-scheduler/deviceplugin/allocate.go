@@ -335,6 +335,11 @@ func (p *Plugin) pendingChoice(ctx context.Context, available, must []int, size 
 // the devices kubelet (see the package documentation) and records it.
 func (p *Plugin) claim(ctx context.Context, kubelet []int) (string, []int, bool) {
 	cands := p.candidates(ctx, len(kubelet))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Pods claimed since candidates() looked (a concurrent Allocate) are
+	// out.
+	cands = slices.DeleteFunc(cands, func(c candidate) bool { _, claimed := p.claims[c.pod.UID]; return claimed })
 	if len(cands) == 0 {
 		return "", nil, false
 	}
@@ -344,11 +349,6 @@ func (p *Plugin) claim(ctx context.Context, kubelet []int) (string, []int, bool)
 			pick = c
 			break
 		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, taken := p.claims[pick.pod.UID]; taken { // claimed meanwhile
-		return "", nil, false
 	}
 	p.claims[pick.pod.UID] = claim{at: p.cfg.Now(), devices: pick.devs}
 	return klogRef(pick.pod), slices.Sorted(slices.Values(pick.devs)), true

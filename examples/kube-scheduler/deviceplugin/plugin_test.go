@@ -498,3 +498,29 @@ func TestClientPods(t *testing.T) {
 	}
 	assert.Equal(t, []string{"spec.nodeName=" + nodeName}, selectors)
 }
+
+// TestAllocateConcurrentContainersGetDistinctChoices: four pods of two
+// GPUs wait; four Allocate calls at once (kubelet's IDs all the same)
+// hand out each pod's choice exactly once.
+func TestAllocateConcurrentContainersGetDistinctChoices(t *testing.T) {
+	t0 := time.Now()
+	var pods []v1.Pod
+	for i := range 4 {
+		pods = append(pods, pendingPod(fmt.Sprintf("p%d", i), "nvidia.com/gpu", 2, []int{2 * i, 2*i + 1}, t0.Add(time.Duration(i)*time.Second)))
+	}
+	p := newPlugin(t, catalogNode(t, "dgx-h100"), &fakePods{pods: pods}, nil)
+	got := make([]string, 4)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0", "1"}}}})
+			if assert.NoError(t, err) {
+				got[i] = resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(got)
+	assert.Equal(t, []string{"0,1", "2,3", "4,5", "6,7"}, got)
+	assert.Equal(t, 4, p.Claims())
+}
