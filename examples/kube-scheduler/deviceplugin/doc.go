@@ -55,6 +55,14 @@
 // swapped. Pods whose GPUs are split over several containers do not
 // match (the annotation is per pod) and get kubelet's devices.
 //
+// GetPreferredAllocation scores with the topology the plugin started from:
+// a device that topology marks unhealthy stays out of scored sets even
+// after a HealthSource reports it healthy again (the answer then falls back
+// to the must-include devices and the lowest indices, with a warning);
+// restart the plugin to rescore it. Pod listings are bounded by
+// PodListTimeout; when the API server does not answer, Allocate uses
+// kubelet's devices.
+//
 // MIG and shared (fractional) GPUs are out of scope: the plugin offers
 // whole devices only.
 package deviceplugin

@@ -49,6 +49,7 @@ func (c HealthChannel) Run(ctx context.Context, report func(HealthEvent)) error 
 // Discoverer discovers the node's topology; provider.TopologyProvider is
 // one.
 type Discoverer interface {
+	// Discover returns the node's topology as it is now.
 	Discover(ctx context.Context) (*topology.Node, error)
 }
 
