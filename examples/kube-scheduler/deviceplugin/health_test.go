@@ -133,3 +133,23 @@ func TestHealthChannelStopsWhenClosed(t *testing.T) {
 	require.NoError(t, deviceplugin.HealthChannel(ch).Run(context.Background(), func(ev deviceplugin.HealthEvent) { got = append(got, ev) }))
 	assert.Equal(t, []deviceplugin.HealthEvent{{ID: "0"}}, got)
 }
+
+// TestPreferredFallsBackWhenScoringHasNoSet: the start-time topology marks
+// device 2 unhealthy; after it is reported healthy kubelet offers it, and
+// a request that needs it still gets a valid answer (must-include first,
+// then the lowest indices) instead of failing the pod's admission.
+func TestPreferredFallsBackWhenScoringHasNoSet(t *testing.T) {
+	node := withHealth(t, catalogNode(t, "dgx-h100"), map[int]string{2: "XID 48"})
+	p := newPlugin(t, node, nil, nil)
+	require.NoError(t, p.SetHealth("2", true, ""))
+	got, err := preferred(t, p, []string{"1", "2", "3"}, []string{"3"}, 3)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"1", "2", "3"}, got)
+	got, err = preferred(t, p, []string{"0", "1", "2", "3", "4"}, []string{"2"}, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0", "2"}, got)
+	// Where the healthy devices suffice, scoring leaves device 2 out.
+	got, err = preferred(t, p, []string{"1", "2", "3"}, nil, 2)
+	require.NoError(t, err)
+	assert.NotContains(t, got, "2")
+}
