@@ -86,6 +86,8 @@ type State struct {
 	Generation int64
 	// Published is when it was published.
 	Published time.Time
+	// Took is how long that publication's API calls took.
+	Took time.Duration
 	// Publishes counts successful publications (changed content or resync).
 	Publishes int
 	// Devices and Healthy count the accelerators of the last publication.
@@ -163,7 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		} else if changed {
 			st := a.State()
-			logger.Info("Published the node topology", "generation", st.Generation, "devices", st.Devices, "healthy", st.Healthy)
+			logger.Info("Published the node topology", "generation", st.Generation, "took", st.Took, "devices", st.Devices, "healthy", st.Healthy)
 		}
 		select {
 		case <-ctx.Done():
@@ -207,6 +209,7 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 	if pub.Hash == a.state.Hash && (a.opts.Resync < 0 || time.Since(a.state.Published) < a.opts.Resync) {
 		return false, nil
 	}
+	start := time.Now()
 	node, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("%w: %q", ErrNoNode, a.opts.NodeName)
@@ -240,7 +243,7 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	a.slices = names
-	a.state.Hash, a.state.Published = pub.Hash, time.Now()
+	a.state.Hash, a.state.Published, a.state.Took = pub.Hash, time.Now(), time.Since(start)
 	a.state.Devices, a.state.Healthy = pub.Devices, pub.Healthy
 	a.state.Publishes++
 	return true, nil
