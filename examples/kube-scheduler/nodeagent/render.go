@@ -51,14 +51,15 @@ type RenderOptions struct {
 // labels and annotations, and its ResourceSlices (pool generation 0, no
 // owner; the agent fills both in when it publishes).
 type Publication struct {
-	Labels      map[string]string
-	Annotations map[string]string
-	Slices      []resourceapi.ResourceSlice
+	Labels      map[string]string           `json:"labels"`
+	Annotations map[string]string           `json:"annotations"`
+	Slices      []resourceapi.ResourceSlice `json:"slices"`
 	// Hash is a SHA-256 of all of the above: equal hashes mean there is
 	// nothing to republish.
-	Hash string
+	Hash string `json:"hash"`
 	// Devices and Healthy count the node's accelerators.
-	Devices, Healthy int
+	Devices int `json:"devices"`
+	Healthy int `json:"healthy"`
 }
 
 var bdf = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$`)
