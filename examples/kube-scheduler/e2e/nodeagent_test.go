@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/nodeagent"
@@ -27,20 +28,21 @@ import (
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
 
-// startAPIServer starts etcd and a kube-apiserver only: the node agent
-// needs no scheduler.
-func startAPIServer(t *testing.T) kubernetes.Interface {
+// startAPIServer starts etcd and a kube-apiserver only (the node agent
+// needs no scheduler), with extra flags, and returns an admin client and
+// its configuration.
+func startAPIServer(t *testing.T, extraFlags ...string) (kubernetes.Interface, *rest.Config) {
 	t.Helper()
 	etcdURL := startEtcd(t)
 	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
 	storage.Transport.ServerList = []string{etcdURL}
-	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	flags := append([]string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, extraFlags...)
 	server := apiservertesting.StartTestServerOrDie(t,
 		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
 	t.Cleanup(server.TearDownFn)
 	client, err := kubernetes.NewForConfig(server.ClientConfig)
 	require.NoError(t, err)
-	return client
+	return client, server.ClientConfig
 }
 
 // agentView is what the API server holds for one node and driver.
@@ -99,7 +101,7 @@ func TestNodeAgent(t *testing.T) {
 		interval = 100 * time.Millisecond
 	)
 	ctx := context.Background()
-	c := startAPIServer(t)
+	c, _ := startAPIServer(t)
 	node, err := c.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
 		Labels:      map[string]string{"kubernetes.io/hostname": nodeName},
 		Annotations: map[string]string{"other.example.com/note": "kept"}}}, metav1.CreateOptions{})
@@ -235,7 +237,7 @@ func TestNodeAgent(t *testing.T) {
 func TestNodeAgentRestartKeepsPublication(t *testing.T) {
 	const nodeName = "restart-node"
 	ctx := context.Background()
-	c := startAPIServer(t)
+	c, _ := startAPIServer(t)
 	_, err := c.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	src, err := provider.Catalog("mi300x-8gpu")

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
 
@@ -109,6 +110,17 @@ type Agent struct {
 	slices map[string]bool
 	// genKnown says state.Generation has been read from the API server.
 	genKnown bool
+	// rendered is the last rendered publication, for the topology of
+	// renderedKey.
+	rendered    *Publication
+	renderedKey renderKey
+}
+
+// renderKey identifies a topology for Render's purposes: its content
+// (health included) and its name.
+type renderKey struct {
+	fp   topology.Fingerprint
+	name string
 }
 
 // New returns an agent publishing through client.
@@ -201,12 +213,24 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %w", ErrDiscover, a.opts.Source.Name(), err)
 	}
-	pub, err := Render(n, RenderOptions{NodeName: a.opts.NodeName, Driver: a.opts.Driver,
-		WholeGPUsOnly: a.opts.WholeGPUsOnly, PCIeRoot: a.opts.PCIeRoot})
-	if err != nil {
-		return false, err
+	// Rendering a MIG machine takes milliseconds; the fingerprint (which
+	// covers health) and the name decide whether it can be skipped.
+	// A resync renders afresh too.
+	resync := a.opts.Resync >= 0 && time.Since(a.state.Published) >= a.opts.Resync
+	key := renderKey{n.Fingerprint(), n.Name()}
+	pub := a.rendered
+	if resync {
+		pub = nil
 	}
-	if pub.Hash == a.state.Hash && (a.opts.Resync < 0 || time.Since(a.state.Published) < a.opts.Resync) {
+	if pub == nil || key != a.renderedKey {
+		pub, err = Render(n, RenderOptions{NodeName: a.opts.NodeName, Driver: a.opts.Driver,
+			WholeGPUsOnly: a.opts.WholeGPUsOnly, PCIeRoot: a.opts.PCIeRoot})
+		if err != nil {
+			return false, err
+		}
+		a.rendered, a.renderedKey = pub, key
+	}
+	if pub.Hash == a.state.Hash && !resync {
 		return false, nil
 	}
 	start := time.Now()

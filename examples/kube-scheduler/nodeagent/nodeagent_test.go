@@ -286,3 +286,18 @@ func TestAgentErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrDiscover)
 	assert.ErrorIs(t, err, ErrOverride)
 }
+
+func BenchmarkRender(b *testing.B) {
+	for _, name := range []string{"dgx-h100", "mi300x-8gpu"} {
+		n, err := catalog.Get(name)
+		require.NoError(b, err)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Render(n, RenderOptions{NodeName: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
