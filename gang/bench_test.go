@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -26,7 +27,7 @@ func busy(sp spec, share float64, seed uint64) spec {
 
 func benchCheck(b *testing.B, s *Snapshot, j *Job, want Verdict) {
 	b.Helper()
-	r, err := Check(s, j)
+	r, err := Check(context.Background(), s, j)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func benchCheck(b *testing.B, s *Snapshot, j *Job, want Verdict) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Check(s, j); err != nil {
+		if _, err := Check(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -118,8 +119,8 @@ func BenchmarkPlanQueue(b *testing.B) {
 	}
 	s := sp.build(b)
 	jobs := queueJobs(1000, 4)
-	opts := QueueOptions{Queues: []QueueSpec{{Name: "prod", Weight: 3}, {Name: "research", Weight: 2}}}
-	plan, err := PlanQueue(s, jobs, opts)
+	opts := WithQueues(QueueSpec{Name: "prod", Weight: 3}, QueueSpec{Name: "research", Weight: 2})
+	plan, err := PlanQueue(context.Background(), s, jobs, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func BenchmarkPlanQueue(b *testing.B) {
 	b.Logf("actions: %v, reservation: %v", counts, plan.Reservation != nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := PlanQueue(s, jobs, opts); err != nil {
+		if _, err := PlanQueue(context.Background(), s, jobs, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -144,14 +145,14 @@ func BenchmarkPreemptNVL72(b *testing.B) {
 	j := workers("urgent", 18, 4)
 	j.NVLink = &NVLink{}
 	j.Priority = 10
-	p, err := Preempt(s, j)
+	p, err := Preempt(context.Background(), s, j)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%d victims in %s, cost %v, exact %v, %d sets tried", len(p.Victims), p.Domain, p.Cost, p.Exact, p.Considered)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Preempt(s, j); err != nil {
+		if _, err := Preempt(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
 	}

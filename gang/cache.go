@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -147,12 +148,6 @@ func (c *cache) internLocked(key classKey, st *nodeStatic, state *scoring.State,
 	return cl.id
 }
 
-func (c *cache) class(id int32) *class {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.classes[id]
-}
-
 // seq returns the greedy sequence of shape k on class id.
 func (c *cache) seq(id int32, k shapeKey) *packSeq {
 	c.mu.Lock()
@@ -218,7 +213,11 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 			var slots []MIGSlot
 			ok := true
 			for range k.migN {
-				a, err := mig.Place(tmp, mig.Request{Profile: k.profile}, mig.PlaceOptions{})
+				name, err := mig.ParseProfileName(k.profile)
+				var a mig.Assignment
+				if err == nil {
+					a, err = mig.Place(context.TODO(), tmp, mig.Request{Profile: name}, mig.PlaceOptions{})
+				}
 				if err != nil {
 					p.why = whyMIG(err, k.profile)
 					ok = false

@@ -2,10 +2,10 @@ package gang
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -128,15 +128,29 @@ func (r *Result) Err() error {
 	return fmt.Errorf("%w: job %s", s, r.Job)
 }
 
-// Option configures Check and the planners.
+// Option tunes one call of Check, Preempt or PlanQueue; an option that
+// does not concern a call (a queue option passed to Check) is ignored.
 type Option func(*config)
 
 type config struct {
-	strategy Strategy
+	strategy      Strategy
+	queues        []QueueSpec
+	noReservation bool
 }
 
 // WithStrategy sets how a gang spreads inside its domain (default BestFit).
 func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithQueues sets PlanQueue's queue weights; a queue not listed weighs 1.
+// Several WithQueues add up.
+func WithQueues(queues ...QueueSpec) Option {
+	return func(c *config) { c.queues = append(c.queues, queues...) }
+}
+
+// WithoutReservation turns PlanQueue's head-of-line reservation off: every
+// job that fits starts, in order (plain priority order, which can starve
+// large gangs).
+func WithoutReservation() Option { return func(c *config) { c.noReservation = true } }
 
 func newConfig(opts []Option) config {
 	var c config
@@ -152,18 +166,20 @@ func newConfig(opts []Option) config {
 // answers whether the gang can still be completed around them, which is
 // the question a Permit-time gang plugin asks. Check never changes s.
 //
-// Errors are for malformed input only (wrapping ErrInvalidJob); a job that
-// does not fit is a Result.
-func Check(s *Snapshot, j *Job, opts ...Option) (*Result, error) {
+// Errors are for malformed input (wrapping ErrInvalidJob) and for a
+// cancelled ctx (wrapping ctx.Err(); the search looks at ctx every few
+// hundred nodes, so it stops within about a millisecond); a job that does
+// not fit is a Result.
+func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, error) {
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {
 		return nil, err
 	}
-	return s.check(p, cfg)
+	return s.check(newPoller(ctx), p, cfg)
 }
 
-func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
+func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) {
 	r := &Result{Job: p.job.Name, Proven: true}
 	if len(p.never) > 0 {
 		r.Verdict = NeverFits
@@ -171,7 +187,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		r.Demand = minDemand(p)
 		return r, nil
 	}
-	pl, sv, err := s.solveView(p, s.viewNow(), true, cfg.strategy, -1)
+	pl, sv, err := s.place(nil, poll, p, search{view: s.viewNow(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -182,10 +198,8 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	}
 	nowSolver := sv
 	r.Proven = r.Proven && sv.exact
-	after := s.viewNow()
 	if s.hasReleasing() {
-		after = s.viewAfterRelease()
-		pl, sv, err = s.solveView(p, after, true, cfg.strategy, -1)
+		pl, sv, err = s.place(nil, poll, p, search{view: s.viewAfterRelease(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +212,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		}
 		r.Proven = r.Proven && sv.exact
 	}
-	epl, esv, err := s.solveView(p, s.viewEmpty(), false, cfg.strategy, -1)
+	epl, esv, err := s.place(nil, poll, p, search{view: s.viewEmpty(), strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -209,9 +223,12 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		r.Reasons = s.neverReasons(p, esv)
 		return r, nil
 	}
-	if nowSolver.memCount > 0 {
+	if nowSolver.members.count > 0 {
 		drop := p.job.Name
-		pl, _, err := s.solveView(p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		pl, _, err := s.place(nil, poll, p, search{view: s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), strategy: cfg.strategy, restrict: -1})
+		if err := poll.now(); err != nil {
+			return nil, err
+		}
 		if err == nil && pl != nil {
 			r.MembersStuck = true
 		}
@@ -228,51 +245,9 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	r.Domains = s.domainStatus(p, sv)
 	r.Reasons = s.blockReasons(p, r, sv)
 	if r.MembersStuck {
-		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.memCount))
+		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.members.count))
 	}
 	return r, nil
-}
-
-// solveView looks for a placement of p in view v. It returns the solver
-// (with the DP of the last attempt) for explanations.
-func (s *Snapshot) solveView(p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	return s.solveWith(&solver{}, p, v, withMembers, strategy, restrict)
-}
-
-// solveWith is solveView reusing sv's buffers.
-func (s *Snapshot) solveWith(sv *solver, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	if err := sv.reset(s, p, v, withMembers, strategy); err != nil {
-		return nil, nil, err
-	}
-	sv.restrict = restrict
-	for _, at := range p.attempts() {
-		sv.run(at)
-		ch, ok := sv.choose()
-		if !ok {
-			continue
-		}
-		var shares []assign
-		if ch.dom >= 0 {
-			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
-				return nil, nil, fmt.Errorf("gang: %w", err)
-			}
-		} else {
-			shares = []assign{{node: ch.node, t: ch.t}}
-		}
-		pl, err := sv.build(ch, shares)
-		if err != nil {
-			return nil, nil, fmt.Errorf("gang: %w", err)
-		}
-		pl.Notes = append(pl.Notes, p.notes...)
-		if at.note != "" {
-			pl.Notes = append(pl.Notes, at.note)
-		}
-		if ch.level < p.jobPref {
-			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
-		}
-		return pl, sv, nil
-	}
-	return nil, sv, nil
 }
 
 // releasingOn lists the terminating pods on the nodes a placement uses.
@@ -286,7 +261,7 @@ func (s *Snapshot) releasingOn(pl *Placement) []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -375,15 +350,6 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 	r.Free, r.Releasing = free, rel
 }
 
-func (sv *solver) anyEligible(n int32) bool {
-	for i := range sv.m {
-		if sv.elig[i] == nil || sv.elig[i][n] {
-			return true
-		}
-	}
-	return false
-}
-
 // statusLevel is the level whose domains a Blocked or Fragmented verdict
 // reports: the job's required level, else its preferred one, else the
 // cluster.
@@ -441,7 +407,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 	}
 	if lv == tr.nodeLevel() {
 		for n := range s.nodes {
-			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.nodeFront(int32(n)).total(), 0))}
+			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.frontOfNode(int32(n)).total(), 0))}
 			out = append(out, ds)
 		}
 	} else {
@@ -449,7 +415,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			if tr.doms[d].level != lv {
 				continue
 			}
-			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.domFront(int32(d)).total(), 0))}
+			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.frontOfDom(int32(d)).total(), 0))}
 			out = append(out, ds)
 		}
 	}
@@ -559,19 +525,19 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 	lv := p.statusLevel()
 	need := minDemand(p).Pods
 	if lv == 0 {
-		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.domFront(s.tree.root()).total(), 0), need))
+		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.frontOfDom(s.tree.root()).total(), 0), need))
 	} else {
 		var best int64
 		count := 0
 		if lv == s.tree.nodeLevel() {
 			for n := range s.nodes {
-				best = max(best, sv.nodeFront(int32(n)).total())
+				best = max(best, sv.frontOfNode(int32(n)).total())
 				count++
 			}
 		} else {
 			for d := range s.tree.doms {
 				if s.tree.doms[d].level == lv {
-					best = max(best, sv.domFront(int32(d)).total())
+					best = max(best, sv.frontOfDom(int32(d)).total())
 					count++
 				}
 			}

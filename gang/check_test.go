@@ -1,12 +1,16 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/topology"
@@ -38,25 +42,17 @@ func TestCheck_BestFitAndBalanced(t *testing.T) {
 	if r.Verdict != Fits || r.Placement.Domain != "b0/r1" {
 		t.Fatalf("%v in %q", r.Verdict, r.Placement.Domain)
 	}
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.0": 10, "b0/r1/uuid-0-1.1": 2}) {
-		t.Fatalf("bestfit per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.0": 10, "b0/r1/uuid-0-1.1": 2}, podsPer(s, r.Placement, "clique"), "bestfit per clique")
 	r = mustCheck(t, s, j, WithStrategy(Balanced))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.0": 8, "b0/r1/uuid-0-1.1": 4}) {
-		t.Fatalf("balanced per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.0": 8, "b0/r1/uuid-0-1.1": 4}, podsPer(s, r.Placement, "clique"), "balanced per clique")
 	// 12 pods over two cliques of 10 free: 6 and 6 (Kueue's example)
 	j.Topology = Constraint{Level: "rack"}
 	j.PodSets[0].Pod.NodeSelector = map[string]string{lRack: "r0"}
 	r = mustCheck(t, s, j, WithStrategy(Balanced))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r0/uuid-0-0.0": 6, "b0/r0/uuid-0-0.1": 6}) {
-		t.Fatalf("balanced per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r0/uuid-0-0.0": 6, "b0/r0/uuid-0-0.1": 6}, podsPer(s, r.Placement, "clique"), "balanced per clique")
 	// one pod: the tightest clique of the tightest rack (optimize last)
 	r = mustCheck(t, s, workers("one", 1, 8))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.1": 1}) {
-		t.Fatalf("single pod per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.1": 1}, podsPer(s, r.Placement, "clique"), "single pod per clique")
 }
 
 func TestCheck_Verdicts(t *testing.T) {
@@ -193,7 +189,7 @@ func TestCheck_Members(t *testing.T) {
 	}
 	// more members than replicas is malformed
 	j.PodSets[0].Replicas = 1
-	if _, err := Check(s, j); !errors.Is(err, ErrInvalidJob) {
+	if _, err := Check(context.Background(), s, j); !errors.Is(err, ErrInvalidJob) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -285,21 +281,14 @@ func TestJob_Validate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := ok()
 			mutate(j)
-			if err := j.Validate(); !errors.Is(err, ErrInvalidJob) {
-				t.Fatalf("err %v", err)
-			}
-			if _, err := Check(flat(t, 1).build(t), j); !errors.Is(err, ErrInvalidJob) {
-				t.Fatalf("Check err %v", err)
-			}
+			assert.ErrorIs(t, j.Validate(), ErrInvalidJob)
+			_, err := Check(context.Background(), flat(t, 1).build(t), j)
+			assert.ErrorIs(t, err, ErrInvalidJob, "Check")
 		})
 	}
-	if err := ok().Validate(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ok().Validate())
 	var nilJob *Job
-	if err := nilJob.Validate(); !errors.Is(err, ErrInvalidJob) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, nilJob.Validate(), ErrInvalidJob)
 }
 
 // TestValidate_RejectsBrokenPlacements tampers with a valid placement in
@@ -348,31 +337,21 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := clone()
 			mutate(p)
-			if err := s.Validate(j, p); !errors.Is(err, ErrInvalidPlacement) {
-				t.Fatalf("Validate: %v", err)
-			}
-			if err := s.Assume(j, p); err == nil {
-				t.Fatal("Assume accepted it")
-			}
-			if !reflect.DeepEqual(before, s.Allocations()) {
-				t.Fatal("a failed Assume changed the snapshot")
-			}
+			require.ErrorIs(t, s.Validate(j, p), ErrInvalidPlacement, "Validate")
+			require.Error(t, s.Assume(j, p), "Assume accepted it")
+			require.Equal(t, before, s.Allocations(), "a failed Assume changed the snapshot")
 		})
 	}
-	if err := s.Validate(j, clone()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Validate(j, clone()))
 }
 
 func TestNewSnapshot_Errors(t *testing.T) {
 	sp := flat(t, 2)
-	if _, err := NewSnapshot(nil, nil, nil); !errors.Is(err, ErrInvalidSnapshot) {
-		t.Fatal(err)
-	}
+	_, err := NewSnapshot(nil, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	s := sp.build(t)
-	if _, err := NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil); !errors.Is(err, ErrInvalidSnapshot) {
-		t.Fatal(err)
-	}
+	_, err = NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil)
+	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	cases := map[string][]Allocation{
 		"no names":         {{Node: "n00"}},
 		"negative CPU":     {{Job: "a", Node: "n00", CPUMilli: -1}},
@@ -394,9 +373,8 @@ func TestNewSnapshot_Errors(t *testing.T) {
 				allocs[0].MemoryBytes = 1 << 40
 				infos[0].MemoryBytes = 1 << 30
 			}
-			if _, err := NewSnapshot(s.Cluster(), infos, allocs); !errors.Is(err, ErrInvalidSnapshot) {
-				t.Fatalf("err %v", err)
-			}
+			_, err := NewSnapshot(s.Cluster(), infos, allocs)
+			require.ErrorIs(t, err, ErrInvalidSnapshot)
 		})
 	}
 }
@@ -439,10 +417,10 @@ func TestCheck_Concurrent(t *testing.T) {
 			for i := range 10 {
 				j := workers(fmt.Sprint("c", g, i), 1+(g+i)%6, 1<<((g+i)%4))
 				j.Priority = 9
-				if _, e := Check(s, j); e != nil {
+				if _, e := Check(context.Background(), s, j); e != nil {
 					err = e
 				}
-				if _, e := Preempt(s, j); e != nil && !errors.Is(e, ErrNoVictims) {
+				if _, e := Preempt(context.Background(), s, j); e != nil && !errors.Is(e, ErrNoVictims) {
 					err = e
 				}
 			}

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -174,7 +175,7 @@ func workers(name string, replicas, gpus int) *Job {
 
 func mustCheck(tb testing.TB, s *Snapshot, j *Job, opts ...Option) *Result {
 	tb.Helper()
-	r, err := Check(s, j, opts...)
+	r, err := Check(context.Background(), s, j, opts...)
 	if err != nil {
 		tb.Fatalf("Check(%s): %v", j.Name, err)
 	}

@@ -85,51 +85,19 @@ type Pod struct {
 	NodeSelector map[string]string
 }
 
-// Mode says how strictly a topology constraint applies. The zero value is
-// Required.
-type Mode uint8
+// Mode says how strictly a topology constraint applies: the one
+// required/preferred type of the library, scoring.Mode, under gang's names.
+// The zero value is Required, in Go and in job files alike.
+type Mode = scoring.Mode
 
 const (
 	// Required: the pods must share one domain of the level, or the job
 	// does not fit.
-	Required Mode = iota
+	Required = scoring.ModeRequired
 	// Preferred: one domain of the level if any holds the pods; otherwise
 	// the next broader level, and so on up to the whole cluster.
-	Preferred
+	Preferred = scoring.ModePreferred
 )
-
-// String returns "required" or "preferred".
-func (m Mode) String() string {
-	switch m {
-	case Required:
-		return "required"
-	case Preferred:
-		return "preferred"
-	}
-	return fmt.Sprintf("Mode(%d)", m)
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (m Mode) MarshalText() ([]byte, error) {
-	if m > Preferred {
-		return nil, jobErr("unknown mode %d", m)
-	}
-	return []byte(m.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler; it accepts "required"
-// (or "hard") and "preferred" (or "soft"), case-insensitively.
-func (m *Mode) UnmarshalText(b []byte) error {
-	switch strings.ToLower(string(b)) {
-	case "required", "hard", "":
-		*m = Required
-	case "preferred", "soft":
-		*m = Preferred
-	default:
-		return parseErr("unknown topology mode %q (want required or preferred)", b)
-	}
-	return nil
-}
 
 // Well-known level names a Constraint may use besides the cluster's own
 // level keys.

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -129,16 +130,14 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 		for range counts[s] {
 			switch {
 			case pod.MIGProfile != "":
-				var devs []int
 				var ls []*mig.Layout
 				for _, d := range n.migDevs {
 					if n.topo.Device(d).Health == topology.Healthy {
-						devs = append(devs, d)
 						ls = append(ls, layouts[d])
 					}
 				}
 				for range pod.migCount() {
-					a, err := mig.Place(ls, mig.Request{Profile: pod.MIGProfile}, mig.PlaceOptions{})
+					a, err := mig.Place(context.Background(), ls, mig.Request{Profile: mig.MustParseProfileName(pod.MIGProfile)}, mig.PlaceOptions{})
 					if err != nil {
 						return false
 					}
@@ -517,7 +516,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 		}
 		before := s.Allocations()
 		strategy := rapid.SampledFrom([]Strategy{BestFit, Balanced}).Draw(t, "strategy")
-		r, err := Check(s, j, WithStrategy(strategy))
+		r, err := Check(context.Background(), s, j, WithStrategy(strategy))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func (p *Placement) String() string {
 // build turns node shares into a placement.
 func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 	s, p, tr := sv.s, sv.p, sv.s.tree
-	pl := &Placement{Job: p.job.Name, Level: tr.levelName(ch.level), Members: int(sv.memCount)}
+	pl := &Placement{Job: p.job.Name, Level: tr.levelName(ch.level), Members: int(sv.members.count)}
 	if ch.dom >= 0 {
 		pl.Domain = tr.path(ch.dom)
 	} else {
@@ -97,18 +97,18 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 		pods []podDevices // nil entries for pods without devices
 		n    int64
 	}
-	perSet := make([][]chunk, sv.m)
+	perSet := make([][]chunk, sv.sets)
 	for _, a := range shares {
-		u := sv.v.usage(a.node)
+		u := sv.search.view.usage(a.node)
 		cl := u.class
-		e := sv.members[a.node]
+		e := sv.members.perNode[a.node]
 		for _, i := range p.order {
 			k := a.t[i]
 			if e != nil {
 				k -= e[i]
 			}
 			if k < 0 {
-				return nil, fmt.Errorf("internal: node %s gets fewer pods of set %q than it holds", s.nodes[a.node].name, p.sets[i].ps.Name)
+				return nil, internalErr("node %s gets fewer pods of set %q than it holds", s.nodes[a.node].name, p.sets[i].ps.Name)
 			}
 			if k == 0 {
 				continue
@@ -118,7 +118,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 			if sh.devices() {
 				seq := s.cache.seq(cl, sh)
 				if int64(len(seq.pods)) < k {
-					return nil, fmt.Errorf("internal: node %s takes %d pods of set %q, its device sequence only %d", s.nodes[a.node].name, k, p.sets[i].ps.Name, len(seq.pods))
+					return nil, internalErr("node %s takes %d pods of set %q, its device sequence only %d", s.nodes[a.node].name, k, p.sets[i].ps.Name, len(seq.pods))
 				}
 				c.pods = seq.pods[:k]
 				cl = s.cache.after(cl, sh, int(k))
@@ -137,7 +137,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 		// members per slice domain, to know how much completes their slices
 		memIn := map[int32]int64{}
 		if z > 1 {
-			for n, e := range sv.members {
+			for n, e := range sv.members.perNode {
 				if e != nil && e[i] > 0 {
 					memIn[sliceDom(int32(n))] += e[i]
 				}
@@ -154,7 +154,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 			}
 			slices.SortStableFunc(chunks, func(a, b chunk) int { return first[sliceDom(a.node)] - first[sliceDom(b.node)] })
 		}
-		index := int(sv.memTotal[i])
+		index := int(sv.members.perSet[i])
 		nextSlice := 0
 		var curDom int32 = -1 << 30
 		var inDom int64
@@ -187,7 +187,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 				}
 				for {
 					pp.Name = fmt.Sprintf("%s-%s-%d", p.job.Name, sp.ps.Name, index)
-					if !sv.memNames[pp.Name] {
+					if !sv.members.pods[pp.Name] {
 						break
 					}
 					index++

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,25 @@ import (
 // genQueueCluster draws a small cluster of 4- and 8-GPU nodes in two racks
 // with running jobs (per job one remaining time, maybe unknown, maybe
 // releasing).
+// genQueueSnapshot draws a cluster of racks and cliques (genQueueCluster)
+// and returns its snapshot, with the running pods when running is set, and
+// what it was built from.
+func genQueueSnapshot(t *rapid.T, running bool) (*Snapshot, *topology.Cluster, []NodeInfo, []Allocation) {
+	cn, infos, allocs := genQueueCluster(t)
+	c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running {
+		allocs = nil
+	}
+	s, err := NewSnapshot(c, infos, allocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, infos, allocs
+}
+
 func genQueueCluster(t *rapid.T) ([]topology.ClusterNode, []NodeInfo, []Allocation) {
 	n8 := nvswitchNode(t, "n8", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
 	n4 := nvswitchNode(t, "n4", 4, "NVIDIA GB200", gb200Mem, false)
@@ -72,17 +92,9 @@ func genPending(t *rapid.T, n int) []Job {
 // started still running. Started placements never conflict.
 func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, allocs := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := NewSnapshot(c, infos, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, c, infos, allocs := genQueueSnapshot(t, true)
 		jobs := genPending(t, rapid.IntRange(1, 7).Draw(t, "pending"))
-		plan, err := PlanQueue(s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}}})
+		plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,15 +160,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 // after every pass at most one gang holds members while waiting.
 func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, _ := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := NewSnapshot(c, infos, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		snap, _, _, _ := genQueueSnapshot(t, false)
 		all := genPending(t, rapid.IntRange(2, 10).Draw(t, "jobs"))
 		const step = 5 * time.Minute
 		arrive := map[string]int{}
@@ -200,7 +204,7 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			}
 			// running pods' remaining time is known when declared
 			refreshRemaining(snap, ends, all, now)
-			plan, err := PlanQueue(snap, pending, QueueOptions{})
+			plan, err := PlanQueue(context.Background(), snap, pending)
 			if err != nil {
 				t.Fatal(err)
 			}

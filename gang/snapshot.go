@@ -552,15 +552,7 @@ func (s *Snapshot) RemoveJob(job string) int {
 		touched[ni] = true
 	}
 	delete(s.byJob, job)
-	for ni := range touched {
-		s.byNode[ni] = slices.DeleteFunc(s.byNode[ni], func(k int32) bool { return !s.live[k] })
-		u, err := s.buildUsage(ni, s.byNode[ni])
-		if err != nil {
-			// Removing pods cannot make a valid usage invalid.
-			panic(fmt.Sprintf("gang: rebuilding node usage after a removal: %v", err))
-		}
-		s.usage[ni] = u
-	}
+	s.dropRemoved(touched)
 	return n
 }
 
@@ -572,6 +564,20 @@ func (s *Snapshot) Assume(j *Job, p *Placement) error {
 	}
 	s.assume(j, p)
 	return nil
+}
+
+// dropRemoved forgets the removed pods of the touched nodes and recounts
+// their usage.
+func (s *Snapshot) dropRemoved(touched map[int]bool) {
+	for ni := range touched {
+		s.byNode[ni] = slices.DeleteFunc(s.byNode[ni], func(k int32) bool { return !s.live[k] })
+		u, err := s.buildUsage(ni, s.byNode[ni])
+		if err != nil {
+			// Removing pods cannot make a valid usage invalid.
+			panic(fmt.Sprintf("gang: rebuilding node usage after a removal: %v", err))
+		}
+		s.usage[ni] = u
+	}
 }
 
 // assume adds a validated placement's pods.
@@ -764,14 +770,7 @@ func (s *Snapshot) RemovePod(pod string) int {
 			}
 		}
 	}
-	for ni := range touched {
-		s.byNode[ni] = slices.DeleteFunc(s.byNode[ni], func(k int32) bool { return !s.live[k] })
-		u, err := s.buildUsage(ni, s.byNode[ni])
-		if err != nil {
-			panic(fmt.Sprintf("gang: rebuilding node usage after a removal: %v", err))
-		}
-		s.usage[ni] = u
-	}
+	s.dropRemoved(touched)
 	for j, ks := range s.byJob {
 		ks = slices.DeleteFunc(ks, func(k int32) bool { return !s.live[k] })
 		if len(ks) == 0 {

@@ -17,14 +17,6 @@ func pl(size int, starts ...int) []Placement {
 	return out
 }
 
-func mustName(s string) ProfileName {
-	n, err := ParseProfileName(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
 // row is one line of a profile table.
 type row struct {
 	name               string
@@ -39,7 +31,7 @@ func rows(rs ...row) []Profile {
 	out := make([]Profile, len(rs))
 	for i, r := range rs {
 		out[i] = Profile{
-			Name: mustName(r.name), ID: r.id, ComputeSlices: r.cs, MemorySlices: r.ms,
+			Name: MustParseProfileName(r.name), ID: r.id, ComputeSlices: r.cs, MemorySlices: r.ms,
 			MemoryMiB: r.mib, Multiprocessors: r.sm, MaxInstances: r.max,
 			Decoders: r.dec, JPEGEngines: r.jpeg, OFAEngines: r.ofa, CopyEngines: r.ce,
 			Placements: r.placements,

@@ -158,7 +158,7 @@ func TestGangUsageErrors(t *testing.T) {
 	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/nvl72.yaml"); code != 1 || !strings.Contains(errOut, "unknown field") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/mnnvl-16.yaml", "--job", "testdata/gang/mnnvl-16.yaml"); code != 1 || !strings.Contains(errOut, "parse error") {
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/mnnvl-16.yaml", "--job", "testdata/gang/mnnvl-16.yaml"); code != 1 || !strings.Contains(errOut, "malformed input") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

@@ -1,12 +1,14 @@
-package gang
+package gangfile
 
 import (
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -48,7 +50,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	if j.Name != "llm" || j.Queue != "prod" || j.Priority != 100 || j.Arrival != 7 || j.RunTime != 90*time.Minute || j.MinCount != 12 {
 		t.Fatalf("job %+v", j)
 	}
-	if j.Topology != (Constraint{Level: "rack", Mode: Preferred}) {
+	if j.Topology != (gang.Constraint{Level: "rack", Mode: gang.Preferred}) {
 		t.Fatalf("topology %+v", j.Topology)
 	}
 	l, w := j.PodSets[0], j.PodSets[1]
@@ -57,7 +59,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	}
 	if w.Pod.GPUs != 8 || w.Pod.GPUMemory != 80<<30 || w.Pod.Scope != scoring.ScopeFabric || w.Pod.ScopeMode != scoring.ModeRequired ||
 		w.Pod.CPUMilli != 16000 || w.Pod.NodeSelector["example.com/pool"] != "h100" || w.MinReplicas != 8 ||
-		*w.Slices != (Slices{Size: 4, Level: "clique"}) {
+		*w.Slices != (gang.Slices{Size: 4, Level: "clique"}) {
 		t.Fatalf("worker %+v %+v", w, w.Pod)
 	}
 }
@@ -70,7 +72,7 @@ func TestParseJobs_ListWithQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || len(qs) != 1 || qs[0] != (QueueSpec{Name: "prod", Weight: 3}) || jobs[1].NVLink == nil {
+	if len(jobs) != 2 || len(qs) != 1 || qs[0] != (gang.QueueSpec{Name: "prod", Weight: 3}) || jobs[1].NVLink == nil {
 		t.Fatalf("jobs %+v queues %+v", jobs, qs)
 	}
 }
@@ -80,27 +82,25 @@ func TestParseJobs_Errors(t *testing.T) {
 		src  string
 		want error
 	}{
-		"empty":          {"  \n", ErrParse},
-		"not an object":  {"[1, 2]", ErrParse},
-		"unknown field":  {"name: a\npodSetz: []\n", ErrParse},
-		"bad quantity":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", ErrParse},
-		"negative cpu":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", ErrParse},
-		"bad duration":   {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", ErrParse},
-		"bad scope":      {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", ErrParse},
-		"bad mode":       {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", ErrParse},
-		"duplicate key":  {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", ErrParse},
-		"no replicas":    {"name: a\npodSets: [{name: w}]", ErrInvalidJob},
-		"no jobs":        {"jobs: []", ErrParse},
-		"bad MIG":        {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", ErrInvalidJob},
-		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, slices: {size: 2, level: rack}}]", ErrInvalidJob},
-		"queue w/o name": {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", ErrParse},
+		"empty":          {"  \n", gang.ErrParse},
+		"not an object":  {"[1, 2]", gang.ErrParse},
+		"unknown field":  {"name: a\npodSetz: []\n", gang.ErrParse},
+		"bad quantity":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", gang.ErrParse},
+		"negative cpu":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", gang.ErrParse},
+		"bad duration":   {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"bad scope":      {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", gang.ErrParse},
+		"bad mode":       {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"duplicate key":  {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"no replicas":    {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
+		"no jobs":        {"jobs: []", gang.ErrParse},
+		"bad MIG":        {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
+		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, slices: {size: 2, level: rack}}]", gang.ErrInvalidJob},
+		"queue w/o name": {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := ParseJobs([]byte(c.src))
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err %v, want %v", err, c.want)
-			}
+			require.ErrorIs(t, err, c.want)
 		})
 	}
 }
@@ -116,35 +116,36 @@ func TestQuantity(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := quantity([]byte(c.in), c.cpu)
-		if err != nil || got != c.want {
-			t.Errorf("quantity(%s, cpu=%v) = %d, %v; want %d", c.in, c.cpu, got, err, c.want)
+		if assert.NoError(t, err, "quantity(%s, cpu=%v)", c.in, c.cpu) {
+			assert.Equal(t, c.want, got, "quantity(%s, cpu=%v)", c.in, c.cpu)
 		}
 	}
 	for _, bad := range []string{`"abc"`, `""`, `"1.5.2"`, `"-3"`, `"1e400"`, `true`, `"NaN"`} {
-		if _, err := quantity([]byte(bad), false); !errors.Is(err, ErrParse) {
-			t.Errorf("quantity(%s): %v", bad, err)
-		}
+		_, err := quantity([]byte(bad), false)
+		assert.ErrorIs(t, err, gang.ErrParse, "quantity(%s)", bad)
 	}
 }
 
-// fixtureMachines resolves the machine names the file tests use.
-func fixtureMachines(tb fataler) MachineFunc {
+// machines resolves the machine names the file tests use from the
+// catalogue: hgx-h100 is an 8-GPU H100 NVSwitch machine, gb200-tray a
+// GB200 NVL72 compute tray.
+func machines(tb testing.TB) MachineFunc {
 	return func(name string) (*topology.Node, error) {
 		switch name {
 		case "hgx-h100":
-			return nvswitchNode(tb, name, 8, "NVIDIA H100 80GB HBM3", h100Mem, false), nil
-		case "gb200-tray", "gb200-nvl72-tray":
-			return nvswitchNode(tb, name, 4, "NVIDIA GB200", gb200Mem, false), nil
+			name = "dgx-h100"
+		case "gb200-tray":
+			name = "gb200-nvl72-tray"
 		}
-		return nil, fmt.Errorf("unknown machine %q", name)
+		return catalog.Get(name)
 	}
 }
 
 func TestParseCluster(t *testing.T) {
-	mig, err := nvswitchNode(t, "mig", 2, "NVIDIA H100 80GB HBM3", h100Mem, true).MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h100, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	mig, err := h100.MarshalJSON() // inline, with GPU 1 in MIG mode below
+	require.NoError(t, err)
 	src := `
 levels: [example.com/rack, nvidia.com/gpu.clique]
 nodes:
@@ -160,11 +161,12 @@ nodes:
   - name: mig-0
     labels: {example.com/rack: r1}
     topology: ` + string(mig) + `
+    mig: [1]
 allocations:
   - {job: a, pod: a-0, node: gb-r0-1, gpus: [0, 1], cpu: 8, priority: 3, remaining: 1h}
   - {job: m, node: mig-0, mig: [{gpu: 1, profile: 3g.40gb, start: 4}], releasing: true}
 `
-	s, err := ParseCluster([]byte(src), fixtureMachines(t))
+	s, err := ParseCluster([]byte(src), machines(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,33 +192,31 @@ func TestParseCluster_Errors(t *testing.T) {
 		src  string
 		want error
 	}{
-		"no nodes":             {"levels: [a]\n", ErrParse},
-		"levels and hyper":     {"levels: [a]\nhyperNodes: [{name: h, tier: 1, members: [n0]}]\n" + node, ErrParse},
-		"count without {i}":    {"nodes: [{name: n, count: 2}]", ErrParse},
-		"negative count":       {"nodes: [{name: n{i}, count: -2}]", ErrParse},
-		"huge count":           {"nodes: [{name: n{i}, count: 100000000}]", ErrParse},
-		"machine and topology": {"nodes: [{name: n, machine: hgx-h100, topology: {}}]", ErrParse},
-		"unknown machine":      {"nodes: [{name: n, machine: dgx-9000}]", ErrParse},
-		"bad topology":         {"nodes: [{name: n, topology: {schema: gputopo/v9}}]", ErrParse},
+		"no nodes":             {"levels: [a]\n", gang.ErrParse},
+		"levels and hyper":     {"levels: [a]\nhyperNodes: [{name: h, tier: 1, members: [n0]}]\n" + node, gang.ErrParse},
+		"count without {i}":    {"nodes: [{name: n, count: 2}]", gang.ErrParse},
+		"negative count":       {"nodes: [{name: n{i}, count: -2}]", gang.ErrParse},
+		"huge count":           {"nodes: [{name: n{i}, count: 100000000}]", gang.ErrParse},
+		"machine and topology": {"nodes: [{name: n, machine: hgx-h100, topology: {}}]", gang.ErrParse},
+		"unknown machine":      {"nodes: [{name: n, machine: dgx-9000}]", gang.ErrParse},
+		"bad topology":         {"nodes: [{name: n, topology: {schema: gputopo/v9}}]", gang.ErrParse},
 		"duplicate node":       {"nodes: [{name: node-a}, {name: node-a}]", topology.ErrInvalidCluster},
-		"unknown alloc node":   {node + "allocations: [{job: a, node: n9, gpus: [0]}]", ErrInvalidSnapshot},
-		"double booking":       {node + "allocations: [{job: a, node: n0, gpus: [0]}, {job: b, node: n0, gpus: [0, 1]}]", ErrInvalidSnapshot},
-		"device out of range":  {node + "allocations: [{job: a, node: n0, gpus: [8]}]", ErrInvalidSnapshot},
-		"MIG on a whole GPU":   {node + "allocations: [{job: a, node: n0, mig: [{gpu: 0, profile: 1g.10gb, start: 0}]}]", ErrInvalidSnapshot},
-		"over CPU":             {"nodes: [{name: n0, cpu: 1}]\nallocations: [{job: a, node: n0, cpu: 2}]", ErrInvalidSnapshot},
-		"MIG device range":     {"nodes: [{name: n0, machine: hgx-h100, mig: [9]}]", ErrInvalidSnapshot},
-		"unknown field":        {"nodes: [{name: n0, gpus: 8}]", ErrParse},
+		"unknown alloc node":   {node + "allocations: [{job: a, node: n9, gpus: [0]}]", gang.ErrInvalidSnapshot},
+		"double booking":       {node + "allocations: [{job: a, node: n0, gpus: [0]}, {job: b, node: n0, gpus: [0, 1]}]", gang.ErrInvalidSnapshot},
+		"device out of range":  {node + "allocations: [{job: a, node: n0, gpus: [8]}]", gang.ErrInvalidSnapshot},
+		"MIG on a whole GPU":   {node + "allocations: [{job: a, node: n0, mig: [{gpu: 0, profile: 1g.10gb, start: 0}]}]", gang.ErrInvalidSnapshot},
+		"over CPU":             {"nodes: [{name: n0, cpu: 1}]\nallocations: [{job: a, node: n0, cpu: 2}]", gang.ErrInvalidSnapshot},
+		"MIG device range":     {"nodes: [{name: n0, machine: hgx-h100, mig: [9]}]", gang.ErrInvalidSnapshot},
+		"unknown field":        {"nodes: [{name: n0, gpus: 8}]", gang.ErrParse},
 		"hyper unknown member": {"hyperNodes: [{name: h, tier: 1, members: [zz]}]\n" + node, topology.ErrInvalidCluster},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseCluster([]byte(c.src), fixtureMachines(t))
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err %v, want %v", err, c.want)
-			}
+			_, err := ParseCluster([]byte(c.src), machines(t))
+			require.ErrorIs(t, err, c.want)
 		})
 	}
-	if _, err := ParseCluster([]byte(node), nil); !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), "catalogue") {
-		t.Fatalf("machine without catalogue: %v", err)
-	}
+	_, err := ParseCluster([]byte(node), nil)
+	require.ErrorIs(t, err, gang.ErrParse, "machine without catalogue")
+	assert.Contains(t, err.Error(), "catalogue")
 }
