@@ -146,11 +146,11 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 						return false
 					}
 				}
-			case pod.GPUs > 0:
+			case pod.Devices.Count > 0:
 				if state == nil {
 					return false
 				}
-				req := scoring.Request{Count: pod.GPUs, MinFreeMemory: pod.GPUMemory, Scope: pod.Scope, ScopeMode: pod.ScopeMode}
+				req := scoring.Request{Count: pod.Devices.Count, MinFreeMemory: pod.Devices.MinFreeMemory, Scope: pod.Devices.Scope, ScopeMode: pod.Devices.ScopeMode}
 				r, err := scoring.SelectDevices(n.topo, state, req)
 				if err != nil {
 					return false
@@ -295,7 +295,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 			return false
 		}
 		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.GPUs > 0 || ps.Pod.MIGProfile != "") {
+		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != "") {
 			z = &Slices{Size: j.NVLink.SliceSize, Level: nv}
 		}
 		if z == nil || z.Mode != Required || z.Size <= 1 {
@@ -446,10 +446,10 @@ func genJob(t *rapid.T) *Job {
 		case 1:
 			ps.Pod.MIGProfile = "3g.40gb"
 		case 2:
-			ps.Pod.GPUs = 2
-			ps.Pod.Scope, ps.Pod.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
+			ps.Pod.Devices.Count = 2
+			ps.Pod.Devices.Scope, ps.Pod.Devices.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
 		default:
-			ps.Pod.GPUs = rapid.IntRange(1, 2).Draw(t, "gpus")
+			ps.Pod.Devices.Count = rapid.IntRange(1, 2).Draw(t, "gpus")
 		}
 		ps.Pod.CPUMilli += int64(rapid.SampledFrom([]int{0, 0, 1000, 3000}).Draw(t, "pcpu"))
 		if rapid.IntRange(0, 3).Draw(t, "partial") == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -101,5 +102,5 @@ func FuzzParseCluster(f *testing.F) {
 
 // workers is a job of replicas pods of gpus GPUs each.
 func workers(name string, replicas, gpus int) *gang.Job {
-	return &gang.Job{Name: name, PodSets: []gang.PodSet{{Name: "worker", Replicas: replicas, Pod: gang.Pod{GPUs: gpus}}}}
+	return &gang.Job{Name: name, PodSets: []gang.PodSet{{Name: "worker", Replicas: replicas, Pod: gang.Pod{Devices: scoring.Request{Count: gpus}}}}}
 }

@@ -57,7 +57,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	if l.Pod.CPUMilli != 500 || l.Pod.MemoryBytes != 2<<30 {
 		t.Fatalf("launcher %+v", l.Pod)
 	}
-	if w.Pod.GPUs != 8 || w.Pod.GPUMemory != 80<<30 || w.Pod.Scope != scoring.ScopeFabric || w.Pod.ScopeMode != scoring.ModeRequired ||
+	if w.Pod.Devices.Count != 8 || w.Pod.Devices.MinFreeMemory != 80<<30 || w.Pod.Devices.Scope != scoring.ScopeFabric || w.Pod.Devices.ScopeMode != scoring.ModeRequired ||
 		w.Pod.CPUMilli != 16000 || w.Pod.NodeSelector["example.com/pool"] != "h100" || w.MinReplicas != 8 ||
 		*w.Slices != (gang.Slices{Size: 4, Level: "clique"}) {
 		t.Fatalf("worker %+v %+v", w, w.Pod)
