@@ -614,8 +614,8 @@ func (qp *queuePass) holdView() *view {
 		devs   []int
 		shared []sharedHold
 		migs   []MIGSlot
-		cpu  int64
-		mem  uint64
+		cpu    int64
+		mem    uint64
 	}
 	per := map[int32]*need{}
 	for _, pp := range r.pl.Pods {
