@@ -330,7 +330,7 @@ func (qp *queuePass) memberGPUs(job string) int {
 	n := 0
 	for _, k := range qp.w.byJob[job] {
 		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
-			n += len(qp.w.allocs[k].Devices)
+			n += qp.w.allocs[k].wholeGPUs()
 		}
 	}
 	return n
