@@ -69,7 +69,9 @@ type Holder struct {
 	Pods      int    `json:"pods"`
 	GPUs      int    `json:"gpus"`
 	MIGSlices int    `json:"migSlices,omitempty"`
-	Releasing bool   `json:"releasing,omitempty"`
+	// SharedSlices counts the shared device slices the job holds.
+	SharedSlices int  `json:"sharedSlices,omitempty"`
+	Releasing    bool `json:"releasing,omitempty"`
 }
 
 // DomainStatus says how close one domain is to holding the job.
@@ -406,6 +408,9 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 				}
 				h.Pods++
 				h.GPUs += a.wholeGPUs()
+				if a.Shared != nil {
+					h.SharedSlices += len(a.Devices)
+				}
 				for _, m := range a.MIG {
 					h.MIGSlices += m.Placement.Size
 				}
@@ -421,7 +426,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			ds.Holders = append(ds.Holders, *h)
 		}
 		slices.SortFunc(ds.Holders, func(a, b Holder) int {
-			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), strings.Compare(a.Job, b.Job))
+			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), cmp.Compare(b.SharedSlices, a.SharedSlices), strings.Compare(a.Job, b.Job))
 		})
 		if len(ds.Holders) > 5 {
 			ds.Holders = ds.Holders[:5]
@@ -501,13 +506,20 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		line += fmt.Sprintf(", %d held)", b.HeldGPUs)
 		var held, rel []string
 		for _, h := range b.Holders {
-			if h.GPUs == 0 && h.MIGSlices == 0 {
+			var parts []string
+			if h.GPUs > 0 {
+				parts = append(parts, fmt.Sprintf("%d GPUs", h.GPUs))
+			}
+			if h.MIGSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d MIG slices", h.MIGSlices))
+			}
+			if h.SharedSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d shared slices", h.SharedSlices))
+			}
+			if len(parts) == 0 {
 				continue
 			}
-			what := fmt.Sprintf("%s (%d GPUs)", h.Job, h.GPUs)
-			if h.GPUs == 0 {
-				what = fmt.Sprintf("%s (%d MIG slices)", h.Job, h.MIGSlices)
-			}
+			what := fmt.Sprintf("%s (%s)", h.Job, strings.Join(parts, ", "))
 			if h.Releasing {
 				rel = append(rel, what)
 			} else {

@@ -416,13 +416,13 @@ func (p *Pod) validate(where string) error {
 			return jobErr("%s: %v", where, err)
 		}
 		if d.MinFreeMemory > 0 {
-			return jobErr("%s: gpuMemory does not apply to a MIG profile (the profile fixes the memory)", where)
+			return jobErr("%s: Devices.MinFreeMemory (gpuMemory) does not apply to a MIG profile (the profile fixes the memory)", where)
 		}
 		if d.Scope != scoring.ScopeNone {
 			return jobErr("%s: a device scope does not apply to MIG instances", where)
 		}
 	} else if d.Count == 0 && d.Shared == nil && (d.MinFreeMemory > 0 || d.Scope != scoring.ScopeNone) {
-		return jobErr("%s: gpuMemory or a device scope without GPUs", where)
+		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a shared slice", where)
 	}
 	for k, v := range p.NodeSelector {
 		if k == "" {

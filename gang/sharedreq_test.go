@@ -249,6 +249,9 @@ func TestSharedFragmented(t *testing.T) {
 	require.NotEmpty(t, r.Reasons)
 	assert.Contains(t, r.Reasons[0], "fragmented")
 	assert.Contains(t, r.Reasons[0], "245760 MiB of GPU memory")
+	require.NotEmpty(t, r.Domains)
+	assert.Equal(t, 8, r.Domains[0].Holders[0].SharedSlices)
+	assert.Contains(t, fmt.Sprint(r.Reasons), "held by other (8 shared slices)")
 
 	r = mustCheck(t, s, sharedJob("big", 10, 30*gib, 0))
 	require.Equal(t, Blocked, r.Verdict, "reasons %v", r.Reasons)
