@@ -93,6 +93,10 @@ const (
 	CauseNoProfile NoPlanCause = "no GPU has the profile or mode"
 	// CauseBlocked: work in the way may be neither moved nor evicted.
 	CauseBlocked NoPlanCause = "work in the way may be neither moved nor evicted"
+	// CauseBelowThreshold: in-use work is in the way and the pending job's
+	// priority is below Policy.Threshold, so it may disrupt no in-use work
+	// (Policy.AllowMovesBelowThreshold is off).
+	CauseBelowThreshold NoPlanCause = "the pending job is below the disruption threshold and in-use work is in the way"
 	// CauseKeepIdle: an idle instance in the way may not be reclaimed
 	// (Policy.KeepIdle).
 	CauseKeepIdle NoPlanCause = "an idle instance in the way may not be reclaimed"
@@ -109,7 +113,7 @@ const (
 )
 
 // causes lists every NoPlanCause, for UnmarshalText.
-var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
+var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseBelowThreshold, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
 
 // MarshalText implements encoding.TextMarshaler: the cause's sentence. An
 // unknown cause is an error wrapping ErrParse.

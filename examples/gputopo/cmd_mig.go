@@ -392,6 +392,18 @@ func mustMarshalFile(ls []*mig.Layout) json.RawMessage {
 	return b
 }
 
+// registerPolicy adds the flags of a mig.Policy to fs.
+func registerPolicy(fs *flag.FlagSet, pol *mig.Policy) {
+	fs.IntVar(&pol.Threshold, "threshold", 0, "disruption threshold: a job below it disturbs no in-use work (no move, no eviction); only work below it is evicted")
+	fs.BoolVar(&pol.AllowMovesBelowThreshold, "allow-moves-below-threshold", false, "let a job below --threshold move (never evict) in-use work")
+	fs.IntVar(&pol.MaxDisruptions, "budget", 0, "most in-use instances to move or evict (0: no limit, -1: none)")
+	fs.BoolVar(&pol.MoveAnyPriority, "move-any", false, "allow moving work of any priority (default: only lower than the pending job)")
+	fs.BoolVar(&pol.NoMoves, "no-moves", false, "never move work")
+	fs.BoolVar(&pol.NoEvictions, "no-evictions", false, "never evict work")
+	fs.BoolVar(&pol.SameGPUMovesOnly, "same-gpu", false, "move instances only within their GPU")
+	fs.BoolVar(&pol.KeepIdle, "keep-idle", false, "never destroy idle instances")
+}
+
 func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mig defrag", stderr)
 	var lf layoutFlags
@@ -402,13 +414,7 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	owner := fs.String("owner", "pending", "owner of the pending request")
 	prio := fs.Int("priority", 0, "priority of the pending request")
 	var pol mig.Policy
-	fs.IntVar(&pol.Threshold, "threshold", 0, "eviction threshold: only a job at or above it may evict, and only work below it is evicted")
-	fs.IntVar(&pol.MaxDisruptions, "budget", 0, "most in-use instances to move or evict (0: no limit, -1: none)")
-	fs.BoolVar(&pol.MoveAnyPriority, "move-any", false, "allow moving work of any priority (default: only lower than the pending job)")
-	fs.BoolVar(&pol.NoMoves, "no-moves", false, "never move work")
-	fs.BoolVar(&pol.NoEvictions, "no-evictions", false, "never evict work")
-	fs.BoolVar(&pol.SameGPUMovesOnly, "same-gpu", false, "move instances only within their GPU")
-	fs.BoolVar(&pol.KeepIdle, "keep-idle", false, "never destroy idle instances")
+	registerPolicy(fs, &pol)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
