@@ -59,6 +59,9 @@ var (
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
 	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
+	// ErrNoTemplate: no partition template is given (or shipped) for the
+	// GPUs' model.
+	ErrNoTemplate = fmt.Errorf("mig: no template for the model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownGPU: a step or request names a GPU the manager or fleet
 	// does not have.
 	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)

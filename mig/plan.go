@@ -349,6 +349,11 @@ type Plan struct {
 	// after the plan ("CPX/NPS4") and the partition the request gets.
 	Mode      string `json:"mode,omitempty"`
 	Partition int    `json:"partition,omitempty"`
+	// Template is, for a transition to a partition template
+	// (ChooseTemplate), the template's name; Request then carries only a
+	// description and the reconfiguration's priority, and GPU and
+	// Placement are empty.
+	Template string `json:"template,omitempty"`
 	// Steps are the operations, in order.
 	Steps []Step `json:"steps"`
 	// Moves, Evictions and Reclaimed summarise what the steps disrupt.
@@ -369,6 +374,9 @@ func (p *Plan) Explain() string {
 	}
 	if p.Mode != "" {
 		return p.explainAMD()
+	}
+	if p.Template != "" {
+		return p.explainTemplate()
 	}
 	var b strings.Builder
 	if len(p.Moves) == 0 && len(p.Evictions) == 0 && len(p.Reclaimed) == 0 {
@@ -392,6 +400,29 @@ func (p *Plan) Explain() string {
 		fmt.Fprintf(&b, "Destroy the idle %s at %v on %s: no work runs there.\n", e.Instance.Profile, e.Instance.Placement, e.GPU)
 	}
 	fmt.Fprintf(&b, "Cost: %s; %d steps; %d alternatives weighed.\n", p.Cost, len(p.Steps), p.Considered)
+	return b.String()
+}
+
+// explainTemplate explains a transition to a template.
+func (p *Plan) explainTemplate() string {
+	var b strings.Builder
+	if len(p.Steps) == 0 {
+		fmt.Fprintf(&b, "The GPUs already have template %s.\n", p.Template)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "Apply template %s (reconfiguration priority %d).\n", p.Template, p.Request.Priority)
+	for _, m := range p.Moves {
+		fmt.Fprintf(&b, "Move %s (priority %d) from %s %v to %s %v: it restarts, nothing is lost.\n",
+			ownerOr(m.Instance), m.Instance.Priority, m.From, m.Instance.Placement, m.To, m.Dest)
+	}
+	for _, e := range p.Evictions {
+		fmt.Fprintf(&b, "Evict %s (%s, priority %d) from %s %v: the template has no free %s for it.\n",
+			ownerOr(e.Instance), e.Instance.Profile, e.Instance.Priority, e.GPU, e.Instance.Placement, e.Instance.Profile)
+	}
+	if n := len(p.Reclaimed); n > 0 {
+		fmt.Fprintf(&b, "Destroy %d idle instance(s) the template does not have.\n", n)
+	}
+	fmt.Fprintf(&b, "Cost: %s; %d steps.\n", p.Cost, len(p.Steps))
 	return b.String()
 }
 

@@ -1,0 +1,382 @@
+package mig
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// TemplateScore is one template's standing in a ChooseTemplate call.
+type TemplateScore struct {
+	// Template is the template's name; Purpose its purpose.
+	Template string `json:"template"`
+	Purpose  string `json:"purpose,omitempty"`
+	// Served is the demand the template serves, in memory slices (see
+	// ChooseTemplate); Requests the same demand counted in requests.
+	Served   float64 `json:"served"`
+	Requests float64 `json:"requests"`
+	// Cost is what the transition to the template disrupts, when the
+	// policy allows it.
+	Cost *Cost `json:"cost,omitempty"`
+	// Blocked says why the policy forbids the transition ("" when it
+	// allows it).
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// TemplateChoice is ChooseTemplate's answer.
+type TemplateChoice struct {
+	// Template is the chosen template, Instances its instances on one GPU.
+	Template  Template   `json:"template"`
+	Instances []Instance `json:"instances"`
+	// Served and Requests are the chosen template's served demand.
+	Served   float64 `json:"served"`
+	Requests float64 `json:"requests"`
+	// Scores lists every candidate template, in the order given.
+	Scores []TemplateScore `json:"scores"`
+	// Plan is the transition from the current layouts to the template
+	// (Plan.Template names it; no steps when the layouts already match).
+	Plan *Plan `json:"plan"`
+}
+
+// ChooseTemplate chooses, for the GPUs of layouts (all of one model), the
+// template among templates (ShippedTemplates of the model when nil;
+// templates of other models are skipped) that serves the most demand and
+// whose transition pol allows for a reconfiguration of priority priority,
+// and plans that transition.
+//
+// Demand served. The mix's weights are request counts for the whole set
+// of GPUs (an empty mix asks for one request of every profile). A template
+// applied to n GPUs offers n×count instances of each of its profiles, and
+// a request is served only by an instance of its own profile, so the
+// requests served are Σ_p min(mix_p, n×count_p) and the demand served
+// (Served, the measure templates are ranked by) weighs each by its memory
+// slices: Σ_p min(mix_p, n×count_p) × slices_p. Ties go to the cheaper
+// transition (Cost.Compare), then to the earlier template.
+//
+// The transition keeps every current instance that the template has at the
+// same profile and placement (work on it keeps running), destroys the
+// others, and creates the template's missing instances. Idle instances are
+// destroyed freely (unless Policy.KeepIdle); in-use work is moved to a free
+// instance of its profile in the template (same GPU first) or evicted,
+// under exactly the rules PlanDefrag applies to a pending job of priority
+// priority: below Policy.Threshold nothing in use is disturbed (unless
+// Policy.AllowMovesBelowThreshold), moves only of lower-priority work
+// unless Policy.MoveAnyPriority, evictions only of work below both, and
+// the disruption budget. A template whose transition the policy forbids
+// is not chosen; its score says why. When every transition is forbidden,
+// the choice is returned with Scores only (Template zero, Plan nil)
+// together with a *NoPlanError (wrapping ErrNoPlan) counting the causes.
+//
+// The time is linear in GPUs × templates; ctx is polled as for PlanDefrag.
+// Errors: no layouts or several models (ErrInvalidLayout), an invalid
+// layout, duplicate GPU names, a bad mix (ErrBadMix), an invalid template
+// (ErrInvalidLayout), no template for the model (ErrNoTemplate).
+func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates []Template, priority int, pol Policy) (*TemplateChoice, error) {
+	poll := newPoller(ctx, "ChooseTemplate")
+	if len(layouts) == 0 {
+		return nil, fmt.Errorf("%w: no GPUs to choose a template for", ErrInvalidLayout)
+	}
+	var m *Model
+	err := validateGPUs(&poll, layouts, func(l *Layout) string { return l.GPU }, func(_ int, l *Layout) error {
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		if m == nil {
+			m = l.Model
+		} else if l.Model != m && l.Model.Name() != m.Name() {
+			return fmt.Errorf("%w: %s is a %s, the others %s: a template applies to one model", ErrInvalidLayout, l.GPU, l.Model.Name(), m.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	w, err := mix.weights(m)
+	if err != nil {
+		return nil, err
+	}
+	if templates == nil {
+		templates = ShippedTemplates(m)
+	}
+	ch := &TemplateChoice{}
+	var best *transition
+	bestIdx := -1
+	var reasons reasonLog
+	for i := range templates {
+		t := &templates[i]
+		if !t.appliesTo(m) {
+			continue
+		}
+		ins, err := t.Resolve(m)
+		if err != nil {
+			return nil, err
+		}
+		sc := TemplateScore{Template: t.Name, Purpose: t.Purpose}
+		sc.Served, sc.Requests = served(m, w, ins, len(layouts))
+		tr := newTransition(&poll, layouts, m, ins, priority, pol)
+		if poll.err != nil {
+			return nil, poll.err
+		}
+		if tr.cause != "" {
+			sc.Blocked = tr.why
+			if reasons.add(tr.cause) {
+				reasons.example(t.Name + ": " + tr.why)
+			}
+		} else {
+			c := tr.cost
+			sc.Cost = &c
+			if best == nil || sc.Served > ch.Served || (sc.Served == ch.Served && c.Compare(best.cost) < 0) {
+				best, bestIdx = tr, i
+				ch.Served, ch.Requests = sc.Served, sc.Requests
+				ch.Instances = ins
+			}
+		}
+		ch.Scores = append(ch.Scores, sc)
+	}
+	if len(ch.Scores) == 0 {
+		return nil, fmt.Errorf("%w: none of the %d templates is for %s", ErrNoTemplate, len(templates), m.Name())
+	}
+	if best == nil {
+		return ch, reasons.err(fmt.Sprintf("a template for %d %s GPUs (priority %d)", len(layouts), m.Name(), priority))
+	}
+	ch.Template = templates[bestIdx]
+	if ch.Plan, err = best.plan(ch.Template.Name); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// served returns the demand template instances ins serve on n GPUs of
+// model m for the per-profile request counts w: in memory slices and in
+// requests (see ChooseTemplate).
+func served(m *Model, w []float64, ins []Instance, n int) (slicesServed, requests float64) {
+	var count [maxProfiles]int
+	for _, in := range ins {
+		count[m.byName[in.Profile]]++
+	}
+	for pi, c := range count[:len(m.spec.Profiles)] {
+		if c == 0 || w[pi] == 0 {
+			continue
+		}
+		r := math.Min(w[pi], float64(c)*float64(n))
+		requests += r
+		slicesServed += r * float64(m.spec.Profiles[pi].MemorySlices)
+	}
+	return slicesServed, requests
+}
+
+// transition is the change of every GPU to one template: per GPU, what
+// happens to each current instance, and which template instances work
+// moves into.
+type transition struct {
+	layouts []*Layout
+	ins     []Instance // the template's instances on one GPU
+	gpus    []gpuTransition
+	moves   []Move
+	evicts  []Eviction
+	reclaim []Eviction
+	cost    Cost
+	prio    int
+	cause   NoPlanCause // set when the policy forbids the transition
+	why     string
+}
+
+// gpuTransition is one GPU's part: keep[k] is the template instance
+// current instance k stays as (-1: it goes), start[j] the work a template
+// instance j starts (nil: it is created idle, or kept).
+type gpuTransition struct {
+	keep  []int8
+	kept  uint32 // bit j: template instance j exists already
+	start []*Instance
+}
+
+// newTransition works out the transition of layouts (valid, of model m) to
+// template instances ins under pol, for a reconfiguration of priority
+// prio; on a refusal it stops with cause and why set.
+func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, prio int, pol Policy) *transition {
+	tr := &transition{layouts: layouts, ins: ins, gpus: make([]gpuTransition, len(layouts)), prio: prio}
+	// Keep what already matches.
+	for g, l := range layouts {
+		if poll.tick() {
+			return tr
+		}
+		gt := &tr.gpus[g]
+		gt.keep = make([]int8, len(l.Instances))
+		for k := range l.Instances {
+			gt.keep[k] = -1
+			for j := range ins {
+				if ins[j].Profile == l.Instances[k].Profile && ins[j].Placement == l.Instances[k].Placement {
+					gt.keep[k] = int8(j)
+					gt.kept |= 1 << j
+				}
+			}
+		}
+	}
+	// Free template instances per profile, in GPU order, for moves to other
+	// GPUs: a cursor per profile.
+	cursor := map[ProfileName][2]int{}
+	taken := func(g, j int) bool {
+		gt := &tr.gpus[g]
+		return gt.kept&(1<<j) != 0 || (gt.start != nil && gt.start[j] != nil)
+	}
+	take := func(g, j int, in *Instance) {
+		gt := &tr.gpus[g]
+		if gt.start == nil {
+			gt.start = make([]*Instance, len(tr.ins))
+		}
+		gt.start[j] = in
+	}
+	refuse := func(c NoPlanCause, why string) *transition {
+		tr.cause, tr.why = c, why
+		return tr
+	}
+	for g, l := range layouts {
+		gt := &tr.gpus[g]
+		for k := range l.Instances {
+			if poll.tick() {
+				return tr
+			}
+			in := &l.Instances[k]
+			if gt.keep[k] >= 0 {
+				continue
+			}
+			if in.State != InUse {
+				if pol.KeepIdle {
+					return refuse(CauseKeepIdle, fmt.Sprintf("%s %v: idle %s may not be reclaimed (KeepIdle)", l.GPU, in.Placement, who(in)))
+				}
+				tr.reclaim = append(tr.reclaim, Eviction{GPU: l.GPU, Instance: *in})
+				tr.cost.Reclaimed++
+				continue
+			}
+			mv := pol.moveRefusal(prio, in.Priority)
+			ev := pol.evictRefusal(prio, in.Priority)
+			if mv != allowed && ev != allowed {
+				return refuse(pol.blockedCause(prio), fmt.Sprintf("%s: %s %s", l.GPU, who(in), pol.blocked(prio, in.Priority)))
+			}
+			dg, dj := -1, -1
+			if mv == allowed {
+				for j := range tr.ins {
+					if tr.ins[j].Profile == in.Profile && !taken(g, j) {
+						dg, dj = g, j
+						break
+					}
+				}
+				if dg < 0 && !pol.SameGPUMovesOnly {
+					c := cursor[in.Profile]
+					for ; c[0] < len(layouts); c[0], c[1] = c[0]+1, 0 {
+						for ; c[1] < len(tr.ins); c[1]++ {
+							if tr.ins[c[1]].Profile == in.Profile && !taken(c[0], c[1]) {
+								dg, dj = c[0], c[1]
+								break
+							}
+						}
+						if dg >= 0 {
+							break
+						}
+					}
+					cursor[in.Profile] = c
+				}
+			}
+			switch {
+			case dg >= 0:
+				take(dg, dj, in)
+				tr.moves = append(tr.moves, Move{Instance: *in, From: l.GPU, To: layouts[dg].GPU, Dest: tr.ins[dj].Placement})
+				tr.cost.Moves++
+				tr.cost.MovedPrioritySum += int64(in.Priority)
+				if dg != g {
+					tr.cost.CrossGPUMoves++
+				}
+			case ev == allowed:
+				tr.evicts = append(tr.evicts, Eviction{GPU: l.GPU, Instance: *in})
+				tr.cost = evictedCost(tr.cost, in.Priority)
+			default:
+				return refuse(CauseNoRoom, fmt.Sprintf("%s: no free %s in the template to move %s to, and eviction is not allowed: %s",
+					l.GPU, in.Profile, who(in), pol.reason(ev, prio, in.Priority)))
+			}
+			if pol.overBudget(tr.cost.Disruptions()) {
+				return refuse(CauseBudget, fmt.Sprintf("needs more than %d disruptions", max(pol.MaxDisruptions, 0)))
+			}
+		}
+	}
+	return tr
+}
+
+// evictedCost returns c with one more eviction, of work of priority prio.
+func evictedCost(c Cost, prio int) Cost {
+	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
+		c.MaxEvictedPriority = prio
+	}
+	c.Evictions++
+	c.EvictedPrioritySum += int64(prio)
+	return c
+}
+
+// plan writes the transition's steps, checking each against a simulated
+// copy of the layouts: first every GPU's departing instances are drained
+// and destroyed, then every GPU's missing template instances are created,
+// the moved work starting in its new instance. Since a template is a valid
+// layout and every intermediate state is a subset of either the current
+// layout or the template, every step leaves a valid layout.
+func (tr *transition) plan(name string) (*Plan, error) {
+	p := &Plan{Template: name, Request: Request{Owner: "template " + name, Priority: tr.prio},
+		Moves: tr.moves, Evictions: tr.evicts, Reclaimed: tr.reclaim, Cost: tr.cost}
+	sim := make([]*Layout, len(tr.layouts))
+	emit := func(g int, st Step) error {
+		if sim[g] == nil {
+			sim[g] = tr.layouts[g].Clone()
+		}
+		if err := sim[g].apply(st); err != nil {
+			return fmt.Errorf("mig: %w: template step %s leaves an invalid layout: %v", topology.ErrInternal, st, err)
+		}
+		p.Steps = append(p.Steps, st)
+		return nil
+	}
+	why := "apply template " + name
+	for g, l := range tr.layouts {
+		for k, in := range l.Instances {
+			if tr.gpus[g].keep[k] >= 0 {
+				continue
+			}
+			at := Step{GPU: l.GPU, Profile: in.Profile, Placement: in.Placement, Why: why}
+			if in.State == InUse {
+				d := at
+				d.Kind, d.Owner, d.Priority = StepDrain, in.Owner, in.Priority
+				if err := emit(g, d); err != nil {
+					return nil, err
+				}
+			}
+			if !in.NoComputeInstance {
+				at.Kind = StepDestroyComputeInstance
+				if err := emit(g, at); err != nil {
+					return nil, err
+				}
+			}
+			at.Kind = StepDestroyGPUInstance
+			if err := emit(g, at); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for g, l := range tr.layouts {
+		gt := &tr.gpus[g]
+		for j, in := range tr.ins {
+			if gt.kept&(1<<j) != 0 {
+				continue
+			}
+			at := Step{Kind: StepCreateGPUInstance, GPU: l.GPU, Profile: in.Profile, Placement: in.Placement, Why: why}
+			if err := emit(g, at); err != nil {
+				return nil, err
+			}
+			at.Kind = StepCreateComputeInstance
+			if gt.start != nil && gt.start[j] != nil {
+				at.Owner, at.Priority = gt.start[j].Owner, gt.start[j].Priority
+			}
+			if err := emit(g, at); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
