@@ -145,11 +145,7 @@ func costOf(l *Layout, acts []action) Cost {
 			c.Moves++
 			c.MovedPrioritySum += int64(in.Priority)
 		case actEvict:
-			if c.Evictions == 0 || in.Priority > c.MaxEvictedPriority {
-				c.MaxEvictedPriority = in.Priority
-			}
-			c.Evictions++
-			c.EvictedPrioritySum += int64(in.Priority)
+			c.addEviction(in.Priority)
 		case actReclaim:
 			c.Reclaimed++
 		}

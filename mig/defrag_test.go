@@ -180,11 +180,7 @@ type tb interface {
 
 // evicted returns c with one more eviction, of work of priority prio.
 func evicted(c Cost, prio int) Cost {
-	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
-		c.MaxEvictedPriority = prio
-	}
-	c.Evictions++
-	c.EvictedPrioritySum += int64(prio)
+	c.addEviction(prio)
 	return c
 }
 

@@ -244,6 +244,15 @@ type Cost struct {
 	Reclaimed int `json:"reclaimed,omitempty"`
 }
 
+// addEviction counts one more eviction, of work of priority prio.
+func (c *Cost) addEviction(prio int) {
+	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
+		c.MaxEvictedPriority = prio
+	}
+	c.Evictions++
+	c.EvictedPrioritySum += int64(prio)
+}
+
 // Disruptions returns the number of in-use instances the plan disrupts
 // (moved or evicted), which Policy.MaxDisruptions bounds.
 func (c Cost) Disruptions() int { return c.Evictions + c.Moves }
@@ -349,11 +358,6 @@ type Plan struct {
 	// after the plan ("CPX/NPS4") and the partition the request gets.
 	Mode      string `json:"mode,omitempty"`
 	Partition int    `json:"partition,omitempty"`
-	// Template is, for a transition to a partition template
-	// (ChooseTemplate), the template's name; Request then carries only a
-	// description and the reconfiguration's priority, and GPU and
-	// Placement are empty.
-	Template string `json:"template,omitempty"`
 	// Steps are the operations, in order.
 	Steps []Step `json:"steps"`
 	// Moves, Evictions and Reclaimed summarise what the steps disrupt.
@@ -365,6 +369,11 @@ type Plan struct {
 	// Considered is how many ways of making room the planner weighed in
 	// full (those a quick necessary condition rules out are not counted).
 	Considered int `json:"considered"`
+	// Template is, for a transition to a partition template
+	// (ChooseTemplate), the template's name; Request then carries only a
+	// description and the reconfiguration's priority, and GPU and
+	// Placement are empty.
+	Template string `json:"template,omitempty"`
 }
 
 // Explain describes the plan in words, one sentence per line.

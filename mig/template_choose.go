@@ -290,7 +290,7 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 				}
 			case ev == allowed:
 				tr.evicts = append(tr.evicts, Eviction{GPU: l.GPU, Instance: *in})
-				tr.cost = evictedCost(tr.cost, in.Priority)
+				tr.cost.addEviction(in.Priority)
 			default:
 				return refuse(CauseNoRoom, fmt.Sprintf("%s: no free %s in the template to move %s to, and eviction is not allowed: %s",
 					l.GPU, in.Profile, who(in), pol.reason(ev, prio, in.Priority)))
@@ -301,16 +301,6 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 		}
 	}
 	return tr
-}
-
-// evictedCost returns c with one more eviction, of work of priority prio.
-func evictedCost(c Cost, prio int) Cost {
-	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
-		c.MaxEvictedPriority = prio
-	}
-	c.Evictions++
-	c.EvictedPrioritySum += int64(prio)
-	return c
 }
 
 // plan writes the transition's steps, checking each against a simulated

@@ -1,7 +1,6 @@
 package mig
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,20 +50,9 @@ func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
-	if len(data) > MaxTemplateFileBytes {
-		return nil, fmt.Errorf("%w: %w: template file has %d bytes, more than MaxTemplateFileBytes (%d)", ErrParse, topology.ErrLimit, len(data), MaxTemplateFileBytes)
-	}
 	var fj templateFileJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fj); err != nil {
-		return nil, fmt.Errorf("%w: template file: %w", ErrParse, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
-	}
-	if fj.Schema != "" && fj.Schema != TemplateFileSchema {
-		return nil, fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, fj.Schema, TemplateFileSchema)
+	if err := decodeJSONFile(data, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes", &fj, &fj.Schema, TemplateFileSchema); err != nil {
+		return nil, err
 	}
 	if len(fj.Templates) > MaxTemplates {
 		return nil, fmt.Errorf("%w: %w: %d templates, more than MaxTemplates (%d)", ErrParse, topology.ErrLimit, len(fj.Templates), MaxTemplates)
@@ -108,15 +96,9 @@ func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 // MaxTemplateFileBytes+1 bytes are read, and a longer input is an error
 // wrapping topology.ErrLimit.
 func ReadTemplateFile(r io.Reader, c *Catalog) ([]Template, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: nil reader", ErrParse)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxTemplateFileBytes+1))
+	data, err := readFileLimited(r, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes")
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > MaxTemplateFileBytes {
-		return nil, fmt.Errorf("%w: %w: template file larger than MaxTemplateFileBytes (%d bytes)", ErrParse, topology.ErrLimit, MaxTemplateFileBytes)
 	}
 	return ParseTemplateFile(data, c)
 }

@@ -61,7 +61,9 @@ func TestShippedTemplates(t *testing.T) {
 
 func TestTemplateResolveErrors(t *testing.T) {
 	m := model(t, "A100-80GB")
-	tpl := func(entries ...TemplateEntry) Template { return Template{Name: "x", Model: "A100-80GB", Profiles: entries} }
+	tpl := func(entries ...TemplateEntry) Template {
+		return Template{Name: "x", Model: "A100-80GB", Profiles: entries}
+	}
 	e := func(p string, n int) TemplateEntry { return TemplateEntry{Profile: MustParseProfileName(p), Count: n} }
 	for _, c := range []struct {
 		t    Template
@@ -257,6 +259,13 @@ func checkTransition(t *rapid.T, ls []*Layout, ch *TemplateChoice, prio int, pol
 func TestChooseTemplatePolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ls := genOwnedLayouts(t, 4, oracleModels)
+		if rapid.Bool().Draw(t, "sparse") {
+			// Fewer instances in use, more room to move them.
+			m := ls[0].Model
+			for i := range ls {
+				ls[i] = genLayoutN(t, m, ls[i].GPU, 0, 5, 30)
+			}
+		}
 		m := ls[0].Model
 		mix := genMix(t, m)
 		prio := rapid.IntRange(0, 10).Draw(t, "prio")
