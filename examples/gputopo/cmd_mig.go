@@ -31,6 +31,9 @@ actions:
                               the cheapest reconfiguration that makes room (MIG),
            --layout F --compute CPX [--memory NPS4]
                               or the cheapest mode change (AMD)
+  template --layout F --mix P=N[,P=N...] [--templates F] [--priority N]
+                              the partition template serving the most demand, and
+                              the transition to it (same policy flags as defrag)
 
 Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
 Every action takes --json.`
@@ -55,6 +58,8 @@ func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return migPlace(ctx, args, stdout, stderr)
 	case "defrag":
 		return migDefrag(ctx, args, stdout, stderr)
+	case "template":
+		return migTemplate(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gputopo mig: unknown action %q\n\n%s\n", action, migUsage)
 	return errUsage
@@ -447,30 +452,7 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {
-		// The error is bounded (counts per cause, a few examples each),
-		// so the output is too, however large the fleet.
-		if lf.asJSON {
-			if werr := writeJSON(stdout, struct {
-				Plan     *mig.Plan        `json:"plan"`
-				Rejected int              `json:"rejected"`
-				Causes   []mig.CauseCount `json:"causes"`
-				Reasons  []string         `json:"reasons"`
-			}{nil, npe.Rejected(), npe.Causes, npe.Reasons}); werr != nil {
-				return werr
-			}
-		} else {
-			fmt.Fprintf(stdout, "No plan for %s: %d way(s) of making room rejected.\n", npe.Request, npe.Rejected())
-			for _, c := range npe.Causes {
-				fmt.Fprintf(stdout, "  %6d  %s\n", c.Count, c.Cause)
-			}
-			if len(npe.Reasons) > 0 {
-				fmt.Fprintln(stdout, "For example:")
-				for _, r := range npe.Reasons {
-					fmt.Fprintf(stdout, "  - %s\n", r)
-				}
-			}
-		}
-		return fmt.Errorf("%w (reasons above)", mig.ErrNoPlan)
+		return printNoPlan(stdout, npe, lf.asJSON, nil)
 	}
 	if err != nil {
 		return err
@@ -481,6 +463,12 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Explanation string    `json:"explanation"`
 		}{plan, plan.Explain()})
 	}
+	printPlan(stdout, plan)
+	return nil
+}
+
+// printPlan prints a plan's explanation and numbered steps.
+func printPlan(stdout io.Writer, plan *mig.Plan) {
 	fmt.Fprint(stdout, plan.Explain())
 	if len(plan.Steps) > 0 {
 		fmt.Fprintln(stdout, "\nSteps:")
@@ -488,5 +476,107 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "%3d. %s\n", i+1, s)
 		}
 	}
+}
+
+// printNoPlan prints why there is no plan (as text, or as JSON, with the
+// template scores when there are any) and returns the command's error. The
+// error is bounded (counts per cause, a few examples each), so the output
+// is too, however large the fleet.
+func printNoPlan(stdout io.Writer, npe *mig.NoPlanError, asJSON bool, scores []mig.TemplateScore) error {
+	if asJSON {
+		if werr := writeJSON(stdout, struct {
+			Plan     *mig.Plan           `json:"plan"`
+			Rejected int                 `json:"rejected"`
+			Causes   []mig.CauseCount    `json:"causes"`
+			Reasons  []string            `json:"reasons"`
+			Scores   []mig.TemplateScore `json:"scores,omitempty"`
+		}{nil, npe.Rejected(), npe.Causes, npe.Reasons, scores}); werr != nil {
+			return werr
+		}
+	} else {
+		fmt.Fprintf(stdout, "No plan for %s: %d way(s) of making room rejected.\n", npe.Request, npe.Rejected())
+		for _, c := range npe.Causes {
+			fmt.Fprintf(stdout, "  %6d  %s\n", c.Count, c.Cause)
+		}
+		if len(npe.Reasons) > 0 {
+			fmt.Fprintln(stdout, "For example:")
+			for _, r := range npe.Reasons {
+				fmt.Fprintf(stdout, "  - %s\n", r)
+			}
+		}
+	}
+	return fmt.Errorf("%w (reasons above)", mig.ErrNoPlan)
+}
+
+func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("mig template", stderr)
+	var lf layoutFlags
+	lf.register(fs)
+	mixFlag := fs.String("mix", "", "demand `mix` as request counts, e.g. 1g.10gb=5,3g.40gb=1 (default: one of every profile)")
+	tfile := fs.String("templates", "", "template `file` (JSON, schema "+mig.TemplateFileSchema+"); default: the shipped templates")
+	prio := fs.Int("priority", 0, "priority of the reconfiguration (as a pending job's for defrag)")
+	var pol mig.Policy
+	registerPolicy(fs, &pol)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	mix, err := parseMix(*mixFlag)
+	if err != nil {
+		return err
+	}
+	file, err := lf.load(stderr, "template")
+	if err != nil {
+		return err
+	}
+	if len(file.Layouts) == 0 {
+		return fmt.Errorf("%s: %w: no MIG GPUs (templates are for MIG)", lf.path, mig.ErrInvalidLayout)
+	}
+	var templates []mig.Template
+	if *tfile != "" {
+		r, err := os.Open(*tfile)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if templates, err = mig.ReadTemplateFile(r, file.Catalog); err != nil {
+			return fmt.Errorf("%s: %w", *tfile, err)
+		}
+	}
+	ch, err := mig.ChooseTemplate(ctx, file.Layouts, mix, templates, *prio, pol)
+	var npe *mig.NoPlanError
+	if errors.As(err, &npe) {
+		if !lf.asJSON {
+			printScores(stdout, ch.Scores, "")
+		}
+		return printNoPlan(stdout, npe, lf.asJSON, ch.Scores)
+	}
+	if err != nil {
+		return err
+	}
+	if lf.asJSON {
+		return writeJSON(stdout, struct {
+			*mig.TemplateChoice
+			Explanation string `json:"explanation"`
+		}{ch, ch.Plan.Explain()})
+	}
+	fmt.Fprintf(stdout, "Chosen: %s\n", ch.Template)
+	printScores(stdout, ch.Scores, ch.Template.Name)
+	fmt.Fprintln(stdout)
+	printPlan(stdout, ch.Plan)
 	return nil
+}
+
+// printScores prints the templates' served demand, marking chosen.
+func printScores(stdout io.Writer, scores []mig.TemplateScore, chosen string) {
+	fmt.Fprintf(stdout, "%-2s %-20s %-10s %10s %10s  %s\n", "", "TEMPLATE", "PURPOSE", "SERVED", "REQUESTS", "TRANSITION")
+	for _, s := range scores {
+		mark, tr := "", "blocked: "+s.Blocked
+		if s.Template == chosen {
+			mark = "*"
+		}
+		if s.Cost != nil {
+			tr = s.Cost.String()
+		}
+		fmt.Fprintf(stdout, "%-2s %-20s %-10s %10.4g %10.4g  %s\n", mark, s.Template, s.Purpose, s.Served, s.Requests, tr)
+	}
 }
