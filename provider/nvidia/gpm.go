@@ -85,7 +85,10 @@ type GPMGPU struct {
 	Instances []GPMInstance
 }
 
-// GPMInstance is the GPM reading of one MIG GPU instance.
+// GPMInstance is the GPM reading of one MIG GPU instance. Samples are kept
+// by GPU UUID and GPU instance id: an instance destroyed and recreated with
+// the same id between two samples is compared with its predecessor's
+// sample once (NVML reuses ids).
 type GPMInstance struct {
 	// GPUInstanceID is the GPU instance id ([GPUInstanceInfo.ID]).
 	GPUInstanceID int
