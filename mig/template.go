@@ -105,11 +105,41 @@ func (t Template) Validate(m *Model) error {
 }
 
 // arrange places the instances of profile indexes items (at most Slots of
-// them) on an empty GPU of m: larger first, by backtracking over legal
-// placements, within the instance limits and the optical-flow budget.
-// Identical profiles take ascending placements, so each arrangement is
-// tried once.
+// them) on an empty GPU of m: the first arrangement eachArrangement finds.
 func (m *Model) arrange(items []int) ([]Instance, bool) {
+	var out []Instance
+	m.eachArrangement(items, func(ins []Instance) bool {
+		out = slices.Clone(ins)
+		return false
+	})
+	return out, out != nil
+}
+
+// maxArrangements bounds the arrangements of one template that
+// ChooseTemplate weighs per GPU (an 8-slice GPU has a few dozen at most).
+const maxArrangements = 512
+
+// arrangements lists up to maxArrangements arrangements of items on m, in
+// eachArrangement's order (the first is arrange's), each ascending by
+// start.
+func (m *Model) arrangements(items []int) [][]Instance {
+	var out [][]Instance
+	m.eachArrangement(items, func(ins []Instance) bool {
+		a := slices.Clone(ins)
+		slices.SortFunc(a, func(x, y Instance) int { return x.Placement.Start - y.Placement.Start })
+		out = append(out, a)
+		return len(out) < maxArrangements
+	})
+	return out
+}
+
+// eachArrangement calls yield with every legal arrangement of the
+// instances of profile indexes items on an empty GPU of m (within the
+// instance limits and the optical-flow budget) until it returns false:
+// larger profiles first, by backtracking over legal placements, leftmost
+// first. Identical profiles take ascending placements, so each
+// arrangement comes once. yield must not keep the slice.
+func (m *Model) eachArrangement(items []int, yield func([]Instance) bool) {
 	items = slices.Clone(items)
 	ps := m.spec.Profiles
 	slices.SortStableFunc(items, func(a, b int) int {
@@ -124,17 +154,17 @@ func (m *Model) arrange(items []int) ([]Instance, bool) {
 		count[pi]++
 		ofa += ps[pi].OFAEngines
 		if count[pi] > ps[pi].MaxInstances {
-			return nil, false
+			return
 		}
 	}
 	if ofa > m.ofaBudget {
-		return nil, false
+		return
 	}
 	out := make([]Instance, len(items))
 	var rec func(k int, used uint32, minStart int) bool
 	rec = func(k int, used uint32, minStart int) bool {
 		if k == len(items) {
-			return true
+			return yield(out)
 		}
 		p := &ps[items[k]]
 		for _, pl := range p.Placements {
@@ -150,16 +180,13 @@ func (m *Model) arrange(items []int) ([]Instance, bool) {
 			if k+1 < len(items) && items[k+1] == items[k] {
 				next = pl.End()
 			}
-			if rec(k+1, used|mask, next) {
-				return true
+			if !rec(k+1, used|mask, next) {
+				return false
 			}
 		}
-		return false
+		return true
 	}
-	if !rec(0, 0, 0) {
-		return nil, false
-	}
-	return out, true
+	rec(0, 0, 0)
 }
 
 // ShippedTemplates returns the templates shipped for model m, written from

@@ -27,7 +27,9 @@ type TemplateScore struct {
 
 // TemplateChoice is ChooseTemplate's answer.
 type TemplateChoice struct {
-	// Template is the chosen template, Instances its instances on one GPU.
+	// Template is the chosen template, Instances its canonical arrangement
+	// on one GPU (Template.Resolve); each GPU gets the arrangement of the
+	// same instances that keeps the most of its work in place.
 	Template  Template   `json:"template"`
 	Instances []Instance `json:"instances"`
 	// Served and Requests are the chosen template's served demand.
@@ -55,9 +57,11 @@ type TemplateChoice struct {
 // slices: Σ_p min(mix_p, n×count_p) × slices_p. Ties go to the cheaper
 // transition (Cost.Compare), then to the earlier template.
 //
-// The transition keeps every current instance that the template has at the
-// same profile and placement (work on it keeps running), destroys the
-// others, and creates the template's missing instances. Idle instances are
+// The transition gives each GPU the legal arrangement of the template's
+// instances (up to 512 are weighed) that keeps the most of its in-use
+// instances at their profile and placement, then the most idle ones. It
+// keeps those (work on them keeps running), destroys the others, and
+// creates the missing instances. Idle instances are
 // destroyed freely (unless Policy.KeepIdle); in-use work is moved to a free
 // instance of its profile in the template (same GPU first) or evicted,
 // under exactly the rules PlanDefrag applies to a pending job of priority
@@ -115,7 +119,11 @@ func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates [
 		}
 		sc := TemplateScore{Template: t.Name, Purpose: t.Purpose}
 		sc.Served, sc.Requests = served(m, w, ins, len(layouts))
-		tr := newTransition(&poll, layouts, m, ins, priority, pol)
+		items := make([]int, len(ins))
+		for k := range ins {
+			items[k] = m.byName[ins[k].Profile]
+		}
+		tr := newTransition(&poll, layouts, m.arrangements(items), priority, pol)
 		if poll.err != nil {
 			return nil, poll.err
 		}
@@ -172,7 +180,6 @@ func served(m *Model, w []float64, ins []Instance, n int) (slicesServed, request
 // moves into.
 type transition struct {
 	layouts []*Layout
-	ins     []Instance // the template's instances on one GPU
 	gpus    []gpuTransition
 	moves   []Move
 	evicts  []Eviction
@@ -183,34 +190,70 @@ type transition struct {
 	why     string
 }
 
-// gpuTransition is one GPU's part: keep[k] is the template instance
-// current instance k stays as (-1: it goes), start[j] the work a template
-// instance j starts (nil: it is created idle, or kept).
+// gpuTransition is one GPU's part: ins is the arrangement of the template
+// the GPU gets, keep[k] the instance of ins current instance k stays as
+// (-1: it goes), start[j] the work instance j of ins starts (nil: it is
+// created idle, or kept).
 type gpuTransition struct {
+	ins   []Instance
 	keep  []int8
 	kept  uint32 // bit j: template instance j exists already
 	start []*Instance
 }
 
-// newTransition works out the transition of layouts (valid, of model m) to
-// template instances ins under pol, for a reconfiguration of priority
-// prio; on a refusal it stops with cause and why set.
-func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, prio int, pol Policy) *transition {
-	tr := &transition{layouts: layouts, ins: ins, gpus: make([]gpuTransition, len(layouts)), prio: prio}
+// newTransition works out the transition of layouts (valid, of one model)
+// to a template whose legal arrangements are arrs (the first canonical)
+// under pol, for a reconfiguration of priority prio; on a refusal it stops
+// with cause and why set. Each GPU gets the arrangement that keeps the
+// most of its in-use instances in place, then the most idle ones, the
+// earliest on a tie.
+func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int, pol Policy) *transition {
+	tr := &transition{layouts: layouts, gpus: make([]gpuTransition, len(layouts)), prio: prio}
+	// at[a][s] is 1 + the index in arrs[a] of the instance starting at
+	// slice s (0: none), so matching an instance costs one look-up.
+	at := make([][MaxSlots]int8, len(arrs))
+	for a, ins := range arrs {
+		for j, in := range ins {
+			at[a][in.Placement.Start] = int8(j + 1)
+		}
+	}
+	match := func(a int, in *Instance) int {
+		if j := int(at[a][in.Placement.Start]) - 1; j >= 0 && arrs[a][j].Profile == in.Profile && arrs[a][j].Placement == in.Placement {
+			return j
+		}
+		return -1
+	}
 	// Keep what already matches.
 	for g, l := range layouts {
 		if poll.tick() {
 			return tr
 		}
+		best, bestScore := 0, -1
+		for a := range arrs {
+			score := 0
+			for k := range l.Instances {
+				if match(a, &l.Instances[k]) >= 0 {
+					score += 1
+					if l.Instances[k].State == InUse {
+						score += MaxSlots + 1
+					}
+				}
+			}
+			if score > bestScore {
+				best, bestScore = a, score
+			}
+			if len(l.Instances) == 0 {
+				break
+			}
+		}
 		gt := &tr.gpus[g]
+		gt.ins = arrs[best]
 		gt.keep = make([]int8, len(l.Instances))
 		for k := range l.Instances {
-			gt.keep[k] = -1
-			for j := range ins {
-				if ins[j].Profile == l.Instances[k].Profile && ins[j].Placement == l.Instances[k].Placement {
-					gt.keep[k] = int8(j)
-					gt.kept |= 1 << j
-				}
+			j := match(best, &l.Instances[k])
+			gt.keep[k] = int8(j)
+			if j >= 0 {
+				gt.kept |= 1 << j
 			}
 		}
 	}
@@ -224,7 +267,7 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 	take := func(g, j int, in *Instance) {
 		gt := &tr.gpus[g]
 		if gt.start == nil {
-			gt.start = make([]*Instance, len(tr.ins))
+			gt.start = make([]*Instance, len(gt.ins))
 		}
 		gt.start[j] = in
 	}
@@ -257,8 +300,8 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 			}
 			dg, dj := -1, -1
 			if mv == allowed {
-				for j := range tr.ins {
-					if tr.ins[j].Profile == in.Profile && !taken(g, j) {
+				for j := range gt.ins {
+					if gt.ins[j].Profile == in.Profile && !taken(g, j) {
 						dg, dj = g, j
 						break
 					}
@@ -266,8 +309,9 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 				if dg < 0 && !pol.SameGPUMovesOnly {
 					c := cursor[in.Profile]
 					for ; c[0] < len(layouts); c[0], c[1] = c[0]+1, 0 {
-						for ; c[1] < len(tr.ins); c[1]++ {
-							if tr.ins[c[1]].Profile == in.Profile && !taken(c[0], c[1]) {
+						dins := tr.gpus[c[0]].ins
+						for ; c[1] < len(dins); c[1]++ {
+							if dins[c[1]].Profile == in.Profile && !taken(c[0], c[1]) {
 								dg, dj = c[0], c[1]
 								break
 							}
@@ -282,7 +326,7 @@ func newTransition(poll *poller, layouts []*Layout, m *Model, ins []Instance, pr
 			switch {
 			case dg >= 0:
 				take(dg, dj, in)
-				tr.moves = append(tr.moves, Move{Instance: *in, From: l.GPU, To: layouts[dg].GPU, Dest: tr.ins[dj].Placement})
+				tr.moves = append(tr.moves, Move{Instance: *in, From: l.GPU, To: layouts[dg].GPU, Dest: tr.gpus[dg].ins[dj].Placement})
 				tr.cost.Moves++
 				tr.cost.MovedPrioritySum += int64(in.Priority)
 				if dg != g {
@@ -351,7 +395,7 @@ func (tr *transition) plan(name string) (*Plan, error) {
 	}
 	for g, l := range tr.layouts {
 		gt := &tr.gpus[g]
-		for j, in := range tr.ins {
+		for j, in := range gt.ins {
 			if gt.kept&(1<<j) != 0 {
 				continue
 			}
