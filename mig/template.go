@@ -89,7 +89,8 @@ func (t Template) Resolve(m *Model) ([]Instance, error) {
 	}
 	ins, ok := m.arrange(items)
 	if !ok {
-		return nil, fmt.Errorf("%w: template %q: the profiles fit no legal arrangement on %s", ErrInvalidLayout, t.Name, m.Name())
+		return nil, fmt.Errorf("%w: template %q: the profiles fit no legal arrangement on %s (searched at most MaxArrangeSteps, %d, placements)",
+			ErrInvalidLayout, t.Name, m.Name(), MaxArrangeSteps)
 	}
 	l, err := NewLayout(t.Name, m, ins...)
 	if err != nil {
@@ -133,6 +134,13 @@ func (m *Model) arrangements(items []int) [][]Instance {
 	return out
 }
 
+// MaxArrangeSteps bounds the placements the arrangement search tries for
+// one template (real tables need a few dozen; a hostile custom table with
+// many same-size profiles could otherwise need factorially many). A
+// template whose arrangement is not found within it is reported as fitting
+// no legal arrangement.
+const MaxArrangeSteps = 1 << 20
+
 // eachArrangement calls yield with every legal arrangement of the
 // instances of profile indexes items on an empty GPU of m (within the
 // instance limits and the optical-flow budget) until it returns false:
@@ -161,6 +169,7 @@ func (m *Model) eachArrangement(items []int, yield func([]Instance) bool) {
 		return
 	}
 	out := make([]Instance, len(items))
+	steps := 0
 	var rec func(k int, used uint32, minStart int) bool
 	rec = func(k int, used uint32, minStart int) bool {
 		if k == len(items) {
@@ -168,6 +177,9 @@ func (m *Model) eachArrangement(items []int, yield func([]Instance) bool) {
 		}
 		p := &ps[items[k]]
 		for _, pl := range p.Placements {
+			if steps++; steps > MaxArrangeSteps {
+				return false
+			}
 			if pl.Start < minStart {
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -83,6 +84,35 @@ func TestTemplateResolveErrors(t *testing.T) {
 	}
 	_, err := tpl(e("1g.10gb", 1)).Resolve(nil)
 	assert.ErrorIs(t, err, ErrInvalidLayout)
+
+	// A hostile table: 16 one-slice profiles on 16 slices, each placeable
+	// anywhere except two that share their only slice. No arrangement
+	// exists and the search would try about 14! orders; it stops after
+	// MaxArrangeSteps placements.
+	spec := ModelSpec{Name: "H16", Slots: 16}
+	var entries []TemplateEntry
+	for i := range 16 {
+		p := Profile{Name: MustParseProfileName(fmt.Sprintf("1g.%dgb", i+1)), ID: i, ComputeSlices: 1, MemorySlices: 1, MaxInstances: 1}
+		if i >= 14 {
+			p.Placements = []Placement{{15, 1}}
+		} else {
+			for s := range 16 {
+				p.Placements = append(p.Placements, Placement{s, 1})
+			}
+		}
+		spec.Profiles = append(spec.Profiles, p)
+		entries = append(entries, TemplateEntry{Profile: p.Name, Count: 1})
+	}
+	h16, err := NewModel(spec)
+	require.NoError(t, err)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	_, err = Template{Name: "hostile", Model: "H16", Profiles: entries}.Resolve(h16)
+	assert.ErrorIs(t, err, ErrInvalidLayout)
+	assert.ErrorContains(t, err, "MaxArrangeSteps")
+	runtime.ReadMemStats(&ms)
+	assert.Less(t, ms.TotalAlloc-before, uint64(1<<20), "the bounded search allocates little")
 	// An alias names the model too; 4g and 3g do fit side by side.
 	ins, err := Template{Name: "y", Model: "a100-sxm4-80gb", Profiles: []TemplateEntry{e("3g.40gb", 1), e("4g.40gb", 1)}}.Resolve(m)
 	require.NoError(t, err)
