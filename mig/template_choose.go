@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -59,7 +60,9 @@ type TemplateChoice struct {
 //
 // The transition gives each GPU the legal arrangement of the template's
 // instances (up to 512 are weighed) that keeps the most of its in-use
-// instances at their profile and placement, then the most idle ones. It
+// instances at their profile and placement (first the work that may be
+// neither moved nor evicted, then work that may only move), then the most
+// idle ones. It
 // keeps those (work on them keeps running), destroys the others, and
 // creates the missing instances. Idle instances are
 // destroyed freely (unless Policy.KeepIdle); in-use work is moved to a free
@@ -205,8 +208,8 @@ type gpuTransition struct {
 // to a template whose legal arrangements are arrs (the first canonical)
 // under pol, for a reconfiguration of priority prio; on a refusal it stops
 // with cause and why set. Each GPU gets the arrangement that keeps the
-// most of its in-use instances in place, then the most idle ones, the
-// earliest on a tie.
+// most of its in-use instances in place (first those the policy protects
+// most), then the most idle ones, the earliest on a tie.
 func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int, pol Policy) *transition {
 	tr := &transition{layouts: layouts, gpus: make([]gpuTransition, len(layouts)), prio: prio}
 	// at[a][s] is 1 + the index in arrs[a] of the instance starting at
@@ -228,15 +231,31 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 		if poll.tick() {
 			return tr
 		}
+		// Weigh each instance by what displacing it would mean: work that
+		// may be neither moved nor evicted most, then work that may only
+		// move, then other work, then idle instances.
+		var weight [MaxSlots]int
+		for k := range l.Instances {
+			in := &l.Instances[k]
+			weight[k] = 1
+			if in.State == InUse {
+				mv, ev := pol.moveRefusal(prio, in.Priority) == allowed, pol.evictRefusal(prio, in.Priority) == allowed
+				switch {
+				case !mv && !ev:
+					weight[k] = (MaxSlots + 1) * (MaxSlots + 1) * (MaxSlots + 1)
+				case !ev:
+					weight[k] = (MaxSlots + 1) * (MaxSlots + 1)
+				default:
+					weight[k] = MaxSlots + 1
+				}
+			}
+		}
 		best, bestScore := 0, -1
 		for a := range arrs {
 			score := 0
 			for k := range l.Instances {
 				if match(a, &l.Instances[k]) >= 0 {
-					score += 1
-					if l.Instances[k].State == InUse {
-						score += MaxSlots + 1
-					}
+					score += weight[k]
 				}
 			}
 			if score > bestScore {
@@ -257,24 +276,24 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 			}
 		}
 	}
-	// Free template instances per profile, in GPU order, for moves to other
-	// GPUs: a cursor per profile.
+	// cursor[p] is where the search for a free instance of profile p on
+	// another GPU resumes (slots only get taken, so it only advances).
 	cursor := map[ProfileName][2]int{}
-	taken := func(g, j int) bool {
-		gt := &tr.gpus[g]
-		return gt.kept&(1<<j) != 0 || (gt.start != nil && gt.start[j] != nil)
-	}
-	take := func(g, j int, in *Instance) {
-		gt := &tr.gpus[g]
-		if gt.start == nil {
-			gt.start = make([]*Instance, len(gt.ins))
-		}
-		gt.start[j] = in
-	}
 	refuse := func(c NoPlanCause, why string) *transition {
 		tr.cause, tr.why = c, why
 		return tr
 	}
+	// Idle instances in the way are reclaimed; in-use ones are collected,
+	// the ones that may only move first (so that work that could also be
+	// evicted does not take their room), then those that may do either,
+	// highest priority first (so the lowest are evicted when room runs
+	// out), then those that may only be evicted.
+	type displaced struct {
+		g      int
+		in     *Instance
+		mv, ev refusal
+	}
+	var out []displaced
 	for g, l := range layouts {
 		gt := &tr.gpus[g]
 		for k := range l.Instances {
@@ -282,69 +301,110 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 				return tr
 			}
 			in := &l.Instances[k]
-			if gt.keep[k] >= 0 {
-				continue
-			}
-			if in.State != InUse {
-				if pol.KeepIdle {
-					return refuse(CauseKeepIdle, fmt.Sprintf("%s %v: idle %s may not be reclaimed (KeepIdle)", l.GPU, in.Placement, who(in)))
-				}
+			switch {
+			case gt.keep[k] >= 0:
+			case in.State != InUse && pol.KeepIdle:
+				return refuse(CauseKeepIdle, fmt.Sprintf("%s %v: idle %s may not be reclaimed (KeepIdle)", l.GPU, in.Placement, who(in)))
+			case in.State != InUse:
 				tr.reclaim = append(tr.reclaim, Eviction{GPU: l.GPU, Instance: *in})
 				tr.cost.Reclaimed++
-				continue
-			}
-			mv := pol.moveRefusal(prio, in.Priority)
-			ev := pol.evictRefusal(prio, in.Priority)
-			if mv != allowed && ev != allowed {
-				return refuse(pol.blockedCause(prio), fmt.Sprintf("%s: %s %s", l.GPU, who(in), pol.blocked(prio, in.Priority)))
-			}
-			dg, dj := -1, -1
-			if mv == allowed {
-				for j := range gt.ins {
-					if gt.ins[j].Profile == in.Profile && !taken(g, j) {
-						dg, dj = g, j
-						break
-					}
-				}
-				if dg < 0 && !pol.SameGPUMovesOnly {
-					c := cursor[in.Profile]
-					for ; c[0] < len(layouts); c[0], c[1] = c[0]+1, 0 {
-						dins := tr.gpus[c[0]].ins
-						for ; c[1] < len(dins); c[1]++ {
-							if dins[c[1]].Profile == in.Profile && !taken(c[0], c[1]) {
-								dg, dj = c[0], c[1]
-								break
-							}
-						}
-						if dg >= 0 {
-							break
-						}
-					}
-					cursor[in.Profile] = c
-				}
-			}
-			switch {
-			case dg >= 0:
-				take(dg, dj, in)
-				tr.moves = append(tr.moves, Move{Instance: *in, From: l.GPU, To: layouts[dg].GPU, Dest: tr.gpus[dg].ins[dj].Placement})
-				tr.cost.Moves++
-				tr.cost.MovedPrioritySum += int64(in.Priority)
-				if dg != g {
-					tr.cost.CrossGPUMoves++
-				}
-			case ev == allowed:
-				tr.evicts = append(tr.evicts, Eviction{GPU: l.GPU, Instance: *in})
-				tr.cost.addEviction(in.Priority)
 			default:
-				return refuse(CauseNoRoom, fmt.Sprintf("%s: no free %s in the template to move %s to, and eviction is not allowed: %s",
-					l.GPU, in.Profile, who(in), pol.reason(ev, prio, in.Priority)))
-			}
-			if pol.overBudget(tr.cost.Disruptions()) {
-				return refuse(CauseBudget, fmt.Sprintf("needs more than %d disruptions", max(pol.MaxDisruptions, 0)))
+				d := displaced{g: g, in: in, mv: pol.moveRefusal(prio, in.Priority), ev: pol.evictRefusal(prio, in.Priority)}
+				if d.mv != allowed && d.ev != allowed {
+					return refuse(pol.blockedCause(prio), fmt.Sprintf("%s: %s %s", l.GPU, who(in), pol.blocked(prio, in.Priority)))
+				}
+				out = append(out, d)
 			}
 		}
 	}
+	class := func(d displaced) int {
+		switch {
+		case d.ev != allowed:
+			return 0
+		case d.mv == allowed:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(out, func(a, b displaced) int {
+		if c := class(a) - class(b); c != 0 {
+			return c
+		}
+		if class(a) == 1 {
+			return b.in.Priority - a.in.Priority
+		}
+		return 0
+	})
+	for _, d := range out {
+		if poll.tick() {
+			return tr
+		}
+		g, in, l := d.g, d.in, layouts[d.g]
+		dg, dj := -1, -1
+		if d.mv == allowed {
+			dg, dj = tr.destination(g, in.Profile, cursor, pol.SameGPUMovesOnly)
+		}
+		switch {
+		case dg >= 0:
+			tr.take(dg, dj, in)
+			tr.moves = append(tr.moves, Move{Instance: *in, From: l.GPU, To: layouts[dg].GPU, Dest: tr.gpus[dg].ins[dj].Placement})
+			tr.cost.Moves++
+			tr.cost.MovedPrioritySum += int64(in.Priority)
+			if dg != g {
+				tr.cost.CrossGPUMoves++
+			}
+		case d.ev == allowed:
+			tr.evicts = append(tr.evicts, Eviction{GPU: l.GPU, Instance: *in})
+			tr.cost.addEviction(in.Priority)
+		default:
+			return refuse(CauseNoRoom, fmt.Sprintf("%s: no free %s in the template to move %s to, and eviction is not allowed: %s",
+				l.GPU, in.Profile, who(in), pol.reason(d.ev, prio, in.Priority)))
+		}
+		if pol.overBudget(tr.cost.Disruptions()) {
+			return refuse(CauseBudget, fmt.Sprintf("needs more than %d disruptions", pol.MaxDisruptions))
+		}
+	}
 	return tr
+}
+
+// taken reports whether instance j of GPU g's arrangement is kept or
+// already promised to moved work.
+func (tr *transition) taken(g, j int) bool {
+	gt := &tr.gpus[g]
+	return gt.kept&(1<<j) != 0 || (gt.start != nil && gt.start[j] != nil)
+}
+
+// take promises instance j of GPU g's arrangement to work in.
+func (tr *transition) take(g, j int, in *Instance) {
+	gt := &tr.gpus[g]
+	if gt.start == nil {
+		gt.start = make([]*Instance, len(gt.ins))
+	}
+	gt.start[j] = in
+}
+
+// destination finds a free instance of profile p for work moved off GPU
+// g: on g first, else (unless sameGPU) the first on any GPU from the
+// profile's cursor on. It returns the GPU and the instance index, or -1s.
+func (tr *transition) destination(g int, p ProfileName, cursor map[ProfileName][2]int, sameGPU bool) (int, int) {
+	for j, in := range tr.gpus[g].ins {
+		if in.Profile == p && !tr.taken(g, j) {
+			return g, j
+		}
+	}
+	if sameGPU {
+		return -1, -1
+	}
+	c := cursor[p]
+	defer func() { cursor[p] = c }()
+	for ; c[0] < len(tr.gpus); c[0], c[1] = c[0]+1, 0 {
+		for ins := tr.gpus[c[0]].ins; c[1] < len(ins); c[1]++ {
+			if ins[c[1]].Profile == p && !tr.taken(c[0], c[1]) {
+				return c[0], c[1]
+			}
+		}
+	}
+	return -1, -1
 }
 
 // plan writes the transition's steps, checking each against a simulated

@@ -415,6 +415,30 @@ func TestChooseTemplateExamples(t *testing.T) {
 	_, touched := touchesInUse([]*Layout{g0}, ch.Plan)
 	assert.False(t, touched)
 
+	// Work that may only move is served before work that could also be
+	// evicted: a (priority 3) may move or be evicted, b (priority 7, at or
+	// above the threshold 5) may only move. The template's one 1g slot
+	// goes to b, though a comes first on the GPU, and a is evicted.
+	e := func(p string, n int) TemplateEntry { return TemplateEntry{Profile: MustParseProfileName(p), Count: n} }
+	t321 := Template{Name: "t321", Model: "A100-80GB", Profiles: []TemplateEntry{e("3g.40gb", 1), e("2g.20gb", 1), e("1g.10gb", 1)}}
+	ab, _ := NewLayout("gpu0", m, busy(t, "1g.10gb", 4, "a", 3), busy(t, "1g.10gb", 5, "b", 7))
+	pol := Policy{Threshold: 5}
+	ch, err = ChooseTemplate(context.Background(), []*Layout{ab}, nil, []Template{t321}, 10, pol)
+	require.NoError(t, err)
+	require.Len(t, ch.Plan.Moves, 1)
+	assert.Equal(t, "b", ch.Plan.Moves[0].Instance.Owner)
+	require.Len(t, ch.Plan.Evictions, 1)
+	assert.Equal(t, "a", ch.Plan.Evictions[0].Instance.Owner)
+	// The arrangement keeps the work the policy protects most in place:
+	// with 3g and one 1g, b's slot 5 is kept (3g at 0) rather than a's
+	// slot 4, and a, which may be evicted, is.
+	t31 := Template{Name: "t31", Model: "A100-80GB", Profiles: []TemplateEntry{e("3g.40gb", 1), e("1g.10gb", 1)}}
+	ch, err = ChooseTemplate(context.Background(), []*Layout{ab}, nil, []Template{t31}, 10, pol)
+	require.NoError(t, err)
+	assert.Empty(t, ch.Plan.Moves)
+	require.Len(t, ch.Plan.Evictions, 1)
+	assert.Equal(t, "a", ch.Plan.Evictions[0].Instance.Owner)
+
 	// Errors.
 	_, err = ChooseTemplate(context.Background(), nil, mix, nil, 0, Policy{})
 	assert.ErrorIs(t, err, ErrInvalidLayout)
