@@ -10,8 +10,10 @@ import (
 // (two to four in-use 1g instances each, random slots and priorities) and
 // a 10-profile mix (the model's 7 profiles plus 3 it lacks, which are
 // ignored), with the shipped templates (5) and with 10 (the shipped ones
-// and 5 user templates), at a priority that may move the work. Target:
-// ≤ 50 ms per choice.
+// and 5 user templates), at a priority that may move the work; and a mix
+// for larger profiles whose chosen template moves and evicts work on most
+// GPUs.
+// Target: ≤ 50 ms per choice.
 func BenchmarkChooseTemplate(b *testing.B) {
 	ls := halfFleet(b, 1000, 3)
 	m := ls[0].Model
@@ -25,27 +27,41 @@ func BenchmarkChooseTemplate(b *testing.B) {
 		{Name: "u4", Model: m.Name(), Profiles: []TemplateEntry{e("1g.20gb", 4)}},
 		{Name: "u5", Model: m.Name(), Profiles: []TemplateEntry{e("3g.40gb", 1), e("1g.20gb", 2)}},
 	}
+	// A mix for larger profiles: the chosen template (balanced) has fewer
+	// 1g slots than the fleet runs 1g work, so it moves some and (at
+	// threshold 9) evicts the rest.
+	large := Mix{"1g.10gb": 2000, "2g.20gb": 1000, "3g.40gb": 1000, "4g.40gb": 10, "7g.80gb": 10, "1g.20gb": 10, "1g.10gb+me": 1,
+		"1g.5gb": 1, "2g.10gb": 1, "7g.40gb": 1}
 	for _, c := range []struct {
 		name string
+		mix  Mix
 		ts   []Template
-	}{{"shipped-5", nil}, {"10-templates", append(ShippedTemplates(m), user...)}} {
+		pol  Policy
+	}{
+		{"shipped-5", mix, nil, Policy{}},
+		{"10-templates", mix, append(ShippedTemplates(m), user...), Policy{}},
+		{"shipped-5-disrupting", large, nil, Policy{Threshold: 9}},
+	} {
 		b.Run(fmt.Sprintf("%s-1000gpus", c.name), func(b *testing.B) {
 			b.ReportAllocs()
 			var ct cpuTimer
 			ct.begin()
-			ch := chooseLoop(b, ls, mix, c.ts)
+			ch := chooseLoop(b, ls, c.mix, c.ts, c.pol)
 			ct.report(b)
 			b.ReportMetric(float64(len(ch.Plan.Steps)), "steps")
 			b.ReportMetric(float64(ch.Plan.Cost.Disruptions()), "disruptions")
+			if c.name == "shipped-5-disrupting" && (ch.Template.Name != "balanced" || ch.Plan.Cost.Moves == 0) {
+				b.Fatalf("want balanced with moves, got %s: %v", ch.Template.Name, ch.Plan.Cost)
+			}
 		})
 	}
 }
 
 // chooseLoop runs ChooseTemplate b.N times and returns the last choice.
-func chooseLoop(b *testing.B, ls []*Layout, mix Mix, ts []Template) (ch *TemplateChoice) {
+func chooseLoop(b *testing.B, ls []*Layout, mix Mix, ts []Template, pol Policy) (ch *TemplateChoice) {
 	for b.Loop() {
 		var err error
-		if ch, err = ChooseTemplate(context.Background(), ls, mix, ts, 9, Policy{}); err != nil {
+		if ch, err = ChooseTemplate(context.Background(), ls, mix, ts, 9, pol); err != nil {
 			b.Fatal(err)
 		}
 	}
