@@ -468,3 +468,36 @@ func TestChooseTemplateExamples(t *testing.T) {
 	assert.Empty(t, ch.Plan.Steps)
 	assert.Contains(t, ch.Plan.Explain(), "already have template whole-gpu")
 }
+
+// FuzzParseTemplateFile: any input gives templates that resolve on their
+// model and survive a round trip, or an error wrapping ErrParse.
+func FuzzParseTemplateFile(f *testing.F) {
+	var all []Template
+	for _, m := range DefaultCatalog().Models() {
+		all = append(all, ShippedTemplates(m)...)
+	}
+	seed, _ := MarshalTemplateFile(all)
+	f.Add(seed)
+	f.Add([]byte(`{"templates":[{"name":"x","model":"A30","profiles":[{"profile":"2g.12gb","count":2}]}]}`))
+	f.Add([]byte(`{"templates":[{"name":"x","model":"H100","profiles":[{"profile":"1g.10gb+me","count":1},{"profile":"3g.40gb","count":1}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, err := ParseTemplateFile(data, nil)
+		if err != nil {
+			require.ErrorIs(t, err, ErrParse)
+			return
+		}
+		for _, tp := range ts {
+			m, err := Lookup(tp.Model)
+			require.NoError(t, err)
+			ins, err := tp.Resolve(m)
+			require.NoError(t, err)
+			_, err = NewLayout("g", m, ins...)
+			require.NoError(t, err)
+		}
+		out, err := MarshalTemplateFile(ts)
+		require.NoError(t, err)
+		again, err := ParseTemplateFile(out, nil)
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, ts, again)
+	})
+}
