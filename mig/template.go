@@ -71,6 +71,9 @@ func (t Template) Resolve(m *Model) ([]Instance, error) {
 	if !t.appliesTo(m) {
 		return nil, fmt.Errorf("%w: template %q is for %s, not %s", ErrInvalidLayout, t.Name, t.Model, m.Name())
 	}
+	if len(t.Profiles) == 0 {
+		return nil, fmt.Errorf("%w: template %q has no profiles", ErrInvalidLayout, t.Name)
+	}
 	var items []int // profile indexes, one per instance
 	for _, e := range t.Profiles {
 		pi, ok := m.byName[e.Profile]

@@ -84,6 +84,8 @@ func TestTemplateResolveErrors(t *testing.T) {
 	}
 	_, err := tpl(e("1g.10gb", 1)).Resolve(nil)
 	assert.ErrorIs(t, err, ErrInvalidLayout)
+	_, err = tpl().Resolve(m)
+	assert.ErrorIs(t, err, ErrInvalidLayout)
 
 	// A hostile table: 16 one-slice profiles on 16 slices, each placeable
 	// anywhere except two that share their only slice. No arrangement
