@@ -142,3 +142,26 @@ func TestPartitionStateSharedDumps(t *testing.T) {
 		assert.Len(t, st.Notes, 8)
 	})
 }
+
+func TestPartitionStateRejectsInvalidModes(t *testing.T) {
+	tr := writeMachine(t, sysfstest.MI300X8("SPX", "NPS1"))
+	st, err := New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.NoError(t, err)
+	f := "sys/bus/pci/devices/" + st.GPUs[4].GPU + "/current_memory_partition"
+	// SPX takes NPS1 only.
+	require.NoError(t, tr.File(f, "NPS4\n"))
+	_, err = New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.ErrorIs(t, err, mig.ErrInvalidLayout)
+	assert.Contains(t, err.Error(), st.GPUs[4].GPU)
+	// Garbage is a parse error naming the file.
+	require.NoError(t, tr.File(f, "NPS7\n"))
+	_, err = New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.ErrorIs(t, err, ErrParse)
+	assert.Contains(t, err.Error(), "current_memory_partition")
+	// So is an available list with an unknown mode.
+	require.NoError(t, tr.File(f, "NPS1\n"))
+	require.NoError(t, tr.File("sys/bus/pci/devices/"+st.GPUs[4].GPU+"/available_memory_partition", "NPS1, NPS3\n"))
+	_, err = New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.ErrorIs(t, err, ErrParse)
+	assert.Contains(t, err.Error(), "available_memory_partition")
+}
