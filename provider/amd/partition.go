@@ -106,13 +106,18 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 		if err != nil {
 			model, err = mig.LookupAMD(d0.Model)
 		}
-		ph.PartitionFiles = part.Kind == topology.PartitionAMD && len(part.AvailableModes) > 0
-		if err != nil && !ph.PartitionFiles {
+		dir := ""
+		if ph.PCI.IsValid() {
+			dir = path.Join(pcitree.DevicesDir("sys"), ph.PCI.String())
+			if _, ph.PartitionFiles, err = readMode(ctx, p.fsys, path.Join(dir, "current_compute_partition"), computeModes); err != nil {
+				return nil, nil, err
+			}
+		}
+		if model == nil && !ph.PartitionFiles {
 			st.Notes = append(st.Notes, fmt.Sprintf("%s (%s) left out: no AMD partition table and no amdgpu partition files", ph.Name, d0.Model))
 			continue
 		}
-		if ph.PCI.IsValid() {
-			dir := path.Join(pcitree.DevicesDir("sys"), ph.PCI.String())
+		if dir != "" {
 			avail, ok, rerr := readModes(ctx, p.fsys, path.Join(dir, "available_memory_partition"), memoryModes)
 			if rerr != nil {
 				return nil, nil, rerr
