@@ -102,10 +102,13 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 	for _, ph := range physicalGPUs(inv) {
 		d0 := inv.Node.Device(ph.Devices[0])
 		part := d0.Partition
-		model, err := mig.LookupAMD(fmt.Sprintf("0x%04X", inv.Devices[ph.Devices[0]].DeviceID))
-		if err != nil {
-			model, err = mig.LookupAMD(d0.Model)
+		// No table (nil model) is not an error: the rules then come from
+		// what KFD shows, or the GPU is left out.
+		model, lerr := mig.LookupAMD(fmt.Sprintf("0x%04X", inv.Devices[ph.Devices[0]].DeviceID))
+		if lerr != nil {
+			model, _ = mig.LookupAMD(d0.Model)
 		}
+		var err error
 		dir := ""
 		if ph.PCI.IsValid() {
 			dir = path.Join(pcitree.DevicesDir("sys"), ph.PCI.String())
@@ -190,7 +193,7 @@ func partitionModel(model *mig.AMDModel, inv *Inventory, ph PhysicalGPU) (*mig.A
 			spec.Name = fmt.Sprintf("AMD GPU 0x%04x", inv.Devices[ph.Devices[0]].DeviceID)
 		}
 		spec.CUsPerXCC = cus / max(spec.XCCs, 1)
-		spec.MemoryGB = int(mem / 1e9)
+		spec.MemoryGB = int(mem >> 30) // GiB, as the shipped tables count HBM
 		spec.MemoryModes = []mig.MemoryMode{mig.NPS1}
 	}
 	if len(ph.AvailableMemory) > 0 {

@@ -165,3 +165,26 @@ func TestPartitionStateRejectsInvalidModes(t *testing.T) {
 	require.ErrorIs(t, err, ErrParse)
 	assert.Contains(t, err.Error(), "available_memory_partition")
 }
+
+// TestPartitionStateUnknownModel: a GPU without a shipped table but with
+// amdgpu partition files gets rules built from what KFD shows.
+func TestPartitionStateUnknownModel(t *testing.T) {
+	m := sysfstest.MI300X8("QPX", "NPS4")
+	for i := range m.GPUs {
+		m.GPUs[i].DeviceID = 0x7777
+	}
+	st, err := New(WithFS(writeMachine(t, m).FS())).PartitionState(context.Background())
+	require.NoError(t, err)
+	require.Len(t, st.GPUs, 8)
+	g := st.GPUs[0]
+	spec := g.Model.Spec()
+	assert.NotEqual(t, "MI300X", spec.Name)
+	assert.Equal(t, 8, spec.XCCs, "4 partitions of 2 XCCs")
+	assert.Equal(t, 38, spec.CUsPerXCC)
+	assert.Equal(t, 192, spec.MemoryGB, "GiB, as the shipped tables")
+	assert.Equal(t, []mig.MemoryMode{mig.NPS1, mig.NPS4}, spec.MemoryModes)
+	assert.True(t, spec.MemorySwitchable)
+	assert.Equal(t, 4, g.Model.Partitions(mig.QPX))
+	assert.Equal(t, mig.QPX, g.Compute)
+	assert.Equal(t, mig.NPS4, g.Memory)
+}
