@@ -3,6 +3,7 @@ package amd
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"testing"
 	"testing/fstest"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/sysfstest"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // addProc adds a KFD process entry holding a per-device context
@@ -187,4 +189,43 @@ func TestPartitionStateUnknownModel(t *testing.T) {
 	assert.Equal(t, 4, g.Model.Partitions(mig.QPX))
 	assert.Equal(t, mig.QPX, g.Compute)
 	assert.Equal(t, mig.NPS4, g.Memory)
+}
+
+func TestPartitionStateHostileKFDProcs(t *testing.T) {
+	base := sysfstest.MI300X8("SPX", "NPS1")
+	base.GPUs = base.GPUs[:2]
+	base.XGMI = map[[2]int]int{{0, 1}: 1}
+
+	tr := writeMachine(t, base)
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc", "not a directory\n"))
+	_, err := New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.ErrorIs(t, err, ErrParse)
+
+	tr = writeMachine(t, base)
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc/12", "a file where a process directory belongs\n"))
+	_, err = New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.ErrorIs(t, err, ErrParse)
+	assert.Contains(t, err.Error(), "proc/12")
+
+	// Names that are not pids, and per-device names that are not gpu_ids,
+	// are ignored.
+	tr = writeMachine(t, base)
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc/self/vram_1", "0\n"))
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc/007/vram_1", "0\n"))
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc/8/vram_x", "0\n"))
+	require.NoError(t, tr.File("sys/class/kfd/kfd/proc/8/vram_0", "0\n"))
+	st, err := New(WithFS(tr.FS())).PartitionState(context.Background())
+	require.NoError(t, err)
+	for _, g := range st.GPUs {
+		assert.Empty(t, g.Work)
+	}
+	assert.Equal(t, []string{"KFD processes 8 hold no per-device context the kernel shows; they count as using every GPU"}, st.Notes)
+
+	// More process entries than the bound is an error naming it.
+	fsys := writeMachine(t, base).FS()
+	for pid := range MaxKFDProcesses + 1 {
+		fsys[fmt.Sprintf("sys/class/kfd/kfd/proc/%d", pid+1)] = &fstest.MapFile{Mode: fs.ModeDir | 0o555}
+	}
+	_, err = New(WithFS(fsys)).PartitionState(context.Background())
+	require.ErrorIs(t, err, topology.ErrLimit)
 }
