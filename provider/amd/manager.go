@@ -160,6 +160,16 @@ func (m *PartitionManager) State(ctx context.Context) (*PartitionState, error) {
 	return st, err
 }
 
+// AMDGPUs returns the node's GPUs as mig.PlanAMD takes them (State's
+// GPUs), for planning against the machine the manager changes.
+func (m *PartitionManager) AMDGPUs(ctx context.Context) ([]*mig.AMDGPU, error) {
+	st, err := m.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.GPUs, nil
+}
+
 func (m *PartitionManager) state(ctx context.Context) (*PartitionState, *kfdProcs, error) {
 	return New(WithFS(m.fsys), WithNodeName("amd")).partitionState(ctx)
 }

@@ -79,6 +79,12 @@ func TestManagerDryRunByDefault(t *testing.T) {
 	assert.Equal(t, "CPX", readPart(t, root, gpu, "current_compute_partition"))
 	assert.Len(t, m.Writes(), 1)
 
+	gpus, err := m.AMDGPUs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, st.GPUs, gpus)
+	_, err = NewPartitionManager(t.TempDir()).AMDGPUs(ctx)
+	assert.ErrorIs(t, err, ErrNotDetected)
+
 	ls, err := m.Layouts(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ls, "AMD GPUs have no MIG layouts")
