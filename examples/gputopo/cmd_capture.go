@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gputopo/gputopo/examples/gputopo/capture"
+)
+
+func init() {
+	register(command{name: "capture", summary: "write a cluster file from a live cluster (nodes, topologies, running pods) for gang/place/simulate", run: runCapture})
+}
+
+const captureUsage = `usage: gputopo capture [--kubeconfig FILE | --in-cluster] [-o FILE] [flags]
+
+Reads the cluster's nodes and bound pods from the Kubernetes API and writes
+a cluster file (JSON) that gputopo gang --cluster reads, so that "would this
+job fit, and where" can be asked offline. Kept per node: the topology from
+the gputopo.io/topology annotation, the labels used as levels, GPU Feature
+Discovery's and gputopo's labels, allocatable CPU and memory, cordoned.
+Kept per pod: namespace/name, node, job (gputopo.io/gang label, else its
+controller), the devices from the scheduler's gputopo.io/devices annotation,
+CPU and memory requests, priority, Kueue queue, terminating. Nothing else:
+no secrets, no other labels or annotations, no pod specs. A GPU pod without
+a device annotation is left out with a warning.
+
+The kubeconfig is --kubeconfig, else the first file of $KUBECONFIG, else
+~/.kube/config; without one, inside a pod, the pod's service account is used.
+Exec credential plugins are not run: use a token or client certificate.
+
+flags:
+`
+
+func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("capture", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), captureUsage)
+		fs.PrintDefaults()
+	}
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `FILE` (default $KUBECONFIG, else ~/.kube/config)")
+	kctx := fs.String("context", "", "kubeconfig context `NAME` (default its current-context)")
+	inCluster := fs.Bool("in-cluster", false, "use the service account of the pod gputopo runs in")
+	out := fs.String("o", "-", "write the cluster file to `FILE` (- for stdout)")
+	levels := fs.String("levels", "", "node label `KEYS` that form the levels, broadest first, comma-separated (default: the well-known topology labels nodes carry)")
+	keep := fs.String("keep-labels", "", "further node label `KEYS` to keep, comma-separated (those your job files select nodes by)")
+	namespace := fs.String("namespace", "", "capture the pods of one `NAMESPACE` only (default all)")
+	gpuOnly := fs.Bool("gpu-only", false, "leave out pods that hold no GPU (their CPU and memory then count as free)")
+	timeout := fs.Duration("timeout", capture.DefaultTimeout, "give up after `DURATION`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *inCluster && *kubeconfig != "" {
+		fmt.Fprintln(stderr, "gputopo capture: give --kubeconfig or --in-cluster, not both")
+		return errUsage
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("--timeout %v: want a positive duration", *timeout)
+	}
+	client, err := captureClient(*kubeconfig, *kctx, *inCluster)
+	if err != nil {
+		return err
+	}
+	opts := capture.Options{Levels: captureList(*levels), KeepLabels: captureList(*keep), Namespace: *namespace, GPUOnly: *gpuOnly}
+	if *levels != "" && opts.Levels == nil {
+		opts.Levels = []string{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	res, err := client.Capture(ctx, opts)
+	if err != nil {
+		return err
+	}
+	data, err := res.Marshal()
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if res.Dropped > 0 {
+		fmt.Fprintf(stderr, "warning: %d more warnings\n", res.Dropped)
+	}
+	withTopo, gpus := 0, 0
+	for _, n := range res.Cluster.Nodes {
+		if len(n.Topology) > 0 {
+			withTopo++
+		}
+	}
+	for _, a := range res.Cluster.Allocations {
+		gpus += len(a.GPUs)
+	}
+	if *out == "-" {
+		if _, err := stdout.Write(data); err != nil {
+			return err
+		}
+	} else if err := os.WriteFile(*out, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "captured %d nodes (%d with a topology), %d running pods holding %d GPUs, levels [%s]; %d pods left out\n",
+		len(res.Cluster.Nodes), withTopo, len(res.Cluster.Allocations), gpus, strings.Join(res.Cluster.Levels, ", "), res.SkippedPods)
+	return nil
+}
+
+// captureClient picks the API server: --in-cluster, else the kubeconfig
+// (flag, $KUBECONFIG's first file, ~/.kube/config), else the in-cluster
+// service account when running in a pod.
+func captureClient(kubeconfig, kctx string, inCluster bool) (*capture.Client, error) {
+	if inCluster {
+		return capture.InCluster()
+	}
+	if kubeconfig == "" {
+		for _, p := range filepath.SplitList(os.Getenv("KUBECONFIG")) {
+			if p != "" {
+				kubeconfig = p
+				break
+			}
+		}
+	}
+	if kubeconfig == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			if p := filepath.Join(home, ".kube", "config"); captureFileExists(p) {
+				kubeconfig = p
+			}
+		}
+	}
+	if kubeconfig == "" {
+		if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+			return capture.InCluster()
+		}
+		return nil, fmt.Errorf("%w: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster", capture.ErrConfig)
+	}
+	return capture.LoadKubeconfig(kubeconfig, kctx)
+}
+
+func captureFileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// captureList splits a comma-separated flag value, dropping empty items.
+func captureList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
