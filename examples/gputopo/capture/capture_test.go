@@ -43,10 +43,10 @@ func cluster(t *testing.T) ([]v1.Node, []v1.Pod) {
 	full := gpuPod("ml", "full", "b0", 8, "0,1,2,3,4,5,6,7")
 	pods := []v1.Pod{train, inf, full,
 		gpuPod("web", "cpu-only", "cpu0", 0, ""),
-		gpuPod("ml", "no-choice", "a1", 2, ""),         // another scheduler: devices unknown
-		gpuPod("ml", "bad-devices", "a1", 2, "3,99"),   // out of range
-		gpuPod("ml", "gone", "z9", 1, "0"),             // node not captured
-		gpuPod("ml", "unbound", "", 1, ""),             // pending
+		gpuPod("ml", "no-choice", "a1", 2, ""),       // another scheduler: devices unknown
+		gpuPod("ml", "bad-devices", "a1", 2, "3,99"), // out of range
+		gpuPod("ml", "gone", "z9", 1, "0"),           // node not captured
+		gpuPod("ml", "unbound", "", 1, ""),           // pending
 	}
 	done := gpuPod("ml", "done", "a1", 2, "0,1")
 	done.Status.Phase = v1.PodSucceeded

@@ -43,7 +43,7 @@ func gpuNode(t testing.TB, name, machine string, extra map[string]string) v1.Nod
 // scheduler's device annotation when devices is not empty.
 func gpuPod(ns, name, node string, gpus int, devices string) v1.Pod {
 	c := v1.Container{Name: "main", Image: "registry.example.com/secret-image:1",
-		Env: []v1.EnvVar{{Name: "PASSWORD", Value: "hunter2"}},
+		Env:       []v1.EnvVar{{Name: "PASSWORD", Value: "hunter2"}},
 		Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi")}}}
 	if gpus > 0 {
 		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
