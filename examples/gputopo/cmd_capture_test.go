@@ -37,7 +37,7 @@ func captureAPI(t *testing.T) *httptest.Server {
 	pod := func(name, node, devices string, gpus int64) v1.Pod {
 		q := *resource.NewQuantity(gpus, resource.DecimalSI)
 		return v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Annotations: map[string]string{"gputopo.io/devices": devices}},
-			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"nvidia.com/gpu": q}}}}},
+			Spec:   v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"nvidia.com/gpu": q}}}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning}}
 	}
 	pods := []v1.Pod{pod("a", "n0", "0,1,2,3,4,5", 6), pod("b", "n1", "0,1,2,3", 4)}
