@@ -83,24 +83,15 @@ func ParseStepKind(s string) (StepKind, error) {
 // Step is one operation of a plan. An instance is identified by its GPU and
 // its placement (instances on one GPU never overlap, so the start is unique).
 type Step struct {
-	// Kind says what the step does.
-	Kind StepKind `json:"kind"`
-	// GPU is the layout's GPU identifier.
-	GPU string `json:"gpu"`
-	// Profile is the instance's profile (MIG steps).
-	Profile ProfileName `json:"profile,omitzero"`
-	// Placement is the instance's placement (MIG steps).
-	Placement Placement `json:"placement,omitzero"`
-	// Owner and Priority name the workload the step drains or starts.
-	Owner    string `json:"owner,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	// Mode is the AMD mode a mode step sets ("CPX", "NPS4").
-	Mode string `json:"mode,omitempty"`
-	// Partition is the AMD partition a drain step empties.
-	Partition int `json:"partition,omitempty"`
-	// Why says, in words, what the step is for ("evict", "move to gpu1
-	// {2}:1", "make room for 7g.80gb").
-	Why string `json:"why,omitempty"`
+	Kind      StepKind    `json:"kind"`                // what the step does
+	GPU       string      `json:"gpu"`                 // the layout's GPU identifier
+	Profile   ProfileName `json:"profile,omitzero"`    // the instance's profile (MIG steps)
+	Placement Placement   `json:"placement,omitzero"`  // the instance's placement (MIG steps)
+	Owner     string      `json:"owner,omitempty"`     // the workload the step drains or starts
+	Priority  int         `json:"priority,omitempty"`  // the owner's priority
+	Mode      string      `json:"mode,omitempty"`      // the AMD mode a mode step sets ("CPX", "NPS4")
+	Partition int         `json:"partition,omitempty"` // the AMD partition a drain step empties
+	Why       string      `json:"why,omitempty"`       // what the step is for ("evict", "make room for 7g.80gb")
 }
 
 // String formats the step on one line.
