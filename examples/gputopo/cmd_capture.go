@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gputopo/gputopo/examples/gputopo/capture"
+	"github.com/gputopo/gputopo/topology"
 )
 
 func init() {
@@ -31,6 +34,10 @@ a device annotation is left out with a warning.
 The kubeconfig is --kubeconfig, else the first file of $KUBECONFIG, else
 ~/.kube/config; without one, inside a pod, the pod's service account is used.
 Exec credential plugins are not run: use a token or client certificate.
+
+Then: gputopo gang --cluster FILE --job JOB (would it fit, and where), or
+gputopo place --cluster FILE --node NAME --gpus N (which devices on one
+node, around those its running pods hold; show takes --cluster/--node too).
 
 flags:
 `
@@ -150,4 +157,53 @@ func captureList(s string) []string {
 		}
 	}
 	return out
+}
+
+// capturedNode reads node name's topology from a cluster file (as gputopo
+// gang reads it) and the devices its running pods hold there (whole GPUs,
+// and the GPUs of MIG instances, ascending).
+func capturedNode(path, name string) (n *topology.Node, busy []int, origin string, err error) {
+	snap, err := gangReadCluster(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c := snap.Cluster()
+	i, ok := c.NodeIndex(name)
+	if !ok {
+		return nil, nil, "", fmt.Errorf("%s: no node %q", path, name)
+	}
+	if n = c.Node(i).Topology; n == nil {
+		return nil, nil, "", fmt.Errorf("%s: node %q has no topology (a CPU node, or its annotation was left out)", path, name)
+	}
+	held := map[int]bool{}
+	pods := 0
+	for _, a := range snap.Allocations() {
+		if a.Node != name {
+			continue
+		}
+		pods++
+		for _, d := range a.Devices {
+			held[d] = true
+		}
+		for _, m := range a.MIG {
+			held[m.Device] = true
+		}
+	}
+	busy = slices.Sorted(maps.Keys(held))
+	origin = fmt.Sprintf("node %s of cluster file %s", name, path)
+	if len(busy) > 0 {
+		origin += fmt.Sprintf("; its %d running pods hold devices %s", pods, gangDevices(busy))
+	}
+	return n, busy, origin, nil
+}
+
+// withCaptured adds the devices a cluster file's pods hold (capturedNode)
+// to the --busy list, once each.
+func withCaptured(busy, captured []int) []int {
+	for _, d := range captured {
+		if !slices.Contains(busy, d) {
+			busy = append(busy, d)
+		}
+	}
+	return busy
 }

@@ -137,3 +137,48 @@ func TestCaptureErrors(t *testing.T) {
 	code, _, stderr = runCLI(t, "capture", "-o", filepath.Join(dir, "no-such-dir", "out.json"))
 	assert.Equal(t, 1, code, stderr)
 }
+
+func TestPlaceOnCapturedNode(t *testing.T) {
+	srv := captureAPI(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cluster.json")
+	code, _, stderr := runCLI(t, "capture", "--kubeconfig", captureKubeconfig(t, dir, srv.URL, "t0k"), "-o", out)
+	require.Equal(t, 0, code, stderr)
+
+	devices := func(args ...string) []int {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, append([]string{"place", "--cluster", out, "--json"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		var v struct{ Devices []int }
+		require.NoError(t, json.Unmarshal([]byte(stdout), &v), stdout)
+		return v.Devices
+	}
+	// n0's pod holds 0-5: two GPUs can only be 6 and 7.
+	assert.Equal(t, []int{6, 7}, devices("--node", "n0", "--gpus", "2"))
+	// --busy adds to what the pods hold.
+	got := devices("--node", "n1", "--gpus", "2", "--busy", "4,5")
+	assert.Equal(t, []int{6, 7}, got)
+	code, _, stderr = runCLI(t, "place", "--cluster", out, "--node", "n0", "--gpus", "3")
+	assert.Equal(t, 1, code, "3 GPUs do not fit the 2 left on n0")
+	assert.NotEmpty(t, stderr)
+
+	code, stdout, stderr := runCLI(t, "show", "--cluster", out, "--node", "n1")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "node n1 of cluster file "+out+"; its 1 running pods hold devices 0-3")
+
+	for _, args := range [][]string{
+		{"--cluster", out},
+		{"--node", "n0"},
+		{"--cluster", out, "--node", "n0", "--machine", "dgx-h100"},
+		{"--cluster", out, "--node", "nope"},
+		{"--cluster", filepath.Join(dir, "absent.json"), "--node", "n0"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"place"}, args...)...)
+		assert.Equal(t, 1, code, "%v: %s", args, stderr)
+	}
+	cpu := filepath.Join(dir, "cpu.yaml")
+	require.NoError(t, os.WriteFile(cpu, []byte("nodes: [{name: c0, cpu: 8}]\n"), 0o600))
+	code, _, stderr = runCLI(t, "place", "--cluster", cpu, "--node", "c0")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "has no topology")
+}
