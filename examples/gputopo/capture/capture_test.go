@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -210,7 +211,7 @@ func TestNodeCountIsBounded(t *testing.T) {
 		page++
 		var b strings.Builder
 		b.WriteString(`{"metadata":{"continue":"more"},"items":[`)
-		for i := range PageSize {
+		for i := range NodePageSize {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -222,7 +223,7 @@ func TestNodeCountIsBounded(t *testing.T) {
 	_, err := serve(t, h).Capture(bg, Options{})
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.Contains(t, err.Error(), "gang.MaxNodes")
-	assert.LessOrEqual(t, page, gang.MaxNodes/PageSize+1)
+	assert.LessOrEqual(t, page, gang.MaxNodes/NodePageSize+1)
 }
 
 func TestMarshalBoundsTheFile(t *testing.T) {
@@ -245,6 +246,11 @@ func TestBuildLimits(t *testing.T) {
 	require.ErrorIs(t, err, topology.ErrLimit)
 	_, err = Build(nil, nil, Options{Levels: make([]string, gang.MaxLevels+1)})
 	require.ErrorIs(t, err, topology.ErrLimit)
+	nodes, _ := cluster(t)
+	huge := gpuPod("ml", "huge", "a0", 1, strings.Repeat("0,", 2000)+"0")
+	r, err := Build(nodes, []v1.Pod{huge}, Options{})
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(r.Warnings, "\n"), "topology.MaxDevices")
 	_, err = (&Result{}).Marshal()
 	require.Error(t, err)
 	dup := []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, {ObjectMeta: metav1.ObjectMeta{Name: "x"}}}
@@ -272,4 +278,35 @@ func TestAPIErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 	_, err = NewClient("https://", "", nil)
 	require.True(t, errors.Is(err, ErrConfig))
+}
+
+// BenchmarkCapture captures 200 dgx-h100 nodes (near the most a cluster
+// file holds with inline topologies) and 1600 GPU pods over HTTP and
+// writes the file.
+func BenchmarkCapture(b *testing.B) {
+	base := gpuNode(b, "x", "dgx-h100", map[string]string{rack: "r0"})
+	var nodes []v1.Node
+	var pods []v1.Pod
+	for i := range 200 {
+		n := base
+		n.Name = fmt.Sprintf("gpu-%04d", i)
+		nodes = append(nodes, n)
+		for j := range 8 {
+			pods = append(pods, gpuPod("ml", fmt.Sprintf("p-%d-%d", i, j), n.Name, 1, fmt.Sprint(j)))
+		}
+	}
+	srv := httptest.NewServer(&fakeAPI{nodes: nodes, pods: pods})
+	defer srv.Close()
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		c, err := NewClient(srv.URL, "", srv.Client())
+		require.NoError(b, err)
+		res, err := c.Capture(bg, Options{})
+		require.NoError(b, err)
+		data, err := res.Marshal()
+		require.NoError(b, err)
+		size = len(data)
+	}
+	b.ReportMetric(float64(size), "file-bytes")
 }

@@ -30,8 +30,12 @@ const (
 	MaxResponseBytes = 256 << 20
 	// MaxConfigBytes bounds a kubeconfig, token or CA file (4 MiB).
 	MaxConfigBytes = 4 << 20
-	// PageSize is the number of objects asked for per list request.
-	PageSize = 500
+	// NodePageSize is the number of nodes asked for per list request
+	// (nodes carry topology annotations of up to
+	// kube.MaxAnnotationBytes, so pages are kept small).
+	NodePageSize = 100
+	// PodPageSize is the number of pods asked for per list request.
+	PodPageSize = 500
 	// DefaultTimeout bounds a capture when the context has no deadline.
 	DefaultTimeout = 2 * time.Minute
 )
@@ -333,10 +337,10 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, v any) 
 	return nil
 }
 
-// listNodes lists every node, PageSize at a time, at most gang.MaxNodes.
+// listNodes lists every node, NodePageSize at a time, at most gang.MaxNodes.
 func (c *Client) listNodes(ctx context.Context) ([]v1.Node, error) {
 	var out []v1.Node
-	q := url.Values{"limit": {fmt.Sprint(PageSize)}}
+	q := url.Values{"limit": {fmt.Sprint(NodePageSize)}}
 	for {
 		var page struct {
 			Metadata listMeta  `json:"metadata"`
@@ -359,7 +363,7 @@ func (c *Client) listNodes(ctx context.Context) ([]v1.Node, error) {
 }
 
 // listPods lists the bound pods that have not finished (in namespace, ""
-// for all), PageSize at a time, at most gang.MaxAllocations.
+// for all), PodPageSize at a time, at most gang.MaxAllocations.
 func (c *Client) listPods(ctx context.Context, namespace string) ([]v1.Pod, error) {
 	var out []v1.Pod
 	path := "/api/v1/pods"
@@ -367,7 +371,7 @@ func (c *Client) listPods(ctx context.Context, namespace string) ([]v1.Pod, erro
 		path = "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods"
 	}
 	q := url.Values{
-		"limit":         {fmt.Sprint(PageSize)},
+		"limit":         {fmt.Sprint(PodPageSize)},
 		"fieldSelector": {"spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"},
 	}
 	for {
