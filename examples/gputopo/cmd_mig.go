@@ -36,6 +36,8 @@ actions:
                               the transition to it (same policy flags as defrag)
 
 Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
+Instead of --layout, --amd-root DIR (a sysfs root; / for this machine) or
+--kfd DIR (a raw KFD capture) plans against the discovered AMD GPUs.
 Every action takes --json.`
 
 func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -175,16 +177,21 @@ func amdProfiles(m *mig.AMDModel, asJSON bool, stdout io.Writer) error {
 type layoutFlags struct {
 	path   string
 	asJSON bool
+	amd    amdSource // --amd-root / --kfd: a discovered machine (cmd_mig_amd.go)
 }
 
 func (f *layoutFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "layout", "", "layout `file` (JSON, schema gputopo-mig/v1)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	f.amd.register(fs)
 }
 
 func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.LayoutFile, error) {
+	if f.amd.given() {
+		return f.amd.load(context.Background(), stderr, action, f.path)
+	}
 	if f.path == "" {
-		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required\n", action)
+		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required (or --amd-root/--kfd for a discovered AMD machine)\n", action)
 		return nil, errUsage
 	}
 	r, err := os.Open(f.path)
