@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/gputopo/gputopo/examples/gputopo/capture"
 	"github.com/gputopo/gputopo/topology"
+	"sigs.k8s.io/yaml"
 )
 
 func init() {
@@ -46,7 +49,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("capture", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), captureUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `FILE` (default $KUBECONFIG, else ~/.kube/config)")
 	kctx := fs.String("context", "", "kubeconfig context `NAME` (default its current-context)")
@@ -57,6 +60,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	namespace := fs.String("namespace", "", "capture the pods of one `NAMESPACE` only (default all)")
 	gpuOnly := fs.Bool("gpu-only", false, "leave out pods that hold no GPU (their CPU and memory then count as free)")
 	timeout := fs.Duration("timeout", capture.DefaultTimeout, "give up after `DURATION`")
+	asJSON := fs.Bool("json", false, "write the cluster file as JSON (default YAML; gang, place and show read both)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +88,17 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	data, err := res.Marshal()
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		j, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := json.Indent(&b, j, "", "  "); err != nil {
+			return err
+		}
+		data = append(b.Bytes(), '\n')
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)

@@ -93,7 +93,7 @@ func TestCaptureThenGang(t *testing.T) {
 	big := filepath.Join(dir, "big.yaml")
 	require.NoError(t, os.WriteFile(big, []byte("name: big\npodSets: [{name: w, replicas: 2, gpus: 4}]\n"), 0o600))
 	code, stdout, _ = runCLI(t, "gang", "--cluster", out, "--job", big)
-	require.Equal(t, 0, code)
+	require.Equal(t, exitNoFit, code)
 	assert.NotContains(t, stdout, "job big: fits")
 
 	// To stdout.
@@ -110,16 +110,16 @@ func TestCaptureErrors(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 
 	code, _, stderr := runCLI(t, "capture", "--kubeconfig", captureKubeconfig(t, dir, srv.URL, "wrong"))
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "401")
 	assert.Contains(t, stderr, "Unauthorized")
 
 	code, _, stderr = runCLI(t, "capture")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "no kubeconfig")
 
 	code, _, stderr = runCLI(t, "capture", "--in-cluster")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "not running in a cluster")
 
 	code, _, _ = runCLI(t, "capture", "--in-cluster", "--kubeconfig", "x")
@@ -127,7 +127,7 @@ func TestCaptureErrors(t *testing.T) {
 	code, _, _ = runCLI(t, "capture", "extra")
 	assert.Equal(t, 2, code)
 	code, _, stderr = runCLI(t, "capture", "--kubeconfig", "x", "--timeout", "0s")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "--timeout")
 
 	// $KUBECONFIG's first file is used.
@@ -135,7 +135,7 @@ func TestCaptureErrors(t *testing.T) {
 	code, _, stderr = runCLI(t, "capture", "-o", filepath.Join(dir, "out.json"))
 	assert.Equal(t, 0, code, stderr)
 	code, _, stderr = runCLI(t, "capture", "-o", filepath.Join(dir, "no-such-dir", "out.json"))
-	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, 2, code, stderr)
 }
 
 func TestPlaceOnCapturedNode(t *testing.T) {
@@ -174,11 +174,11 @@ func TestPlaceOnCapturedNode(t *testing.T) {
 		{"--cluster", filepath.Join(dir, "absent.json"), "--node", "n0"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"place"}, args...)...)
-		assert.Equal(t, 1, code, "%v: %s", args, stderr)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
 	}
 	cpu := filepath.Join(dir, "cpu.yaml")
 	require.NoError(t, os.WriteFile(cpu, []byte("nodes: [{name: c0, cpu: 8}]\n"), 0o600))
 	code, _, stderr = runCLI(t, "place", "--cluster", cpu, "--node", "c0")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "has no topology")
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
@@ -16,19 +18,29 @@ func init() {
 }
 
 // errNothingDetected is returned when no provider answered.
-var errNothingDetected = errors.New("no provider detected an accelerator")
+var errNothingDetected error = noFitError{"no provider detected an accelerator"}
 
 func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("detect", stderr)
 	root := fs.String("root", "", "read the filesystem under `DIR` instead of / (the root of a captured or generated tree: DIR/sys/...) with the amd and sysfs providers; NVML is not used")
 	kfd := fs.String("kfd", "", "read a raw capture of /sys/class/kfd/kfd/topology from `DIR` with the amd provider (implies --root, default an empty one)")
-	format := fs.String("format", "text", "output `format`: text (report and topology) or json (the topology in our schema; the report goes to stderr)")
+	asJSON := fs.Bool("json", false, "print the topology as JSON (our schema); the detection report goes to stderr")
+	format := fs.String("format", "", hidden+"--format json|text; use --json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(stderr, "unknown --format %q (want text or json)\n", *format)
+	switch *format {
+	case "", "text":
+	case "json":
+		*asJSON = true
+	default:
+		fmt.Fprintf(stderr, "gputopo detect: unknown --format %q (use --json)\n", *format)
 		return errUsage
+	}
+	if *kfd != "" {
+		if err := checkKFD(*kfd); err != nil {
+			return err
+		}
 	}
 	var providers []provider.TopologyProvider // nil: the default, live ones
 	origin := "this machine"
@@ -48,7 +60,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	n, rep, err := provider.Detect(ctx, providers...)
 	report := stdout
-	if *format == "json" {
+	if *asJSON {
 		report = stderr
 	}
 	fmt.Fprintf(report, "detection on %s:\n%s", origin, indent(rep.String(), "  ")+"\n")
@@ -58,7 +70,8 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return err
 	}
-	if *format == "json" {
+	if *asJSON {
+		warnStderr(stderr, n)
 		b, err := n.MarshalJSON()
 		if err != nil {
 			return err
@@ -68,4 +81,25 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "\nanswered by the %s provider\n\n", rep.Chosen)
 	return renderNode(stdout, n)
+}
+
+// checkKFD says what is wrong with a --kfd directory before the provider
+// reads nothing from it: missing, not a directory, or the parent of the
+// topology directory (a capture of /sys/class/kfd/kfd rather than of
+// .../topology).
+func checkKFD(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return inputError("--kfd directory", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--kfd %s is not a directory (want a capture of /sys/class/kfd/kfd/topology)", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodes")); err == nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "topology", "nodes")); err == nil {
+		return fmt.Errorf("--kfd %s holds topology/: --kfd wants the topology directory itself: --kfd %s", dir, filepath.Join(dir, "topology"))
+	}
+	return fmt.Errorf("--kfd %s has no nodes/ directory (want a capture of /sys/class/kfd/kfd/topology)", dir)
 }

@@ -38,7 +38,8 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("gang", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gangUsage)
-		fs.PrintDefaults()
+		printDefaults(fs)
+		fmt.Fprintln(fs.Output(), "\n"+exitCodesHelp)
 	}
 	jobFile := fs.String("job", "", "job file `FILE` (YAML or JSON): one job, or jobs and queues")
 	fs.StringVar(jobFile, "jobs", "", "same as --job")
@@ -86,9 +87,19 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		if *asJSON {
-			return gangJSON(stdout, plan)
+			err = gangJSON(stdout, plan)
+		} else {
+			err = renderQueue(stdout, plan, *summary)
 		}
-		return renderQueue(stdout, plan, *summary)
+		if err != nil {
+			return err
+		}
+		for _, e := range plan.Entries {
+			if !e.Action.CanStart() {
+				return errNoFit
+			}
+		}
+		return nil
 	}
 	j := &jobs[0]
 	res, err := gang.Check(ctx, snap, j, gang.WithStrategy(strat))
@@ -112,11 +123,17 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if preErr != nil {
 			out.NoPreemption = preErr.Error()
 		}
-		return gangJSON(stdout, out)
+		if err := gangJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		renderResult(stdout, j, res, *summary)
+		if *preempt && res.Verdict != gang.Fits {
+			renderPreemption(stdout, pre, preErr, *summary)
+		}
 	}
-	renderResult(stdout, j, res, *summary)
-	if *preempt && res.Verdict != gang.Fits {
-		renderPreemption(stdout, pre, preErr, *summary)
+	if res.Verdict != gang.Fits {
+		return errNoFit
 	}
 	return nil
 }
@@ -124,7 +141,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func gangRead(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, inputError("file", path, err)
 	}
 	defer f.Close()
 	b, err := gangfile.ReadAll(f)

@@ -30,7 +30,7 @@ func TestGangFitsTightestRack(t *testing.T) {
 
 func TestGangNeverFitsAndSlices(t *testing.T) {
 	code, out, _ := runCLI(t, gangArgs("mnnvl-20.yaml")...)
-	if code != 0 || !strings.Contains(out, "never-fits") || !strings.Contains(out, "the largest of the 4 holds 18") {
+	if code != exitNoFit || !strings.Contains(out, "never-fits") || !strings.Contains(out, "the largest of the 4 holds 18") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	code, out, _ = runCLI(t, gangArgs("mnnvl-32-sliced.yaml")...)
@@ -61,7 +61,7 @@ func TestGangNeverFitsAndSlices(t *testing.T) {
 
 func TestGangPreempt(t *testing.T) {
 	code, out, errOut := runCLI(t, gangArgs("mnnvl-72.yaml", "--preempt", "--summary")...)
-	if code != 0 {
+	if code != exitNoFit {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"job full-rack: fragmented", "preemption: evict 1 whole jobs", "notebook3", "fewest possible", "being released by old"} {
@@ -73,7 +73,7 @@ func TestGangPreempt(t *testing.T) {
 
 func TestGangQueue(t *testing.T) {
 	code, out, errOut := runCLI(t, gangArgs("queue.yaml")...)
-	if code != 0 {
+	if code != exitNoFit { // some jobs wait
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"pretrain    10    216   0           reserve", "fits beside the reservation of pretrain", "too-big", "never-fits",
@@ -83,7 +83,7 @@ func TestGangQueue(t *testing.T) {
 		}
 	}
 	code, out, _ = runCLI(t, gangArgs("queue.yaml", "--no-reservation", "--summary")...)
-	if code != 0 || strings.Contains(out, "reservation:") {
+	if code != exitNoFit || strings.Contains(out, "reservation:") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
@@ -117,18 +117,18 @@ func TestGangJSON(t *testing.T) {
 		}
 		Reservation *struct{ Job string }
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &q) != nil || len(q.Entries) != 5 || q.Reservation == nil || q.Reservation.Job != "pretrain" {
+	if code != exitNoFit || json.Unmarshal([]byte(out), &q) != nil || len(q.Entries) != 5 || q.Reservation == nil || q.Reservation.Job != "pretrain" {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	code, out, _ = runCLI(t, gangArgs("mnnvl-72.yaml", "--json", "--preempt")...)
-	if code != 0 || !strings.Contains(out, `"victims"`) {
+	if code != exitNoFit || !strings.Contains(out, `"victims"`) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }
 
 // A cluster file with an inline topology written by `gputopo show`.
 func TestGangInlineTopology(t *testing.T) {
-	code, js, _ := runCLI(t, "show", "--machine", "dgx-h100", "--format", "json")
+	code, js, _ := runCLI(t, "show", "--machine", "dgx-h100", "--json")
 	if code != 0 {
 		t.Fatal("show failed")
 	}
@@ -139,7 +139,7 @@ func TestGangInlineTopology(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cluster), 0o644)
 	os.WriteFile(filepath.Join(dir, "j.yaml"), []byte(job), 0o644)
 	code, out, errOut := runCLI(t, "gang", "--cluster", filepath.Join(dir, "c.yaml"), "--job", filepath.Join(dir, "j.yaml"))
-	if code != 0 || !strings.Contains(out, "job pair: blocked") || !strings.Contains(out, "needs 12 GPUs, 10 are free") {
+	if code != exitNoFit || !strings.Contains(out, "job pair: blocked") || !strings.Contains(out, "needs 12 GPUs, 10 are free") {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 }
@@ -148,17 +148,17 @@ func TestGangUsageErrors(t *testing.T) {
 	if code, _, errOut := runCLI(t, "gang", "--job", "testdata/gang/mnnvl-16.yaml"); code != 2 || !strings.Contains(errOut, "--cluster are required") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, gangArgs("mnnvl-16.yaml", "--strategy", "random")...); code != 1 || !strings.Contains(errOut, "unknown strategy") {
+	if code, _, errOut := runCLI(t, gangArgs("mnnvl-16.yaml", "--strategy", "random")...); code != 2 || !strings.Contains(errOut, "unknown strategy") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/missing.yaml"); code != 1 || !strings.Contains(errOut, "missing.yaml") {
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/missing.yaml"); code != 2 || !strings.Contains(errOut, "missing.yaml") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// a cluster file given as the job file: a parse error naming the field
-	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/nvl72.yaml"); code != 1 || !strings.Contains(errOut, "unknown field") {
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/nvl72.yaml", "--job", "testdata/gang/nvl72.yaml"); code != 2 || !strings.Contains(errOut, "unknown field") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/mnnvl-16.yaml", "--job", "testdata/gang/mnnvl-16.yaml"); code != 1 || !strings.Contains(errOut, "malformed input") {
+	if code, _, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/mnnvl-16.yaml", "--job", "testdata/gang/mnnvl-16.yaml"); code != 2 || !strings.Contains(errOut, "malformed input") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

@@ -24,6 +24,7 @@ func runKube(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	nodeName := fs.String("node-name", "", "Kubernetes node name for ResourceSlices (default: the topology's name)")
 	driver := fs.String("driver", dra.DefaultDriver, "DRA driver name for ResourceSlices")
 	wholeOnly := fs.Bool("whole-gpus-only", false, "ResourceSlices without MIG partition devices")
+	asJSON := fs.Bool("json", false, "print JSON instead: the labels as an object, the patch as a JSON merge patch, the ResourceSlices as an array")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,6 +42,9 @@ func runKube(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		for k := range labels {
 			keys = append(keys, k)
 		}
+		if *asJSON {
+			return writeJSON(stdout, labels)
+		}
 		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(stdout, "%s=%s\n", k, labels[k])
@@ -54,7 +58,11 @@ func runKube(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		b, err := yaml.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
+		patch := map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}}
+		if *asJSON {
+			return writeJSON(stdout, patch)
+		}
+		b, err := yaml.Marshal(patch)
 		if err != nil {
 			return err
 		}
@@ -64,6 +72,9 @@ func runKube(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		rs, err := dra.ResourceSlices(n, dra.Options{NodeName: *nodeName, Driver: *driver, WholeGPUsOnly: *wholeOnly})
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, rs)
 		}
 		for i, s := range rs {
 			b, err := yaml.Marshal(s)

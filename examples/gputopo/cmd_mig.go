@@ -391,7 +391,7 @@ func migPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if batchErr != nil {
-		return fmt.Errorf("some requests did not fit")
+		return noFitError{"some requests did not fit"}
 	}
 	return nil
 }

@@ -113,6 +113,6 @@ func TestMigDiscoveredKFDDump(t *testing.T) {
 
 	// An MI210 has no partition modes: nothing to plan on.
 	code, _, errOut = migCLI(t, "defrag", "--kfd", shareddata.Path(t, "kfd", "mi210-8gpu-2hives"), "--compute", "SPX")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitNoFit, code)
 	assert.Contains(t, errOut, "has no partitionable AMD GPU")
 }

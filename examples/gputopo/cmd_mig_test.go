@@ -71,7 +71,7 @@ func TestMigModelsAndProfiles(t *testing.T) {
 	if code, _, errOut := migCLI(t, "profiles"); code != 2 || !strings.Contains(errOut, "--model is required") {
 		t.Errorf("no --model: %d %s", code, errOut)
 	}
-	if code, _, errOut := migCLI(t, "profiles", "--model", "Tesla V100"); code != 1 || !strings.Contains(errOut, "unknown GPU model") {
+	if code, _, errOut := migCLI(t, "profiles", "--model", "Tesla V100"); code != 2 || !strings.Contains(errOut, "unknown GPU model") {
 		t.Errorf("unknown model: %d %s", code, errOut)
 	}
 	if code, _, _ := migCLI(t); code != 2 {
@@ -108,14 +108,14 @@ func TestMigShow(t *testing.T) {
 	if code, _, errOut := migCLI(t, "show"); code != 2 || !strings.Contains(errOut, "--layout is required") {
 		t.Errorf("no layout: %d %s", code, errOut)
 	}
-	if code, _, errOut := migCLI(t, "show", "--layout", f, "--mix", "3g=1"); code != 1 || !strings.Contains(errOut, "malformed profile name") {
+	if code, _, errOut := migCLI(t, "show", "--layout", f, "--mix", "3g=1"); code != 2 || !strings.Contains(errOut, "malformed profile name") {
 		t.Errorf("bad mix: %d %s", code, errOut)
 	}
 	bad := migLayoutFile(t, `{"gpus": [{"gpu": "g", "model": "A30", "instances": [{"profile": "2g.12gb", "start": 1}]}]}`)
-	if code, _, errOut := migCLI(t, "show", "--layout", bad); code != 1 || !strings.Contains(errOut, "illegal placement") || !strings.Contains(errOut, "instances[0]") {
+	if code, _, errOut := migCLI(t, "show", "--layout", bad); code != 2 || !strings.Contains(errOut, "illegal placement") || !strings.Contains(errOut, "instances[0]") {
 		t.Errorf("bad layout: %d %s", code, errOut)
 	}
-	if code, _, errOut := migCLI(t, "show", "--layout", filepath.Join(t.TempDir(), "missing.json")); code != 1 || errOut == "" {
+	if code, _, errOut := migCLI(t, "show", "--layout", filepath.Join(t.TempDir(), "missing.json")); code != 2 || errOut == "" {
 		t.Errorf("missing file: %d %s", code, errOut)
 	}
 }
@@ -143,7 +143,7 @@ func TestMigPlace(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "no free placement") || !strings.Contains(errOut, "did not fit") {
 		t.Errorf("no fit: %d %s %s", code, out, errOut)
 	}
-	if code, _, errOut := migCLI(t, "place", "--layout", f, "--profile", "1g.10gb", "--strategy", "best"); code != 1 || !strings.Contains(errOut, "unknown strategy") {
+	if code, _, errOut := migCLI(t, "place", "--layout", f, "--profile", "1g.10gb", "--strategy", "best"); code != 2 || !strings.Contains(errOut, "unknown strategy") {
 		t.Errorf("bad strategy: %d %s", code, errOut)
 	}
 	code, out, _ = migCLI(t, "place", "--layout", f, "--profile", "1g.10gb", "--strategy", "first-fit")
@@ -198,10 +198,10 @@ func TestMigDefrag(t *testing.T) {
 	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--compute", "CPX"); code != 2 || !strings.Contains(errOut, "either --profile") {
 		t.Errorf("both: %d %s", code, errOut)
 	}
-	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--compute", "XPX"); code != 1 || !strings.Contains(errOut, "unknown compute mode") {
+	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--compute", "XPX"); code != 2 || !strings.Contains(errOut, "unknown compute mode") {
 		t.Errorf("bad mode: %d %s", code, errOut)
 	}
-	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g"); code != 1 || !strings.Contains(errOut, "malformed profile name") {
+	if code, _, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g"); code != 2 || !strings.Contains(errOut, "malformed profile name") {
 		t.Errorf("bad profile: %d %s", code, errOut)
 	}
 }
@@ -252,7 +252,7 @@ func TestMigMixRejectsNonFinite(t *testing.T) {
 	f := migLayoutFile(t, migLayout)
 	for _, mix := range []string{"1g.10gb=inf", "1g.10gb=NaN", "1g.10gb=-1", "1g.10gb=1e308,mig-1g.10gb=1e308"} {
 		code, _, errOut := migCLI(t, "show", "--layout", f, "--mix", mix)
-		assert.Equal(t, 1, code, mix)
+		assert.Equal(t, 2, code, mix)
 		assert.Contains(t, errOut, "--mix", mix)
 	}
 }
@@ -325,7 +325,7 @@ func TestMigTemplate(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"templates":[{"name":"x","model":"A100-80GB","profiles":[{"profile":"7g.80gb","count":2}]}]}`), 0o600))
 	code, _, errOut = migCLI(t, "template", "--layout", f, "--templates", bad)
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "bad.json")
 	code, _, _ = migCLI(t, "template", "--layout", f, "--mix", "1g.10gb=-1")
 	assert.NotEqual(t, 0, code)

@@ -18,39 +18,76 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("show", stderr)
 	var src sourceFlags
 	src.register(fs)
-	format := fs.String("format", "text", "output `format`: text, json (our schema) or dot (Graphviz)")
+	asJSON := fs.Bool("json", false, "print the topology as JSON (our schema)")
+	asDOT := fs.Bool("dot", false, "print the topology as a Graphviz graph (render with `dot -Tsvg`)")
+	format := fs.String("format", "", hidden+"--format json|dot|text; use --json or --dot")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch *format {
+	case "":
+	case "json":
+		*asJSON = true
+	case "dot":
+		*asDOT = true
+	case "text":
+	default:
+		fmt.Fprintf(stderr, "gputopo show: unknown --format %q (use --json or --dot)\n", *format)
+		return errUsage
+	}
+	if *asJSON && *asDOT {
+		fmt.Fprintln(stderr, "gputopo show: use --json or --dot, not both")
+		return errUsage
 	}
 	n, origin, err := src.load(ctx)
 	if err != nil {
 		return err
 	}
-	switch *format {
-	case "json":
+	switch {
+	case *asJSON:
+		warnStderr(stderr, n)
 		b, err := n.MarshalJSON()
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(b)
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
 		return err
-	case "dot":
+	case *asDOT:
+		warnStderr(stderr, n)
 		return topology.WriteDOT(stdout, n)
-	case "text":
-		fmt.Fprintf(stdout, "%s\n\n", origin)
-		return renderNode(stdout, n)
 	}
-	return fmt.Errorf("unknown --format %q (want text, json or dot)", *format)
+	fmt.Fprintf(stdout, "%s\n\n", origin)
+	return renderNode(stdout, n)
+}
+
+// warnStderr prints the node's warnings on stderr, for the machine-readable
+// outputs that have no place for them.
+func warnStderr(stderr io.Writer, n *topology.Node) {
+	for _, w := range n.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 }
 
 func runMachines(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("machines", stderr)
+	asJSON := fs.Bool("json", false, "print JSON: [{name, description}]")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	type machine struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+	}
+	var ms []machine
 	for _, name := range catalog.Names() {
 		d, _ := catalog.Describe(name)
-		fmt.Fprintf(stdout, "%-24s %s\n", name, d)
+		ms = append(ms, machine{name, d})
+	}
+	if *asJSON {
+		return writeJSON(stdout, ms)
+	}
+	for _, m := range ms {
+		fmt.Fprintf(stdout, "%-24s %s\n", m.Name, m.Description)
 	}
 	return nil
 }

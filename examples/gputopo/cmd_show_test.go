@@ -25,7 +25,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // The main job: with no arguments it discovers this machine or, with no
 // GPU, says so and shows the default reference machine.
 func TestShowDefault(t *testing.T) {
-	code, out, errOut := runCLI(t)
+	code, out, errOut := runCLI(t, "show")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -52,7 +52,7 @@ func TestShowMachine(t *testing.T) {
 }
 
 func TestShowFormatsAndFiles(t *testing.T) {
-	code, js, _ := runCLI(t, "--machine", "mi250x-8gcd", "--format", "json")
+	code, js, _ := runCLI(t, "show", "--machine", "mi250x-8gcd", "--json")
 	if code != 0 {
 		t.Fatal("json failed")
 	}
@@ -62,17 +62,17 @@ func TestShowFormatsAndFiles(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "node.json")
 	os.WriteFile(path, []byte(js), 0o644)
-	code, dot, _ := runCLI(t, "--topology", path, "--format", "dot")
+	code, dot, _ := runCLI(t, "show", "--topology", path, "--dot")
 	if code != 0 || !strings.HasPrefix(dot, `graph "mi250x-8gcd"`) || !strings.Contains(dot, "XGMIx4") {
 		t.Errorf("dot from file: %d\n%s", code, dot)
 	}
 	smi := filepath.Join(t.TempDir(), "node.txt")
 	os.WriteFile(smi, []byte("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV2\t X \n"), 0o644)
-	code, _, errOut := runCLI(t, "--topology", smi)
-	if code != 1 || !strings.Contains(errOut, "asymmetric") {
+	code, _, errOut := runCLI(t, "show", "--topology", smi)
+	if code != 2 || !strings.Contains(errOut, "asymmetric") {
 		t.Errorf("asymmetric file: exit %d, %s", code, errOut)
 	}
-	code, out, _ := runCLI(t, "--topology", smi, "--lenient")
+	code, out, _ := runCLI(t, "show", "--topology", smi, "--lenient")
 	if code != 0 || !strings.Contains(out, "kept the weaker NV2") {
 		t.Errorf("lenient: exit %d\n%s", code, out)
 	}
@@ -85,13 +85,13 @@ func TestUsageErrors(t *testing.T) {
 	if code, _, _ := runCLI(t, "show", "--no-such-flag"); code != 2 {
 		t.Errorf("bad flag: %d", code)
 	}
-	if code, _, errOut := runCLI(t, "--machine", "nope"); code != 1 || !strings.Contains(errOut, "unknown machine") {
+	if code, _, errOut := runCLI(t, "show", "--machine", "nope"); code != 2 || !strings.Contains(errOut, "unknown machine") {
 		t.Errorf("unknown machine: %d %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "--machine", "dgx-h100", "--topology", "x"); code != 1 || !strings.Contains(errOut, "not both") {
+	if code, _, errOut := runCLI(t, "show", "--machine", "dgx-h100", "--topology", "x"); code != 2 || !strings.Contains(errOut, "not both") {
 		t.Errorf("both sources: %d %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "--format", "yaml", "--machine", "dgx-h100"); code != 1 || !strings.Contains(errOut, "unknown --format") {
+	if code, _, errOut := runCLI(t, "show", "--format", "yaml", "--machine", "dgx-h100"); code != 2 || !strings.Contains(errOut, "unknown --format") {
 		t.Errorf("bad format: %d %s", code, errOut)
 	}
 	if code, out, _ := runCLI(t, "help"); code != 0 || !strings.Contains(out, "machines") {
@@ -123,7 +123,7 @@ func TestShowHostileTopologyFile(t *testing.T) {
 	for _, file := range []string{hostileJSON, hostileSMI} {
 		for _, extra := range [][]string{nil, {"--lenient"}} {
 			code, out, errOut := runCLI(t, append([]string{"show", "--topology", file}, extra...)...)
-			assert.Equal(t, 1, code, "exit code for %s %v", file, extra)
+			assert.Equal(t, 2, code, "exit code for %s %v", file, extra)
 			assert.Empty(t, out)
 			assert.Contains(t, errOut, "exceeds a size limit")
 			assert.Contains(t, errOut, "topology.Max")
@@ -140,6 +140,6 @@ func TestShowTopologyFileTooBig(t *testing.T) {
 	require.NoError(t, f.Truncate(topology.MaxJSONBytes+1)) // sparse: no disk used
 	require.NoError(t, f.Close())
 	code, _, errOut := runCLI(t, "show", "--topology", path)
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "topology.MaxJSONBytes")
 }

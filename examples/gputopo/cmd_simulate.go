@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
@@ -47,6 +48,8 @@ type simFlags struct {
 	tie         string
 	out         string
 	workers     int
+	quiet       bool
+	asJSON      bool
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,7 +62,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.seeds, "seeds", "42-51", "`seeds`: a list (1,2,3) or a range (42-51)")
 	fs.Float64Var(&f.inflation, "inflation", simulate.DefaultInflation, fmt.Sprintf("inflate the pods' GPU requests to `RATIO` of capacity with random clones, at most %d (<= 0: replay the list as is)", simulate.MaxInflation))
 	fs.StringVar(&f.tie, "tie", "first", "break equal top scores by the `first` node in the seeded order (reproduces the paper) or at `random` (stock kube-scheduler)")
-	fs.StringVar(&f.out, "out", "simulate-out", "write per-run CSVs and the chart (PNG, SVG) to `DIR`; empty writes nothing")
+	fs.StringVar(&f.out, "out", "", "write per-run CSVs and the chart (PNG, SVG) to `DIR` (default: write nothing)")
+	fs.BoolVar(&f.quiet, "q", false, "no progress on stderr")
+	fs.BoolVar(&f.asJSON, "json", false, "print the summary (per policy, at 100% and 110% arrival) as JSON; the other lines go to stderr")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays to run at once (at least 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -97,7 +102,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("unknown --tie %q (want first or random)", f.tie)
 	}
 
-	nodes, pods, origin, paper, synthetic, err := f.load(ctx, stdout)
+	info := stdout // the lines around the summary
+	if f.asJSON {
+		info = stderr
+	}
+	nodes, pods, origin, paper, synthetic, err := f.load(ctx, info)
 	if err != nil {
 		return err
 	}
@@ -114,18 +123,27 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for _, p := range pods {
 		podMem += p.MemoryBytes
 	}
-	fmt.Fprintf(stdout, "%s\n%d GPU nodes (%d GPUs, %s memory), %d pods (%s memory asked); %d policies x %d seeds; ties: %s\n",
+	fmt.Fprintf(info, "%s\n%d GPU nodes (%d GPUs, %s memory), %d pods (%s memory asked); %d policies x %d seeds; ties: %s\n",
 		origin, gpuNodes, gpus, formatBytes(nodeMem), len(pods), formatBytes(podMem), len(pols), len(seeds), cfg.TieBreak)
 
 	start := time.Now()
 	res, err := simulate.ReplayAll(ctx, simulate.Experiment{Nodes: nodes, Pods: pods, Policies: pols, Seeds: seeds, Config: cfg},
-		simulate.WithWorkers(f.workers))
+		simulate.WithWorkers(f.workers), simulate.WithProgress(progress(stderr, f.quiet, len(pols)*len(seeds), start)))
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(stdout, "replayed %d runs in %.1fs on %d workers\n\n", len(res), elapsed.Seconds(), min(f.workers, len(res)))
-	writeSummary(stdout, res, paper && f.inflation == simulate.DefaultInflation)
+	fmt.Fprintf(info, "replayed %d runs in %.1fs on %d workers\n\n", len(res), elapsed.Seconds(), min(f.workers, len(res)))
+	if f.asJSON {
+		if err := writeJSON(stdout, struct {
+			At100 []simulate.Summary `json:"at100"`
+			At110 []simulate.Summary `json:"at110"`
+		}{simulate.Summarize(res, 100), simulate.Summarize(res, 110)}); err != nil {
+			return err
+		}
+	} else {
+		writeSummary(stdout, res, paper && f.inflation == simulate.DefaultInflation)
+	}
 
 	if f.out == "" {
 		return nil
@@ -149,7 +167,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nwrote %d run CSVs (arrival, allocation, fragmentation per %% of arrived workload) and %s to %s\n",
+	fmt.Fprintf(info, "\nwrote %d run CSVs (arrival, allocation, fragmentation per %% of arrived workload) and %s to %s\n",
 		len(res), strings.Join(charts, ", "), f.out)
 	return nil
 }
@@ -345,4 +363,24 @@ func formatBytes(b int64) string {
 		u++
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[u:u+1] + "iB"
+}
+
+// progress returns a WithProgress hook that prints a line on stderr as each
+// replay (policy, seed) finishes, with the count and elapsed time; nothing
+// with quiet.
+func progress(stderr io.Writer, quiet bool, runs int, start time.Time) func(simulate.Progress) {
+	if quiet {
+		return nil
+	}
+	var mu sync.Mutex
+	done := 0
+	return func(p simulate.Progress) {
+		if p.Done != p.Total {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		fmt.Fprintf(stderr, "[%d/%d] %s seed %d done (%.1fs)\n", done, runs, p.Policy, p.Seed, time.Since(start).Seconds())
+	}
 }

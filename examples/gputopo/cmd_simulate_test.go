@@ -99,24 +99,24 @@ func TestSimulateBadInput(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"-policies", "Nope"}, 1, `unknown policy "Nope"`},
-		{[]string{"-seeds", "x"}, 1, "bad --seeds"},
-		{[]string{"-seeds", "5-1"}, 1, "bad --seeds range"},
-		{[]string{"-tie", "coin"}, 1, "unknown --tie"},
-		{[]string{"-synthetic", "-3"}, 1, "want a node count"},
-		{[]string{"-synthetic", "10", "-nodes", nodes}, 1, "not both"},
-		{[]string{"-nodes", filepath.Join(dir, "missing.csv"), "-pods", pods}, 1, "missing.csv"},
-		{[]string{"-nodes", nodes, "-pods", pods}, 1, "pods.csv: line 3: column gpu_milli"},
+		{[]string{"-policies", "Nope"}, 2, `unknown policy "Nope"`},
+		{[]string{"-seeds", "x"}, 2, "bad --seeds"},
+		{[]string{"-seeds", "5-1"}, 2, "bad --seeds range"},
+		{[]string{"-tie", "coin"}, 2, "unknown --tie"},
+		{[]string{"-synthetic", "-3"}, 2, "want a node count"},
+		{[]string{"-synthetic", "10", "-nodes", nodes}, 2, "not both"},
+		{[]string{"-nodes", filepath.Join(dir, "missing.csv"), "-pods", pods}, 2, "missing.csv"},
+		{[]string{"-nodes", nodes, "-pods", pods}, 2, "pods.csv: line 3: column gpu_milli"},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
-		{[]string{"-inflation", "NaN"}, 1, "--inflation NaN: want a finite ratio"},
-		{[]string{"-inflation", "Inf"}, 1, "--inflation +Inf: want a finite ratio"},
-		{[]string{"-inflation", "-Inf"}, 1, "--inflation -Inf: want a finite ratio"},
-		{[]string{"-inflation", "1e9"}, 1, "more than 100 times"},
+		{[]string{"-inflation", "NaN"}, 2, "--inflation NaN: want a finite ratio"},
+		{[]string{"-inflation", "Inf"}, 2, "--inflation +Inf: want a finite ratio"},
+		{[]string{"-inflation", "-Inf"}, 2, "--inflation -Inf: want a finite ratio"},
+		{[]string{"-inflation", "1e9"}, 2, "more than 100 times"},
 		{[]string{"-inflation", "x"}, 2, "invalid value"},
-		{[]string{"-workers", "-1"}, 1, "--workers -1: want at least 1"},
-		{[]string{"-workers", "0"}, 1, "--workers 0: want at least 1"},
-		{[]string{"-synthetic", "1000000000"}, 1, "want a node count from 1 to 100000"},
-		{[]string{"-seeds", "1-5000"}, 1, "is 35000 runs, more than 1000"},
+		{[]string{"-workers", "-1"}, 2, "--workers -1: want at least 1"},
+		{[]string{"-workers", "0"}, 2, "--workers 0: want at least 1"},
+		{[]string{"-synthetic", "1000000000"}, 2, "want a node count from 1 to 100000"},
+		{[]string{"-seeds", "1-5000"}, 2, "is 35000 runs, more than 1000"},
 	}
 	for _, c := range cases {
 		code, _, errs := simCLI(t, append([]string{"simulate", "-out", ""}, c.args...)...)
@@ -164,7 +164,7 @@ func TestSimulateCancelled(t *testing.T) {
 	cancel()
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"simulate", "-synthetic", "60", "-seeds", "1", "-out", ""}, &out, &errb)
-	require.Equal(t, 1, code, "stdout %s", out.String())
+	require.Equal(t, exitInternal, code, "stdout %s", out.String())
 	require.Contains(t, errb.String(), "context canceled")
 }
 

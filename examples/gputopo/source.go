@@ -56,7 +56,14 @@ func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) 
 	case s.file != "":
 		// The parsers bound what they read; refuse a larger file before
 		// reading it, rather than let it be cut short.
-		if fi, err := os.Stat(s.file); err == nil && fi.Mode().IsRegular() && fi.Size() > maxTopologyFileBytes {
+		fi, err := os.Stat(s.file)
+		if err != nil {
+			return nil, "", inputError("topology file", s.file, err)
+		}
+		if fi.IsDir() {
+			return nil, "", fmt.Errorf("topology file %s is a directory (want our JSON or `nvidia-smi topo -m` output)", s.file)
+		}
+		if fi.Mode().IsRegular() && fi.Size() > maxTopologyFileBytes {
 			return nil, "", fmt.Errorf("topology file %s: %d bytes, more than topology.MaxJSONBytes (%d): %w", s.file, fi.Size(), maxTopologyFileBytes, topology.ErrLimit)
 		}
 		n, err := provider.File(s.file, topology.NvidiaSMIOptions{Model: s.model, Lenient: s.lenient}).Discover(ctx)
