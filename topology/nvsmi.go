@@ -336,18 +336,32 @@ func equalFoldAll(a, b []string) bool {
 
 func synthesizeSMIHeader(t *SMITable, gpuHint int) error {
 	t.HeaderSynthesized = true
+	// GPU rows decide the GPU count; a NIC row's "X" marks its own
+	// column, after the GPUs. Only when no row is named GPU<n> do all
+	// rows count.
+	gpuRows := false
+	for _, r := range t.Rows {
+		if smiGPUName.MatchString(r.Name) {
+			gpuRows = true
+			break
+		}
+	}
 	width, gpus := 0, gpuHint
 	for _, r := range t.Rows {
 		width = max(width, len(r.Cells))
 		if gpuHint > 0 {
 			continue
 		}
-		if m := smiGPUName.FindStringSubmatch(r.Name); m != nil {
+		m := smiGPUName.FindStringSubmatch(r.Name)
+		if m != nil {
 			k, err := strconv.Atoi(m[1])
 			if err != nil || k >= MaxDevices {
 				return fmt.Errorf("%w: nvidia-smi topo -m line %d: row %q: GPU index beyond topology.MaxDevices (%d)", ErrLimit, r.Line, r.Name, MaxDevices)
 			}
 			gpus = max(gpus, k+1)
+		}
+		if m == nil && gpuRows {
+			continue
 		}
 		for i, c := range r.Cells {
 			if c == "X" || smiNVCell.MatchString(c) {
@@ -362,12 +376,35 @@ func synthesizeSMIHeader(t *SMITable, gpuHint int) error {
 	if width-gpus > MaxNICs {
 		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, width-gpus, MaxNICs)
 	}
+	// A NIC column takes the name of the row whose "X" sits in it (NIC0,
+	// or mlx5_0 when the printout names NICs so), else NIC<k>.
+	nicNames := make(map[int]string)
+	used := make(map[string]bool)
+	for _, r := range t.Rows {
+		if smiGPUName.MatchString(r.Name) || used[r.Name] {
+			continue
+		}
+		for i, c := range r.Cells {
+			if c == "X" && i >= gpus && nicNames[i] == "" {
+				nicNames[i] = r.Name
+				used[r.Name] = true
+				break
+			}
+		}
+	}
 	t.Columns = make([]string, 0, width)
 	for i := 0; i < width; i++ {
-		if i < gpus {
+		switch {
+		case i < gpus:
 			t.Columns = append(t.Columns, "GPU"+strconv.Itoa(i))
-		} else {
-			t.Columns = append(t.Columns, "NIC"+strconv.Itoa(i-gpus))
+		case nicNames[i] != "":
+			t.Columns = append(t.Columns, nicNames[i])
+		default:
+			name := "NIC" + strconv.Itoa(i-gpus)
+			if used[name] {
+				name = "NIC#" + strconv.Itoa(i-gpus) // a row took this name for another column
+			}
+			t.Columns = append(t.Columns, name)
 		}
 	}
 	t.GPUs = gpus
@@ -515,7 +552,23 @@ func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
 			b.SetNICLink(g, k-t.GPUs, l.Kind)
 		}
 	}
-	return buildParsed(b)
+	n, err := buildParsed(b)
+	if err == nil && opts.Model != "" && !knownModel(opts.Model) {
+		n.warnings = append(n.warnings, fmt.Sprintf("GPU model %q is not in the link-rate table: bandwidths use the defaults (NVLink %g GB/s per link, PCIe Gen4) and NVSwitch inference allows %d NVLinks per GPU",
+			opts.Model, defaultRates.nvlink, defaultRates.maxNVLink))
+	}
+	return n, err
+}
+
+// knownModel reports whether the link-rate table has the model.
+func knownModel(model string) bool {
+	m := strings.ToUpper(model)
+	for _, r := range rateTable {
+		if strings.Contains(m, r.match) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseNvidiaSMI reads `nvidia-smi topo -m` output (see [ParseSMITable])

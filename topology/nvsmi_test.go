@@ -176,3 +176,46 @@ func FuzzParseNvidiaSMI(f *testing.F) {
 		}
 	})
 }
+
+// A header-less printout with NIC rows: the NIC rows' "X" cells do not
+// count as GPU columns, and the NIC columns take the rows' names (the
+// legend still maps NIC0 to mlx5_0).
+func TestParseNvidiaSMIHeaderlessNICRows(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, col, device string
+	}{
+		{"legend", "GPU0\t X \tNV4\tPIX\t0-11\t0\nGPU1\tNV4\t X \tPXB\t0-11\t0\nNIC0\tPIX\tPXB\t X \n\nNIC Legend:\n\n  NIC0: mlx5_0\n", "NIC0", "mlx5_0"},
+		{"rdma names", "GPU0 X NV4 PIX\nGPU1 NV4 X PXB\nmlx5_0 PIX PXB X\n", "mlx5_0", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, err := topology.ParseSMITable(strings.NewReader(tc.in))
+			require.NoError(t, err)
+			require.True(t, tab.HeaderSynthesized)
+			assert.Equal(t, 2, tab.GPUs)
+			assert.Equal(t, []string{"GPU0", "GPU1", tc.col}, tab.Columns)
+			n, err := tab.Node(topology.NvidiaSMIOptions{Model: "NVIDIA H100 80GB HBM3"})
+			require.NoError(t, err)
+			require.Equal(t, 2, n.Len())
+			nics := n.NICs()
+			require.Len(t, nics, 1)
+			assert.Equal(t, tc.col, nics[0].Name)
+			assert.Equal(t, tc.device, nics[0].Device)
+			assert.Equal(t, topology.LinkPIX, n.NICLink(0, 0))
+			assert.Equal(t, topology.LinkPXB, n.NICLink(1, 0))
+			assert.Empty(t, n.Warnings())
+		})
+	}
+}
+
+// A model the link-rate table does not know is accepted with a warning
+// saying the default rates are used; a known one gives none.
+func TestParseNvidiaSMIUnknownModelWarns(t *testing.T) {
+	in := "\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n"
+	n, err := topology.ParseNvidiaSMI(strings.NewReader(in), topology.NvidiaSMIOptions{Model: "Frobnitz 9000"})
+	require.NoError(t, err)
+	require.Len(t, n.Warnings(), 1)
+	assert.Contains(t, n.Warnings()[0], `"Frobnitz 9000" is not in the link-rate table`)
+	n, err = topology.ParseNvidiaSMI(strings.NewReader(in), topology.NvidiaSMIOptions{Model: "NVIDIA H200"})
+	require.NoError(t, err)
+	assert.Empty(t, n.Warnings())
+}

@@ -77,7 +77,7 @@ func renderNode(w io.Writer, n *topology.Node) error {
 		for i := 0; i < size; i++ {
 			var names []string
 			for _, k := range n.NearestNICs(i) {
-				names = append(names, nics[k].Name+" ("+n.NICLink(i, k).String()+")")
+				names = append(names, nicName(nics[k])+" ("+n.NICLink(i, k).String()+")")
 			}
 			if names != nil {
 				fmt.Fprintf(w, "  GPU%d: %s\n", i, strings.Join(names, ", "))
@@ -163,4 +163,13 @@ func partition(d topology.Device) string {
 		return s
 	}
 	return "-"
+}
+
+// nicName names a NIC by its RDMA device (mlx5_0), as our JSON and the DOT
+// output do, else by nvidia-smi's column name (NIC0).
+func nicName(nic topology.NIC) string {
+	if nic.Device != "" {
+		return nic.Device
+	}
+	return nic.Name
 }
