@@ -32,6 +32,7 @@ func runKube(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	warnStderr(stderr, n)
 	switch *output {
 	case "labels":
 		labels, annotations, err := kube.Metadata(n)

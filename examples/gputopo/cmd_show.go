@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -50,7 +51,10 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		if !bytes.HasSuffix(b, []byte("\n")) {
+			b = append(b, '\n')
+		}
+		_, err = stdout.Write(b)
 		return err
 	case *asDOT:
 		warnStderr(stderr, n)

@@ -1,8 +1,27 @@
-// Command gputopo discovers, shows and explains GPU topologies, and (as its
-// subcommands grow) places workloads on them.
+// Command gputopo discovers, shows and explains GPU topologies, places
+// workloads on them, and plans gangs and partitions.
 //
-//	gputopo [show] [flags]      discover this machine, or show a file or a reference machine
-//	gputopo <command> -h        help for a command
+//	gputopo                         the list of commands (also -h, help)
+//	gputopo show [flags]            discover this machine, or show a file or a reference machine
+//	gputopo help <command>          a command's flags (also gputopo <command> -h)
+//
+// Conventions every command follows:
+//
+//   - The command comes first, then its flags: gputopo show --machine dgx-h100.
+//   - Every command that prints data takes --json for machine-readable output
+//     (show also takes --dot for Graphviz); warnings then go to stderr.
+//   - Nothing is written into the working directory unless a flag names a
+//     file or directory (simulate --out DIR, capture -o FILE).
+//   - Long commands report progress on stderr (simulate: a line per
+//     policy and seed); -q silences it.
+//
+// Exit codes:
+//
+//	0  ok; the request fits
+//	1  does not fit, no plan, or nothing detected (gang, place,
+//	   mig place/defrag/template, detect)
+//	2  usage error or bad input: a flag, a missing or malformed file, a value
+//	3  internal error (a bug in gputopo), or interrupted / timed out
 //
 // Run `gputopo help` for the list of commands.
 package main
