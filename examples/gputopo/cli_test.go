@@ -105,6 +105,8 @@ func TestCLI(t *testing.T) {
 
 		// Common mistakes get a hint.
 		{name: "flag before the command", args: []string{"--json", "show"}, code: exitUsage, errOut: []string{"the command comes first", "gputopo show --json"}},
+		{name: "flags without a command", args: []string{"--machine", "dgx-h100"}, code: exitUsage, errOut: []string{"the command comes first", "gputopo show --machine dgx-h100"}},
+		{name: "flag before mig", args: []string{"--json", "mig", "models"}, code: exitUsage, errOut: []string{"gputopo mig models --json"}},
 		{name: "file without --topology", args: []string{"show", smi}, code: exitUsage, errOut: []string{"--topology " + smi}},
 		{name: "flag after an argument", args: []string{"machines", "x", "--json"}, code: exitUsage, errOut: []string{"unexpected arguments", "gputopo help machines"}},
 		{name: "--kfd given the parent", args: []string{"detect", "--kfd", kfdParent}, code: exitUsage, errOut: []string{"--kfd " + filepath.Join(kfdParent, "topology")}},

@@ -73,13 +73,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	if strings.HasPrefix(name, "-") {
 		fmt.Fprintf(stderr, "gputopo: %s: the command comes first, then its flags", name)
-		for _, a := range args[1:] {
+		hint := "show" // the flags are most likely show's
+		rest := args
+		for k, a := range args[1:] {
 			if _, ok := commands[a]; ok {
-				fmt.Fprintf(stderr, ": gputopo %s %s", a, name)
+				hint = a
+				rest = append(slices.Clone(args[k+2:]), args[:k+1]...)
 				break
 			}
 		}
-		fmt.Fprintln(stderr, "\n(run `gputopo help` for the commands)")
+		fmt.Fprintf(stderr, ", e.g. gputopo %s %s\n(run `gputopo help` for the commands)\n", hint, strings.Join(rest, " "))
 		return exitUsage
 	}
 	c, ok := commands[name]
