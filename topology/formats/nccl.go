@@ -68,7 +68,7 @@ type xmlElem struct {
 }
 
 func (e *xmlElem) attr(k, v string) *xmlElem { e.attrs = append(e.attrs, [2]string{k, v}); return e }
-func (e *xmlElem) add(c *xmlElem) *xmlElem  { e.subs = append(e.subs, c); return c }
+func (e *xmlElem) add(c *xmlElem) *xmlElem   { e.subs = append(e.subs, c); return c }
 
 func (e *xmlElem) write(w *bytes.Buffer, indent int) {
 	w.WriteString(strings.Repeat(" ", indent))
