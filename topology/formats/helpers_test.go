@@ -1,8 +1,8 @@
 package formats_test
 
 import (
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"

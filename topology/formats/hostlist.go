@@ -45,8 +45,9 @@ func needsLiteral(s string) bool { return strings.ContainsAny(s, "[],") }
 
 // CompressHostlist writes names as a Slurm hostlist expression:
 // "node01,node02,node03,node07,gpu-a" becomes "gpu-a,node[01-03,07]".
-// Names sharing a prefix and a numeric suffix of one width form a bracketed
-// range list; other names are written as they are. Groups are ordered by
+// Names sharing a prefix and a numeric suffix (unpadded, or zero-padded to
+// one width) form a bracketed range list; other names are written as they
+// are. Groups are ordered by
 // prefix, then width; numbers ascend. Duplicates are written once. The
 // result expands back to the same set with [ExpandHostlist].
 func CompressHostlist(names []string) string {
@@ -56,13 +57,27 @@ func CompressHostlist(names []string) string {
 	}
 	groups := map[key][]uint64{}
 	var literal []string
+	var plain []hostName
 	for _, s := range names {
 		h := splitHost(s)
 		if h.digits == "" || needsLiteral(h.prefix) {
 			literal = append(literal, s)
 			continue
 		}
+		if len(h.digits) > 1 && h.digits[0] == '0' {
+			k := key{h.prefix, len(h.digits)} // zero-padded: one group per width
+			groups[k] = append(groups[k], h.num)
+		} else {
+			plain = append(plain, h)
+		}
+	}
+	// An unpadded number as long as a padded group's width joins that
+	// group ("n09", "n10" → "n[09-10]"); the rest share one unpadded group.
+	for _, h := range plain {
 		k := key{h.prefix, len(h.digits)}
+		if _, ok := groups[k]; !ok {
+			k.width = 0
+		}
 		groups[k] = append(groups[k], h.num)
 	}
 	type group struct {
