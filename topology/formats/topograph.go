@@ -136,7 +136,13 @@ func TopographLabels(c *topology.Cluster) (map[string]map[string]string, error) 
 			if len(d.Name()) > 63 {
 				return nil, fmt.Errorf("formats: Topograph labels: domain %q: name longer than 63 characters: %w", d.Path(), errors.ErrUnsupported)
 			}
-			labels[keyOf[d.Level()]] = d.Name()
+			key := keyOf[d.Level()]
+			if _, dup := labels[key]; dup {
+				// Two domains of one level above one node: the cluster merged
+				// same-named domains of different levels under one parent.
+				return nil, fmt.Errorf("formats: Topograph labels: node %q has two domains of level %q (path %q); each label holds one: %w", c.Node(i).Name, d.Level(), c.DomainOf(i).Path(), errors.ErrUnsupported)
+			}
+			labels[key] = d.Name()
 		}
 		out[c.Node(i).Name] = labels
 	}
