@@ -185,6 +185,11 @@ func shapeKeyOf(m *model) shapeKey {
 			put(int64(m.scopeID[k][i]))
 		}
 		put(int64(m.memory[i]))
+		if m.numaKnown[i] {
+			put(1)
+		} else {
+			put(0)
+		}
 		if m.healthy[i] {
 			put(1)
 		} else {
@@ -196,7 +201,7 @@ func shapeKeyOf(m *model) shapeKey {
 			put(int64(m.node.NICLink(i, nic)))
 		}
 		for j := range m.n {
-			put(m.bw[i*m.n+j])
+			put(m.rv[i*m.n+j]) // bandwidth and link group
 			put(int64(m.pcie[i*m.n+j]))
 			if m.sw[i*m.n+j] {
 				put(1)

@@ -81,7 +81,7 @@ func (r Result) String() string {
 }
 
 // explainLoss describes why loser lost to winner.
-func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, win, lose []Component) string {
+func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey, loseKey int64, win, lose []Component) string {
 	type loss struct {
 		name   string
 		amount float64
@@ -100,6 +100,13 @@ func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, win, lo
 		if d > 1e-12 {
 			losses = append(losses, loss{win[i].Name, d, fmt.Sprintf("%s vs %s", lose[i].Detail, win[i].Detail)})
 		}
+	}
+	if wc, lc := winKey>>32, loseKey>>32; wc > lc {
+		return fmt.Sprintf("request first: weaker ring class %d < %d (%s vs %s)", lc, wc, lose[0].Detail, win[0].Detail)
+	}
+	if winKey > loseKey {
+		return fmt.Sprintf("request first: same ring class, lower own quality (ring, aggregate, NUMA, PCIe, affinity, scope) %.6f < %.6f",
+			float64(loseKey&(1<<32-1))/ownSteps, float64(winKey&(1<<32-1))/ownSteps)
 	}
 	if winScore == loseScore || len(losses) == 0 {
 		return fmt.Sprintf("tied at score %.4f; %v comes first in device order", winScore, winSet)

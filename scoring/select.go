@@ -114,8 +114,11 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		cands = table
 	}
 	var bestS, secondS uint32
+	var bestKey, secondKey int64
 	bestRaw, secondRaw := math.Inf(-1), math.Inf(-1)
 	found, foundSecond := false, false
+	lex, ownScale := q.lex, q.ownScale
+	class := t.class
 	count := 0
 	for _, S := range cands {
 		if S&^F != 0 || S&Q != Q {
@@ -126,7 +129,25 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 		count++
 		us := u[S]
-		raw := q.wU * us
+		own := q.wU * us
+		if q.wAff > 0 {
+			sum := 0.0
+			for r := S; r != 0; r &= r - 1 {
+				sum += aff[bits.TrailingZeros32(r)]
+			}
+			own += q.wAff * sum * inv
+		}
+		if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
+			own += q.wScope
+		}
+		var key int64
+		if lex {
+			key = int64(class[S])<<32 | int64(own*ownScale+0.5)
+			if found && key < bestKey && (!q.explain || (foundSecond && key < secondKey)) {
+				continue // cannot win (nor come second)
+			}
+		}
+		raw := own
 		if P != nil {
 			la := us
 			if p := P[F&^S]; p < la {
@@ -136,16 +157,6 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 		for i := range npk {
 			raw += cPack * recip[bits.OnesCount32(pk[i][S]&F)]
-		}
-		if q.wAff > 0 {
-			sum := 0.0
-			for r := S; r != 0; r &= r - 1 {
-				sum += aff[bits.TrailingZeros32(r)]
-			}
-			raw += q.wAff * sum * inv
-		}
-		if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
-			raw += q.wScope
 		}
 		if q.wFit > 0 {
 			sum := 0.0
@@ -157,13 +168,13 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		if q.wFrag > 0 {
 			raw += q.wFrag * q.fragOfMask(free, S, slice)
 		}
-		if !found || raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
+		if !found || key > bestKey || (key == bestKey && (raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)))) {
 			if found {
-				secondS, secondRaw, foundSecond = bestS, bestRaw, true
+				secondS, secondKey, secondRaw, foundSecond = bestS, bestKey, bestRaw, true
 			}
-			bestS, bestRaw, found = S, raw, true
-		} else if !foundSecond || raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS)) {
-			secondS, secondRaw, foundSecond = S, raw, true
+			bestS, bestKey, bestRaw, found = S, key, raw, true
+		} else if !foundSecond || key > secondKey || (key == secondKey && (raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS)))) {
+			secondS, secondKey, secondRaw, foundSecond = S, key, raw, true
 		}
 	}
 	if !found {
@@ -177,7 +188,7 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 			sc := q.normalize(secondRaw)
 			comps := q.smallComponents(t, wt, P, secondS, F, aff[:], fit[:], free)
 			res.RunnerUp = &RunnerUp{Set: second, Score: sc, Components: comps,
-				Why: explainLoss(res.Set, second, res.Score, sc, res.Components, comps)}
+				Why: explainLoss(res.Set, second, res.Score, sc, bestKey, secondKey, res.Components, comps)}
 		}
 	}
 	return res, nil
@@ -219,19 +230,20 @@ func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64,
 			}
 		}
 	}
-	return q.components(set, t.own[S], t.ringMB[S], la, laDetail, aff, fit, free)
+	return q.components(set, t.own[S], t.ringRV[S], la, laDetail, aff, fit, free)
 }
 
 // components lists the named terms of a set.
-func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string, aff, fit []float64, free []int64) []Component {
+func (q *query) components(set DeviceSet, o own, ringRV int64, la float64, laDetail string, aff, fit []float64, free []int64) []Component {
 	w := &q.w
 	var cs []Component
 	k := set.Len()
 	ringDetail, aggDetail, pcieDetail := "single device", "single device", "single device"
 	if k >= 2 {
-		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s", float64(ringMB)/1000)
+		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s (%s, ring class %d)", float64(rvMB(ringRV))/1000,
+			[...]string{"no path", "PCIe", "fabric"}[min(ringRV>>rvShift, 2)], ringClass(ringRV))
 		aggDetail = fmt.Sprintf("each member reaches the others at %.1f GB/s (mean)", bwFromScore(o.agg))
-		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (PIX 1 .. SYS 0.2)", o.pcie)
+		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (fabric or PIX 1 .. SYS 0.2)", o.pcie)
 	}
 	numaSpan := int(math.Round(1 / o.numa))
 	numaDetail := "within 1 NUMA node"

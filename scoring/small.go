@@ -17,23 +17,24 @@ type smallTables struct {
 	n       int
 	byCount [smallMax + 1][]uint32 // every mask, grouped by device count
 	own     []own
-	ringMB  []int64
+	ringRV  []int64  // ring value of the best ring's bottleneck
+	class   []uint16 // ring class (ringClass; ringClassSingle below 2 devices)
 	touched [scopeKinds][]uint32
 }
 
 func newSmallTables(m *model) *smallTables {
 	n := m.n
 	N := 1 << n
-	t := &smallTables{n: n, own: make([]own, N), ringMB: make([]int64, N)}
+	t := &smallTables{n: n, own: make([]own, N), ringRV: make([]int64, N), class: make([]uint16, N)}
 	for k := range t.touched {
 		t.touched[k] = make([]uint32, N)
 	}
-	// Ranks of the distinct bandwidths, for a compact ring DP.
+	// Ranks of the distinct ring values, for a compact ring DP.
 	var vals []int64
 	seen := map[int64]bool{}
 	for i := range n {
 		for j := i + 1; j < n; j++ {
-			if b := m.bw[i*n+j]; !seen[b] {
+			if b := m.rv[i*n+j]; !seen[b] {
 				seen[b] = true
 				vals = append(vals, b)
 			}
@@ -48,7 +49,7 @@ func newSmallTables(m *model) *smallTables {
 	for i := range n {
 		for j := range n {
 			if i != j {
-				rank[i*n+j] = rankOf[m.bw[i*n+j]]
+				rank[i*n+j] = rankOf[m.rv[i*n+j]]
 			}
 		}
 	}
@@ -81,16 +82,20 @@ func newSmallTables(m *model) *smallTables {
 			p += int32(m.pcie[h*n+j])
 		}
 		direct[mask], switched[mask], pcie[mask] = d, s, p
-		numaBits[mask] = numaBits[prev] | 1<<uint(m.numa[h]&63)
+		numaBits[mask] = numaBits[prev]
+		if m.numaKnown[h] {
+			numaBits[mask] |= 1 << uint(m.numa[h]&63)
+		}
 		for k := range t.touched {
 			t.touched[k][mask] = t.touched[k][prev] | uint32(m.scope[k][h].lowBits())
 		}
 		k := bits.OnesCount64(uint64(mask))
 		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), pcieSum: int(p)}
 		if k >= 2 {
-			st.ringMB = vals[ringRank[mask]-1]
+			st.ringRV = vals[ringRank[mask]-1]
 		}
-		t.ringMB[mask] = st.ringMB
+		t.ringRV[mask] = st.ringRV
+		t.class[mask] = uint16(st.class())
 		t.own[mask] = st.components()
 	}
 	return t
