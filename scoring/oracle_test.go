@@ -889,3 +889,59 @@ func wantErr(t *rapid.T, err, sentinel error) {
 		t.Fatalf("error %v, want %v", err, sentinel)
 	}
 }
+
+// TestRequestFirstRing: on random graphs under default weights, no other
+// candidate has a strictly better ring bottleneck than the answer: none has
+// a higher ring class, and none whose bottleneck is in the same link group
+// (fabric, PCIe, no path) has one more than 1/16 octave (4.4%, the
+// documented tolerance) stronger.
+func TestRequestFirstRing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		node := genNode(t, 9)
+		state := genState(t, node.Len())
+		req := genRequest(t, node, state)
+		req.Weights = nil
+		o := newOracle(node, state, req)
+		_, ncand, scores := o.best()
+		res, err := SelectDevices(node, state, req)
+		if ncand == 0 {
+			if err == nil {
+				t.Fatalf("no candidate, chose %v", res.Set)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Devices()
+		mine := scores[res.Set.String()]
+		for key, e := range scores {
+			if e.class > mine.class {
+				t.Fatalf("chose %v (ring class %d), %s has ring class %d", got, mine.class, key, e.class)
+			}
+		}
+		if len(got) < 2 {
+			return
+		}
+		gotRing := o.ringOrder(got)
+		var rec func(start int, s []int)
+		free := o.free()
+		rec = func(start int, s []int) {
+			if len(s) == o.k {
+				if !o.candidateOK(s) {
+					return
+				}
+				r := o.ringOrder(s)
+				if math.Floor(r/1e9) == math.Floor(gotRing/1e9) && r-gotRing > 0 &&
+					math.Log2(1+o.ring(s)) > math.Log2(1+o.ring(got))+1.0/16 {
+					t.Fatalf("chose %v (ring %.3f GB/s), %v has ring %.3f GB/s", got, o.ring(got), s, o.ring(s))
+				}
+				return
+			}
+			for j := start; j < len(free); j++ {
+				rec(j+1, append(slices.Clone(s), free[j]))
+			}
+		}
+		rec(0, nil)
+	})
+}
