@@ -181,20 +181,20 @@ func (c *largeCand) cand() candidate { return candidate{c.set, c.key, c.score, c
 
 // largeSearch is the per-query state of the collapsed search.
 type largeSearch struct {
-	q      *query
-	lm     *largeModel
-	C      int
-	free   []int   // usable members per class
-	req    []int   // required members per class
-	chosen [][]int // per class, usable members in the order they are taken
-	fitPre [][]float64
-	affC   []float64
-	twinOf []int             // previous class of the same symmetry group, -1 if none
-	x      []int             // current counts
-	suffix []int             // usable devices in classes c.. (for pruning)
-	scopeN [scopeKinds][]int // usable devices per scope id
-	best   largeCand
-	second largeCand
+	q         *query
+	lm        *largeModel
+	C         int
+	free      []int   // usable members per class
+	req       []int   // required members per class
+	chosen    [][]int // per class, usable members in the order they are taken
+	fitPre    [][]float64
+	affC      []float64
+	twinOf    []int             // previous class of the same symmetry group, -1 if none
+	x         []int             // current counts
+	suffix    []int             // usable devices in classes c.. (for pruning)
+	scopeN    [scopeKinds][]int // usable devices per scope id
+	best      largeCand
+	second    largeCand
 	count     int
 	truncated bool
 	gpuFree   []int64 // per device, with the fragmentation term

@@ -115,14 +115,14 @@ type model struct {
 	// scopeID[k][i] numbers device i's scope of kind k+1.
 	scopeID [scopeKinds][]int
 	// useful[k] reports whether some scope of kind k+1 holds 2+ devices.
-	useful  [scopeKinds]bool
-	numa    []int // NUMA locality group id (scopeID[ScopeNUMA-1])
+	useful [scopeKinds]bool
+	numa   []int // NUMA locality group id (scopeID[ScopeNUMA-1])
 	// numaKnown[i]: device i has a NUMA node or a CPU affinity. Unknown
 	// devices do not count towards a set's NUMA span.
 	numaKnown []bool
-	memory  []uint64
-	healthy []bool
-	nics    int
+	memory    []uint64
+	healthy   []bool
+	nics      int
 }
 
 func newModel(node *topology.Node) (*model, error) {
