@@ -71,7 +71,7 @@ type Affinity struct {
 	// NICs lists preferred NIC indices (into topology.Node.NICs; an index
 	// the node does not have is an ErrInvalidRequest); a device
 	// scores by its PCIe path class to the closest of them (PIX 1, PXB 0.8,
-	// PHB 0.6, NODE 0.4, SYS 0.2, unknown 0).
+	// PHB 0.6, NODE 0.4, SYS 0.2; an unknown path counts as SYS).
 	NICs []int
 }
 

@@ -12,7 +12,10 @@ type Result struct {
 	Set DeviceSet
 	// Score is the objective value of Set, the weighted mean of its
 	// components, in [0,1]. Scores are comparable across nodes for the same
-	// request (no component is normalised by the node's own best).
+	// request (no component is normalised by the node's own best). Within a
+	// node, request first (the default), the set is chosen by ring class
+	// and own quality before Score (see "Request first" in the package
+	// documentation).
 	Score float64
 	// Exact reports whether Set is proven optimal under the objective
 	// (always for nodes of up to 16 devices; see the package documentation
@@ -50,12 +53,15 @@ type Component struct {
 type RunnerUp struct {
 	// Set is the runner-up devices.
 	Set DeviceSet
-	// Score is its objective value.
+	// Score is its objective value. Request first (the default), it may
+	// exceed the winner's Score when the runner-up has a lower ring class
+	// or own quality; Why then says so.
 	Score float64
 	// Components are its named terms, in the same order as the winner's.
 	Components []Component
-	// Why explains the loss: the components where it scored lower, largest
-	// weighted loss first, or the tie-break when scores are equal.
+	// Why explains the loss: a lower ring class or own quality (request
+	// first), else the components where it scored lower, largest weighted
+	// loss first, or the tie-break when scores are equal.
 	Why string
 }
 
