@@ -68,7 +68,7 @@ var recip = func() (r [MaxDevices + 1]float64) {
 func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)
-	u := wt.u
+	uk := wt.uk
 	F := uint32(q.free.lowBits())
 	Q := uint32(q.required.lowBits())
 	var P []float64
@@ -113,13 +113,67 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 		cands = table
 	}
+	// Candidates compare by (key, raw, device order). The key is 0 when
+	// the request trades; keys start below every real key (>= 0).
 	var bestS, secondS uint32
-	var bestKey, secondKey int64
+	bestKey, secondKey := int64(math.MinInt64), int64(math.MinInt64)
 	bestRaw, secondRaw := math.Inf(-1), math.Inf(-1)
-	found, foundSecond := false, false
-	lex, ownScale := q.lex, q.ownScale
-	class := t.class
+	var keyMask int64 // all ones when request first
+	if q.lex {
+		keyMask = -1
+	}
+	ownScale := q.ownScale
+	// Without affinity or a preferred scope the own quality is u and its
+	// key is tabulated.
+	ownOnly := q.wAff == 0 && q.wScope == 0
+	// limKey: a set of a lower key cannot win (with an explanation: cannot
+	// come second either), so its remaining terms are not computed.
+	explain := q.explain
+	limKey := int64(math.MinInt64)
 	count := 0
+	if q.lex && ownOnly && q.allowed == nil && !explain {
+		// Fast path: key groups best first; the first group with a usable
+		// set holds the winner, and within a group only the score counts.
+		ko := wt.keyOrder(t, q.k)
+		for g := 0; g+1 < len(ko.start) && bestKey == math.MinInt64; g++ {
+			group := ko.masks[ko.start[g]:ko.start[g+1]]
+			for _, S := range group {
+				if S&^F != 0 || S&Q != Q {
+					continue
+				}
+				if q.scopeReq && scopeT[S] != scopeMask[bits.TrailingZeros32(S)] {
+					continue
+				}
+				count++
+				us := uk[S].u
+				raw := q.wU * us
+				if P != nil {
+					la := us
+					if p := P[F&^S]; p < la {
+						la = p
+					}
+					raw += q.wLA * la
+				}
+				for i := range npk {
+					raw += cPack * recip[bits.OnesCount32(pk[i][S]&F)]
+				}
+				if q.wFit > 0 {
+					sum := 0.0
+					for r := S; r != 0; r &= r - 1 {
+						sum += fit[bits.TrailingZeros32(r)]
+					}
+					raw += q.wFit * sum * inv
+				}
+				if q.wFrag > 0 {
+					raw += q.wFrag * q.fragOfMask(free, S, slice)
+				}
+				if raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
+					bestS, bestKey, bestRaw = S, uk[S].key, raw
+				}
+			}
+		}
+		cands = nil
+	}
 	for _, S := range cands {
 		if S&^F != 0 || S&Q != Q {
 			continue
@@ -128,26 +182,26 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 			continue
 		}
 		count++
-		us := u[S]
-		own := q.wU * us
-		if q.wAff > 0 {
-			sum := 0.0
-			for r := S; r != 0; r &= r - 1 {
-				sum += aff[bits.TrailingZeros32(r)]
+		e := uk[S]
+		us := e.u
+		raw := q.wU * us
+		key := e.key & keyMask
+		if !ownOnly {
+			if q.wAff > 0 {
+				sum := 0.0
+				for r := S; r != 0; r &= r - 1 {
+					sum += aff[bits.TrailingZeros32(r)]
+				}
+				raw += q.wAff * sum * inv
 			}
-			own += q.wAff * sum * inv
-		}
-		if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
-			own += q.wScope
-		}
-		var key int64
-		if lex {
-			key = int64(class[S])<<32 | int64(own*ownScale+0.5)
-			if found && key < bestKey && (!q.explain || (foundSecond && key < secondKey)) {
-				continue // cannot win (nor come second)
+			if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
+				raw += q.wScope
 			}
+			key = (key>>32<<32 | int64(raw*ownScale+0.5)) & keyMask
 		}
-		raw := own
+		if key < limKey {
+			continue
+		}
 		if P != nil {
 			la := us
 			if p := P[F&^S]; p < la {
@@ -168,15 +222,20 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		if q.wFrag > 0 {
 			raw += q.wFrag * q.fragOfMask(free, S, slice)
 		}
-		if !found || key > bestKey || (key == bestKey && (raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)))) {
-			if found {
-				secondS, secondKey, secondRaw, foundSecond = bestS, bestKey, bestRaw, true
+		if key > bestKey || (key == bestKey && (raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)))) {
+			if explain {
+				secondS, secondKey, secondRaw = bestS, bestKey, bestRaw
+				limKey = secondKey
+			} else {
+				limKey = key
 			}
-			bestS, bestKey, bestRaw, found = S, key, raw, true
-		} else if !foundSecond || key > secondKey || (key == secondKey && (raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS)))) {
-			secondS, secondKey, secondRaw, foundSecond = S, key, raw, true
+			bestS, bestKey, bestRaw = S, key, raw
+		} else if explain && (key > secondKey || (key == secondKey && (raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS))))) {
+			secondS, secondKey, secondRaw = S, key, raw
+			limKey = secondKey
 		}
 	}
+	found, foundSecond := bestKey != math.MinInt64, secondKey != math.MinInt64
 	if !found {
 		return Result{}, q.unsatisfiable()
 	}
@@ -221,7 +280,7 @@ func (q *query) unsatisfiable() error {
 
 func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64, free []int64) []Component {
 	set := setFromMask(uint64(S))
-	la, laDetail := wt.u[S], fmt.Sprintf("no %d-device group left to protect", q.L)
+	la, laDetail := wt.uk[S].u, fmt.Sprintf("no %d-device group left to protect", q.L)
 	if P != nil {
 		if p := P[F&^S]; !math.IsInf(p, 1) {
 			laDetail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f", q.L, p)
