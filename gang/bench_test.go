@@ -1,10 +1,13 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // busy adds running pods to a spec: on a share of the nodes, a random
@@ -26,7 +29,7 @@ func busy(sp spec, share float64, seed uint64) spec {
 
 func benchCheck(b *testing.B, s *Snapshot, j *Job, want Verdict) {
 	b.Helper()
-	r, err := Check(s, j)
+	r, err := Check(context.Background(), s, j)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func benchCheck(b *testing.B, s *Snapshot, j *Job, want Verdict) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Check(s, j); err != nil {
+		if _, err := Check(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -92,12 +95,12 @@ func queueJobs(n int, seed uint64) []Job {
 		}
 		switch x := r.IntN(10); {
 		case x < 7:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1 << r.IntN(3), CPUMilli: 8000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1 << r.IntN(3)}, CPUMilli: 8000}}}
 		case x < 9:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
 			j.Topology = Constraint{Level: "rack", Mode: Preferred}
 		default:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
 			j.Topology = Constraint{Level: "block"}
 		}
 		jobs[i] = j
@@ -118,8 +121,8 @@ func BenchmarkPlanQueue(b *testing.B) {
 	}
 	s := sp.build(b)
 	jobs := queueJobs(1000, 4)
-	opts := QueueOptions{Queues: []QueueSpec{{Name: "prod", Weight: 3}, {Name: "research", Weight: 2}}}
-	plan, err := PlanQueue(s, jobs, opts)
+	opts := WithQueues(QueueSpec{Name: "prod", Weight: 3}, QueueSpec{Name: "research", Weight: 2})
+	plan, err := PlanQueue(context.Background(), s, jobs, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,7 +133,7 @@ func BenchmarkPlanQueue(b *testing.B) {
 	b.Logf("actions: %v, reservation: %v", counts, plan.Reservation != nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := PlanQueue(s, jobs, opts); err != nil {
+		if _, err := PlanQueue(context.Background(), s, jobs, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -144,14 +147,14 @@ func BenchmarkPreemptNVL72(b *testing.B) {
 	j := workers("urgent", 18, 4)
 	j.NVLink = &NVLink{}
 	j.Priority = 10
-	p, err := Preempt(s, j)
+	p, err := Preempt(context.Background(), s, j)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%d victims in %s, cost %v, exact %v, %d sets tried", len(p.Victims), p.Domain, p.Cost, p.Exact, p.Considered)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Preempt(s, j); err != nil {
+		if _, err := Preempt(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,11 +2,13 @@ package gang
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // Verdict says whether and when a job fits.
@@ -52,6 +54,12 @@ type Resources struct {
 	// the resource (so it is not a limit).
 	CPUMilli    int64 `json:"cpuMilli,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// SharedSlices counts shared device slices (Pod.Devices.Shared) asked
+	// for; SharedMemoryBytes is their device memory, or the device memory
+	// free for slices (healthy devices not held whole nor in MIG mode, less
+	// what slices hold) or being released.
+	SharedSlices      int   `json:"sharedSlices,omitempty"`
+	SharedMemoryBytes int64 `json:"sharedMemoryBytes,omitempty"`
 }
 
 // Holder is a job holding capacity in a domain.
@@ -61,7 +69,9 @@ type Holder struct {
 	Pods      int    `json:"pods"`
 	GPUs      int    `json:"gpus"`
 	MIGSlices int    `json:"migSlices,omitempty"`
-	Releasing bool   `json:"releasing,omitempty"`
+	// SharedSlices counts the shared device slices the job holds.
+	SharedSlices int  `json:"sharedSlices,omitempty"`
+	Releasing    bool `json:"releasing,omitempty"`
 }
 
 // DomainStatus says how close one domain is to holding the job.
@@ -128,15 +138,29 @@ func (r *Result) Err() error {
 	return fmt.Errorf("%w: job %s", s, r.Job)
 }
 
-// Option configures Check and the planners.
+// Option tunes one call of Check, Preempt or PlanQueue; an option that
+// does not concern a call (a queue option passed to Check) is ignored.
 type Option func(*config)
 
 type config struct {
-	strategy Strategy
+	strategy      Strategy
+	queues        []QueueSpec
+	noReservation bool
 }
 
 // WithStrategy sets how a gang spreads inside its domain (default BestFit).
 func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithQueues sets PlanQueue's queue weights; a queue not listed weighs 1.
+// Several WithQueues add up.
+func WithQueues(queues ...QueueSpec) Option {
+	return func(c *config) { c.queues = append(c.queues, queues...) }
+}
+
+// WithoutReservation turns PlanQueue's head-of-line reservation off: every
+// job that fits starts, in order (plain priority order, which can starve
+// large gangs).
+func WithoutReservation() Option { return func(c *config) { c.noReservation = true } }
 
 func newConfig(opts []Option) config {
 	var c config
@@ -152,18 +176,20 @@ func newConfig(opts []Option) config {
 // answers whether the gang can still be completed around them, which is
 // the question a Permit-time gang plugin asks. Check never changes s.
 //
-// Errors are for malformed input only (wrapping ErrInvalidJob); a job that
-// does not fit is a Result.
-func Check(s *Snapshot, j *Job, opts ...Option) (*Result, error) {
+// Errors are for malformed input (wrapping ErrInvalidJob) and for a
+// cancelled ctx (wrapping ctx.Err(); the search looks at ctx every few
+// hundred nodes, so it stops within about a millisecond); a job that does
+// not fit is a Result.
+func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, error) {
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {
 		return nil, err
 	}
-	return s.check(p, cfg)
+	return s.check(newPoller(ctx), p, cfg)
 }
 
-func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
+func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) {
 	r := &Result{Job: p.job.Name, Proven: true}
 	if len(p.never) > 0 {
 		r.Verdict = NeverFits
@@ -171,7 +197,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		r.Demand = minDemand(p)
 		return r, nil
 	}
-	pl, sv, err := s.solveView(p, s.viewNow(), true, cfg.strategy, -1)
+	pl, sv, err := s.place(nil, poll, p, search{view: s.viewNow(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -182,10 +208,8 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	}
 	nowSolver := sv
 	r.Proven = r.Proven && sv.exact
-	after := s.viewNow()
 	if s.hasReleasing() {
-		after = s.viewAfterRelease()
-		pl, sv, err = s.solveView(p, after, true, cfg.strategy, -1)
+		pl, sv, err = s.place(nil, poll, p, search{view: s.viewAfterRelease(), withMembers: true, strategy: cfg.strategy, restrict: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +222,7 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		}
 		r.Proven = r.Proven && sv.exact
 	}
-	epl, esv, err := s.solveView(p, s.viewEmpty(), false, cfg.strategy, -1)
+	epl, esv, err := s.place(nil, poll, p, search{view: s.viewEmpty(), strategy: cfg.strategy, restrict: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -209,15 +233,19 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 		r.Reasons = s.neverReasons(p, esv)
 		return r, nil
 	}
-	if nowSolver.memCount > 0 {
+	if nowSolver.members.count > 0 {
 		drop := p.job.Name
-		pl, _, err := s.solveView(p, s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), false, cfg.strategy, -1)
+		pl, _, err := s.place(nil, poll, p, search{view: s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), strategy: cfg.strategy, restrict: -1})
+		if err := poll.now(); err != nil {
+			return nil, err
+		}
 		if err == nil && pl != nil {
 			r.MembersStuck = true
 		}
 	}
 	dem := r.Demand
 	enough := r.Free.GPUs+r.Releasing.GPUs >= dem.GPUs && r.Free.MIGSlices+r.Releasing.MIGSlices >= dem.MIGSlices &&
+		r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes >= dem.SharedMemoryBytes &&
 		(r.Free.CPUMilli < 0 || r.Free.CPUMilli+r.Releasing.CPUMilli >= dem.CPUMilli) &&
 		(r.Free.MemoryBytes < 0 || r.Free.MemoryBytes+r.Releasing.MemoryBytes >= dem.MemoryBytes)
 	if enough {
@@ -228,51 +256,9 @@ func (s *Snapshot) check(p *problem, cfg config) (*Result, error) {
 	r.Domains = s.domainStatus(p, sv)
 	r.Reasons = s.blockReasons(p, r, sv)
 	if r.MembersStuck {
-		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.memCount))
+		r.Reasons = append(r.Reasons, fmt.Sprintf("the %d placed members cannot be completed where they are, but the whole gang fits now elsewhere: release them", nowSolver.members.count))
 	}
 	return r, nil
-}
-
-// solveView looks for a placement of p in view v. It returns the solver
-// (with the DP of the last attempt) for explanations.
-func (s *Snapshot) solveView(p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	return s.solveWith(&solver{}, p, v, withMembers, strategy, restrict)
-}
-
-// solveWith is solveView reusing sv's buffers.
-func (s *Snapshot) solveWith(sv *solver, p *problem, v *view, withMembers bool, strategy Strategy, restrict int32) (*Placement, *solver, error) {
-	if err := sv.reset(s, p, v, withMembers, strategy); err != nil {
-		return nil, nil, err
-	}
-	sv.restrict = restrict
-	for _, at := range p.attempts() {
-		sv.run(at)
-		ch, ok := sv.choose()
-		if !ok {
-			continue
-		}
-		var shares []assign
-		if ch.dom >= 0 {
-			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
-				return nil, nil, fmt.Errorf("gang: %w", err)
-			}
-		} else {
-			shares = []assign{{node: ch.node, t: ch.t}}
-		}
-		pl, err := sv.build(ch, shares)
-		if err != nil {
-			return nil, nil, fmt.Errorf("gang: %w", err)
-		}
-		pl.Notes = append(pl.Notes, p.notes...)
-		if at.note != "" {
-			pl.Notes = append(pl.Notes, at.note)
-		}
-		if ch.level < p.jobPref {
-			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
-		}
-		return pl, sv, nil
-	}
-	return nil, sv, nil
 }
 
 // releasingOn lists the terminating pods on the nodes a placement uses.
@@ -286,7 +272,7 @@ func (s *Snapshot) releasingOn(pl *Placement) []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -301,6 +287,10 @@ func minDemand(p *problem) Resources {
 		d.MIGSlices += int(n * int64(sp.shape.migN) * int64(migSlices(sp.shape.profile)))
 		d.CPUMilli += n * sp.cpu
 		d.MemoryBytes += n * int64(sp.mem)
+		if sp.shape.shared {
+			d.SharedSlices += int(n)
+			d.SharedMemoryBytes += n * int64(sp.shape.shMem)
+		}
 		count += n
 	}
 	for i := range p.sets {
@@ -337,6 +327,9 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 		u := s.usage[n]
 		free.GPUs += int(u.free)
 		free.MIGSlices += int(u.freeMIG)
+		if p.hasShared {
+			free.SharedMemoryBytes += sharedFree(st, u.state)
+		}
 		if free.CPUMilli >= 0 {
 			if st.info.CPUMilli == 0 {
 				free.CPUMilli, rel.CPUMilli = -1, -1
@@ -357,9 +350,15 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 				continue
 			}
 			for _, d := range a.Devices {
-				if st.healthy[d] {
-					rel.GPUs++
+				if !st.healthy[d] {
+					continue
 				}
+				if a.Shared != nil {
+					rel.SharedMemoryBytes += int64(a.Shared.MemoryBytes)
+					continue
+				}
+				rel.GPUs++
+				rel.SharedMemoryBytes += int64(st.topo.Device(d).MemoryBytes)
 			}
 			for _, m := range a.MIG {
 				rel.MIGSlices += m.Placement.Size
@@ -373,15 +372,6 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 		}
 	}
 	r.Free, r.Releasing = free, rel
-}
-
-func (sv *solver) anyEligible(n int32) bool {
-	for i := range sv.m {
-		if sv.elig[i] == nil || sv.elig[i][n] {
-			return true
-		}
-	}
-	return false
 }
 
 // statusLevel is the level whose domains a Blocked or Fragmented verdict
@@ -417,15 +407,18 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 					holders[name] = h
 				}
 				h.Pods++
-				h.GPUs += len(a.Devices)
+				h.GPUs += a.wholeGPUs()
+				if a.Shared != nil {
+					h.SharedSlices += len(a.Devices)
+				}
 				for _, m := range a.MIG {
 					h.MIGSlices += m.Placement.Size
 				}
 				h.Releasing = h.Releasing && a.Releasing
 				if a.Releasing {
-					ds.ReleasingGPUs += len(a.Devices)
+					ds.ReleasingGPUs += a.wholeGPUs()
 				} else {
-					ds.HeldGPUs += len(a.Devices)
+					ds.HeldGPUs += a.wholeGPUs()
 				}
 			}
 		}
@@ -433,7 +426,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			ds.Holders = append(ds.Holders, *h)
 		}
 		slices.SortFunc(ds.Holders, func(a, b Holder) int {
-			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), strings.Compare(a.Job, b.Job))
+			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), cmp.Compare(b.SharedSlices, a.SharedSlices), strings.Compare(a.Job, b.Job))
 		})
 		if len(ds.Holders) > 5 {
 			ds.Holders = ds.Holders[:5]
@@ -441,7 +434,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 	}
 	if lv == tr.nodeLevel() {
 		for n := range s.nodes {
-			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.nodeFront(int32(n)).total(), 0))}
+			ds := DomainStatus{Domain: s.nodes[n].name, Level: LevelNode, Needed: need, Pods: int(max(sv.frontOfNode(int32(n)).total(), 0))}
 			out = append(out, ds)
 		}
 	} else {
@@ -449,7 +442,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			if tr.doms[d].level != lv {
 				continue
 			}
-			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.domFront(int32(d)).total(), 0))}
+			ds := DomainStatus{Domain: tr.path(int32(d)), Level: tr.levelName(lv), Needed: need, Pods: int(max(sv.frontOfDom(int32(d)).total(), 0))}
 			out = append(out, ds)
 		}
 	}
@@ -482,9 +475,18 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		where = "one " + lvName + " domain"
 	}
 	if r.Verdict == Fragmented {
-		out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
+		if d.SharedSlices > 0 {
+			out = append(out, fmt.Sprintf("%d MiB of GPU memory are free or being released for shared slices (%d MiB needed by %d slices), but it is fragmented: no placement in %s has GPUs with room for each slice",
+				(r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes)>>20, d.SharedMemoryBytes>>20, d.SharedSlices, where))
+		}
+		if d.GPUs > 0 || d.SharedSlices == 0 {
+			out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
+		}
 	} else {
 		switch {
+		case r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes < d.SharedMemoryBytes:
+			out = append(out, fmt.Sprintf("needs %d MiB of GPU memory for %d shared slices, %d MiB are free and %d MiB being released",
+				d.SharedMemoryBytes>>20, d.SharedSlices, r.Free.SharedMemoryBytes>>20, r.Releasing.SharedMemoryBytes>>20))
 		case r.Free.GPUs+r.Releasing.GPUs < d.GPUs:
 			out = append(out, fmt.Sprintf("needs %d GPUs, %d are free and %d being released", d.GPUs, r.Free.GPUs, r.Releasing.GPUs))
 		case r.Free.MIGSlices+r.Releasing.MIGSlices < d.MIGSlices:
@@ -504,13 +506,20 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		line += fmt.Sprintf(", %d held)", b.HeldGPUs)
 		var held, rel []string
 		for _, h := range b.Holders {
-			if h.GPUs == 0 && h.MIGSlices == 0 {
+			var parts []string
+			if h.GPUs > 0 {
+				parts = append(parts, fmt.Sprintf("%d GPUs", h.GPUs))
+			}
+			if h.MIGSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d MIG slices", h.MIGSlices))
+			}
+			if h.SharedSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d shared slices", h.SharedSlices))
+			}
+			if len(parts) == 0 {
 				continue
 			}
-			what := fmt.Sprintf("%s (%d GPUs)", h.Job, h.GPUs)
-			if h.GPUs == 0 {
-				what = fmt.Sprintf("%s (%d MIG slices)", h.Job, h.MIGSlices)
-			}
+			what := fmt.Sprintf("%s (%s)", h.Job, strings.Join(parts, ", "))
 			if h.Releasing {
 				rel = append(rel, what)
 			} else {
@@ -559,19 +568,19 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 	lv := p.statusLevel()
 	need := minDemand(p).Pods
 	if lv == 0 {
-		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.domFront(s.tree.root()).total(), 0), need))
+		out = append(out, fmt.Sprintf("the whole cluster holds at most %d of the %d pods the gang needs", max(sv.frontOfDom(s.tree.root()).total(), 0), need))
 	} else {
 		var best int64
 		count := 0
 		if lv == s.tree.nodeLevel() {
 			for n := range s.nodes {
-				best = max(best, sv.nodeFront(int32(n)).total())
+				best = max(best, sv.frontOfNode(int32(n)).total())
 				count++
 			}
 		} else {
 			for d := range s.tree.doms {
 				if s.tree.doms[d].level == lv {
-					best = max(best, sv.domFront(int32(d)).total())
+					best = max(best, sv.frontOfDom(int32(d)).total())
 					count++
 				}
 			}
@@ -584,4 +593,20 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 		}
 	}
 	return out
+}
+
+// sharedFree returns the device memory free for shared slices on a node:
+// healthy devices not held whole nor in MIG mode, less what slices hold.
+func sharedFree(st *nodeStatic, state *scoring.State) int64 {
+	var free int64
+	for d := range st.devices {
+		u := state.Usage(d)
+		if !st.healthy[d] || st.migOn[d] || u.Allocated {
+			continue
+		}
+		if c := st.topo.Device(d).MemoryBytes; c > u.MemoryUsed {
+			free += int64(min(c-u.MemoryUsed, MaxBytes))
+		}
+	}
+	return free
 }

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -8,7 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -38,25 +43,17 @@ func TestCheck_BestFitAndBalanced(t *testing.T) {
 	if r.Verdict != Fits || r.Placement.Domain != "b0/r1" {
 		t.Fatalf("%v in %q", r.Verdict, r.Placement.Domain)
 	}
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.0": 10, "b0/r1/uuid-0-1.1": 2}) {
-		t.Fatalf("bestfit per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.0": 10, "b0/r1/uuid-0-1.1": 2}, podsPer(s, r.Placement, "clique"), "bestfit per clique")
 	r = mustCheck(t, s, j, WithStrategy(Balanced))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.0": 8, "b0/r1/uuid-0-1.1": 4}) {
-		t.Fatalf("balanced per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.0": 8, "b0/r1/uuid-0-1.1": 4}, podsPer(s, r.Placement, "clique"), "balanced per clique")
 	// 12 pods over two cliques of 10 free: 6 and 6 (Kueue's example)
 	j.Topology = Constraint{Level: "rack"}
 	j.PodSets[0].Pod.NodeSelector = map[string]string{lRack: "r0"}
 	r = mustCheck(t, s, j, WithStrategy(Balanced))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r0/uuid-0-0.0": 6, "b0/r0/uuid-0-0.1": 6}) {
-		t.Fatalf("balanced per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r0/uuid-0-0.0": 6, "b0/r0/uuid-0-0.1": 6}, podsPer(s, r.Placement, "clique"), "balanced per clique")
 	// one pod: the tightest clique of the tightest rack (optimize last)
 	r = mustCheck(t, s, workers("one", 1, 8))
-	if got := podsPer(s, r.Placement, "clique"); !reflect.DeepEqual(got, map[string]int{"b0/r1/uuid-0-1.1": 1}) {
-		t.Fatalf("single pod per clique %v", got)
-	}
+	require.Equal(t, map[string]int{"b0/r1/uuid-0-1.1": 1}, podsPer(s, r.Placement, "clique"), "single pod per clique")
 }
 
 func TestCheck_Verdicts(t *testing.T) {
@@ -193,7 +190,7 @@ func TestCheck_Members(t *testing.T) {
 	}
 	// more members than replicas is malformed
 	j.PodSets[0].Replicas = 1
-	if _, err := Check(s, j); !errors.Is(err, ErrInvalidJob) {
+	if _, err := Check(context.Background(), s, j); !errors.Is(err, ErrInvalidJob) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -263,7 +260,7 @@ func TestJob_Validate(t *testing.T) {
 		"duplicate set":      func(j *Job) { j.PodSets = append(j.PodSets, j.PodSets[0]) },
 		"zero replicas":      func(j *Job) { j.PodSets[0].Replicas = 0 },
 		"min above replicas": func(j *Job) { j.PodSets[0].MinReplicas = 5 },
-		"negative GPUs":      func(j *Job) { j.PodSets[0].Pod.GPUs = -1 },
+		"negative GPUs":      func(j *Job) { j.PodSets[0].Pod.Devices.Count = -1 },
 		"minCount too big":   func(j *Job) { j.MinCount = 5 },
 		"minCount below set": func(j *Job) { j.PodSets[0].MinReplicas = 3; j.MinCount = 2 },
 		"mode without level": func(j *Job) { j.Topology.Mode = Preferred },
@@ -272,12 +269,12 @@ func TestJob_Validate(t *testing.T) {
 			j.PodSets[0].Slices = &Slices{Size: 2}
 		},
 		"slice misfit":    func(j *Job) { j.PodSets[0].Slices = &Slices{Size: 3, Level: "rack"} },
-		"MIG with memory": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "1g.10gb"; j.PodSets[0].Pod.GPUMemory = 1 },
+		"MIG with memory": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "1g.10gb"; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"bad MIG profile": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "big" },
-		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.GPUs = 0; j.PodSets[0].Pod.GPUMemory = 1 },
+		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.Devices.Count = 0; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"nvlink and topo": func(j *Job) { j.NVLink = &NVLink{}; j.Topology = Constraint{Level: "rack"} },
 		"nvlink misfit":   func(j *Job) { j.NVLink = &NVLink{SliceSize: 3} },
-		"nvlink no GPUs":  func(j *Job) { j.NVLink = &NVLink{}; j.PodSets[0].Pod.GPUs = 0 },
+		"nvlink no GPUs":  func(j *Job) { j.NVLink = &NVLink{}; j.PodSets[0].Pod.Devices.Count = 0 },
 		"negative run":    func(j *Job) { j.RunTime = -1 },
 		"empty selector":  func(j *Job) { j.PodSets[0].Pod.NodeSelector = map[string]string{"": "x"} },
 	}
@@ -285,21 +282,14 @@ func TestJob_Validate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := ok()
 			mutate(j)
-			if err := j.Validate(); !errors.Is(err, ErrInvalidJob) {
-				t.Fatalf("err %v", err)
-			}
-			if _, err := Check(flat(t, 1).build(t), j); !errors.Is(err, ErrInvalidJob) {
-				t.Fatalf("Check err %v", err)
-			}
+			assert.ErrorIs(t, j.Validate(), ErrInvalidJob)
+			_, err := Check(context.Background(), flat(t, 1).build(t), j)
+			assert.ErrorIs(t, err, ErrInvalidJob, "Check")
 		})
 	}
-	if err := ok().Validate(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ok().Validate())
 	var nilJob *Job
-	if err := nilJob.Validate(); !errors.Is(err, ErrInvalidJob) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, nilJob.Validate(), ErrInvalidJob)
 }
 
 // TestValidate_RejectsBrokenPlacements tampers with a valid placement in
@@ -348,31 +338,21 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := clone()
 			mutate(p)
-			if err := s.Validate(j, p); !errors.Is(err, ErrInvalidPlacement) {
-				t.Fatalf("Validate: %v", err)
-			}
-			if err := s.Assume(j, p); err == nil {
-				t.Fatal("Assume accepted it")
-			}
-			if !reflect.DeepEqual(before, s.Allocations()) {
-				t.Fatal("a failed Assume changed the snapshot")
-			}
+			require.ErrorIs(t, s.Validate(j, p), ErrInvalidPlacement, "Validate")
+			require.Error(t, s.Assume(j, p), "Assume accepted it")
+			require.Equal(t, before, s.Allocations(), "a failed Assume changed the snapshot")
 		})
 	}
-	if err := s.Validate(j, clone()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Validate(j, clone()))
 }
 
 func TestNewSnapshot_Errors(t *testing.T) {
 	sp := flat(t, 2)
-	if _, err := NewSnapshot(nil, nil, nil); !errors.Is(err, ErrInvalidSnapshot) {
-		t.Fatal(err)
-	}
+	_, err := NewSnapshot(nil, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	s := sp.build(t)
-	if _, err := NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil); !errors.Is(err, ErrInvalidSnapshot) {
-		t.Fatal(err)
-	}
+	_, err = NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil)
+	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	cases := map[string][]Allocation{
 		"no names":         {{Node: "n00"}},
 		"negative CPU":     {{Job: "a", Node: "n00", CPUMilli: -1}},
@@ -394,9 +374,8 @@ func TestNewSnapshot_Errors(t *testing.T) {
 				allocs[0].MemoryBytes = 1 << 40
 				infos[0].MemoryBytes = 1 << 30
 			}
-			if _, err := NewSnapshot(s.Cluster(), infos, allocs); !errors.Is(err, ErrInvalidSnapshot) {
-				t.Fatalf("err %v", err)
-			}
+			_, err := NewSnapshot(s.Cluster(), infos, allocs)
+			require.ErrorIs(t, err, ErrInvalidSnapshot)
 		})
 	}
 }
@@ -407,8 +386,8 @@ func TestCheck_LargeAndMixedJobs(t *testing.T) {
 	s := fourTier(t, 1, 2, 2, 4).build(t)
 	j := &Job{Name: "mixed", PodSets: []PodSet{
 		{Name: "launcher", Replicas: 1, Pod: Pod{CPUMilli: 4000}},
-		{Name: "worker", Replicas: 8, Pod: Pod{GPUs: 8, CPUMilli: 64000}, Topology: Constraint{Level: "rack"}},
-		{Name: "eval", Replicas: 4, Pod: Pod{GPUs: 4}, Topology: Constraint{Level: "clique"}},
+		{Name: "worker", Replicas: 8, Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}, Topology: Constraint{Level: "rack"}},
+		{Name: "eval", Replicas: 4, Pod: Pod{Devices: scoring.Request{Count: 4}}, Topology: Constraint{Level: "clique"}},
 	}}
 	r := mustCheck(t, s, j)
 	if r.Verdict != Fits || !r.Proven {
@@ -439,10 +418,10 @@ func TestCheck_Concurrent(t *testing.T) {
 			for i := range 10 {
 				j := workers(fmt.Sprint("c", g, i), 1+(g+i)%6, 1<<((g+i)%4))
 				j.Priority = 9
-				if _, e := Check(s, j); e != nil {
+				if _, e := Check(context.Background(), s, j); e != nil {
 					err = e
 				}
-				if _, e := Preempt(s, j); e != nil && !errors.Is(e, ErrNoVictims) {
+				if _, e := Preempt(context.Background(), s, j); e != nil && !errors.Is(e, ErrNoVictims) {
 					err = e
 				}
 			}

@@ -88,19 +88,21 @@
 //
 // # Files
 //
-// [ParseJobs] and [ParseCluster] read the YAML or JSON files of the gputopo
-// gang command; the formats are documented on [JobFile] and [ClusterFile].
+// Package gang/gangfile reads the YAML or JSON job and cluster files of the
+// gputopo gang command into this package's values.
 //
 // # Limits
 //
 // Inputs are bounded before anything grows with them (see [MaxNodes],
-// [MaxJobPods], [MaxFileBytes] and the other Max constants): a file or a
-// value beyond a limit fails with an error wrapping topology.ErrLimit that
-// names the limit. Victim searches scale their budget to the snapshot's
-// size, and Preemption.Exact says when one stopped early.
+// [MaxJobPods] and the other Max constants): a value beyond a limit fails
+// with an error wrapping topology.ErrLimit that names the limit. Victim
+// searches scale their budget to the snapshot's size, and
+// Preemption.Exact says when one stopped early. Check, Preempt and
+// PlanQueue take a context and stop soon after it is cancelled.
 //
 // Every error wraps a sentinel (ErrInvalidJob, ErrInvalidSnapshot,
-// ErrInvalidPlacement, ErrParse), and Result.Err wraps one of ErrPipelined,
+// ErrInvalidPlacement, ErrParse, ErrInternal, or the context's error),
+// and Result.Err wraps one of ErrPipelined,
 // ErrBlocked, ErrFragmented, ErrNeverFits. The package builds with
 // CGO_ENABLED=0 and imports no provider.
 package gang

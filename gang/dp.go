@@ -38,38 +38,32 @@ func (f front) total() int64 {
 
 // holds reports whether t lies in f.
 func (f front) holds(t []int64) bool {
-	for s := range t {
-		if t[s] < f.low[s] {
-			return false
-		}
+	if !atLeast(t, f.low) {
+		return false
 	}
 	for _, p := range f.pts {
-		ok := true
-		for s := range t {
-			if t[s] > p[s] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if atLeast(p, t) {
 			return true
 		}
 	}
 	return false
 }
 
+// atLeast says whether p ≥ q in every coordinate of q.
+func atLeast(p, q []int64) bool {
+	for s := range q {
+		if p[s] < q[s] {
+			return false
+		}
+	}
+	return true
+}
+
 // prune keeps the Pareto-maximal points that lie above low.
 func prune(low []int64, pts [][]int64) [][]int64 {
 	out := pts[:0:0]
 	for _, p := range pts {
-		ok := true
-		for s := range p {
-			if p[s] < low[s] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if atLeast(p, low) {
 			out = append(out, p)
 		}
 	}
@@ -96,14 +90,7 @@ func prune(low []int64, pts [][]int64) [][]int64 {
 	for _, p := range out {
 		dominated := false
 		for _, q := range kept {
-			d := true
-			for s := range p {
-				if p[s] > q[s] {
-					d = false
-					break
-				}
-			}
-			if d {
+			if atLeast(q, p) {
 				dominated = true
 				break
 			}

@@ -3,27 +3,36 @@ package gang
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
-// callers can branch with errors.Is.
+// callers can branch with errors.Is. ErrInvalidJob, ErrInvalidSnapshot and
+// ErrInvalidPlacement wrap topology.ErrInvalidRequest; a cancelled call
+// wraps the context's error.
 var (
 	// ErrInvalidJob: a job is malformed (no pod sets, a negative count, a
 	// threshold above the replica count, a slice size that does not divide
 	// the replicas, GPUs and a MIG profile on one pod, ...). Retrying will
 	// not help.
-	ErrInvalidJob = errors.New("gang: invalid job")
+	ErrInvalidJob = fmt.Errorf("gang: invalid job: %w", topology.ErrInvalidRequest)
 	// ErrInvalidSnapshot: a cluster snapshot is malformed (an allocation on
 	// an unknown node or device, a device or MIG slot booked twice, more
 	// CPU or memory allocated than the node has, ...).
-	ErrInvalidSnapshot = errors.New("gang: invalid snapshot")
+	ErrInvalidSnapshot = fmt.Errorf("gang: invalid snapshot: %w", topology.ErrInvalidRequest)
 	// ErrInvalidPlacement: a placement does not hold against a snapshot
 	// (Snapshot.Validate, Snapshot.Assume): over capacity, a device or MIG
 	// slot booked twice, a topology constraint broken, a threshold missed.
-	ErrInvalidPlacement = errors.New("gang: invalid placement")
-	// ErrParse: a job or cluster file is malformed. Parse errors name the
-	// field at fault.
-	ErrParse = errors.New("gang: parse error")
+	ErrInvalidPlacement = fmt.Errorf("gang: invalid placement: %w", topology.ErrInvalidRequest)
+	// ErrParse is topology.ErrParse, re-exported: a job or cluster file,
+	// or a name given to an enum parser (ParseStrategy, Mode.UnmarshalText),
+	// is malformed. Parse errors name the field at fault.
+	ErrParse = topology.ErrParse
+	// ErrInternal is topology.ErrInternal, re-exported: an internal
+	// invariant of the solver failed (a bug in gang, never bad input); the
+	// error names the invariant.
+	ErrInternal = topology.ErrInternal
 )
 
 // Verdict sentinels: Result.Err returns an error wrapping one of them when

@@ -1,9 +1,11 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -169,12 +171,12 @@ func nvl72(tb testing.TB, racks int) spec {
 }
 
 func workers(name string, replicas, gpus int) *Job {
-	return &Job{Name: name, PodSets: []PodSet{{Name: "worker", Replicas: replicas, Pod: Pod{GPUs: gpus}}}}
+	return &Job{Name: name, PodSets: []PodSet{{Name: "worker", Replicas: replicas, Pod: Pod{Devices: scoring.Request{Count: gpus}}}}}
 }
 
 func mustCheck(tb testing.TB, s *Snapshot, j *Job, opts ...Option) *Result {
 	tb.Helper()
-	r, err := Check(s, j, opts...)
+	r, err := Check(context.Background(), s, j, opts...)
 	if err != nil {
 		tb.Fatalf("Check(%s): %v", j.Name, err)
 	}

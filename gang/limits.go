@@ -6,27 +6,17 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// Size limits. Every file parser and every API entry point checks them
+// Size limits. Every API entry point (and the file parsers of package
+// gangfile, which has its own MaxFileBytes) checks them
 // before allocating anything that grows with the size asked for, so a
 // small hostile input (a node template with "count: 1000000000", a job of
 // a billion pods, a YAML alias bomb) is refused quickly with an error that
 // wraps topology.ErrLimit and names the limit, instead of costing memory
 // in proportion to the number it names.
 const (
-	// MaxFileBytes bounds a job or cluster file: the bytes read (ReadFile,
-	// ParseJobs, ParseCluster) and the document once YAML anchors and
-	// aliases are expanded. The YAML parser holds about 60 times the text
-	// while it works, so a dense file at the limit (110,000 allocations)
-	// peaks near 200 MB; large clusters are described with node templates
-	// ("count", "{i}") and catalogue machines, which cost little text.
-	MaxFileBytes = 2 << 20
 	// MaxNodes bounds the nodes of a snapshot (NewSnapshot, and a cluster
 	// file after its node templates are expanded).
 	MaxNodes = 1 << 16
-	// MaxExpandedBytes bounds what a cluster file's node templates expand
-	// to: the node names, per-node label values and domain paths of every
-	// expanded node (an estimate of the memory they take).
-	MaxExpandedBytes = 32 << 20
 	// MaxLabels bounds the labels of one node (and the keys of a node
 	// selector).
 	MaxLabels = 256

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"testing"
@@ -175,7 +176,7 @@ func TestMIGCapacityIsMaximal(t *testing.T) {
 		}
 		greedy := 0
 		for {
-			a, err := mig.Place(work, mig.Request{Profile: p.Name.String()}, mig.PlaceOptions{})
+			a, err := mig.Place(context.Background(), work, mig.Request{Profile: p.Name}, mig.PlaceOptions{})
 			if err != nil {
 				break
 			}

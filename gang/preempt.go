@@ -2,6 +2,7 @@ package gang
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,9 +100,10 @@ func budgetFor(s *Snapshot, limit int) int {
 // the job's own members, never a job of equal or higher priority (a job's
 // priority is the highest of its pods'). Terminating pods are taken as gone
 // already. When j fits without evicting anything the plan has no victims.
-// Errors wrap ErrInvalidJob for a malformed job and ErrNoVictims when
-// nothing helps.
-func Preempt(s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
+// Errors wrap ErrInvalidJob for a malformed job, ErrNoVictims when
+// nothing helps, and ctx.Err() when ctx is cancelled (looked at before
+// every victim set tried and every few hundred nodes inside a try).
+func Preempt(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {
@@ -111,11 +113,14 @@ func Preempt(s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
 		return nil, &NoVictimsError{Job: j.Name, Reasons: p.never}
 	}
 	prio := s.jobPriorities()
-	rs := &removalSearch{s: s, p: p, strategy: cfg.strategy, budget: budgetFor(s, searchBudget),
+	rs := &removalSearch{s: s, poll: newPoller(ctx), p: p, strategy: cfg.strategy, budget: budgetFor(s, searchBudget),
 		gone:     func(a *Allocation) bool { return a.Releasing },
 		eligible: func(job string) bool { return job != j.Name && prio[job] < j.Priority },
 		prio:     prio}
-	best, why := rs.run()
+	best, why, err := rs.run()
+	if err != nil {
+		return nil, err
+	}
 	if best == nil {
 		return nil, &NoVictimsError{Job: j.Name, Reasons: why}
 	}
@@ -142,6 +147,7 @@ func (s *Snapshot) jobPriorities() map[string]int {
 // a gang fit inside one domain.
 type removalSearch struct {
 	s        *Snapshot
+	poll     *poller
 	p        *problem
 	strategy Strategy
 	budget   int
@@ -172,13 +178,16 @@ func (rs *removalSearch) view(victims map[string]bool) *view {
 	return rs.s.viewWithout("without victims", func(a *Allocation) bool { return rs.gone(a) || victims[a.jobName()] })
 }
 
-func (rs *removalSearch) fits(d int32, victims map[string]bool) *Placement {
+// fits places the gang in domain d (-1: anywhere) with victims gone. Only
+// a cancelled context is an error: a placement that fails to build counts
+// as no fit.
+func (rs *removalSearch) fits(d int32, victims map[string]bool) (*Placement, error) {
 	rs.tried++
-	pl, _, err := rs.s.solveView(rs.p, rs.view(victims), true, rs.strategy, d)
+	pl, _, err := rs.s.place(nil, rs.poll, rs.p, search{view: rs.view(victims), withMembers: true, strategy: rs.strategy, restrict: d})
 	if err != nil {
-		return nil
+		return nil, rs.poll.err
 	}
-	return pl
+	return pl, nil
 }
 
 // wholeGPUs returns the healthy whole GPUs (not in MIG mode) of the
@@ -217,7 +226,7 @@ func (rs *removalSearch) holders(d int32) []held {
 				by[a.jobName()] = h
 			}
 			h.pods++
-			h.gpus += len(a.Devices)
+			h.gpus += a.wholeGPUs()
 			for _, m := range a.MIG {
 				h.slots += m.Placement.Size
 			}
@@ -247,7 +256,7 @@ func (rs *removalSearch) cost(victims []string) Cost {
 			}
 			a := &rs.s.allocs[k]
 			c.Pods++
-			c.GPUs += len(a.Devices)
+			c.GPUs += a.wholeGPUs()
 			for _, m := range a.MIG {
 				c.MIGSlices += m.Placement.Size
 			}
@@ -259,11 +268,11 @@ func (rs *removalSearch) cost(victims []string) Cost {
 // run searches every candidate domain: greedily first (most GPUs first,
 // then pruning victims that turn out unneeded), then exhaustively over
 // smaller victim sets within the budget.
-func (rs *removalSearch) run() (*removal, []string) {
+func (rs *removalSearch) run() (*removal, []string, error) {
 	s, p := rs.s, rs.p
 	rs.exact = true
-	if pl := rs.fits(-1, nil); pl != nil {
-		return &removal{dom: -1, pl: pl}, nil
+	if pl, err := rs.fits(-1, nil); err != nil || pl != nil {
+		return &removal{dom: -1, pl: pl}, nil, err
 	}
 	// Domains that could hold the gang at all: where it fits with every
 	// removable job gone.
@@ -272,10 +281,10 @@ func (rs *removalSearch) run() (*removal, []string) {
 		all[h.job] = true
 	}
 	if len(all) == 0 {
-		return nil, []string{"no running job may be removed (none of lower priority holds capacity)"}
+		return nil, []string{"no running job may be removed (none of lower priority holds capacity)"}, nil
 	}
-	if rs.fits(-1, all) == nil {
-		return nil, []string{fmt.Sprintf("the gang does not fit even with all %d removable jobs gone", len(all))}
+	if pl, err := rs.fits(-1, all); err != nil || pl == nil {
+		return nil, []string{fmt.Sprintf("the gang does not fit even with all %d removable jobs gone", len(all))}, err
 	}
 	var doms []int32
 	for d := range s.tree.doms {
@@ -323,7 +332,10 @@ func (rs *removalSearch) run() (*removal, []string) {
 		for _, h := range hs {
 			set[h.job] = true
 		}
-		pl := rs.fits(d, set)
+		pl, err := rs.fits(d, set)
+		if err != nil {
+			return nil, nil, err
+		}
 		if pl == nil {
 			continue
 		}
@@ -338,7 +350,11 @@ func (rs *removalSearch) run() (*removal, []string) {
 			for _, h := range hs[:mid] {
 				cur[h.job] = true
 			}
-			if q := rs.fits(d, cur); q != nil {
+			q, err := rs.fits(d, cur)
+			if err != nil {
+				return nil, nil, err
+			}
+			if q != nil {
 				hi, pl = mid, q
 			} else {
 				lo = mid + 1
@@ -359,7 +375,11 @@ func (rs *removalSearch) run() (*removal, []string) {
 				break
 			}
 			delete(cur, v)
-			if q := rs.fits(d, cur); q != nil {
+			q, err := rs.fits(d, cur)
+			if err != nil {
+				return nil, nil, err
+			}
+			if q != nil {
 				pl = q
 				vs = slices.DeleteFunc(vs, func(x string) bool { return x == v })
 			} else {
@@ -377,26 +397,30 @@ func (rs *removalSearch) run() (*removal, []string) {
 	}
 	if best == nil {
 		if !rs.exact {
-			return nil, []string{fmt.Sprintf("no victims found within the search budget (%d victim sets tried)", rs.tried)}
+			return nil, []string{fmt.Sprintf("no victims found within the search budget (%d victim sets tried)", rs.tried)}, nil
 		}
-		return nil, []string{"no single domain holds the gang after removing the lower-priority jobs inside it"}
+		return nil, []string{"no single domain holds the gang after removing the lower-priority jobs inside it"}, nil
 	}
 	// exhaustive: victim sets smaller than (or as small as, but cheaper
 	// than) the best found, in every candidate domain
 	for _, c := range cands {
 		for k := 1; k <= best.cost.Jobs && k <= len(c.hs); k++ {
-			if !rs.combos(c.d, c.hs, k, &best, better) {
+			done, err := rs.combos(c.d, c.hs, k, &best, better)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !done {
 				rs.exact = false
-				return best, nil
+				return best, nil, nil
 			}
 		}
 	}
-	return best, nil
+	return best, nil, nil
 }
 
 // combos tries every k-subset of hs in domain d, keeping the cheapest that
 // fits. It returns false when the budget ran out.
-func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, better func(*removal) bool) bool {
+func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, better func(*removal) bool) (bool, error) {
 	idx := make([]int, k)
 	for i := range idx {
 		idx[i] = i
@@ -404,7 +428,10 @@ func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, bette
 	for {
 		rs.steps++
 		if rs.steps > 100*rs.budget {
-			return false
+			return false, nil
+		}
+		if err := rs.poll.tick(1); err != nil {
+			return false, err
 		}
 		vs := make([]string, k)
 		set := make(map[string]bool, k)
@@ -415,9 +442,13 @@ func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, bette
 		c := rs.cost(vs)
 		if c.Compare((*best).cost) < 0 {
 			if rs.tried > rs.budget {
-				return false
+				return false, nil
 			}
-			if pl := rs.fits(d, set); pl != nil {
+			pl, err := rs.fits(d, set)
+			if err != nil {
+				return false, err
+			}
+			if pl != nil {
 				r := &removal{dom: d, victims: vs, pl: pl, cost: c}
 				if better(r) {
 					*best = r
@@ -430,7 +461,7 @@ func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, bette
 			i--
 		}
 		if i < 0 {
-			return true
+			return true, nil
 		}
 		idx[i]++
 		for j := i + 1; j < k; j++ {
@@ -457,7 +488,7 @@ func (rs *removalSearch) plan(r *removal) *Preemption {
 			}
 			a := &s.allocs[k]
 			vi.Pods++
-			vi.GPUs += len(a.Devices)
+			vi.GPUs += a.wholeGPUs()
 			for _, m := range a.MIG {
 				vi.MIGSlices += m.Placement.Size
 			}

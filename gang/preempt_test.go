@@ -1,11 +1,11 @@
 package gang
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
-	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
 )
 
@@ -31,7 +31,7 @@ func TestPreempt_ClearsOneRack(t *testing.T) {
 	j := workers("urgent", 4, 8)
 	j.Priority = 5
 	j.Topology = Constraint{Level: "rack"}
-	pr, err := Preempt(s, j)
+	pr, err := Preempt(context.Background(), s, j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPreempt_ClearsOneRack(t *testing.T) {
 	}
 	// a priority that evicts nothing fails with reasons
 	j.Priority = 1
-	_, err = Preempt(s, j)
+	_, err = Preempt(context.Background(), s, j)
 	var nv *NoVictimsError
 	if !errors.Is(err, ErrNoVictims) || !errors.As(err, &nv) || len(nv.Reasons) == 0 {
 		t.Fatalf("err %v", err)
@@ -68,22 +68,14 @@ func TestPreempt_ClearsOneRack(t *testing.T) {
 // jobs and the placement validates.
 func TestPreemptMatchesOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, allocs := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := NewSnapshot(c, infos, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _, _, allocs := genQueueSnapshot(t, true)
 		j := &genPending(t, 1)[0]
 		j.Priority = rapid.IntRange(1, 4).Draw(t, "preemptor")
 		p, err := newProblem(j, s.tree)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pr, perr := Preempt(s, j)
+		pr, perr := Preempt(context.Background(), s, j)
 		prio := s.jobPriorities()
 		var elig []string
 		for _, name := range s.Jobs() {
@@ -91,8 +83,15 @@ func TestPreemptMatchesOracle(t *testing.T) {
 				elig = append(elig, name)
 			}
 		}
-		rs := &removalSearch{s: s, p: p, gone: func(a *Allocation) bool { return a.Releasing }, prio: prio,
+		rs := &removalSearch{s: s, poll: newPoller(context.Background()), p: p, gone: func(a *Allocation) bool { return a.Releasing }, prio: prio,
 			eligible: func(string) bool { return true }}
+		fits := func(d int32, set map[string]bool) bool {
+			pl, err := rs.fits(d, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pl != nil
+		}
 		// oracle: every subset, every domain at or below the job's level
 		var best *Cost
 		inDomain := func(d int32, job string) bool {
@@ -113,7 +112,7 @@ func TestPreemptMatchesOracle(t *testing.T) {
 					set[name] = true
 				}
 			}
-			ok := mask == 0 && rs.fits(-1, nil) != nil
+			ok := mask == 0 && fits(-1, nil)
 			for d := range s.tree.doms {
 				if ok || s.tree.doms[d].level < p.jobReq {
 					continue
@@ -122,7 +121,7 @@ func TestPreemptMatchesOracle(t *testing.T) {
 				for _, v := range vs {
 					all = all && inDomain(int32(d), v)
 				}
-				if all && rs.fits(int32(d), set) != nil {
+				if all && fits(int32(d), set) {
 					ok = true
 				}
 			}

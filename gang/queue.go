@@ -2,6 +2,7 @@ package gang
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -15,18 +16,6 @@ type QueueSpec struct {
 	Name string
 	// Weight is the queue's share, at least 1 (0 means 1).
 	Weight int
-}
-
-// QueueOptions configure PlanQueue.
-type QueueOptions struct {
-	// Queues lists queue weights; a queue not listed has weight 1.
-	Queues []QueueSpec
-	// Strategy is the placement strategy (default BestFit).
-	Strategy Strategy
-	// NoReservation turns head-of-line reservation off: every job that
-	// fits starts, in order (plain priority order, which can starve large
-	// gangs).
-	NoReservation bool
 }
 
 // Action is what a queue pass decides for a job.
@@ -150,16 +139,23 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 // told to Release its members. At most one gang waits while holding
 // capacity, so no two gangs can each hold part of the cluster and wait for
 // the other.
-func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
-	if len(jobs) > MaxJobs || len(opts.Queues) > MaxJobs {
-		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(opts.Queues), MaxJobs)
+//
+// A cancelled ctx stops the pass (it is looked at before every placement
+// search and every few hundred nodes inside one) with an error wrapping
+// ctx.Err().
+//
+// Options: WithStrategy, WithQueues (queue weights), WithoutReservation.
+func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*QueuePlan, error) {
+	cfg := newConfig(opts)
+	if len(jobs) > MaxJobs || len(cfg.queues) > MaxJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(cfg.queues), MaxJobs)
 	}
 	if len(jobs)*len(s.nodes) > MaxQueueWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxQueueWork (%d jobs × nodes) for one pass; plan the head of the queue first",
 			len(jobs), len(s.nodes), MaxQueueWork)
 	}
 	weights := map[string]int{}
-	for _, q := range opts.Queues {
+	for _, q := range cfg.queues {
 		if q.Weight < 0 {
 			return nil, jobErr("queue %q: negative weight %d", q.Name, q.Weight)
 		}
@@ -177,7 +173,7 @@ func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
 		}
 		probs[j.Name] = p
 	}
-	qp := &queuePass{s: s, w: s.Clone(), probs: probs, opts: opts, never: map[string]*Placement{}, sigs: map[string]bool{}}
+	qp := &queuePass{s: s, poll: newPoller(ctx), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}
@@ -201,10 +197,11 @@ func PlanQueue(s *Snapshot, jobs []Job, opts QueueOptions) (*QueuePlan, error) {
 type queuePass struct {
 	sv    solver // reused by every placement search of the pass
 	sigs  map[string]bool
+	poll  *poller
 	s     *Snapshot
 	w     *Snapshot // working copy: pods started and released in this pass
 	probs map[string]*problem
-	opts  QueueOptions
+	cfg   config
 	never map[string]*Placement
 	resv  *resvState
 	hold  *view // w with the reservation held; nil when stale
@@ -252,7 +249,7 @@ func (qp *queuePass) fairOrder(jobs []Job, weights map[string]int) []*Job {
 		if _, pending := qp.probs[a.jobName()]; pending {
 			continue
 		}
-		used[a.Queue] += float64(len(a.Devices) * 8)
+		used[a.Queue] += a.eighths()
 		for _, m := range a.MIG {
 			used[a.Queue] += float64(m.Placement.Size)
 		}
@@ -285,18 +282,23 @@ func (qp *queuePass) fairOrder(jobs []Job, weights map[string]int) []*Job {
 	return out
 }
 
-func (qp *queuePass) neverFits(p *problem) bool {
+// neverFits says whether p fits the empty cluster; an error is only a
+// cancelled context.
+func (qp *queuePass) neverFits(p *problem) (bool, error) {
 	if len(p.never) > 0 {
-		return true
+		return true, nil
 	}
 	sig := p.signature()
 	if v, ok := qp.sigs[sig]; ok {
-		return v
+		return v, nil
 	}
-	pl, _, err := qp.s.solveWith(&qp.sv, p, qp.s.viewEmpty(), false, qp.opts.Strategy, -1)
+	pl, _, err := qp.s.place(&qp.sv, qp.poll, p, search{view: qp.s.viewEmpty(), strategy: qp.cfg.strategy, restrict: -1})
+	if qp.poll.err != nil {
+		return false, qp.poll.err
+	}
 	never := err != nil || pl == nil
 	qp.sigs[sig] = never
-	return never
+	return never, nil
 }
 
 // freeGPUs sums the free whole GPUs and MIG slices of schedulable nodes in v.
@@ -320,7 +322,7 @@ func (qp *queuePass) fitsIn(p *problem, v *view) (*Placement, error) {
 	if g+qp.memberGPUs(p.job.Name) < need.GPUs || (need.MIGSlices > 0 && sl+qp.memberSlots(p.job.Name) < need.MIGSlices) {
 		return nil, nil
 	}
-	pl, _, err := qp.w.solveWith(&qp.sv, p, v, true, qp.opts.Strategy, -1)
+	pl, _, err := qp.w.place(&qp.sv, qp.poll, p, search{view: v, withMembers: true, strategy: qp.cfg.strategy, restrict: -1})
 	return pl, err
 }
 
@@ -328,7 +330,7 @@ func (qp *queuePass) memberGPUs(job string) int {
 	n := 0
 	for _, k := range qp.w.byJob[job] {
 		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
-			n += len(qp.w.allocs[k].Devices)
+			n += qp.w.allocs[k].wholeGPUs()
 		}
 	}
 	return n
@@ -361,7 +363,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 		}
 		return nowPl, nil
 	}
-	if qp.resv == nil || qp.opts.NoReservation {
+	if qp.resv == nil || qp.cfg.noReservation {
 		pl, err := fitsNow()
 		if err != nil {
 			return err
@@ -387,7 +389,11 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 			}
 		}
 	}
-	if qp.neverFits(p) {
+	never, err := qp.neverFits(p)
+	if err != nil {
+		return err
+	}
+	if never {
 		e.Action, e.Verdict = Never, NeverFits
 		e.Reason = "never fits this cluster"
 		if len(p.never) > 0 {
@@ -408,7 +414,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 	} else {
 		e.Verdict = qp.verdict(p)
 	}
-	if qp.resv == nil && !qp.opts.NoReservation {
+	if qp.resv == nil && !qp.cfg.noReservation {
 		r, err := qp.reserve(p)
 		if err != nil {
 			return err
@@ -469,7 +475,7 @@ func (qp *queuePass) verdict(p *problem) Verdict {
 
 func (qp *queuePass) start(p *problem, e *QueueEntry, pl *Placement, a Action, why string) error {
 	if err := qp.w.Validate(p.job, pl); err != nil {
-		return fmt.Errorf("gang: queue placement for %s does not validate: %w", p.job.Name, err)
+		return fmt.Errorf("%w: queue placement for %s does not validate: %w", ErrInternal, p.job.Name, err)
 	}
 	qp.w.assume(p.job, pl)
 	if qp.hold != nil {
@@ -525,7 +531,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 			e := endsAt(a)
 			return waitable(k) && e >= 0 && e <= t
 		})
-		pl, _, err := w.solveView(p, v, true, qp.opts.Strategy, -1)
+		pl, _, err := w.place(nil, qp.poll, p, search{view: v, withMembers: true, strategy: qp.cfg.strategy, restrict: -1})
 		return pl, err
 	}
 	relUntil := func(t time.Duration) map[int32]bool {
@@ -549,6 +555,9 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 				pl, _ := at(times[i])
 				return pl != nil
 			})
+			if qp.poll.err != nil {
+				return nil, qp.poll.err
+			}
 			pl, err := at(times[i])
 			if err != nil || pl == nil {
 				return nil, err
@@ -558,7 +567,7 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 	}
 	// Pods without a known end are needed too: wait for the fewest whole
 	// running jobs (every pod with a known end counted as gone).
-	rs := &removalSearch{s: w, p: p, strategy: qp.opts.Strategy, budget: budgetFor(w, searchBudget/8),
+	rs := &removalSearch{s: w, poll: qp.poll, p: p, strategy: qp.cfg.strategy, budget: budgetFor(w, searchBudget/8),
 		gone: func(a *Allocation) bool {
 			_, pending := qp.probs[a.jobName()]
 			return !pending && a.jobName() != p.job.Name && endsAt(a) >= 0
@@ -568,7 +577,10 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 			return !pending && job != p.job.Name
 		},
 		prio: w.jobPriorities()}
-	best, _ := rs.run()
+	best, _, err := rs.run()
+	if err != nil {
+		return nil, err
+	}
 	if best == nil || best.pl == nil {
 		return nil, nil
 	}
@@ -599,10 +611,11 @@ func (qp *queuePass) holdView() *view {
 	w, r := qp.w, qp.resv
 	v := &view{s: w, name: "held"}
 	type need struct {
-		devs []int
-		migs []MIGSlot
-		cpu  int64
-		mem  uint64
+		devs   []int
+		shared []sharedHold
+		migs   []MIGSlot
+		cpu    int64
+		mem    uint64
 	}
 	per := map[int32]*need{}
 	for _, pp := range r.pl.Pods {
@@ -612,7 +625,13 @@ func (qp *queuePass) holdView() *view {
 			nd = &need{}
 			per[int32(ni)] = nd
 		}
-		nd.devs = append(nd.devs, pp.Devices...)
+		if pp.Shared != nil {
+			for _, d := range pp.Devices {
+				nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
+			}
+		} else {
+			nd.devs = append(nd.devs, pp.Devices...)
+		}
 		nd.migs = append(nd.migs, pp.MIG...)
 		nd.cpu += pp.CPUMilli
 		nd.mem += pp.MemoryBytes
@@ -638,7 +657,7 @@ func (qp *queuePass) holdView() *view {
 		if nd.mem > endMem {
 			mem = nd.mem - endMem
 		}
-		v.set(n, w.plusUsage(w.viewNow(), n, nd.devs, nd.migs, cpu, mem))
+		v.set(n, w.plusUsage(w.viewNow(), n, nd.devs, nd.shared, nd.migs, cpu, mem))
 	}
 	qp.hold = v
 	return v

@@ -1,10 +1,12 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
 )
@@ -12,6 +14,25 @@ import (
 // genQueueCluster draws a small cluster of 4- and 8-GPU nodes in two racks
 // with running jobs (per job one remaining time, maybe unknown, maybe
 // releasing).
+// genQueueSnapshot draws a cluster of racks and cliques (genQueueCluster)
+// and returns its snapshot, with the running pods when running is set, and
+// what it was built from.
+func genQueueSnapshot(t *rapid.T, running bool) (*Snapshot, *topology.Cluster, []NodeInfo, []Allocation) {
+	cn, infos, allocs := genQueueCluster(t)
+	c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running {
+		allocs = nil
+	}
+	s, err := NewSnapshot(c, infos, allocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, infos, allocs
+}
+
 func genQueueCluster(t *rapid.T) ([]topology.ClusterNode, []NodeInfo, []Allocation) {
 	n8 := nvswitchNode(t, "n8", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
 	n4 := nvswitchNode(t, "n4", 4, "NVIDIA GB200", gb200Mem, false)
@@ -53,7 +74,7 @@ func genPending(t *rapid.T, n int) []Job {
 		j := Job{Name: fmt.Sprintf("job%d", i), Queue: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "queue"),
 			Priority: rapid.IntRange(0, 3).Draw(t, "prio"), Arrival: int64(i),
 			RunTime: rapid.SampledFrom([]time.Duration{0, 5 * time.Minute, 20 * time.Minute, 2 * time.Hour}).Draw(t, "run")}
-		ps := PodSet{Name: "w", Replicas: rapid.IntRange(1, 4).Draw(t, "replicas"), Pod: Pod{GPUs: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus"), CPUMilli: 2000}}
+		ps := PodSet{Name: "w", Replicas: rapid.IntRange(1, 4).Draw(t, "replicas"), Pod: Pod{Devices: scoring.Request{Count: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus")}, CPUMilli: 2000}}
 		j.PodSets = []PodSet{ps}
 		switch rapid.IntRange(0, 3).Draw(t, "topo") {
 		case 1:
@@ -72,17 +93,9 @@ func genPending(t *rapid.T, n int) []Job {
 // started still running. Started placements never conflict.
 func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, allocs := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := NewSnapshot(c, infos, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, c, infos, allocs := genQueueSnapshot(t, true)
 		jobs := genPending(t, rapid.IntRange(1, 7).Draw(t, "pending"))
-		plan, err := PlanQueue(s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}}})
+		plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,15 +161,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 // after every pass at most one gang holds members while waiting.
 func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cn, infos, _ := genQueueCluster(t)
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := NewSnapshot(c, infos, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		snap, _, _, _ := genQueueSnapshot(t, false)
 		all := genPending(t, rapid.IntRange(2, 10).Draw(t, "jobs"))
 		const step = 5 * time.Minute
 		arrive := map[string]int{}
@@ -200,7 +205,7 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			}
 			// running pods' remaining time is known when declared
 			refreshRemaining(snap, ends, all, now)
-			plan, err := PlanQueue(snap, pending, QueueOptions{})
+			plan, err := PlanQueue(context.Background(), snap, pending)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +252,7 @@ func findJob(jobs []Job, name string) *Job {
 // bindSome places n members of j by first fit on whole free devices, as an
 // external scheduler's Permit stage would hold them.
 func bindSome(s *Snapshot, j *Job, n int) {
-	g := j.PodSets[0].Pod.GPUs
+	g := j.PodSets[0].Pod.Devices.Count
 	var allocs []Allocation
 	for ni := range s.nodes {
 		st := &s.nodes[ni]

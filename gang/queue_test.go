@@ -1,10 +1,15 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -22,37 +27,31 @@ func flat(tb testing.TB, n int) spec {
 func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 	s := flat(t, 1).build(t)
 	jobs := []Job{
-		{Name: "a-low", Queue: "a", Priority: 1, Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "a-high", Queue: "a", Priority: 9, Arrival: 5, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "a-high-early", Queue: "a", Priority: 9, Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-1", Queue: "b", Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-2", Queue: "b", Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
+		{Name: "a-low", Queue: "a", Priority: 1, Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "a-high", Queue: "a", Priority: 9, Arrival: 5, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "a-high-early", Queue: "a", Priority: 9, Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-1", Queue: "b", Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-2", Queue: "b", Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
 	}
-	plan, err := PlanQueue(s, jobs, QueueOptions{Queues: []QueueSpec{{Name: "a", Weight: 1}, {Name: "b", Weight: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: 1}, QueueSpec{Name: "b", Weight: 2}))
+	require.NoError(t, err)
 	var got []string
 	for _, e := range plan.Entries {
 		got = append(got, e.Job)
 	}
 	// b has twice a's weight: two of b's jobs for each of a's.
 	want := []string{"a-high-early", "b-1", "b-2", "a-high", "b-3", "b-4", "a-low"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("order %v, want %v", got, want)
-	}
-	e, _ := plan.Entry("a-high")
-	if e.Position != 4 || e.QueuePosition != 2 || e.GPUsAhead != 3 || e.JobsAhead != 3 {
-		t.Fatalf("a-high entry %+v", e)
-	}
-	_ = time.Second
+	require.Equal(t, want, got, "order")
+	e, ok := plan.Entry("a-high")
+	require.True(t, ok)
+	assert.Equal(t, []int{4, 2, 3, 3}, []int{e.Position, e.QueuePosition, e.GPUsAhead, e.JobsAhead}, "a-high position, queue position, GPUs ahead, jobs ahead")
 }
 
 func gpuJob(name string, prio int, arrival int64, pods, gpus int, run time.Duration) Job {
 	return Job{Name: name, Priority: prio, Arrival: arrival, RunTime: run,
-		PodSets: []PodSet{{Name: "w", Replicas: pods, Pod: Pod{GPUs: gpus}}}}
+		PodSets: []PodSet{{Name: "w", Replicas: pods, Pod: Pod{Devices: scoring.Request{Count: gpus}}}}}
 }
 
 func holdNodes(job string, remaining time.Duration, nodes ...int) []Allocation {
@@ -78,7 +77,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 		gpuJob("small-long", 1, 4, 1, 8, 2*time.Hour),
 		gpuJob("small-2", 1, 5, 1, 8, 0),
 	}
-	plan, err := PlanQueue(s, jobs, QueueOptions{})
+	plan, err := PlanQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 	}
 	// Without reservation the small jobs take the free nodes and the gang
 	// keeps waiting.
-	plan, err = PlanQueue(s, jobs, QueueOptions{NoReservation: true})
+	plan, err = PlanQueue(context.Background(), s, jobs, WithoutReservation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestPlanQueue_ReservationWithoutRunTimes(t *testing.T) {
 	sp.allocs = append(holdNodes("x", 0, 0), holdNodes("y", 0, 1, 2)...)
 	s := sp.build(t)
 	jobs := []Job{gpuJob("big", 5, 1, 2, 8, 0), gpuJob("small", 1, 2, 1, 8, time.Minute)}
-	plan, err := PlanQueue(s, jobs, QueueOptions{})
+	plan, err := PlanQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,25 +30,69 @@ const (
 	NPS8 MemoryMode = "NPS8"
 )
 
+// The modes, in order.
+var (
+	computeModes = []ComputeMode{SPX, DPX, TPX, QPX, CPX}
+	memoryModes  = []MemoryMode{NPS1, NPS2, NPS4, NPS8}
+)
+
 // ParseComputeMode parses "SPX", "dpx", ... (as sysfs
-// current_compute_partition prints them).
-func ParseComputeMode(s string) (ComputeMode, error) {
-	c := ComputeMode(strings.ToUpper(strings.TrimSpace(s)))
-	switch c {
-	case SPX, DPX, TPX, QPX, CPX:
-		return c, nil
-	}
-	return "", fmt.Errorf("%w: unknown compute mode %q (want SPX, DPX, TPX, QPX or CPX)", ErrBadMode, s)
+// current_compute_partition prints them). Errors wrap ErrParse and
+// ErrBadMode.
+func ParseComputeMode(s string) (ComputeMode, error) { return parseMode(s, "compute", computeModes) }
+
+// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap ErrParse and
+// ErrBadMode.
+func ParseMemoryMode(s string) (MemoryMode, error) { return parseMode(s, "memory", memoryModes) }
+
+// String returns the mode's name ("CPX").
+func (c ComputeMode) String() string { return string(c) }
+
+// String returns the mode's name ("NPS4").
+func (n MemoryMode) String() string { return string(n) }
+
+// MarshalText implements encoding.TextMarshaler: the mode's name, or empty
+// text for the zero value (no mode); an unknown mode is an error wrapping
+// ErrBadMode.
+func (c ComputeMode) MarshalText() ([]byte, error) { return marshalMode(c, computeModes) }
+
+// MarshalText implements encoding.TextMarshaler as ComputeMode's does.
+func (n MemoryMode) MarshalText() ([]byte, error) { return marshalMode(n, memoryModes) }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseComputeMode;
+// empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
+func (c *ComputeMode) UnmarshalText(b []byte) error {
+	return unmarshalText(c, b, optionalMode(ParseComputeMode))
 }
 
-// ParseMemoryMode parses "NPS1", "nps4", ...
-func ParseMemoryMode(s string) (MemoryMode, error) {
-	n := MemoryMode(strings.ToUpper(strings.TrimSpace(s)))
-	switch n {
-	case NPS1, NPS2, NPS4, NPS8:
-		return n, nil
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMemoryMode,
+// as ComputeMode's does.
+func (n *MemoryMode) UnmarshalText(b []byte) error {
+	return unmarshalText(n, b, optionalMode(ParseMemoryMode))
+}
+
+// mode is ComputeMode or MemoryMode.
+type mode interface {
+	~string
+	fmt.Stringer
+}
+
+// parseMode parses s, case-insensitively, as one of modes.
+func parseMode[M mode](s, kind string, modes []M) (M, error) {
+	if m := M(strings.ToUpper(strings.TrimSpace(s))); slices.Contains(modes, m) {
+		return m, nil
 	}
-	return "", fmt.Errorf("%w: unknown memory mode %q (want NPS1, NPS2, NPS4 or NPS8)", ErrBadMode, s)
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = string(m)
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return "", malformed(ErrBadMode, "unknown %s mode %q (want %s)", kind, s, want)
+}
+
+// marshalMode is MarshalText for a mode.
+func marshalMode[M mode](m M, modes []M) ([]byte, error) {
+	return marshalText(m == "" || slices.Contains(modes, m), m, ErrBadMode)
 }
 
 // partitions returns how many memory partitions n has.
@@ -99,7 +143,8 @@ type AMDModel struct {
 
 // NewAMDModel validates spec and returns the model.
 func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
-	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 || spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
+	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 ||
+		spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
 		return nil, fmt.Errorf("%w: AMD model %q: need a name, 1..64 XCCs and at least one memory mode", ErrInvalidModel, spec.Name)
 	}
 	for _, n := range spec.MemoryModes {
@@ -112,20 +157,21 @@ func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
 	return &AMDModel{spec: spec}, nil
 }
 
-// Name returns the model name.
-func (m *AMDModel) Name() string {
+// spec0 returns the model's specification, or an empty one for a nil
+// model.
+func (m *AMDModel) spec0() *AMDModelSpec {
 	if m == nil {
-		return ""
+		return &AMDModelSpec{}
 	}
-	return m.spec.Name
+	return &m.spec
 }
+
+// Name returns the model name.
+func (m *AMDModel) Name() string { return m.spec0().Name }
 
 // Spec returns a copy of the model's specification.
 func (m *AMDModel) Spec() AMDModelSpec {
-	if m == nil {
-		return AMDModelSpec{}
-	}
-	s := m.spec
+	s := *m.spec0()
 	s.Aliases = slices.Clone(s.Aliases)
 	s.MemoryModes = slices.Clone(s.MemoryModes)
 	return s
@@ -164,7 +210,7 @@ func (m *AMDModel) Partitions(c ComputeMode) int {
 // ComputeModes returns the compute modes the model has.
 func (m *AMDModel) ComputeModes() []ComputeMode {
 	var out []ComputeMode
-	for _, c := range []ComputeMode{SPX, DPX, TPX, QPX, CPX} {
+	for _, c := range computeModes {
 		if m.Partitions(c) > 0 {
 			out = append(out, c)
 		}

@@ -1,23 +1,21 @@
 package mig
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
-func amdModel(t testing.TB, name string) *AMDModel {
-	t.Helper()
-	m, err := LookupAMD(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+// errOf returns the error of a call's results.
+func errOf[T any](_ T, err error) error { return err }
+
+func amdModel(t testing.TB, name string) *AMDModel { return lookup(t, LookupAMD, name) }
 
 // TestAMDCombinations checks the valid (compute, memory) pairs per model
 // against facts-partitions.md §4.2–4.3.
@@ -33,9 +31,7 @@ func TestAMDCombinations(t *testing.T) {
 		for _, c := range amdModel(t, name).Combinations() {
 			got = append(got, c.String())
 		}
-		if strings.Join(got, " ") != want {
-			t.Errorf("%s: %v, want %s", name, got, want)
-		}
+		assert.Equal(t, want, strings.Join(got, " "), name)
 	}
 	// An MI300X whose VBIOS reports NPS2 also gets DPX/NPS2 (AMD SMI matrix).
 	s := amdModel(t, "MI300X").Spec()
@@ -50,35 +46,25 @@ func TestAMDCombinations(t *testing.T) {
 	// Partition sizes: MI300X SPX 192 GB ... CPX 24 GB; MI355X CPX 36 GB.
 	mi := amdModel(t, "MI300X")
 	for c, gb := range map[ComputeMode]int{SPX: 192, DPX: 96, QPX: 48, CPX: 24, TPX: 0} {
-		if got := mi.PartitionMemoryGB(c); got != gb {
-			t.Errorf("MI300X %s memory %d, want %d", c, got, gb)
-		}
+		assert.Equal(t, gb, mi.PartitionMemoryGB(c), "MI300X %s memory", c)
 	}
 	if amdModel(t, "MI355X").PartitionMemoryGB(CPX) != 36 || mi.PartitionCUs(CPX) != 38 || mi.Partitions(CPX) != 8 {
 		t.Error("partition sizes")
 	}
 	for _, bad := range []string{"XPX", ""} {
-		if _, err := ParseComputeMode(bad); !errors.Is(err, ErrBadMode) {
-			t.Errorf("ParseComputeMode(%q): %v", bad, err)
-		}
+		_, err := ParseComputeMode(bad)
+		assert.ErrorIs(t, err, ErrBadMode, "ParseComputeMode(%q)", bad)
+		assert.ErrorIs(t, err, ErrParse, "ParseComputeMode(%q)", bad)
 	}
-	if _, err := ParseMemoryMode("NPS3"); !errors.Is(err, ErrBadMode) {
-		t.Error("NPS3")
-	}
-	if err := mi.Valid(SPX, NPS4); !errors.Is(err, ErrBadMode) {
-		t.Errorf("SPX/NPS4: %v", err)
-	}
-	if _, err := NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8}); !errors.Is(err, ErrInvalidModel) {
-		t.Errorf("no memory modes: %v", err)
-	}
-	for in, want := range map[string]string{"AMD Instinct MI300X (gfx942, 0x74a1)": "MI300X", "AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X", "mi300a": "MI300A"} {
-		if m, err := LookupAMD(in); err != nil || m.Name() != want {
-			t.Errorf("LookupAMD(%q) = %v, %v", in, m, err)
-		}
-	}
-	if _, err := LookupAMD("AMD Instinct MI250"); !errors.Is(err, ErrUnknownModel) {
-		t.Errorf("MI250: %v", err)
-	}
+	assert.ErrorIs(t, errOf(ParseMemoryMode("NPS3")), ErrBadMode, "NPS3")
+	assert.ErrorIs(t, mi.Valid(SPX, NPS4), ErrBadMode, "SPX/NPS4")
+	assert.ErrorIs(t, errOf(NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8})), ErrInvalidModel, "no memory modes")
+	checkLookups(t, LookupAMD, map[string]string{
+		"AMD Instinct MI300X (gfx942, 0x74a1)":       "MI300X",
+		"AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X",
+		"mi300a": "MI300A",
+	})
+	assert.ErrorIs(t, errOf(LookupAMD("AMD Instinct MI250")), ErrUnknownModel, "MI250")
 }
 
 func hive2(t testing.TB) []*AMDGPU {
@@ -91,7 +77,7 @@ func hive2(t testing.TB) []*AMDGPU {
 
 func TestPlanAMD(t *testing.T) {
 	// A compute-mode change takes only the idle GPU down.
-	p, err := PlanAMD(hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
+	p, err := PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
 	if err != nil || p.GPU != "gpu1" || p.Mode != "CPX/NPS1" || p.Cost.WholeGPUOps != 1 || p.Cost.Disruptions() != 0 || len(p.Steps) != 1 {
 		t.Fatalf("CPX: %+v %v", p, err)
 	}
@@ -99,7 +85,7 @@ func TestPlanAMD(t *testing.T) {
 	// NPS4 reloads the driver for the whole hive, so the training job is
 	// evicted (policy permitting) and both GPUs count.
 	req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "inf", Priority: 5}
-	p, err = PlanAMD(hive2(t), req, Policy{Threshold: 5})
+	p, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 5})
 	if err != nil || p.Cost.WholeGPUOps != 2 || p.Cost.Evictions != 1 {
 		t.Fatalf("CPX/NPS4: %+v %v", p, err)
 	}
@@ -116,32 +102,26 @@ func TestPlanAMD(t *testing.T) {
 		t.Errorf("Explain:\n%s", ex)
 	}
 	// Below the threshold: no plan, with the reason.
-	_, err = PlanAMD(hive2(t), req, Policy{Threshold: 8})
-	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "below the eviction threshold 8") {
-		t.Errorf("threshold: %v", err)
-	}
+	_, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 8})
+	assert.ErrorIs(t, err, ErrNoPlan, "threshold")
+	assert.ErrorContains(t, err, "below the eviction threshold 8", "threshold")
 	// Already in mode with a free partition: no change.
 	gs := hive2(t)
 	gs[1].Compute = CPX
-	p, err = PlanAMD(gs, AMDRequest{Compute: CPX}, Policy{})
+	p, err = PlanAMD(context.Background(), gs, AMDRequest{Compute: CPX}, Policy{})
 	if err != nil || len(p.Steps) != 0 || p.GPU != "gpu1" || p.Partition != 0 {
 		t.Errorf("in mode: %+v %v", p, err)
 	}
 	// A model without the mode is skipped with a reason.
 	a := amdModel(t, "MI300A")
-	_, err = PlanAMD([]*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
-	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "no QPX mode") {
-		t.Errorf("APU QPX: %v", err)
-	}
-	if _, err := PlanAMD(hive2(t), AMDRequest{Compute: "XPX"}, Policy{}); !errors.Is(err, ErrBadMode) {
-		t.Errorf("bad mode: %v", err)
-	}
+	_, err = PlanAMD(context.Background(), []*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
+	assert.ErrorIs(t, err, ErrNoPlan, "APU QPX")
+	assert.ErrorContains(t, err, "no QPX mode", "APU QPX")
+	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: "XPX"}, Policy{})), ErrBadMode, "bad mode")
 	bad := hive2(t)
 	bad[1].Memory = NPS4
 	bad[1].Compute = CPX
-	if _, err := PlanAMD(bad, AMDRequest{Compute: CPX}, Policy{}); !errors.Is(err, ErrInvalidLayout) {
-		t.Errorf("mixed hive: %v", err)
-	}
+	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), bad, AMDRequest{Compute: CPX}, Policy{})), ErrInvalidLayout, "mixed hive")
 	// The rules ApplyAMDStep enforces.
 	gs = hive2(t)
 	for _, tc := range []struct {
@@ -156,42 +136,15 @@ func TestPlanAMD(t *testing.T) {
 		{Step{Kind: StepCreateGPUInstance, GPU: "gpu1"}, ErrBadStep},
 		{Step{Kind: StepDrain, GPU: "gpu9"}, ErrUnknownGPU},
 	} {
-		if err := ApplyAMDStep(gs, tc.s); !errors.Is(err, tc.want) {
-			t.Errorf("%v: %v, want %v", tc.s, err, tc.want)
-		}
+		assert.ErrorIs(t, ApplyAMDStep(gs, tc.s), tc.want, "%v", tc.s)
 	}
 }
 
 // checkAMDPlan applies an AMD plan and checks the invariants.
 func checkAMDPlan(t tb, gpus []*AMDGPU, req AMDRequest, pol Policy, p *Plan) {
 	t.Helper()
-	for _, e := range p.Evictions {
-		if e.Instance.Priority >= pol.Threshold || e.Instance.Priority >= req.Priority || req.Priority < pol.Threshold || pol.NoEvictions {
-			t.Fatalf("AMD plan evicts %v against the policy:\n%s", e, p.Explain())
-		}
-	}
-	for _, m := range p.Moves {
-		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= req.Priority) {
-			t.Fatalf("AMD plan moves %v against the policy", m)
-		}
-	}
-	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
-		t.Fatalf("AMD plan disrupts %d, budget %d", d, pol.MaxDisruptions)
-	}
-	sim := make([]*AMDGPU, len(gpus))
-	for i := range gpus {
-		sim[i] = gpus[i].Clone()
-	}
-	for i, s := range p.Steps {
-		if err := ApplyAMDStep(sim, s); err != nil {
-			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
-		}
-		for _, g := range sim {
-			if err := g.Validate(); err != nil {
-				t.Fatalf("after step %d: %v", i+1, err)
-			}
-		}
-	}
+	checkPolicy(t, p, pol, req.Priority)
+	sim := replay(t, p, gpus, (*AMDGPU).Clone, ApplyAMDStep, (*AMDGPU).Validate)
 	for _, g := range sim {
 		if g.GPU != p.GPU {
 			continue
@@ -268,11 +221,7 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 				in := Instance{State: InUse, Priority: w.Priority}
 				saved := c
 				if oracleMayEvict(in, Request{Priority: req.Priority}, pol) {
-					if c.Evictions == 0 || w.Priority > c.MaxEvictedPriority {
-						c.MaxEvictedPriority = w.Priority
-					}
-					c.Evictions++
-					c.EvictedPrioritySum += int64(w.Priority)
+					c = evicted(c, w.Priority)
 					rec(k + 1)
 					c = saved
 				}
@@ -340,12 +289,10 @@ func TestPlanAMDOracle(t *testing.T) {
 			req.Memory = want.Memory
 		}
 		pol := genPolicy(t)
-		p, err := PlanAMD(gpus, req, pol)
+		p, err := PlanAMD(context.Background(), gpus, req, pol)
 		cost, ok, trivial := oracleAMD(gpus, req, pol)
 		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: none; PlanAMD %v %v", p, err)
-			}
+			require.ErrorIs(t, err, ErrNoPlan, "oracle: none; PlanAMD %v %v", p, err)
 			return
 		}
 		if err != nil {

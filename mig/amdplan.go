@@ -1,9 +1,12 @@
 package mig
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // AMDWork is a workload on one partition of an AMD GPU.
@@ -221,8 +224,10 @@ type amdMove struct {
 // operation in the Cost, after evictions and before moves. The policy
 // applies as for PlanDefrag; when nothing is allowed the error is a
 // *NoPlanError (bounded: counts per cause and a few examples). The time
-// grows about linearly with the number of GPUs, hives included.
-func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
+// grows about linearly with the number of GPUs, hives included. PlanAMD
+// looks at ctx every few hundred GPUs and, once it is done, returns an
+// error wrapping ctx.Err().
+func PlanAMD(ctx context.Context, gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 	if _, err := ParseComputeMode(string(req.Compute)); err != nil {
 		return nil, err
 	}
@@ -231,46 +236,88 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			return nil, err
 		}
 	}
-	names := make(map[string]bool, len(gpus))
-	hives := map[string][]int{} // hive → members, ascending
-	for i, g := range gpus {
+	ap := &amdPlanner{req: req, pol: pol, poll: newPoller(ctx, "PlanAMD"), gpus: gpus, hives: map[string][]int{}}
+	if err := ap.validate(); err != nil {
+		return nil, err
+	}
+	if p := ap.fitsAlready(); p != nil {
+		return p, nil
+	}
+	ap.mark = make([]int, len(gpus))
+	ap.collectFree()
+	bc := ap.cheapest()
+	if ap.poll.err != nil {
+		return nil, ap.poll.err
+	}
+	if bc == nil {
+		return nil, ap.reasons.err(req.String())
+	}
+	return ap.build(bc)
+}
+
+// amdPlanner is one PlanAMD call's state.
+type amdPlanner struct {
+	req        AMDRequest
+	pol        Policy
+	poll       poller
+	reasons    reasonLog
+	considered int // ways of making room weighed (Plan.Considered)
+	gpus       []*AMDGPU
+	hives      map[string][]int       // hive → members, ascending
+	free       map[amdClass][]amdMove // free partitions by class, in GPU order
+	mark       []int                  // mark[j] == stamp: GPU j is affected by the current candidate
+	stamp      int
+	paths      map[pathKey][]AMDMode
+}
+
+// validate checks every GPU, distinct names, and one memory mode per hive.
+func (ap *amdPlanner) validate() error {
+	return validateGPUs(&ap.poll, ap.gpus, func(g *AMDGPU) string { return g.GPU }, func(i int, g *AMDGPU) error {
 		if err := g.Validate(); err != nil {
-			return nil, fmt.Errorf("gpu %d: %w", i, err)
+			return err
 		}
-		if names[g.GPU] {
-			return nil, fmt.Errorf("%w: duplicate GPU name %q", ErrInvalidLayout, g.GPU)
+		if g.Hive == "" {
+			return nil
 		}
-		names[g.GPU] = true
-		if g.Hive != "" {
-			if hs := hives[g.Hive]; len(hs) > 0 && gpus[hs[0]].Memory != g.Memory {
-				return nil, fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, gpus[hs[0]].Memory, g.Memory)
-			}
-			hives[g.Hive] = append(hives[g.Hive], i)
+		if hs := ap.hives[g.Hive]; len(hs) > 0 && ap.gpus[hs[0]].Memory != g.Memory {
+			return fmt.Errorf("%w: hive %s mixes memory modes %s and %s", ErrInvalidLayout, g.Hive, ap.gpus[hs[0]].Memory, g.Memory)
 		}
-	}
-	mreq := Request{Profile: req.String(), Owner: req.Owner, Priority: req.Priority}
-	fits := func(g *AMDGPU) bool {
-		return g.Compute == req.Compute && (req.Memory == "" || g.Memory == req.Memory) && g.PendingMemory == ""
-	}
-	// Already there: the fullest GPU with a free partition of the mode.
+		ap.hives[g.Hive] = append(ap.hives[g.Hive], i)
+		return nil
+	})
+}
+
+// plan returns a plan for the request on GPU g in mode want.
+func (ap *amdPlanner) plan(g *AMDGPU, want AMDMode, partition int) *Plan {
+	req := ap.req
+	return &Plan{Request: Request{Owner: req.Owner, Priority: req.Priority}, AMDRequest: &req, GPU: g.GPU,
+		Mode: want.String(), Partition: partition, Placement: Placement{Start: partition, Size: 1}, Considered: ap.considered}
+}
+
+// fitsAlready returns the empty plan on the fullest GPU that is in the
+// requested mode and has a free partition; nil when there is none.
+func (ap *amdPlanner) fitsAlready() *Plan {
 	best, bestFree := -1, 0
-	for i, g := range gpus {
-		if !fits(g) {
+	for i, g := range ap.gpus {
+		if g.Compute != ap.req.Compute || (ap.req.Memory != "" && g.Memory != ap.req.Memory) || g.PendingMemory != "" {
 			continue
 		}
 		if n := len(g.FreePartitions()); n > 0 && (best < 0 || n < bestFree) {
 			best, bestFree = i, n
 		}
 	}
-	if best >= 0 {
-		g := gpus[best]
-		return &Plan{Request: mreq, GPU: g.GPU, Mode: AMDMode{g.Compute, g.Memory}.String(), Partition: g.FreePartitions()[0],
-			Placement: Placement{Start: g.FreePartitions()[0], Size: 1}}, nil
+	if best < 0 {
+		return nil
 	}
-	pn := &planner{req: mreq, pol: pol}
-	ap := &amdPlanner{pn: pn, gpus: gpus, hives: hives, mark: make([]int, len(gpus)), free: map[amdClass][]amdMove{}}
-	// Free partitions of every GPU, by (model, mode), in GPU order.
-	for j, h := range gpus {
+	g := ap.gpus[best]
+	return ap.plan(g, AMDMode{g.Compute, g.Memory}, g.FreePartitions()[0])
+}
+
+// collectFree lists the free partitions of every GPU, by (model, mode), in
+// GPU order.
+func (ap *amdPlanner) collectFree() {
+	ap.free = map[amdClass][]amdMove{}
+	for j, h := range ap.gpus {
 		if h.PendingMemory != "" {
 			continue
 		}
@@ -279,6 +326,11 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			ap.free[k] = append(ap.free[k], amdMove{to: j, part: p})
 		}
 	}
+}
+
+// cheapest weighs every GPU and mode that serves the request and returns
+// the cheapest way, nil when none is allowed (the reasons say why).
+func (ap *amdPlanner) cheapest() *amdCand {
 	// A memory-mode change takes the whole hive down, so its cost is the
 	// same from every member of the same model and modes: it is worked out
 	// once per (hive, model, modes, target mode).
@@ -294,12 +346,20 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 		why   string
 	}
 	memo := map[hiveKey]hiveResult{}
-	var bc *amdCand
-	considered := 0
-	for i, g := range gpus {
+	reject := func(g *AMDGPU, want AMDMode, cause NoPlanCause, why string) {
+		if ap.reasons.add(cause) {
+			ap.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
+		}
+	}
+	req := ap.req
+	var best *amdCand
+	for i, g := range ap.gpus {
+		if ap.poll.tick() {
+			return nil
+		}
 		if g.Model.Partitions(req.Compute) == 0 {
-			if pn.reasons.add(CauseNoProfile) {
-				pn.reasons.example(fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
+			if ap.reasons.add(CauseNoProfile) {
+				ap.reasons.example(fmt.Sprintf("%s: %s has no %s mode", g.GPU, g.Model.Name(), req.Compute))
 			}
 			continue
 		}
@@ -317,9 +377,9 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 			if r, ok := memo[hk]; shared && ok {
 				// Same cost as the member already weighed, which wins ties.
 				if r.ok {
-					considered++
-				} else if pn.reasons.add(r.cause) {
-					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, r.why))
+					ap.considered++
+				} else {
+					reject(g, want, r.cause, r.why)
 				}
 				continue
 			}
@@ -328,38 +388,22 @@ func PlanAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (*Plan, error) {
 				memo[hk] = hiveResult{ok: c != nil, cause: cause, why: why}
 			}
 			if c == nil {
-				if pn.reasons.add(cause) {
-					pn.reasons.example(fmt.Sprintf("%s to %s: %s", g.GPU, want, why))
-				}
+				reject(g, want, cause, why)
 				continue
 			}
-			considered++
-			if bc == nil || c.cost.Compare(bc.cost) < 0 {
-				bc = c
+			ap.considered++
+			if best == nil || c.cost.Compare(best.cost) < 0 {
+				best = c
 			}
 		}
 	}
-	if bc == nil {
-		return nil, pn.reasons.err(mreq.Profile)
-	}
-	return pn.buildAMD(gpus, bc, considered)
+	return best
 }
 
 // amdClass is a class of interchangeable AMD partitions.
 type amdClass struct {
 	model string
 	mode  AMDMode
-}
-
-// amdPlanner holds what PlanAMD's candidates share.
-type amdPlanner struct {
-	pn    *planner
-	gpus  []*AMDGPU
-	hives map[string][]int
-	free  map[amdClass][]amdMove
-	mark  []int // mark[j] == stamp: GPU j is affected by the current candidate
-	stamp int
-	paths map[pathKey][]AMDMode
 }
 
 type pathKey struct {
@@ -421,7 +465,7 @@ func modePath(m *AMDModel, cur, want AMDMode) []AMDMode {
 // candidate works out the cost of changing GPU i to mode want, in time
 // proportional to the GPUs it takes down and their work.
 func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, string) {
-	pn, gpus := ap.pn, ap.gpus
+	gpus, job := ap.gpus, ap.req.Priority
 	g := gpus[i]
 	path := ap.path(g.Model, AMDMode{g.Compute, g.Memory}, want)
 	if path == nil {
@@ -482,8 +526,8 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 		}
 		var onlyMove, flex, onlyEvict []amdItem
 		for _, it := range items {
-			in := Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority}
-			mv, ev := pn.mayMove(&in), pn.mayEvict(&in)
+			mv := ap.pol.moveRefusal(job, it.w.Priority) == allowed
+			ev := ap.pol.evictRefusal(job, it.w.Priority) == allowed
 			switch {
 			case mv && ev:
 				flex = append(flex, it)
@@ -492,9 +536,7 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 			case ev:
 				onlyEvict = append(onlyEvict, it)
 			default:
-				_, whyM := pn.canMove(&in)
-				_, whyE := pn.canEvict(&in)
-				return nil, CauseBlocked, fmt.Sprintf("%s on %s may not be moved (%s) or evicted (%s)", amdWho(it.w), gpus[it.gpu].GPU, whyM, whyE)
+				return nil, CauseBlocked, fmt.Sprintf("%s on %s %s", amdWho(it.w), gpus[it.gpu].GPU, ap.pol.blocked(job, it.w.Priority))
 			}
 		}
 		slices.SortStableFunc(flex, func(a, b amdItem) int { return b.w.Priority - a.w.Priority })
@@ -503,7 +545,7 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 				mv.amdItem = it
 				c.moves = append(c.moves, mv)
 			} else if n < len(onlyMove) {
-				_, whyE := pn.canEvict(&Instance{State: InUse, Owner: it.w.Owner, Priority: it.w.Priority})
+				whyE := ap.pol.reason(ap.pol.evictRefusal(job, it.w.Priority), job, it.w.Priority)
 				return nil, CauseNoRoom, fmt.Sprintf("no free %s partition to move %s to, and eviction is not allowed: %s", k.mode, amdWho(it.w), whyE)
 			} else {
 				c.evicts = append(c.evicts, it)
@@ -524,8 +566,8 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 		c.cost.MovedPrioritySum += int64(m.w.Priority)
 	}
 	c.cost.WholeGPUOps = len(c.affected)
-	if b := pn.pol.MaxDisruptions; (b > 0 && c.cost.Disruptions() > b) || (b < 0 && c.cost.Disruptions() > 0) {
-		return nil, CauseBudget, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), b)
+	if ap.pol.overBudget(c.cost.Disruptions()) {
+		return nil, CauseBudget, fmt.Sprintf("needs %d disruptions, budget %d", c.cost.Disruptions(), ap.pol.MaxDisruptions)
 	}
 	return c, "", ""
 }
@@ -537,72 +579,84 @@ func amdWho(w AMDWork) string {
 	return fmt.Sprintf("the work on partition %d (priority %d)", w.Partition, w.Priority)
 }
 
-func (pn *planner) buildAMD(gpus []*AMDGPU, c *amdCand, considered int) (*Plan, error) {
-	sim := make([]*AMDGPU, len(gpus))
-	for i, g := range gpus {
-		sim[i] = g.Clone()
+// build turns the chosen way into ordered steps, checking every step
+// against a simulated copy of the GPUs: moves and evictions drain the work,
+// then the mode changes, then the hive's other GPUs get their compute mode
+// back where it still fits.
+func (ap *amdPlanner) build(c *amdCand) (*Plan, error) {
+	g := ap.gpus[c.g]
+	w := &amdStepWriter{sim: make([]*AMDGPU, len(ap.gpus)), plan: ap.plan(g, c.want, 0)}
+	for i, h := range ap.gpus {
+		w.sim[i] = h.Clone()
 	}
-	g := gpus[c.g]
-	p := &Plan{Request: pn.req, GPU: g.GPU, Mode: c.want.String(), Partition: 0, Placement: Placement{Start: 0, Size: 1}, Considered: considered, Cost: c.cost}
-	// emitAt applies a step to sim[at] (every step names a GPU whose index
-	// is known here, so no step costs a scan of the fleet).
-	emitAt := func(at int, s Step) error {
-		err := applyAMDStep(sim, sim[at], s)
-		if err != nil {
-			return fmt.Errorf("mig: internal error: AMD plan step %s fails: %w", s, err)
-		}
-		p.Steps = append(p.Steps, s)
-		return nil
-	}
+	w.plan.Cost = c.cost
 	for _, m := range c.moves {
-		from, to := gpus[m.gpu], gpus[m.to]
-		p.Moves = append(p.Moves, Move{Instance: Instance{State: InUse, Owner: m.w.Owner, Priority: m.w.Priority, Placement: Placement{m.w.Partition, 1}},
-			From: from.GPU, To: to.GPU, Dest: Placement{m.part, 1}})
-		if err := emitAt(m.gpu, Step{Kind: StepDrain, GPU: from.GPU, Partition: m.w.Partition, Owner: m.w.Owner, Priority: m.w.Priority,
-			Why: fmt.Sprintf("move %s to %s partition %d", amdWho(m.w), to.GPU, m.part)}); err != nil {
-			return nil, err
-		}
+		from, to := ap.gpus[m.gpu].GPU, ap.gpus[m.to].GPU
+		w.plan.Moves = append(w.plan.Moves, Move{Instance: m.w.instance(), From: from, To: to, Dest: Placement{m.part, 1}})
+		w.drain(m.gpu, m.w, fmt.Sprintf("move %s to %s partition %d", amdWho(m.w), to, m.part))
 	}
 	for _, e := range c.evicts {
-		h := gpus[e.gpu]
-		p.Evictions = append(p.Evictions, Eviction{GPU: h.GPU, Instance: Instance{State: InUse, Owner: e.w.Owner, Priority: e.w.Priority, Placement: Placement{e.w.Partition, 1}}})
-		if err := emitAt(e.gpu, Step{Kind: StepDrain, GPU: h.GPU, Partition: e.w.Partition, Owner: e.w.Owner, Priority: e.w.Priority,
-			Why: fmt.Sprintf("evict: %s goes down for a mode change", h.GPU)}); err != nil {
-			return nil, err
-		}
+		h := ap.gpus[e.gpu].GPU
+		w.plan.Evictions = append(w.plan.Evictions, Eviction{GPU: h, Instance: e.w.instance()})
+		w.drain(e.gpu, e.w, fmt.Sprintf("evict: %s goes down for a mode change", h))
 	}
-	cur := AMDMode{g.Compute, g.Memory}
-	var hive []string
+	var names []string
 	for _, j := range c.affected {
-		hive = append(hive, gpus[j].GPU)
+		names = append(names, ap.gpus[j].GPU)
 	}
+	hive := strings.Join(names, ",")
+	memory := g.Memory
 	for _, s := range c.path {
-		if s.Memory != cur.Memory {
-			if err := emitAt(c.g, Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + strings.Join(hive, ",")}); err != nil {
-				return nil, err
-			}
-			if err := emitAt(c.g, Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + strings.Join(hive, ",")}); err != nil {
-				return nil, err
-			}
+		if s.Memory != memory {
+			w.emit(c.g, Step{Kind: StepSetMemoryMode, GPU: g.GPU, Mode: string(s.Memory), Why: "memory mode for hive " + hive})
+			w.emit(c.g, Step{Kind: StepReloadDriver, GPU: g.GPU, Why: "amdgpu reload re-partitions " + hive})
 		}
-		if s.Compute != sim[c.g].Compute {
-			if err := emitAt(c.g, Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()}); err != nil {
-				return nil, err
-			}
+		if s.Compute != w.sim[c.g].Compute {
+			w.emit(c.g, Step{Kind: StepSetComputeMode, GPU: g.GPU, Mode: string(s.Compute), Why: "compute mode " + s.String()})
 		}
-		cur = s
+		memory = s.Memory
 	}
 	// Other hive GPUs get their compute mode back where it still fits.
 	for _, j := range c.affected {
-		if j == c.g {
-			continue
-		}
-		was, now := gpus[j].Compute, sim[j].Compute
-		if was != now && sim[j].Model.Valid(was, sim[j].Memory) == nil {
-			if err := emitAt(j, Step{Kind: StepSetComputeMode, GPU: sim[j].GPU, Mode: string(was), Why: "restore its compute mode after the reload"}); err != nil {
-				return nil, err
-			}
+		was, now := ap.gpus[j].Compute, w.sim[j]
+		if j != c.g && was != now.Compute && now.Model.Valid(was, now.Memory) == nil {
+			w.emit(j, Step{Kind: StepSetComputeMode, GPU: now.GPU, Mode: string(was), Why: "restore its compute mode after the reload"})
 		}
 	}
-	return p, nil
+	if w.err != nil {
+		return nil, w.err
+	}
+	return w.plan, nil
+}
+
+// amdStepWriter writes an AMD plan's steps, applying each to sim. After a
+// step fails it writes nothing more, and err says why.
+type amdStepWriter struct {
+	sim  []*AMDGPU
+	plan *Plan
+	err  error
+}
+
+// emit applies step s to sim[at] (every step names a GPU whose index is
+// known here, so no step costs a scan of the fleet) and appends it.
+func (w *amdStepWriter) emit(at int, s Step) {
+	if w.err != nil {
+		return
+	}
+	if err := applyAMDStep(w.sim, w.sim[at], s); err != nil {
+		w.err = fmt.Errorf("mig: %w: AMD plan step %s fails: %v", topology.ErrInternal, s, err)
+		return
+	}
+	w.plan.Steps = append(w.plan.Steps, s)
+}
+
+// drain stops work on GPU at.
+func (w *amdStepWriter) drain(at int, work AMDWork, why string) {
+	w.emit(at, Step{Kind: StepDrain, GPU: w.sim[at].GPU, Partition: work.Partition, Owner: work.Owner, Priority: work.Priority, Why: why})
+}
+
+// instance describes the work as the in-use instance a Move or an
+// Eviction names.
+func (w AMDWork) instance() Instance {
+	return Instance{State: InUse, Owner: w.Owner, Priority: w.Priority, Placement: Placement{w.Partition, 1}}
 }

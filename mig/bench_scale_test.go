@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -52,14 +53,14 @@ func BenchmarkDefragScale(b *testing.B) {
 	for _, n := range []int{1000, 5000, 25000} {
 		full := fullFleet(b, n, 1)
 		b.Run(fmt.Sprintf("full-%d", n), func(b *testing.B) {
-			req := Request{Profile: "3g.40gb", Owner: "pending", Priority: 9}
+			req := Request{Profile: MustParseProfileName("3g.40gb"), Owner: "pending", Priority: 9}
 			pol := Policy{NoEvictions: true, MoveAnyPriority: true}
 			var size int
 			b.ReportAllocs()
 			var ct cpuTimer
 			ct.begin()
 			for b.Loop() {
-				_, err := PlanDefrag(full, req, pol)
+				_, err := PlanDefrag(context.Background(), full, req, pol)
 				var npe *NoPlanError
 				if !errors.As(err, &npe) {
 					b.Fatalf("want no plan, got %v", err)
@@ -71,14 +72,14 @@ func BenchmarkDefragScale(b *testing.B) {
 		})
 		half := halfFleet(b, n, 2)
 		b.Run(fmt.Sprintf("half-%d", n), func(b *testing.B) {
-			req := Request{Profile: "7g.80gb", Owner: "pending", Priority: 9}
+			req := Request{Profile: MustParseProfileName("7g.80gb"), Owner: "pending", Priority: 9}
 			var p *Plan
 			b.ReportAllocs()
 			var ct cpuTimer
 			ct.begin()
 			for b.Loop() {
 				var err error
-				if p, err = PlanDefrag(half, req, Policy{}); err != nil {
+				if p, err = PlanDefrag(context.Background(), half, req, Policy{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -99,7 +100,7 @@ func BenchmarkPlaceScale(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				f, err := NewFleet(ls, PlaceOptions{})
+				f, err := NewFleet(context.Background(), ls, PlaceOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -128,7 +129,7 @@ func BenchmarkPlanAMDScale(b *testing.B) {
 				req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := PlanAMD(gpus, req, Policy{Threshold: 9}); err != nil {
+					if _, err := PlanAMD(context.Background(), gpus, req, Policy{Threshold: 9}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -49,7 +50,7 @@ func benchRequests(n int, seed uint64) []Request {
 	mix := []string{"1g.10gb", "1g.10gb", "1g.10gb", "1g.20gb", "2g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}
 	out := make([]Request, n)
 	for i := range out {
-		out[i] = Request{Profile: mix[rng.IntN(len(mix))], Owner: fmt.Sprintf("r%d", i), Priority: rng.IntN(10)}
+		out[i] = Request{Profile: MustParseProfileName(mix[rng.IntN(len(mix))]), Owner: fmt.Sprintf("r%d", i), Priority: rng.IntN(10)}
 	}
 	return out
 }
@@ -68,7 +69,7 @@ func BenchmarkPlace1000on1000(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				ct.pause()
-				f, err := NewFleet(ls, PlaceOptions{Strategy: s})
+				f, err := NewFleet(context.Background(), ls, PlaceOptions{Strategy: s})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -95,11 +96,11 @@ func BenchmarkPlaceBatch1000on1000(b *testing.B) {
 	var ct cpuTimer
 	ct.begin()
 	for b.Loop() {
-		f, err := NewFleet(ls, PlaceOptions{})
+		f, err := NewFleet(context.Background(), ls, PlaceOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		out, _ := f.PlaceBatch(reqs)
+		out, _ := f.PlaceBatch(context.Background(), reqs)
 		placed = 0
 		for _, a := range out {
 			if a.OK() {
@@ -127,8 +128,8 @@ func BenchmarkDefrag64(b *testing.B) {
 		{"4g-budget2", "4g.40gb", Policy{Threshold: 9, MaxDisruptions: 2}},
 		{"3g-moves-only", "3g.40gb", Policy{MoveAnyPriority: true, NoEvictions: true}},
 	} {
-		req := Request{Profile: tc.prof, Owner: "pending", Priority: 9}
-		if _, err := Place(ls, req, PlaceOptions{}); err == nil {
+		req := Request{Profile: MustParseProfileName(tc.prof), Owner: "pending", Priority: 9}
+		if _, err := Place(context.Background(), ls, req, PlaceOptions{}); err == nil {
 			b.Fatalf("%s fits without defragmentation; the benchmark needs a full fleet", tc.prof)
 		}
 		b.Run(tc.name, func(b *testing.B) {
@@ -137,7 +138,7 @@ func BenchmarkDefrag64(b *testing.B) {
 			ct.begin()
 			for b.Loop() {
 				var err error
-				p, err = PlanDefrag(ls, req, tc.pol)
+				p, err = PlanDefrag(context.Background(), ls, req, tc.pol)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -178,11 +179,11 @@ func BenchmarkDefrag64NoPlan(b *testing.B) {
 		}
 		ls[i], _ = NewLayout(fmt.Sprintf("gpu%d", i), m, ins...)
 	}
-	req := Request{Profile: "3g.40gb", Priority: 9}
+	req := Request{Profile: MustParseProfileName("3g.40gb"), Priority: 9}
 	var ct cpuTimer
 	ct.begin()
 	for b.Loop() {
-		if _, err := PlanDefrag(ls, req, Policy{NoEvictions: true}); err == nil {
+		if _, err := PlanDefrag(context.Background(), ls, req, Policy{NoEvictions: true}); err == nil {
 			b.Fatal("expected no plan")
 		}
 	}

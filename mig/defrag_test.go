@@ -61,7 +61,7 @@ func oracleMayEvict(in Instance, req Request, pol Policy) bool {
 func oracleDefrag(ls []*Layout, req Request, pol Policy) (Cost, bool) {
 	var best Cost
 	found := false
-	name := mustName(req.Profile)
+	name := req.Profile
 	for g, l := range ls {
 		p, err := l.Model.Profile(name.String())
 		if err != nil {
@@ -106,11 +106,7 @@ func oracleDefrag(ls []*Layout, req Request, pol Policy) (Cost, bool) {
 					c = saved
 				}
 				if oracleMayEvict(in, req, pol) {
-					if c.Evictions == 0 || in.Priority > c.MaxEvictedPriority {
-						c.MaxEvictedPriority = in.Priority
-					}
-					c.Evictions++
-					c.EvictedPrioritySum += int64(in.Priority)
+					c = evicted(c, in.Priority)
 					rec(k + 1)
 					c = saved
 				}
@@ -153,7 +149,7 @@ func genRequest(t *rapid.T, ls []*Layout) Request {
 		k /= 2
 	}
 	return Request{
-		Profile:  profs[k].Name.String(),
+		Profile:  profs[k].Name,
 		Owner:    "pending",
 		Priority: rapid.IntRange(0, 10).Draw(t, "reqprio"),
 	}
@@ -180,42 +176,77 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
-func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
+// evicted returns c with one more eviction, of work of priority prio.
+func evicted(c Cost, prio int) Cost {
+	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
+		c.MaxEvictedPriority = prio
+	}
+	c.Evictions++
+	c.EvictedPrioritySum += int64(prio)
+	return c
+}
+
+// checkPolicy fails when plan p evicts or moves work that pol protects
+// from a pending job of priority job, or disrupts more than the budget.
+func checkPolicy(t tb, p *Plan, pol Policy, job int) {
 	t.Helper()
 	for _, e := range p.Evictions {
 		in := e.Instance
-		if in.Priority >= pol.Threshold || in.Priority >= req.Priority || req.Priority < pol.Threshold || pol.NoEvictions {
-			t.Fatalf("plan evicts %v (threshold %d, pending %d):\n%s", in, pol.Threshold, req.Priority, p.Explain())
+		if in.Priority >= pol.Threshold || in.Priority >= job || job < pol.Threshold || pol.NoEvictions {
+			t.Fatalf("plan evicts %v (threshold %d, pending %d):\n%s", in, pol.Threshold, job, p.Explain())
 		}
 	}
 	for _, m := range p.Moves {
-		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= req.Priority) || (pol.SameGPUMovesOnly && m.From != m.To) {
+		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= job) {
 			t.Fatalf("plan moves %v against the policy %+v:\n%s", m, pol, p.Explain())
+		}
+	}
+	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
+		t.Fatalf("plan disrupts %d, budget %d", d, pol.MaxDisruptions)
+	}
+}
+
+// replay applies plan p's steps to copies of gpus with apply, checking
+// every GPU with valid after every step, and returns the copies.
+func replay[G any](t tb, p *Plan, gpus []G, clone func(G) G, apply func([]G, Step) error, valid func(G) error) []G {
+	t.Helper()
+	sim := make([]G, len(gpus))
+	for i := range gpus {
+		sim[i] = clone(gpus[i])
+	}
+	for i, s := range p.Steps {
+		if err := apply(sim, s); err != nil {
+			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
+		}
+		for _, g := range sim {
+			if err := valid(g); err != nil {
+				t.Fatalf("after step %d %v: %v", i+1, s, err)
+			}
+		}
+	}
+	return sim
+}
+
+func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
+	t.Helper()
+	checkPolicy(t, p, pol, req.Priority)
+	for _, m := range p.Moves {
+		if pol.SameGPUMovesOnly && m.From != m.To {
+			t.Fatalf("plan moves %v to another GPU:\n%s", m, p.Explain())
 		}
 	}
 	if len(p.Reclaimed) > 0 && pol.KeepIdle {
 		t.Fatalf("plan reclaims idle instances under KeepIdle")
 	}
-	if d := p.Cost.Disruptions(); (pol.MaxDisruptions > 0 && d > pol.MaxDisruptions) || (pol.MaxDisruptions < 0 && d > 0) {
-		t.Fatalf("plan disrupts %d, budget %d", d, pol.MaxDisruptions)
-	}
 	if p.Cost.Moves != len(p.Moves) || p.Cost.Evictions != len(p.Evictions) || p.Cost.Reclaimed != len(p.Reclaimed) {
 		t.Fatalf("cost %+v disagrees with the plan's lists", p.Cost)
 	}
-	sim := make([]*Layout, len(ls))
-	for i := range ls {
-		sim[i] = ls[i].Clone()
-	}
-	for i, s := range p.Steps {
-		if err := ApplyStep(sim, s); err != nil {
-			t.Fatalf("step %d %v: %v\n%s", i+1, s, err, p.Explain())
+	sim := replay(t, p, ls, (*Layout).Clone, ApplyStep, func(l *Layout) error {
+		if !oracleValid(l) {
+			return fmt.Errorf("the oracle rejects %v", l)
 		}
-		for _, l := range sim {
-			if err := l.Validate(); err != nil || !oracleValid(l) {
-				t.Fatalf("after step %d %v: invalid layout %v (%v)", i+1, s, l, err)
-			}
-		}
-	}
+		return l.Validate()
+	})
 	// Owners before and after: moved work keeps owner and priority; only
 	// evicted work disappears; the request is in use where the plan says.
 	owners := func(ls []*Layout) map[string]int {
@@ -240,7 +271,7 @@ func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
 		}
 	}
 	got, ok := findLayout(sim, p.GPU).InstanceAt(p.Placement.Start)
-	if !ok || got.Owner != req.Owner || got.Profile != mustName(req.Profile) || got.State != InUse {
+	if !ok || got.Owner != req.Owner || got.Profile != req.Profile || got.State != InUse {
 		t.Fatalf("request not created at %s %v: %v", p.GPU, p.Placement, got)
 	}
 	return sim
@@ -256,6 +287,25 @@ func genOwnedLayouts(t *rapid.T, n int, models []string) []*Layout {
 	return ls
 }
 
+// checkAgainstOracle plans for req and checks the plan against the
+// exhaustive oracle: the same least cost, "no plan" (a NoPlanError with
+// reasons) exactly when the oracle finds none, and checkPlan's invariants.
+func checkAgainstOracle(t *rapid.T, ls []*Layout, req Request, pol Policy) {
+	p, err := PlanDefrag(context.Background(), ls, req, pol)
+	want, ok := oracleDefrag(ls, req, pol)
+	if !ok {
+		var npe *NoPlanError
+		if !errors.As(err, &npe) || len(npe.Reasons) == 0 {
+			t.Fatalf("oracle: no plan; PlanDefrag = %v, %v (want a NoPlanError with reasons)\n%v", p, err, ls)
+		}
+		return
+	}
+	if err != nil || p.Cost.Compare(want) != 0 {
+		t.Fatalf("PlanDefrag %v (%v), oracle minimum %v\n%s\nlayouts %v\nreq %v pol %+v", p, err, want, p.Explain(), ls, req, pol)
+	}
+	checkPlan(t, ls, req, pol, p)
+}
+
 // TestDefragOracle: on 1–2 GPUs the plan's cost equals the exhaustive
 // minimum, "no plan" happens exactly when the oracle finds none, and every
 // plan passes checkPlan.
@@ -269,25 +319,7 @@ func TestDefragOracle(t *testing.T) {
 		}
 		req := genRequest(t, ls)
 		pol := genPolicy(t)
-		p, err := PlanDefrag(ls, req, pol)
-		want, ok := oracleDefrag(ls, req, pol)
-		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: no plan; PlanDefrag = %v, %v\n%v", p, err, ls)
-			}
-			var npe *NoPlanError
-			if !errors.As(err, &npe) || len(npe.Reasons) == 0 {
-				t.Fatalf("no plan without reasons: %v", err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("oracle found %v; PlanDefrag: %v\nlayouts %v\nreq %v pol %+v", want, err, ls, req, pol)
-		}
-		if p.Cost.Compare(want) != 0 {
-			t.Fatalf("plan cost %v, oracle minimum %v\n%s\nlayouts %v\nreq %v pol %+v", p.Cost, want, p.Explain(), ls, req, pol)
-		}
-		checkPlan(t, ls, req, pol, p)
+		checkAgainstOracle(t, ls, req, pol)
 	})
 }
 
@@ -298,8 +330,8 @@ func TestDefragExamples(t *testing.T) {
 	// "merge"; the right answer moves work off one GPU.
 	g0, _ := NewLayout("gpu0", m, busy(t, "1g.10gb", 0, "inf-a", 1), busy(t, "1g.10gb", 4, "inf-b", 1), inst(t, "1g.10gb", 6))
 	g1, _ := NewLayout("gpu1", m, busy(t, "3g.40gb", 0, "train", 9), busy(t, "1g.10gb", 4, "inf-c", 1))
-	req := Request{Profile: "7g.80gb", Owner: "p0-job", Priority: 10}
-	p, err := PlanDefrag([]*Layout{g0, g1}, req, Policy{Threshold: 10})
+	req := Request{Profile: MustParseProfileName("7g.80gb"), Owner: "p0-job", Priority: 10}
+	p, err := PlanDefrag(context.Background(), []*Layout{g0, g1}, req, Policy{Threshold: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,58 +350,76 @@ func TestDefragExamples(t *testing.T) {
 	// A moved instance lands where it keeps large placements open: slot 5
 	// of gpu1 leaves the two-slice 1g at {6}:2 placeable, slot 6 would not.
 	lone, _ := NewLayout("gpu0", m, busy(t, "1g.10gb", 0, "solo", 1))
-	p, err = PlanDefrag([]*Layout{lone, g1}, Request{Profile: "7g.80gb", Owner: "x", Priority: 10}, Policy{Threshold: 10})
+	p, err = PlanDefrag(context.Background(), []*Layout{lone, g1}, Request{Profile: MustParseProfileName("7g.80gb"), Owner: "x", Priority: 10}, Policy{Threshold: 10})
 	if err != nil || len(p.Moves) != 1 || p.Moves[0].Dest != (Placement{5, 1}) {
 		t.Fatalf("destination choice: %v %v", p, err)
 	}
 	// Below the threshold a job may not evict; with nowhere to move work
 	// there is no plan, and the reasons say why.
 	full, _ := NewLayout("gpu2", m, busy(t, "4g.40gb", 0, "a", 1), busy(t, "3g.40gb", 4, "b", 1))
-	_, err = PlanDefrag([]*Layout{full}, Request{Profile: "7g.80gb", Priority: 5}, Policy{Threshold: 8})
+	_, err = PlanDefrag(context.Background(), []*Layout{full}, Request{Profile: MustParseProfileName("7g.80gb"), Priority: 5}, Policy{Threshold: 8})
 	var npe *NoPlanError
 	if !errors.As(err, &npe) || !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "below the eviction threshold 8") {
 		t.Fatalf("want no plan below the threshold, got %v", err)
 	}
 	// At or above the threshold, the cheaper victim set is evicted.
-	p, err = PlanDefrag([]*Layout{full}, Request{Profile: "3g.40gb", Owner: "x", Priority: 9}, Policy{Threshold: 8, NoMoves: true})
+	p, err = PlanDefrag(context.Background(), []*Layout{full}, Request{Profile: MustParseProfileName("3g.40gb"), Owner: "x", Priority: 9}, Policy{Threshold: 8, NoMoves: true})
 	if err != nil || p.Cost.Evictions != 1 {
 		t.Fatalf("evicting plan: %v %v", p, err)
 	}
 	// Never evict work of equal or higher priority than the pending job.
-	_, err = PlanDefrag([]*Layout{full}, Request{Profile: "3g.40gb", Priority: 1}, Policy{})
+	_, err = PlanDefrag(context.Background(), []*Layout{full}, Request{Profile: MustParseProfileName("3g.40gb"), Priority: 1}, Policy{})
 	if !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("equal priority: %v", err)
 	}
 	// The disruption budget.
-	_, err = PlanDefrag([]*Layout{g0, g1}, req, Policy{Threshold: 10, MaxDisruptions: 1})
+	_, err = PlanDefrag(context.Background(), []*Layout{g0, g1}, req, Policy{Threshold: 10, MaxDisruptions: 1})
 	if err == nil {
 		// gpu1 needs 2 disruptions too; with 1, only eviction-free... none.
 		t.Fatalf("budget 1 should leave no plan")
 	}
 	// A request that fits needs no change.
-	p, err = PlanDefrag([]*Layout{g1}, Request{Profile: "1g.10gb", Owner: "y"}, Policy{})
+	p, err = PlanDefrag(context.Background(), []*Layout{g1}, Request{Profile: MustParseProfileName("1g.10gb"), Owner: "y"}, Policy{})
 	if err != nil || len(p.Steps) != 2 || p.Cost != (Cost{}) {
 		t.Fatalf("fitting request: %v %v", p, err)
 	}
-	if _, err := PlanDefrag([]*Layout{g1}, Request{Profile: "9g.1gb"}, Policy{}); !errors.Is(err, ErrUnknownProfile) {
+	if _, err := PlanDefrag(context.Background(), []*Layout{g1}, Request{Profile: MustParseProfileName("9g.1gb")}, Policy{}); !errors.Is(err, ErrUnknownProfile) {
 		t.Errorf("unknown profile: %v", err)
 	}
-	if _, err := PlanDefrag([]*Layout{g1, g1}, req, Policy{}); !errors.Is(err, ErrInvalidLayout) {
+	if _, err := PlanDefrag(context.Background(), []*Layout{g1, g1}, req, Policy{}); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("duplicate GPU: %v", err)
 	}
 }
 
-// TestStateMachine drives a Fake through random create, destroy, place and
-// defrag+apply operations and checks after every one that no layout is
-// overlapping or illegal, that the Fake and ApplyStep agree, and that no
-// plan breaks the policy.
+// stepManager is a PartitionManager over layouts in memory, through
+// ApplyStep. (migtest.Fake, which enforces the rules on its own, is checked
+// against ApplyStep in package migtest.)
+type stepManager struct{ ls []*Layout }
+
+func (m *stepManager) Layouts(context.Context) ([]*Layout, error) {
+	out := make([]*Layout, len(m.ls))
+	for i, l := range m.ls {
+		out[i] = l.Clone()
+	}
+	return out, nil
+}
+
+func (m *stepManager) Apply(ctx context.Context, s Step, mode ApplyMode) error {
+	if mode == Commit {
+		return ApplyStep(m.ls, s)
+	}
+	ls, _ := m.Layouts(ctx)
+	return ApplyStep(ls, s)
+}
+
+// TestStateMachine drives layouts through random create, destroy, place
+// and defrag+apply operations and checks after every one that no layout
+// is overlapping or illegal, that ApplyStep agrees with the oracle, and
+// that no plan breaks the policy.
 func TestStateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ls := genOwnedLayouts(t, 4, []string{"A100-80GB", "H100-80GB", "A30-24GB", "H200-141GB"})
-		fake, err := NewFake(ls...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fake := &stepManager{ls: ls}
 		ctx := context.Background()
 		next := 0
 		for op := 0; op < 25; op++ {
@@ -381,11 +431,12 @@ func TestStateMachine(t *testing.T) {
 				p := profs[rapid.IntRange(0, len(profs)-1).Draw(t, "p")]
 				s := Step{Kind: StepCreateGPUInstance, GPU: l.GPU, Profile: p.Name,
 					Placement: Placement{rapid.IntRange(0, l.Model.Slots()-1).Draw(t, "start"), p.MemorySlices}}
-				shadow := []*Layout{l.Clone()}
-				want := ApplyStep(shadow, s)
+				shadow := l.Clone()
+				shadow.Instances = append(shadow.Instances, Instance{Profile: p.Name, Placement: s.Placement})
+				want := oracleValid(shadow)
 				got := fake.Apply(ctx, s, Commit)
-				if (want == nil) != (got == nil) {
-					t.Fatalf("ApplyStep %v and Fake %v disagree on %v in %v", want, got, s, l)
+				if want != (got == nil) {
+					t.Fatalf("oracle %v and ApplyStep %v disagree on %v in %v", want, got, s, l)
 				}
 				if got == nil {
 					next++
@@ -405,11 +456,7 @@ func TestStateMachine(t *testing.T) {
 				}
 				for _, k := range kinds {
 					s := Step{Kind: k, GPU: l.GPU, Profile: in.Profile, Placement: in.Placement}
-					want := ApplyStep([]*Layout{l}, s)
 					got := fake.Apply(ctx, s, Commit)
-					if (want == nil) != (got == nil) {
-						t.Fatalf("ApplyStep %v and Fake %v disagree on %v", want, got, s)
-					}
 					if got != nil {
 						if in.State == InUse && !errors.Is(got, ErrInUse) {
 							t.Fatalf("destroying in-use work: %v", got)
@@ -421,11 +468,11 @@ func TestStateMachine(t *testing.T) {
 				req := genRequest(t, cur)
 				next++
 				req.Owner = fmt.Sprintf("w%d", next)
-				a, err := Place(cur, req, PlaceOptions{Strategy: Strategy(rapid.IntRange(0, 2).Draw(t, "strategy"))})
+				a, err := Place(context.Background(), cur, req, PlaceOptions{Strategy: Strategy(rapid.IntRange(0, 2).Draw(t, "strategy"))})
 				if err != nil {
 					continue
 				}
-				pn := mustName(req.Profile)
+				pn := req.Profile
 				for _, s := range []Step{
 					{Kind: StepCreateGPUInstance, GPU: a.GPU, Profile: pn, Placement: a.Placement},
 					{Kind: StepCreateComputeInstance, GPU: a.GPU, Profile: pn, Placement: a.Placement, Owner: req.Owner, Priority: req.Priority},
@@ -439,7 +486,7 @@ func TestStateMachine(t *testing.T) {
 				next++
 				req.Owner = fmt.Sprintf("w%d", next)
 				pol := genPolicy(t)
-				p, err := PlanDefrag(cur, req, pol)
+				p, err := PlanDefrag(context.Background(), cur, req, pol)
 				if err != nil {
 					if !errors.Is(err, ErrNoPlan) && !errors.Is(err, ErrUnknownProfile) {
 						t.Fatalf("defrag: %v", err)
@@ -485,17 +532,6 @@ func TestDefragOracleClasses(t *testing.T) {
 		}
 		req := genRequest(t, ls)
 		pol := genPolicy(t)
-		p, err := PlanDefrag(ls, req, pol)
-		want, ok := oracleDefrag(ls, req, pol)
-		if !ok {
-			if !errors.Is(err, ErrNoPlan) {
-				t.Fatalf("oracle: no plan; PlanDefrag = %v, %v", p, err)
-			}
-			return
-		}
-		if err != nil || p.Cost.Compare(want) != 0 {
-			t.Fatalf("PlanDefrag %v (%v), oracle %v\nlayouts %v\nreq %v pol %+v", p, err, want, ls, req, pol)
-		}
-		checkPlan(t, ls, req, pol, p)
+		checkAgainstOracle(t, ls, req, pol)
 	})
 }

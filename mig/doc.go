@@ -20,7 +20,8 @@
 //     builds models with [NewModel] and layers them over the shipped ones
 //     with [Catalog.With]; discovered tables take precedence.
 //   - [ParseProfileName] and [ProfileName.String] read and write names such
-//     as "1g.10gb", "1g.10gb+me", "1c.3g.20gb".
+//     as "1g.10gb", "1g.10gb+me", "1c.3g.20gb" ([MustParseProfileName]
+//     for literals).
 //   - [Layout] is one GPU's instances ([Instance]: profile, placement,
 //     idle or in use, owner, owner priority). [Layout.Validate] checks it;
 //     [Layout.FreePlacements] lists where a profile fits now.
@@ -50,6 +51,16 @@
 // linear time in the number of GPUs. [Plan.Explain] says what the plan does
 // in words.
 //
+// # Cancellation
+//
+// The calls whose time grows with the fleet take a context.Context first:
+// [PlanDefrag], [PlanAMD], [Place], [NewFleet] and [Fleet.PlaceBatch].
+// They look at it every few hundred units of work (a GPU validated or
+// weighed, a way of making room tried, a packing step) and, once it is
+// done, return promptly with an error wrapping ctx.Err(). Calls on one GPU
+// or one request ([Fleet.Place], [Fleet.Choose], [Layout] methods) take
+// microseconds and no context.
+//
 // # Limits
 //
 // Inputs are bounded: a layout file by [MaxFileBytes], [MaxFileGPUs],
@@ -72,19 +83,23 @@
 //
 // # Layout files
 //
-// [ParseFile] and [MarshalFile] read and write a JSON file of MIG layouts,
-// AMD GPUs and, optionally, profile tables (schema [FileSchema]); the
-// gputopo CLI's "mig" command works on such files.
+// [ParseLayoutFile] (or [ReadLayoutFile], from a reader) and
+// [MarshalLayoutFile] read and write a JSON file of MIG layouts, AMD GPUs
+// and, optionally, profile tables (schema [LayoutFileSchema]); the gputopo
+// CLI's "mig" command works on such files.
 //
 // # Applying plans
 //
 // [PartitionManager] reads layouts and applies one step, dry-run unless
 // told to commit; the NVIDIA provider implements it through NVML with
 // explicit placements. [ApplyStep] is the same transition in memory, and
-// [Fake] is an in-memory PartitionManager that enforces the hardware rules
-// independently, for tests.
+// Fake in package mig/migtest is an in-memory PartitionManager that
+// enforces the hardware rules independently, for tests.
 //
 // Every error wraps a sentinel (ErrOverlap, ErrIllegalPlacement, ErrNoPlan,
-// ...) for errors.Is. The package imports no vendor library and builds
+// ...) for errors.Is; every parse error wraps [ErrParse], which is
+// topology.ErrParse. The enum types (modes, states, step kinds, strategies,
+// causes, profile names) implement encoding.TextMarshaler and
+// TextUnmarshaler. The package imports no vendor library and builds
 // with CGO_ENABLED=0.
 package mig

@@ -5,37 +5,44 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
-// callers can branch with errors.Is.
+// callers can branch with errors.Is. The ones for a bad argument (a model,
+// layout, step, mode, profile or GPU the call cannot use) wrap
+// topology.ErrInvalidRequest; the parse errors wrap ErrParse
+// (topology.ErrParse); an error that would be a bug in gputopo wraps
+// topology.ErrInternal.
 var (
-	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the form).
-	ErrBadProfileName = errors.New("mig: malformed profile name")
+	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the
+	// form). It wraps ErrParse.
+	ErrBadProfileName = fmt.Errorf("mig: malformed profile name: %w", ErrParse)
 	// ErrUnknownModel: no profile table is known for a GPU model.
-	ErrUnknownModel = errors.New("mig: unknown GPU model")
+	ErrUnknownModel = fmt.Errorf("mig: unknown GPU model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownProfile: a model has no profile of that name or ID.
-	ErrUnknownProfile = errors.New("mig: unknown profile")
+	ErrUnknownProfile = fmt.Errorf("mig: unknown profile: %w", topology.ErrInvalidRequest)
 	// ErrInvalidModel: a profile table given to NewModel is inconsistent.
-	ErrInvalidModel = errors.New("mig: invalid profile table")
+	ErrInvalidModel = fmt.Errorf("mig: invalid profile table: %w", topology.ErrInvalidRequest)
 	// ErrIllegalPlacement: a placement is not one the profile may use.
-	ErrIllegalPlacement = errors.New("mig: illegal placement")
+	ErrIllegalPlacement = fmt.Errorf("mig: illegal placement: %w", topology.ErrInvalidRequest)
 	// ErrOverlap: two GPU instances share a memory slice.
-	ErrOverlap = errors.New("mig: overlapping instances")
+	ErrOverlap = fmt.Errorf("mig: overlapping instances: %w", topology.ErrInvalidRequest)
 	// ErrInstanceLimit: a profile's instance limit (or the GPU's single
 	// optical-flow engine that +me profiles use) would be exceeded.
 	ErrInstanceLimit = errors.New("mig: instance limit reached")
 	// ErrInvalidLayout: a layout is malformed (wraps a more specific
 	// sentinel such as ErrOverlap when there is one).
-	ErrInvalidLayout = errors.New("mig: invalid layout")
+	ErrInvalidLayout = fmt.Errorf("mig: invalid layout: %w", topology.ErrInvalidRequest)
 	// ErrNoInstance: no GPU instance sits at the placement a step names.
-	ErrNoInstance = errors.New("mig: no such instance")
+	ErrNoInstance = fmt.Errorf("mig: no such instance: %w", topology.ErrInvalidRequest)
 	// ErrInUse: the operation needs an idle instance or GPU (NVML answers
 	// NVML_ERROR_IN_USE), e.g. destroying a GPU instance that still has a
 	// compute instance or a running workload.
 	ErrInUse = errors.New("mig: instance in use")
 	// ErrBadStep: a plan step is malformed or does not fit the layout.
-	ErrBadStep = errors.New("mig: bad plan step")
+	ErrBadStep = fmt.Errorf("mig: bad plan step: %w", topology.ErrInvalidRequest)
 	// ErrNoFit: a request fits on no GPU without reconfiguration.
 	ErrNoFit = errors.New("mig: request does not fit")
 	// ErrNoPlan: no reconfiguration the policy allows makes room for a
@@ -45,15 +52,32 @@ var (
 	// or too large (see Mix.Validate). It also wraps ErrParse, which
 	// earlier versions returned.
 	ErrBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
-	// ErrParse: a layout file is malformed.
-	ErrParse = errors.New("mig: parse error")
+	// ErrParse is topology.ErrParse, re-exported: malformed input (a layout
+	// file, a profile name, a mode or another enum's text form). Every
+	// parse error of the package wraps it.
+	ErrParse = topology.ErrParse
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
-	ErrBadMode = errors.New("mig: invalid partition mode")
+	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
 	// ErrUnknownGPU: a step or request names a GPU the manager or fleet
 	// does not have.
-	ErrUnknownGPU = errors.New("mig: unknown GPU")
+	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)
 )
+
+// parseError is a parse error that wraps ErrParse and a more specific
+// sentinel without repeating both messages.
+type parseError struct {
+	kind error
+	msg  string
+}
+
+func (e *parseError) Error() string   { return e.kind.Error() + ": " + e.msg }
+func (e *parseError) Unwrap() []error { return []error{e.kind, ErrParse} }
+
+// malformed returns a parse error wrapping ErrParse and kind.
+func malformed(kind error, format string, args ...any) error {
+	return &parseError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
 
 // MaxNoPlanExamples bounds the example reasons a NoPlanError keeps per
 // cause, so that the error stays small however large the fleet is.
@@ -83,6 +107,30 @@ const (
 	// CauseHiveMode: a GPU of the hive does not support the memory mode.
 	CauseHiveMode NoPlanCause = "a hive member does not support the memory mode"
 )
+
+// causes lists every NoPlanCause, for UnmarshalText.
+var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
+
+// MarshalText implements encoding.TextMarshaler: the cause's sentence. An
+// unknown cause is an error wrapping ErrParse.
+func (c NoPlanCause) MarshalText() ([]byte, error) {
+	return marshalText(slices.Contains(causes[:], c), c, ErrParse)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseNoPlanCause.
+func (c *NoPlanCause) UnmarshalText(b []byte) error { return unmarshalText(c, b, ParseNoPlanCause) }
+
+// String returns the cause's sentence.
+func (c NoPlanCause) String() string { return string(c) }
+
+// ParseNoPlanCause accepts the sentences the causes are. Errors wrap
+// ErrParse.
+func ParseNoPlanCause(s string) (NoPlanCause, error) {
+	if !slices.Contains(causes[:], NoPlanCause(s)) {
+		return "", fmt.Errorf("%w: unknown no-plan cause %q", ErrParse, s)
+	}
+	return NoPlanCause(s), nil
+}
 
 // CauseCount is how many ways of making room were rejected for one cause.
 type CauseCount struct {

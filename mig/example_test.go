@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migtest"
 )
 
 func ExampleParseProfileName() {
@@ -64,10 +65,10 @@ func ExampleLayout_FreePlacements() {
 
 func ExampleLayout_Fragmentation() {
 	m, _ := mig.Lookup("A100-80GB")
-	one, _ := mig.ParseProfileName("1g.10gb")
-	l, _ := mig.NewLayout("gpu0", m,
-		mig.Instance{Profile: one, Placement: mig.Placement{Start: 0}},
-		mig.Instance{Profile: one, Placement: mig.Placement{Start: 4}})
+	l, _ := mig.NewLayout("gpu0", m)
+	for _, start := range []int{0, 4} {
+		_ = l.Add(mig.Instance{Profile: mig.MustParseProfileName("1g.10gb"), Placement: mig.Placement{Start: start}})
+	}
 	f, _ := l.Fragmentation(mig.Mix{"3g.40gb": 1})
 	fmt.Printf("free %d, unusable for 3g %.0f (score %.2f)\n", f.FreeSlots, f.UnusableSlots, f.Score)
 	// Output: free 6, unusable for 3g 4 (score 0.67)
@@ -76,8 +77,8 @@ func ExampleLayout_Fragmentation() {
 func ExamplePlace() {
 	m, _ := mig.Lookup("A100-40GB")
 	empty, _ := mig.NewLayout("gpu0", m)
-	a, _ := mig.Place([]*mig.Layout{empty}, mig.Request{Profile: "1g.5gb"}, mig.PlaceOptions{})
-	ff, _ := mig.Place([]*mig.Layout{empty}, mig.Request{Profile: "1g.5gb"}, mig.PlaceOptions{Strategy: mig.FirstFit})
+	a, _ := mig.Place(context.Background(), []*mig.Layout{empty}, mig.Request{Profile: mig.MustParseProfileName("1g.5gb")}, mig.PlaceOptions{})
+	ff, _ := mig.Place(context.Background(), []*mig.Layout{empty}, mig.Request{Profile: mig.MustParseProfileName("1g.5gb")}, mig.PlaceOptions{Strategy: mig.FirstFit})
 	fmt.Println("keep-large-open:", a.Placement, "first-fit:", ff.Placement)
 	// Output: keep-large-open: {6}:1 first-fit: {0}:1
 }
@@ -91,8 +92,8 @@ func ExamplePlanDefrag() {
 	}
 	g0, _ := mig.NewLayout("gpu0", m, busy(one, 0, "inf-a", 1), busy(one, 4, "inf-b", 1))
 	g1, _ := mig.NewLayout("gpu1", m, busy(three, 0, "train", 9), busy(one, 4, "inf-c", 1))
-	p, err := mig.PlanDefrag([]*mig.Layout{g0, g1},
-		mig.Request{Profile: "7g.80gb", Owner: "p0-job", Priority: 10}, mig.Policy{Threshold: 10})
+	p, err := mig.PlanDefrag(context.Background(), []*mig.Layout{g0, g1},
+		mig.Request{Profile: mig.MustParseProfileName("7g.80gb"), Owner: "p0-job", Priority: 10}, mig.Policy{Threshold: 10})
 	if err != nil {
 		panic(err)
 	}
@@ -118,7 +119,7 @@ func ExamplePlanAMD() {
 		{GPU: "mi0", Hive: "h", Model: mi, Compute: mig.SPX, Memory: mig.NPS1, Work: []mig.AMDWork{{Partition: 0, Owner: "train", Priority: 1}}},
 		{GPU: "mi1", Hive: "h", Model: mi, Compute: mig.SPX, Memory: mig.NPS1},
 	}
-	p, _ := mig.PlanAMD(gpus, mig.AMDRequest{Compute: mig.CPX, Owner: "inf", Priority: 5}, mig.Policy{})
+	p, _ := mig.PlanAMD(context.Background(), gpus, mig.AMDRequest{Compute: mig.CPX, Owner: "inf", Priority: 5}, mig.Policy{})
 	fmt.Print(p.Explain())
 	// Output:
 	// To fit CPX for inf partition (priority 5), switch mi1 to CPX/NPS1; the request gets partition 0.
@@ -129,8 +130,8 @@ func ExamplePlanAMD() {
 func ExampleApplyPlan() {
 	m, _ := mig.Lookup("H100-80GB")
 	l, _ := mig.NewLayout("gpu0", m)
-	fake, _ := mig.NewFake(l)
-	p, _ := mig.PlanDefrag([]*mig.Layout{l}, mig.Request{Profile: "3g.40gb", Owner: "job"}, mig.Policy{})
+	fake, _ := migtest.NewFake(l)
+	p, _ := mig.PlanDefrag(context.Background(), []*mig.Layout{l}, mig.Request{Profile: mig.MustParseProfileName("3g.40gb"), Owner: "job"}, mig.Policy{})
 	ctx := context.Background()
 	if _, err := mig.ApplyPlan(ctx, fake, p, mig.DryRun); err != nil {
 		panic(err)

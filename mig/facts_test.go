@@ -119,6 +119,32 @@ func startList(p Profile) []int {
 	return out
 }
 
+// factColumns maps a facts-table column to the profile field it states and
+// how to read its cells.
+var factColumns = map[string]struct {
+	field string
+	get   func(*Profile) int
+	read  func(*testing.T, string) int
+}{
+	"ID":           {"ID", func(p *Profile) int { return p.ID }, atoi},
+	"ID [I]":       {"ID", func(p *Profile) int { return p.ID }, atoi},
+	"CS":           {"compute slices", func(p *Profile) int { return p.ComputeSlices }, atoi},
+	"SM fraction":  {"compute slices", func(p *Profile) int { return p.ComputeSlices }, smFraction},
+	"MS":           {"memory slices", func(p *Profile) int { return p.MemorySlices }, atoi},
+	"Mem fraction": {"memory slices", func(p *Profile) int { return p.MemorySlices }, fraction},
+	"SM":           {"SMs", func(p *Profile) int { return p.Multiprocessors }, atoi},
+	"Max":          {"max instances", func(p *Profile) int { return p.MaxInstances }, atoi},
+	"CE":           {"copy engines", func(p *Profile) int { return p.CopyEngines }, atoi},
+}
+
+// smFraction reads an "SM fraction" cell: "3/7" is 3 slices, "Full" 7.
+func smFraction(t *testing.T, v string) int {
+	if a, _, ok := strings.Cut(v, "/7"); ok {
+		return atoi(t, a)
+	}
+	return 7
+}
+
 func TestTablesAgainstFacts(t *testing.T) {
 	doc := readFacts(t)
 	for _, tc := range []struct{ heading, model string }{
@@ -146,27 +172,10 @@ func TestTablesAgainstFacts(t *testing.T) {
 				}
 			}
 			for col, v := range r {
+				if fc, ok := factColumns[col]; ok {
+					check(fc.field, fc.get(&p), fc.read(t, v))
+				}
 				switch col {
-				case "ID", "ID [I]":
-					check("ID", p.ID, atoi(t, v))
-				case "CS":
-					check("compute slices", p.ComputeSlices, atoi(t, v))
-				case "MS":
-					check("memory slices", p.MemorySlices, atoi(t, v))
-				case "Mem fraction":
-					check("memory slices", p.MemorySlices, fraction(t, v))
-				case "SM fraction":
-					want := 7 // "Full"
-					if a, _, ok := strings.Cut(v, "/7"); ok {
-						want = atoi(t, a)
-					}
-					check("compute slices", p.ComputeSlices, want)
-				case "SM":
-					check("SMs", p.Multiprocessors, atoi(t, v))
-				case "Max":
-					check("max instances", p.MaxInstances, atoi(t, v))
-				case "CE":
-					check("copy engines", p.CopyEngines, atoi(t, v))
 				case "Starts", "Starts [I]":
 					if got, want := startList(p), starts(t, v); !slices.Equal(got, want) {
 						t.Errorf("%s %s starts %v, facts %v", tc.model, name, got, want)

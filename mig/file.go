@@ -10,11 +10,11 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// FileSchema is the schema tag of the layout file ParseFile reads and
-// MarshalFile writes.
-const FileSchema = "gputopo-mig/v1"
+// LayoutFileSchema is the schema tag of the layout file ParseLayoutFile reads and
+// MarshalLayoutFile writes.
+const LayoutFileSchema = "gputopo-mig/v1"
 
-// Limits on what ParseFile and ReadFile accept. A file over a limit is
+// Limits on what ParseLayoutFile and ReadLayoutFile accept. A file over a limit is
 // rejected with an error wrapping topology.ErrLimit (and ErrParse) before
 // the part over the limit is processed; decoding a file costs memory
 // proportional to its size (bounded by MaxFileBytes).
@@ -33,7 +33,7 @@ const (
 	MaxAMDWork = 64
 )
 
-// File is the content of a layout file: MIG GPUs, AMD GPUs, and profile
+// LayoutFile is the content of a layout file: MIG GPUs, AMD GPUs, and profile
 // tables it brings along (which take precedence over the catalog, as
 // discovered tables do).
 //
@@ -53,8 +53,8 @@ const (
 //	     "work": [{"partition": 0, "owner": "train", "priority": 5}]}
 //	  ]
 //	}
-type File struct {
-	// Catalog resolves the file's model names: the catalog ParseFile was
+type LayoutFile struct {
+	// Catalog resolves the file's model names: the catalog ParseLayoutFile was
 	// given, with the file's own models layered over it.
 	Catalog *Catalog
 	// Models are the file's own profile tables.
@@ -98,12 +98,12 @@ type fileAMDGPUJSON struct {
 	Work          []AMDWork `json:"work,omitempty"`
 }
 
-// ParseFile decodes a layout file and validates every GPU against its
+// ParseLayoutFile decodes a layout file and validates every GPU against its
 // model, resolved through c (DefaultCatalog when nil) with the file's own
 // models taking precedence. Unknown fields are rejected. Errors wrap
 // ErrParse and name the GPU or instance at fault; a semantic problem also
 // wraps the specific sentinel (ErrOverlap, ErrUnknownModel, ...).
-func ParseFile(data []byte, c *Catalog) (*File, error) {
+func ParseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
@@ -119,13 +119,13 @@ func ParseFile(data []byte, c *Catalog) (*File, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
 	}
-	if fj.Schema != "" && fj.Schema != FileSchema {
-		return nil, fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, fj.Schema, FileSchema)
+	if fj.Schema != "" && fj.Schema != LayoutFileSchema {
+		return nil, fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, fj.Schema, LayoutFileSchema)
 	}
 	if err := fj.limits(); err != nil {
 		return nil, err
 	}
-	f := &File{}
+	f := &LayoutFile{}
 	for i, spec := range fj.Models {
 		if spec.Source == "" {
 			spec.Source = "file"
@@ -266,9 +266,9 @@ func (fj *fileJSON) limits() error {
 	return nil
 }
 
-// ReadFile is ParseFile from a reader: at most MaxFileBytes+1 bytes are
+// ReadLayoutFile is ParseLayoutFile from a reader: at most MaxFileBytes+1 bytes are
 // read, and a longer input is an error wrapping topology.ErrLimit.
-func ReadFile(r io.Reader, c *Catalog) (*File, error) {
+func ReadLayoutFile(r io.Reader, c *Catalog) (*LayoutFile, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil reader", ErrParse)
 	}
@@ -279,13 +279,13 @@ func ReadFile(r io.Reader, c *Catalog) (*File, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %w: layout file larger than MaxFileBytes (%d bytes)", ErrParse, topology.ErrLimit, MaxFileBytes)
 	}
-	return ParseFile(data, c)
+	return ParseLayoutFile(data, c)
 }
 
-// MarshalFile writes layouts and AMD GPUs in the layout-file form (indented,
+// MarshalLayoutFile writes layouts and AMD GPUs in the layout-file form (indented,
 // models by name; models are embedded only when passed in models).
-func MarshalFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, error) {
-	fj := fileJSON{Schema: FileSchema}
+func MarshalLayoutFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, error) {
+	fj := fileJSON{Schema: LayoutFileSchema}
 	for _, m := range models {
 		if !m.built() {
 			return nil, fmt.Errorf("%w: nil or zero model", ErrInvalidModel)

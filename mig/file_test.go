@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestParseFile(t *testing.T) {
@@ -13,22 +15,22 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ParseFile(data, nil)
+	f, err := ParseLayoutFile(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Layouts) != 2 || len(f.AMD) != 2 || f.Layouts[1].Model.Name() != "A100-80GB" || f.Layouts[0].SlotMap() != "A...B.c." {
 		t.Fatalf("parsed %v %v", f.Layouts, f.AMD)
 	}
-	out, err := MarshalFile(f.Layouts, f.AMD)
+	out, err := MarshalLayoutFile(f.Layouts, f.AMD)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ParseFile(out, nil)
+	g, err := ParseLayoutFile(out, nil)
 	if err != nil {
 		t.Fatalf("round trip: %v\n%s", err, out)
 	}
-	again, _ := MarshalFile(g.Layouts, g.AMD)
+	again, _ := MarshalLayoutFile(g.Layouts, g.AMD)
 	if !bytes.Equal(out, again) {
 		t.Errorf("round trip differs:\n%s\n%s", out, again)
 	}
@@ -36,15 +38,15 @@ func TestParseFile(t *testing.T) {
 	spec := model(t, "H100-80GB").Spec()
 	spec.Profiles[0].Placements = pl(1, 0, 1, 2, 3, 4, 5, 6, 7)
 	m, _ := NewModel(spec)
-	withModel, err := MarshalFile([]*Layout{{GPU: "h", Model: m, Instances: []Instance{{Profile: mustName("1g.10gb"), Placement: Placement{7, 1}}}}}, nil, m)
+	withModel, err := MarshalLayoutFile([]*Layout{{GPU: "h", Model: m, Instances: []Instance{{Profile: MustParseProfileName("1g.10gb"), Placement: Placement{7, 1}}}}}, nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ParseFile(withModel, nil)
+	h, err := ParseLayoutFile(withModel, nil)
 	if err != nil || h.Layouts[0].Model != h.Models[0] || h.Layouts[0].Model.Source() != "shipped" {
 		t.Fatalf("embedded model: %v %v", h, err)
 	}
-	if _, err := ReadFile(bytes.NewReader(data), DefaultCatalog()); err != nil {
+	if _, err := ReadLayoutFile(bytes.NewReader(data), DefaultCatalog()); err != nil {
 		t.Errorf("ReadFile: %v", err)
 	}
 }
@@ -79,13 +81,12 @@ func TestParseFileErrors(t *testing.T) {
 		"amd dup":        {`{"gpus": [{"gpu": "a", "model": "A30"}], "amd": [{"gpu": "a", "model": "MI300X", "compute": "SPX", "memory": "NPS1"}]}`, ErrParse},
 		"negative start": {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": -1}]}]}`, ErrIllegalPlacement},
 	} {
-		_, err := ParseFile([]byte(tc.doc), nil)
-		if !errors.Is(err, tc.want) || !errors.Is(err, ErrParse) {
-			t.Errorf("%s: %v, want %v (and ErrParse)", name, err, tc.want)
-		}
+		_, err := ParseLayoutFile([]byte(tc.doc), nil)
+		assert.ErrorIs(t, err, tc.want, name)
+		assert.ErrorIs(t, err, ErrParse, name)
 	}
 	big := strings.Repeat(" ", MaxFileBytes+1)
-	if _, err := ReadFile(strings.NewReader(big), nil); !errors.Is(err, ErrParse) {
+	if _, err := ReadLayoutFile(strings.NewReader(big), nil); !errors.Is(err, ErrParse) {
 		t.Errorf("oversized: %v", err)
 	}
 }
@@ -97,7 +98,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(`{"amd": [{"gpu": "a", "model": "MI355X", "compute": "QPX", "memory": "NPS2"}]}`))
 	f.Add([]byte(`{"models": [{"name": "T", "slots": 2, "profiles": [{"name": "1g.1gb", "id": 1, "computeSlices": 1, "memorySlices": 1, "maxInstances": 2, "placements": [{"start": 0, "size": 1}, {"start": 1, "size": 1}]}]}], "gpus": [{"gpu": "t", "model": "T", "instances": [{"profile": "1g.1gb", "start": 1}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := ParseFile(data, nil)
+		file, err := ParseLayoutFile(data, nil)
 		if err != nil {
 			if !errors.Is(err, ErrParse) {
 				t.Fatalf("error without ErrParse: %v", err)
@@ -109,15 +110,15 @@ func FuzzParseFile(f *testing.F) {
 				t.Fatalf("accepted an invalid layout: %v", err)
 			}
 		}
-		out, err := MarshalFile(file.Layouts, file.AMD, file.Models...)
+		out, err := MarshalLayoutFile(file.Layouts, file.AMD, file.Models...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseFile(out, nil)
+		again, err := ParseLayoutFile(out, nil)
 		if err != nil {
 			t.Fatalf("re-parse: %v\n%s", err, out)
 		}
-		out2, _ := MarshalFile(again.Layouts, again.AMD, again.Models...)
+		out2, _ := MarshalLayoutFile(again.Layouts, again.AMD, again.Models...)
 		if !bytes.Equal(out, out2) {
 			t.Fatalf("not stable:\n%s\n%s", out, out2)
 		}

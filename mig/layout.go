@@ -31,27 +31,24 @@ func (s InstanceState) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (s InstanceState) MarshalText() ([]byte, error) {
-	if s > InUse {
-		return nil, fmt.Errorf("%w: instance state %d", ErrInvalidLayout, uint8(s))
-	}
-	return []byte(s.String()), nil
+	return marshalText(s <= InUse, s, ErrInvalidLayout)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler; it accepts "idle",
-// "in-use", "inuse", "in_use" and "used".
-func (s *InstanceState) UnmarshalText(b []byte) error {
-	if s == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *InstanceState", ErrParse)
-	}
-	switch strings.ToLower(string(b)) {
+// UnmarshalText implements encoding.TextUnmarshaler with
+// ParseInstanceState.
+func (s *InstanceState) UnmarshalText(b []byte) error { return unmarshalText(s, b, ParseInstanceState) }
+
+// ParseInstanceState parses "idle" (or empty text) and "in-use" ("inuse",
+// "in_use", "used" and "busy" too), case-insensitively. Errors wrap
+// ErrParse.
+func ParseInstanceState(s string) (InstanceState, error) {
+	switch strings.ToLower(s) {
 	case "idle", "":
-		*s = Idle
+		return Idle, nil
 	case "in-use", "inuse", "in_use", "used", "busy":
-		*s = InUse
-	default:
-		return fmt.Errorf("%w: unknown instance state %q (want idle or in-use)", ErrParse, b)
+		return InUse, nil
 	}
-	return nil
+	return 0, fmt.Errorf("%w: unknown instance state %q (want idle or in-use)", ErrParse, s)
 }
 
 // Instance is one GPU instance on a GPU.
@@ -75,7 +72,8 @@ type Instance struct {
 	NoComputeInstance bool `json:"noComputeInstance,omitempty"`
 }
 
-// String formats the instance as "3g.40gb@{4}:4 in-use train-a p5".
+// String formats the instance on one line, as "3g.40gb@{4}:4 in-use
+// train-a p5": profile, placement, state, owner and priority.
 func (in Instance) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s@%v %s", in.Profile, in.Placement, in.State)

@@ -1,30 +1,39 @@
 package mig
 
 import (
-	"context"
 	"errors"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/topology"
 )
 
-func model(t testing.TB, name string) *Model {
+// lookup returns find(name), failing the test on an error.
+func lookup[T any](t testing.TB, find func(string) (T, error), name string) T {
 	t.Helper()
-	m, err := Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	v, err := find(name)
+	require.NoError(t, err)
+	return v
 }
 
-func inst(t testing.TB, prof string, start int) Instance {
+// checkLookups checks that find(in) is the model called want for every
+// case in => want.
+func checkLookups[M interface{ Name() string }](t *testing.T, find func(string) (M, error), cases map[string]string) {
 	t.Helper()
-	n, err := ParseProfileName(prof)
-	if err != nil {
-		t.Fatal(err)
+	for in, want := range cases {
+		m, err := find(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, m.Name(), in)
+		}
 	}
-	return Instance{Profile: n, Placement: Placement{Start: start}}
+}
+
+func model(t testing.TB, name string) *Model { return lookup(t, Lookup, name) }
+
+func inst(t testing.TB, prof string, start int) Instance {
+	return Instance{Profile: lookup(t, ParseProfileName, prof), Placement: Placement{Start: start}}
 }
 
 func busy(t testing.TB, prof string, start int, owner string, prio int) Instance {
@@ -34,7 +43,7 @@ func busy(t testing.TB, prof string, start int, owner string, prio int) Instance
 }
 
 func TestCatalogLookup(t *testing.T) {
-	for in, want := range map[string]string{
+	checkLookups(t, Lookup, map[string]string{
 		"A100-80GB":                     "A100-80GB",
 		"NVIDIA A100-SXM4-80GB":         "A100-80GB",
 		"NVIDIA A100-PCIE-40GB":         "A100-40GB",
@@ -47,16 +56,10 @@ func TestCatalogLookup(t *testing.T) {
 		"0x233010DE":                    "H100-80GB",
 		"0x2335":                        "H200-141GB",
 		"NVIDIA B200 (per issue title)": "B200-180GB",
-	} {
-		m, err := Lookup(in)
-		if err != nil || m.Name() != want {
-			t.Errorf("Lookup(%q) = %v, %v; want %s", in, m, err, want)
-		}
-	}
+	})
 	for _, in := range []string{"", "Tesla V100", "NVIDIA GB200", "A100-SXM4", "0x10DE10DE", "GH200 144GB"} {
-		if m, err := Lookup(in); !errors.Is(err, ErrUnknownModel) {
-			t.Errorf("Lookup(%q) = %v, %v; want ErrUnknownModel", in, m, err)
-		}
+		_, err := Lookup(in)
+		assert.ErrorIs(t, err, ErrUnknownModel, in)
 	}
 	m, err := ModelForDevice(topology.Device{Model: "A100-SXM4", MemoryBytes: 80 << 30, Vendor: topology.VendorNVIDIA})
 	if err != nil || m.Name() != "A100-80GB" {
@@ -80,9 +83,8 @@ func TestCatalogWithDiscovered(t *testing.T) {
 	c := DefaultCatalog().With(disc)
 	for _, key := range []string{"H100-80GB", "NVIDIA H100 80GB HBM3", "0x233010DE", "H800"} {
 		m, err := c.Lookup(key)
-		if err != nil || m != disc {
-			t.Errorf("With: Lookup(%q) = %v (%v), want the discovered table", key, m, err)
-		}
+		require.NoError(t, err, key)
+		assert.Same(t, disc, m, "With: Lookup(%q) wants the discovered table", key)
 	}
 	if m, _ := DefaultCatalog().Lookup("H100-80GB"); m == disc || m.Source() != "shipped" {
 		t.Error("With changed the default catalog")
@@ -111,14 +113,13 @@ func TestNewModelErrors(t *testing.T) {
 		"no placements": mut(func(s *ModelSpec) { s.Profiles[3].Placements = nil }),
 		"dup placement": mut(func(s *ModelSpec) { s.Profiles[3].Placements = pl(2, 0, 0) }),
 		"zero name":     mut(func(s *ModelSpec) { s.Profiles[0].Name = ProfileName{} }),
-		"ci profile":    mut(func(s *ModelSpec) { s.Profiles[0].Name = mustName("1c.1g.5gb") }),
+		"ci profile":    mut(func(s *ModelSpec) { s.Profiles[0].Name = MustParseProfileName("1c.1g.5gb") }),
 		"neg engines":   mut(func(s *ModelSpec) { s.Profiles[0].Decoders = -1 }),
 		"no slices":     mut(func(s *ModelSpec) { s.Profiles[0].MemorySlices = 0 }),
 		"no compute":    mut(func(s *ModelSpec) { s.Profiles[0].ComputeSlices = 0 }),
 	} {
-		if _, err := NewModel(spec); !errors.Is(err, ErrInvalidModel) {
-			t.Errorf("%s: err = %v, want ErrInvalidModel", name, err)
-		}
+		_, err := NewModel(spec)
+		assert.ErrorIs(t, err, ErrInvalidModel, name)
 	}
 	if _, err := NewModel(good); err != nil {
 		t.Errorf("round trip of a valid spec: %v", err)
@@ -154,9 +155,8 @@ func TestLayoutRules(t *testing.T) {
 		"1g.10gb+me": {{1, 1}, {2, 1}, {3, 1}, {5, 1}, {6, 1}},
 	} {
 		got, err := l.FreePlacements(prof)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("FreePlacements(%s) = %v, %v; want %v", prof, got, err, want)
-		}
+		require.NoError(t, err, prof)
+		assert.Equal(t, want, got, "FreePlacements(%s)", prof)
 	}
 	for _, tc := range []struct {
 		in   Instance
@@ -167,12 +167,11 @@ func TestLayoutRules(t *testing.T) {
 		{inst(t, "3g.40gb", 4), ErrOverlap},
 		{inst(t, "1g.10gb", 7), ErrIllegalPlacement},
 		{inst(t, "5g.50gb", 0), ErrUnknownProfile},
-		{Instance{Profile: mustName("1g.10gb"), Placement: Placement{1, 1}, State: InUse, NoComputeInstance: true}, ErrInvalidLayout},
+		{Instance{Profile: MustParseProfileName("1g.10gb"), Placement: Placement{1, 1}, State: InUse, NoComputeInstance: true}, ErrInvalidLayout},
 	} {
 		err := l.Clone().Add(tc.in)
-		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidLayout) {
-			t.Errorf("Add(%v) = %v, want %v", tc.in, err, tc.want)
-		}
+		assert.ErrorIs(t, err, tc.want, "Add(%v)", tc.in)
+		assert.ErrorIs(t, err, ErrInvalidLayout, "Add(%v)", tc.in)
 	}
 	// Only one +me instance (one optical-flow engine), and no +me beside 7g.
 	me := l.Clone()
@@ -185,76 +184,12 @@ func TestLayoutRules(t *testing.T) {
 	if got := l.SlotMap(); got != "a...b..." {
 		t.Errorf("SlotMap = %q", got)
 	}
-	bad := &Layout{GPU: "x", Model: m, Instances: []Instance{inst(t, "3g.40gb", 0), {Profile: mustName("1g.10gb"), Placement: Placement{2, 1}}}}
+	bad := &Layout{GPU: "x", Model: m, Instances: []Instance{inst(t, "3g.40gb", 0), {Profile: MustParseProfileName("1g.10gb"), Placement: Placement{2, 1}}}}
 	bad.Instances[0].Placement.Size = 4
 	if err := bad.Validate(); !errors.Is(err, ErrOverlap) {
 		t.Errorf("Validate overlap: %v", err)
 	}
 	if err := (&Layout{GPU: "x"}).Validate(); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("Validate without model: %v", err)
-	}
-}
-
-func TestApplyStepAndFake(t *testing.T) {
-	m := model(t, "H100-80GB")
-	l, err := NewLayout("g", m, busy(t, "1g.10gb", 4, "web", 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake, err := NewFake(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	one := mustName("1g.10gb")
-	steps := []Step{
-		{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}},
-		{Kind: StepCreateComputeInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}, Owner: "web", Priority: 3},
-		{Kind: StepDrain, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepDestroyComputeInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepDestroyGPUInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}},
-		{Kind: StepCreateGPUInstance, GPU: "g", Profile: mustName("3g.40gb"), Placement: Placement{4, 4}},
-	}
-	p := &Plan{Steps: steps}
-	if n, err := ApplyPlan(ctx, fake, p, DryRun); err != nil || n != len(steps) {
-		t.Fatalf("dry run: %d, %v", n, err)
-	}
-	if len(fake.Log()) != 0 {
-		t.Fatal("dry run changed the fake")
-	}
-	if n, err := ApplyPlan(ctx, fake, p, Commit); err != nil || n != len(steps) {
-		t.Fatalf("commit: %d, %v", n, err)
-	}
-	got, _ := fake.Layouts(ctx)
-	if got[0].SlotMap() != ".A..bbbb" {
-		t.Errorf("after plan: %v", got[0])
-	}
-	// The hardware rules, through both ApplyStep and the fake.
-	for _, tc := range []struct {
-		s    Step
-		want error
-	}{
-		{Step{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{4, 1}}, ErrOverlap},
-		{Step{Kind: StepCreateGPUInstance, GPU: "g", Profile: one, Placement: Placement{7, 1}}, ErrIllegalPlacement},
-		{Step{Kind: StepDestroyComputeInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}}, ErrInUse},
-		{Step{Kind: StepDestroyGPUInstance, GPU: "g", Profile: one, Placement: Placement{1, 1}}, ErrInUse},
-		{Step{Kind: StepDrain, GPU: "g", Profile: one, Placement: Placement{2, 1}}, ErrNoInstance},
-		{Step{Kind: StepDrain, GPU: "nope", Profile: one, Placement: Placement{1, 1}}, ErrUnknownGPU},
-	} {
-		if err := fake.Apply(ctx, tc.s, DryRun); !errors.Is(err, tc.want) {
-			t.Errorf("fake %v: %v, want %v", tc.s, err, tc.want)
-		}
-		if err := ApplyStep(got, tc.s); !errors.Is(err, tc.want) {
-			t.Errorf("ApplyStep %v: %v, want %v", tc.s, err, tc.want)
-		}
-	}
-	if err := fake.Apply(ctx, Step{Kind: StepSetComputeMode, GPU: "g", Mode: "CPX"}, Commit); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("mode step on the MIG fake: %v", err)
-	}
-	// A failing commit stops ApplyPlan at that step.
-	f2, _ := NewFake(l)
-	f2.FailAt(3, ErrInUse)
-	if n, err := ApplyPlan(ctx, f2, p, Commit); n != 2 || !errors.Is(err, ErrInUse) {
-		t.Errorf("partial commit: %d, %v", n, err)
 	}
 }

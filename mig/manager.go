@@ -7,8 +7,9 @@ import (
 )
 
 // ErrUnsupported: a PartitionManager cannot perform a step of this kind (an
-// NVML manager asked to change an AMD mode, a build without NVML).
-var ErrUnsupported = errors.New("mig: unsupported operation")
+// NVML manager asked to change an AMD mode, a build without NVML). It wraps
+// the standard library's errors.ErrUnsupported.
+var ErrUnsupported = fmt.Errorf("mig: unsupported operation: %w", errors.ErrUnsupported)
 
 // ApplyMode says whether a PartitionManager only checks a step or performs
 // it. The zero value is DryRun, so nothing changes unless asked.
@@ -30,9 +31,27 @@ func (m ApplyMode) String() string {
 	return "dry-run"
 }
 
+// MarshalText implements encoding.TextMarshaler with String; an unknown
+// mode is an error wrapping ErrParse.
+func (m ApplyMode) MarshalText() ([]byte, error) { return marshalText(m <= Commit, m, ErrParse) }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseApplyMode.
+func (m *ApplyMode) UnmarshalText(b []byte) error { return unmarshalText(m, b, ParseApplyMode) }
+
+// ParseApplyMode parses "dry-run" or "commit". Errors wrap ErrParse.
+func ParseApplyMode(s string) (ApplyMode, error) {
+	switch s {
+	case "dry-run":
+		return DryRun, nil
+	case "commit":
+		return Commit, nil
+	}
+	return 0, fmt.Errorf("%w: unknown apply mode %q (want dry-run or commit)", ErrParse, s)
+}
+
 // PartitionManager reads and changes the partitions of a node's GPUs. The
 // NVIDIA provider implements it through NVML, creating every GPU instance
-// with an explicit placement (CreateGpuInstanceWithPlacement); Fake
+// with an explicit placement (CreateGpuInstanceWithPlacement); migtest.Fake
 // implements it in memory with the same hardware rules, for tests.
 //
 // Implementations must reject a step that the hardware would reject (an

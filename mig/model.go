@@ -79,7 +79,8 @@ func NewModel(spec ModelSpec) (*Model, error) {
 		return bad("%d profiles; want 1..%d", len(spec.Profiles), maxProfiles)
 	}
 	if len(spec.Aliases) > MaxModelNames || len(spec.PCIDeviceIDs) > MaxModelNames {
-		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)", ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
+		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)",
+			ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
 	}
 	m := &Model{byName: map[ProfileName]int{}, byID: map[int]int{}}
 	m.spec = spec
@@ -169,45 +170,29 @@ func MustNewModel(spec ModelSpec) *Model {
 	return m
 }
 
-// Name returns the canonical model name.
-func (m *Model) Name() string {
+// spec0 returns the model's specification, or an empty one for a nil
+// model, so that the getters below never panic.
+func (m *Model) spec0() *ModelSpec {
 	if m == nil {
-		return ""
+		return &ModelSpec{}
 	}
-	return m.spec.Name
+	return &m.spec
 }
+
+// Name returns the canonical model name.
+func (m *Model) Name() string { return m.spec0().Name }
 
 // Source says where the table comes from ("shipped", "nvml", ...).
-func (m *Model) Source() string {
-	if m == nil {
-		return ""
-	}
-	return m.spec.Source
-}
+func (m *Model) Source() string { return m.spec0().Source }
 
 // Slots returns the number of memory-slice slots.
-func (m *Model) Slots() int {
-	if m == nil {
-		return 0
-	}
-	return m.spec.Slots
-}
+func (m *Model) Slots() int { return m.spec0().Slots }
 
 // Aliases returns the other names the model is known by.
-func (m *Model) Aliases() []string {
-	if m == nil {
-		return nil
-	}
-	return slices.Clone(m.spec.Aliases)
-}
+func (m *Model) Aliases() []string { return slices.Clone(m.spec0().Aliases) }
 
 // PCIDeviceIDs returns the model's PCI device IDs (NVML form, 0x20B210DE).
-func (m *Model) PCIDeviceIDs() []uint32 {
-	if m == nil {
-		return nil
-	}
-	return slices.Clone(m.spec.PCIDeviceIDs)
-}
+func (m *Model) PCIDeviceIDs() []uint32 { return slices.Clone(m.spec0().PCIDeviceIDs) }
 
 // OFABudget returns the GPU's optical-flow engine count (the largest any
 // profile holds): instances of profiles with OFAEngines > 0 may together

@@ -2,10 +2,13 @@ package mig
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Strategy chooses a GPU and a slot for a request.
@@ -49,6 +52,15 @@ func ParseStrategy(s string) (Strategy, error) {
 	}
 	return 0, fmt.Errorf("%w: unknown strategy %q (want keep-large-open, first-fit or most-used-first)", ErrParse, s)
 }
+
+// MarshalText implements encoding.TextMarshaler with String; an unknown
+// strategy is an error wrapping ErrParse.
+func (s Strategy) MarshalText() ([]byte, error) {
+	return marshalText(s <= MostUsedFirst, s, ErrParse)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseStrategy.
+func (s *Strategy) UnmarshalText(b []byte) error { return unmarshalText(s, b, ParseStrategy) }
 
 // PlaceOptions tune placement.
 type PlaceOptions struct {
@@ -102,7 +114,6 @@ type modelGroup struct {
 	weights []float64
 	buckets map[uint32]*bucket
 	active  []*bucket
-	byName  map[string]int
 }
 
 type bucket struct {
@@ -125,20 +136,28 @@ type bestCand struct {
 }
 
 // NewFleet returns a fleet holding copies of the layouts, which must be
-// valid. Layouts may be of different models.
-func NewFleet(layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
-	return newFleet(layouts, opts, false)
+// valid. Layouts may be of different models. It looks at ctx every few
+// hundred GPUs and, once it is done, returns an error wrapping ctx.Err().
+func NewFleet(ctx context.Context, layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
+	p := newPoller(ctx, "NewFleet")
+	return newFleet(&p, layouts, opts, false)
 }
 
 // newFleet is NewFleet; trusted layouts (already validated, and not to be
 // changed through the fleet: only Choose is called) are neither validated
 // again nor copied.
-func newFleet(layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
+func newFleet(p *poller, layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
 	f := &Fleet{opts: opts, gpus: make([]fleetGPU, 0, len(layouts))}
 	if opts.Strategy > MostUsedFirst {
 		return nil, fmt.Errorf("%w: strategy %d", ErrParse, opts.Strategy)
 	}
+	if err := p.check(); err != nil {
+		return nil, err
+	}
 	for i, l := range layouts {
+		if p.tick() {
+			return nil, p.err
+		}
 		if !trusted {
 			if err := l.Validate(); err != nil {
 				return nil, fmt.Errorf("gpu %d: %w", i, err)
@@ -168,7 +187,7 @@ func (f *Fleet) group(m *Model) (*modelGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &modelGroup{m: m, table: m.stateTable(), weights: w, buckets: map[uint32]*bucket{}, byName: map[string]int{}}
+	g := &modelGroup{m: m, table: m.stateTable(), weights: w, buckets: map[uint32]*bucket{}}
 	f.groups = append(f.groups, g)
 	return g, nil
 }
@@ -318,19 +337,14 @@ func (g *modelGroup) score(b *bucket, i int) *bestCand {
 	return e
 }
 
-func (g *modelGroup) profile(name string) (int, bool, error) {
-	if i, ok := g.byName[name]; ok {
-		return i, i >= 0, nil
+// profile returns the index of profile name on the group's model, and
+// whether the model has it; a name that is not valid is an error wrapping
+// ErrBadProfileName.
+func (g *modelGroup) profile(name ProfileName) (int, bool, error) {
+	if !name.IsValid() {
+		return 0, false, fmt.Errorf("%w: the request has no valid profile (%+v)", ErrBadProfileName, name)
 	}
-	n, err := ParseProfileName(name)
-	if err != nil {
-		return 0, false, err
-	}
-	i, ok := g.m.byName[n]
-	if !ok {
-		i = -1
-	}
-	g.byName[name] = i
+	i, ok := g.m.byName[name]
 	return i, ok, nil
 }
 
@@ -430,7 +444,7 @@ func (f *Fleet) Place(req Request) (Assignment, error) {
 	in := Instance{Profile: c.g.m.spec.Profiles[pi].Name, Placement: a.Placement, State: InUse, Owner: req.Owner, Priority: req.Priority}
 	l := f.gpus[a.Index].layout
 	if err := l.Add(in); err != nil {
-		return Assignment{Request: req, Index: -1}, fmt.Errorf("mig: internal error: fleet state out of step: %w", err)
+		return Assignment{Request: req, Index: -1}, fmt.Errorf("mig: %w: fleet state out of step: %v", topology.ErrInternal, err)
 	}
 	f.leave(int32(a.Index))
 	f.enter(int32(a.Index), c.g.bucketForKey(c.next))
@@ -441,11 +455,14 @@ func (f *Fleet) Place(req Request) (Assignment, error) {
 // slices, then priority, then input order), each as Place would. The
 // result is aligned with reqs; a request that fits nowhere gets Index -1,
 // and the error joins one ErrNoFit error per such request (nil when all
-// were placed).
-func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
+// were placed). PlaceBatch looks at ctx every few hundred requests; once
+// it is done, the requests not yet placed get Index -1 and the error
+// wraps ctx.Err().
+func (f *Fleet) PlaceBatch(ctx context.Context, reqs []Request) ([]Assignment, error) {
 	if f == nil {
 		f = &Fleet{}
 	}
+	p := newPoller(ctx, "PlaceBatch")
 	type item struct {
 		k, size int
 	}
@@ -466,8 +483,17 @@ func (f *Fleet) PlaceBatch(reqs []Request) ([]Assignment, error) {
 		return reqs[b.k].Priority - reqs[a.k].Priority
 	})
 	out := make([]Assignment, len(reqs))
+	for k := range out {
+		out[k] = Assignment{Request: reqs[k], Index: -1}
+	}
 	var errs []error
+	if err := p.check(); err != nil {
+		return out, err
+	}
 	for _, it := range items {
+		if p.tick() {
+			return out, errors.Join(append(errs, p.err)...)
+		}
 		a, err := f.Place(reqs[it.k])
 		out[it.k] = a
 		if err != nil {
@@ -525,9 +551,10 @@ func (f *Fleet) Layouts() []*Layout {
 
 // Place chooses a GPU and placement for one request among layouts without
 // changing them (a one-shot Fleet.Choose). The Assignment's Index is the
-// position in layouts.
-func Place(layouts []*Layout, req Request, opts PlaceOptions) (Assignment, error) {
-	f, err := NewFleet(layouts, opts)
+// position in layouts. Its time is linear in the number of GPUs; it looks
+// at ctx as NewFleet does.
+func Place(ctx context.Context, layouts []*Layout, req Request, opts PlaceOptions) (Assignment, error) {
+	f, err := NewFleet(ctx, layouts, opts)
 	if err != nil {
 		return Assignment{Request: req, Index: -1}, err
 	}

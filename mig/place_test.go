@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,24 @@ import (
 
 	"pgregory.net/rapid"
 )
+
+// checkPlaceOracle places prof on ls with strategy s and checks the choice
+// against the oracle's; it returns the assignment, the oracle's loss, and
+// whether the request fit.
+func checkPlaceOracle(t *rapid.T, ls []*Layout, prof string, s Strategy, mix Mix) (Assignment, float64, bool) {
+	a, err := Place(context.Background(), ls, Request{Profile: MustParseProfileName(prof)}, PlaceOptions{Strategy: s, Mix: mix})
+	gi, pl, loss := oracleChoice(ls, prof, s, mix)
+	if gi < 0 {
+		if !errors.Is(err, ErrNoFit) {
+			t.Fatalf("oracle: no fit; Place = %+v, %v", a, err)
+		}
+		return a, loss, false
+	}
+	if err != nil || a.Index != gi || a.Placement != pl {
+		t.Fatalf("%s %s: Place = %+v, %v; oracle gpu %d %v (loss %v)\n%v", s, prof, a, err, gi, pl, loss, ls)
+	}
+	return a, loss, true
+}
 
 // oracleChoice returns what strategy s should pick among layouts for
 // profile prof, by brute force: (GPU index, placement), or -1.
@@ -91,18 +110,8 @@ func TestPlaceAgainstOracle(t *testing.T) {
 				mix[p.Name.String()] = float64(rapid.IntRange(0, 3).Draw(t, "w"))
 			}
 		}
-		a, err := Place(ls, Request{Profile: prof}, PlaceOptions{Strategy: s, Mix: mix})
-		gi, pl, loss := oracleChoice(ls, prof, s, mix)
-		if gi < 0 {
-			if !errors.Is(err, ErrNoFit) {
-				t.Fatalf("oracle: no fit; Place = %+v, %v", a, err)
-			}
-			return
-		}
-		if err != nil || a.Index != gi || a.Placement != pl {
-			t.Fatalf("%s %s: Place = %+v, %v; oracle gpu %d %v (loss %v)\n%v", s, prof, a, err, gi, pl, loss, ls)
-		}
-		if s == KeepLargeOpen && math.Abs(a.Loss-loss) > 1e-9 {
+		a, loss, ok := checkPlaceOracle(t, ls, prof, s, mix)
+		if ok && s == KeepLargeOpen && math.Abs(a.Loss-loss) > 1e-9 {
 			t.Fatalf("loss %v, oracle %v", a.Loss, loss)
 		}
 	})
@@ -118,7 +127,7 @@ func TestFleetIncremental(t *testing.T) {
 			ls = append(ls, genLayout(t, m, fmt.Sprintf("g%d", i)))
 		}
 		s := Strategy(rapid.IntRange(0, 2).Draw(t, "strategy"))
-		f, err := NewFleet(ls, PlaceOptions{Strategy: s})
+		f, err := NewFleet(context.Background(), ls, PlaceOptions{Strategy: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,8 +144,8 @@ func TestFleetIncremental(t *testing.T) {
 				}
 				continue
 			}
-			req := Request{Profile: profs[rapid.IntRange(0, len(profs)-1).Draw(t, "p")].Name.String(), Owner: "x"}
-			fresh, err := NewFleet(f.Layouts(), PlaceOptions{Strategy: s})
+			req := Request{Profile: profs[rapid.IntRange(0, len(profs)-1).Draw(t, "p")].Name, Owner: "x"}
+			fresh, err := NewFleet(context.Background(), f.Layouts(), PlaceOptions{Strategy: s})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,47 +167,47 @@ func TestPlaceExamples(t *testing.T) {
 	m := model(t, "A100-40GB")
 	empty, _ := NewLayout("e", m)
 	// facts §1.5: the driver put a lone 1g at slot 6; so do we, explicitly.
-	a, err := Place([]*Layout{empty}, Request{Profile: "1g.5gb"}, PlaceOptions{})
+	a, err := Place(context.Background(), []*Layout{empty}, Request{Profile: MustParseProfileName("1g.5gb")}, PlaceOptions{})
 	if err != nil || a.Placement != (Placement{6, 1}) {
 		t.Errorf("1g on empty A100 = %+v, %v; want {6}:1", a, err)
 	}
 	// A partly used GPU is preferred to an empty one, and a 2g goes where
 	// it keeps 3g@0 open.
 	part, _ := NewLayout("p", m, inst(t, "1g.5gb", 6))
-	a, err = Place([]*Layout{empty, part}, Request{Profile: "2g.10gb"}, PlaceOptions{})
+	a, err = Place(context.Background(), []*Layout{empty, part}, Request{Profile: MustParseProfileName("2g.10gb")}, PlaceOptions{})
 	if err != nil || a.GPU != "p" || a.Placement != (Placement{4, 2}) {
 		t.Errorf("2g = %+v, %v; want p {4}:2", a, err)
 	}
-	ff, _ := Place([]*Layout{empty, part}, Request{Profile: "2g.10gb"}, PlaceOptions{Strategy: FirstFit})
+	ff, _ := Place(context.Background(), []*Layout{empty, part}, Request{Profile: MustParseProfileName("2g.10gb")}, PlaceOptions{Strategy: FirstFit})
 	if ff.GPU != "e" || ff.Placement != (Placement{0, 2}) {
 		t.Errorf("first-fit 2g = %+v", ff)
 	}
-	if _, err := Place([]*Layout{empty}, Request{Profile: "3g.40gb"}, PlaceOptions{}); !errors.Is(err, ErrUnknownProfile) {
+	if _, err := Place(context.Background(), []*Layout{empty}, Request{Profile: MustParseProfileName("3g.40gb")}, PlaceOptions{}); !errors.Is(err, ErrUnknownProfile) {
 		t.Errorf("foreign profile: %v", err)
 	}
-	if _, err := Place([]*Layout{empty}, Request{Profile: "3g"}, PlaceOptions{}); !errors.Is(err, ErrBadProfileName) {
+	if _, err := Place(context.Background(), []*Layout{empty}, Request{}, PlaceOptions{}); !errors.Is(err, ErrBadProfileName) {
 		t.Errorf("bad name: %v", err)
 	}
 	full, _ := NewLayout("f", m, inst(t, "7g.40gb", 0))
-	if _, err := Place([]*Layout{full}, Request{Profile: "1g.5gb"}, PlaceOptions{}); !errors.Is(err, ErrNoFit) {
+	if _, err := Place(context.Background(), []*Layout{full}, Request{Profile: MustParseProfileName("1g.5gb")}, PlaceOptions{}); !errors.Is(err, ErrNoFit) {
 		t.Errorf("full GPU: %v", err)
 	}
-	if _, err := NewFleet([]*Layout{empty}, PlaceOptions{Mix: Mix{"1g.5gb": -1}}); !errors.Is(err, ErrParse) {
+	if _, err := NewFleet(context.Background(), []*Layout{empty}, PlaceOptions{Mix: Mix{"1g.5gb": -1}}); !errors.Is(err, ErrParse) {
 		t.Errorf("negative mix weight: %v", err)
 	}
 	if _, err := ParseStrategy("best"); !errors.Is(err, ErrParse) {
 		t.Errorf("ParseStrategy: %v", err)
 	}
 	// A batch goes largest first, so the 7g is not blocked by small ones.
-	f, _ := NewFleet([]*Layout{empty.Clone(), empty.Clone()}, PlaceOptions{})
-	out, err := f.PlaceBatch([]Request{{Profile: "1g.5gb"}, {Profile: "1g.5gb"}, {Profile: "7g.40gb"}, {Profile: "3g.20gb"}})
+	f, _ := NewFleet(context.Background(), []*Layout{empty.Clone(), empty.Clone()}, PlaceOptions{})
+	out, err := f.PlaceBatch(context.Background(), []Request{{Profile: MustParseProfileName("1g.5gb")}, {Profile: MustParseProfileName("1g.5gb")}, {Profile: MustParseProfileName("7g.40gb")}, {Profile: MustParseProfileName("3g.20gb")}})
 	if err != nil {
 		t.Fatalf("batch: %v", err)
 	}
 	if out[2].Index != 0 || out[3].Index != 1 || out[0].Index != 1 || out[1].Index != 1 {
 		t.Errorf("batch = %+v", out)
 	}
-	out, err = f.PlaceBatch([]Request{{Profile: "7g.40gb"}, {Profile: "1g.5gb"}})
+	out, err = f.PlaceBatch(context.Background(), []Request{{Profile: MustParseProfileName("7g.40gb")}, {Profile: MustParseProfileName("1g.5gb")}})
 	if !errors.Is(err, ErrNoFit) || out[0].OK() || !out[1].OK() {
 		t.Errorf("second batch = %+v, %v", out, err)
 	}
@@ -251,7 +260,7 @@ func simulate(s Strategy, m *Model, n, events int, seed uint64) (served, servedL
 	for i := range ls {
 		ls[i], _ = NewLayout(fmt.Sprintf("g%d", i), m)
 	}
-	f, _ := NewFleet(ls, PlaceOptions{Strategy: s})
+	f, _ := NewFleet(context.Background(), ls, PlaceOptions{Strategy: s})
 	type running struct{ gpu, start, until int }
 	var live []running
 	for t := 0; t < events; t++ {
@@ -274,7 +283,7 @@ func simulate(s Strategy, m *Model, n, events int, seed uint64) (served, servedL
 			}
 		}
 		live = kept
-		a, err := f.Place(Request{Profile: prof})
+		a, err := f.Place(Request{Profile: MustParseProfileName(prof)})
 		if err == nil {
 			served++
 			if a.Placement.Size >= 4 {
@@ -310,9 +319,9 @@ func TestSimulationServed(t *testing.T) {
 // choices still match the oracle.
 func TestPlaceWithoutStateTable(t *testing.T) {
 	m, err := NewModel(ModelSpec{Name: "Big-12", Slots: 12, Profiles: []Profile{
-		{Name: mustName("1g.1gb"), ID: 1, ComputeSlices: 1, MemorySlices: 1, MaxInstances: 8, Placements: pl(1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)},
-		{Name: mustName("4g.4gb"), ID: 2, ComputeSlices: 4, MemorySlices: 4, MaxInstances: 3, Placements: pl(4, 0, 4, 8)},
-		{Name: mustName("2g.2gb"), ID: 3, ComputeSlices: 2, MemorySlices: 2, MaxInstances: 3, Placements: pl(2, 0, 2, 4, 6, 8, 10)},
+		{Name: MustParseProfileName("1g.1gb"), ID: 1, ComputeSlices: 1, MemorySlices: 1, MaxInstances: 8, Placements: pl(1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)},
+		{Name: MustParseProfileName("4g.4gb"), ID: 2, ComputeSlices: 4, MemorySlices: 4, MaxInstances: 3, Placements: pl(4, 0, 4, 8)},
+		{Name: MustParseProfileName("2g.2gb"), ID: 3, ComputeSlices: 2, MemorySlices: 2, MaxInstances: 3, Placements: pl(2, 0, 2, 4, 6, 8, 10)},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -327,18 +336,10 @@ func TestPlaceWithoutStateTable(t *testing.T) {
 		}
 		prof := rapid.SampledFrom([]string{"1g.1gb", "4g.4gb", "2g.2gb"}).Draw(t, "p")
 		s := Strategy(rapid.IntRange(0, 2).Draw(t, "s"))
-		a, err := Place(ls, Request{Profile: prof}, PlaceOptions{Strategy: s})
-		gi, want, _ := oracleChoice(ls, prof, s, nil)
-		if gi < 0 {
-			if !errors.Is(err, ErrNoFit) {
-				t.Fatalf("no fit expected: %v %v", a, err)
-			}
+		if _, _, ok := checkPlaceOracle(t, ls, prof, s, nil); !ok {
 			return
 		}
-		if err != nil || a.Index != gi || a.Placement != want {
-			t.Fatalf("%s: %+v %v; oracle %d %v", prof, a, err, gi, want)
-		}
-		if _, err := PlanDefrag(ls, Request{Profile: prof, Priority: 5}, Policy{MoveAnyPriority: true}); err != nil && !errors.Is(err, ErrNoPlan) {
+		if _, err := PlanDefrag(context.Background(), ls, Request{Profile: MustParseProfileName(prof), Priority: 5}, Policy{MoveAnyPriority: true}); err != nil && !errors.Is(err, ErrNoPlan) {
 			t.Fatal(err)
 		}
 	})

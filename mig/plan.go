@@ -63,47 +63,35 @@ func (k StepKind) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (k StepKind) MarshalText() ([]byte, error) {
-	if int(k) >= len(stepNames) || stepNames[k] == "" {
-		return nil, fmt.Errorf("%w: step kind %d", ErrBadStep, uint8(k))
-	}
-	return []byte(k.String()), nil
+	return marshalText(int(k) < len(stepNames) && stepNames[k] != "", k, ErrBadStep)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (k *StepKind) UnmarshalText(b []byte) error {
-	if k == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *StepKind", ErrParse)
-	}
+// UnmarshalText implements encoding.TextUnmarshaler with ParseStepKind.
+func (k *StepKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, ParseStepKind) }
+
+// ParseStepKind parses a name String returns ("drain", "create-gi", ...).
+// Errors wrap ErrParse.
+func ParseStepKind(s string) (StepKind, error) {
 	for i, n := range stepNames {
-		if n != "" && n == string(b) {
-			*k = StepKind(i)
-			return nil
+		if n != "" && n == s {
+			return StepKind(i), nil
 		}
 	}
-	return fmt.Errorf("%w: unknown step kind %q", ErrParse, b)
+	return 0, fmt.Errorf("%w: unknown step kind %q", ErrParse, s)
 }
 
 // Step is one operation of a plan. An instance is identified by its GPU and
 // its placement (instances on one GPU never overlap, so the start is unique).
 type Step struct {
-	// Kind says what the step does.
-	Kind StepKind `json:"kind"`
-	// GPU is the layout's GPU identifier.
-	GPU string `json:"gpu"`
-	// Profile is the instance's profile (MIG steps).
-	Profile ProfileName `json:"profile,omitzero"`
-	// Placement is the instance's placement (MIG steps).
-	Placement Placement `json:"placement,omitzero"`
-	// Owner and Priority name the workload the step drains or starts.
-	Owner    string `json:"owner,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	// Mode is the AMD mode a mode step sets ("CPX", "NPS4").
-	Mode string `json:"mode,omitempty"`
-	// Partition is the AMD partition a drain step empties.
-	Partition int `json:"partition,omitempty"`
-	// Why says, in words, what the step is for ("evict", "move to gpu1
-	// {2}:1", "make room for 7g.80gb").
-	Why string `json:"why,omitempty"`
+	Kind      StepKind    `json:"kind"`                // what the step does
+	GPU       string      `json:"gpu"`                 // the layout's GPU identifier
+	Profile   ProfileName `json:"profile,omitzero"`    // the instance's profile (MIG steps)
+	Placement Placement   `json:"placement,omitzero"`  // the instance's placement (MIG steps)
+	Owner     string      `json:"owner,omitempty"`     // the workload the step drains or starts
+	Priority  int         `json:"priority,omitempty"`  // the owner's priority
+	Mode      string      `json:"mode,omitempty"`      // the AMD mode a mode step sets ("CPX", "NPS4")
+	Partition int         `json:"partition,omitempty"` // the AMD partition a drain step empties
+	Why       string      `json:"why,omitempty"`       // what the step is for ("evict", "make room for 7g.80gb")
 }
 
 // String formats the step on one line.
@@ -303,20 +291,18 @@ func (c Cost) Compare(d Cost) int {
 
 // String formats the cost ("0 evictions, 2 moves (priority sum 7), 1 idle reclaimed").
 func (c Cost) String() string {
-	var parts []string
+	parts := []string{"no eviction"}
 	if c.Evictions > 0 {
-		parts = append(parts, fmt.Sprintf("%d eviction(s) (highest priority %d, sum %d)", c.Evictions, c.MaxEvictedPriority, c.EvictedPrioritySum))
-	} else {
-		parts = append(parts, "no eviction")
+		parts[0] = fmt.Sprintf("%d eviction(s) (highest priority %d, sum %d)", c.Evictions, c.MaxEvictedPriority, c.EvictedPrioritySum)
 	}
 	if c.WholeGPUOps > 0 {
 		parts = append(parts, fmt.Sprintf("%d whole-GPU operation(s)", c.WholeGPUOps))
 	}
+	moves := "no move"
 	if c.Moves > 0 {
-		parts = append(parts, fmt.Sprintf("%d move(s) (priority sum %d, %d across GPUs)", c.Moves, c.MovedPrioritySum, c.CrossGPUMoves))
-	} else {
-		parts = append(parts, "no move")
+		moves = fmt.Sprintf("%d move(s) (priority sum %d, %d across GPUs)", c.Moves, c.MovedPrioritySum, c.CrossGPUMoves)
 	}
+	parts = append(parts, moves)
 	if c.Reclaimed > 0 {
 		parts = append(parts, fmt.Sprintf("%d idle instance(s) reclaimed", c.Reclaimed))
 	}
@@ -325,9 +311,10 @@ func (c Cost) String() string {
 
 // Request asks for one instance of a profile.
 type Request struct {
-	// Profile is the profile name ("3g.40gb"); only GPUs whose model has
-	// it are candidates.
-	Profile string `json:"profile"`
+	// Profile is the profile ("3g.40gb", see ParseProfileName); only GPUs
+	// whose model has it are candidates. The zero value is not a profile:
+	// calls given one return an error wrapping ErrBadProfileName.
+	Profile ProfileName `json:"profile,omitzero"`
 	// Owner names the workload; it becomes the instance's Owner.
 	Owner string `json:"owner,omitempty"`
 	// Priority is the workload's priority (larger is more important).
@@ -336,7 +323,10 @@ type Request struct {
 
 // String formats the request ("3g.40gb for train-a (priority 5)").
 func (r Request) String() string {
-	s := r.Profile
+	s := r.Profile.String()
+	if !r.Profile.IsValid() {
+		s = "(no profile)"
+	}
 	if r.Owner != "" {
 		s += " for " + r.Owner
 	}
@@ -352,6 +342,9 @@ type Plan struct {
 	// GPU and Placement are where the request's instance is created.
 	GPU       string    `json:"gpu"`
 	Placement Placement `json:"placement"`
+	// AMDRequest is, for an AMD plan (PlanAMD), what the plan makes room
+	// for; Request then carries only its owner and priority.
+	AMDRequest *AMDRequest `json:"amdRequest,omitempty"`
 	// Mode and Partition are, for an AMD plan (PlanAMD), the GPU's mode
 	// after the plan ("CPX/NPS4") and the partition the request gets.
 	Mode      string `json:"mode,omitempty"`
@@ -411,11 +404,15 @@ func ownerOr(in Instance) string {
 
 func (p *Plan) explainAMD() string {
 	var b strings.Builder
+	req := "the request"
+	if p.AMDRequest != nil {
+		req = p.AMDRequest.String()
+	}
 	if len(p.Steps) == 0 {
-		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", p.Request.Profile, p.GPU, p.Partition, p.Mode)
+		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", req, p.GPU, p.Partition, p.Mode)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "To fit %s, switch %s to %s; the request gets partition %d.\n", p.Request.Profile, p.GPU, p.Mode, p.Partition)
+	fmt.Fprintf(&b, "To fit %s, switch %s to %s; the request gets partition %d.\n", req, p.GPU, p.Mode, p.Partition)
 	if p.Cost.WholeGPUOps > 1 {
 		fmt.Fprintf(&b, "The memory-mode change reloads the driver: %d GPUs of the hive go down.\n", p.Cost.WholeGPUOps)
 	} else {

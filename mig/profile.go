@@ -86,23 +86,20 @@ func (n ProfileName) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (n ProfileName) MarshalText() ([]byte, error) {
-	if !n.IsValid() {
-		return nil, fmt.Errorf("%w: zero ProfileName", ErrBadProfileName)
-	}
-	return []byte(n.String()), nil
+	return marshalText(n.IsValid(), n, ErrBadProfileName)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (n *ProfileName) UnmarshalText(b []byte) error {
-	if n == nil {
-		return fmt.Errorf("%w: UnmarshalText into a nil *ProfileName", ErrBadProfileName)
-	}
-	p, err := ParseProfileName(string(b))
+// UnmarshalText implements encoding.TextUnmarshaler with ParseProfileName.
+func (n *ProfileName) UnmarshalText(b []byte) error { return unmarshalText(n, b, ParseProfileName) }
+
+// MustParseProfileName is ParseProfileName for names known to be good
+// (literals in code and tests); it panics when s does not parse.
+func MustParseProfileName(s string) ProfileName {
+	n, err := ParseProfileName(s)
 	if err != nil {
-		return err
+		panic(err)
 	}
-	*n = p
-	return nil
+	return n
 }
 
 // maxNameLen bounds what ParseProfileName reads.

@@ -1,8 +1,15 @@
 package mig
 
 import (
+	"encoding"
+	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 func TestParseProfileName(t *testing.T) {
@@ -24,12 +31,9 @@ func TestParseProfileName(t *testing.T) {
 		{" 4G.40GB ", ProfileName{GPUSlices: 4, MemoryGB: 40}, "4g.40gb"},
 	} {
 		got, err := ParseProfileName(tc.in)
-		if err != nil {
-			t.Errorf("ParseProfileName(%q): %v", tc.in, err)
-			continue
-		}
-		if got != tc.want || got.String() != tc.out {
-			t.Errorf("ParseProfileName(%q) = %+v (%q), want %+v (%q)", tc.in, got, got, tc.want, tc.out)
+		if assert.NoError(t, err, tc.in) {
+			assert.Equal(t, tc.want, got, tc.in)
+			assert.Equal(t, tc.out, got.String(), tc.in)
 		}
 	}
 }
@@ -40,9 +44,9 @@ func TestParseProfileNameErrors(t *testing.T) {
 		"4c.3g.20gb", "0c.3g.20gb", "1g.10gb+", "1g.10gb+me.", "1g.10gb me", "1g.10gb++me",
 		"01g.10gb", "99999g.1gb", "1x.10gb", "1g.10gb+ME!", "1g.10gb+.me",
 	} {
-		if n, err := ParseProfileName(in); !errors.Is(err, ErrBadProfileName) {
-			t.Errorf("ParseProfileName(%q) = %+v, %v; want ErrBadProfileName", in, n, err)
-		}
+		_, err := ParseProfileName(in)
+		assert.ErrorIs(t, err, ErrBadProfileName, in)
+		assert.ErrorIs(t, err, ErrParse, in)
 	}
 	if (ProfileName{}).String() != "" {
 		t.Error("zero ProfileName should format as empty")
@@ -66,9 +70,7 @@ func TestMemoryGBForName(t *testing.T) {
 		{81152, 80 << 30, 80},
 		{0, 80 << 30, 0},
 	} {
-		if got := MemoryGBForName(tc.mib, tc.dev); got != tc.want {
-			t.Errorf("MemoryGBForName(%d, %d) = %d, want %d", tc.mib, tc.dev, got, tc.want)
-		}
+		assert.Equal(t, tc.want, MemoryGBForName(tc.mib, tc.dev), "MemoryGBForName(%d, %d)", tc.mib, tc.dev)
 	}
 }
 
@@ -79,5 +81,84 @@ func TestPlacement(t *testing.T) {
 	}
 	if a.String() != "{0}:4" || a.End() != 4 || !a.Contains(3) || a.Contains(4) {
 		t.Error("String/End/Contains")
+	}
+}
+
+// TestEnumText round-trips every enum value through MarshalText and
+// UnmarshalText (and JSON), and checks that bad text and unknown values
+// are errors wrapping ErrParse (topology.ErrParse) for parsing.
+func TestEnumText(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value encoding.TextMarshaler
+		text  string
+		into  encoding.TextUnmarshaler
+		bad   string
+	}{
+		{"compute mode", CPX, "CPX", new(ComputeMode), "XPX"},
+		{"compute mode zero", ComputeMode(""), "", new(ComputeMode), "SPX/NPS1"},
+		{"memory mode", NPS4, "NPS4", new(MemoryMode), "NPS3"},
+		{"profile name", MustParseProfileName("1g.10gb+me"), "1g.10gb+me", new(ProfileName), "1g"},
+		{"instance state", InUse, "in-use", new(InstanceState), "running"},
+		{"step kind", StepSetMemoryMode, "set-memory-mode", new(StepKind), "explode"},
+		{"strategy", MostUsedFirst, "most-used-first", new(Strategy), "best"},
+		{"apply mode", Commit, "commit", new(ApplyMode), "yolo"},
+		{"no-plan cause", CauseHiveMode, string(CauseHiveMode), new(NoPlanCause), "bad luck"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := tc.value.MarshalText()
+			require.NoError(t, err)
+			assert.Equal(t, tc.text, string(b))
+			require.NoError(t, tc.into.UnmarshalText(b))
+			again, err := tc.into.(encoding.TextMarshaler).MarshalText()
+			require.NoError(t, err)
+			assert.Equal(t, tc.text, string(again), "round trip")
+			js, err := json.Marshal(tc.value)
+			require.NoError(t, err)
+			assert.JSONEq(t, `"`+tc.text+`"`, string(js))
+			err = tc.into.UnmarshalText([]byte(tc.bad))
+			assert.ErrorIs(t, err, ErrParse)
+			assert.ErrorIs(t, err, topology.ErrParse)
+		})
+	}
+}
+
+func TestEnumTextRejectsUnknownValues(t *testing.T) {
+	for name, v := range map[string]encoding.TextMarshaler{
+		"compute mode":  ComputeMode("XPX"),
+		"memory mode":   MemoryMode("NPS3"),
+		"profile name":  ProfileName{},
+		"instance":      InstanceState(7),
+		"step kind":     StepKind(99),
+		"strategy":      Strategy(9),
+		"apply mode":    ApplyMode(5),
+		"no-plan cause": NoPlanCause("bad luck"),
+	} {
+		_, err := v.MarshalText()
+		assert.Error(t, err, name)
+	}
+	for name, u := range map[string]encoding.TextUnmarshaler{
+		"compute mode": (*ComputeMode)(nil), "memory mode": (*MemoryMode)(nil), "profile name": (*ProfileName)(nil),
+		"instance": (*InstanceState)(nil), "step kind": (*StepKind)(nil), "strategy": (*Strategy)(nil),
+		"apply mode": (*ApplyMode)(nil), "no-plan cause": (*NoPlanCause)(nil),
+	} {
+		assert.ErrorIs(t, u.UnmarshalText([]byte("x")), ErrParse, "%s: nil receiver", name)
+	}
+}
+
+// TestSentinelTaxonomy: the package's sentinels wrap the canonical ones of
+// package topology (docs/errors.md).
+func TestSentinelTaxonomy(t *testing.T) {
+	for _, err := range []error{ErrUnknownModel, ErrUnknownProfile, ErrInvalidModel, ErrIllegalPlacement,
+		ErrOverlap, ErrInvalidLayout, ErrNoInstance, ErrBadStep, ErrBadMode, ErrUnknownGPU} {
+		assert.ErrorIs(t, err, topology.ErrInvalidRequest, err.Error())
+	}
+	for _, err := range []error{ErrParse, ErrBadProfileName, ErrBadMix} {
+		assert.ErrorIs(t, err, topology.ErrParse, err.Error())
+	}
+	assert.Same(t, topology.ErrParse, ErrParse)
+	assert.ErrorIs(t, ErrUnsupported, errors.ErrUnsupported)
+	for _, err := range []error{ErrInstanceLimit, ErrInUse, ErrNoFit, ErrNoPlan} {
+		assert.NotErrorIs(t, err, topology.ErrInvalidRequest, "%v is an outcome, not a bad request", err)
 	}
 }

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/gputopo/gputopo/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/internal/hostile"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // callAll calls every exported method of recv (a pointer or a value) with
@@ -60,12 +61,12 @@ func callAll(t *testing.T, what string, recv reflect.Value, skip func(name strin
 func TestZeroValuesAndNilPointers(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Layout](), reflect.TypeFor[Model](), reflect.TypeFor[Catalog](), reflect.TypeFor[Fleet](),
-		reflect.TypeFor[AMDModel](), reflect.TypeFor[AMDGPU](), reflect.TypeFor[Fake](), reflect.TypeFor[Plan](),
+		reflect.TypeFor[AMDModel](), reflect.TypeFor[AMDGPU](), reflect.TypeFor[Plan](),
 		reflect.TypeFor[NoPlanError](), reflect.TypeFor[Profile](), reflect.TypeFor[ProfileName](), reflect.TypeFor[Placement](),
 		reflect.TypeFor[Instance](), reflect.TypeFor[InstanceState](), reflect.TypeFor[StepKind](), reflect.TypeFor[Step](),
 		reflect.TypeFor[Cost](), reflect.TypeFor[Request](), reflect.TypeFor[AMDRequest](), reflect.TypeFor[AMDMode](),
 		reflect.TypeFor[Mix](), reflect.TypeFor[Strategy](), reflect.TypeFor[ApplyMode](), reflect.TypeFor[Assignment](),
-		reflect.TypeFor[ComputeMode](), reflect.TypeFor[MemoryMode](), reflect.TypeFor[File](), reflect.TypeFor[Move](),
+		reflect.TypeFor[ComputeMode](), reflect.TypeFor[MemoryMode](), reflect.TypeFor[LayoutFile](), reflect.TypeFor[Move](),
 		reflect.TypeFor[Eviction](), reflect.TypeFor[Fragmentation](), reflect.TypeFor[Policy](), reflect.TypeFor[PlaceOptions](),
 	} {
 		// The zero value, through a pointer (so every method is callable).
@@ -80,7 +81,7 @@ func TestZeroValuesAndNilPointers(t *testing.T) {
 
 func TestZeroLayoutErrors(t *testing.T) {
 	var l Layout
-	one := mustName("1g.10gb")
+	one := MustParseProfileName("1g.10gb")
 	err := l.Add(Instance{Profile: one})
 	require.ErrorIs(t, err, ErrInvalidLayout)
 	require.ErrorIs(t, l.Validate(), ErrInvalidLayout)
@@ -92,15 +93,15 @@ func TestZeroLayoutErrors(t *testing.T) {
 	// A zero Model (not built by NewModel) is no model.
 	l.Model = &Model{}
 	require.ErrorIs(t, l.Add(Instance{Profile: one}), ErrInvalidLayout)
-	_, err = NewFleet([]*Layout{&l}, PlaceOptions{})
+	_, err = NewFleet(context.Background(), []*Layout{&l}, PlaceOptions{})
 	require.ErrorIs(t, err, ErrInvalidLayout)
-	_, err = PlanDefrag([]*Layout{nil}, Request{Profile: "1g.10gb"}, Policy{})
+	_, err = PlanDefrag(context.Background(), []*Layout{nil}, Request{Profile: MustParseProfileName("1g.10gb")}, Policy{})
 	require.ErrorIs(t, err, ErrInvalidLayout)
 	var f *Fleet
 	assert.Nil(t, f.Layout(3))
-	_, err = f.Place(Request{Profile: "1g.10gb"})
+	_, err = f.Place(Request{Profile: MustParseProfileName("1g.10gb")})
 	require.Error(t, err)
-	fl, err := NewFleet(nil, PlaceOptions{})
+	fl, err := NewFleet(context.Background(), nil, PlaceOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, fl.Layout(-1))
 	_, err = ApplyPlan(context.Background(), nil, &Plan{}, Commit)
@@ -113,7 +114,7 @@ func TestZeroLayoutErrors(t *testing.T) {
 	require.ErrorIs(t, g.Add(Instance{Profile: one, Placement: Placement{-3, 1}}), ErrIllegalPlacement)
 	require.ErrorIs(t, g.Add(Instance{Profile: one, Placement: Placement{0, math.MaxInt}}), ErrIllegalPlacement)
 	require.ErrorIs(t, g.Add(Instance{Profile: one, State: 7}), ErrInvalidLayout)
-	_, err = NewFleet([]*Layout{g}, PlaceOptions{Strategy: 200})
+	_, err = NewFleet(context.Background(), []*Layout{g}, PlaceOptions{Strategy: 200})
 	require.ErrorIs(t, err, ErrParse)
 }
 
@@ -134,7 +135,7 @@ func TestMixValidate(t *testing.T) {
 		require.ErrorIs(t, mix.Validate(), ErrParse, name)
 		_, err := l.Fragmentation(mix)
 		require.ErrorIs(t, err, ErrBadMix, name)
-		_, err = NewFleet([]*Layout{l}, PlaceOptions{Mix: mix})
+		_, err = NewFleet(context.Background(), []*Layout{l}, PlaceOptions{Mix: mix})
 		require.ErrorIs(t, err, ErrBadMix, name)
 	}
 	big := Mix{"1g.10gb": MaxMixTotal / 2, "7g.80gb": MaxMixTotal / 2}
@@ -142,22 +143,14 @@ func TestMixValidate(t *testing.T) {
 	f, err := l.Fragmentation(big)
 	require.NoError(t, err)
 	assert.False(t, math.IsInf(f.UnusableSlots, 0) || math.IsNaN(f.UnusableSlots), "unusable %v", f.UnusableSlots)
-	fl, err := NewFleet([]*Layout{l}, PlaceOptions{Mix: big})
+	fl, err := NewFleet(context.Background(), []*Layout{l}, PlaceOptions{Mix: big})
 	require.NoError(t, err)
-	a, err := fl.Place(Request{Profile: "1g.10gb"})
+	a, err := fl.Place(Request{Profile: MustParseProfileName("1g.10gb")})
 	require.NoError(t, err)
 	assert.False(t, math.IsInf(a.Loss, 0) || math.IsNaN(a.Loss), "loss %v", a.Loss)
 }
 
 // allocated returns the bytes allocated while f runs.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // bigModelJSON is a model with 16 slots and 32 one-slice profiles of 16
 // placements each: small on disk, 2^16 states.
@@ -233,18 +226,18 @@ func TestParseFileAdversarial(t *testing.T) {
 		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, ErrInvalidModel}},
 	} {
 		var err error
-		n := allocated(func() { _, err = ParseFile([]byte(tc.doc), nil) })
+		n := hostile.Allocated(func() { _, err = ParseLayoutFile([]byte(tc.doc), nil) })
 		for _, w := range tc.want {
 			assert.ErrorIs(t, err, w, name)
 		}
-		assert.Less(t, n, uint64(raceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
+		assert.Less(t, n, uint64(hostile.RaceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
 	}
 	// Over MaxFileBytes, from a reader that never ends.
 	var err error
-	n := allocated(func() { _, err = ReadFile(endless{}, nil) })
+	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
 	require.ErrorIs(t, err, topology.ErrLimit)
-	assert.Less(t, n, uint64(raceSlack*(3*MaxFileBytes+(8<<20))))
-	_, err = ParseFile(make([]byte, MaxFileBytes+1), nil)
+	assert.Less(t, n, uint64(hostile.RaceSlack*(3*MaxFileBytes+(8<<20))))
+	_, err = ParseLayoutFile(make([]byte, MaxFileBytes+1), nil)
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 
@@ -260,30 +253,30 @@ func (endless) Read(p []byte) (int, error) {
 // TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
 // without building a state table (whose memory would be hundreds of MB).
 func TestHugeModelWithoutTable(t *testing.T) {
-	f, err := ParseFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
+	f, err := ParseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
 	require.NoError(t, err)
-	n := allocated(func() {
-		fl, err := NewFleet(f.Layouts, PlaceOptions{})
+	n := hostile.Allocated(func() {
+		fl, err := NewFleet(context.Background(), f.Layouts, PlaceOptions{})
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
-			_, err := fl.Place(Request{Profile: fmt.Sprintf("1g.%dgb", i+1)})
+			_, err := fl.Place(Request{Profile: MustParseProfileName(fmt.Sprintf("1g.%dgb", i+1))})
 			require.NoError(t, err)
 		}
-		_, err = PlanDefrag(fl.Layouts(), Request{Profile: "1g.3gb", Priority: 5}, Policy{})
+		_, err = PlanDefrag(context.Background(), fl.Layouts(), Request{Profile: MustParseProfileName("1g.3gb"), Priority: 5}, Policy{})
 		require.NoError(t, err)
 	})
-	assert.Less(t, n, uint64(raceSlack*64<<20))
+	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
 	assert.Nil(t, f.Layouts[0].Model.stateTable())
 }
 
 // TestNoPlanBounded: the "no plan" error of a large full fleet stays small
 // and counts every rejected way of making room.
 func TestNoPlanBounded(t *testing.T) {
-	req := Request{Profile: "3g.40gb", Owner: "pending", Priority: 9}
+	req := Request{Profile: MustParseProfileName("3g.40gb"), Owner: "pending", Priority: 9}
 	pol := Policy{NoEvictions: true, MoveAnyPriority: true}
 	var sizes []int
 	for _, n := range []int{10, 1000} {
-		_, err := PlanDefrag(fullFleet(t, n, 1), req, pol)
+		_, err := PlanDefrag(context.Background(), fullFleet(t, n, 1), req, pol)
 		var npe *NoPlanError
 		require.ErrorAs(t, err, &npe)
 		require.ErrorIs(t, err, ErrNoPlan)
@@ -295,11 +288,11 @@ func TestNoPlanBounded(t *testing.T) {
 	assert.Less(t, sizes[1], 4096)
 	assert.Less(t, sizes[1], sizes[0]+64, "error size grows with the fleet: %v", sizes)
 	// Blocked and budget causes are counted too.
-	_, err := PlanDefrag(fullFleet(t, 50, 2), req, Policy{NoMoves: true})
+	_, err := PlanDefrag(context.Background(), fullFleet(t, 50, 2), req, Policy{NoMoves: true})
 	var npe *NoPlanError
 	require.ErrorAs(t, err, &npe)
 	assert.Equal(t, []CauseCount{{CauseBlocked, 100}}, npe.Causes)
-	_, err = PlanDefrag(fullFleet(t, 50, 2), req, Policy{MoveAnyPriority: true, MaxDisruptions: 2})
+	_, err = PlanDefrag(context.Background(), fullFleet(t, 50, 2), req, Policy{MoveAnyPriority: true, MaxDisruptions: 2})
 	require.ErrorAs(t, err, &npe)
 	assert.Equal(t, []CauseCount{{CauseBudget, 100}}, npe.Causes)
 	assert.Len(t, npe.Reasons, MaxNoPlanExamples)
@@ -311,12 +304,12 @@ func TestPlanAMDHugeHive(t *testing.T) {
 	gpus := amdFleet(t, 4000, 4000)
 	var p *Plan
 	var err error
-	n := allocated(func() {
-		p, err = PlanAMD(gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9})
+	n := hostile.Allocated(func() {
+		p, err = PlanAMD(context.Background(), gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9})
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 4000, p.Cost.WholeGPUOps)
-	assert.Less(t, n, uint64(raceSlack*64<<20))
+	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
 	checkAMDPlan(t, gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9}, p)
 }
 

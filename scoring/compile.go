@@ -2,7 +2,6 @@ package scoring
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"math"
 	"sync/atomic"
 	"unsafe"
@@ -166,50 +165,22 @@ func len64(s string) int64 { return int64(len(s)) }
 // deviceSetBytes is the size of a DeviceSet value.
 const deviceSetBytes = MaxDevices / 8
 
-// shapeKey hashes everything the tables depend on, and nothing that only
-// names the hardware (node name, UUIDs, PCI addresses).
+// shapeKeyOf is the key of a node's tables: the node's hardware shape
+// (topology.Node.ShapeFingerprint: device models, memory, partitioning,
+// NUMA, packages, every link, NICs; no names, UUIDs, PCI addresses or
+// health) plus which devices are healthy, which the tables depend on. It is
+// the shape fingerprint gang's caches see too, through the handle.
 func shapeKeyOf(m *model) shapeKey {
-	h := sha256.New()
-	var buf [8]byte
-	put := func(v int64) {
-		binary.LittleEndian.PutUint64(buf[:], uint64(v))
-		h.Write(buf[:])
-	}
-	put(int64(m.n))
-	put(int64(m.nics))
+	fp := m.node.ShapeFingerprint()
+	var health [MaxDevices / 8]byte
 	for i := range m.n {
-		d := m.node.Device(i)
-		put(int64(d.NUMA))
-		put(int64(m.numa[i]))
-		for k := range scopeKinds {
-			put(int64(m.scopeID[k][i]))
-		}
-		put(int64(m.memory[i]))
-		if m.numaKnown[i] {
-			put(1)
-		} else {
-			put(0)
-		}
 		if m.healthy[i] {
-			put(1)
-		} else {
-			put(0)
-		}
-		put(int64(len(d.Model)))
-		h.Write([]byte(d.Model))
-		for nic := range m.nics {
-			put(int64(m.node.NICLink(i, nic)))
-		}
-		for j := range m.n {
-			put(m.rv[i*m.n+j]) // bandwidth and link group
-			put(int64(m.pcie[i*m.n+j]))
-			if m.sw[i*m.n+j] {
-				put(1)
-			} else {
-				put(0)
-			}
+			health[i/8] |= 1 << (i % 8)
 		}
 	}
+	h := sha256.New()
+	h.Write(fp[:])
+	h.Write(health[:(m.n+7)/8])
 	var out shapeKey
 	h.Sum(out[:0])
 	return out

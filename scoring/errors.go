@@ -14,8 +14,10 @@ var (
 	// ErrInvalidRequest: the request or state is malformed (a negative count,
 	// an out-of-range or duplicate device index, a required device that is
 	// also excluded, negative weights, a state longer than the node, ...).
-	// Retrying will not help.
-	ErrInvalidRequest = errors.New("scoring: invalid request")
+	// Retrying will not help. It is topology.ErrInvalidRequest, re-exported:
+	// one sentinel for a caller's out-of-range argument in every package
+	// (docs/errors.md).
+	ErrInvalidRequest = topology.ErrInvalidRequest
 	// ErrInsufficientDevices: the node has fewer usable devices (healthy,
 	// free, not excluded, with enough free memory) than the request needs.
 	ErrInsufficientDevices = errors.New("scoring: insufficient devices")

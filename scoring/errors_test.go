@@ -224,7 +224,13 @@ func TestMode(t *testing.T) {
 		require.NoError(t, back.UnmarshalText(text))
 		assert.Equal(t, m, back)
 	}
-	for _, bad := range []string{"", "Required", "soft", "hard", "0"} {
+	// Gang files' synonyms and the empty name (the zero value) parse too.
+	for name, want := range map[string]Mode{"": ModeRequired, "Required": ModeRequired, "hard": ModeRequired, "SOFT": ModePreferred, "soft": ModePreferred} {
+		got, err := ParseMode(name)
+		require.NoError(t, err, "%q", name)
+		assert.Equal(t, want, got, "%q", name)
+	}
+	for _, bad := range []string{"sometimes", "0", "required ", "pref"} {
 		_, err := ParseMode(bad)
 		assert.ErrorIs(t, err, topology.ErrParse, "%q", bad)
 		v := ModePreferred

@@ -3,6 +3,7 @@ package scoring
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
@@ -168,13 +169,17 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", m)
 }
 
-// ParseMode parses "required" or "preferred" (Mode.String's names). Any
-// other name is an error wrapping topology.ErrParse.
+// ParseMode parses "required" or "preferred" (Mode.String's names), case
+// insensitively, with the synonyms "hard" and "soft"; "" is the zero value,
+// required, so a file that names a scope without a mode means the same as Go
+// code that sets Scope alone. Any other name is an error wrapping
+// topology.ErrParse.
 func ParseMode(name string) (Mode, error) {
-	for i, n := range modeNames {
-		if n == name {
-			return Mode(i), nil
-		}
+	switch strings.ToLower(name) {
+	case "", "required", "hard":
+		return ModeRequired, nil
+	case "preferred", "soft":
+		return ModePreferred, nil
 	}
 	return 0, fmt.Errorf("scoring: unknown mode %q (want required or preferred): %w", name, topology.ErrParse)
 }

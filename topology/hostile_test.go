@@ -2,13 +2,13 @@ package topology_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -24,22 +24,14 @@ import (
 const hostileBound = 64 << 20
 
 // allocated returns the bytes f allocated.
-func allocated(f func()) uint64 {
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // requireBounded runs f, checks that it allocated at most bound bytes and
 // returns its error.
 func requireBounded(t *testing.T, bound uint64, f func() error) error {
 	t.Helper()
-	bound *= raceSlack
+	bound *= hostile.RaceSlack
 	var err error
-	got := allocated(func() { err = f() })
+	got := hostile.Allocated(func() { err = f() })
 	t.Logf("allocated %.1f MiB (bound %.0f MiB), err: %.200v", float64(got)/(1<<20), float64(bound)/(1<<20), err)
 	require.LessOrEqual(t, got, bound, "allocated %d bytes, more than the bound %d", got, bound)
 	return err

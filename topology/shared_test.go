@@ -43,16 +43,6 @@ func TestSharedTopologiesLoad(t *testing.T) {
 	}
 }
 
-// smiKind renders a link the way nvidia-smi prints it, for comparison with
-// the files' link kinds (NVSwitch links print as NV<n> too).
-func smiKind(l topology.Link) string {
-	switch l.Kind {
-	case topology.LinkNVLink, topology.LinkNVSwitch:
-		return fmt.Sprintf("NV%d", l.Lanes)
-	}
-	return l.Kind.String()
-}
-
 // For every nvidia-smi file, the parser applied to its matrix lines yields
 // the link kinds of its links: cell by cell for the rows printed in full,
 // and pair by pair for the converted node.

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/gangfile"
 	"github.com/gputopo/gputopo/provider/catalog"
 )
 
@@ -27,13 +28,13 @@ blocked (how much is missing, where, held by whom), fragmented, never fits —
 with reasons. A job file with several jobs (or --queue) runs one queue pass:
 order, GPUs ahead, what starts now, the head-of-line reservation.
 
-File formats: go doc github.com/gputopo/gputopo/gang JobFile (and ClusterFile).
+File formats: go doc github.com/gputopo/gputopo/gang/gangfile Jobs (and Cluster).
 Machines named in a cluster file are the embedded ones (gputopo machines).
 
 flags:
 `
 
-func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gang", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), gangUsage)
@@ -68,7 +69,7 @@ func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	jobs, queues, err := gang.ParseJobs(data)
+	jobs, queues, err := gangfile.ParseJobs(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *jobFile, err)
 	}
@@ -76,7 +77,11 @@ func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if len(jobs) > 1 || *queue {
-		plan, err := gang.PlanQueue(snap, jobs, gang.QueueOptions{Queues: queues, Strategy: strat, NoReservation: *noResv})
+		opts := []gang.Option{gang.WithStrategy(strat), gang.WithQueues(queues...)}
+		if *noResv {
+			opts = append(opts, gang.WithoutReservation())
+		}
+		plan, err := gang.PlanQueue(ctx, snap, jobs, opts...)
 		if err != nil {
 			return err
 		}
@@ -86,14 +91,14 @@ func runGang(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return renderQueue(stdout, plan, *summary)
 	}
 	j := &jobs[0]
-	res, err := gang.Check(snap, j, gang.WithStrategy(strat))
+	res, err := gang.Check(ctx, snap, j, gang.WithStrategy(strat))
 	if err != nil {
 		return err
 	}
 	var pre *gang.Preemption
 	var preErr error
 	if *preempt && res.Verdict != gang.Fits {
-		pre, preErr = gang.Preempt(snap, j, gang.WithStrategy(strat))
+		pre, preErr = gang.Preempt(ctx, snap, j, gang.WithStrategy(strat))
 		if preErr != nil && !errors.Is(preErr, gang.ErrNoVictims) {
 			return preErr
 		}
@@ -122,7 +127,7 @@ func gangRead(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := gang.ReadFile(f)
+	b, err := gangfile.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -134,7 +139,7 @@ func gangReadCluster(path string) (*gang.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := gang.ParseCluster(data, catalog.Get)
+	s, err := gangfile.ParseCluster(data, catalog.Get)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -170,9 +175,15 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 	if r.Demand.MIGSlices > 0 {
 		fmt.Fprintf(w, ", ~%d MIG slices", r.Demand.MIGSlices)
 	}
+	if r.Demand.SharedSlices > 0 {
+		fmt.Fprintf(w, ", %d shared slices (%s of GPU memory)", r.Demand.SharedSlices, gangBytes(r.Demand.SharedMemoryBytes))
+	}
 	fmt.Fprintf(w, " (gang threshold)\n")
 	if p := r.Placement; p != nil {
 		fmt.Fprintf(w, "  placed in %s: %d new pods on %d nodes, %d GPUs", gangWhere(p.Level, p.Domain), len(p.Pods), len(p.Nodes()), p.GPUs())
+		if n := p.SharedSlices(); n > 0 {
+			fmt.Fprintf(w, ", %d shared slices", n)
+		}
 		if p.Members > 0 {
 			fmt.Fprintf(w, " (+%d members already placed)", p.Members)
 		}
@@ -208,6 +219,9 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 		if r.Releasing.GPUs > 0 {
 			fmt.Fprintf(w, ", %d being released", r.Releasing.GPUs)
 		}
+		if r.Demand.SharedSlices > 0 {
+			fmt.Fprintf(w, "; %s of GPU memory for shared slices", gangBytes(r.Free.SharedMemoryBytes))
+		}
 		fmt.Fprintln(w)
 	}
 }
@@ -217,6 +231,14 @@ func renderPods(w io.Writer, p *gang.Placement) {
 	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSLICE")
 	for _, pp := range p.Pods {
 		dev := gangDevices(pp.Devices)
+		if sl := pp.Shared; sl != nil {
+			// no spaces: one column
+			dev += "(shared:" + gangBytes(int64(sl.MemoryBytes))
+			if sl.ComputeMilli > 0 {
+				dev += fmt.Sprintf(",%dm", sl.ComputeMilli)
+			}
+			dev += ")"
+		}
 		if len(pp.MIG) > 0 {
 			var ms []string
 			for _, m := range pp.MIG {
@@ -234,6 +256,17 @@ func renderPods(w io.Writer, p *gang.Placement) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, slice)
 	}
 	tw.Flush()
+}
+
+// gangBytes formats a memory size in GiB or MiB ("20GiB", "512MiB").
+func gangBytes(b int64) string {
+	if b >= 1<<30 && b%(1<<30) == 0 {
+		return fmt.Sprintf("%dGiB", b>>30)
+	}
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%dMiB", b>>20)
 }
 
 // gangDevices formats device indices with ranges ("0-3,6").

@@ -32,7 +32,9 @@ actions:
            --layout F --compute CPX [--memory NPS4]
                               or the cheapest mode change (AMD)
 
-Layout files are JSON (schema gputopo-mig/v1; see package mig's File).
+Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
+Instead of --layout, --amd-root DIR (a sysfs root; / for this machine) or
+--kfd DIR (a raw KFD capture) plans against the discovered AMD GPUs.
 Every action takes --json.`
 
 func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -52,9 +54,9 @@ func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "show":
 		return migShow(args, stdout, stderr)
 	case "place":
-		return migPlace(args, stdout, stderr)
+		return migPlace(ctx, args, stdout, stderr)
 	case "defrag":
-		return migDefrag(args, stdout, stderr)
+		return migDefrag(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gputopo mig: unknown action %q\n\n%s\n", action, migUsage)
 	return errUsage
@@ -170,16 +172,21 @@ func amdProfiles(m *mig.AMDModel, asJSON bool, stdout io.Writer) error {
 type layoutFlags struct {
 	path   string
 	asJSON bool
+	amd    amdSource // --amd-root / --kfd: a discovered machine (cmd_mig_amd.go)
 }
 
 func (f *layoutFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "layout", "", "layout `file` (JSON, schema gputopo-mig/v1)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	f.amd.register(fs)
 }
 
-func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.File, error) {
+func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.LayoutFile, error) {
+	if f.amd.given() {
+		return f.amd.load(context.Background(), stderr, action, f.path)
+	}
 	if f.path == "" {
-		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required\n", action)
+		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required (or --amd-root/--kfd for a discovered AMD machine)\n", action)
 		return nil, errUsage
 	}
 	r, err := os.Open(f.path)
@@ -187,7 +194,7 @@ func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.File, error) {
 		return nil, err
 	}
 	defer r.Close()
-	file, err := mig.ReadFile(r, nil)
+	file, err := mig.ReadLayoutFile(r, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
@@ -315,7 +322,7 @@ func orNone(s string) string {
 	return s
 }
 
-func migPlace(args []string, stdout, stderr io.Writer) error {
+func migPlace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mig place", stderr)
 	var lf layoutFlags
 	lf.register(fs)
@@ -349,13 +356,17 @@ func migPlace(args []string, stdout, stderr io.Writer) error {
 		if o != "" && strings.Contains(*profiles, ",") {
 			o = fmt.Sprintf("%s-%d", o, i)
 		}
-		reqs = append(reqs, mig.Request{Profile: strings.TrimSpace(p), Owner: o, Priority: *prio})
+		name, err := mig.ParseProfileName(p)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, mig.Request{Profile: name, Owner: o, Priority: *prio})
 	}
-	f, err := mig.NewFleet(file.Layouts, mig.PlaceOptions{Strategy: s, Mix: mix})
+	f, err := mig.NewFleet(ctx, file.Layouts, mig.PlaceOptions{Strategy: s, Mix: mix})
 	if err != nil {
 		return err
 	}
-	out, batchErr := f.PlaceBatch(reqs)
+	out, batchErr := f.PlaceBatch(ctx, reqs)
 	for _, a := range out {
 		if !a.OK() && !errors.Is(batchErr, mig.ErrNoFit) {
 			return batchErr
@@ -381,14 +392,14 @@ func migPlace(args []string, stdout, stderr io.Writer) error {
 }
 
 func mustMarshalFile(ls []*mig.Layout) json.RawMessage {
-	b, err := mig.MarshalFile(ls, nil)
+	b, err := mig.MarshalLayoutFile(ls, nil)
 	if err != nil {
 		return json.RawMessage("null")
 	}
 	return b
 }
 
-func migDefrag(args []string, stdout, stderr io.Writer) error {
+func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mig defrag", stderr)
 	var lf layoutFlags
 	lf.register(fs)
@@ -418,7 +429,11 @@ func migDefrag(args []string, stdout, stderr io.Writer) error {
 	}
 	var plan *mig.Plan
 	if *profile != "" {
-		plan, err = mig.PlanDefrag(file.Layouts, mig.Request{Profile: *profile, Owner: *owner, Priority: *prio}, pol)
+		name, perr := mig.ParseProfileName(*profile)
+		if perr != nil {
+			return perr
+		}
+		plan, err = mig.PlanDefrag(ctx, file.Layouts, mig.Request{Profile: name, Owner: *owner, Priority: *prio}, pol)
 	} else {
 		req := mig.AMDRequest{Owner: *owner, Priority: *prio}
 		if req.Compute, err = mig.ParseComputeMode(*compute); err != nil {
@@ -429,7 +444,7 @@ func migDefrag(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		plan, err = mig.PlanAMD(file.AMD, req, pol)
+		plan, err = mig.PlanAMD(ctx, file.AMD, req, pol)
 	}
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {

@@ -43,6 +43,7 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("--busy: %w", err)
 	}
+	busyList = withCaptured(busyList, src.busy) // --cluster: its running pods' devices
 	req := scoring.Request{Count: *gpus}
 	if req.Required, err = parseDeviceList(*require, n); err != nil {
 		return fmt.Errorf("--require: %w", err)

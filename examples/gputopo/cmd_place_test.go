@@ -129,7 +129,7 @@ func TestPlaceErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--gpus", "2", "--scope", "rack"}, "unknown scope"},
-		{[]string{"--gpus", "2", "--scope", "numa", "--scope-mode", "soft"}, "want required or preferred"},
+		{[]string{"--gpus", "2", "--scope", "numa", "--scope-mode", "sometimes"}, "want required or preferred"},
 	} {
 		args := append([]string{"place", "--machine", "dgx1-v100"}, c.args...)
 		code, _, errOut := runCLI(t, args...)

@@ -48,15 +48,14 @@ type group struct {
 }
 
 type builder struct {
-	ctx      context.Context  // checked before every file read
-	fsys     fs.FS            // the filesystem root
-	sys      string           // the fs.FS name of /sys: "sys"
-	cpus     map[int]*kfdNode // KFD CPU nodes by id (= NUMA node id)
-	gpus     []*gpu           // in KFD node order
-	byKFD    map[int]int      // KFD node id -> device index
-	numaN    int              // NUMA node count, 0 when unknown
-	notes    []string
-	anyNoP2P bool
+	ctx   context.Context  // checked before every file read
+	fsys  fs.FS            // the filesystem root
+	sys   string           // the fs.FS name of /sys: "sys"
+	cpus  map[int]*kfdNode // KFD CPU nodes by id (= NUMA node id)
+	gpus  []*gpu           // in KFD node order
+	byKFD map[int]int      // KFD node id -> device index
+	numaN int              // NUMA node count, 0 when unknown
+	notes []string
 }
 
 func (b *builder) note(format string, args ...any) {

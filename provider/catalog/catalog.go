@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,7 @@ import (
 )
 
 // ErrUnknownMachine is returned by [Get] for a name the catalogue lacks.
-var ErrUnknownMachine = errors.New("catalog: unknown machine")
+var ErrUnknownMachine = fmt.Errorf("catalog: unknown machine: %w", topology.ErrInvalidRequest)
 
 // Default is the machine shown when nothing else is available.
 const Default = "dgx-h100"

@@ -10,7 +10,7 @@ import (
 
 // ErrReadOnly: a MIGManager built without [AllowChanges] was asked to
 // commit a step. It checks steps (mig.DryRun) only.
-var ErrReadOnly = errors.New("nvidia: MIG manager is dry-run only (build it with AllowChanges to commit)")
+var ErrReadOnly = fmt.Errorf("nvidia: MIG manager is dry-run only (build it with AllowChanges to commit): %w", errors.ErrUnsupported)
 
 // ErrMIGOperation: NVML refused a MIG change for a reason that has no mig
 // sentinel (no permission, a driver error); the error also wraps the Code.

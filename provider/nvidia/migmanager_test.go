@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migtest"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 )
@@ -224,7 +225,7 @@ func TestMIGPlanCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	onlyMIG := before[:1]
-	plan, err := mig.PlanDefrag(onlyMIG, mig.Request{Profile: "3g.40gb", Owner: "train", Priority: 5}, mig.Policy{})
+	plan, err := mig.PlanDefrag(ctx, onlyMIG, mig.Request{Profile: mig.MustParseProfileName("3g.40gb"), Owner: "train", Priority: 5}, mig.Policy{})
 	if err != nil {
 		t.Fatalf("PlanDefrag: %v", err)
 	}
@@ -300,7 +301,7 @@ func TestMIGManagerAgainstMigFake(t *testing.T) {
 			t.Fatal(err)
 		}
 		start = start[:2] // the MIG-on GPUs
-		oracle, err := mig.NewFake(start...)
+		oracle, err := migtest.NewFake(start...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,12 +14,13 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"unsafe"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // MilliPerGPU is the capacity of one whole GPU in milli-GPU.
@@ -29,7 +30,7 @@ const MilliPerGPU = 1000
 // that cannot exist (negative requests, a share above one GPU, a fractional
 // share on several GPUs, weights that are not finite), a coverage outside
 // (0, 1] or a workload without weight.
-var ErrInvalid = errors.New("fgd: invalid input")
+var ErrInvalid = fmt.Errorf("fgd: invalid input: %w", topology.ErrInvalidRequest)
 
 // Task is one task shape m of a workload, with its popularity.
 //

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -45,14 +45,6 @@ func (g *genReader) Read(p []byte) (int, error) {
 }
 
 // allocated returns the bytes f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestHugeLinesCostLittle: a 50 MB header line, or a 50 MB field in a
 // row, fails with ErrLimit after reading about MaxLineBytes, allocating
@@ -67,7 +59,7 @@ func TestHugeLinesCostLittle(t *testing.T) {
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			alloc := allocated(func() { _, err = ReadNodes(context.Background(), in) })
+			alloc := hostile.Allocated(func() { _, err = ReadNodes(context.Background(), in) })
 			require.ErrorIs(t, err, ErrParse)
 			require.ErrorIs(t, err, topology.ErrLimit)
 			require.Contains(t, err.Error(), "MaxLineBytes")

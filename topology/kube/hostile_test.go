@@ -2,13 +2,13 @@ package kube_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube"
 )
@@ -18,15 +18,6 @@ import (
 // bound on the bytes allocated (runtime.MemStats.TotalAlloc delta, garbage
 // included). Before the limits, the first case allocated gigabytes and
 // ended in "fatal error: out of memory".
-
-func allocated(f func()) uint64 {
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 func devicesJSON(n int, name string) string {
 	var b strings.Builder
@@ -61,9 +52,9 @@ func TestHostileAnnotations(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			got := allocated(func() { _, err = kube.DecodeAnnotation(c.value) })
+			got := hostile.Allocated(func() { _, err = kube.DecodeAnnotation(c.value) })
 			t.Logf("value %d bytes: allocated %.1f MiB (bound %.0f MiB): %.150v", len(c.value), float64(got)/(1<<20), float64(c.bound)/(1<<20), err)
-			require.LessOrEqual(t, got, raceSlack*c.bound)
+			require.LessOrEqual(t, got, hostile.RaceSlack*c.bound)
 			for _, w := range c.want {
 				require.ErrorIs(t, err, w)
 			}
@@ -80,10 +71,10 @@ func TestAnnotationDecodedLimitAgrees(t *testing.T) {
 	pad := kube.MaxDecodedAnnotationBytes - len(devicesJSON(1, ""))
 	var err error
 	value := b64(devicesJSON(1, strings.Repeat("a", pad)))
-	got := allocated(func() { _, err = kube.DecodeAnnotation(value) })
+	got := hostile.Allocated(func() { _, err = kube.DecodeAnnotation(value) })
 	t.Logf("largest document: allocated %.1f MiB", float64(got)/(1<<20))
 	require.NoError(t, err)
-	require.LessOrEqual(t, got, uint64(raceSlack*10*kube.MaxDecodedAnnotationBytes), "the documented cost is about 8× the document")
+	require.LessOrEqual(t, got, uint64(hostile.RaceSlack*10*kube.MaxDecodedAnnotationBytes), "the documented cost is about 8× the document")
 	_, err = kube.DecodeAnnotation(b64(devicesJSON(1, strings.Repeat("a", pad+1))))
 	require.ErrorIs(t, err, topology.ErrLimit)
 
@@ -105,9 +96,9 @@ func TestClusterNodesRefusesTooManyNodesFirst(t *testing.T) {
 		nodes[i] = kube.NodeMeta{Name: fmt.Sprint("n", i), Annotations: map[string]string{kube.AnnotationTopology: "!"}}
 	}
 	var err error
-	mem := allocated(func() { _, err = kube.ClusterNodes(nodes) })
+	mem := hostile.Allocated(func() { _, err = kube.ClusterNodes(nodes) })
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.ErrorIs(t, err, topology.ErrInvalidCluster)
 	assert.NotErrorIs(t, err, kube.ErrBadAnnotation)
-	assert.Less(t, mem, uint64(raceSlack<<20), "bytes allocated")
+	assert.Less(t, mem, uint64(hostile.RaceSlack<<20), "bytes allocated")
 }

@@ -172,6 +172,16 @@ func waitBound(t *testing.T, cp *controlPlane, name string, timeout time.Duratio
 // its message.
 func waitUnschedulable(t *testing.T, cp *controlPlane, name string) string {
 	t.Helper()
+	return waitUnschedulableSaying(t, cp, name, "")
+}
+
+// waitUnschedulableSaying waits until the pod's unschedulable message
+// contains want. A pod created right after its node may first be judged
+// before the scheduler's cache holds the node (the message then names no
+// GPU); the node's arrival requeues it, and the next message is the one
+// the test is about.
+func waitUnschedulableSaying(t *testing.T, cp *controlPlane, name, want string) string {
+	t.Helper()
 	var msg string
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		pod, err := cp.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -184,13 +194,13 @@ func waitUnschedulable(t *testing.T, cp *controlPlane, name string) string {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
 				msg = c.Message
-				return true, nil
+				return strings.Contains(msg, want), nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s: %v", name, err)
+		t.Fatalf("pod %s: %v (last message %q, want it to contain %q)", name, err, msg, want)
 	}
 	return msg
 }
@@ -328,18 +338,12 @@ func testPlacement(t *testing.T, cp *controlPlane) {
 func testRejections(t *testing.T, cp *controlPlane) {
 	createNode(t, cp, "s2-pcie-8gpu", "s2", machine(t, "pcie-8x-rtx4090", "pcie-8gpu-2numa"))
 	createPod(t, cp, "s2", podSpec{name: "s2-too-many", gpus: 9})
-	msg := waitUnschedulable(t, cp, "s2-too-many")
-	if !strings.Contains(msg, "Insufficient nvidia.com/gpu") {
-		t.Errorf("9 GPUs: %q", msg)
-	}
+	waitUnschedulableSaying(t, cp, "s2-too-many", "Insufficient nvidia.com/gpu")
 	// A PCIe-only machine has no fabric island of 2: the plugin rejects a
 	// required fabric scope, and says so.
 	createPod(t, cp, "s2", podSpec{name: "s2-fabric", gpus: 2,
 		annotations: map[string]string{plugin.AnnotationScope: "fabric", plugin.AnnotationScopeMode: "required"}})
-	msg = waitUnschedulable(t, cp, "s2-fabric")
-	if !strings.Contains(msg, "scoring:") {
-		t.Errorf("required fabric scope on a PCIe node: %q", msg)
-	}
+	msg := waitUnschedulableSaying(t, cp, "s2-fabric", "scoring:")
 	t.Logf("rejections: %q", msg)
 	deletePods(t, cp, "s2-too-many", "s2-fabric")
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 // and cordons only; the other plugins still filter each member, and
 // Permit still holds members until the gang is complete, so a "fits" here
 // is necessary, not sufficient.
-func (p *Plugin) gangCheck(pod *v1.Pod, key string, minCount, members int, req scoring.Request) (*gang.Result, error) {
+func (p *Plugin) gangCheck(ctx context.Context, pod *v1.Pod, key string, minCount, members int, req scoring.Request) (*gang.Result, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
@@ -58,9 +59,12 @@ func (p *Plugin) gangCheck(pod *v1.Pod, key string, minCount, members int, req s
 	}
 	job := &gang.Job{Name: key, MinCount: minCount, PodSets: []gang.PodSet{{
 		Name: "members", Replicas: max(minCount, members),
-		Pod: gang.Pod{GPUs: req.Count, Scope: req.Scope, ScopeMode: req.ScopeMode, NodeSelector: pod.Spec.NodeSelector},
+		// The pod's device request as the plugin parsed it (count, scope);
+		// only what gang can honour on every node is passed on.
+		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
+			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
 	}}}
-	res, err := gang.Check(snap, job)
+	res, err := gang.Check(ctx, snap, job)
 	if err != nil {
 		return nil, fmt.Errorf("gang check: %w", err)
 	}

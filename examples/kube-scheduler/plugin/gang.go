@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -105,7 +106,8 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 // admit is the PreFilter check of a gang member: the gang has at least
 // minCount live members; it is already complete, or it may hold the
 // assembly token and package gang says it can still be completed.
-func (g *gangTracker) admit(logger klog.Logger, pod *v1.Pod, key string, minCount int, req scoring.Request) *fwk.Status {
+func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, key string, minCount int, req scoring.Request) *fwk.Status {
+	logger := klog.FromContext(ctx)
 	members, err := g.members(pod.Namespace, key)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -148,7 +150,7 @@ func (g *gangTracker) admit(logger klog.Logger, pod *v1.Pod, key string, minCoun
 	if req.Count == 0 || g.p.handle == nil {
 		return nil
 	}
-	res, err := g.p.gangCheck(pod, key, minCount, len(members), req)
+	res, err := g.p.gangCheck(ctx, pod, key, minCount, len(members), req)
 	if err != nil {
 		// Permit still guarantees all or nothing; the check only saves time.
 		logger.Error(err, "gang feasibility check failed; relying on Permit", "gang", key)

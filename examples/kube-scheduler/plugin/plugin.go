@@ -182,7 +182,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	s := &cycleState{req: req, count: count, gang: gang, min: minCount, nodes: map[string]scoring.Result{}}
 	state.Write(stateKey, s)
 	if inGang {
-		if st := p.gangs.admit(klog.FromContext(ctx), pod, gang, minCount, req); !st.IsSuccess() {
+		if st := p.gangs.admit(ctx, pod, gang, minCount, req); !st.IsSuccess() {
 			return nil, st
 		}
 	}

@@ -147,14 +147,14 @@ func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 // found past the live ones, invalid argument past the maximum or once its
 // compute instance is destroyed, and GPU-is-lost on a lost GPU.
 func TestMIGDeviceAnswers(t *testing.T) {
-	m, d := a100(t, false)
+	_, d := a100(t, false)
 	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 0 {
 		t.Errorf("MIG off: %d MIG devices, %v; want 0", n, err)
 	}
 	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, nvidia.CodeNotSupported) {
 		t.Errorf("MIG device with MIG off: %v", err)
 	}
-	m, d = a100(t, true)
+	m, d := a100(t, true)
 	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 7 {
 		t.Errorf("A100: %d MIG devices at most, %v; want 7", n, err)
 	}

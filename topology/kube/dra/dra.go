@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,7 +74,7 @@ const (
 )
 
 // ErrInvalid is wrapped by every error ResourceSlices and Validate return.
-var ErrInvalid = errors.New("dra: invalid resource slices")
+var ErrInvalid = fmt.Errorf("dra: invalid resource slices: %w", topology.ErrInvalidRequest)
 
 // Options tunes [ResourceSlices].
 type Options struct {
@@ -479,8 +478,7 @@ func pcieRoots(n *topology.Node) []string {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]

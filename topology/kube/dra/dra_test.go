@@ -430,9 +430,7 @@ func TestValidateRejects(t *testing.T) {
 			return rs
 		},
 		"65 counter-consuming devices": func(rs []resourceapi.ResourceSlice) []resourceapi.ResourceSlice {
-			for _, d := range rs[3].Spec.Devices {
-				rs[2].Spec.Devices = append(rs[2].Spec.Devices, d)
-			}
+			rs[2].Spec.Devices = append(rs[2].Spec.Devices, rs[3].Spec.Devices...)
 			rs[3].Spec.Devices = nil
 			return rs
 		},

@@ -1,14 +1,20 @@
-package mig
+// Package migtest provides test doubles for package mig: Fake, an
+// in-memory mig.PartitionManager that enforces the hardware rules on its
+// own, for tests of code that applies partition plans (schedulers, node
+// agents, the NVIDIA provider's conformance tests).
+package migtest
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/gputopo/gputopo/mig"
 )
 
-// Fake is an in-memory PartitionManager for tests. It enforces the hardware
-// rules with its own slot-by-slot bookkeeping, independent of Layout's
+// Fake is an in-memory mig.PartitionManager for tests. It enforces the hardware
+// rules with its own slot-by-slot bookkeeping, independent of mig.Layout's
 // checks: a GPU instance is created only at one of its profile's legal
 // placements, on free memory slices, within the profile's instance limit
 // and the GPU's optical-flow engine budget; a compute instance is destroyed
@@ -18,14 +24,14 @@ import (
 type Fake struct {
 	mu    sync.Mutex
 	gpus  []*fakeGPU
-	log   []Step
+	log   []mig.Step
 	fails map[int]error
 	calls int
 }
 
 type fakeInst struct {
-	prof     *Profile
-	pl       Placement
+	prof     *mig.Profile
+	pl       mig.Placement
 	ci, busy bool
 	owner    string
 	prio     int
@@ -33,16 +39,16 @@ type fakeInst struct {
 
 type fakeGPU struct {
 	id    string
-	model *Model
-	slot  [MaxSlots]int // index into inst, -1 when free
+	model *mig.Model
+	slot  [mig.MaxSlots]int // index into inst, -1 when free
 	inst  map[int]*fakeInst
 }
 
-var _ PartitionManager = (*Fake)(nil)
+var _ mig.PartitionManager = (*Fake)(nil)
 
 // NewFake returns a fake holding copies of the given layouts, which must be
 // valid and have distinct GPU names.
-func NewFake(layouts ...*Layout) (*Fake, error) {
+func NewFake(layouts ...*mig.Layout) (*Fake, error) {
 	f := &Fake{fails: map[int]error{}}
 	seen := map[string]bool{}
 	for _, l := range layouts {
@@ -50,7 +56,7 @@ func NewFake(layouts ...*Layout) (*Fake, error) {
 			return nil, err
 		}
 		if seen[l.GPU] {
-			return nil, fmt.Errorf("%w: duplicate GPU %q", ErrInvalidLayout, l.GPU)
+			return nil, fmt.Errorf("%w: duplicate GPU %q", mig.ErrInvalidLayout, l.GPU)
 		}
 		seen[l.GPU] = true
 		g := &fakeGPU{id: l.GPU, model: l.Model, inst: map[int]*fakeInst{}}
@@ -59,7 +65,7 @@ func NewFake(layouts ...*Layout) (*Fake, error) {
 		}
 		for _, in := range l.Instances {
 			pr, _ := l.Model.Profile(in.Profile.String())
-			fi := &fakeInst{prof: &pr, pl: in.Placement, ci: !in.NoComputeInstance, busy: in.State == InUse, owner: in.Owner, prio: in.Priority}
+			fi := &fakeInst{prof: &pr, pl: in.Placement, ci: !in.NoComputeInstance, busy: in.State == mig.InUse, owner: in.Owner, prio: in.Priority}
 			g.inst[in.Placement.Start] = fi
 			for s := in.Placement.Start; s < in.Placement.End(); s++ {
 				g.slot[s] = in.Placement.Start
@@ -70,7 +76,7 @@ func NewFake(layouts ...*Layout) (*Fake, error) {
 	return f, nil
 }
 
-// FailAt makes the n-th call to Apply with Commit (counting from 1) fail
+// FailAt makes the n-th call to Apply with mig.Commit (counting from 1) fail
 // with err without changing anything, to test partial application.
 func (f *Fake) FailAt(n int, err error) {
 	if f == nil {
@@ -85,7 +91,7 @@ func (f *Fake) FailAt(n int, err error) {
 }
 
 // Log returns the steps committed so far.
-func (f *Fake) Log() []Step {
+func (f *Fake) Log() []mig.Step {
 	if f == nil {
 		return nil
 	}
@@ -94,19 +100,19 @@ func (f *Fake) Log() []Step {
 	return slices.Clone(f.log)
 }
 
-// Layouts implements PartitionManager.
-func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
+// Layouts implements mig.PartitionManager.
+func (f *Fake) Layouts(ctx context.Context) ([]*mig.Layout, error) {
 	if f == nil {
-		return nil, fmt.Errorf("%w: nil Fake", ErrUnknownGPU)
+		return nil, fmt.Errorf("%w: nil Fake", mig.ErrUnknownGPU)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*Layout, 0, len(f.gpus))
+	out := make([]*mig.Layout, 0, len(f.gpus))
 	for _, g := range f.gpus {
-		l := &Layout{GPU: g.id, Model: g.model}
+		l := &mig.Layout{GPU: g.id, Model: g.model}
 		starts := make([]int, 0, len(g.inst))
 		for s := range g.inst {
 			starts = append(starts, s)
@@ -114,9 +120,9 @@ func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
 		slices.Sort(starts)
 		for _, s := range starts {
 			fi := g.inst[s]
-			in := Instance{Profile: fi.prof.Name, Placement: fi.pl, NoComputeInstance: !fi.ci, Owner: fi.owner, Priority: fi.prio}
+			in := mig.Instance{Profile: fi.prof.Name, Placement: fi.pl, NoComputeInstance: !fi.ci, Owner: fi.owner, Priority: fi.prio}
 			if fi.busy {
-				in.State = InUse
+				in.State = mig.InUse
 			}
 			l.Instances = append(l.Instances, in)
 		}
@@ -125,17 +131,17 @@ func (f *Fake) Layouts(ctx context.Context) ([]*Layout, error) {
 	return out, nil
 }
 
-// Apply implements PartitionManager.
-func (f *Fake) Apply(ctx context.Context, s Step, mode ApplyMode) error {
+// Apply implements mig.PartitionManager.
+func (f *Fake) Apply(ctx context.Context, s mig.Step, mode mig.ApplyMode) error {
 	if f == nil {
-		return fmt.Errorf("%w: nil Fake", ErrUnknownGPU)
+		return fmt.Errorf("%w: nil Fake", mig.ErrUnknownGPU)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if mode == Commit {
+	if mode == mig.Commit {
 		f.calls++
 		if err, ok := f.fails[f.calls]; ok {
 			return err
@@ -148,21 +154,21 @@ func (f *Fake) Apply(ctx context.Context, s Step, mode ApplyMode) error {
 		}
 	}
 	if g == nil {
-		return fmt.Errorf("%w: fake has no GPU %q", ErrUnknownGPU, s.GPU)
+		return fmt.Errorf("%w: fake has no GPU %q", mig.ErrUnknownGPU, s.GPU)
 	}
-	if err := g.apply(s, mode == Commit); err != nil {
+	if err := g.apply(s, mode == mig.Commit); err != nil {
 		return fmt.Errorf("fake %s %s@%v: %w", s.Kind, s.Profile, s.Placement, err)
 	}
-	if mode == Commit {
+	if mode == mig.Commit {
 		f.log = append(f.log, s)
 	}
 	return nil
 }
 
-func (g *fakeGPU) apply(s Step, commit bool) error {
+func (g *fakeGPU) apply(s mig.Step, commit bool) error {
 	switch s.Kind {
-	case StepCreateGPUInstance:
-		var prof *Profile
+	case mig.StepCreateGPUInstance:
+		var prof *mig.Profile
 		for _, p := range g.model.Profiles() {
 			if p.Name == s.Profile {
 				prof = &p
@@ -170,17 +176,17 @@ func (g *fakeGPU) apply(s Step, commit bool) error {
 			}
 		}
 		if prof == nil {
-			return fmt.Errorf("%w: %s on %s", ErrUnknownProfile, s.Profile, g.model.Name())
+			return fmt.Errorf("%w: %s on %s", mig.ErrUnknownProfile, s.Profile, g.model.Name())
 		}
 		if s.Placement.Size == 0 {
-			return fmt.Errorf("%w: no explicit placement", ErrBadStep)
+			return fmt.Errorf("%w: no explicit placement", mig.ErrBadStep)
 		}
 		if !slices.Contains(prof.Placements, s.Placement) {
-			return fmt.Errorf("%w: %v not in %v", ErrIllegalPlacement, s.Placement, prof.Placements)
+			return fmt.Errorf("%w: %v not in %v", mig.ErrIllegalPlacement, s.Placement, prof.Placements)
 		}
 		for sl := s.Placement.Start; sl < s.Placement.End(); sl++ {
 			if g.slot[sl] >= 0 {
-				return fmt.Errorf("%w: memory slice %d is held by the instance at %d (NVML: insufficient resources)", ErrOverlap, sl, g.slot[sl])
+				return fmt.Errorf("%w: memory slice %d is held by the instance at %d (NVML: insufficient resources)", mig.ErrOverlap, sl, g.slot[sl])
 			}
 		}
 		same, ofa := 0, 0
@@ -191,7 +197,7 @@ func (g *fakeGPU) apply(s Step, commit bool) error {
 			ofa += fi.prof.OFAEngines
 		}
 		if same+1 > prof.MaxInstances || ofa+prof.OFAEngines > g.model.OFABudget() {
-			return fmt.Errorf("%w: %s", ErrInstanceLimit, prof.Name)
+			return fmt.Errorf("%w: %s", mig.ErrInstanceLimit, prof.Name)
 		}
 		if commit {
 			g.inst[s.Placement.Start] = &fakeInst{prof: prof, pl: s.Placement}
@@ -200,35 +206,35 @@ func (g *fakeGPU) apply(s Step, commit bool) error {
 			}
 		}
 		return nil
-	case StepDrain, StepDestroyComputeInstance, StepDestroyGPUInstance, StepCreateComputeInstance:
+	case mig.StepDrain, mig.StepDestroyComputeInstance, mig.StepDestroyGPUInstance, mig.StepCreateComputeInstance:
 	default:
-		return fmt.Errorf("%w: %s", ErrUnsupported, s.Kind)
+		return fmt.Errorf("%w: %s", mig.ErrUnsupported, s.Kind)
 	}
 	fi, ok := g.inst[s.Placement.Start]
 	if !ok || fi.pl != s.Placement && s.Placement.Size != 0 {
-		return fmt.Errorf("%w: at %v", ErrNoInstance, s.Placement)
+		return fmt.Errorf("%w: at %v", mig.ErrNoInstance, s.Placement)
 	}
 	if s.Profile.IsValid() && fi.prof.Name != s.Profile {
-		return fmt.Errorf("%w: the instance is a %s", ErrBadStep, fi.prof.Name)
+		return fmt.Errorf("%w: the instance is a %s", mig.ErrBadStep, fi.prof.Name)
 	}
 	switch s.Kind {
-	case StepDrain:
+	case mig.StepDrain:
 		if commit {
 			fi.busy, fi.owner, fi.prio = false, "", 0
 		}
-	case StepDestroyComputeInstance:
+	case mig.StepDestroyComputeInstance:
 		if !fi.ci {
-			return fmt.Errorf("%w: no compute instance", ErrBadStep)
+			return fmt.Errorf("%w: no compute instance", mig.ErrBadStep)
 		}
 		if fi.busy {
-			return fmt.Errorf("%w: processes are running", ErrInUse)
+			return fmt.Errorf("%w: processes are running", mig.ErrInUse)
 		}
 		if commit {
 			fi.ci = false
 		}
-	case StepDestroyGPUInstance:
+	case mig.StepDestroyGPUInstance:
 		if fi.ci || fi.busy {
-			return fmt.Errorf("%w: compute instances are active on the GPU instance", ErrInUse)
+			return fmt.Errorf("%w: compute instances are active on the GPU instance", mig.ErrInUse)
 		}
 		if commit {
 			delete(g.inst, s.Placement.Start)
@@ -236,9 +242,9 @@ func (g *fakeGPU) apply(s Step, commit bool) error {
 				g.slot[sl] = -1
 			}
 		}
-	case StepCreateComputeInstance:
+	case mig.StepCreateComputeInstance:
 		if fi.ci {
-			return fmt.Errorf("%w: compute instance exists", ErrBadStep)
+			return fmt.Errorf("%w: compute instance exists", mig.ErrBadStep)
 		}
 		if commit {
 			fi.ci = true

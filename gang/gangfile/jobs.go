@@ -1,0 +1,232 @@
+package gangfile
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/scoring"
+)
+
+// Jobs is the job file format of `gputopo gang` (YAML or JSON; field
+// names as below, unknown fields are errors). A file holds one job (its
+// fields at the top level) or several under "jobs", with optional queue
+// weights:
+//
+//	queues:
+//	  - {name: prod, weight: 3}
+//	jobs:
+//	  - name: llm-pretrain
+//	    queue: prod
+//	    priority: 100          # larger first; decides preemption
+//	    arrival: 1             # order among equal priorities
+//	    runTime: 2h            # declared run time (EASY backfill); optional
+//	    minCount: 64           # gang threshold; default: every replica
+//	    topology: {level: rack, mode: required}   # or preferred
+//	    nvlink: {sliceSize: 16}                   # multi-node NVLink; {} = one partition
+//	    podSets:
+//	      - name: worker
+//	        replicas: 64
+//	        minReplicas: 0     # per-set threshold
+//	        gpus: 8            # whole GPUs per pod (MIG instances with migProfile)
+//	        gpuMemory: 80Gi    # per GPU
+//	        scope: fabric      # none, fabric, pcie, numa, package
+//	        scopeMode: required
+//	        shared: {memory: 20Gi, compute: 250}  # instead of gpus: a slice of one GPU
+//	        migProfile: 3g.40gb
+//	        cpu: "16"          # cores, or "500m"
+//	        memory: 256Gi
+//	        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+//	        topology: {level: clique, mode: preferred}
+//	        slices: {size: 16, level: clique, mode: required}
+//
+// A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
+// shared slice of one GPU (shared: memory and compute, compute in
+// thousandths of the GPU, 0..1000; gpus may then be 0 or 1, gpuMemory must
+// be absent), or MIG instances (migProfile, gpus counting instances): the
+// first two are a scoring.Request, gang.Pod.Devices.
+//
+// Levels are the cluster's label keys, HyperNode tiers ("tier-2") or the
+// short names node, clique, rack, block (see gang.Constraint). Quantities take
+// Kubernetes suffixes (m; k, M, G, T, P; Ki, Mi, Gi, Ti, Pi) or plain numbers;
+// durations take Go syntax ("90m", "2h") or seconds.
+type Jobs struct {
+	Queues []Queue `json:"queues,omitempty"`
+	Jobs   []Job   `json:"jobs"`
+}
+
+// Queue is a queue weight in a job file.
+type Queue struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+}
+
+// Job is one job in a job file.
+type Job struct {
+	Name     string      `json:"name"`
+	Queue    string      `json:"queue,omitempty"`
+	Priority int         `json:"priority,omitempty"`
+	Arrival  int64       `json:"arrival,omitempty"`
+	RunTime  Duration    `json:"runTime,omitempty"`
+	MinCount int         `json:"minCount,omitempty"`
+	Topology *Constraint `json:"topology,omitempty"`
+	NVLink   *NVLink     `json:"nvlink,omitempty"`
+	PodSets  []PodSet    `json:"podSets"`
+}
+
+// Constraint is a topology constraint in a job file.
+type Constraint struct {
+	Level string    `json:"level"`
+	Mode  gang.Mode `json:"mode,omitempty"`
+}
+
+// Slices is a pod set's slices in a job file.
+type Slices struct {
+	Size  int       `json:"size"`
+	Level string    `json:"level"`
+	Mode  gang.Mode `json:"mode,omitempty"`
+}
+
+// NVLink is a job's multi-node NVLink request in a job file.
+type NVLink struct {
+	SliceSize int    `json:"sliceSize,omitempty"`
+	Level     string `json:"level,omitempty"`
+}
+
+// SharedSlice is a slice of one GPU in a job or cluster file: its device
+// memory (a quantity, "20Gi") and its share of the GPU's compute in
+// thousandths (250 = a quarter; 0 = no compute reservation). At least one
+// must be set.
+type SharedSlice struct {
+	Memory  Bytes `json:"memory,omitempty"`
+	Compute int   `json:"compute,omitempty"`
+}
+
+// slice converts s, checking what gang and scoring would reject only
+// later (or, for an allocation, with a less precise message).
+func (s *SharedSlice) slice(where string) (*scoring.SharedSlice, error) {
+	switch {
+	case s.Compute < 0 || s.Compute > 1000:
+		return nil, parseErr("%s.compute %d (want 0..1000 thousandths of a GPU)", where, s.Compute)
+	case s.Memory == 0 && s.Compute == 0:
+		return nil, parseErr("%s asks for neither memory nor compute", where)
+	case uint64(s.Memory) > gang.MaxBytes:
+		return nil, limitErr("%s.memory %d, more than gang.MaxBytes (%d)", where, uint64(s.Memory), int64(gang.MaxBytes))
+	}
+	return &scoring.SharedSlice{MemoryBytes: uint64(s.Memory), ComputeMilli: s.Compute}, nil
+}
+
+// PodSet is a pod set in a job file.
+type PodSet struct {
+	Name         string            `json:"name"`
+	Replicas     int               `json:"replicas"`
+	MinReplicas  int               `json:"minReplicas,omitempty"`
+	GPUs         int               `json:"gpus,omitempty"`
+	GPUMemory    Bytes             `json:"gpuMemory,omitempty"`
+	Scope        string            `json:"scope,omitempty"`
+	ScopeMode    string            `json:"scopeMode,omitempty"`
+	Shared       *SharedSlice      `json:"shared,omitempty"`
+	MIGProfile   string            `json:"migProfile,omitempty"`
+	CPU          CPU               `json:"cpu,omitempty"`
+	Memory       Bytes             `json:"memory,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	Topology     *Constraint       `json:"topology,omitempty"`
+	Slices       *Slices           `json:"slices,omitempty"`
+}
+
+// ParseJobs reads a job file (see Jobs): one job or a list, with queue
+// weights. Every job is validated. Errors wrap gang.ErrParse or gang.ErrInvalidJob.
+func ParseJobs(data []byte) ([]gang.Job, []gang.QueueSpec, error) {
+	raw, err := toJSON(data, jobDocLimits)
+	if err != nil {
+		return nil, nil, err
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, nil, parseErr("a job file is an object (one job, or \"jobs\" and \"queues\"): %v", err)
+	}
+	var f Jobs
+	if _, many := probe["jobs"]; many {
+		if err := strict(raw, &f); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		var one Job
+		if err := strict(raw, &one); err != nil {
+			return nil, nil, err
+		}
+		f.Jobs = []Job{one}
+	}
+	if len(f.Jobs) == 0 {
+		return nil, nil, parseErr("no jobs")
+	}
+	var jobs []gang.Job
+	for i, js := range f.Jobs {
+		j, err := js.job()
+		if err != nil {
+			return nil, nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		if err := j.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		jobs = append(jobs, j)
+	}
+	var qs []gang.QueueSpec
+	for i, q := range f.Queues {
+		if err := checkName(fmt.Sprintf("queues[%d] name", i), q.Name); err != nil {
+			return nil, nil, err
+		}
+		if q.Name == "" || q.Weight < 0 {
+			return nil, nil, parseErr("queues[%d]: a queue needs a name and a weight ≥ 0", i)
+		}
+		qs = append(qs, gang.QueueSpec(q))
+	}
+	return jobs, qs, nil
+}
+
+func (js *Job) job() (gang.Job, error) {
+	j := gang.Job{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime), MinCount: js.MinCount}
+	if js.Topology != nil {
+		j.Topology = gang.Constraint{Level: js.Topology.Level, Mode: js.Topology.Mode}
+	}
+	if js.NVLink != nil {
+		j.NVLink = &gang.NVLink{SliceSize: js.NVLink.SliceSize, Level: js.NVLink.Level}
+	}
+	for i, ps := range js.PodSets {
+		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas,
+			Pod: gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
+				CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}}
+		if ps.Scope != "" {
+			sc, err := scoring.ParseScope(ps.Scope)
+			if err != nil {
+				return j, parseErr("podSets[%d].scope: %v", i, err)
+			}
+			s.Pod.Devices.Scope = sc
+		}
+		switch strings.ToLower(ps.ScopeMode) {
+		case "preferred":
+			s.Pod.Devices.ScopeMode = scoring.ModePreferred
+		case "", "required":
+			s.Pod.Devices.ScopeMode = scoring.ModeRequired
+		default:
+			return j, parseErr("podSets[%d].scopeMode %q (want required or preferred)", i, ps.ScopeMode)
+		}
+		if ps.Shared != nil {
+			sl, err := ps.Shared.slice(fmt.Sprintf("podSets[%d].shared", i))
+			if err != nil {
+				return j, err
+			}
+			s.Pod.Devices.Shared = sl
+		}
+		if ps.Topology != nil {
+			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
+		}
+		if ps.Slices != nil {
+			s.Slices = &gang.Slices{Size: ps.Slices.Size, Level: ps.Slices.Level, Mode: ps.Slices.Mode}
+		}
+		j.PodSets = append(j.PodSets, s)
+	}
+	return j, nil
+}
