@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,17 +15,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/kubernetes/pkg/capabilities"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/draplugin"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
 
@@ -52,36 +64,8 @@ func TestDRAPlugin(t *testing.T) {
 		}
 	}
 
-	// The fake GPUs of the node, MIG on, behind the NVIDIA MIG manager.
-	machine := nvidiatest.FromNode(n)
-	gpus := map[int]string{}
-	for i, g := range machine.GPUs {
-		require.NotNil(t, g.MIG, "GPU %d", i)
-		g.MIG.Enabled = true
-		gpus[i] = g.UUID
-	}
-	manager := nvidia.New(nvidia.WithLibrary(machine), nvidia.WithoutSysfs()).MIGManager(nvidia.AllowChanges())
-
-	// Plugin with short socket paths (unix sockets: about 100 bytes).
-	base, err := os.MkdirTemp("", "dra")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	regDir, plugDir, cdiDir := filepath.Join(base, "r"), filepath.Join(base, "p"), filepath.Join(base, "cdi")
-	require.NoError(t, os.Mkdir(regDir, 0o700))
-	require.NoError(t, os.Mkdir(plugDir, 0o700))
-	driver, err := draplugin.New(draplugin.Config{Manager: manager, GPUs: gpus, CDIDir: cdiDir, Checkpoint: filepath.Join(plugDir, "checkpoint.json")})
-	require.NoError(t, err)
-	helper, err := driver.Start(ctx, draplugin.ServeOptions{NodeName: node, KubeClient: cp.client, RegistrarDir: regDir, PluginDir: plugDir})
-	require.NoError(t, err)
-	t.Cleanup(helper.Stop)
-
-	// The kubelet first asks the registration socket what it serves.
-	reg := dial(t, filepath.Join(regDir, dra.DefaultDriver+"-reg.sock"))
-	info, err := registerapi.NewRegistrationClient(reg).GetInfo(ctx, &registerapi.InfoRequest{})
-	require.NoError(t, err)
-	assert.Equal(t, registerapi.DRAPlugin, info.Type)
-	assert.Equal(t, dra.DefaultDriver, info.Name)
-	kubelet := drapb.NewDRAPluginClient(dial(t, info.Endpoint))
+	fp := startFakeDRAPlugin(t, cp.client, node, n)
+	driver, manager, gpus, kubelet, cdiDir := fp.driver, fp.manager, fp.gpus, fp.kubelet, fp.cdiDir
 
 	// Claims on GPU 0, allocated by the real scheduler.
 	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.gputopo.io"},
@@ -183,10 +167,151 @@ func TestDRAPlugin(t *testing.T) {
 	deletePods(t, cp, "s7-4g-pod", "s7-3g-pod")
 }
 
+// fakeDRAPlugin is the DRA kubelet plugin serving a node of fake GPUs
+// (MIG on, behind the real NVIDIA MIG manager on the NVML fake), and the
+// kubelet's gRPC client of it.
+type fakeDRAPlugin struct {
+	driver  *draplugin.Driver
+	manager *nvidia.MIGManager
+	gpus    map[int]string
+	kubelet drapb.DRAPluginClient
+	cdiDir  string
+}
+
+func startFakeDRAPlugin(t *testing.T, client kubernetes.Interface, node string, n *topology.Node) *fakeDRAPlugin {
+	t.Helper()
+	ctx := context.Background()
+	machine := nvidiatest.FromNode(n)
+	fp := &fakeDRAPlugin{gpus: map[int]string{}}
+	for i, g := range machine.GPUs {
+		require.NotNil(t, g.MIG, "GPU %d", i)
+		g.MIG.Enabled = true
+		fp.gpus[i] = g.UUID
+	}
+	fp.manager = nvidia.New(nvidia.WithLibrary(machine), nvidia.WithoutSysfs()).MIGManager(nvidia.AllowChanges())
+
+	// Short socket paths (unix sockets: about 100 bytes).
+	base, err := os.MkdirTemp("", "dra")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	regDir, plugDir := filepath.Join(base, "r"), filepath.Join(base, "p")
+	fp.cdiDir = filepath.Join(base, "cdi")
+	require.NoError(t, os.Mkdir(regDir, 0o700))
+	require.NoError(t, os.Mkdir(plugDir, 0o700))
+	fp.driver, err = draplugin.New(draplugin.Config{Manager: fp.manager, GPUs: fp.gpus, CDIDir: fp.cdiDir, Checkpoint: filepath.Join(plugDir, "checkpoint.json")})
+	require.NoError(t, err)
+	helper, err := fp.driver.Start(ctx, draplugin.ServeOptions{NodeName: node, KubeClient: client, RegistrarDir: regDir, PluginDir: plugDir})
+	require.NoError(t, err)
+	t.Cleanup(helper.Stop)
+
+	// The kubelet first asks the registration socket what it serves.
+	reg := dial(t, filepath.Join(regDir, dra.DefaultDriver+"-reg.sock"))
+	info, err := registerapi.NewRegistrationClient(reg).GetInfo(ctx, &registerapi.InfoRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, registerapi.DRAPlugin, info.Type)
+	assert.Equal(t, dra.DefaultDriver, info.Name)
+	fp.kubelet = drapb.NewDRAPluginClient(dial(t, info.Endpoint))
+	return fp
+}
+
 func dial(t *testing.T, socket string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// TestDRAPluginManifest loads deploy/dra-plugin.yaml into an API server
+// that enforces RBAC (the DaemonSet in a server-side dry run) and checks
+// that the plugin, acting as the manifest's service account, can prepare an
+// allocated claim through the kubelet's gRPC call (it reads the claim),
+// while an account without the binding cannot.
+func TestDRAPluginManifest(t *testing.T) {
+	ctx := context.Background()
+	// Creating MIG instances needs a privileged container. The API server
+	// takes --allow-privileged into a process-wide capability set only
+	// once, so an earlier API server in this binary may have fixed it.
+	capabilities.ResetForTest()
+	t.Cleanup(capabilities.ResetForTest)
+	admin, cfg := startAPIServer(t, "--authorization-mode=Node,RBAC", "--allow-privileged=true")
+	data, err := os.ReadFile("../deploy/dra-plugin.yaml")
+	require.NoError(t, err)
+	var sa *v1.ServiceAccount
+	var ds *appsv1.DaemonSet
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		require.NoError(t, err)
+		switch o := obj.(type) {
+		case *v1.ServiceAccount:
+			sa = o
+			_, err = admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				require.NoError(t, err)
+			}
+			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.DaemonSet:
+			ds = o
+			_, err = admin.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		default:
+			t.Fatalf("unexpected object %T in the manifest", obj)
+		}
+		require.NoError(t, err, "%T", obj)
+	}
+	require.NotNil(t, sa)
+	require.NotNil(t, ds)
+	assert.Equal(t, sa.Name, ds.Spec.Template.Spec.ServiceAccountName)
+	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--driver-name="+dra.DefaultDriver)
+
+	// An allocated claim, written as the scheduler would.
+	const node = "rbac-dra"
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: namespace},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.gputopo.io"}}}}}}
+	c, err = admin.ResourceV1().ResourceClaims(namespace).Create(ctx, c, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "mig", Driver: dra.DefaultDriver, Pool: node, Device: "gpu-1-mig-1g10gb-19-3"}}}}
+	c, err = admin.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	n, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	req := &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: namespace, Name: c.Name, Uid: string(c.UID)}}}
+
+	stranger := startFakeDRAPlugin(t, impersonate(t, cfg, sa.Namespace, "someone-else"), node, n)
+	_, err = stranger.kubelet.NodePrepareResources(ctx, req)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "forbidden")
+
+	fp := startFakeDRAPlugin(t, impersonate(t, cfg, sa.Namespace, sa.Name), node, n)
+	// The RBAC authorizer sees the new binding through an informer.
+	var resp *drapb.NodePrepareResourcesResponse
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		resp, err = fp.kubelet.NodePrepareResources(ctx, req)
+		return err == nil, nil
+	}), "last error: %v", err)
+	require.Empty(t, resp.Claims[string(c.UID)].Error)
+	ls, err := fp.manager.Layouts(ctx)
+	require.NoError(t, err)
+	for i, l := range ls {
+		if l.GPU == fp.gpus[1] {
+			require.Len(t, l.Instances, 1, "GPU %d", i)
+			assert.Equal(t, mig.Placement{Start: 3, Size: 1}, l.Instances[0].Placement)
+		} else {
+			assert.Empty(t, l.Instances, "GPU %d", i)
+		}
+	}
 }
