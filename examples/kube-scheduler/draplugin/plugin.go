@@ -191,9 +191,6 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) (Pre
 			continue
 		}
 		ref, err := ParseDeviceName(r.Device)
-		if err == nil && ref.Name(mig.Profile{}) != r.Device && !ref.MIG {
-			err = fmt.Errorf("%w: %q", ErrDeviceName, r.Device)
-		}
 		if err != nil {
 			d.rollback(ctx, pc)
 			return PreparedClaim{}, err

@@ -216,7 +216,11 @@ func TestPrepareErrors(t *testing.T) {
 	for i := range 4 {
 		assert.Empty(t, f.layout(t, i).Instances)
 	}
-	_, err := New(Config{GPUs: f.gpus, Checkpoint: "x"})
+	bad := filepath.Join(t.TempDir(), "cp.json")
+	require.NoError(t, os.WriteFile(bad, []byte("{not json"), 0o600))
+	_, err := New(Config{Manager: f.manager, Checkpoint: bad})
+	require.ErrorIs(t, err, ErrState)
+	_, err = New(Config{GPUs: f.gpus, Checkpoint: "x"})
 	require.ErrorIs(t, err, ErrConfig)
 	_, err = New(Config{Manager: f.manager})
 	require.ErrorIs(t, err, ErrConfig)
