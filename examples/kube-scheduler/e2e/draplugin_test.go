@@ -64,9 +64,6 @@ func TestDRAPlugin(t *testing.T) {
 		}
 	}
 
-	fp := startFakeDRAPlugin(t, cp.client, node, n)
-	driver, manager, gpus, kubelet, cdiDir := fp.driver, fp.manager, fp.gpus, fp.kubelet, fp.cdiDir
-
 	// Claims on GPU 0, allocated by the real scheduler.
 	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.gputopo.io"},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
@@ -108,6 +105,10 @@ func TestDRAPlugin(t *testing.T) {
 			pl: mig.Placement{Start: int(*attr(dra.AttrPlacementStart).IntValue), Size: int(*attr(dra.AttrPlacementSize).IntValue)}})
 		t.Logf("scheduler allocated %s for %s: %s at %s", res[0].Device, name, profile, claims[len(claims)-1].pl)
 	}
+
+	// The kubelet's side: the plugin serving the node's fake GPUs.
+	fp := startFakeDRAPlugin(t, cp.client, node, n)
+	driver, manager, gpus, kubelet, cdiDir := fp.driver, fp.manager, fp.gpus, fp.kubelet, fp.cdiDir
 
 	layout0 := func() []mig.Instance {
 		ls, err := manager.Layouts(ctx)
@@ -164,7 +165,6 @@ func TestDRAPlugin(t *testing.T) {
 	}
 	require.Empty(t, layout0())
 	require.Empty(t, driver.Prepared())
-	deletePods(t, cp, "s7-4g-pod", "s7-3g-pod")
 }
 
 // fakeDRAPlugin is the DRA kubelet plugin serving a node of fake GPUs
