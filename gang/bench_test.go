@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // busy adds running pods to a spec: on a share of the nodes, a random
@@ -93,12 +95,12 @@ func queueJobs(n int, seed uint64) []Job {
 		}
 		switch x := r.IntN(10); {
 		case x < 7:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1 << r.IntN(3), CPUMilli: 8000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1 << r.IntN(3)}, CPUMilli: 8000}}}
 		case x < 9:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
 			j.Topology = Constraint{Level: "rack", Mode: Preferred}
 		default:
-			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{GPUs: 8, CPUMilli: 64000}}}
+			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
 			j.Topology = Constraint{Level: "block"}
 		}
 		jobs[i] = j

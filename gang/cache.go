@@ -21,7 +21,7 @@ type class struct {
 	c       *scoring.Compiled
 	state   *scoring.State
 	layouts []*mig.Layout
-	free    int32 // healthy devices neither held nor in MIG mode
+	free    int32 // healthy devices not in use (whole or shared) nor in MIG mode
 	slots   int32 // free memory slices on healthy MIG devices
 	packs   map[shapeKey]*packSeq
 	next    map[transKey]int32
@@ -35,29 +35,65 @@ type shapeKey struct {
 	scope   scoring.Scope
 	mode    scoring.Mode
 	profile string
+	// shared: one slice of shMem bytes and shMilli compute on one device
+	shared  bool
+	shMilli int32
+	shMem   uint64
+	// weights: the pod's own objective weights (wset false: the default)
+	wset bool
+	w    scoring.Weights
 }
 
 func (p *Pod) shape() shapeKey {
-	k := shapeKey{mem: p.GPUMemory, scope: p.Scope, mode: p.ScopeMode, profile: p.MIGProfile}
-	if p.MIGProfile != "" {
+	d := &p.Devices
+	k := shapeKey{mem: d.MinFreeMemory, scope: d.Scope, mode: d.ScopeMode, profile: p.MIGProfile}
+	if d.Weights != nil {
+		k.wset, k.w = true, *d.Weights
+	}
+	switch {
+	case p.MIGProfile != "":
 		k.migN = int32(p.migCount())
-	} else {
-		k.gpus = int32(p.GPUs)
+		k.wset, k.w = false, scoring.Weights{}
+	case d.Shared != nil:
+		k.shared, k.shMem, k.shMilli = true, d.Shared.MemoryBytes, int32(d.Shared.ComputeMilli)
+	default:
+		k.gpus = int32(d.Count)
 	}
 	return k
 }
 
-func (k shapeKey) devices() bool { return k.gpus > 0 || k.migN > 0 }
+func (k shapeKey) devices() bool { return k.gpus > 0 || k.migN > 0 || k.shared }
+
+// slice returns the shared slice of a shared shape.
+func (k shapeKey) slice() scoring.SharedSlice {
+	return scoring.SharedSlice{MemoryBytes: k.shMem, ComputeMilli: int(k.shMilli)}
+}
+
+// request returns the scoring request of a whole-device or shared shape.
+func (k shapeKey) request() scoring.Request {
+	req := scoring.Request{Count: int(k.gpus), MinFreeMemory: k.mem, Scope: k.scope, ScopeMode: k.mode}
+	if k.shared {
+		sl := k.slice()
+		req.Count, req.Shared = 1, &sl
+	}
+	if k.wset {
+		w := k.w
+		req.Weights = &w
+	}
+	return req
+}
 
 type transKey struct {
 	shape shapeKey
 	n     int32
 }
 
-// podDevices is what one pod gets on a node.
+// podDevices is what one pod gets on a node: whole devices (or, with
+// shared set, one slice on each device of set) or MIG slots.
 type podDevices struct {
-	set scoring.DeviceSet
-	mig []MIGSlot
+	set    scoring.DeviceSet
+	shared *scoring.SharedSlice
+	mig    []MIGSlot
 }
 
 // packSeq is the greedy sequence of pods of one shape on one class: pod k
@@ -81,19 +117,29 @@ type cache struct {
 
 func newCache() *cache { return &cache{byKey: map[classKey]int32{}} }
 
-// usageKey encodes a node's usage: per device its mode and whether it is
-// held, and every MIG instance.
+// usageKey encodes a node's usage: per device its mode, whether it is
+// held whole, what shared slices hold on it, and every MIG instance.
 func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) string {
 	b := make([]byte, 0, st.devices+8)
 	for d := range st.devices {
+		u := state.Usage(d)
 		v := byte(0)
-		if state.Devices[d].Allocated {
+		if u.Allocated {
 			v = 1
 		}
 		if st.migOn[d] {
 			v |= 2
 		}
+		shared := u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Slices > 0
+		if shared {
+			v |= 4
+		}
 		b = append(b, v)
+		if shared {
+			b = binary.AppendUvarint(b, u.MemoryUsed)
+			b = binary.AppendUvarint(b, uint64(u.ComputeUsed))
+			b = binary.AppendUvarint(b, uint64(u.Slices))
+		}
 	}
 	for _, l := range layouts {
 		b = append(b, '|')
@@ -133,7 +179,7 @@ func (c *cache) internLocked(key classKey, st *nodeStatic, state *scoring.State,
 			cl.layouts[i] = l.Clone()
 		}
 		for d := range st.devices {
-			if st.healthy[d] && !state.Devices[d].Allocated && !st.migOn[d] {
+			if st.healthy[d] && !state.Usage(d).InUse() && !st.migOn[d] {
 				cl.free++
 			}
 		}
@@ -179,7 +225,7 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 			return p
 		}
 		state := cl.state.Clone()
-		req := scoring.Request{Count: int(k.gpus), MinFreeMemory: k.mem, Scope: k.scope, ScopeMode: k.mode}
+		req := k.request()
 		for {
 			r, err := cl.c.Select(state, req)
 			if err != nil {
@@ -191,6 +237,26 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 				break
 			}
 			p.pods = append(p.pods, podDevices{set: r.Set})
+		}
+	case k.shared:
+		// Identical slices on devices that do not interact: whatever device
+		// scoring picks, each device ends up holding as many slices as fit
+		// it, so the greedy sequence is as long as the best packing.
+		state := cl.state.Clone()
+		req := k.request()
+		sl := k.slice()
+		for {
+			r, err := cl.c.Select(state, req)
+			if err != nil {
+				p.why = whyScoring(err)
+				break
+			}
+			d := r.Set.Indices()[0]
+			if err := state.AllocateShared(d, sl); err != nil {
+				p.why = err.Error()
+				break
+			}
+			p.pods = append(p.pods, podDevices{set: r.Set, shared: &sl})
 		}
 	case k.migN > 0:
 		var layouts []*mig.Layout
@@ -294,6 +360,11 @@ func (c *cache) after(id int32, k shapeKey, n int) int32 {
 func applyPods(st *nodeStatic, state *scoring.State, layouts []*mig.Layout, pods []podDevices) {
 	for _, pd := range pods {
 		for d := range pd.set.All() {
+			if pd.shared != nil {
+				// The sequence placed the slice on this very state.
+				_ = state.AllocateShared(d, *pd.shared)
+				continue
+			}
 			state.Devices[d].Allocated = true
 		}
 		for _, m := range pd.mig {

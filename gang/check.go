@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // Verdict says whether and when a job fits.
@@ -52,6 +54,12 @@ type Resources struct {
 	// the resource (so it is not a limit).
 	CPUMilli    int64 `json:"cpuMilli,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// SharedSlices counts shared device slices (Pod.Devices.Shared) asked
+	// for; SharedMemoryBytes is their device memory, or the device memory
+	// free for slices (healthy devices not held whole nor in MIG mode, less
+	// what slices hold) or being released.
+	SharedSlices      int   `json:"sharedSlices,omitempty"`
+	SharedMemoryBytes int64 `json:"sharedMemoryBytes,omitempty"`
 }
 
 // Holder is a job holding capacity in a domain.
@@ -61,7 +69,9 @@ type Holder struct {
 	Pods      int    `json:"pods"`
 	GPUs      int    `json:"gpus"`
 	MIGSlices int    `json:"migSlices,omitempty"`
-	Releasing bool   `json:"releasing,omitempty"`
+	// SharedSlices counts the shared device slices the job holds.
+	SharedSlices int  `json:"sharedSlices,omitempty"`
+	Releasing    bool `json:"releasing,omitempty"`
 }
 
 // DomainStatus says how close one domain is to holding the job.
@@ -235,6 +245,7 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 	}
 	dem := r.Demand
 	enough := r.Free.GPUs+r.Releasing.GPUs >= dem.GPUs && r.Free.MIGSlices+r.Releasing.MIGSlices >= dem.MIGSlices &&
+		r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes >= dem.SharedMemoryBytes &&
 		(r.Free.CPUMilli < 0 || r.Free.CPUMilli+r.Releasing.CPUMilli >= dem.CPUMilli) &&
 		(r.Free.MemoryBytes < 0 || r.Free.MemoryBytes+r.Releasing.MemoryBytes >= dem.MemoryBytes)
 	if enough {
@@ -276,6 +287,10 @@ func minDemand(p *problem) Resources {
 		d.MIGSlices += int(n * int64(sp.shape.migN) * int64(migSlices(sp.shape.profile)))
 		d.CPUMilli += n * sp.cpu
 		d.MemoryBytes += n * int64(sp.mem)
+		if sp.shape.shared {
+			d.SharedSlices += int(n)
+			d.SharedMemoryBytes += n * int64(sp.shape.shMem)
+		}
 		count += n
 	}
 	for i := range p.sets {
@@ -312,6 +327,9 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 		u := s.usage[n]
 		free.GPUs += int(u.free)
 		free.MIGSlices += int(u.freeMIG)
+		if p.hasShared {
+			free.SharedMemoryBytes += sharedFree(st, u.state)
+		}
 		if free.CPUMilli >= 0 {
 			if st.info.CPUMilli == 0 {
 				free.CPUMilli, rel.CPUMilli = -1, -1
@@ -332,9 +350,15 @@ func (s *Snapshot) account(p *problem, r *Result, sv *solver) {
 				continue
 			}
 			for _, d := range a.Devices {
-				if st.healthy[d] {
-					rel.GPUs++
+				if !st.healthy[d] {
+					continue
 				}
+				if a.Shared != nil {
+					rel.SharedMemoryBytes += int64(a.Shared.MemoryBytes)
+					continue
+				}
+				rel.GPUs++
+				rel.SharedMemoryBytes += int64(st.topo.Device(d).MemoryBytes)
 			}
 			for _, m := range a.MIG {
 				rel.MIGSlices += m.Placement.Size
@@ -383,15 +407,18 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 					holders[name] = h
 				}
 				h.Pods++
-				h.GPUs += len(a.Devices)
+				h.GPUs += a.wholeGPUs()
+				if a.Shared != nil {
+					h.SharedSlices += len(a.Devices)
+				}
 				for _, m := range a.MIG {
 					h.MIGSlices += m.Placement.Size
 				}
 				h.Releasing = h.Releasing && a.Releasing
 				if a.Releasing {
-					ds.ReleasingGPUs += len(a.Devices)
+					ds.ReleasingGPUs += a.wholeGPUs()
 				} else {
-					ds.HeldGPUs += len(a.Devices)
+					ds.HeldGPUs += a.wholeGPUs()
 				}
 			}
 		}
@@ -399,7 +426,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			ds.Holders = append(ds.Holders, *h)
 		}
 		slices.SortFunc(ds.Holders, func(a, b Holder) int {
-			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), strings.Compare(a.Job, b.Job))
+			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), cmp.Compare(b.SharedSlices, a.SharedSlices), strings.Compare(a.Job, b.Job))
 		})
 		if len(ds.Holders) > 5 {
 			ds.Holders = ds.Holders[:5]
@@ -448,9 +475,18 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		where = "one " + lvName + " domain"
 	}
 	if r.Verdict == Fragmented {
-		out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
+		if d.SharedSlices > 0 {
+			out = append(out, fmt.Sprintf("%d MiB of GPU memory are free or being released for shared slices (%d MiB needed by %d slices), but it is fragmented: no placement in %s has GPUs with room for each slice",
+				(r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes)>>20, d.SharedMemoryBytes>>20, d.SharedSlices, where))
+		}
+		if d.GPUs > 0 || d.SharedSlices == 0 {
+			out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
+		}
 	} else {
 		switch {
+		case r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes < d.SharedMemoryBytes:
+			out = append(out, fmt.Sprintf("needs %d MiB of GPU memory for %d shared slices, %d MiB are free and %d MiB being released",
+				d.SharedMemoryBytes>>20, d.SharedSlices, r.Free.SharedMemoryBytes>>20, r.Releasing.SharedMemoryBytes>>20))
 		case r.Free.GPUs+r.Releasing.GPUs < d.GPUs:
 			out = append(out, fmt.Sprintf("needs %d GPUs, %d are free and %d being released", d.GPUs, r.Free.GPUs, r.Releasing.GPUs))
 		case r.Free.MIGSlices+r.Releasing.MIGSlices < d.MIGSlices:
@@ -470,13 +506,20 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		line += fmt.Sprintf(", %d held)", b.HeldGPUs)
 		var held, rel []string
 		for _, h := range b.Holders {
-			if h.GPUs == 0 && h.MIGSlices == 0 {
+			var parts []string
+			if h.GPUs > 0 {
+				parts = append(parts, fmt.Sprintf("%d GPUs", h.GPUs))
+			}
+			if h.MIGSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d MIG slices", h.MIGSlices))
+			}
+			if h.SharedSlices > 0 {
+				parts = append(parts, fmt.Sprintf("%d shared slices", h.SharedSlices))
+			}
+			if len(parts) == 0 {
 				continue
 			}
-			what := fmt.Sprintf("%s (%d GPUs)", h.Job, h.GPUs)
-			if h.GPUs == 0 {
-				what = fmt.Sprintf("%s (%d MIG slices)", h.Job, h.MIGSlices)
-			}
+			what := fmt.Sprintf("%s (%s)", h.Job, strings.Join(parts, ", "))
 			if h.Releasing {
 				rel = append(rel, what)
 			} else {
@@ -550,4 +593,20 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 		}
 	}
 	return out
+}
+
+// sharedFree returns the device memory free for shared slices on a node:
+// healthy devices not held whole nor in MIG mode, less what slices hold.
+func sharedFree(st *nodeStatic, state *scoring.State) int64 {
+	var free int64
+	for d := range st.devices {
+		u := state.Usage(d)
+		if !st.healthy[d] || st.migOn[d] || u.Allocated {
+			continue
+		}
+		if c := st.topo.Device(d).MemoryBytes; c > u.MemoryUsed {
+			free += int64(min(c-u.MemoryUsed, MaxBytes))
+		}
+	}
+	return free
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -259,7 +260,7 @@ func TestJob_Validate(t *testing.T) {
 		"duplicate set":      func(j *Job) { j.PodSets = append(j.PodSets, j.PodSets[0]) },
 		"zero replicas":      func(j *Job) { j.PodSets[0].Replicas = 0 },
 		"min above replicas": func(j *Job) { j.PodSets[0].MinReplicas = 5 },
-		"negative GPUs":      func(j *Job) { j.PodSets[0].Pod.GPUs = -1 },
+		"negative GPUs":      func(j *Job) { j.PodSets[0].Pod.Devices.Count = -1 },
 		"minCount too big":   func(j *Job) { j.MinCount = 5 },
 		"minCount below set": func(j *Job) { j.PodSets[0].MinReplicas = 3; j.MinCount = 2 },
 		"mode without level": func(j *Job) { j.Topology.Mode = Preferred },
@@ -268,12 +269,12 @@ func TestJob_Validate(t *testing.T) {
 			j.PodSets[0].Slices = &Slices{Size: 2}
 		},
 		"slice misfit":    func(j *Job) { j.PodSets[0].Slices = &Slices{Size: 3, Level: "rack"} },
-		"MIG with memory": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "1g.10gb"; j.PodSets[0].Pod.GPUMemory = 1 },
+		"MIG with memory": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "1g.10gb"; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"bad MIG profile": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "big" },
-		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.GPUs = 0; j.PodSets[0].Pod.GPUMemory = 1 },
+		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.Devices.Count = 0; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"nvlink and topo": func(j *Job) { j.NVLink = &NVLink{}; j.Topology = Constraint{Level: "rack"} },
 		"nvlink misfit":   func(j *Job) { j.NVLink = &NVLink{SliceSize: 3} },
-		"nvlink no GPUs":  func(j *Job) { j.NVLink = &NVLink{}; j.PodSets[0].Pod.GPUs = 0 },
+		"nvlink no GPUs":  func(j *Job) { j.NVLink = &NVLink{}; j.PodSets[0].Pod.Devices.Count = 0 },
 		"negative run":    func(j *Job) { j.RunTime = -1 },
 		"empty selector":  func(j *Job) { j.PodSets[0].Pod.NodeSelector = map[string]string{"": "x"} },
 	}
@@ -385,8 +386,8 @@ func TestCheck_LargeAndMixedJobs(t *testing.T) {
 	s := fourTier(t, 1, 2, 2, 4).build(t)
 	j := &Job{Name: "mixed", PodSets: []PodSet{
 		{Name: "launcher", Replicas: 1, Pod: Pod{CPUMilli: 4000}},
-		{Name: "worker", Replicas: 8, Pod: Pod{GPUs: 8, CPUMilli: 64000}, Topology: Constraint{Level: "rack"}},
-		{Name: "eval", Replicas: 4, Pod: Pod{GPUs: 4}, Topology: Constraint{Level: "clique"}},
+		{Name: "worker", Replicas: 8, Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}, Topology: Constraint{Level: "rack"}},
+		{Name: "eval", Replicas: 4, Pod: Pod{Devices: scoring.Request{Count: 4}}, Topology: Constraint{Level: "clique"}},
 	}}
 	r := mustCheck(t, s, j)
 	if r.Verdict != Fits || !r.Proven {

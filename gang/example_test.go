@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -59,7 +60,7 @@ func racks(n int) *gang.Snapshot {
 func ExampleCheck() {
 	s := racks(3)
 	job := &gang.Job{Name: "train", NVLink: &gang.NVLink{},
-		PodSets: []gang.PodSet{{Name: "worker", Replicas: 16, Pod: gang.Pod{GPUs: 4}}}}
+		PodSets: []gang.PodSet{{Name: "worker", Replicas: 16, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}}
 	r, err := gang.Check(context.Background(), s, job)
 	if err != nil {
 		panic(err)
@@ -79,7 +80,7 @@ func ExampleCheck() {
 func ExampleCheck_slices() {
 	s := racks(3)
 	job := &gang.Job{Name: "big", NVLink: &gang.NVLink{},
-		PodSets: []gang.PodSet{{Name: "worker", Replicas: 32, Pod: gang.Pod{GPUs: 4}}}}
+		PodSets: []gang.PodSet{{Name: "worker", Replicas: 32, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}}
 	r, _ := gang.Check(context.Background(), s, job)
 	fmt.Println(r.Verdict, "-", r.Reasons[0])
 	fmt.Println(errors.Is(r.Err(), gang.ErrNeverFits))
@@ -109,7 +110,7 @@ func ExamplePreempt() {
 	allocs = append(allocs, s.Allocations()...)
 	s, _ = gang.NewSnapshot(s.Cluster(), nil, allocs)
 	job := &gang.Job{Name: "urgent", Priority: 5, NVLink: &gang.NVLink{},
-		PodSets: []gang.PodSet{{Name: "worker", Replicas: 18, Pod: gang.Pod{GPUs: 4}}}}
+		PodSets: []gang.PodSet{{Name: "worker", Replicas: 18, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}}
 	p, err := gang.Preempt(context.Background(), s, job)
 	if err != nil {
 		panic(err)
@@ -126,9 +127,9 @@ func ExamplePreempt() {
 func ExamplePlanQueue() {
 	s := racks(2)
 	jobs := []gang.Job{
-		{Name: "full-rack", Priority: 9, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 18, Pod: gang.Pod{GPUs: 4}}}},
-		{Name: "rack-0", Priority: 1, Arrival: 1, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 17, Pod: gang.Pod{GPUs: 4}}}},
-		{Name: "one-tray", Priority: 1, Arrival: 2, PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{GPUs: 4}}}},
+		{Name: "full-rack", Priority: 9, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 18, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
+		{Name: "rack-0", Priority: 1, Arrival: 1, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 17, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
+		{Name: "one-tray", Priority: 1, Arrival: 2, PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
 	}
 	plan, err := gang.PlanQueue(context.Background(), s, jobs)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -170,7 +171,7 @@ func nvl72(tb testing.TB, racks int) spec {
 }
 
 func workers(name string, replicas, gpus int) *Job {
-	return &Job{Name: name, PodSets: []PodSet{{Name: "worker", Replicas: replicas, Pod: Pod{GPUs: gpus}}}}
+	return &Job{Name: name, PodSets: []PodSet{{Name: "worker", Replicas: replicas, Pod: Pod{Devices: scoring.Request{Count: gpus}}}}}
 }
 
 func mustCheck(tb testing.TB, s *Snapshot, j *Job, opts ...Option) *Result {

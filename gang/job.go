@@ -63,16 +63,30 @@ type PodSet struct {
 
 // Pod is the request of one pod.
 type Pod struct {
-	// GPUs is the number of whole devices, chosen on the node by
-	// scoring.SelectDevices. With MIGProfile set it is the number of MIG
-	// instances instead (0 means 1).
-	GPUs int
-	// GPUMemory is the memory in bytes every chosen device must have.
-	GPUMemory uint64
-	// Scope and ScopeMode confine the pod's devices to one fabric island,
-	// PCIe switch tree, NUMA node or package of the node (see scoring).
-	Scope     scoring.Scope
-	ScopeMode scoring.Mode
+	// Devices is what the pod asks of its node's devices, in the library's
+	// one request type (the one scoring.SelectDevices takes):
+	//
+	//   - Count is the number of whole devices, chosen on the node by
+	//     scoring.SelectDevices. With MIGProfile set it is the number of MIG
+	//     instances instead (0 means 1).
+	//   - MinFreeMemory is the memory in bytes every chosen whole device
+	//     must have.
+	//   - Shared, when non-nil, asks for a slice of ONE device (memory and a
+	//     share of its compute, vGPU/MPS style) instead of whole devices:
+	//     Count must then be 0 or 1 (both mean one slice) and MinFreeMemory
+	//     0 (the slice's MemoryBytes is the memory). Pods of other jobs may
+	//     hold slices of the same device, never the device whole.
+	//   - Scope and ScopeMode confine the pod's devices to one fabric
+	//     island, PCIe switch tree, NUMA node or package of the node (scope
+	//     without a mode is required, the zero value).
+	//   - Weights are the objective's weights used when devices are chosen
+	//     within a node (nil: scoring.DefaultWeights).
+	//
+	// Required, Excluded, AllowedSets, Affinity and Workload name devices,
+	// NUMA nodes or NICs of one machine (or a node's typical workload), which
+	// a gang spread over a cluster cannot honour: Job.Validate rejects them
+	// with ErrInvalidJob.
+	Devices scoring.Request
 	// MIGProfile asks for MIG instances of this profile ("3g.40gb")
 	// instead of whole devices; slots are chosen by package mig.
 	MIGProfile string
@@ -83,6 +97,25 @@ type Pod struct {
 	MemoryBytes uint64
 	// NodeSelector lists labels a node must carry (equal values).
 	NodeSelector map[string]string
+}
+
+// IsShared reports whether the pod asks for a shared slice of one device
+// (Devices.Shared set, no MIG profile).
+func (p *Pod) IsShared() bool { return p.Devices.Shared != nil && p.MIGProfile == "" }
+
+// wholeGPUs returns the whole devices the pod holds (0 for MIG and shared
+// pods).
+func (p *Pod) wholeGPUs() int {
+	if p.MIGProfile != "" || p.Devices.Shared != nil {
+		return 0
+	}
+	return p.Devices.Count
+}
+
+// usesDevices reports whether the pod asks for any device: whole, shared or
+// MIG.
+func (p *Pod) usesDevices() bool {
+	return p.Devices.Count > 0 || p.Devices.Shared != nil || p.MIGProfile != ""
 }
 
 // Mode says how strictly a topology constraint applies: the one
@@ -165,13 +198,11 @@ func (j *Job) Pods() int {
 }
 
 // GPUs returns the number of whole GPUs the job asks for over all replicas
-// (MIG instances not counted).
+// (MIG instances and shared slices not counted).
 func (j *Job) GPUs() int {
 	n := 0
 	for _, s := range j.PodSets {
-		if s.Pod.MIGProfile == "" {
-			n += s.Replicas * s.Pod.GPUs
-		}
+		n += s.Replicas * s.Pod.wholeGPUs()
 	}
 	return n
 }
@@ -286,7 +317,7 @@ func (j *Job) Validate() error {
 		}
 		gpuSets := 0
 		for _, s := range j.PodSets {
-			if s.Pod.GPUs == 0 && s.Pod.MIGProfile == "" {
+			if !s.Pod.usesDevices() {
 				continue
 			}
 			gpuSets++
@@ -321,23 +352,61 @@ func (c Constraint) validate(where string) error {
 }
 
 func (p *Pod) validate(where string) error {
+	d := &p.Devices
 	switch {
-	case p.GPUs < 0:
-		return jobErr("%s: gpus %d, want ≥ 0", where, p.GPUs)
-	case p.GPUs > scoring.MaxDevices:
-		return limitErr(ErrInvalidJob, "%s: gpus %d, more than any node may have (scoring.MaxDevices, %d)", where, p.GPUs, scoring.MaxDevices)
+	case d.Count < 0:
+		return jobErr("%s: gpus %d, want ≥ 0", where, d.Count)
+	case d.Count > scoring.MaxDevices:
+		return limitErr(ErrInvalidJob, "%s: gpus %d, more than any node may have (scoring.MaxDevices, %d)", where, d.Count, scoring.MaxDevices)
 	case p.CPUMilli < 0:
 		return jobErr("%s: negative CPU %d", where, p.CPUMilli)
 	case p.CPUMilli > MaxCPUMilli:
 		return limitErr(ErrInvalidJob, "%s: CPU %d, more than MaxCPUMilli (%d)", where, p.CPUMilli, int64(MaxCPUMilli))
-	case p.MemoryBytes > MaxBytes || p.GPUMemory > MaxBytes:
-		return limitErr(ErrInvalidJob, "%s: memory %d / GPU memory %d, more than MaxBytes (%d)", where, p.MemoryBytes, p.GPUMemory, int64(MaxBytes))
+	case p.MemoryBytes > MaxBytes || d.MinFreeMemory > MaxBytes:
+		return limitErr(ErrInvalidJob, "%s: memory %d / GPU memory %d, more than MaxBytes (%d)", where, p.MemoryBytes, d.MinFreeMemory, int64(MaxBytes))
 	case len(p.NodeSelector) > MaxLabels:
 		return limitErr(ErrInvalidJob, "%s: %d node selector labels, more than MaxLabels (%d)", where, len(p.NodeSelector), MaxLabels)
-	case p.Scope > scoring.ScopePackage:
-		return jobErr("%s: unknown device scope %d", where, p.Scope)
-	case p.ScopeMode > scoring.ModePreferred:
-		return jobErr("%s: unknown scope mode %d", where, p.ScopeMode)
+	case d.Scope > scoring.ScopePackage:
+		return jobErr("%s: unknown device scope %d", where, d.Scope)
+	case d.ScopeMode > scoring.ModePreferred:
+		return jobErr("%s: unknown scope mode %d", where, d.ScopeMode)
+	// What names one machine's devices, NUMA nodes or NICs, or one node's
+	// workload, cannot apply to every node a gang may use.
+	case len(d.Required) > 0:
+		return jobErr("%s: Devices.Required names devices of one node; a gang pod cannot require them", where)
+	case len(d.Excluded) > 0:
+		return jobErr("%s: Devices.Excluded names devices of one node; a gang pod cannot exclude them", where)
+	case len(d.AllowedSets) > 0:
+		return jobErr("%s: Devices.AllowedSets is a table of one node's devices; a gang pod cannot use it", where)
+	case len(d.Affinity.NUMA) > 0 || len(d.Affinity.NICs) > 0:
+		return jobErr("%s: Devices.Affinity names NUMA nodes or NICs of one node; a gang pod cannot use it", where)
+	case d.Workload != nil:
+		return jobErr("%s: Devices.Workload describes one node's workload; a gang pod cannot use it", where)
+	}
+	if d.Weights != nil {
+		// The same check scoring.SelectDevices makes, up front: a bad
+		// weight is the job's fault, not a node's.
+		probe := *d
+		probe.Count, probe.Shared, probe.MinFreeMemory, probe.Scope = 1, nil, 0, scoring.ScopeNone
+		if _, err := scoring.SelectDevices(probeNode, nil, probe); err != nil {
+			return jobErr("%s: Devices.Weights: %v", where, err)
+		}
+	}
+	if sh := d.Shared; sh != nil {
+		switch {
+		case p.MIGProfile != "":
+			return jobErr("%s: a shared slice (Devices.Shared) and a MIG profile on one pod", where)
+		case d.Count > 1:
+			return jobErr("%s: a shared slice takes one device; Devices.Count is %d (want 0 or 1)", where, d.Count)
+		case d.MinFreeMemory > 0:
+			return jobErr("%s: Devices.MinFreeMemory does not apply to a shared slice (its MemoryBytes is the memory)", where)
+		case sh.MemoryBytes > MaxBytes:
+			return limitErr(ErrInvalidJob, "%s: shared slice memory %d, more than MaxBytes (%d)", where, sh.MemoryBytes, int64(MaxBytes))
+		case sh.ComputeMilli < 0 || sh.ComputeMilli > 1000:
+			return jobErr("%s: shared slice compute %d milli, want 0..1000", where, sh.ComputeMilli)
+		case sh.MemoryBytes == 0 && sh.ComputeMilli == 0:
+			return jobErr("%s: shared slice asks for neither memory nor compute", where)
+		}
 	}
 	if err := checkName(ErrInvalidJob, where+" MIG profile", p.MIGProfile); err != nil {
 		return err
@@ -346,14 +415,14 @@ func (p *Pod) validate(where string) error {
 		if _, err := mig.ParseProfileName(p.MIGProfile); err != nil {
 			return jobErr("%s: %v", where, err)
 		}
-		if p.GPUMemory > 0 {
-			return jobErr("%s: gpuMemory does not apply to a MIG profile (the profile fixes the memory)", where)
+		if d.MinFreeMemory > 0 {
+			return jobErr("%s: Devices.MinFreeMemory (gpuMemory) does not apply to a MIG profile (the profile fixes the memory)", where)
 		}
-		if p.Scope != scoring.ScopeNone {
+		if d.Scope != scoring.ScopeNone {
 			return jobErr("%s: a device scope does not apply to MIG instances", where)
 		}
-	} else if p.GPUs == 0 && (p.GPUMemory > 0 || p.Scope != scoring.ScopeNone) {
-		return jobErr("%s: gpuMemory or a device scope without GPUs", where)
+	} else if d.Count == 0 && d.Shared == nil && (d.MinFreeMemory > 0 || d.Scope != scoring.ScopeNone) {
+		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a shared slice", where)
 	}
 	for k, v := range p.NodeSelector {
 		if k == "" {
@@ -371,7 +440,7 @@ func (p *Pod) migCount() int {
 	if p.MIGProfile == "" {
 		return 0
 	}
-	return max(p.GPUs, 1)
+	return max(p.Devices.Count, 1)
 }
 
 // resolveLevel maps a level name to a level index of the cluster: 0 is the
@@ -422,3 +491,13 @@ func levelList(levels []string) string {
 	}
 	return strings.Join(levels, " > ")
 }
+
+// probeNode is a one-device node against which Pod.validate checks a pod's
+// Devices.Weights the way scoring.SelectDevices would.
+var probeNode = func() *topology.Node {
+	n, err := topology.NewBuilder().AddDevice(topology.Device{Model: "probe", MemoryBytes: 1 << 30}).Build()
+	if err != nil {
+		panic(fmt.Sprintf("gang: building the weights probe node: %v", err))
+	}
+	return n
+}()

@@ -60,6 +60,12 @@ func (o *oracle) state(t *rapid.T, i int, allocs []Allocation, keep func(*Alloca
 			continue
 		}
 		for _, d := range a.Devices {
+			if a.Shared != nil {
+				if err := st.state.AllocateShared(d, *a.Shared); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			st.state.Devices[d].Allocated = true
 		}
 		for _, m := range a.MIG {
@@ -146,11 +152,23 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 						return false
 					}
 				}
-			case pod.GPUs > 0:
+			case pod.Devices.Shared != nil:
 				if state == nil {
 					return false
 				}
-				req := scoring.Request{Count: pod.GPUs, MinFreeMemory: pod.GPUMemory, Scope: pod.Scope, ScopeMode: pod.ScopeMode}
+				req := scoring.Request{Shared: pod.Devices.Shared}
+				r, err := scoring.SelectDevices(n.topo, state, req)
+				if err != nil {
+					return false
+				}
+				if err := state.AllocateShared(r.Set.Indices()[0], *pod.Devices.Shared); err != nil {
+					return false
+				}
+			case pod.Devices.Count > 0:
+				if state == nil {
+					return false
+				}
+				req := scoring.Request{Count: pod.Devices.Count, MinFreeMemory: pod.Devices.MinFreeMemory, Scope: pod.Devices.Scope, ScopeMode: pod.Devices.ScopeMode}
 				r, err := scoring.SelectDevices(n.topo, state, req)
 				if err != nil {
 					return false
@@ -295,7 +313,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 			return false
 		}
 		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.GPUs > 0 || ps.Pod.MIGProfile != "") {
+		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != "") {
 			z = &Slices{Size: j.NVLink.SliceSize, Level: nv}
 		}
 		if z == nil || z.Mode != Required || z.Size <= 1 {
@@ -402,6 +420,15 @@ func genCluster(t *rapid.T) (*topology.Cluster, []oNode, []NodeInfo, []Allocatio
 					}
 					continue
 				}
+				if rapid.IntRange(0, 3).Draw(t, "sliced") == 0 {
+					// a 30 or 50 GiB slice with a share of compute
+					sl := scoring.SharedSlice{MemoryBytes: uint64(rapid.SampledFrom([]int{30, 50}).Draw(t, "slmem")) * gib, ComputeMilli: rapid.SampledFrom([]int{0, 500}).Draw(t, "slmilli")}
+					if sl.MemoryBytes <= topo.Device(d).MemoryBytes {
+						allocs = append(allocs, Allocation{Job: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "owner"), Pod: fmt.Sprintf("p%d", len(allocs)),
+							Node: name, Devices: []int{d}, Shared: &sl, Releasing: rapid.Bool().Draw(t, "rel")})
+						continue
+					}
+				}
 				if rapid.IntRange(0, 2).Draw(t, "busy") == 0 {
 					cpu := int64(rapid.SampledFrom([]int{0, 1000}).Draw(t, "acpu"))
 					if info.CPUMilli > 0 && cpuUsed+cpu > info.CPUMilli {
@@ -440,16 +467,20 @@ func genJob(t *rapid.T) *Job {
 	m := rapid.IntRange(1, 2).Draw(t, "sets")
 	for s := range m {
 		ps := PodSet{Name: fmt.Sprintf("s%d", s), Replicas: rapid.IntRange(1, 3).Draw(t, "replicas")}
-		switch rapid.IntRange(0, 5).Draw(t, "podkind") {
+		switch rapid.IntRange(0, 6).Draw(t, "podkind") {
+		case 6:
+			// a shared slice of one GPU
+			ps.Pod.Devices.Shared = &scoring.SharedSlice{MemoryBytes: uint64(rapid.SampledFrom([]int{20, 30, 40}).Draw(t, "shmem")) * gib,
+				ComputeMilli: rapid.SampledFrom([]int{0, 250, 500}).Draw(t, "shmilli")}
 		case 0:
 			ps.Pod.CPUMilli = 1000
 		case 1:
 			ps.Pod.MIGProfile = "3g.40gb"
 		case 2:
-			ps.Pod.GPUs = 2
-			ps.Pod.Scope, ps.Pod.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
+			ps.Pod.Devices.Count = 2
+			ps.Pod.Devices.Scope, ps.Pod.Devices.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
 		default:
-			ps.Pod.GPUs = rapid.IntRange(1, 2).Draw(t, "gpus")
+			ps.Pod.Devices.Count = rapid.IntRange(1, 2).Draw(t, "gpus")
 		}
 		ps.Pod.CPUMilli += int64(rapid.SampledFrom([]int{0, 0, 1000, 3000}).Draw(t, "pcpu"))
 		if rapid.IntRange(0, 3).Draw(t, "partial") == 0 {

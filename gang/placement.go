@@ -42,8 +42,12 @@ type PodPlacement struct {
 	Slice int `json:"slice"`
 	// Node is the node's name.
 	Node string `json:"node"`
-	// Devices are the whole devices, chosen by package scoring.
+	// Devices are the whole devices, chosen by package scoring; with
+	// Shared set, the one device whose slice the pod takes.
 	Devices []int `json:"devices,omitempty"`
+	// Shared is the pod's shared slice (memory and compute) on Devices[0]
+	// when the pod asks for one (Pod.Devices.Shared); nil otherwise.
+	Shared *scoring.SharedSlice `json:"shared,omitempty"`
 	// MIG are the MIG instances to create, chosen by package mig.
 	MIG []MIGSlot `json:"mig,omitempty"`
 	// CPUMilli and MemoryBytes are the pod's CPU and memory.
@@ -51,11 +55,25 @@ type PodPlacement struct {
 	MemoryBytes uint64 `json:"memoryBytes,omitempty"`
 }
 
-// GPUs returns the whole GPUs the placement uses.
+// GPUs returns the whole GPUs the placement uses (shared slices not
+// counted; see SharedSlices).
 func (p *Placement) GPUs() int {
 	n := 0
 	for _, pp := range p.Pods {
-		n += len(pp.Devices)
+		if pp.Shared == nil {
+			n += len(pp.Devices)
+		}
+	}
+	return n
+}
+
+// SharedSlices returns the number of shared slices the placement takes.
+func (p *Placement) SharedSlices() int {
+	n := 0
+	for _, pp := range p.Pods {
+		if pp.Shared != nil {
+			n += len(pp.Devices)
+		}
 	}
 	return n
 }
@@ -174,6 +192,10 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 				if c.pods != nil {
 					pp.Devices = c.pods[k].set.Indices()
 					pp.MIG = slices.Clone(c.pods[k].mig)
+					if sl := c.pods[k].shared; sl != nil {
+						cp := *sl
+						pp.Shared = &cp
+					}
 				}
 				if z > 1 {
 					if inDom >= toComplete {
@@ -305,11 +327,16 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 			return placeErr("%s: CPU/memory %d/%d differ from the pod's request %d/%d", where, pp.CPUMilli, pp.MemoryBytes, pod.CPUMilli, pod.MemoryBytes)
 		}
 		u := use(ni)
-		if pod.MIGProfile == "" {
-			if len(pp.Devices) != pod.GPUs || len(pp.MIG) != 0 {
-				return placeErr("%s: %d devices and %d MIG instances, the pod asks for %d GPUs", where, len(pp.Devices), len(pp.MIG), pod.GPUs)
+		if pod.IsShared() {
+			if err := validateShared(pp, pod, st, u.state, where); err != nil {
+				return err
 			}
-			if pod.GPUs > 0 {
+		} else if pod.MIGProfile == "" {
+			want := pod.Devices.Count
+			if len(pp.Devices) != want || len(pp.MIG) != 0 || pp.Shared != nil {
+				return placeErr("%s: %d devices, %d MIG instances and shared slice %v; the pod asks for %d whole GPUs", where, len(pp.Devices), len(pp.MIG), pp.Shared, want)
+			}
+			if want > 0 {
 				for _, d := range pp.Devices {
 					switch {
 					case d < 0 || d >= st.devices:
@@ -318,16 +345,16 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 						return placeErr("%s: device %d of %s is unhealthy", where, d, pp.Node)
 					case st.migOn[d]:
 						return placeErr("%s: device %d of %s is in MIG mode", where, d, pp.Node)
-					case u.state.Devices[d].Allocated:
+					case u.state.Devices[d].InUse():
 						return placeErr("%s: device %d of %s is already held", where, d, pp.Node)
-					case pod.GPUMemory > 0 && st.topo.Device(d).MemoryBytes < pod.GPUMemory:
-						return placeErr("%s: device %d of %s has %d bytes, the pod needs %d", where, d, pp.Node, st.topo.Device(d).MemoryBytes, pod.GPUMemory)
+					case pod.Devices.MinFreeMemory > 0 && st.topo.Device(d).MemoryBytes < pod.Devices.MinFreeMemory:
+						return placeErr("%s: device %d of %s has %d bytes, the pod needs %d", where, d, pp.Node, st.topo.Device(d).MemoryBytes, pod.Devices.MinFreeMemory)
 					}
 				}
-				if pod.ScopeMode == scoring.ModeRequired && pod.Scope != scoring.ScopeNone {
-					req := scoring.Request{Count: pod.GPUs, Required: pp.Devices, Scope: pod.Scope, ScopeMode: scoring.ModeRequired}
+				if pod.Devices.ScopeMode == scoring.ModeRequired && pod.Devices.Scope != scoring.ScopeNone {
+					req := scoring.Request{Count: want, Required: pp.Devices, Scope: pod.Devices.Scope, ScopeMode: scoring.ModeRequired}
 					if _, err := st.compiled.Select(u.state, req); err != nil {
-						return placeErr("%s: devices %v of %s do not share one %s scope: %v", where, pp.Devices, pp.Node, pod.Scope, err)
+						return placeErr("%s: devices %v of %s do not share one %s scope: %v", where, pp.Devices, pp.Node, pod.Devices.Scope, err)
 					}
 				}
 				if err := u.state.Allocate(pp.Devices...); err != nil {
@@ -465,6 +492,32 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// validateShared checks a shared pod's placement (one device, the pod's
+// slice, healthy, not in MIG mode, with room for the slice) and records
+// the slice on state.
+func validateShared(pp *PodPlacement, pod *Pod, st *nodeStatic, state *scoring.State, where string) error {
+	want := *pod.Devices.Shared
+	switch {
+	case len(pp.Devices) != 1 || len(pp.MIG) != 0:
+		return placeErr("%s: %d devices and %d MIG instances, the pod asks for a shared slice of one device", where, len(pp.Devices), len(pp.MIG))
+	case pp.Shared == nil || *pp.Shared != want:
+		return placeErr("%s: shared slice %v, the pod asks for %+v", where, pp.Shared, want)
+	}
+	d := pp.Devices[0]
+	switch {
+	case d < 0 || d >= st.devices:
+		return placeErr("%s: device %d out of range on %s", where, d, pp.Node)
+	case !st.healthy[d]:
+		return placeErr("%s: device %d of %s is unhealthy", where, d, pp.Node)
+	case st.migOn[d]:
+		return placeErr("%s: device %d of %s is in MIG mode", where, d, pp.Node)
+	}
+	if err := state.AllocateShared(d, want); err != nil {
+		return placeErr("%s: device %d of %s cannot take the slice: %v", where, d, pp.Node, err)
 	}
 	return nil
 }

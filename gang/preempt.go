@@ -226,7 +226,7 @@ func (rs *removalSearch) holders(d int32) []held {
 				by[a.jobName()] = h
 			}
 			h.pods++
-			h.gpus += len(a.Devices)
+			h.gpus += a.wholeGPUs()
 			for _, m := range a.MIG {
 				h.slots += m.Placement.Size
 			}
@@ -256,7 +256,7 @@ func (rs *removalSearch) cost(victims []string) Cost {
 			}
 			a := &rs.s.allocs[k]
 			c.Pods++
-			c.GPUs += len(a.Devices)
+			c.GPUs += a.wholeGPUs()
 			for _, m := range a.MIG {
 				c.MIGSlices += m.Placement.Size
 			}
@@ -488,7 +488,7 @@ func (rs *removalSearch) plan(r *removal) *Preemption {
 			}
 			a := &s.allocs[k]
 			vi.Pods++
-			vi.GPUs += len(a.Devices)
+			vi.GPUs += a.wholeGPUs()
 			for _, m := range a.MIG {
 				vi.MIGSlices += m.Placement.Size
 			}

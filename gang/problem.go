@@ -16,7 +16,7 @@ type setPlan struct {
 	cpu      int64
 	mem      uint64
 	sel      map[string]string
-	gpuUnits int64 // GPUs (whole) per pod, for demand accounting
+	gpuUnits int64 // GPUs (whole) per pod, for demand accounting (0 for shared and MIG pods)
 
 	// slices: size, resolved level, mode (sliceLevel 0: none)
 	sliceSize  int64
@@ -37,6 +37,7 @@ type problem struct {
 	jobPref, jobReq int
 	order           []int    // node packing order: most constrained set first
 	never           []string // required levels the cluster lacks
+	hasShared       bool     // some set asks for shared slices
 	notes           []string // preferred levels the cluster lacks
 	t               *tree
 }
@@ -85,9 +86,8 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		ps := &j.PodSets[i]
 		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas),
 			cpu: ps.Pod.CPUMilli, mem: ps.Pod.MemoryBytes, sel: ps.Pod.NodeSelector}
-		if ps.Pod.MIGProfile == "" {
-			sp.gpuUnits = int64(ps.Pod.GPUs)
-		}
+		sp.gpuUnits = int64(ps.Pod.wholeGPUs())
+		p.hasShared = p.hasShared || sp.shape.shared
 		z := ps.Slices
 		if j.NVLink != nil && j.NVLink.SliceSize > 0 && sp.shape.devices() {
 			z = &Slices{Size: j.NVLink.SliceSize, Level: nvLevel}

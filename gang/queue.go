@@ -249,7 +249,7 @@ func (qp *queuePass) fairOrder(jobs []Job, weights map[string]int) []*Job {
 		if _, pending := qp.probs[a.jobName()]; pending {
 			continue
 		}
-		used[a.Queue] += float64(len(a.Devices) * 8)
+		used[a.Queue] += a.eighths()
 		for _, m := range a.MIG {
 			used[a.Queue] += float64(m.Placement.Size)
 		}
@@ -330,7 +330,7 @@ func (qp *queuePass) memberGPUs(job string) int {
 	n := 0
 	for _, k := range qp.w.byJob[job] {
 		if qp.w.live[k] && !qp.w.allocs[k].Releasing {
-			n += len(qp.w.allocs[k].Devices)
+			n += qp.w.allocs[k].wholeGPUs()
 		}
 	}
 	return n
@@ -611,10 +611,11 @@ func (qp *queuePass) holdView() *view {
 	w, r := qp.w, qp.resv
 	v := &view{s: w, name: "held"}
 	type need struct {
-		devs []int
-		migs []MIGSlot
-		cpu  int64
-		mem  uint64
+		devs   []int
+		shared []sharedHold
+		migs   []MIGSlot
+		cpu    int64
+		mem    uint64
 	}
 	per := map[int32]*need{}
 	for _, pp := range r.pl.Pods {
@@ -624,7 +625,13 @@ func (qp *queuePass) holdView() *view {
 			nd = &need{}
 			per[int32(ni)] = nd
 		}
-		nd.devs = append(nd.devs, pp.Devices...)
+		if pp.Shared != nil {
+			for _, d := range pp.Devices {
+				nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
+			}
+		} else {
+			nd.devs = append(nd.devs, pp.Devices...)
+		}
 		nd.migs = append(nd.migs, pp.MIG...)
 		nd.cpu += pp.CPUMilli
 		nd.mem += pp.MemoryBytes
@@ -650,7 +657,7 @@ func (qp *queuePass) holdView() *view {
 		if nd.mem > endMem {
 			mem = nd.mem - endMem
 		}
-		v.set(n, w.plusUsage(w.viewNow(), n, nd.devs, nd.migs, cpu, mem))
+		v.set(n, w.plusUsage(w.viewNow(), n, nd.devs, nd.shared, nd.migs, cpu, mem))
 	}
 	qp.hold = v
 	return v

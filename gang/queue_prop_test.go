@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
 )
@@ -73,7 +74,7 @@ func genPending(t *rapid.T, n int) []Job {
 		j := Job{Name: fmt.Sprintf("job%d", i), Queue: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "queue"),
 			Priority: rapid.IntRange(0, 3).Draw(t, "prio"), Arrival: int64(i),
 			RunTime: rapid.SampledFrom([]time.Duration{0, 5 * time.Minute, 20 * time.Minute, 2 * time.Hour}).Draw(t, "run")}
-		ps := PodSet{Name: "w", Replicas: rapid.IntRange(1, 4).Draw(t, "replicas"), Pod: Pod{GPUs: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus"), CPUMilli: 2000}}
+		ps := PodSet{Name: "w", Replicas: rapid.IntRange(1, 4).Draw(t, "replicas"), Pod: Pod{Devices: scoring.Request{Count: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus")}, CPUMilli: 2000}}
 		j.PodSets = []PodSet{ps}
 		switch rapid.IntRange(0, 3).Draw(t, "topo") {
 		case 1:
@@ -251,7 +252,7 @@ func findJob(jobs []Job, name string) *Job {
 // bindSome places n members of j by first fit on whole free devices, as an
 // external scheduler's Permit stage would hold them.
 func bindSome(s *Snapshot, j *Job, n int) {
-	g := j.PodSets[0].Pod.GPUs
+	g := j.PodSets[0].Pod.Devices.Count
 	var allocs []Allocation
 	for ni := range s.nodes {
 		st := &s.nodes[ni]

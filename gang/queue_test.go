@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -26,13 +27,13 @@ func flat(tb testing.TB, n int) spec {
 func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 	s := flat(t, 1).build(t)
 	jobs := []Job{
-		{Name: "a-low", Queue: "a", Priority: 1, Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "a-high", Queue: "a", Priority: 9, Arrival: 5, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "a-high-early", Queue: "a", Priority: 9, Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-1", Queue: "b", Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-2", Queue: "b", Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
-		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{GPUs: 1}}}},
+		{Name: "a-low", Queue: "a", Priority: 1, Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "a-high", Queue: "a", Priority: 9, Arrival: 5, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "a-high-early", Queue: "a", Priority: 9, Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-1", Queue: "b", Arrival: 1, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-2", Queue: "b", Arrival: 2, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
+		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
 	}
 	plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: 1}, QueueSpec{Name: "b", Weight: 2}))
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 
 func gpuJob(name string, prio int, arrival int64, pods, gpus int, run time.Duration) Job {
 	return Job{Name: name, Priority: prio, Arrival: arrival, RunTime: run,
-		PodSets: []PodSet{{Name: "w", Replicas: pods, Pod: Pod{GPUs: gpus}}}}
+		PodSets: []PodSet{{Name: "w", Replicas: pods, Pod: Pod{Devices: scoring.Request{Count: gpus}}}}}
 }
 
 func holdNodes(job string, remaining time.Duration, nodes ...int) []Allocation {

@@ -53,7 +53,7 @@ func TestRealMachines(t *testing.T) {
 	// Two 8-GPU pods that need one NVLink island each, in one rack: r0's
 	// B200 has no 8-GPU island, r1's A100 is in MIG mode, so nothing fits.
 	j := workers("nv8", 2, 8)
-	j.PodSets[0].Pod.Scope, j.PodSets[0].Pod.ScopeMode = scoring.ScopeFabric, scoring.ModeRequired
+	j.PodSets[0].Pod.Devices.Scope, j.PodSets[0].Pod.Devices.ScopeMode = scoring.ScopeFabric, scoring.ModeRequired
 	j.Topology = Constraint{Level: "rack"}
 	if r := mustCheck(t, s, j); r.Verdict != NeverFits {
 		t.Fatalf("%v %v", r.Verdict, r.Placement)
@@ -71,7 +71,7 @@ func TestRealMachines(t *testing.T) {
 	}
 	// 4-GPU NVLink pods: the degraded B200 takes one (its 7-GPU island),
 	// each H200 two.
-	j.PodSets[0].Pod.GPUs, j.PodSets[0].Replicas = 4, 5
+	j.PodSets[0].Pod.Devices.Count, j.PodSets[0].Replicas = 4, 5
 	r = mustCheck(t, s, j)
 	per := map[string]int{}
 	for _, p := range r.Placement.Pods {

@@ -54,8 +54,13 @@ type Allocation struct {
 	Pod string
 	// Node is the node's name.
 	Node string
-	// Devices are the whole devices held.
+	// Devices are the whole devices held, or with Shared set the devices
+	// each holding one slice.
 	Devices []int
+	// Shared, when non-nil, is the shared slice (memory and compute) the
+	// pod holds on each device of Devices, which other pods' slices may
+	// share; nil means Devices are held whole.
+	Shared *scoring.SharedSlice
 	// MIG are the MIG instances held.
 	MIG []MIGSlot
 	// CPUMilli and MemoryBytes are the CPU and memory held.
@@ -78,6 +83,23 @@ func (a *Allocation) jobName() string {
 		return a.Job
 	}
 	return a.Pod
+}
+
+// wholeGPUs returns the devices the pod holds whole (0 for a shared slice).
+func (a *Allocation) wholeGPUs() int {
+	if a.Shared != nil {
+		return 0
+	}
+	return len(a.Devices)
+}
+
+// eighths returns the GPU capacity the pod holds, in eighths of a GPU: 8
+// per whole device, a shared slice by its compute share (at least 1).
+func (a *Allocation) eighths() float64 {
+	if a.Shared != nil {
+		return float64(len(a.Devices)) * max(float64(a.Shared.ComputeMilli)*8/1000, 1)
+	}
+	return float64(len(a.Devices) * 8)
 }
 
 // SnapshotOption configures NewSnapshot.
@@ -111,14 +133,14 @@ type nodeStatic struct {
 // nodeUsage is what is in use on a node in one view. It is immutable once
 // built: views and clones share it.
 type nodeUsage struct {
-	state   *scoring.State // whole devices; MIG-mode devices are marked allocated
+	state   *scoring.State // whole devices and shared slices; MIG-mode devices are marked allocated
 	layouts []*mig.Layout  // aligned with nodeStatic.migDevs
 	cpu     int64
 	mem     uint64
 	class   int32
 	gpus    int32 // whole GPUs held by allocations
 	slots   int32 // MIG memory slices held
-	free    int32 // healthy devices neither held nor in MIG mode
+	free    int32 // healthy devices not in use (whole or shared) nor in MIG mode
 	freeMIG int32 // free memory slices on healthy MIG devices
 }
 
@@ -351,6 +373,10 @@ func (s *Snapshot) checkAlloc(in *Allocation, k int) (Allocation, error) {
 	a := *in
 	a.Devices = slices.Clone(a.Devices)
 	a.MIG = slices.Clone(a.MIG)
+	if in.Shared != nil {
+		sl := *in.Shared
+		a.Shared = &sl
+	}
 	return a, s.checkAllocAt(&a, fmt.Sprintf("allocation %d (pod %q)", k, a.Pod))
 }
 
@@ -370,6 +396,18 @@ func (s *Snapshot) checkAllocAt(a *Allocation, where string) error {
 	if a.Remaining < 0 {
 		return snapErr("%s: negative remaining time %v", where, a.Remaining)
 	}
+	if sl := a.Shared; sl != nil {
+		switch {
+		case len(a.Devices) == 0:
+			return snapErr("%s: a shared slice on no device", where)
+		case sl.ComputeMilli < 0 || sl.ComputeMilli > 1000:
+			return snapErr("%s: shared slice compute %d milli, want 0..1000", where, sl.ComputeMilli)
+		case sl.MemoryBytes == 0 && sl.ComputeMilli == 0:
+			return snapErr("%s: shared slice of neither memory nor compute", where)
+		case sl.MemoryBytes > MaxBytes:
+			return limitErr(ErrInvalidSnapshot, "%s: shared slice memory %d, more than MaxBytes (%d)", where, sl.MemoryBytes, int64(MaxBytes))
+		}
+	}
 	seen := map[int]bool{}
 	for _, d := range a.Devices {
 		switch {
@@ -378,7 +416,7 @@ func (s *Snapshot) checkAllocAt(a *Allocation, where string) error {
 		case seen[d]:
 			return snapErr("%s: device %d listed twice", where, d)
 		case st.migOn[d]:
-			return snapErr("%s: device %d of node %s is in MIG mode and cannot be held whole", where, d, a.Node)
+			return snapErr("%s: device %d of node %s is in MIG mode and cannot be held whole or shared", where, d, a.Node)
 		}
 		seen[d] = true
 	}
@@ -418,7 +456,7 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 	st := &s.nodes[n]
 	u := &nodeUsage{}
 	if st.devices > 0 {
-		u.state = scoring.NewState(st.devices)
+		u.state = scoring.NewStateFor(st.topo)
 		for d := range st.devices {
 			if st.migOn[d] {
 				u.state.Devices[d].Allocated = true
@@ -436,7 +474,13 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 	for _, k := range allocs {
 		a := &s.allocs[k]
 		for _, d := range a.Devices {
-			if u.state.Devices[d].Allocated {
+			if a.Shared != nil {
+				if err := u.state.AllocateShared(d, *a.Shared); err != nil {
+					return nil, snapErr("node %s: pod %q's shared slice does not fit device %d: %v", st.name, a.Pod, d, err)
+				}
+				continue
+			}
+			if u.state.Devices[d].InUse() {
 				return nil, snapErr("node %s: device %d held by pod %q and by another allocation", st.name, d, a.Pod)
 			}
 			u.state.Devices[d].Allocated = true
@@ -587,6 +631,10 @@ func (s *Snapshot) assume(j *Job, p *Placement) {
 		a := Allocation{Job: j.Name, Set: pp.Set, Pod: pp.Name, Node: pp.Node, Devices: slices.Clone(pp.Devices),
 			MIG: slices.Clone(pp.MIG), CPUMilli: pp.CPUMilli, MemoryBytes: pp.MemoryBytes,
 			Priority: j.Priority, Queue: j.Queue, Remaining: j.RunTime}
+		if pp.Shared != nil {
+			sl := *pp.Shared
+			a.Shared = &sl
+		}
 		s.addAlloc(a)
 		ni, _ := s.cluster.NodeIndex(pp.Node)
 		touched[ni] = true
@@ -678,11 +726,11 @@ func (s *Snapshot) hasReleasing() bool {
 	return false
 }
 
-// plusUsage returns node n's usage in view v with extra devices, MIG
-// instances, CPU and memory held (a reservation's hold). MIG instances that
-// overlap held ones are skipped: they sit where pods that end before the
-// reservation starts are.
-func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu int64, mem uint64) *nodeUsage {
+// plusUsage returns node n's usage in view v with extra devices, shared
+// slices, MIG instances, CPU and memory held (a reservation's hold). MIG
+// instances that overlap held ones, and slices that no longer fit, are
+// skipped: they sit where pods that end before the reservation starts are.
+func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, migs []MIGSlot, cpu int64, mem uint64) *nodeUsage {
 	base := v.usage(n)
 	st := &s.nodes[n]
 	u := &nodeUsage{cpu: base.cpu + cpu, mem: base.mem + mem, gpus: base.gpus, slots: base.slots}
@@ -698,6 +746,11 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu i
 			u.state.Devices[d].Allocated = true
 		}
 	}
+	for _, h := range shared {
+		if h.device >= 0 && h.device < st.devices {
+			_ = u.state.AllocateShared(h.device, h.slice)
+		}
+	}
 	for _, m := range migs {
 		i := slices.Index(st.migDevs, m.Device)
 		if i < 0 {
@@ -709,6 +762,12 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, migs []MIGSlot, cpu i
 	}
 	u.class, u.free, u.freeMIG = s.cache.intern(st, u)
 	return u
+}
+
+// sharedHold is one shared slice on one device.
+type sharedHold struct {
+	device int
+	slice  scoring.SharedSlice
 }
 
 // Add records running pods (a scheduler's informer saw them bound), all or

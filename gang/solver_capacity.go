@@ -59,7 +59,7 @@ func (sv *solver) countReleasing() {
 	for n := range nn {
 		for _, k := range sv.s.byNode[n] {
 			if a := &sv.s.allocs[k]; a.Releasing {
-				sv.nodeReleasing[n] += int64(len(a.Devices))*8 + int64(len(a.MIG))
+				sv.nodeReleasing[n] += int64(a.wholeGPUs())*8 + int64(len(a.MIG))
 			}
 		}
 	}

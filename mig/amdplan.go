@@ -536,7 +536,7 @@ func (ap *amdPlanner) candidate(i int, want AMDMode) (*amdCand, NoPlanCause, str
 			case ev:
 				onlyEvict = append(onlyEvict, it)
 			default:
-				return nil, CauseBlocked, fmt.Sprintf("%s on %s %s", amdWho(it.w), gpus[it.gpu].GPU, ap.pol.blocked(job, it.w.Priority))
+				return nil, ap.pol.blockedCause(job), fmt.Sprintf("%s on %s %s", amdWho(it.w), gpus[it.gpu].GPU, ap.pol.blocked(job, it.w.Priority))
 			}
 		}
 		slices.SortStableFunc(flex, func(a, b amdItem) int { return b.w.Priority - a.w.Priority })

@@ -48,7 +48,7 @@ func (pn *planner) blockedWhy(in *Instance) (NoPlanCause, string) {
 	if in.State != InUse {
 		return CauseKeepIdle, fmt.Sprintf("idle %s may not be reclaimed (KeepIdle)", who(in))
 	}
-	return CauseBlocked, who(in) + " " + pn.pol.blocked(pn.req.Priority, in.Priority)
+	return pn.pol.blockedCause(pn.req.Priority), who(in) + " " + pn.pol.blocked(pn.req.Priority, in.Priority)
 }
 
 // who names an instance for a reason or a step ("train-a (7g.80gb)").
@@ -124,7 +124,7 @@ func (pn *planner) targets() []*target {
 // rejectBlocked records that placement pl on l is blocked by in, which may
 // not be disturbed.
 func (pn *planner) rejectBlocked(l *Layout, pl Placement, in *Instance) {
-	cause := CauseBlocked
+	cause := pn.pol.blockedCause(pn.req.Priority)
 	if in.State != InUse {
 		cause = CauseKeepIdle
 	}
@@ -145,11 +145,7 @@ func costOf(l *Layout, acts []action) Cost {
 			c.Moves++
 			c.MovedPrioritySum += int64(in.Priority)
 		case actEvict:
-			if c.Evictions == 0 || in.Priority > c.MaxEvictedPriority {
-				c.MaxEvictedPriority = in.Priority
-			}
-			c.Evictions++
-			c.EvictedPrioritySum += int64(in.Priority)
+			c.addEviction(in.Priority)
 		case actReclaim:
 			c.Reclaimed++
 		}

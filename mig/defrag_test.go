@@ -46,7 +46,8 @@ func oracleValid(l *Layout) bool {
 }
 
 func oracleMayMove(in Instance, req Request, pol Policy) bool {
-	return in.State == InUse && !pol.NoMoves && pol.MaxDisruptions >= 0 && (pol.MoveAnyPriority || in.Priority < req.Priority)
+	return in.State == InUse && !pol.NoMoves && pol.MaxDisruptions >= 0 && (pol.MoveAnyPriority || in.Priority < req.Priority) &&
+		(pol.AllowMovesBelowThreshold || req.Priority >= pol.Threshold)
 }
 
 func oracleMayEvict(in Instance, req Request, pol Policy) bool {
@@ -157,13 +158,14 @@ func genRequest(t *rapid.T, ls []*Layout) Request {
 
 func genPolicy(t *rapid.T) Policy {
 	return Policy{
-		Threshold:        rapid.IntRange(0, 10).Draw(t, "threshold"),
-		MoveAnyPriority:  rapid.Bool().Draw(t, "moveany"),
-		NoMoves:          rapid.IntRange(0, 5).Draw(t, "nomoves") == 0,
-		NoEvictions:      rapid.IntRange(0, 5).Draw(t, "noevict") == 0,
-		SameGPUMovesOnly: rapid.IntRange(0, 4).Draw(t, "samegpu") == 0,
-		KeepIdle:         rapid.IntRange(0, 4).Draw(t, "keepidle") == 0,
-		MaxDisruptions:   rapid.IntRange(-1, 4).Draw(t, "budget"),
+		Threshold:                rapid.IntRange(0, 10).Draw(t, "threshold"),
+		MoveAnyPriority:          rapid.Bool().Draw(t, "moveany"),
+		AllowMovesBelowThreshold: rapid.Bool().Draw(t, "movesbelow"),
+		NoMoves:                  rapid.IntRange(0, 5).Draw(t, "nomoves") == 0,
+		NoEvictions:              rapid.IntRange(0, 5).Draw(t, "noevict") == 0,
+		SameGPUMovesOnly:         rapid.IntRange(0, 4).Draw(t, "samegpu") == 0,
+		KeepIdle:                 rapid.IntRange(0, 4).Draw(t, "keepidle") == 0,
+		MaxDisruptions:           rapid.IntRange(-1, 4).Draw(t, "budget"),
 	}
 }
 
@@ -178,11 +180,7 @@ type tb interface {
 
 // evicted returns c with one more eviction, of work of priority prio.
 func evicted(c Cost, prio int) Cost {
-	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
-		c.MaxEvictedPriority = prio
-	}
-	c.Evictions++
-	c.EvictedPrioritySum += int64(prio)
+	c.addEviction(prio)
 	return c
 }
 
@@ -197,7 +195,7 @@ func checkPolicy(t tb, p *Plan, pol Policy, job int) {
 		}
 	}
 	for _, m := range p.Moves {
-		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= job) {
+		if pol.NoMoves || (!pol.MoveAnyPriority && m.Instance.Priority >= job) || (job < pol.Threshold && !pol.AllowMovesBelowThreshold) {
 			t.Fatalf("plan moves %v against the policy %+v:\n%s", m, pol, p.Explain())
 		}
 	}

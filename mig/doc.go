@@ -43,18 +43,42 @@
 // create compute instance), each leaving a valid layout. [Cost] orders
 // plans: no eviction beats any eviction, low priorities are evicted before
 // high, moves are preferred, then fewer disruptions. [Policy] sets the
-// priority a job needs to evict or move work, never lets a job disrupt
-// work of equal or higher priority, and bounds disruptions; when nothing
+// priority a job needs to disrupt work at all ([Policy.Threshold]: a job
+// below it neither moves nor evicts in-use work unless
+// [Policy.AllowMovesBelowThreshold], the seed's "only P0 jobs may trigger
+// a merge"), never lets a job evict work of equal or higher priority
+// (nor move it, unless [Policy.MoveAnyPriority]), and bounds disruptions;
+// when nothing
 // is allowed the error is a [*NoPlanError] (wrapping [ErrNoPlan]) that
 // counts the rejected ways of making room per [NoPlanCause] and keeps a few
 // examples of each, so it stays small on any fleet. Planning takes about
 // linear time in the number of GPUs. [Plan.Explain] says what the plan does
 // in words.
 //
+// # Templates
+//
+// A [Template] is a named partition layout for every GPU of one model,
+// given as profile counts ([TemplateEntry]) whose placements
+// [Template.Resolve] finds under the same rules as [Layout]. Production
+// clusters predefine a few and assign them by workload type rather than
+// reconfigure per request (mig-parted configurations).
+// [ShippedTemplates] writes, from a model's placement table, all-<small>
+// (inference), all-<quarter>, all-<half>, balanced and whole-gpu
+// (training); users add their own in a JSON file ([ParseTemplateFile],
+// [ReadTemplateFile], [MarshalTemplateFile], schema
+// [TemplateFileSchema], bounded by [MaxTemplateFileBytes],
+// [MaxTemplates] and [MaxTemplateEntries]). [ChooseTemplate] picks, for a
+// set of GPUs and a demand [Mix] of request counts, the template that
+// serves the most demand (Σ min(requests, instances) × memory slices per
+// profile) among those whose transition the [Policy] allows, and plans the
+// transition as a [Plan] with the same priority safety as
+// defragmentation.
+//
 // # Cancellation
 //
 // The calls whose time grows with the fleet take a context.Context first:
-// [PlanDefrag], [PlanAMD], [Place], [NewFleet] and [Fleet.PlaceBatch].
+// [PlanDefrag], [PlanAMD], [ChooseTemplate], [Place], [NewFleet] and
+// [Fleet.PlaceBatch].
 // They look at it every few hundred units of work (a GPU validated or
 // weighed, a way of making room tried, a packing step) and, once it is
 // done, return promptly with an error wrapping ctx.Err(). Calls on one GPU

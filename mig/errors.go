@@ -59,6 +59,9 @@ var (
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
 	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
+	// ErrNoTemplate: no partition template is given (or shipped) for the
+	// GPUs' model.
+	ErrNoTemplate = fmt.Errorf("mig: no template for the model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownGPU: a step or request names a GPU the manager or fleet
 	// does not have.
 	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)
@@ -93,6 +96,10 @@ const (
 	CauseNoProfile NoPlanCause = "no GPU has the profile or mode"
 	// CauseBlocked: work in the way may be neither moved nor evicted.
 	CauseBlocked NoPlanCause = "work in the way may be neither moved nor evicted"
+	// CauseBelowThreshold: in-use work is in the way and the pending job's
+	// priority is below Policy.Threshold, so it may disrupt no in-use work
+	// (Policy.AllowMovesBelowThreshold is off).
+	CauseBelowThreshold NoPlanCause = "the pending job is below the disruption threshold and in-use work is in the way"
 	// CauseKeepIdle: an idle instance in the way may not be reclaimed
 	// (Policy.KeepIdle).
 	CauseKeepIdle NoPlanCause = "an idle instance in the way may not be reclaimed"
@@ -109,7 +116,7 @@ const (
 )
 
 // causes lists every NoPlanCause, for UnmarshalText.
-var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
+var causes = [...]NoPlanCause{CauseNoProfile, CauseBlocked, CauseBelowThreshold, CauseKeepIdle, CauseBudget, CauseNoRoom, CauseNoModePath, CauseHiveMode}
 
 // MarshalText implements encoding.TextMarshaler: the cause's sentence. An
 // unknown cause is an error wrapping ErrParse.

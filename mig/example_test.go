@@ -141,3 +141,38 @@ func ExampleApplyPlan() {
 	fmt.Println(n, err, after[0])
 	// Output: 2 <nil> gpu0 H100-80GB [....AAAA] 3g.40gb@{4}:4 in-use job p0
 }
+
+func ExampleChooseTemplate() {
+	m, _ := mig.Lookup("A100-80GB")
+	one := mig.MustParseProfileName("1g.10gb")
+	g0, _ := mig.NewLayout("gpu0", m, mig.Instance{Profile: one, Placement: mig.Placement{Start: 3}, State: mig.InUse, Owner: "inf-a", Priority: 1})
+	g1, _ := mig.NewLayout("gpu1", m)
+	ls := []*mig.Layout{g0, g1}
+	// Demand: six 1g and two 3g requests. gpu0 gets the arrangement of
+	// balanced that keeps inf-a running at slot 3 (C in the slot map).
+	ch, err := mig.ChooseTemplate(context.Background(), ls, mig.Mix{"1g.10gb": 6, "3g.40gb": 2}, nil, 10, mig.Policy{Threshold: 10})
+	if err != nil {
+		panic(err)
+	}
+	for _, s := range ch.Scores {
+		fmt.Printf("%-12s served %2.0f\n", s.Template, s.Served)
+	}
+	fmt.Println("chosen:", ch.Template)
+	fmt.Print(ch.Plan.Explain())
+	// The plan applies with the hardware rules enforced (here by the
+	// in-memory fake).
+	fake, _ := migtest.NewFake(ls...)
+	n, err := mig.ApplyPlan(context.Background(), fake, ch.Plan, mig.Commit)
+	after, _ := fake.Layouts(context.Background())
+	fmt.Println(n, err, after[0].SlotMap())
+	// Output:
+	// all-1g.10gb  served  6
+	// all-2g.20gb  served  0
+	// all-3g.40gb  served  8
+	// balanced     served 12
+	// whole-gpu    served  0
+	// chosen: balanced (A100-80GB, mixed): 1×3g.40gb 1×2g.20gb 2×1g.10gb
+	// Apply template balanced (reconfiguration priority 10).
+	// Cost: no eviction, no move; 14 steps.
+	// 14 <nil> aabCdddd
+}

@@ -107,20 +107,9 @@ func ParseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%w: %w: layout file has %d bytes, more than MaxFileBytes (%d)", ErrParse, topology.ErrLimit, len(data), MaxFileBytes)
-	}
 	var fj fileJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fj); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrParse, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
-	}
-	if fj.Schema != "" && fj.Schema != LayoutFileSchema {
-		return nil, fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, fj.Schema, LayoutFileSchema)
+	if err := decodeJSONFile(data, "layout file", MaxFileBytes, "MaxFileBytes", &fj, &fj.Schema, LayoutFileSchema); err != nil {
+		return nil, err
 	}
 	if err := fj.limits(); err != nil {
 		return nil, err
@@ -269,17 +258,50 @@ func (fj *fileJSON) limits() error {
 // ReadLayoutFile is ParseLayoutFile from a reader: at most MaxFileBytes+1 bytes are
 // read, and a longer input is an error wrapping topology.ErrLimit.
 func ReadLayoutFile(r io.Reader, c *Catalog) (*LayoutFile, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: nil reader", ErrParse)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	data, err := readFileLimited(r, "layout file", MaxFileBytes, "MaxFileBytes")
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%w: %w: layout file larger than MaxFileBytes (%d bytes)", ErrParse, topology.ErrLimit, MaxFileBytes)
-	}
 	return ParseLayoutFile(data, c)
+}
+
+// readFileLimited reads at most limit+1 bytes of a file (what, bounded by
+// the constant limitName); a longer input is an error wrapping
+// topology.ErrLimit and ErrParse.
+func readFileLimited(r io.Reader, what string, limit int, limitName string) ([]byte, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: nil reader", ErrParse)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("%w: %w: %s larger than %s (%d bytes)", ErrParse, topology.ErrLimit, what, limitName, limit)
+	}
+	return data, nil
+}
+
+// decodeJSONFile decodes data, a file (what) of at most limit bytes (the
+// constant limitName), as one JSON document into v, rejecting unknown
+// fields and trailing data; *schema, once decoded, must be "" or want.
+// Errors wrap ErrParse (and topology.ErrLimit for the size).
+func decodeJSONFile(data []byte, what string, limit int, limitName string, v any, schema *string, want string) error {
+	if len(data) > limit {
+		return fmt.Errorf("%w: %w: %s has %d bytes, more than %s (%d)", ErrParse, topology.ErrLimit, what, len(data), limitName, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrParse, what, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
+	}
+	if *schema != "" && *schema != want {
+		return fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, *schema, want)
+	}
+	return nil
 }
 
 // MarshalLayoutFile writes layouts and AMD GPUs in the layout-file form (indented,

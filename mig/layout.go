@@ -72,7 +72,8 @@ type Instance struct {
 	NoComputeInstance bool `json:"noComputeInstance,omitempty"`
 }
 
-// String formats the instance as "3g.40gb@{4}:4 in-use train-a p5".
+// String formats the instance on one line, as "3g.40gb@{4}:4 in-use
+// train-a p5": profile, placement, state, owner and priority.
 func (in Instance) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s@%v %s", in.Profile, in.Placement, in.State)

@@ -83,24 +83,15 @@ func ParseStepKind(s string) (StepKind, error) {
 // Step is one operation of a plan. An instance is identified by its GPU and
 // its placement (instances on one GPU never overlap, so the start is unique).
 type Step struct {
-	// Kind says what the step does.
-	Kind StepKind `json:"kind"`
-	// GPU is the layout's GPU identifier.
-	GPU string `json:"gpu"`
-	// Profile is the instance's profile (MIG steps).
-	Profile ProfileName `json:"profile,omitzero"`
-	// Placement is the instance's placement (MIG steps).
-	Placement Placement `json:"placement,omitzero"`
-	// Owner and Priority name the workload the step drains or starts.
-	Owner    string `json:"owner,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	// Mode is the AMD mode a mode step sets ("CPX", "NPS4").
-	Mode string `json:"mode,omitempty"`
-	// Partition is the AMD partition a drain step empties.
-	Partition int `json:"partition,omitempty"`
-	// Why says, in words, what the step is for ("evict", "move to gpu1
-	// {2}:1", "make room for 7g.80gb").
-	Why string `json:"why,omitempty"`
+	Kind      StepKind    `json:"kind"`                // what the step does
+	GPU       string      `json:"gpu"`                 // the layout's GPU identifier
+	Profile   ProfileName `json:"profile,omitzero"`    // the instance's profile (MIG steps)
+	Placement Placement   `json:"placement,omitzero"`  // the instance's placement (MIG steps)
+	Owner     string      `json:"owner,omitempty"`     // the workload the step drains or starts
+	Priority  int         `json:"priority,omitempty"`  // the owner's priority
+	Mode      string      `json:"mode,omitempty"`      // the AMD mode a mode step sets ("CPX", "NPS4")
+	Partition int         `json:"partition,omitempty"` // the AMD partition a drain step empties
+	Why       string      `json:"why,omitempty"`       // what the step is for ("evict", "make room for 7g.80gb")
 }
 
 // String formats the step on one line.
@@ -253,6 +244,15 @@ type Cost struct {
 	Reclaimed int `json:"reclaimed,omitempty"`
 }
 
+// addEviction counts one more eviction, of work of priority prio.
+func (c *Cost) addEviction(prio int) {
+	if c.Evictions == 0 || prio > c.MaxEvictedPriority {
+		c.MaxEvictedPriority = prio
+	}
+	c.Evictions++
+	c.EvictedPrioritySum += int64(prio)
+}
+
 // Disruptions returns the number of in-use instances the plan disrupts
 // (moved or evicted), which Policy.MaxDisruptions bounds.
 func (c Cost) Disruptions() int { return c.Evictions + c.Moves }
@@ -369,6 +369,11 @@ type Plan struct {
 	// Considered is how many ways of making room the planner weighed in
 	// full (those a quick necessary condition rules out are not counted).
 	Considered int `json:"considered"`
+	// Template is, for a transition to a partition template
+	// (ChooseTemplate), the template's name; Request then carries only a
+	// description and the reconfiguration's priority, and GPU and
+	// Placement are empty.
+	Template string `json:"template,omitempty"`
 }
 
 // Explain describes the plan in words, one sentence per line.
@@ -378,6 +383,9 @@ func (p *Plan) Explain() string {
 	}
 	if p.Mode != "" {
 		return p.explainAMD()
+	}
+	if p.Template != "" {
+		return p.explainTemplate()
 	}
 	var b strings.Builder
 	if len(p.Moves) == 0 && len(p.Evictions) == 0 && len(p.Reclaimed) == 0 {
@@ -401,6 +409,29 @@ func (p *Plan) Explain() string {
 		fmt.Fprintf(&b, "Destroy the idle %s at %v on %s: no work runs there.\n", e.Instance.Profile, e.Instance.Placement, e.GPU)
 	}
 	fmt.Fprintf(&b, "Cost: %s; %d steps; %d alternatives weighed.\n", p.Cost, len(p.Steps), p.Considered)
+	return b.String()
+}
+
+// explainTemplate explains a transition to a template.
+func (p *Plan) explainTemplate() string {
+	var b strings.Builder
+	if len(p.Steps) == 0 {
+		fmt.Fprintf(&b, "The GPUs already have template %s.\n", p.Template)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "Apply template %s (reconfiguration priority %d).\n", p.Template, p.Request.Priority)
+	for _, m := range p.Moves {
+		fmt.Fprintf(&b, "Move %s (priority %d) from %s %v to %s %v: it restarts, nothing is lost.\n",
+			ownerOr(m.Instance), m.Instance.Priority, m.From, m.Instance.Placement, m.To, m.Dest)
+	}
+	for _, e := range p.Evictions {
+		fmt.Fprintf(&b, "Evict %s (%s, priority %d) from %s %v: the template has no free %s for it.\n",
+			ownerOr(e.Instance), e.Instance.Profile, e.Instance.Priority, e.GPU, e.Instance.Placement, e.Instance.Profile)
+	}
+	if n := len(p.Reclaimed); n > 0 {
+		fmt.Fprintf(&b, "Destroy %d idle instance(s) the template does not have.\n", n)
+	}
+	fmt.Fprintf(&b, "Cost: %s; %d steps.\n", p.Cost, len(p.Steps))
 	return b.String()
 }
 

@@ -5,19 +5,26 @@ import "fmt"
 // Policy bounds what a defragmentation plan may disrupt. The zero value is
 // safe: only in-use work with a negative priority may be evicted (by a job
 // of priority 0 or more), work may be moved only by a job of higher
-// priority, idle instances may be reclaimed, and there is no budget.
+// priority (and of priority 0 or more), idle instances may be reclaimed,
+// and there is no budget.
 type Policy struct {
-	// Threshold splits priorities into two tiers for eviction (the seed
-	// article's "only P0 jobs may trigger a merge"): a pending job whose
-	// priority is below Threshold may not evict anything, and work whose
-	// priority is at or above Threshold is never evicted. Independently,
-	// no plan ever evicts work of equal or higher priority than the
-	// pending job.
+	// Threshold splits priorities into two tiers (the seed article's
+	// "only P0 jobs may trigger a merge", since a merge interrupts the
+	// work in the small instances): a pending job whose priority is below
+	// Threshold may not disrupt in-use work at all, neither move nor
+	// evict it (unless AllowMovesBelowThreshold), and work whose priority
+	// is at or above Threshold is never evicted. Such a job still gets a
+	// plan that only reclaims idle instances. Independently, no plan ever
+	// evicts work of equal or higher priority than the pending job.
 	Threshold int
+	// AllowMovesBelowThreshold lets a pending job below Threshold move
+	// in-use work (still subject to MoveAnyPriority, NoMoves and the
+	// budget); it never lets it evict. Off by default: a move restarts
+	// the workload, which the threshold exists to prevent.
+	AllowMovesBelowThreshold bool
 	// MoveAnyPriority lets a plan move (restart on another slot) in-use
 	// work of any priority. By default a plan moves only work of lower
-	// priority than the pending job. The threshold does not gate moves:
-	// a moved workload restarts but loses its slot to no one.
+	// priority than the pending job.
 	MoveAnyPriority bool
 	// NoMoves and NoEvictions forbid the respective disruption.
 	NoMoves     bool
@@ -40,13 +47,14 @@ type Policy struct {
 type refusal uint8
 
 const (
-	allowed           refusal = iota
-	movesDisabled             // Policy.NoMoves
-	evictionsDisabled         // Policy.NoEvictions
-	zeroBudget                // Policy.MaxDisruptions < 0
-	notBelowJob               // the work's priority is not below the pending job's
-	jobBelowThreshold         // the pending job's priority is below Policy.Threshold
-	atThreshold               // the work's priority is at or above Policy.Threshold
+	allowed            refusal = iota
+	movesDisabled              // Policy.NoMoves
+	evictionsDisabled          // Policy.NoEvictions
+	zeroBudget                 // Policy.MaxDisruptions < 0
+	notBelowJob                // the work's priority is not below the pending job's
+	jobBelowThreshold          // the pending job's priority is below Policy.Threshold
+	moveBelowThreshold         // the same, for a move (Policy.AllowMovesBelowThreshold is off)
+	atThreshold                // the work's priority is at or above Policy.Threshold
 )
 
 // moveRefusal says whether a pending job of priority job may move in-use
@@ -54,6 +62,9 @@ const (
 func (p Policy) moveRefusal(job, work int) refusal {
 	if r := p.gate(p.NoMoves, movesDisabled); r != allowed {
 		return r
+	}
+	if !p.AllowMovesBelowThreshold && job < p.Threshold {
+		return moveBelowThreshold
 	}
 	if !p.MoveAnyPriority && work >= job {
 		return notBelowJob
@@ -103,6 +114,8 @@ func (p Policy) reason(r refusal, job, work int) string {
 		return fmt.Sprintf("priority %d is not below the pending job's %d", work, job)
 	case jobBelowThreshold:
 		return fmt.Sprintf("the pending job's priority %d is below the eviction threshold %d", job, p.Threshold)
+	case moveBelowThreshold:
+		return fmt.Sprintf("the pending job's priority %d is below the disruption threshold %d and moves below it are not allowed", job, p.Threshold)
 	case atThreshold:
 		return fmt.Sprintf("priority %d is at or above the eviction threshold %d", work, p.Threshold)
 	}
@@ -114,6 +127,23 @@ func (p Policy) reason(r refusal, job, work int) string {
 func (p Policy) blocked(job, work int) string {
 	return fmt.Sprintf("may not be moved (%s) or evicted (%s)",
 		p.reason(p.moveRefusal(job, work), job, work), p.reason(p.evictRefusal(job, work), job, work))
+}
+
+// belowThreshold reports whether a pending job of priority job may not
+// disrupt in-use work at all because of the threshold: it may neither
+// evict (below Threshold) nor move (AllowMovesBelowThreshold off).
+func (p Policy) belowThreshold(job int) bool {
+	return job < p.Threshold && !p.AllowMovesBelowThreshold
+}
+
+// blockedCause classifies in-use work that may be neither moved nor
+// evicted by a pending job of priority job: CauseBelowThreshold when the
+// threshold alone forbids it, CauseBlocked otherwise.
+func (p Policy) blockedCause(job int) NoPlanCause {
+	if p.belowThreshold(job) {
+		return CauseBelowThreshold
+	}
+	return CauseBlocked
 }
 
 // overBudget reports whether a plan disrupting that many in-use instances

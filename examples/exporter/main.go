@@ -1,11 +1,13 @@
 // Command exporter serves Prometheus metrics for one node's accelerators:
-// per device and per MIG instance memory, utilisation and temperature where
+// per device and per MIG instance memory, utilisation (MIG instances: SM
+// utilisation and occupancy through NVIDIA GPM) and temperature where
 // the provider reads them, and gauges derived from the node's topology
 // (largest free NVLink-connected set, best placement score per job size,
 // MIG fragmentation and free placements per profile). The metric names are
 // documented in README.md.
 //
 //	exporter -listen :9477 -source nvidia
+//	exporter -source amd                  # amdgpu sysfs (or amd:/host for a root mounted elsewhere)
 //	exporter -source catalog:dgx-h100     # a reference machine, no live readings
 //	exporter -source file:node.json       # a topology file, no live readings
 package main
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +38,7 @@ import (
 	"github.com/gputopo/gputopo/examples/exporter/collector"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/topology"
@@ -80,7 +84,7 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	fs := flag.NewFlagSet("exporter", flag.ContinueOnError)
 	fs.SetOutput(logger.Writer())
 	listen := fs.String("listen", ":9477", "address to serve /metrics on")
-	source := fs.String("source", "nvidia", "device source: nvidia, catalog:<machine> or file:<topology file>")
+	source := fs.String("source", "nvidia", "device source: nvidia, amd[:<root>] (sysfs under root, default /), catalog:<machine> or file:<topology file>")
 	mixFlag := fs.String("mig-mix", "", "MIG demand mix for fragmentation, e.g. 3g.40gb=2,1g.10gb=5 (default: all profiles equal)")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "value of the node label on every metric (default $NODE_NAME; none when empty)")
 	refresh := fs.Duration("refresh", defaultRefresh, "least time between two reads of the source: NVML is read at most this often, a topology file is checked (size, mtime) at most this often and parsed again only when it changed")
@@ -101,6 +105,15 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	mix, err := parseMix(*mixFlag)
 	if err != nil {
 		return err
+	}
+	switch s := src.(type) {
+	case *nvidiaSource:
+		s.logf = logger.Printf
+	case *amdSource:
+		s.logf = logger.Printf
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
 	}
 	col := collector.New(src, collectorOptions(static, *refresh, mix, *node, logger))
 	_ = col.ReadNow() // a failure is logged through ErrorLog and exported as gputopo_source_up 0
@@ -190,7 +203,9 @@ func newSource(spec string) (src collector.Source, static bool, err error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "nvidia":
-		return nvidiaSource{p: nvidia.New()}, false, nil
+		return newNVIDIASource(nvidia.New()), false, nil
+	case "amd":
+		return newAMDSource(arg), false, nil
 	case "catalog":
 		n, err := catalog.Get(arg)
 		if err != nil {
@@ -204,7 +219,7 @@ func newSource(spec string) (src collector.Source, static bool, err error) {
 		}
 		return newFileSource(arg), true, nil
 	}
-	return nil, false, fmt.Errorf("unknown -source %q (want nvidia, catalog:<machine> or file:<path>)", spec)
+	return nil, false, fmt.Errorf("unknown -source %q (want nvidia, amd[:<root>], catalog:<machine> or file:<path>)", spec)
 }
 
 // fileSource reads a topology file (our JSON schema or `nvidia-smi topo -m`
@@ -318,21 +333,128 @@ func (s *fileSource) readFile(fi os.FileInfo) (os.FileInfo, []byte, error) {
 // nvidiaSource reads NVML through the NVIDIA provider: memory, GPU and
 // memory utilisation, temperature, MIG layouts and each MIG instance's
 // memory (total and used, read through a MIG device handle of the
-// instance). A reading NVML does not give (utilisation of a GPU in MIG
-// mode, a GPU without the sensor, an instance without a compute instance)
-// or that failed (the provider logs it in the inventory's warnings) is left
-// out.
-// There is no per-MIG-instance utilisation: NVML has it only through GPM,
-// which the provider does not read. A GPU counts as in use when it is in
-// MIG mode with instances (fragmentation metrics show how).
-type nvidiaSource struct{ p *nvidia.Provider }
+// instance) and, through GPM (Hopper and newer, driver R520+), each MIG
+// instance's SM utilisation and occupancy over the interval since the
+// previous read. A reading NVML does not give (utilisation of a GPU in MIG
+// mode, a GPU without the sensor, an instance without a compute instance,
+// GPM on an older GPU or driver) or that failed (the provider logs it in
+// the inventory's warnings) is left out. That GPM is unavailable on a GPU
+// is logged once per GPU. NVML has no per-instance temperature: an
+// instance's is its GPU's. A GPU counts as in use when it is in MIG mode
+// with instances (fragmentation metrics show how).
+type nvidiaSource struct {
+	p *nvidia.Provider
+	// gpm samples GPM metrics between reads; nil reads none.
+	gpm *nvidia.GPMSampler
+	// logf, when set, is told once per GPU that it has no GPM and once
+	// per distinct failure of a GPM read.
+	logf func(format string, args ...any)
 
-func (s nvidiaSource) Read(ctx context.Context) (*collector.Reading, error) {
+	mu       sync.Mutex
+	reported map[string]bool // what logf was told
+}
+
+func newNVIDIASource(p *nvidia.Provider) *nvidiaSource {
+	return &nvidiaSource{p: p, gpm: p.GPMSampler()}
+}
+
+func (s *nvidiaSource) Read(ctx context.Context) (*collector.Reading, error) {
 	inv, err := s.p.Inspect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return readingFromInventory(inv)
+	r, err := readingFromInventory(inv)
+	if err != nil || s.gpm == nil {
+		return r, err
+	}
+	g, err := s.gpm.Sample(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.once("gpm-error "+err.Error(), "GPM: %v; no per-MIG-instance SM metrics this read", err)
+		return r, nil
+	}
+	addGPM(r, inv, g, s.once)
+	return r, nil
+}
+
+// once calls logf the first time key is seen.
+func (s *nvidiaSource) once(key, format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logf == nil || s.reported[key] {
+		return
+	}
+	if s.reported == nil {
+		s.reported = map[string]bool{}
+	}
+	if len(s.reported) < maxReported {
+		s.reported[key] = true
+	}
+	s.logf(format, args...)
+}
+
+// maxReported bounds the messages a source remembers having logged.
+const maxReported = 4096
+
+// Close frees the GPM samples and releases NVML.
+func (s *nvidiaSource) Close() error {
+	if s.gpm == nil {
+		return nil
+	}
+	return s.gpm.Close()
+}
+
+// addGPM adds the GPM readings of g to the MIG readings of r, matching
+// GPUs by UUID and GPU instances by id (the reading is keyed by placement
+// start); a GPU without GPM is reported through once.
+func addGPM(r *collector.Reading, inv *nvidia.Inventory, g *nvidia.GPMReading, once func(key, format string, args ...any)) {
+	byUUID := map[string]*nvidia.GPU{}
+	for i := range inv.GPUs {
+		if u := inv.GPUs[i].UUID; u != "" {
+			byUUID[u] = &inv.GPUs[i]
+		}
+	}
+	migOf := map[int]*collector.MIGReading{}
+	for k := range r.MIG {
+		migOf[r.MIG[k].Device] = &r.MIG[k]
+	}
+	for _, gg := range g.GPUs {
+		if gg.Err != nil {
+			once("gpm-absent "+gg.UUID, "GPU %d (%s): no per-MIG-instance SM utilisation or occupancy: %v", gg.Index, gg.UUID, gg.Err)
+			continue
+		}
+		gpu, mr := byUUID[gg.UUID], (*collector.MIGReading)(nil)
+		if gpu != nil {
+			mr = migOf[gpu.Index]
+		}
+		if mr == nil {
+			continue
+		}
+		startOf := map[int]int{}
+		for _, in := range gpu.MIG.Instances {
+			startOf[in.ID] = in.Placement.Start
+		}
+		for _, in := range gg.Instances {
+			start, ok := startOf[in.GPUInstanceID]
+			if !ok {
+				continue
+			}
+			if v := in.SMUtilization; v != nil {
+				if mr.InstanceSMUtilization == nil {
+					mr.InstanceSMUtilization = map[int]float64{}
+				}
+				mr.InstanceSMUtilization[start] = *v
+			}
+			if v := in.SMOccupancy; v != nil {
+				if mr.InstanceSMOccupancy == nil {
+					mr.InstanceSMOccupancy = map[int]float64{}
+				}
+				mr.InstanceSMOccupancy[start] = *v
+			}
+		}
+	}
 }
 
 func readingFromInventory(inv *nvidia.Inventory) (*collector.Reading, error) {
@@ -397,4 +519,82 @@ func parseMix(s string) (mig.Mix, error) {
 		return nil, fmt.Errorf("-mig-mix: %w", err)
 	}
 	return mix, nil
+}
+
+// amdSource reads an AMD node: the topology (KFD and amdgpu sysfs, package
+// provider/amd) and each GPU's VRAM used and total, busy percent
+// (gpu_busy_percent) and hwmon temperatures (edge, junction, mem). On a
+// partitioned GPU (CPX, DPX, ...) sysfs reports the whole physical GPU, so
+// its partitions get only the temperatures (their memory total comes from
+// the topology). A file that is missing is left out; one that is
+// malformed or implausible is left out and logged once.
+type amdSource struct {
+	p    *amd.Provider
+	logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	reported map[string]bool
+}
+
+func newAMDSource(root string) *amdSource {
+	return &amdSource{p: amd.New(amd.WithRoot(root))}
+}
+
+func (s *amdSource) Read(ctx context.Context) (*collector.Reading, error) {
+	inv, err := s.p.Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &collector.Reading{Node: inv.Node, Devices: make([]collector.DeviceReading, len(inv.Devices))}
+	for i, d := range inv.Devices {
+		m, err := s.p.ReadMetrics(ctx, d.PhysicalPCI)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.once("device %d: %v", i, err)
+			continue
+		}
+		for _, w := range m.Warnings {
+			s.once("device %d: %s", i, w)
+		}
+		r.Devices[i] = amdReading(m, d.Partitions <= 1)
+	}
+	return r, nil
+}
+
+// amdReading converts the metrics of a physical GPU; whole says the device
+// is the whole GPU (not one partition of it).
+func amdReading(m *amd.Metrics, whole bool) collector.DeviceReading {
+	var rd collector.DeviceReading
+	if whole && m.HasVRAM {
+		rd.HasMemory, rd.MemoryTotal, rd.MemoryUsed = true, m.VRAMTotal, m.VRAMUsed
+	}
+	if whole && m.BusyPercent != nil {
+		rd.HasUtilization, rd.Utilization = true, float64(*m.BusyPercent)/100
+	}
+	if t, ok := m.Temperatures["edge"]; ok {
+		rd.HasTemperature, rd.TemperatureC = true, t
+	}
+	if len(m.Temperatures) > 0 {
+		rd.Temperatures = maps.Clone(m.Temperatures)
+	}
+	return rd
+}
+
+// once logs a message the first time it is seen.
+func (s *amdSource) once(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logf == nil || s.reported[msg] {
+		return
+	}
+	if s.reported == nil {
+		s.reported = map[string]bool{}
+	}
+	if len(s.reported) < maxReported {
+		s.reported[msg] = true
+	}
+	s.logf("%s", msg)
 }

@@ -168,7 +168,7 @@ func TestNVIDIAReadings(t *testing.T) {
 	fake.GPUs[2].Utilization, fake.GPUs[2].TemperatureC = nil, nil
 	fake.GPUs[3].UtilizationErr, fake.GPUs[3].TemperatureErr = nvidia.CodeUnknown, nvidia.CodeTimeout
 	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs())
-	c := collector.New(nvidiaSource{p: p}, collector.Options{})
+	c := collector.New(&nvidiaSource{p: p}, collector.Options{})
 
 	type want struct {
 		util, memUtil, temp string // "" = no series
@@ -269,7 +269,7 @@ func TestNVIDIAMIGInstanceMemory(t *testing.T) {
 	g.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40320 << 20, Used: 30 << 30, Free: 40320<<20 - 30<<30}}
 	g.InstanceMemoryErr = map[int]error{4: nvidia.CodeNotSupported, 5: nvidia.CodeUnknown}
 	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs())
-	c := collector.New(nvidiaSource{p: p}, collector.Options{})
+	c := collector.New(&nvidiaSource{p: p}, collector.Options{})
 	expected := `
 # HELP gputopo_mig_instance_memory_total_bytes Memory of a MIG instance (as the provider read it, else from its profile).
 # TYPE gputopo_mig_instance_memory_total_bytes gauge

@@ -175,9 +175,15 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 	if r.Demand.MIGSlices > 0 {
 		fmt.Fprintf(w, ", ~%d MIG slices", r.Demand.MIGSlices)
 	}
+	if r.Demand.SharedSlices > 0 {
+		fmt.Fprintf(w, ", %d shared slices (%s of GPU memory)", r.Demand.SharedSlices, gangBytes(r.Demand.SharedMemoryBytes))
+	}
 	fmt.Fprintf(w, " (gang threshold)\n")
 	if p := r.Placement; p != nil {
 		fmt.Fprintf(w, "  placed in %s: %d new pods on %d nodes, %d GPUs", gangWhere(p.Level, p.Domain), len(p.Pods), len(p.Nodes()), p.GPUs())
+		if n := p.SharedSlices(); n > 0 {
+			fmt.Fprintf(w, ", %d shared slices", n)
+		}
 		if p.Members > 0 {
 			fmt.Fprintf(w, " (+%d members already placed)", p.Members)
 		}
@@ -213,6 +219,9 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 		if r.Releasing.GPUs > 0 {
 			fmt.Fprintf(w, ", %d being released", r.Releasing.GPUs)
 		}
+		if r.Demand.SharedSlices > 0 {
+			fmt.Fprintf(w, "; %s of GPU memory for shared slices", gangBytes(r.Free.SharedMemoryBytes))
+		}
 		fmt.Fprintln(w)
 	}
 }
@@ -222,6 +231,14 @@ func renderPods(w io.Writer, p *gang.Placement) {
 	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSLICE")
 	for _, pp := range p.Pods {
 		dev := gangDevices(pp.Devices)
+		if sl := pp.Shared; sl != nil {
+			// no spaces: one column
+			dev += "(shared:" + gangBytes(int64(sl.MemoryBytes))
+			if sl.ComputeMilli > 0 {
+				dev += fmt.Sprintf(",%dm", sl.ComputeMilli)
+			}
+			dev += ")"
+		}
 		if len(pp.MIG) > 0 {
 			var ms []string
 			for _, m := range pp.MIG {
@@ -239,6 +256,17 @@ func renderPods(w io.Writer, p *gang.Placement) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, slice)
 	}
 	tw.Flush()
+}
+
+// gangBytes formats a memory size in GiB or MiB ("20GiB", "512MiB").
+func gangBytes(b int64) string {
+	if b >= 1<<30 && b%(1<<30) == 0 {
+		return fmt.Sprintf("%dGiB", b>>30)
+	}
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%dMiB", b>>20)
 }
 
 // gangDevices formats device indices with ranges ("0-3,6").

@@ -31,8 +31,13 @@ actions:
                               the cheapest reconfiguration that makes room (MIG),
            --layout F --compute CPX [--memory NPS4]
                               or the cheapest mode change (AMD)
+  template --layout F --mix P=N[,P=N...] [--templates F] [--priority N]
+                              the partition template serving the most demand, and
+                              the transition to it (same policy flags as defrag)
 
 Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
+Instead of --layout, --amd-root DIR (a sysfs root; / for this machine) or
+--kfd DIR (a raw KFD capture) plans against the discovered AMD GPUs.
 Every action takes --json.`
 
 func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +60,8 @@ func runMig(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return migPlace(ctx, args, stdout, stderr)
 	case "defrag":
 		return migDefrag(ctx, args, stdout, stderr)
+	case "template":
+		return migTemplate(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gputopo mig: unknown action %q\n\n%s\n", action, migUsage)
 	return errUsage
@@ -170,16 +177,21 @@ func amdProfiles(m *mig.AMDModel, asJSON bool, stdout io.Writer) error {
 type layoutFlags struct {
 	path   string
 	asJSON bool
+	amd    amdSource // --amd-root / --kfd: a discovered machine (cmd_mig_amd.go)
 }
 
 func (f *layoutFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "layout", "", "layout `file` (JSON, schema gputopo-mig/v1)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	f.amd.register(fs)
 }
 
 func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.LayoutFile, error) {
+	if f.amd.given() {
+		return f.amd.load(context.Background(), stderr, action, f.path)
+	}
 	if f.path == "" {
-		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required\n", action)
+		fmt.Fprintf(stderr, "gputopo mig %s: --layout is required (or --amd-root/--kfd for a discovered AMD machine)\n", action)
 		return nil, errUsage
 	}
 	r, err := os.Open(f.path)
@@ -392,6 +404,18 @@ func mustMarshalFile(ls []*mig.Layout) json.RawMessage {
 	return b
 }
 
+// registerPolicy adds the flags of a mig.Policy to fs.
+func registerPolicy(fs *flag.FlagSet, pol *mig.Policy) {
+	fs.IntVar(&pol.Threshold, "threshold", 0, "disruption threshold: a job below it disturbs no in-use work (no move, no eviction); only work below it is evicted")
+	fs.BoolVar(&pol.AllowMovesBelowThreshold, "allow-moves-below-threshold", false, "let a job below --threshold move (never evict) in-use work")
+	fs.IntVar(&pol.MaxDisruptions, "budget", 0, "most in-use instances to move or evict (0: no limit, -1: none)")
+	fs.BoolVar(&pol.MoveAnyPriority, "move-any", false, "allow moving work of any priority (default: only lower than the pending job)")
+	fs.BoolVar(&pol.NoMoves, "no-moves", false, "never move work")
+	fs.BoolVar(&pol.NoEvictions, "no-evictions", false, "never evict work")
+	fs.BoolVar(&pol.SameGPUMovesOnly, "same-gpu", false, "move instances only within their GPU")
+	fs.BoolVar(&pol.KeepIdle, "keep-idle", false, "never destroy idle instances")
+}
+
 func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mig defrag", stderr)
 	var lf layoutFlags
@@ -402,13 +426,7 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	owner := fs.String("owner", "pending", "owner of the pending request")
 	prio := fs.Int("priority", 0, "priority of the pending request")
 	var pol mig.Policy
-	fs.IntVar(&pol.Threshold, "threshold", 0, "eviction threshold: only a job at or above it may evict, and only work below it is evicted")
-	fs.IntVar(&pol.MaxDisruptions, "budget", 0, "most in-use instances to move or evict (0: no limit, -1: none)")
-	fs.BoolVar(&pol.MoveAnyPriority, "move-any", false, "allow moving work of any priority (default: only lower than the pending job)")
-	fs.BoolVar(&pol.NoMoves, "no-moves", false, "never move work")
-	fs.BoolVar(&pol.NoEvictions, "no-evictions", false, "never evict work")
-	fs.BoolVar(&pol.SameGPUMovesOnly, "same-gpu", false, "move instances only within their GPU")
-	fs.BoolVar(&pol.KeepIdle, "keep-idle", false, "never destroy idle instances")
+	registerPolicy(fs, &pol)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -441,30 +459,7 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {
-		// The error is bounded (counts per cause, a few examples each),
-		// so the output is too, however large the fleet.
-		if lf.asJSON {
-			if werr := writeJSON(stdout, struct {
-				Plan     *mig.Plan        `json:"plan"`
-				Rejected int              `json:"rejected"`
-				Causes   []mig.CauseCount `json:"causes"`
-				Reasons  []string         `json:"reasons"`
-			}{nil, npe.Rejected(), npe.Causes, npe.Reasons}); werr != nil {
-				return werr
-			}
-		} else {
-			fmt.Fprintf(stdout, "No plan for %s: %d way(s) of making room rejected.\n", npe.Request, npe.Rejected())
-			for _, c := range npe.Causes {
-				fmt.Fprintf(stdout, "  %6d  %s\n", c.Count, c.Cause)
-			}
-			if len(npe.Reasons) > 0 {
-				fmt.Fprintln(stdout, "For example:")
-				for _, r := range npe.Reasons {
-					fmt.Fprintf(stdout, "  - %s\n", r)
-				}
-			}
-		}
-		return fmt.Errorf("%w (reasons above)", mig.ErrNoPlan)
+		return printNoPlan(stdout, npe, lf.asJSON, nil)
 	}
 	if err != nil {
 		return err
@@ -475,6 +470,12 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Explanation string    `json:"explanation"`
 		}{plan, plan.Explain()})
 	}
+	printPlan(stdout, plan)
+	return nil
+}
+
+// printPlan prints a plan's explanation and numbered steps.
+func printPlan(stdout io.Writer, plan *mig.Plan) {
 	fmt.Fprint(stdout, plan.Explain())
 	if len(plan.Steps) > 0 {
 		fmt.Fprintln(stdout, "\nSteps:")
@@ -482,5 +483,107 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "%3d. %s\n", i+1, s)
 		}
 	}
+}
+
+// printNoPlan prints why there is no plan (as text, or as JSON, with the
+// template scores when there are any) and returns the command's error. The
+// error is bounded (counts per cause, a few examples each), so the output
+// is too, however large the fleet.
+func printNoPlan(stdout io.Writer, npe *mig.NoPlanError, asJSON bool, scores []mig.TemplateScore) error {
+	if asJSON {
+		if werr := writeJSON(stdout, struct {
+			Plan     *mig.Plan           `json:"plan"`
+			Rejected int                 `json:"rejected"`
+			Causes   []mig.CauseCount    `json:"causes"`
+			Reasons  []string            `json:"reasons"`
+			Scores   []mig.TemplateScore `json:"scores,omitempty"`
+		}{nil, npe.Rejected(), npe.Causes, npe.Reasons, scores}); werr != nil {
+			return werr
+		}
+	} else {
+		fmt.Fprintf(stdout, "No plan for %s: %d way(s) of making room rejected.\n", npe.Request, npe.Rejected())
+		for _, c := range npe.Causes {
+			fmt.Fprintf(stdout, "  %6d  %s\n", c.Count, c.Cause)
+		}
+		if len(npe.Reasons) > 0 {
+			fmt.Fprintln(stdout, "For example:")
+			for _, r := range npe.Reasons {
+				fmt.Fprintf(stdout, "  - %s\n", r)
+			}
+		}
+	}
+	return fmt.Errorf("%w (reasons above)", mig.ErrNoPlan)
+}
+
+func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("mig template", stderr)
+	var lf layoutFlags
+	lf.register(fs)
+	mixFlag := fs.String("mix", "", "demand `mix` as request counts, e.g. 1g.10gb=5,3g.40gb=1 (default: one of every profile)")
+	tfile := fs.String("templates", "", "template `file` (JSON, schema "+mig.TemplateFileSchema+"); default: the shipped templates")
+	prio := fs.Int("priority", 0, "priority of the reconfiguration (as a pending job's for defrag)")
+	var pol mig.Policy
+	registerPolicy(fs, &pol)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	mix, err := parseMix(*mixFlag)
+	if err != nil {
+		return err
+	}
+	file, err := lf.load(stderr, "template")
+	if err != nil {
+		return err
+	}
+	if len(file.Layouts) == 0 {
+		return fmt.Errorf("%s: %w: no MIG GPUs (templates are for MIG)", lf.path, mig.ErrInvalidLayout)
+	}
+	var templates []mig.Template
+	if *tfile != "" {
+		r, err := os.Open(*tfile)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if templates, err = mig.ReadTemplateFile(r, file.Catalog); err != nil {
+			return fmt.Errorf("%s: %w", *tfile, err)
+		}
+	}
+	ch, err := mig.ChooseTemplate(ctx, file.Layouts, mix, templates, *prio, pol)
+	var npe *mig.NoPlanError
+	if errors.As(err, &npe) {
+		if !lf.asJSON {
+			printScores(stdout, ch.Scores, "")
+		}
+		return printNoPlan(stdout, npe, lf.asJSON, ch.Scores)
+	}
+	if err != nil {
+		return err
+	}
+	if lf.asJSON {
+		return writeJSON(stdout, struct {
+			*mig.TemplateChoice
+			Explanation string `json:"explanation"`
+		}{ch, ch.Plan.Explain()})
+	}
+	fmt.Fprintf(stdout, "Chosen: %s\n", ch.Template)
+	printScores(stdout, ch.Scores, ch.Template.Name)
+	fmt.Fprintln(stdout)
+	printPlan(stdout, ch.Plan)
 	return nil
+}
+
+// printScores prints the templates' served demand, marking chosen.
+func printScores(stdout io.Writer, scores []mig.TemplateScore, chosen string) {
+	fmt.Fprintf(stdout, "%-2s %-20s %-10s %10s %10s  %s\n", "", "TEMPLATE", "PURPOSE", "SERVED", "REQUESTS", "TRANSITION")
+	for _, s := range scores {
+		mark, tr := "", "blocked: "+s.Blocked
+		if s.Template == chosen {
+			mark = "*"
+		}
+		if s.Cost != nil {
+			tr = s.Cost.String()
+		}
+		fmt.Fprintf(stdout, "%-2s %-20s %-10s %10.4g %10.4g  %s\n", mark, s.Template, s.Purpose, s.Served, s.Requests, tr)
+	}
 }

@@ -256,3 +256,79 @@ func TestMigMixRejectsNonFinite(t *testing.T) {
 		assert.Contains(t, errOut, "--mix", mix)
 	}
 }
+
+// TestMigDefragThreshold: the issue's case. A job below the threshold
+// (--priority 5 --threshold 10) gets no plan rather than one that restarts
+// the inference work by moving it; --allow-moves-below-threshold restores
+// the moving plan, still without evictions.
+func TestMigDefragThreshold(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	code, out, errOut := migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "5", "--threshold", "10")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, string(mig.CauseBelowThreshold))
+	assert.Contains(t, out, "below the disruption threshold 10")
+	assert.Contains(t, errOut, "no plan")
+	code, out, errOut = migCLI(t, "defrag", "--layout", f, "--profile", "7g.80gb", "--priority", "5", "--threshold", "10", "--allow-moves-below-threshold", "--json")
+	require.Equal(t, 0, code, errOut)
+	var doc struct {
+		Plan *mig.Plan `json:"plan"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	assert.Equal(t, 2, doc.Plan.Cost.Moves)
+	assert.Zero(t, doc.Plan.Cost.Evictions)
+}
+
+func TestMigTemplate(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	// gpu0 runs 1g at 0 and 4, gpu1 a 3g at 0 and a 1g at 4. Demand: five
+	// 1g and one 3g. all-1g.10gb serves 5 slices, balanced (2×1g, 1×2g,
+	// 1×3g per GPU) 4 + 4 = 8.
+	code, out, errOut := migCLI(t, "template", "--layout", f, "--mix", "1g.10gb=5,3g.40gb=1", "--priority", "10", "--threshold", "10")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"Chosen: balanced (A100-80GB, mixed)", "*  balanced", "all-1g.10gb", "whole-gpu", "Apply template balanced", "Steps:", "create-gi"} {
+		assert.Contains(t, out, want)
+	}
+	code, out, errOut = migCLI(t, "template", "--layout", f, "--mix", "1g.10gb=5,3g.40gb=1", "--priority", "10", "--threshold", "10", "--json")
+	require.Equal(t, 0, code, errOut)
+	var doc struct {
+		Template    mig.Template        `json:"template"`
+		Served      float64             `json:"served"`
+		Scores      []mig.TemplateScore `json:"scores"`
+		Plan        *mig.Plan           `json:"plan"`
+		Explanation string              `json:"explanation"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	assert.Equal(t, "balanced", doc.Template.Name)
+	assert.Equal(t, 8.0, doc.Served)
+	assert.Len(t, doc.Scores, 5)
+	require.NotNil(t, doc.Plan)
+	assert.Equal(t, "balanced", doc.Plan.Template)
+	assert.NotEmpty(t, doc.Explanation)
+
+	// Below the threshold the in-use work may not move: every shipped
+	// template needs to move some, so there is no plan, and the scores
+	// say why.
+	code, out, errOut = migCLI(t, "template", "--layout", f, "--mix", "1g.10gb=5,3g.40gb=1", "--priority", "5", "--threshold", "10")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "blocked: ")
+	assert.Contains(t, out, string(mig.CauseBelowThreshold))
+	assert.Contains(t, errOut, "no plan")
+
+	// A user template file: two 3g per GPU.
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "t.json")
+	require.NoError(t, os.WriteFile(tf, []byte(`{"schema":"gputopo-mig-templates/v1","templates":[
+	  {"name":"two-3g","model":"A100-80GB","purpose":"training","profiles":[{"profile":"3g.40gb","count":2}]}]}`), 0o600))
+	code, out, errOut = migCLI(t, "template", "--layout", f, "--mix", "3g.40gb=3", "--templates", tf, "--priority", "10", "--threshold", "10")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Chosen: two-3g")
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"templates":[{"name":"x","model":"A100-80GB","profiles":[{"profile":"7g.80gb","count":2}]}]}`), 0o600))
+	code, _, errOut = migCLI(t, "template", "--layout", f, "--templates", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "bad.json")
+	code, _, _ = migCLI(t, "template", "--layout", f, "--mix", "1g.10gb=-1")
+	assert.NotEqual(t, 0, code)
+	code, _, _ = migCLI(t, "template")
+	assert.Equal(t, 2, code)
+}

@@ -24,6 +24,11 @@ type sourceFlags struct {
 	machine string
 	model   string
 	lenient bool
+	cluster string // a cluster file (gputopo capture), with node
+	node    string
+	// busy are the devices the cluster file's running pods hold on node
+	// (set by load).
+	busy []int
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
@@ -31,11 +36,21 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.machine, "machine", "", "use the embedded reference machine `NAME` (see `gputopo machines`)")
 	fs.StringVar(&s.model, "model", "", "GPU model for an nvidia-smi file, which does not print it (e.g. \"NVIDIA H100 80GB HBM3\")")
 	fs.BoolVar(&s.lenient, "lenient", false, "accept asymmetric or missing links in a file, with warnings")
+	fs.StringVar(&s.cluster, "cluster", "", "read the topology of --node from cluster `FILE` (gputopo capture, or a gang cluster file)")
+	fs.StringVar(&s.node, "node", "", "the node `NAME` in --cluster")
 }
 
 // load returns the topology and a line saying where it came from.
 func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) {
 	switch {
+	case (s.cluster != "") != (s.node != ""):
+		return nil, "", fmt.Errorf("--cluster and --node go together")
+	case s.cluster != "" && (s.file != "" || s.machine != ""):
+		return nil, "", fmt.Errorf("use --cluster, --topology or --machine, not two of them")
+	case s.cluster != "":
+		n, busy, origin, err := capturedNode(s.cluster, s.node)
+		s.busy = busy
+		return n, origin, err
 	case s.file != "" && s.machine != "":
 		return nil, "", fmt.Errorf("use --topology or --machine, not both")
 	case s.file != "":

@@ -7,6 +7,7 @@ godebug default=go1.26
 require (
 	github.com/google/uuid v1.6.0
 	github.com/gputopo/gputopo v0.0.0-00010101000000-000000000000
+	github.com/gputopo/gputopo/examples/gputopo v0.0.0-00010101000000-000000000000
 	github.com/gputopo/gputopo/topology/kube v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/server/v3 v3.7.0
@@ -172,6 +173,7 @@ require (
 
 replace (
 	github.com/gputopo/gputopo => ../..
+	github.com/gputopo/gputopo/examples/gputopo => ../gputopo
 	github.com/gputopo/gputopo/topology/kube => ../../topology/kube
 )
 

@@ -31,6 +31,11 @@ type MachineFunc func(name string) (*topology.Node, error)
 //	  - {job: train-a, set: worker, pod: train-a-0, node: gb-r0-3, gpus: [0, 1, 2, 3],
 //	     cpu: 8, memory: 64Gi, priority: 5, queue: research, remaining: 1h}
 //	  - {job: infer-b, node: gb-r0-4, mig: [{gpu: 0, profile: 3g.40gb, start: 4}], releasing: true}
+//	  - {job: chat, pod: chat-0, node: gb-r0-5, gpus: [2], shared: {memory: 20Gi, compute: 250}}
+//
+// An allocation with shared holds that slice (device memory, and compute in
+// thousandths of the GPU) on each GPU of gpus, which other slices may
+// share; without it, gpus are held whole.
 //
 // A node without machine or topology has no GPUs (a CPU node).
 type Cluster struct {
@@ -62,18 +67,19 @@ type Node struct {
 
 // Allocation is a running pod in a cluster file.
 type Allocation struct {
-	Job       string    `json:"job,omitempty"`       // the pod's job (default: the pod itself)
-	Set       string    `json:"set,omitempty"`       // the job's pod set
-	Pod       string    `json:"pod,omitempty"`       // the pod's name
-	Node      string    `json:"node"`                // the node it runs on
-	GPUs      []int     `json:"gpus,omitempty"`      // the whole GPUs it holds there
-	MIG       []MIGSlot `json:"mig,omitempty"`       // the MIG instances it holds there
-	CPU       CPU       `json:"cpu,omitempty"`       // its CPU request (Kubernetes quantity)
-	Memory    Bytes     `json:"memory,omitempty"`    // its memory request (Kubernetes quantity)
-	Priority  int       `json:"priority,omitempty"`  // its priority (gang.Allocation.Priority)
-	Queue     string    `json:"queue,omitempty"`     // its job's queue
-	Releasing bool      `json:"releasing,omitempty"` // terminating: capacity being released
-	Remaining Duration  `json:"remaining,omitempty"` // expected run time left (optional)
+	Job       string       `json:"job,omitempty"`       // the pod's job (default: the pod itself)
+	Set       string       `json:"set,omitempty"`       // the job's pod set
+	Pod       string       `json:"pod,omitempty"`       // the pod's name
+	Node      string       `json:"node"`                // the node it runs on
+	GPUs      []int        `json:"gpus,omitempty"`      // the whole GPUs it holds there
+	Shared    *SharedSlice `json:"shared,omitempty"`    // with gpus: the slice it holds on each of them (nil: whole GPUs)
+	MIG       []MIGSlot    `json:"mig,omitempty"`       // the MIG instances it holds there
+	CPU       CPU          `json:"cpu,omitempty"`       // its CPU request (Kubernetes quantity)
+	Memory    Bytes        `json:"memory,omitempty"`    // its memory request (Kubernetes quantity)
+	Priority  int          `json:"priority,omitempty"`  // its priority (gang.Allocation.Priority)
+	Queue     string       `json:"queue,omitempty"`     // its job's queue
+	Releasing bool         `json:"releasing,omitempty"` // terminating: capacity being released
+	Remaining Duration     `json:"remaining,omitempty"` // expected run time left (optional)
 }
 
 // MIGSlot is a MIG instance in a cluster file.
@@ -186,6 +192,13 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 			MemoryBytes: uint64(as.Memory), Priority: as.Priority, Queue: as.Queue, Releasing: as.Releasing, Remaining: time.Duration(as.Remaining)}
 		if a.Pod == "" {
 			a.Pod = fmt.Sprintf("%s-%d", a.Job, i)
+		}
+		if as.Shared != nil {
+			sl, err := as.Shared.slice(fmt.Sprintf("allocations[%d].shared", i))
+			if err != nil {
+				return nil, err
+			}
+			a.Shared = sl
 		}
 		for _, m := range as.MIG {
 			a.MIG = append(a.MIG, gang.MIGSlot{Device: m.GPU, Profile: m.Profile, Placement: mig.Placement{Start: m.Start}})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -19,6 +20,7 @@ func FuzzParseJobs(f *testing.F) {
 	f.Add([]byte(`{"jobs": [{"name": "a", "nvlink": {"sliceSize": 2}, "podSets": [{"name": "w", "replicas": 4, "gpus": 4}]}]}`))
 	f.Add([]byte("name: m\npodSets: [{name: w, replicas: 2, migProfile: 1g.10gb, gpus: 2, cpu: 0.5}]\n"))
 	f.Add([]byte("queues: [{name: q, weight: 1}]\njobs: [{name: a, runTime: 30, podSets: [{name: w, replicas: 1}]}]"))
+	f.Add([]byte("name: inf\npodSets: [{name: s, replicas: 8, shared: {memory: 20Gi, compute: 250}}, {name: t, replicas: 1, gpus: 2}]\n"))
 	s, err := ParseCluster([]byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
 nodes: [{name: "n{i}", count: 8, machine: hgx-h100, cpu: 224, memory: 2048Gi,
   labels: {example.com/block: b0, example.com/rack: "r{i}", nvidia.com/gpu.clique: "c{i}"}}]`), machines(f))
@@ -74,6 +76,8 @@ func FuzzParseCluster(f *testing.F) {
 	f.Add([]byte(`{"hyperNodes": [{"name": "h", "tier": 1, "members": ["x"]}], "nodes": [{"name": "x", "topology": ` + string(mig) + `, "mig": [0]}],
 		"allocations": [{"job": "m", "node": "x", "mig": [{"gpu": 0, "profile": "3g.40gb", "start": 0}], "releasing": true}]}`))
 	f.Add([]byte("nodes: [{name: c, cpu: 500m, memory: 1Gi, unschedulable: true, mig: []}]"))
+	f.Add([]byte("nodes: [{name: n{i}, count: 2, machine: hgx-h100}]\n" +
+		"allocations: [{job: a, node: n1, gpus: [1], shared: {memory: 30Gi, compute: 500}}, {job: b, node: n1, gpus: [1, 2], shared: {memory: 10Gi}}]"))
 	resolve := machines(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseCluster(data, resolve)
@@ -96,10 +100,21 @@ func FuzzParseCluster(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
+		sh := &gang.Job{Name: "probe-shared", PodSets: []gang.PodSet{{Name: "s", Replicas: 3,
+			Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 20 << 30, ComputeMilli: 300}}}}}}
+		r, err = gang.Check(context.Background(), s, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict == gang.Fits {
+			if err := s.Validate(sh, r.Placement); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }
 
 // workers is a job of replicas pods of gpus GPUs each.
 func workers(name string, replicas, gpus int) *gang.Job {
-	return &gang.Job{Name: name, PodSets: []gang.PodSet{{Name: "worker", Replicas: replicas, Pod: gang.Pod{GPUs: gpus}}}}
+	return &gang.Job{Name: name, PodSets: []gang.PodSet{{Name: "worker", Replicas: replicas, Pod: gang.Pod{Devices: scoring.Request{Count: gpus}}}}}
 }

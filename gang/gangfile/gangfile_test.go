@@ -57,7 +57,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	if l.Pod.CPUMilli != 500 || l.Pod.MemoryBytes != 2<<30 {
 		t.Fatalf("launcher %+v", l.Pod)
 	}
-	if w.Pod.GPUs != 8 || w.Pod.GPUMemory != 80<<30 || w.Pod.Scope != scoring.ScopeFabric || w.Pod.ScopeMode != scoring.ModeRequired ||
+	if w.Pod.Devices.Count != 8 || w.Pod.Devices.MinFreeMemory != 80<<30 || w.Pod.Devices.Scope != scoring.ScopeFabric || w.Pod.Devices.ScopeMode != scoring.ModeRequired ||
 		w.Pod.CPUMilli != 16000 || w.Pod.NodeSelector["example.com/pool"] != "h100" || w.MinReplicas != 8 ||
 		*w.Slices != (gang.Slices{Size: 4, Level: "clique"}) {
 		t.Fatalf("worker %+v %+v", w, w.Pod)
@@ -219,4 +219,67 @@ func TestParseCluster_Errors(t *testing.T) {
 	_, err := ParseCluster([]byte(node), nil)
 	require.ErrorIs(t, err, gang.ErrParse, "machine without catalogue")
 	assert.Contains(t, err.Error(), "catalogue")
+}
+
+// TestParseJobs_Shared: a pod set's shared slice becomes the pod's
+// Devices.Shared; what a slice cannot be is refused, naming the field.
+func TestParseJobs_Shared(t *testing.T) {
+	jobs, _, err := ParseJobs([]byte("name: inf\npodSets: [{name: s, replicas: 8, shared: {memory: 20Gi, compute: 250}, cpu: 4}]\n"))
+	require.NoError(t, err)
+	p := jobs[0].PodSets[0].Pod
+	require.NotNil(t, p.Devices.Shared)
+	assert.Equal(t, scoring.SharedSlice{MemoryBytes: 20 << 30, ComputeMilli: 250}, *p.Devices.Shared)
+	assert.Equal(t, 0, p.Devices.Count)
+	assert.True(t, p.IsShared())
+	jobs, _, err = ParseJobs([]byte(`{"name": "c", "podSets": [{"name": "s", "replicas": 1, "gpus": 1, "shared": {"compute": 100}}]}`))
+	require.NoError(t, err, "gpus: 1 with a slice is one slice")
+	assert.Equal(t, scoring.SharedSlice{ComputeMilli: 100}, *jobs[0].PodSets[0].Pod.Devices.Shared)
+
+	for src, want := range map[string]struct {
+		sentinel error
+		text     string
+	}{
+		"name: a\npodSets: [{name: s, replicas: 1, shared: {memory: 1Gi, compute: 1001}}]":       {gang.ErrParse, "podSets[0].shared.compute 1001"},
+		"name: a\npodSets: [{name: s, replicas: 1, shared: {memory: 1Gi, compute: -1}}]":         {gang.ErrParse, "podSets[0].shared.compute -1"},
+		"name: a\npodSets: [{name: s, replicas: 1, shared: {}}]":                                 {gang.ErrParse, "neither memory nor compute"},
+		"name: a\npodSets: [{name: s, replicas: 1, shared: {memory: 1Gi, cores: 2}}]":            {gang.ErrParse, "cores"},
+		"name: a\npodSets: [{name: s, replicas: 1, shared: {memory: 65Ti}}]":                     {topology.ErrLimit, "gang.MaxBytes"},
+		"name: a\npodSets: [{name: s, replicas: 1, gpus: 2, shared: {memory: 1Gi}}]":             {gang.ErrInvalidJob, "want 0 or 1"},
+		"name: a\npodSets: [{name: s, replicas: 1, gpuMemory: 1Gi, shared: {memory: 1Gi}}]":      {gang.ErrInvalidJob, "MinFreeMemory"},
+		"name: a\npodSets: [{name: s, replicas: 1, migProfile: 1g.10gb, shared: {memory: 1Gi}}]": {gang.ErrInvalidJob, "MIG profile"},
+	} {
+		_, _, err := ParseJobs([]byte(src))
+		require.ErrorIs(t, err, want.sentinel, src)
+		assert.Contains(t, err.Error(), want.text, src)
+	}
+}
+
+// TestParseCluster_SharedAllocations: allocations holding shared slices
+// count against their GPUs; over-committing a GPU is refused.
+func TestParseCluster_SharedAllocations(t *testing.T) {
+	src := "nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n" +
+		"  - {job: a, pod: a-0, node: n0, gpus: [1], shared: {memory: 50Gi, compute: 500}}\n" +
+		"  - {job: b, pod: b-0, node: n0, gpus: [1], shared: {memory: 30Gi, compute: 500}}\n"
+	s, err := ParseCluster([]byte(src), machines(t))
+	require.NoError(t, err)
+	as := s.Allocations()
+	require.Len(t, as, 2)
+	assert.Equal(t, scoring.SharedSlice{MemoryBytes: 50 << 30, ComputeMilli: 500}, *as[0].Shared)
+	// GPU 1 is full: a 1 GiB slice goes elsewhere, a whole GPU too
+	j := &gang.Job{Name: "x", PodSets: []gang.PodSet{{Name: "s", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 1 << 30}}}}}}
+	r, err := gang.Check(t.Context(), s, j)
+	require.NoError(t, err)
+	require.NotNil(t, r.Placement)
+	assert.NotEqual(t, []int{1}, r.Placement.Pods[0].Devices)
+	r, err = gang.Check(t.Context(), s, workers("w", 1, 8))
+	require.NoError(t, err)
+	assert.Equal(t, gang.Blocked, r.Verdict, "a sliced GPU is not free whole")
+	assert.Equal(t, 7, r.Free.GPUs)
+
+	_, err = ParseCluster([]byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n"+
+		"  - {job: a, node: n0, gpus: [1], shared: {memory: 50Gi}}\n  - {job: b, node: n0, gpus: [1], shared: {memory: 40Gi}}\n"), machines(t))
+	require.ErrorIs(t, err, gang.ErrInvalidSnapshot)
+	_, err = ParseCluster([]byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations: [{job: a, node: n0, gpus: [1], shared: {compute: 2000}}]\n"), machines(t))
+	require.ErrorIs(t, err, gang.ErrParse)
+	assert.Contains(t, err.Error(), "allocations[0].shared.compute 2000")
 }

@@ -34,12 +34,19 @@ import (
 //	        gpuMemory: 80Gi    # per GPU
 //	        scope: fabric      # none, fabric, pcie, numa, package
 //	        scopeMode: required
+//	        shared: {memory: 20Gi, compute: 250}  # instead of gpus: a slice of one GPU
 //	        migProfile: 3g.40gb
 //	        cpu: "16"          # cores, or "500m"
 //	        memory: 256Gi
 //	        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
 //	        topology: {level: clique, mode: preferred}
 //	        slices: {size: 16, level: clique, mode: required}
+//
+// A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
+// shared slice of one GPU (shared: memory and compute, compute in
+// thousandths of the GPU, 0..1000; gpus may then be 0 or 1, gpuMemory must
+// be absent), or MIG instances (migProfile, gpus counting instances): the
+// first two are a scoring.Request, gang.Pod.Devices.
 //
 // Levels are the cluster's label keys, HyperNode tiers ("tier-2") or the
 // short names node, clique, rack, block (see gang.Constraint). Quantities take
@@ -88,6 +95,29 @@ type NVLink struct {
 	Level     string `json:"level,omitempty"`
 }
 
+// SharedSlice is a slice of one GPU in a job or cluster file: its device
+// memory (a quantity, "20Gi") and its share of the GPU's compute in
+// thousandths (250 = a quarter; 0 = no compute reservation). At least one
+// must be set.
+type SharedSlice struct {
+	Memory  Bytes `json:"memory,omitempty"`
+	Compute int   `json:"compute,omitempty"`
+}
+
+// slice converts s, checking what gang and scoring would reject only
+// later (or, for an allocation, with a less precise message).
+func (s *SharedSlice) slice(where string) (*scoring.SharedSlice, error) {
+	switch {
+	case s.Compute < 0 || s.Compute > 1000:
+		return nil, parseErr("%s.compute %d (want 0..1000 thousandths of a GPU)", where, s.Compute)
+	case s.Memory == 0 && s.Compute == 0:
+		return nil, parseErr("%s asks for neither memory nor compute", where)
+	case uint64(s.Memory) > gang.MaxBytes:
+		return nil, limitErr("%s.memory %d, more than gang.MaxBytes (%d)", where, uint64(s.Memory), int64(gang.MaxBytes))
+	}
+	return &scoring.SharedSlice{MemoryBytes: uint64(s.Memory), ComputeMilli: s.Compute}, nil
+}
+
 // PodSet is a pod set in a job file.
 type PodSet struct {
 	Name         string            `json:"name"`
@@ -97,6 +127,7 @@ type PodSet struct {
 	GPUMemory    Bytes             `json:"gpuMemory,omitempty"`
 	Scope        string            `json:"scope,omitempty"`
 	ScopeMode    string            `json:"scopeMode,omitempty"`
+	Shared       *SharedSlice      `json:"shared,omitempty"`
 	MIGProfile   string            `json:"migProfile,omitempty"`
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
@@ -165,25 +196,29 @@ func (js *Job) job() (gang.Job, error) {
 	}
 	for i, ps := range js.PodSets {
 		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas,
-			Pod: gang.Pod{GPUs: ps.GPUs, GPUMemory: uint64(ps.GPUMemory), MIGProfile: ps.MIGProfile,
+			Pod: gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
 				CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}}
 		if ps.Scope != "" {
 			sc, err := scoring.ParseScope(ps.Scope)
 			if err != nil {
 				return j, parseErr("podSets[%d].scope: %v", i, err)
 			}
-			s.Pod.Scope = sc
+			s.Pod.Devices.Scope = sc
 		}
 		switch strings.ToLower(ps.ScopeMode) {
 		case "preferred":
-			s.Pod.ScopeMode = scoring.ModePreferred
+			s.Pod.Devices.ScopeMode = scoring.ModePreferred
 		case "", "required":
-			s.Pod.ScopeMode = scoring.ModeRequired
+			s.Pod.Devices.ScopeMode = scoring.ModeRequired
 		default:
 			return j, parseErr("podSets[%d].scopeMode %q (want required or preferred)", i, ps.ScopeMode)
 		}
-		if s.Pod.Scope != scoring.ScopeNone && ps.ScopeMode == "" {
-			s.Pod.ScopeMode = scoring.ModeRequired
+		if ps.Shared != nil {
+			sl, err := ps.Shared.slice(fmt.Sprintf("podSets[%d].shared", i))
+			if err != nil {
+				return j, err
+			}
+			s.Pod.Devices.Shared = sl
 		}
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}

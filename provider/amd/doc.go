@@ -67,6 +67,25 @@
 // CPU-to-CPU io_links (the SLIT distance). [Inventory.Notes] says which of
 // these applied.
 //
+// # Partition modes: planning and applying
+//
+// [Provider.PartitionState] turns a scan into the input of mig.PlanAMD:
+// one mig.AMDGPU per physical GPU, named by its PCI address, with the
+// current compute and memory modes (from the amdgpu files, or inferred
+// from the KFD nodes and NPS1 assumed in raw captures, with notes), the
+// memory modes available_memory_partition lists, the hive (KFD hive_id)
+// and, as work, the partitions KFD processes hold a context on
+// (/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>, ...).
+//
+// [PartitionManager] carries AMD plan steps out: it writes
+// current_compute_partition and current_memory_partition under a real
+// root directory, refuses a busy GPU (or, for a memory mode, a busy hive;
+// for a driver reload, a busy node) with [ErrBusy], reads the file back
+// and fails with [ErrNotApplied] when the kernel kept the old mode. It is
+// dry-run unless built with [AllowChanges]; a memory mode takes effect
+// only at the driver reload, which the caller supplies
+// ([WithDriverReload]) and the manager verifies.
+//
 // # Errors and partial results
 //
 // No KFD tree, or one without GPU nodes, is an error wrapping

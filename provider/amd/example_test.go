@@ -2,9 +2,13 @@ package amd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 )
@@ -40,4 +44,51 @@ func Example() {
 	// 0-1: XGMIx0 (819.2 GB/s), PCIe path none
 	// 0-2: XGMIx1 (64 GB/s), PCIe path NODE
 	// 0-8: XGMIx1 (64 GB/s), PCIe path SYS
+}
+
+// ExamplePartitionManager plans a partition on a discovered node and
+// carries the plan out through amdgpu sysfs: here a generated tree of
+// 8× MI300X in DPX/NPS1 written to a temporary directory. Without
+// amd.AllowChanges the manager is dry-run only: it checks each step and
+// records the write it would make.
+func ExamplePartitionManager() {
+	tr := sysfstest.New()
+	if err := tr.AddAMD(sysfstest.MI300X8("DPX", "NPS1")); err != nil {
+		log.Fatal(err)
+	}
+	root, err := os.MkdirTemp("", "amd-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	if err := tr.WriteDir(root); err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	m := amd.NewPartitionManager(root)
+	st, err := m.State(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan, err := mig.PlanAMD(ctx, st.GPUs, mig.AMDRequest{Compute: mig.CPX, Owner: "inference"}, mig.Policy{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range plan.Steps {
+		fmt.Println(s.Kind, s.GPU, s.Mode)
+	}
+	if _, err := m.ApplyPlan(ctx, plan, mig.DryRun); err != nil {
+		log.Fatal(err)
+	}
+	for _, w := range m.Writes() {
+		rel, _ := filepath.Rel(root, w.Path)
+		fmt.Printf("would write %q to %s\n", w.Value, rel)
+	}
+	_, err = m.ApplyPlan(ctx, plan, mig.Commit)
+	fmt.Println(errors.Is(err, amd.ErrReadOnly))
+	// Output:
+	// set-compute-mode 0000:03:00.0 CPX
+	// would write "CPX\n" to sys/bus/pci/devices/0000:03:00.0/current_compute_partition
+	// true
 }

@@ -21,9 +21,11 @@
 //   - Readings: GPU and memory utilisation over the driver's sample period
 //     (nvmlDeviceGetUtilizationRates) and the GPU die temperature
 //     (NVML_TEMPERATURE_GPU), per physical GPU. NVML reports no device
-//     utilisation for a GPU in MIG mode, and per-instance utilisation only
-//     through GPM metrics, which the provider does not read: there is no
-//     per-MIG-instance utilisation. A reading NVML does not support is nil,
+//     utilisation for a GPU in MIG mode; per-instance SM utilisation and
+//     occupancy come from GPM metrics (Hopper and newer, driver R520+)
+//     through [Provider.GPMSampler], over the interval between two
+//     samples. NVML has no per-instance temperature: an instance's is its
+//     GPU's. A reading NVML does not support is nil,
 //     silently; a failed read is nil with a warning; a value out of range
 //     (over 100 %, or a temperature outside -40..150 °C) is dropped with a
 //     warning.

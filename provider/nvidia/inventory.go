@@ -42,8 +42,8 @@ type GPU struct {
 	Memory MemoryInfo
 	// Utilization is the GPU and memory utilisation NVML sampled; nil when
 	// not reported: the product does not support it, the GPU is in MIG mode
-	// (NVML reports no device utilisation then, and per-instance
-	// utilisation needs GPM, which the provider does not read), or the read
+	// (NVML reports no device utilisation then; per-instance SM
+	// utilisation needs GPM: see [Provider.GPMSampler]), or the read
 	// failed (then Inventory.Warnings says why).
 	Utilization *Utilization
 	// TemperatureC is the GPU die temperature in degrees Celsius; nil when

@@ -517,3 +517,87 @@ func (x *nvmlComputeInstance) Destroy() error {
 	}
 	return code(x.ci.Destroy())
 }
+
+// GPM symbols (driver R520 and later), all checked before a GPM call.
+const (
+	symGPMSupport    = "nvmlGpmQueryDeviceSupport"
+	symGPMSampleAll  = "nvmlGpmSampleAlloc"
+	symGPMSampleFree = "nvmlGpmSampleFree"
+	symGPMMIGSample  = "nvmlGpmMigSampleGet"
+	symGPMMetrics    = "nvmlGpmMetricsGet"
+)
+
+var _ GPMDevice = (*nvmlDevice)(nil)
+
+// GPMSupported calls nvmlGpmQueryDeviceSupport.
+func (x *nvmlDevice) GPMSupported() (bool, error) {
+	if !x.a.has(symGPMSupport) {
+		return false, CodeFunctionNotFound
+	}
+	s, r := x.d.GpmQueryDeviceSupport()
+	if r != nvml.SUCCESS {
+		return false, Code(r)
+	}
+	return s.IsSupportedDevice != 0, nil
+}
+
+// GPMMIGSample allocates a sample and fills it for GPU instance id; it
+// needs all the GPM functions, since the sample is later freed and
+// compared.
+func (x *nvmlDevice) GPMMIGSample(id int) (GPMSample, error) {
+	if id < 0 {
+		return nil, CodeInvalidArgument // NVML takes an unsigned id
+	}
+	for _, sym := range []string{symGPMSampleAll, symGPMSampleFree, symGPMMIGSample, symGPMMetrics} {
+		if !x.a.has(sym) {
+			return nil, CodeFunctionNotFound
+		}
+	}
+	s, r := x.a.l.GpmSampleAlloc()
+	if r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	if r := x.d.GpmMigSampleGet(id, s); r != nvml.SUCCESS {
+		_ = s.Free()
+		return nil, Code(r)
+	}
+	return &nvmlGPMSample{a: x.a, s: s}, nil
+}
+
+// nvmlGPMSample implements GPMSample over an nvmlGpmSample_t.
+type nvmlGPMSample struct {
+	a     *nvmlLibrary
+	s     nvml.GpmSample
+	freed bool
+}
+
+// Metrics calls nvmlGpmMetricsGet with earlier as the first sample.
+func (x *nvmlGPMSample) Metrics(earlier GPMSample, ids []GPMMetricID) ([]GPMMetric, error) {
+	e, ok := earlier.(*nvmlGPMSample)
+	var mg nvml.GpmMetricsGetType
+	if !ok || e.a != x.a || e.freed || x.freed || len(ids) > len(mg.Metrics) {
+		return nil, CodeInvalidArgument
+	}
+	mg.NumMetrics, mg.Sample1, mg.Sample2 = uint32(len(ids)), e.s, x.s
+	for i, id := range ids {
+		mg.Metrics[i].MetricId = uint32(id)
+	}
+	if r := x.a.l.GpmMetricsGet(&mg); r != nvml.SUCCESS {
+		return nil, Code(r)
+	}
+	out := make([]GPMMetric, len(ids))
+	for i, id := range ids {
+		m := mg.Metrics[i]
+		out[i] = GPMMetric{ID: id, Value: m.Value, Err: code(nvml.Return(m.NvmlReturn))}
+	}
+	return out, nil
+}
+
+// Free calls nvmlGpmSampleFree once.
+func (x *nvmlGPMSample) Free() error {
+	if x.freed {
+		return nil
+	}
+	x.freed = true
+	return code(x.s.Free())
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -73,11 +75,11 @@ type Collector struct {
 
 	up, scrapeSeconds, lastSuccess *prometheus.Desc
 
-	deviceInfo, memTotal, memUsed, util, memUtil, temp, healthy, inUse *prometheus.Desc
+	deviceInfo, memTotal, memUsed, util, memUtil, temp, sensorTemp, healthy, inUse *prometheus.Desc
 
 	nodeDevices, freeDevices, islands, islandLargest, freeConnected, freeClique, bestSet *prometheus.Desc
 
-	migInstance, migMemTotal, migMemUsed, migFreeSlots, migFrag, migUnusable, migFreePlacements, migNodeFrag *prometheus.Desc
+	migInstance, migMemTotal, migMemUsed, migSMUtil, migSMOcc, migFreeSlots, migFrag, migUnusable, migFreePlacements, migNodeFrag *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -105,6 +107,7 @@ func New(src Source, opts Options) *Collector {
 	c.util = d("device_utilization_ratio", "Share of time the device was busy over the provider's sample period (0..1).", dev...)
 	c.memUtil = d("device_memory_utilization_ratio", "Share of time device memory was being read or written over the provider's sample period (0..1); not the share of capacity in use.", dev...)
 	c.temp = d("device_temperature_celsius", "Device temperature.", dev...)
+	c.sensorTemp = d("device_sensor_temperature_celsius", "Temperature of one of the device's named sensors (AMD hwmon: edge, junction, mem).", "device", "uuid", "sensor")
 	c.healthy = d("device_healthy", "1 when the device can take work, 0 when the provider marked it unhealthy.", dev...)
 	c.inUse = d("device_in_use", "1 when a workload holds the device (whole, or through MIG instances).", dev...)
 	c.nodeDevices = d("node_devices", "Number of accelerators on the node.")
@@ -117,6 +120,8 @@ func New(src Source, opts Options) *Collector {
 	c.migInstance = d("mig_instance_info", "A MIG GPU instance; always 1.", "device", "profile", "start", "size", "state")
 	c.migMemTotal = d("mig_instance_memory_total_bytes", "Memory of a MIG instance (as the provider read it, else from its profile).", migLabels...)
 	c.migMemUsed = d("mig_instance_memory_used_bytes", "Memory in use in a MIG instance.", migLabels...)
+	c.migSMUtil = d("mig_instance_sm_utilization_ratio", "Share of time a MIG instance's SMs had work resident over the last read interval (0..1; NVIDIA GPM SM_UTIL). The instance's temperature is its GPU's gputopo_device_temperature_celsius: NVML has no per-instance sensor.", migLabels...)
+	c.migSMOcc = d("mig_instance_sm_occupancy_ratio", "Resident warps of a MIG instance's SMs as a share of their maximum over the last read interval (0..1; NVIDIA GPM SM_OCCUPANCY).", migLabels...)
 	c.migFreeSlots = d("mig_free_slots", "Memory slices of a MIG GPU that no instance occupies.", "device")
 	c.migFrag = d("mig_fragmentation_ratio", "Share of a MIG GPU's free slots that placement rules make unusable for the demand mix (0..1).", "device")
 	c.migUnusable = d("mig_unusable_slots", "Free memory slices of a MIG GPU that placement rules make unusable, weighted by the demand mix.", "device")
@@ -127,9 +132,9 @@ func New(src Source, opts Options) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.lastSuccess, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.memUtil, c.temp, c.healthy, c.inUse,
+	for _, d := range []*prometheus.Desc{c.up, c.scrapeSeconds, c.lastSuccess, c.deviceInfo, c.memTotal, c.memUsed, c.util, c.memUtil, c.temp, c.sensorTemp, c.healthy, c.inUse,
 		c.nodeDevices, c.freeDevices, c.islands, c.islandLargest, c.freeConnected, c.freeClique, c.bestSet,
-		c.migInstance, c.migMemTotal, c.migMemUsed, c.migFreeSlots, c.migFrag, c.migUnusable, c.migFreePlacements, c.migNodeFrag} {
+		c.migInstance, c.migMemTotal, c.migMemUsed, c.migSMUtil, c.migSMOcc, c.migFreeSlots, c.migFrag, c.migUnusable, c.migFreePlacements, c.migNodeFrag} {
 		ch <- d
 	}
 }
@@ -264,6 +269,9 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, r *Reading) {
 		if rd.HasTemperature {
 			gauge(ch, c.temp, rd.TemperatureC, idx, uuid)
 		}
+		for _, name := range slices.Sorted(maps.Keys(rd.Temperatures)) {
+			gauge(ch, c.sensorTemp, rd.Temperatures[name], idx, uuid, name)
+		}
 		gauge(ch, c.healthy, b2f(d.Health == topology.Healthy), idx, uuid)
 		gauge(ch, c.inUse, b2f(used), idx, uuid)
 	}
@@ -308,6 +316,12 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, r *Reading) {
 			}
 			if used, ok := m.InstanceMemoryUsed[in.Placement.Start]; ok {
 				gauge(ch, c.migMemUsed, float64(used), idx, in.Profile.String(), start)
+			}
+			if v, ok := m.InstanceSMUtilization[in.Placement.Start]; ok {
+				gauge(ch, c.migSMUtil, v, idx, in.Profile.String(), start)
+			}
+			if v, ok := m.InstanceSMOccupancy[in.Placement.Start]; ok {
+				gauge(ch, c.migSMOcc, v, idx, in.Profile.String(), start)
 			}
 		}
 		gauge(ch, c.migFreeSlots, float64(m.Layout.FreeSlots()), idx)

@@ -50,6 +50,10 @@ type DeviceReading struct {
 	// HasTemperature: TemperatureC (degrees Celsius) was read.
 	HasTemperature bool
 	TemperatureC   float64
+	// Temperatures are the device's named temperature sensors in degrees
+	// Celsius, by sensor name ("edge", "junction", "mem" for AMD); nil
+	// when the provider has none besides TemperatureC.
+	Temperatures map[string]float64
 	// InUse says a workload holds the device (a process runs on it, or it
 	// is allocated to a container).
 	InUse bool
@@ -70,4 +74,9 @@ type MIGReading struct {
 	// provider read it, keyed the same way; an instance missing from it
 	// reports its profile's memory.
 	InstanceMemoryTotal map[int]uint64
+	// InstanceSMUtilization and InstanceSMOccupancy are each instance's
+	// SM utilisation and occupancy (0..1) over the provider's sample
+	// interval (NVIDIA: GPM metrics between two reads), keyed the same
+	// way; instances missing from them were not read.
+	InstanceSMUtilization, InstanceSMOccupancy map[int]float64
 }

@@ -59,7 +59,10 @@ func (p *Plugin) gangCheck(ctx context.Context, pod *v1.Pod, key string, minCoun
 	}
 	job := &gang.Job{Name: key, MinCount: minCount, PodSets: []gang.PodSet{{
 		Name: "members", Replicas: max(minCount, members),
-		Pod: gang.Pod{GPUs: req.Count, Scope: req.Scope, ScopeMode: req.ScopeMode, NodeSelector: pod.Spec.NodeSelector},
+		// The pod's device request as the plugin parsed it (count, scope);
+		// only what gang can honour on every node is passed on.
+		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
+			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
 	}}}
 	res, err := gang.Check(ctx, snap, job)
 	if err != nil {

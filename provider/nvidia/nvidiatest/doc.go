@@ -12,8 +12,10 @@
 // overlapping instances), a GPU instance with compute instances cannot be
 // destroyed, MIG device handles exist only for live compute instances and
 // answer their GPU instance's memory (configurable per instance with
-// MIG.InstanceMemory and MIG.InstanceMemoryErr), and any call can be made
-// to fail through Machine.Hook.
+// MIG.InstanceMemory and MIG.InstanceMemoryErr), GPU Performance Monitoring
+// is on or off per GPU (GPU.GPM: per-instance SM utilisation and occupancy;
+// Machine.LiveGPMSamples counts samples not yet freed), and any call can be
+// made to fail through Machine.Hook.
 //
 // FromNode builds a Machine whose answers describe a given topology node, so
 // that discovery can be checked to round-trip real machine topologies.

@@ -97,6 +97,9 @@ type GPU struct {
 	FabricVersion int
 	// MIG is the MIG state; nil means MIG is not supported.
 	MIG *MIG
+	// GPM is the GPU Performance Monitoring state; nil means the GPU does
+	// not support GPM (before Hopper).
+	GPM *GPM
 	// Lost makes every call on the GPU's handle answer GPU-is-lost, as
 	// for a GPU that fell off the bus.
 	Lost bool

@@ -1,0 +1,110 @@
+package mig
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/gputopo/gputopo/topology"
+)
+
+// TemplateFileSchema is the schema tag of the template file
+// ParseTemplateFile reads and MarshalTemplateFile writes.
+const TemplateFileSchema = "gputopo-mig-templates/v1"
+
+// Limits on what ParseTemplateFile accepts; a file over one is rejected
+// with an error wrapping topology.ErrLimit and ErrParse. Names are bounded
+// by MaxNameBytes as in layout files.
+const (
+	// MaxTemplateFileBytes bounds a template file.
+	MaxTemplateFileBytes = 1 << 20
+	// MaxTemplates bounds the templates in a file.
+	MaxTemplates = 1024
+	// MaxTemplateEntries bounds one template's profile entries.
+	MaxTemplateEntries = MaxSlots
+)
+
+// templateFileJSON is the JSON form of a template file:
+//
+//	{
+//	  "schema": "gputopo-mig-templates/v1",
+//	  "templates": [
+//	    {"name": "two-3g", "model": "A100-80GB", "purpose": "training",
+//	     "profiles": [{"profile": "3g.40gb", "count": 2}]}
+//	  ]
+//	}
+type templateFileJSON struct {
+	Schema    string     `json:"schema"`
+	Templates []Template `json:"templates"`
+}
+
+// ParseTemplateFile decodes a template file (the form above; unknown
+// fields are rejected) and validates every template against its model,
+// resolved through c (DefaultCatalog when nil): the model must be known,
+// every count between 1 and the model's slices, and the profiles must fit
+// a legal arrangement (Template.Resolve). Names must be unique per model.
+// Errors wrap ErrParse and name the template at fault; a semantic problem
+// also wraps the specific sentinel (ErrUnknownModel, ErrInvalidLayout,
+// ErrUnknownProfile, ...), a size limit topology.ErrLimit.
+func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
+	if c == nil {
+		c = DefaultCatalog()
+	}
+	var fj templateFileJSON
+	if err := decodeJSONFile(data, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes", &fj, &fj.Schema, TemplateFileSchema); err != nil {
+		return nil, err
+	}
+	if len(fj.Templates) > MaxTemplates {
+		return nil, fmt.Errorf("%w: %w: %d templates, more than MaxTemplates (%d)", ErrParse, topology.ErrLimit, len(fj.Templates), MaxTemplates)
+	}
+	seen := map[[2]string]bool{}
+	for i, t := range fj.Templates {
+		at := fmt.Sprintf("templates[%d]", i)
+		for _, s := range []string{t.Name, t.Model, t.Purpose} {
+			if len(s) > MaxNameBytes {
+				return nil, fmt.Errorf("%w: %w: %s: a name has %d bytes, more than MaxNameBytes (%d)", ErrParse, topology.ErrLimit, at, len(s), MaxNameBytes)
+			}
+		}
+		if len(t.Profiles) > MaxTemplateEntries {
+			return nil, fmt.Errorf("%w: %w: %s: %d profile entries, more than MaxTemplateEntries (%d)", ErrParse, topology.ErrLimit, at, len(t.Profiles), MaxTemplateEntries)
+		}
+		if t.Name == "" {
+			return nil, fmt.Errorf("%w: %w: %s: no name", ErrParse, ErrInvalidLayout, at)
+		}
+		m, err := c.Lookup(t.Model)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s (%q): %w", ErrParse, at, t.Name, err)
+		}
+		t.Model = m.Name()
+		fj.Templates[i].Model = t.Model
+		if len(t.Profiles) == 0 {
+			return nil, fmt.Errorf("%w: %w: %s (%q): no profiles", ErrParse, ErrInvalidLayout, at, t.Name)
+		}
+		if err := t.Validate(m); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+		}
+		k := [2]string{m.Name(), t.Name}
+		if seen[k] {
+			return nil, fmt.Errorf("%w: %w: %s: duplicate template %q for %s", ErrParse, ErrInvalidLayout, at, t.Name, m.Name())
+		}
+		seen[k] = true
+	}
+	return fj.Templates, nil
+}
+
+// ReadTemplateFile is ParseTemplateFile from a reader: at most
+// MaxTemplateFileBytes+1 bytes are read, and a longer input is an error
+// wrapping topology.ErrLimit.
+func ReadTemplateFile(r io.Reader, c *Catalog) ([]Template, error) {
+	data, err := readFileLimited(r, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes")
+	if err != nil {
+		return nil, err
+	}
+	return ParseTemplateFile(data, c)
+}
+
+// MarshalTemplateFile writes templates in the template-file form
+// (indented), which ParseTemplateFile reads back.
+func MarshalTemplateFile(templates []Template) ([]byte, error) {
+	return json.MarshalIndent(templateFileJSON{Schema: TemplateFileSchema, Templates: templates}, "", "  ")
+}
