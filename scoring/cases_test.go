@@ -67,7 +67,16 @@ func sequence(t *testing.T, node *topology.Node, counts ...int) [][]int {
 func TestParityGoGPUAllocator(t *testing.T) {
 	f1 := fixtureF1(t)
 	t.Run("P1", func(t *testing.T) {
-		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 2, 4, 5), Request{Count: 2}), 4, 5)
+		// go-gpuallocator gives {4,5} (NV1, one switch), keeping {0,2} for
+		// the next pair. Request first, the NV2 pair {0,4} wins: twice the
+		// ring bandwidth for this request. Trading (the previous default)
+		// takes an NV1 pair on one NUMA node like the anchor ({0,2} and
+		// {4,5} tie: the PCIe class beneath an NVLink no longer counts).
+		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 2, 4, 5), Request{Count: 2}), 0, 4)
+		trade := DefaultWeights()
+		trade.Trade = true
+		r := mustSelect(t, f1, stateFree(8, 0, 2, 4, 5), Request{Count: 2, Weights: &trade})
+		assert.Contains(t, [][]int{{0, 2}, {4, 5}}, r.Devices())
 	})
 	t.Run("P2", func(t *testing.T) {
 		wantSet(t, mustSelect(t, f1, stateFree(8, 0, 4, 5, 6), Request{Count: 2}), 5, 6)

@@ -35,39 +35,53 @@
 //
 // Each candidate gets components in [0,1] (higher is better); its score is
 // their weighted mean under [Weights] (DefaultWeights unless the request
-// sets its own). The chosen set has the highest score; among equal scores,
-// the lexicographically smallest sorted index list.
+// sets its own). The chosen set is the first candidate in the order of
+// "Request first" below.
 //
 // (b) Communication quality of S (for k = 1 these are all 1):
 //
-//   - ring: g(the bottleneck bandwidth of S's best ring), where the best ring
-//     is the Hamiltonian cycle over S whose weakest link is strongest (for
-//     k = 2, the pair's link). This models ring all-reduce.
+//   - ring: g(the bandwidth of the bottleneck of S's best ring), where the
+//     best ring is the Hamiltonian cycle over S whose weakest link is
+//     strongest, links ordered fabric before PCIe before no path, then by
+//     bandwidth (for k = 2, the pair's link). This models ring all-reduce.
 //   - aggregate: g(the mean, over members, of the bandwidth a member has to
 //     the others). An NVSwitch link is a GPU's total into a shared fabric,
 //     so it counts divided among the k-1 peers rather than once per peer.
 //
 // Bandwidths are the per-direction estimates of topology.Link.Bandwidth; a
-// missing link ("none") is 0 GB/s, the worst case. g(b) = log2(1+b) /
-// log2(1+1000) for b in GB/s, capped at 1: every doubling of bandwidth is
-// worth the same, and values do not depend on the node, so scores compare
-// across nodes.
+// link of known kind without a bandwidth gets topology.EstimateBandwidth
+// of its kind; no path at all ("none") is 0 GB/s, the worst case. g(b) =
+// log2(1+b) / log2(1+1000) for b in GB/s, capped at 1: every doubling of
+// bandwidth is worth the same, and values do not depend on the node, so
+// scores compare across nodes.
 //
 // (c) Locality of S:
 //
 //   - numa: 1 / (number of NUMA nodes S spans). Devices of unknown NUMA node
-//     are grouped by CPU affinity.
-//   - pcie: the mean over pairs of the PCIe path class (PIX 1, PXB 0.8, PHB
-//     0.6, NODE 0.4, SYS 0.2, unknown 0); for fabric links, the PCIe path
-//     beneath them.
+//     are grouped by CPU affinity; a device with neither adds no NUMA node
+//     (unknown is neutral, never a penalty).
+//   - pcie: the mean over pairs of the PCIe closeness of the path the pair's
+//     traffic takes: 1 for a fabric link (its traffic does not cross PCIe,
+//     so the class beneath it, which nvidia-smi's NV# hides, does not
+//     matter), else by PCIe class (PIX 1, PXB 0.8, PHB 0.6, NODE 0.4, SYS
+//     0.2); an unknown class counts as SYS, the worst known one, never
+//     below it.
 //   - affinity (only when Request.Affinity is set): the mean over members of
 //     1 on a preferred NUMA node / the PCIe closeness to the nearest
-//     preferred NIC.
+//     preferred NIC (an unknown path counts as SYS).
 //   - scope (only for a Request.Scope with ScopeMode [ModePreferred]): 1
 //     when S lies within one scope of that kind, else 0.
 //
 // The set's own quality u(S) is the weighted mean of ring, aggregate, numa
 // and pcie.
+//
+// Unknown information in summary: a missing PCIe class scores as SYS; a
+// missing NUMA node (and CPU affinity) adds no NUMA node to a span; a
+// missing bandwidth on a known link is its kind's estimate. Only a pair
+// with no known path at all scores 0 bandwidth. So a node read from
+// nvidia-smi text chooses as the same node with full information wherever
+// the text holds what decides the choice (tested on every shared topology
+// with an nvidia-smi matrix).
 //
 // (d) What S leaves behind:
 //
@@ -93,6 +107,41 @@
 //     expected fragment under FGD's definition (see [Fragmentation]) when
 //     every member receives the slice: 0.5 for no change, higher when the
 //     slice fills a device that typical tasks could not use anyway.
+//
+// # Request first
+//
+// By default (Weights.Trade false, Weights.Ring > 0) the request's own
+// quality decides before anything done for other requests. Candidates
+// compare lexicographically by
+//
+//  1. the ring class of S (below): a higher class always wins;
+//  2. the own quality of S: the weighted mean of ring, aggregate, numa and
+//     pcie (c) and, when active, affinity and scope, quantised to steps of
+//     2^-20 (about 1e-6), so that qualities that differ only by rounding
+//     tie;
+//  3. the score (the weighted mean of all components), so look-ahead,
+//     packing, fit and fragmentation (d) break ties among sets of equal
+//     quality;
+//  4. the lexicographically smallest sorted index list.
+//
+// The ring class orders the bottleneck link of S's best ring: a ring of
+// fabric links (NVLink, NVSwitch, xGMI) beats any ring with a PCIe hop,
+// which beats any ring with a hop of no known path; within each group, by
+// bandwidth in tiers of 1/16 octave, tier = ⌊16·log2(1 + GB/s)⌋. That is
+// the tolerance: bottlenecks less than about 4.4% apart may share a class
+// (and then the ring component, part of the own quality, still prefers
+// the stronger), bottlenecks further apart never do. A single device has
+// the highest class. So a request never gets a weaker ring than a free set
+// of its size offers, nor a PCIe hop when an all-fabric ring is free, to
+// protect a later request.
+//
+// Weights trade: with Weights.Trade set (or Weights.Ring = 0) the order is
+// the score alone, the weighted mean of every component, and a user may
+// give up some of this request's ring for look-ahead or packing (see the
+// Weights example). Result.Score is the weighted mean either way, so
+// scores compare across nodes; request first, a runner-up may score
+// higher than the winner when it loses on class or own quality, and
+// RunnerUp.Why says so.
 //
 // # Fragmentation
 //
@@ -121,7 +170,8 @@
 // packing and fit terms, a ring that traverses each class contiguously and
 // a greedy look-ahead partition (both lower bounds), pruned by a
 // spanning-tree bound. Result.Exact is false and Result.Score is a lower
-// bound of the chosen set's exact objective. The package tests force this
+// bound of the chosen set's exact objective (its ring class, taken from the
+// contiguous ring, is a lower bound too). The package tests force this
 // search on every real node of up to 16 devices and on random nodes, and
 // measure its gap to the exact optimum.
 //

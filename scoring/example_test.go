@@ -78,10 +78,10 @@ func ExampleSelectDevices() {
 	// Output:
 	// 1 GPU: [2]
 	// 2 GPUs: [1 3] exact: true
-	//   ring      0.826  weakest link of the best ring 300.0 GB/s
+	//   ring      0.826  weakest link of the best ring 300.0 GB/s (fabric, ring class 388)
 	//   aggregate 0.826  each member reaches the others at 300.0 GB/s (mean)
 	//   numa      1.000  within 1 NUMA node
-	//   pcie      0.000  mean pair PCIe closeness 0.00 (PIX 1 .. SYS 0.2)
+	//   pcie      1.000  mean pair PCIe closeness 1.00 (fabric or PIX 1 .. SYS 0.2)
 	// runner-up: {4,5}
 }
 
@@ -99,8 +99,8 @@ func ExampleScoreNode() {
 		fmt.Printf("%s: %d/%d with %v\n", node.Name(), s.Score, scoring.MaxNodeScore, s.Result.Devices())
 	}
 	// Output:
-	// hgx: 86/100 with [0 1 2 3]
-	// pcie: 48/100 with [0 1 2 3]
+	// hgx: 88/100 with [0 1 2 3]
+	// pcie: 49/100 with [0 1 2 3]
 }
 
 func ExampleFragmentation() {
@@ -187,4 +187,49 @@ func ExampleMode() {
 	// required: true
 	// preferred: [1 3 6 7]
 	// true required
+}
+
+// Request first is the default: a request gets the strongest ring that is
+// free, even when that breaks a pair a later request could have used.
+// Weights.Trade weighs everything in one mean instead, so look-ahead can
+// win: here it keeps the NV1 pair {2,3} intact for the next request and
+// gives this one the other NV1 pair.
+func ExampleWeights_trade() {
+	b := topology.NewBuilder().SetName("mesh")
+	for i, numa := range []int{0, 0, 1, 1} {
+		b.AddDevice(topology.Device{Index: i, Model: "Tesla V100-SXM2-16GB", NUMA: numa})
+	}
+	pcie := func(i, j int) topology.LinkKind {
+		if i/2 == j/2 {
+			return topology.LinkPIX
+		}
+		return topology.LinkSYS
+	}
+	for i := range 4 {
+		for j := i + 1; j < 4; j++ {
+			b.SetLinkPair(i, j, topology.Link{Kind: pcie(i, j)})
+		}
+	}
+	b.SetLinkPair(0, 1, topology.Link{Kind: topology.LinkNVLink, Lanes: 1, PCIe: topology.LinkPIX})
+	b.SetLinkPair(2, 3, topology.Link{Kind: topology.LinkNVLink, Lanes: 1, PCIe: topology.LinkPIX})
+	b.SetLinkPair(0, 2, topology.Link{Kind: topology.LinkNVLink, Lanes: 2, PCIe: topology.LinkSYS})
+	node, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	first, err := scoring.SelectDevices(node, nil, scoring.Request{Count: 2})
+	if err != nil {
+		panic(err)
+	}
+	w := scoring.DefaultWeights()
+	w.Trade = true
+	traded, err := scoring.SelectDevices(node, nil, scoring.Request{Count: 2, Weights: &w})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("request first:", first.Devices())
+	fmt.Println("trade:", traded.Devices())
+	// Output:
+	// request first: [0 2]
+	// trade: [0 1]
 }

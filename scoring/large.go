@@ -53,6 +53,7 @@ const maxLargeCandidates = 1 << 18
 type class struct {
 	members []int // ascending
 	intraBW int64
+	intraRV int64
 	intraSW bool
 	intraPC int8
 	numa    int
@@ -66,6 +67,7 @@ type largeModel struct {
 	cls     []class
 	classOf []int
 	cbw     []int64 // C×C representative links
+	crv     []int64 // their ring values
 	csw     []bool
 	cpc     []int8
 	order   []int // classes in locality order, for look-ahead chunking
@@ -94,7 +96,7 @@ func newLargeModel(m *model) *largeModel {
 			if x == i || x == j {
 				continue
 			}
-			if m.bw[i*n+x] != m.bw[j*n+x] || m.sw[i*n+x] != m.sw[j*n+x] || m.pcie[i*n+x] != m.pcie[j*n+x] {
+			if m.bw[i*n+x] != m.bw[j*n+x] || m.rv[i*n+x] != m.rv[j*n+x] || m.sw[i*n+x] != m.sw[j*n+x] || m.pcie[i*n+x] != m.pcie[j*n+x] {
 				return false
 			}
 		}
@@ -113,11 +115,12 @@ func newLargeModel(m *model) *largeModel {
 			if !twin(i, rep) {
 				continue
 			}
-			if len(cl.members) >= 2 && (m.bw[i*n+rep] != cl.intraBW || m.sw[i*n+rep] != cl.intraSW || m.pcie[i*n+rep] != cl.intraPC) {
+			if len(cl.members) >= 2 && (m.bw[i*n+rep] != cl.intraBW || m.rv[i*n+rep] != cl.intraRV || m.sw[i*n+rep] != cl.intraSW || m.pcie[i*n+rep] != cl.intraPC) {
 				continue
 			}
 			if len(cl.members) == 1 {
 				cl.intraBW, cl.intraSW, cl.intraPC = m.bw[i*n+rep], m.sw[i*n+rep], m.pcie[i*n+rep]
+				cl.intraRV = m.rv[i*n+rep]
 			}
 			cl.members = append(cl.members, i)
 			lm.classOf[i] = c
@@ -140,12 +143,13 @@ func newLargeModel(m *model) *largeModel {
 			}
 		}
 	}
-	lm.cbw, lm.csw, lm.cpc = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C)
+	lm.cbw, lm.csw, lm.cpc, lm.crv = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C), make([]int64, C*C)
 	for a := range C {
 		for b := range C {
 			if a != b {
 				i, j := lm.cls[a].members[0], lm.cls[b].members[0]
 				lm.cbw[a*C+b], lm.csw[a*C+b], lm.cpc[a*C+b] = m.bw[i*n+j], m.sw[i*n+j], m.pcie[i*n+j]
+				lm.crv[a*C+b] = m.rv[i*n+j]
 			}
 		}
 	}
@@ -164,32 +168,33 @@ func newLargeModel(m *model) *largeModel {
 	return lm
 }
 
+// largeCand is an incumbent of the collapsed search.
+type largeCand struct {
+	x     []int
+	key   int64
+	score float64
+	set   DeviceSet
+	ok    bool
+}
+
+func (c *largeCand) cand() candidate { return candidate{c.set, c.key, c.score, c.ok} }
+
 // largeSearch is the per-query state of the collapsed search.
 type largeSearch struct {
-	q      *query
-	lm     *largeModel
-	C      int
-	free   []int   // usable members per class
-	req    []int   // required members per class
-	chosen [][]int // per class, usable members in the order they are taken
-	fitPre [][]float64
-	affC   []float64
-	twinOf []int             // previous class of the same symmetry group, -1 if none
-	x      []int             // current counts
-	suffix []int             // usable devices in classes c.. (for pruning)
-	scopeN [scopeKinds][]int // usable devices per scope id
-	best   struct {
-		x     []int
-		score float64
-		set   DeviceSet
-		ok    bool
-	}
-	second struct {
-		x     []int
-		score float64
-		set   DeviceSet
-		ok    bool
-	}
+	q         *query
+	lm        *largeModel
+	C         int
+	free      []int   // usable members per class
+	req       []int   // required members per class
+	chosen    [][]int // per class, usable members in the order they are taken
+	fitPre    [][]float64
+	affC      []float64
+	twinOf    []int             // previous class of the same symmetry group, -1 if none
+	x         []int             // current counts
+	suffix    []int             // usable devices in classes c.. (for pruning)
+	scopeN    [scopeKinds][]int // usable devices per scope id
+	best      largeCand
+	second    largeCand
 	count     int
 	truncated bool
 	gpuFree   []int64 // per device, with the fragmentation term
@@ -280,7 +285,7 @@ func (q *query) searchLarge(state *State) (Result, error) {
 			copy(s.x, s.second.x)
 			comps := s.components()
 			res.RunnerUp = &RunnerUp{Set: s.second.set, Score: s.second.score, Components: comps,
-				Why: explainLoss(s.best.set, s.second.set, s.best.score, s.second.score, res.Components, comps)}
+				Why: explainLoss(s.best.set, s.second.set, s.best.score, s.second.score, s.best.key, s.second.key, res.Components, comps)}
 		}
 	}
 	return res, nil
@@ -391,20 +396,20 @@ func (s *largeSearch) considerCounts() {
 // known (allowed tables), else it is derived from the counts.
 func (s *largeSearch) consider(set DeviceSet) {
 	s.count++
-	sc, ok := s.score()
+	key, sc, ok := s.score()
 	if !ok {
 		return
 	}
-	if set.IsEmpty() && (!s.best.ok || sc >= s.best.score || (s.q.explain && (!s.second.ok || sc >= s.second.score))) {
+	if set.IsEmpty() && (s.mayWin(key, sc) || !s.best.ok || (key == s.best.key && sc >= s.best.score)) {
 		set = s.setOf(s.x)
 	}
-	if better(set, sc, candidate{s.best.set, s.best.score, s.best.ok}) {
+	if better(set, key, sc, s.best.cand()) {
 		if s.q.explain && s.best.ok {
 			s.second = s.best
 		}
-		s.best.x, s.best.score, s.best.set, s.best.ok = slices.Clone(s.x), sc, set, true
-	} else if s.q.explain && better(set, sc, candidate{s.second.set, s.second.score, s.second.ok}) {
-		s.second.x, s.second.score, s.second.set, s.second.ok = slices.Clone(s.x), sc, set, true
+		s.best = largeCand{slices.Clone(s.x), key, sc, set, true}
+	} else if s.q.explain && better(set, key, sc, s.second.cand()) {
+		s.second = largeCand{slices.Clone(s.x), key, sc, set, true}
 	}
 }
 
@@ -437,7 +442,7 @@ func (s *largeSearch) sameScope(k int) bool {
 func (s *largeSearch) stats(x []int) setStats {
 	st := s.statsNoRing(x)
 	if st.k >= 2 {
-		st.ringMB = s.ringOfCounts(x)
+		st.ringRV = s.ringOfCounts(x)
 	}
 	return st
 }
@@ -470,7 +475,7 @@ func (s *largeSearch) statsNoRing(x []int) setStats {
 		}
 		st.k += ca
 		cl := &lm.cls[a]
-		if g := cl.numa; numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
+		if g := cl.numa; lm.m.numaKnown[cl.members[0]] && numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
 			numaSeen[g>>6] |= 1 << (uint(g) & 63)
 			st.numaSpan++
 		}
@@ -508,7 +513,7 @@ func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
 		if cnt > 0 {
 			cls = append(cls, c)
 			if cnt >= 2 {
-				intra = min(intra, lm.cls[c].intraBW)
+				intra = min(intra, lm.cls[c].intraRV)
 			}
 		}
 	}
@@ -517,7 +522,7 @@ func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
 	case len(cls) == 1:
 		return intra
 	case len(cls) == 2:
-		cross = lm.cbw[cls[0]*C+cls[1]]
+		cross = lm.crv[cls[0]*C+cls[1]]
 	case wide:
 		cross = s.quotientRing(cls)
 	default:
@@ -543,7 +548,7 @@ func (s *largeSearch) quotientRing(cls []int) int64 {
 	lm := s.lm
 	C := s.C
 	k := len(cls)
-	w := func(a, b int) int64 { return lm.cbw[cls[a]*C+cls[b]] }
+	w := func(a, b int) int64 { return lm.crv[cls[a]*C+cls[b]] }
 	if k > 14 {
 		visited := make([]bool, k)
 		visited[0] = true
@@ -596,7 +601,7 @@ func (s *largeSearch) quotientRing(cls []int) int64 {
 // bounded by the bottleneck spanning tree of the touched classes (every ring
 // contains a spanning path) and the look-ahead by u, then with the ring
 // computed and the look-ahead by u.
-func (s *largeSearch) score() (float64, bool) {
+func (s *largeSearch) score() (int64, float64, bool) {
 	q := s.q
 	pack, aff, scope, fit, frag := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm(), 1.0
 	if q.wFrag > 0 {
@@ -604,31 +609,33 @@ func (s *largeSearch) score() (float64, bool) {
 	}
 	st := s.statsNoRing(s.x)
 	if st.k >= 2 {
-		st.ringMB = s.ringUpper(s.x)
+		st.ringRV = s.ringUpper(s.x)
 		u := unitScore(st.components(), &q.w)
-		if !s.mayWin(q.combine(u, u, pack, aff, scope, fit, frag)) {
-			return 0, false
+		if !s.mayWin(q.key(st.class(), q.ownRaw(u, aff, scope)), q.combine(u, u, pack, aff, scope, fit, frag)) {
+			return 0, 0, false
 		}
-		st.ringMB = s.ringOfCounts(s.x)
+		st.ringRV = s.ringOfCounts(s.x)
 	}
 	u := unitScore(st.components(), &q.w)
+	key := q.key(st.class(), q.ownRaw(u, aff, scope))
 	if q.wLA == 0 {
-		return q.combine(u, u, pack, aff, scope, fit, frag), true
+		return key, q.combine(u, u, pack, aff, scope, fit, frag), true
 	}
-	if !s.mayWin(q.combine(u, u, pack, aff, scope, fit, frag)) {
-		return 0, false
+	if !s.mayWin(key, q.combine(u, u, pack, aff, scope, fit, frag)) {
+		return 0, 0, false
 	}
-	return q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit, frag), true
+	return key, q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit, frag), true
 }
 
-// mayWin reports whether a candidate whose score is at most ub could still
-// become the best (or, with an explanation, the runner-up).
-func (s *largeSearch) mayWin(ub float64) bool {
+// mayWin reports whether a candidate whose key and score are at most key
+// and ub could still become the best (or, with an explanation, the
+// runner-up).
+func (s *largeSearch) mayWin(key int64, ub float64) bool {
 	lim := s.best
 	if s.q.explain {
 		lim = s.second
 	}
-	return !lim.ok || ub >= lim.score
+	return !lim.ok || key > lim.key || (key == lim.key && ub >= lim.score)
 }
 
 // ringUpper is the bottleneck of the maximum spanning tree over the touched
@@ -649,7 +656,7 @@ func (s *largeSearch) ringUpper(x []int) int64 {
 			cls[k] = c
 			k++
 			if cnt >= 2 {
-				ub = min(ub, lm.cls[c].intraBW)
+				ub = min(ub, lm.cls[c].intraRV)
 			}
 		}
 	}
@@ -669,7 +676,7 @@ func (s *largeSearch) ringUpper(x []int) int64 {
 		ub = min(ub, key[v])
 		for i := range k {
 			if !in[i] {
-				key[i] = max(key[i], lm.cbw[cls[v]*C+cls[i]])
+				key[i] = max(key[i], lm.crv[cls[v]*C+cls[i]])
 			}
 		}
 	}
@@ -809,7 +816,7 @@ func (s *largeSearch) components() []Component {
 		}
 	}
 	set := s.setOf(s.x)
-	return q.components(set, o, st.ringMB, la, detail, q.aff, q.fit, s.gpuFree)
+	return q.components(set, o, st.ringRV, la, detail, q.aff, q.fit, s.gpuFree)
 }
 
 var _ = bits.OnesCount64

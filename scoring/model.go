@@ -27,7 +27,10 @@ func bwScore(mbs float64) float64 {
 	return math.Min(v, 1)
 }
 
-// pcieScore is the PCIe closeness of a path class, 0 (unknown) to 5 (PIX).
+// pcieScore is the PCIe closeness of a path class, 1 (SYS) to 5 (PIX). An
+// unknown class (LinkNone: nvidia-smi prints NV# and hides the PCIe path
+// beneath, or no path is known) scores as SYS, the worst known class, never
+// below it: missing information is neutral, not a penalty.
 func pcieScore(k topology.LinkKind) int {
 	switch k {
 	case topology.LinkPIX:
@@ -38,10 +41,61 @@ func pcieScore(k topology.LinkKind) int {
 		return 3
 	case topology.LinkNODE:
 		return 2
-	case topology.LinkSYS:
-		return 1
 	}
-	return 0
+	return 1
+}
+
+// Ring values order links for the ring bottleneck: a fabric link (NVLink,
+// NVSwitch, XGMI) is closer than any PCIe path, which is closer than no
+// path (as topology.Link.Closeness orders them); within a group, by
+// bandwidth. A ring value is group<<rvShift | MB/s.
+const (
+	rvShift = 40
+	rvMask  = 1<<rvShift - 1
+)
+
+// ringValue is the ring value of a link of the given kind and bandwidth.
+func ringValue(kind topology.LinkKind, mbs int64) int64 {
+	mbs = min(max(mbs, 0), rvMask)
+	switch {
+	case kind.IsFabric():
+		return 2<<rvShift | mbs
+	case kind.IsPCIe():
+		return 1<<rvShift | mbs
+	}
+	return mbs
+}
+
+// rvMB is the bandwidth in MB/s of a ring value.
+func rvMB(rv int64) int64 { return rv & rvMask }
+
+// Ring classes (see the package documentation, "Request first"): 0 is no
+// path, 1..256 a ring whose weakest link is a PCIe path, 257..512 one whose
+// links are all fabric links, each group split into tiers of 1/16 of an
+// octave of bandwidth; ringClassSingle is a single device (no ring).
+const (
+	ringTiers       = 256
+	ringTiersPerOct = 16
+	ringClassSingle = 2*ringTiers + 1
+)
+
+// ringClass is the class of a ring whose bottleneck has ring value rv:
+// bandwidths less than 1/16 octave (about 4.4%) apart may share a class,
+// bandwidths further apart never do.
+func ringClass(rv int64) int {
+	g := int(rv >> rvShift)
+	if g == 0 {
+		return 0
+	}
+	return 1 + (g-1)*ringTiers + bwTier(rvMB(rv))
+}
+
+// bwTier is floor(16·log2(1 + GB/s)), capped at ringTiers-1.
+func bwTier(mbs int64) int {
+	if mbs <= 0 {
+		return 0
+	}
+	return min(int(ringTiersPerOct*math.Log2(1+float64(mbs)/1000)), ringTiers-1)
 }
 
 // model is the per-node data every search path reads: pair bandwidths and
@@ -51,18 +105,24 @@ type model struct {
 	node *topology.Node
 	n    int
 	bw   []int64 // MB/s, n*n
+	rv   []int64 // ring value (ringValue), n*n
 	sw   []bool  // NVSwitch pair (shared fabric), n*n
-	pcie []int8  // pcieScore of the pair, n*n
+	// pcie is the PCIe closeness of the path a pair's traffic takes, n*n:
+	// pcieScore of its PCIe class, or 5 (the closest) for a fabric link.
+	pcie []int8
 	// scope[k][i] is the set of devices in device i's scope of kind k+1.
 	scope [scopeKinds][]DeviceSet
 	// scopeID[k][i] numbers device i's scope of kind k+1.
 	scopeID [scopeKinds][]int
 	// useful[k] reports whether some scope of kind k+1 holds 2+ devices.
-	useful  [scopeKinds]bool
-	numa    []int // NUMA locality group id (scopeID[ScopeNUMA-1])
-	memory  []uint64
-	healthy []bool
-	nics    int
+	useful [scopeKinds]bool
+	numa   []int // NUMA locality group id (scopeID[ScopeNUMA-1])
+	// numaKnown[i]: device i has a NUMA node or a CPU affinity. Unknown
+	// devices do not count towards a set's NUMA span.
+	numaKnown []bool
+	memory    []uint64
+	healthy   []bool
+	nics      int
 }
 
 func newModel(node *topology.Node) (*model, error) {
@@ -70,8 +130,9 @@ func newModel(node *topology.Node) (*model, error) {
 	if n > MaxDevices {
 		return nil, reqErr(ErrTooManyDevices, nil, "node %q has %d devices, more than scoring.MaxDevices (%d)", node.Name(), n, MaxDevices)
 	}
-	m := &model{node: node, n: n, bw: make([]int64, n*n), sw: make([]bool, n*n), pcie: make([]int8, n*n),
+	m := &model{node: node, n: n, bw: make([]int64, n*n), rv: make([]int64, n*n), sw: make([]bool, n*n), pcie: make([]int8, n*n),
 		memory: make([]uint64, n), healthy: make([]bool, n), nics: len(node.NICs())}
+	tree := make([]bool, n*n) // PIX or PXB beneath the pair: one switch tree
 	for i := range n {
 		d := node.Device(i)
 		m.memory[i] = d.MemoryBytes
@@ -81,13 +142,24 @@ func newModel(node *topology.Node) (*model, error) {
 				continue
 			}
 			l := node.Link(i, j)
-			m.bw[i*n+j] = int64(math.Round(max(l.Bandwidth, 0) * 1000))
+			bw := l.Bandwidth
+			if !(bw > 0) && l.Kind != topology.LinkNone {
+				// Unknown bandwidth of a known link: the estimate of its kind,
+				// never 0 (the builders normally fill it already).
+				bw = topology.EstimateBandwidth(l.Kind, l.Lanes, d.Model)
+			}
+			m.bw[i*n+j] = int64(math.Round(max(bw, 0) * 1000))
+			m.rv[i*n+j] = ringValue(l.Kind, m.bw[i*n+j])
 			m.sw[i*n+j] = l.Kind == topology.LinkNVSwitch
 			pc := l.PCIe
 			if l.Kind.IsPCIe() {
 				pc = l.Kind
 			}
+			tree[i*n+j] = pc == topology.LinkPIX || pc == topology.LinkPXB
 			m.pcie[i*n+j] = int8(pcieScore(pc))
+			if l.Kind.IsFabric() {
+				m.pcie[i*n+j] = 5
+			}
 		}
 	}
 	// Scope ids.
@@ -98,7 +170,7 @@ func newModel(node *topology.Node) (*model, error) {
 	pcieUF := newUnionFind(n)
 	for i := range n {
 		for j := i + 1; j < n; j++ {
-			if m.pcie[i*n+j] >= 4 { // PIX or PXB: one switch tree
+			if tree[i*n+j] {
 				pcieUF.union(i, j)
 			}
 		}
@@ -111,6 +183,7 @@ func newModel(node *topology.Node) (*model, error) {
 	pkgKeys := map[string]int{}
 	numaID := make([]int, n)
 	pkgID := make([]int, n)
+	m.numaKnown = make([]bool, n)
 	for i := range n {
 		d := node.Device(i)
 		key := "unknown"
@@ -120,6 +193,7 @@ func newModel(node *topology.Node) (*model, error) {
 		case !d.CPUs.IsEmpty():
 			key = "cpus" + d.CPUs.String()
 		}
+		m.numaKnown[i] = key != "unknown"
 		if _, ok := numaKeys[key]; !ok {
 			numaKeys[key] = len(numaKeys)
 		}
@@ -185,16 +259,24 @@ func (u unionFind) union(a, b int) {
 // the set's own components are computed.
 type setStats struct {
 	k        int
-	ringMB   int64 // bottleneck of the best ring, MB/s (k >= 2)
+	ringRV   int64 // ring value of the best ring's bottleneck (k >= 2)
 	direct   int64 // sum of non-NVSwitch pair bandwidths, MB/s
 	switched int64 // sum of NVSwitch pair bandwidths, MB/s
-	numaSpan int   // distinct NUMA groups
+	numaSpan int   // distinct known NUMA groups (at least 1)
 	pcieSum  int   // sum of pair PCIe scores
 }
 
 // own holds the set's own components, each in [0,1].
 type own struct {
 	ring, agg, numa, pcie float64
+}
+
+// class is the ring class of the set (ringClassSingle for one device).
+func (s setStats) class() int {
+	if s.k <= 1 {
+		return ringClassSingle
+	}
+	return ringClass(s.ringRV)
 }
 
 func (s setStats) components() own {
@@ -208,9 +290,9 @@ func (s setStats) components() own {
 	agg := float64(2*(s.direct*(k-1)+s.switched)) / float64(k*(k-1))
 	pairs := s.k * (s.k - 1) / 2
 	return own{
-		ring: bwScore(float64(s.ringMB)),
+		ring: bwScore(float64(rvMB(s.ringRV))),
 		agg:  bwScore(agg),
-		numa: 1 / float64(s.numaSpan),
+		numa: 1 / float64(max(s.numaSpan, 1)),
 		pcie: float64(s.pcieSum) / float64(5*pairs),
 	}
 }

@@ -43,7 +43,17 @@ type query struct {
 	aff                                             []float64 // per device, when affinity is active (large nodes)
 	fit                                             []float64 // per device, for shared slices (large nodes)
 	explain                                         bool
+	// lex: request first (Weights.Trade unset and Weights.Ring > 0): sets
+	// compare by key (ring class, then quantised own quality) before score.
+	lex      bool
+	ownScale float64 // ownSteps / (wU + wAff + wScope), 0 when that is 0
 }
+
+// ownSteps quantises the request's own quality (a weighted mean in [0,1])
+// for the request-first order: own qualities in different steps of
+// 1/ownSteps never tie, so look-ahead and packing decide only between sets
+// whose own quality agrees to about 1e-6.
+const ownSteps = 1 << 20
 
 // prepare validates req against c and state. With perDevice set it also
 // fills q.aff and q.fit (the small-node search keeps them in stack arrays
@@ -227,7 +237,27 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 		}
 	}
 	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit + q.wFrag
+	q.lex = !w.Trade && w.Ring > 0
+	q.ownScale = 0
+	if wo := q.wU + q.wAff + q.wScope; wo > 0 {
+		q.ownScale = ownSteps / wo
+	}
 	return nil
+}
+
+// ownRaw is the weighted sum of the request's own terms: its unit quality
+// u (ring, aggregate, NUMA, PCIe), affinity and preferred scope.
+func (q *query) ownRaw(u, aff, scope float64) float64 {
+	return q.wU*u + q.wAff*aff + q.wScope*scope
+}
+
+// key is the request-first sort key of a set of ring class class and own
+// terms ownRaw: 0 when the request trades (no request-first order).
+func (q *query) key(class int, ownRaw float64) int64 {
+	if !q.lex {
+		return 0
+	}
+	return int64(class)<<32 | int64(ownRaw*q.ownScale+0.5)
 }
 
 // gpuFreeMilli fills buf (n long) with each device's free milli-GPU as FGD
@@ -362,14 +392,22 @@ func sliceFit(capacity uint64, u DeviceUsage, s *SharedSlice) float64 {
 // candidate is a scored set during a search.
 type candidate struct {
 	set   DeviceSet
+	key   int64
 	score float64
 	ok    bool
 }
 
-// better reports whether a beats b: a higher score, or an equal score and a
-// lexicographically smaller sorted index list.
-func better(aSet DeviceSet, aScore float64, b candidate) bool {
-	if !b.ok || aScore > b.score {
+// better reports whether a beats b: a higher request-first key, or an equal
+// key and a higher score, or equal both and a lexicographically smaller
+// sorted index list.
+func better(aSet DeviceSet, aKey int64, aScore float64, b candidate) bool {
+	if !b.ok || aKey > b.key {
+		return true
+	}
+	if aKey < b.key {
+		return false
+	}
+	if aScore > b.score {
 		return true
 	}
 	if aScore < b.score {

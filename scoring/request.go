@@ -72,7 +72,7 @@ type Affinity struct {
 	// NICs lists preferred NIC indices (into topology.Node.NICs; an index
 	// the node does not have is an ErrInvalidRequest); a device
 	// scores by its PCIe path class to the closest of them (PIX 1, PXB 0.8,
-	// PHB 0.6, NODE 0.4, SYS 0.2, unknown 0).
+	// PHB 0.6, NODE 0.4, SYS 0.2; an unknown path counts as SYS).
 	NICs []int
 }
 
@@ -233,11 +233,23 @@ type Weights struct {
 	// Fragmentation weighs how little a shared slice grows the node's
 	// expected fragmentation under Request.Workload.
 	Fragmentation float64
+	// Trade, when true, ranks sets by the weighted mean of all components
+	// alone, so that look-ahead, packing or fit can outweigh the request's
+	// own ring: a user who wants to protect future requests at the expense
+	// of this one sets it. When false (the zero value and DefaultWeights),
+	// the request comes first: with Ring > 0, sets compare by their ring
+	// class, then by their own quality (ring, aggregate, NUMA, PCIe,
+	// affinity and preferred scope, weighted), and the weighted mean of all
+	// components decides only among sets equal on both (see "Request first"
+	// in the package documentation).
+	Trade bool
 }
 
-// DefaultWeights returns the default policy: communication quality first
-// (a doubling of ring bandwidth is worth 10 points of 100 on the Ring
-// term), the look-ahead as heavy as the set's own quality, then packing.
+// DefaultWeights returns the default policy: the request first (Trade is
+// false: the ring class, then the set's own quality decide before anything
+// else), and among sets equal on those, the look-ahead as heavy as the set's
+// own quality, then packing. Within the own quality a doubling of ring
+// bandwidth is worth 10 points of 100 on the Ring term.
 func DefaultWeights() Weights {
 	return Weights{
 		Ring:      100,

@@ -12,7 +12,10 @@ type Result struct {
 	Set DeviceSet
 	// Score is the objective value of Set, the weighted mean of its
 	// components, in [0,1]. Scores are comparable across nodes for the same
-	// request (no component is normalised by the node's own best).
+	// request (no component is normalised by the node's own best). Within a
+	// node, request first (the default), the set is chosen by ring class
+	// and own quality before Score (see "Request first" in the package
+	// documentation).
 	Score float64
 	// Exact reports whether Set is proven optimal under the objective
 	// (always for nodes of up to 16 devices; see the package documentation
@@ -50,12 +53,15 @@ type Component struct {
 type RunnerUp struct {
 	// Set is the runner-up devices.
 	Set DeviceSet
-	// Score is its objective value.
+	// Score is its objective value. Request first (the default), it may
+	// exceed the winner's Score when the runner-up has a lower ring class
+	// or own quality; Why then says so.
 	Score float64
 	// Components are its named terms, in the same order as the winner's.
 	Components []Component
-	// Why explains the loss: the components where it scored lower, largest
-	// weighted loss first, or the tie-break when scores are equal.
+	// Why explains the loss: a lower ring class or own quality (request
+	// first), else the components where it scored lower, largest weighted
+	// loss first, or the tie-break when scores are equal.
 	Why string
 }
 
@@ -81,7 +87,7 @@ func (r Result) String() string {
 }
 
 // explainLoss describes why loser lost to winner.
-func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, win, lose []Component) string {
+func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey, loseKey int64, win, lose []Component) string {
 	type loss struct {
 		name   string
 		amount float64
@@ -100,6 +106,13 @@ func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, win, lo
 		if d > 1e-12 {
 			losses = append(losses, loss{win[i].Name, d, fmt.Sprintf("%s vs %s", lose[i].Detail, win[i].Detail)})
 		}
+	}
+	if wc, lc := winKey>>32, loseKey>>32; wc > lc {
+		return fmt.Sprintf("request first: weaker ring class %d < %d (%s vs %s)", lc, wc, lose[0].Detail, win[0].Detail)
+	}
+	if winKey > loseKey {
+		return fmt.Sprintf("request first: same ring class, lower own quality (ring, aggregate, NUMA, PCIe, affinity, scope) %.6f < %.6f",
+			float64(loseKey&(1<<32-1))/ownSteps, float64(winKey&(1<<32-1))/ownSteps)
 	}
 	if winScore == loseScore || len(losses) == 0 {
 		return fmt.Sprintf("tied at score %.4f; %v comes first in device order", winScore, winSet)

@@ -68,7 +68,7 @@ var recip = func() (r [MaxDevices + 1]float64) {
 func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)
-	u := wt.u
+	uk := wt.uk
 	F := uint32(q.free.lowBits())
 	Q := uint32(q.required.lowBits())
 	var P []float64
@@ -113,10 +113,67 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 		cands = table
 	}
+	// Candidates compare by (key, raw, device order). The key is 0 when
+	// the request trades; keys start below every real key (>= 0).
 	var bestS, secondS uint32
+	bestKey, secondKey := int64(math.MinInt64), int64(math.MinInt64)
 	bestRaw, secondRaw := math.Inf(-1), math.Inf(-1)
-	found, foundSecond := false, false
+	var keyMask int64 // all ones when request first
+	if q.lex {
+		keyMask = -1
+	}
+	ownScale := q.ownScale
+	// Without affinity or a preferred scope the own quality is u and its
+	// key is tabulated.
+	ownOnly := q.wAff == 0 && q.wScope == 0
+	// limKey: a set of a lower key cannot win (with an explanation: cannot
+	// come second either), so its remaining terms are not computed.
+	explain := q.explain
+	limKey := int64(math.MinInt64)
 	count := 0
+	if q.lex && ownOnly && q.allowed == nil && !explain {
+		// Fast path: key groups best first; the first group with a usable
+		// set holds the winner, and within a group only the score counts.
+		ko := wt.keyOrder(t, q.k)
+		for g := 0; g+1 < len(ko.start) && bestKey == math.MinInt64; g++ {
+			group := ko.masks[ko.start[g]:ko.start[g+1]]
+			for _, S := range group {
+				if S&^F != 0 || S&Q != Q {
+					continue
+				}
+				if q.scopeReq && scopeT[S] != scopeMask[bits.TrailingZeros32(S)] {
+					continue
+				}
+				count++
+				us := uk[S].u
+				raw := q.wU * us
+				if P != nil {
+					la := us
+					if p := P[F&^S]; p < la {
+						la = p
+					}
+					raw += q.wLA * la
+				}
+				for i := range npk {
+					raw += cPack * recip[bits.OnesCount32(pk[i][S]&F)]
+				}
+				if q.wFit > 0 {
+					sum := 0.0
+					for r := S; r != 0; r &= r - 1 {
+						sum += fit[bits.TrailingZeros32(r)]
+					}
+					raw += q.wFit * sum * inv
+				}
+				if q.wFrag > 0 {
+					raw += q.wFrag * q.fragOfMask(free, S, slice)
+				}
+				if raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
+					bestS, bestKey, bestRaw = S, uk[S].key, raw
+				}
+			}
+		}
+		cands = nil
+	}
 	for _, S := range cands {
 		if S&^F != 0 || S&Q != Q {
 			continue
@@ -125,8 +182,26 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 			continue
 		}
 		count++
-		us := u[S]
+		e := uk[S]
+		us := e.u
 		raw := q.wU * us
+		key := e.key & keyMask
+		if !ownOnly {
+			if q.wAff > 0 {
+				sum := 0.0
+				for r := S; r != 0; r &= r - 1 {
+					sum += aff[bits.TrailingZeros32(r)]
+				}
+				raw += q.wAff * sum * inv
+			}
+			if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
+				raw += q.wScope
+			}
+			key = (key>>32<<32 | int64(raw*ownScale+0.5)) & keyMask
+		}
+		if key < limKey {
+			continue
+		}
 		if P != nil {
 			la := us
 			if p := P[F&^S]; p < la {
@@ -136,16 +211,6 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 		for i := range npk {
 			raw += cPack * recip[bits.OnesCount32(pk[i][S]&F)]
-		}
-		if q.wAff > 0 {
-			sum := 0.0
-			for r := S; r != 0; r &= r - 1 {
-				sum += aff[bits.TrailingZeros32(r)]
-			}
-			raw += q.wAff * sum * inv
-		}
-		if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
-			raw += q.wScope
 		}
 		if q.wFit > 0 {
 			sum := 0.0
@@ -157,15 +222,20 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		if q.wFrag > 0 {
 			raw += q.wFrag * q.fragOfMask(free, S, slice)
 		}
-		if !found || raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
-			if found {
-				secondS, secondRaw, foundSecond = bestS, bestRaw, true
+		if key > bestKey || (key == bestKey && (raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)))) {
+			if explain {
+				secondS, secondKey, secondRaw = bestS, bestKey, bestRaw
+				limKey = secondKey
+			} else {
+				limKey = key
 			}
-			bestS, bestRaw, found = S, raw, true
-		} else if !foundSecond || raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS)) {
-			secondS, secondRaw, foundSecond = S, raw, true
+			bestS, bestKey, bestRaw = S, key, raw
+		} else if explain && (key > secondKey || (key == secondKey && (raw > secondRaw || (raw == secondRaw && lexLess32(S, secondS))))) {
+			secondS, secondKey, secondRaw = S, key, raw
+			limKey = secondKey
 		}
 	}
+	found, foundSecond := bestKey != math.MinInt64, secondKey != math.MinInt64
 	if !found {
 		return Result{}, q.unsatisfiable()
 	}
@@ -177,7 +247,7 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 			sc := q.normalize(secondRaw)
 			comps := q.smallComponents(t, wt, P, secondS, F, aff[:], fit[:], free)
 			res.RunnerUp = &RunnerUp{Set: second, Score: sc, Components: comps,
-				Why: explainLoss(res.Set, second, res.Score, sc, res.Components, comps)}
+				Why: explainLoss(res.Set, second, res.Score, sc, bestKey, secondKey, res.Components, comps)}
 		}
 	}
 	return res, nil
@@ -210,7 +280,7 @@ func (q *query) unsatisfiable() error {
 
 func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64, free []int64) []Component {
 	set := setFromMask(uint64(S))
-	la, laDetail := wt.u[S], fmt.Sprintf("no %d-device group left to protect", q.L)
+	la, laDetail := wt.uk[S].u, fmt.Sprintf("no %d-device group left to protect", q.L)
 	if P != nil {
 		if p := P[F&^S]; !math.IsInf(p, 1) {
 			laDetail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f", q.L, p)
@@ -219,19 +289,20 @@ func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64,
 			}
 		}
 	}
-	return q.components(set, t.own[S], t.ringMB[S], la, laDetail, aff, fit, free)
+	return q.components(set, t.own[S], t.ringRV[S], la, laDetail, aff, fit, free)
 }
 
 // components lists the named terms of a set.
-func (q *query) components(set DeviceSet, o own, ringMB int64, la float64, laDetail string, aff, fit []float64, free []int64) []Component {
+func (q *query) components(set DeviceSet, o own, ringRV int64, la float64, laDetail string, aff, fit []float64, free []int64) []Component {
 	w := &q.w
 	var cs []Component
 	k := set.Len()
 	ringDetail, aggDetail, pcieDetail := "single device", "single device", "single device"
 	if k >= 2 {
-		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s", float64(ringMB)/1000)
+		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s (%s, ring class %d)", float64(rvMB(ringRV))/1000,
+			[...]string{"no path", "PCIe", "fabric"}[min(ringRV>>rvShift, 2)], ringClass(ringRV))
 		aggDetail = fmt.Sprintf("each member reaches the others at %.1f GB/s (mean)", bwFromScore(o.agg))
-		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (PIX 1 .. SYS 0.2)", o.pcie)
+		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (fabric or PIX 1 .. SYS 0.2)", o.pcie)
 	}
 	numaSpan := int(math.Round(1 / o.numa))
 	numaDetail := "within 1 NUMA node"

@@ -1,8 +1,10 @@
 package scoring
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -17,23 +19,24 @@ type smallTables struct {
 	n       int
 	byCount [smallMax + 1][]uint32 // every mask, grouped by device count
 	own     []own
-	ringMB  []int64
+	ringRV  []int64  // ring value of the best ring's bottleneck
+	class   []uint16 // ring class (ringClass; ringClassSingle below 2 devices)
 	touched [scopeKinds][]uint32
 }
 
 func newSmallTables(m *model) *smallTables {
 	n := m.n
 	N := 1 << n
-	t := &smallTables{n: n, own: make([]own, N), ringMB: make([]int64, N)}
+	t := &smallTables{n: n, own: make([]own, N), ringRV: make([]int64, N), class: make([]uint16, N)}
 	for k := range t.touched {
 		t.touched[k] = make([]uint32, N)
 	}
-	// Ranks of the distinct bandwidths, for a compact ring DP.
+	// Ranks of the distinct ring values, for a compact ring DP.
 	var vals []int64
 	seen := map[int64]bool{}
 	for i := range n {
 		for j := i + 1; j < n; j++ {
-			if b := m.bw[i*n+j]; !seen[b] {
+			if b := m.rv[i*n+j]; !seen[b] {
 				seen[b] = true
 				vals = append(vals, b)
 			}
@@ -48,7 +51,7 @@ func newSmallTables(m *model) *smallTables {
 	for i := range n {
 		for j := range n {
 			if i != j {
-				rank[i*n+j] = rankOf[m.bw[i*n+j]]
+				rank[i*n+j] = rankOf[m.rv[i*n+j]]
 			}
 		}
 	}
@@ -81,16 +84,20 @@ func newSmallTables(m *model) *smallTables {
 			p += int32(m.pcie[h*n+j])
 		}
 		direct[mask], switched[mask], pcie[mask] = d, s, p
-		numaBits[mask] = numaBits[prev] | 1<<uint(m.numa[h]&63)
+		numaBits[mask] = numaBits[prev]
+		if m.numaKnown[h] {
+			numaBits[mask] |= 1 << uint(m.numa[h]&63)
+		}
 		for k := range t.touched {
 			t.touched[k][mask] = t.touched[k][prev] | uint32(m.scope[k][h].lowBits())
 		}
 		k := bits.OnesCount64(uint64(mask))
 		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), pcieSum: int(p)}
 		if k >= 2 {
-			st.ringMB = vals[ringRank[mask]-1]
+			st.ringRV = vals[ringRank[mask]-1]
 		}
-		t.ringMB[mask] = st.ringMB
+		t.ringRV[mask] = st.ringRV
+		t.class[mask] = uint16(st.class())
 		t.own[mask] = st.components()
 	}
 	return t
@@ -201,14 +208,54 @@ func sortInt64(v []int64) {
 }
 
 // weightedTables are the tables that depend on the weights: each subset's
-// unit score u, and the look-ahead partition values per group size.
+// unit score u with its request-first key, and the look-ahead partition
+// values per group size.
 type weightedTables struct {
 	key unitWeights
-	u   []float64
+	// uk[mask] holds the unit score and the request-first key of a set
+	// without affinity or preferred scope (ring class << 32 | u quantised
+	// to 2^-20), side by side so the search reads both at once.
+	uk []uKey
 	// charge, when set, reports the bytes of a look-ahead table as it is
 	// built to the cache that holds these tables.
 	charge func(delta int64)
 	la     [smallMax + 1]lookAheadTable
+	byKey  [smallMax + 1]keyOrder
+}
+
+// keyOrder lists the sets of one size by request-first key, best first,
+// so a search without affinity or preferred scope scores only the sets of
+// the best key that has a usable set.
+type keyOrder struct {
+	once  sync.Once
+	masks []uint32 // by key descending, ascending masks within a key
+	start []int32  // key group g is masks[start[g]:start[g+1]]
+}
+
+// keyOrder returns the key order of the sets of k devices, built on first
+// use.
+func (wt *weightedTables) keyOrder(t *smallTables, k int) *keyOrder {
+	e := &wt.byKey[k]
+	e.once.Do(func() {
+		ms := slices.Clone(t.byCount[k])
+		slices.SortStableFunc(ms, func(a, b uint32) int { return cmp.Compare(wt.uk[b].key, wt.uk[a].key) })
+		start := []int32{0}
+		for i := 1; i < len(ms); i++ {
+			if wt.uk[ms[i]].key != wt.uk[ms[i-1]].key {
+				start = append(start, int32(i))
+			}
+		}
+		e.masks, e.start = ms, append(start, int32(len(ms)))
+		if wt.charge != nil {
+			wt.charge(4 * int64(len(e.masks)+len(e.start)))
+		}
+	})
+	return e
+}
+
+type uKey struct {
+	u   float64
+	key int64
 }
 
 type lookAheadTable struct {
@@ -219,13 +266,13 @@ type lookAheadTable struct {
 func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 	N := 1 << t.n
 	w := key.weights()
-	wt := &weightedTables{key: key, u: make([]float64, N)}
+	wt := &weightedTables{key: key, uk: make([]uKey, N)}
 	for mask := range N {
-		if bits.OnesCount32(uint32(mask)) <= 1 {
-			wt.u[mask] = 1
-			continue
+		u := 1.0
+		if bits.OnesCount32(uint32(mask)) > 1 {
+			u = unitScore(t.own[mask], &w)
 		}
-		wt.u[mask] = unitScore(t.own[mask], &w)
+		wt.uk[mask] = uKey{u, int64(t.class[mask])<<32 | int64(u*ownSteps+0.5)}
 	}
 	return wt
 }
@@ -233,7 +280,7 @@ func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 // bytes is the size of the tables when built (u; each P_L is charged as it
 // is built).
 func (wt *weightedTables) bytes() int64 {
-	return 8*int64(len(wt.u)) + int64(unsafe.Sizeof(*wt))
+	return 16*int64(len(wt.uk)) + int64(unsafe.Sizeof(*wt))
 }
 
 // partition returns the table P_L: for every mask, the largest achievable
@@ -242,7 +289,7 @@ func (wt *weightedTables) bytes() int64 {
 func (wt *weightedTables) partition(n, L int) []float64 {
 	e := &wt.la[L]
 	e.once.Do(func() {
-		e.p = buildPartition(n, L, wt.u)
+		e.p = buildPartition(n, L, wt.uk)
 		if wt.charge != nil {
 			wt.charge(8 * int64(len(e.p)))
 		}
@@ -250,7 +297,7 @@ func (wt *weightedTables) partition(n, L int) []float64 {
 	return e.p
 }
 
-func buildPartition(n, L int, u []float64) []float64 {
+func buildPartition(n, L int, u []uKey) []float64 {
 	N := 1 << n
 	p := make([]float64, N)
 	var pos [smallMax]int
@@ -282,7 +329,7 @@ func buildPartition(n, L int, u []float64) []float64 {
 			for i := range r {
 				g |= 1 << pos[idx[i]]
 			}
-			if ug := u[g]; ug > best {
+			if ug := u[g].u; ug > best {
 				v := p[uint32(mask)^g]
 				if ug < v {
 					v = ug

@@ -159,10 +159,18 @@ func newCluster(nodes []ClusterNode) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) child(parent *Domain, level, name string) *Domain {
+// child finds or adds the sub-domain name of parent at level. A name that
+// already names a sub-domain at another level (one node skips a level the
+// other has: leaf=x without a spine beside spine=x, leaf=x) is an error:
+// both would have the same path, and a path identifies one domain.
+func (c *Cluster) child(parent *Domain, level, name string) (*Domain, error) {
 	key := childKey{parent, name}
 	if d, ok := c.kids[key]; ok {
-		return d
+		if d.level != level {
+			return nil, fmt.Errorf("%w: domain %q is both a %s and a %s domain (a node skips a level another node has)",
+				ErrInvalidCluster, d.path, d.level, level)
+		}
+		return d, nil
 	}
 	path := name
 	if parent.path != "" {
@@ -172,7 +180,7 @@ func (c *Cluster) child(parent *Domain, level, name string) *Domain {
 	parent.children = append(parent.children, d)
 	c.paths[path] = d
 	c.kids[key] = d
-	return d
+	return d, nil
 }
 
 func (c *Cluster) finish() {
@@ -222,7 +230,10 @@ func NewClusterFromLabels(nodes []ClusterNode, levels []string) (*Cluster, error
 				if strings.Contains(v, "/") {
 					return nil, fmt.Errorf("%w: node %q: label %s=%q contains '/'", ErrInvalidCluster, n.Name, key, v)
 				}
-				d = c.child(d, key, v)
+				var err error
+				if d, err = c.child(d, key, v); err != nil {
+					return nil, fmt.Errorf("node %q: %w", n.Name, err)
+				}
 			}
 		}
 		d.direct = append(d.direct, i)
@@ -297,27 +308,38 @@ func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster,
 		c.levels = append(c.levels, "tier-"+strconv.Itoa(t))
 	}
 	domains := make(map[string]*Domain, len(hyper))
-	var domainOf func(name string) *Domain
-	domainOf = func(name string) *Domain { // recursion depth ≤ MaxDomainDepth: tiers fall at each step
+	var domainOf func(name string) (*Domain, error)
+	domainOf = func(name string) (*Domain, error) { // recursion depth ≤ MaxDomainDepth: tiers fall at each step
 		if d, ok := domains[name]; ok {
-			return d
+			return d, nil
 		}
 		parent := c.root
 		if p, ok := parentOf[name]; ok {
-			parent = domainOf(p)
+			var err error
+			if parent, err = domainOf(p); err != nil {
+				return nil, err
+			}
 		}
 		h := byName[name]
-		d := c.child(parent, "tier-"+strconv.Itoa(h.Tier), name)
+		d, err := c.child(parent, "tier-"+strconv.Itoa(h.Tier), name)
+		if err != nil {
+			return nil, err
+		}
 		domains[name] = d
-		return d
+		return d, nil
 	}
 	for _, h := range hyper {
-		domainOf(h.Name)
+		if _, err := domainOf(h.Name); err != nil {
+			return nil, err
+		}
 	}
 	for i, n := range nodes {
 		d := c.root
 		if p, ok := parentOf[n.Name]; ok {
-			d = domainOf(p)
+			var err error
+			if d, err = domainOf(p); err != nil {
+				return nil, err
+			}
 		}
 		d.direct = append(d.direct, i)
 		c.leaf[i] = d

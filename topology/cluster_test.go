@@ -181,3 +181,20 @@ func TestWriteDOT(t *testing.T) {
 		t.Error("NODE pair drawn")
 	}
 }
+
+// Two domains of different levels may not share a path: a node that skips
+// a level another node has (leaf=x without a spine, beside spine=x,
+// leaf=x) is refused instead of merged silently.
+func TestClusterLevelClash(t *testing.T) {
+	nodes := []topology.ClusterNode{
+		{Name: "a", Labels: map[string]string{"leaf": "x"}},
+		{Name: "b", Labels: map[string]string{"spine": "x", "leaf": "x"}},
+	}
+	_, err := topology.NewClusterFromLabels(nodes, []string{"spine", "leaf"})
+	require.ErrorIs(t, err, topology.ErrInvalidCluster)
+	assert.Contains(t, err.Error(), "both a")
+	// Distinct names at the two levels are fine.
+	nodes[0].Labels["leaf"] = "y"
+	_, err = topology.NewClusterFromLabels(nodes, []string{"spine", "leaf"})
+	require.NoError(t, err)
+}

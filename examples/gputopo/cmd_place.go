@@ -29,6 +29,7 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var scopeMode scoring.Mode // zero: required, as in Go and in gang files
 	fs.TextVar(&scopeMode, "scope-mode", scoring.ModeRequired, "whether --scope is required (a hard constraint) or preferred (a score term)")
 	scopeRequired := fs.Bool("scope-required", false, "deprecated: the same as --scope-mode required, now the default")
+	trade := fs.Bool("trade", false, "weigh every component in one mean (scoring.Weights.Trade), so look-ahead and packing may cost this request ring bandwidth; by default the request comes first")
 	asJSON := fs.Bool("json", false, "print JSON with a top-level \"devices\" array")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -51,6 +52,11 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--exclude: %w", err)
 	}
 	req.Scope, req.ScopeMode = scope, scopeMode
+	if *trade {
+		w := scoring.DefaultWeights()
+		w.Trade = true
+		req.Weights = &w
+	}
 	if *scopeRequired {
 		req.ScopeMode = scoring.ModeRequired
 	}
@@ -63,9 +69,9 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *asJSON {
-		return writePlaceJSON(stdout, ns)
+		return writePlaceJSON(stdout, ns, *trade)
 	}
-	return renderPlacement(stdout, origin, ns)
+	return renderPlacement(stdout, origin, ns, *trade)
 }
 
 // parseDeviceList parses "0,2,4-6" into device indices below n. The empty
@@ -135,7 +141,9 @@ type placeRunnerUp struct {
 }
 
 type placeOutput struct {
-	Devices    []int            `json:"devices"`
+	Devices []int `json:"devices"`
+	// Policy is "request-first" (the default) or "trade" (--trade).
+	Policy     string           `json:"policy"`
 	Score      float64          `json:"score"`
 	NodeScore  int64            `json:"nodeScore"`
 	Exact      bool             `json:"exact"`
@@ -151,9 +159,17 @@ func placeComponents(cs []scoring.Component) []placeComponent {
 	return out
 }
 
-func writePlaceJSON(w io.Writer, ns scoring.NodeScore) error {
+// policyName names the ordering the placement used.
+func policyName(trade bool) string {
+	if trade {
+		return "trade"
+	}
+	return "request-first"
+}
+
+func writePlaceJSON(w io.Writer, ns scoring.NodeScore, trade bool) error {
 	r := ns.Result
-	out := placeOutput{Devices: r.Devices(), Score: r.Score, NodeScore: ns.Score, Exact: r.Exact, Components: placeComponents(r.Components)}
+	out := placeOutput{Devices: r.Devices(), Policy: policyName(trade), Score: r.Score, NodeScore: ns.Score, Exact: r.Exact, Components: placeComponents(r.Components)}
 	if ru := r.RunnerUp; ru != nil {
 		out.RunnerUp = &placeRunnerUp{Devices: ru.Set.Indices(), Score: ru.Score, Components: placeComponents(ru.Components), Why: ru.Why}
 	}
@@ -162,14 +178,19 @@ func writePlaceJSON(w io.Writer, ns scoring.NodeScore) error {
 	return enc.Encode(out)
 }
 
-func renderPlacement(w io.Writer, origin string, ns scoring.NodeScore) error {
+func renderPlacement(w io.Writer, origin string, ns scoring.NodeScore, trade bool) error {
 	r := ns.Result
 	exact := "proven optimal"
 	if !r.Exact {
 		exact = "collapsed-clique search, not proven optimal"
 	}
 	fmt.Fprintf(w, "%s\n\n", origin)
-	fmt.Fprintf(w, "Chosen: %s  score %.4f  node score %d/%d  (%s)\n\n", gpuList(r.Devices()), r.Score, ns.Score, scoring.MaxNodeScore, exact)
+	fmt.Fprintf(w, "Chosen: %s  score %.4f  node score %d/%d  (%s)\n", gpuList(r.Devices()), r.Score, ns.Score, scoring.MaxNodeScore, exact)
+	if trade {
+		fmt.Fprintf(w, "Policy: trade (the weighted mean of every component decides)\n\n")
+	} else {
+		fmt.Fprintf(w, "Policy: request first (ring class, then own quality; look-ahead and packing break ties)\n\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tVALUE\tWEIGHT\tDETAIL")
 	for _, c := range r.Components {

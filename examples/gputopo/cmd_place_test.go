@@ -14,17 +14,27 @@ import (
 )
 
 func TestPlaceText(t *testing.T) {
-	// allocators.md §7 P1 on the reference DGX-1: free {0,2,4,5}, k=2 → {4,5}.
+	// allocators.md §7 P1 on the reference DGX-1: free {0,2,4,5}, k=2.
+	// go-gpuallocator takes the NV1 pair {4,5}; request first, the NV2 pair
+	// {0,4} wins (twice the ring bandwidth), and the runner-up loses on
+	// its ring class.
 	code, out, errOut := runCLI(t, "place", "--machine", "dgx1-v100", "--gpus", "2", "--busy", "1,3,6-7")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"embedded reference machine dgx1-v100", "Chosen: GPU0,GPU4", "proven optimal",
+		"Policy: request first", "ring", "lookahead", "Runner-up: GPU", "why it lost: request first: weaker ring class"} {
+		assert.Contains(t, out, want)
 	}
-	for _, want := range []string{"embedded reference machine dgx1-v100", "Chosen: GPU4,GPU5", "proven optimal",
-		"ring", "lookahead", "Runner-up: GPU0,GPU2", "why it lost"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+	// --trade weighs everything in one mean: look-ahead keeps the NV2 pair
+	// and the request gets an NV1 pair on one socket.
+	code, out, errOut = runCLI(t, "place", "--machine", "dgx1-v100", "--gpus", "2", "--busy", "1,3,6-7", "--trade", "--json")
+	require.Equal(t, 0, code, errOut)
+	var got struct {
+		Devices []int  `json:"devices"`
+		Policy  string `json:"policy"`
 	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	assert.Equal(t, "trade", got.Policy)
+	assert.Contains(t, [][]int{{0, 2}, {4, 5}}, got.Devices)
 }
 
 func TestPlaceJSON(t *testing.T) {

@@ -310,9 +310,13 @@ func TestGetPreferredAllocationAnchors(t *testing.T) {
 		size        int
 		want        []string
 	}{
-		{[]string{"0", "2", "4", "5"}, nil, 2, []string{"4", "5"}}, // P1: look-ahead keeps {0,2} for the next pair
-		{[]string{"0", "1", "3"}, nil, 2, []string{"0", "3"}},      // P3: double NVLink beats NV1+PIX
-		{all, []string{"4"}, 1, []string{"4"}},                     // P5
+		// P1: go-gpuallocator (and our weighted objective) take NV1 {4,5}
+		// to keep {0,2} for the next pair; request first takes the
+		// request's own double NVLink {0,4} (issue 16: look-ahead breaks
+		// ties, it does not halve the asker's bandwidth).
+		{[]string{"0", "2", "4", "5"}, nil, 2, []string{"0", "4"}},
+		{[]string{"0", "1", "3"}, nil, 2, []string{"0", "3"}}, // P3: double NVLink beats NV1+PIX
+		{all, []string{"4"}, 1, []string{"4"}},                // P5
 		{all, []string{"4"}, 2, []string{"4", "7"}},
 		{all, []string{"4"}, 4, []string{"4", "5", "6", "7"}},
 	} {

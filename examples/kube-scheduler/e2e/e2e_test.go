@@ -71,6 +71,29 @@ func createNode(t *testing.T, cp *controlPlane, name, scenario string, topo *top
 		}
 	}
 	createNodeObject(t, cp, name, scenario, labels, annotations, resName, healthy)
+	waitSchedulerSees(t, cp, name, scenario)
+}
+
+// waitSchedulerSees returns once the scheduler places pods on the node: it
+// binds a CPU-only probe pod pinned to the node, then deletes it. Without
+// it, a pod created right after its nodes may be scheduled while the
+// scheduler's cache lacks some of them, and land on another node than the
+// library's best.
+func waitSchedulerSees(t *testing.T, cp *controlPlane, node, scenario string) {
+	t.Helper()
+	name := "probe-" + node
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: v1.PodSpec{
+			Containers:   []v1.Container{{Name: "main", Image: "registry.invalid/none:0"}},
+			NodeSelector: map[string]string{scenarioLabel: scenario, topology.LabelHostname: node},
+		},
+	}
+	if _, err := cp.client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, cp, name, 30*time.Second)
+	deletePods(t, cp, name)
 }
 
 // createNodeObject creates a Ready node with the given metadata and gpus

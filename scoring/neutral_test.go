@@ -1,0 +1,545 @@
+package scoring_test
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gputopo/gputopo/internal/shareddata"
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+	"github.com/stretchr/testify/require"
+)
+
+// The neutral scorecard judges SelectDevices's answers by an objective that
+// is not ours, implemented here from the topology.Node API alone: a set's
+// ring bottleneck in fabric lanes (NVLink, NVSwitch, xGMI; a PCIe hop or no
+// path counts 0), then its total lanes over all pairs, then its number of
+// same-NUMA pairs. For every case it asks whether another free set of the
+// same size is strictly better on the ring bottleneck, on (ring, lanes), and
+// on the whole triple.
+
+// neutralMachine holds the neutral per-subset values of one node of at most
+// 16 devices.
+type neutralMachine struct {
+	n     int
+	ring  []int // best ring bottleneck in lanes, per subset mask (2+ devices)
+	lanes []int // total lanes over the subset's pairs
+	numa  []int // same-NUMA pairs (both NUMA nodes known and equal)
+}
+
+func laneOf(l topology.Link) int {
+	if l.Kind.IsFabric() {
+		return max(l.Lanes, 1)
+	}
+	return 0
+}
+
+func newNeutralMachine(node *topology.Node) *neutralMachine {
+	n := node.Len()
+	N := 1 << n
+	lane := make([][]int, n)
+	for i := range n {
+		lane[i] = make([]int, n)
+		for j := range n {
+			if i != j {
+				lane[i][j] = laneOf(node.Link(i, j))
+			}
+		}
+	}
+	nm := &neutralMachine{n: n, ring: make([]int, N), lanes: make([]int, N), numa: make([]int, N)}
+	// reach[mask][v]: the best bottleneck of a path that starts at mask's
+	// lowest device, visits every device of mask and ends at v (-1: none).
+	reach := make([][]int, N)
+	for mask := 1; mask < N; mask++ {
+		reach[mask] = make([]int, n)
+		for v := range n {
+			reach[mask][v] = -1
+		}
+	}
+	for mask := 1; mask < N; mask++ {
+		low := bits.TrailingZeros(uint(mask))
+		if mask == 1<<low {
+			reach[mask][low] = 1 << 30
+		}
+		// Totals: add the highest device to the rest.
+		hi := bits.Len(uint(mask)) - 1
+		rest := mask &^ (1 << hi)
+		nm.lanes[mask], nm.numa[mask] = nm.lanes[rest], nm.numa[rest]
+		for j := range n {
+			if rest&(1<<j) != 0 {
+				nm.lanes[mask] += lane[hi][j]
+				a, b := node.Device(hi).NUMA, node.Device(j).NUMA
+				if a >= 0 && a == b {
+					nm.numa[mask]++
+				}
+			}
+		}
+		for v := range n {
+			b := reach[mask][v]
+			if b < 0 {
+				continue
+			}
+			for u := low + 1; u < n; u++ {
+				if mask&(1<<u) == 0 {
+					nb := min(b, lane[v][u])
+					reach[mask|1<<u][u] = max(reach[mask|1<<u][u], nb)
+				}
+			}
+		}
+		switch c := bits.OnesCount(uint(mask)); {
+		case c == 2:
+			nm.ring[mask] = lane[low][hi]
+		case c >= 3:
+			best := 0
+			for v := range n {
+				if v != low && reach[mask][v] >= 0 {
+					best = max(best, min(reach[mask][v], lane[v][low]))
+				}
+			}
+			nm.ring[mask] = best
+		}
+	}
+	return nm
+}
+
+// scorecard counts, over cases, how often another free set beats the
+// answer strictly.
+type scorecard struct {
+	cases, ringBetter, lanesBetter, allBetter int
+	examples                                  []string
+}
+
+func (s *scorecard) String() string {
+	return fmt.Sprintf("%d cases: a strictly better free set exists on the ring bottleneck in %d, on (ring, total lanes) in %d, on (ring, lanes, same-NUMA pairs) in %d",
+		s.cases, s.ringBetter, s.lanesBetter, s.allBetter)
+}
+
+// judge scores answer (a mask) against every k-subset of free.
+func (s *scorecard) judge(nm *neutralMachine, free, answer uint, name string) {
+	k := bits.OnesCount(answer)
+	a := [3]int{nm.ring[answer], nm.lanes[answer], nm.numa[answer]}
+	var ring, lanes, all bool
+	for sub := free; sub != 0; sub = (sub - 1) & free {
+		if bits.OnesCount(sub) != k {
+			continue
+		}
+		b := [3]int{nm.ring[sub], nm.lanes[sub], nm.numa[sub]}
+		ring = ring || b[0] > a[0]
+		lanes = lanes || slices.Compare(b[:2], a[:2]) > 0
+		all = all || slices.Compare(b[:], a[:]) > 0
+	}
+	s.cases++
+	if ring {
+		s.ringBetter++
+		if len(s.examples) < 5 {
+			s.examples = append(s.examples, fmt.Sprintf("%s: free %b, k=%d, chose %b (ring %d lanes)", name, free, k, answer, a[0]))
+		}
+	}
+	if lanes {
+		s.lanesBetter++
+	}
+	if all {
+		s.allBetter++
+	}
+}
+
+// runCase places k devices on node with everything outside free busy and
+// judges the answer.
+func (s *scorecard) runCase(t *testing.T, node *topology.Node, nm *neutralMachine, free uint, k int, w *scoring.Weights, name string) {
+	st := scoring.NewState(node.Len())
+	for i := range node.Len() {
+		if free&(1<<i) == 0 {
+			require.NoError(t, st.Allocate(i))
+		}
+	}
+	r, err := scoring.SelectDevices(node, st, scoring.Request{Count: k, Weights: w})
+	require.NoError(t, err, "%s: free %b, k=%d", name, free, k)
+	var answer uint
+	for _, i := range r.Devices() {
+		answer |= 1 << i
+	}
+	s.judge(nm, free, answer, name)
+}
+
+// randomMachine draws an NVLink, NVSwitch, xGMI or PCIe machine of n
+// devices: two sockets, PCIe switches of two, random fabric meshes with
+// 1..4 lanes per pair (or NVSwitch islands), NUMA or PCIe class sometimes
+// unknown, a few devices unhealthy never (the state marks busy ones).
+func randomMachine(t *testing.T, rng *rand.Rand, id int) *topology.Node {
+	n := 3 + rng.IntN(8) // 3..10
+	models := []string{"Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI250X", ""}
+	model := models[rng.IntN(len(models))]
+	amd := strings.Contains(model, "AMD")
+	b := topology.NewBuilder().SetName(fmt.Sprintf("random-%d", id))
+	numaKnown := rng.IntN(4) != 0
+	for i := range n {
+		d := topology.Device{Index: i, Model: model, NUMA: -1}
+		if numaKnown {
+			d.NUMA = i * 2 / n
+		}
+		b.AddDevice(d)
+	}
+	pcieOf := func(i, j int) topology.LinkKind {
+		switch {
+		case i/2 == j/2:
+			return topology.LinkPIX
+		case i*2/n == j*2/n:
+			return []topology.LinkKind{topology.LinkPXB, topology.LinkPHB, topology.LinkNODE}[rng.IntN(3)]
+		}
+		return topology.LinkSYS
+	}
+	density := rng.Float64()
+	switchIsland := !amd && rng.IntN(6) == 0
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			pc := pcieOf(i, j)
+			l := topology.Link{Kind: pc}
+			switch {
+			case switchIsland && i < n/2+1 && j < n/2+1:
+				l = topology.Link{Kind: topology.LinkNVSwitch, Lanes: 12, PCIe: pc}
+			case rng.Float64() < density:
+				kind := topology.LinkNVLink
+				if amd {
+					kind = topology.LinkXGMI
+				}
+				l = topology.Link{Kind: kind, Lanes: 1 + rng.IntN(4), PCIe: pc}
+			}
+			if l.Kind.IsFabric() && rng.IntN(3) == 0 {
+				l.PCIe = topology.LinkNone // as nvidia-smi prints NV#: class unknown
+			}
+			b.SetLinkPair(i, j, l)
+		}
+	}
+	node, err := b.Build()
+	require.NoError(t, err)
+	return node
+}
+
+// neutralRandom runs the scorecard over machines random machines with
+// perMachine random free states and request sizes each.
+func neutralRandom(t *testing.T, machines, perMachine int, w *scoring.Weights) *scorecard {
+	rng := rand.New(rand.NewPCG(16, 2026))
+	var s scorecard
+	for id := range machines {
+		node := randomMachine(t, rng, id)
+		nm := newNeutralMachine(node)
+		n := node.Len()
+		for range perMachine {
+			free := uint(1<<n - 1)
+			if rng.IntN(3) != 0 {
+				free = uint(rng.IntN(1 << n))
+			}
+			if bits.OnesCount(free) < 2 {
+				continue
+			}
+			k := 2 + rng.IntN(bits.OnesCount(free)-1)
+			s.runCase(t, node, nm, free, k, w, node.Name())
+		}
+	}
+	return &s
+}
+
+// TestNeutralScorecardRandom: on random machines, under default weights,
+// no free set of the requested size has a strictly better ring bottleneck
+// in fabric lanes than the answer. 10,000+ cases without -short (about
+// 2,000 with it).
+func TestNeutralScorecardRandom(t *testing.T) {
+	machines := 2400
+	if testing.Short() {
+		machines = 480
+	}
+	s := neutralRandom(t, machines, 5, nil)
+	t.Logf("default weights, random machines: %v", s)
+	if !testing.Short() {
+		require.GreaterOrEqual(t, s.cases, 10000)
+	}
+	require.Zero(t, s.ringBetter, "answers with a strictly better free ring: %v", s.examples)
+}
+
+// realNodes returns every shared topology of at most 16 devices as built
+// from its JSON, and, where the file carries an nvidia-smi matrix, as
+// parsed from that text.
+func realNodes(t *testing.T) (rich, text map[string]*topology.Node, ids []string) {
+	rich, text = map[string]*topology.Node{}, map[string]*topology.Node{}
+	for _, f := range shareddata.Topologies(t) {
+		node, err := f.Node()
+		require.NoError(t, err, f.ID)
+		if node.Len() > 16 {
+			t.Logf("%s: %d devices, beyond the neutral brute force", f.ID, node.Len())
+			continue
+		}
+		rich[f.ID] = node
+		ids = append(ids, f.ID)
+		if f.RawFormat != "nvidia-smi topo -m" {
+			continue
+		}
+		if slices.ContainsFunc(f.GPUs, func(g shareddata.GPU) bool { return g.RowInSource != "" }) {
+			t.Logf("%s: the matrix's rows are truncated in the source; the text does not hold the node", f.ID)
+			continue
+		}
+		tn, err := topology.ParseNvidiaSMI(strings.NewReader(strings.Join(f.Matrix, "\n")+"\n"),
+			topology.NvidiaSMIOptions{Name: f.ID + "-text", Model: f.GPUs[0].Model, Lenient: true})
+		if err != nil {
+			t.Logf("%s: matrix does not parse: %v", f.ID, err)
+			continue
+		}
+		text[f.ID] = tn
+	}
+	return rich, text, ids
+}
+
+// TestNeutralScorecardReal: every real topology of up to 16 devices, read
+// from JSON and from its nvidia-smi text, every request size with all
+// devices free and 200 random free states each: no free set has a strictly
+// better ring bottleneck than the answer under default weights.
+func TestNeutralScorecardReal(t *testing.T) {
+	if _, ok := shareddata.Dir(); !ok {
+		t.Skip("shared data absent")
+	}
+	rich, text, ids := realNodes(t)
+	var s scorecard
+	rng := rand.New(rand.NewPCG(7, 16))
+	for _, id := range ids {
+		for _, node := range []*topology.Node{rich[id], text[id]} {
+			if node == nil {
+				continue
+			}
+			nm := newNeutralMachine(node)
+			n := node.Len()
+			all := uint(1<<n - 1)
+			for k := 2; k <= n; k++ {
+				s.runCase(t, node, nm, all, k, nil, node.Name())
+			}
+			for range 200 {
+				free := uint(rng.IntN(1 << n))
+				if bits.OnesCount(free) < 2 {
+					continue
+				}
+				s.runCase(t, node, nm, free, 2+rng.IntN(bits.OnesCount(free)-1), nil, node.Name())
+			}
+		}
+	}
+	t.Logf("default weights, %d real topologies (JSON and nvidia-smi text): %v", len(ids), &s)
+	require.Zero(t, s.ringBetter, "answers with a strictly better free ring: %v", s.examples)
+}
+
+// smiText renders node as `nvidia-smi topo -m` prints it: NV# for NVLink
+// and NVSwitch pairs (the PCIe class beneath is lost), the PCIe class
+// otherwise, then CPU and NUMA affinity.
+func smiText(node *topology.Node) string {
+	var b strings.Builder
+	n := node.Len()
+	for i := range n {
+		fmt.Fprintf(&b, "\tGPU%d", i)
+	}
+	b.WriteString("\tCPU Affinity\tNUMA Affinity\n")
+	for i := range n {
+		fmt.Fprintf(&b, "GPU%d", i)
+		for j := range n {
+			l := node.Link(i, j)
+			switch {
+			case i == j:
+				b.WriteString("\t X ")
+			case l.Kind == topology.LinkNVLink || l.Kind == topology.LinkNVSwitch:
+				fmt.Fprintf(&b, "\tNV%d", l.Lanes)
+			default:
+				b.WriteString("\t" + l.Kind.String())
+			}
+		}
+		d := node.Device(i)
+		numa := "N/A"
+		if d.NUMA >= 0 {
+			numa = fmt.Sprint(d.NUMA)
+		}
+		fmt.Fprintf(&b, "\t%s\t%s\n", d.CPUs.String(), numa)
+	}
+	return b.String()
+}
+
+func fullyLinked(node *topology.Node, set []int) bool {
+	for _, i := range set {
+		for _, j := range set {
+			if i != j && !node.Link(i, j).Kind.IsFabric() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestDGX1FromTextGetsAQuad is issue 16's case: a DGX-1 read from nvidia-smi
+// text (NV# hides the PCIe class beneath) asked for 4 GPUs with everything
+// free gets a fully NVLinked quad, as the catalogue copy that knows the
+// PCIe classes does, not {0,3,4,7} with two cross-socket pairs.
+func TestDGX1FromTextGetsAQuad(t *testing.T) {
+	rich, err := catalog.Get("dgx1-v100")
+	require.NoError(t, err)
+	text, err := topology.ParseNvidiaSMI(strings.NewReader(smiText(rich)), topology.NvidiaSMIOptions{Name: "dgx1-text", Model: "Tesla V100-SXM2-32GB"})
+	require.NoError(t, err)
+	nodes := []*topology.Node{rich, text}
+	if _, ok := shareddata.Dir(); ok {
+		f := shareddata.Topology(t, "dgx1-v100")
+		real, err := topology.ParseNvidiaSMI(strings.NewReader(strings.Join(f.Matrix, "\n")+"\n"), topology.NvidiaSMIOptions{Name: "dgx1-shared-text", Model: "Tesla V100-SXM2-32GB"})
+		require.NoError(t, err)
+		nodes = append(nodes, real)
+	}
+	quads := [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}
+	for _, node := range nodes {
+		r, err := scoring.SelectDevices(node, nil, scoring.Request{Count: 4}, scoring.WithExplanation())
+		require.NoError(t, err)
+		require.Contains(t, quads, r.Devices(), "%s: %v", node.Name(), r)
+		require.True(t, fullyLinked(node, r.Devices()))
+		// Its kind: two quads in a row; four pairs in a row, all NV2.
+		st := scoring.NewState(8)
+		for range 2 {
+			r, err := scoring.SelectDevices(node, st, scoring.Request{Count: 4})
+			require.NoError(t, err)
+			require.Contains(t, quads, r.Devices(), node.Name())
+			require.NoError(t, st.Allocate(r.Devices()...))
+		}
+		st = scoring.NewState(8)
+		for range 4 {
+			r, err := scoring.SelectDevices(node, st, scoring.Request{Count: 2})
+			require.NoError(t, err)
+			d := r.Devices()
+			require.Equal(t, 2, node.Link(d[0], d[1]).Lanes, "%s: pair %v", node.Name(), d)
+			require.NoError(t, st.Allocate(d...))
+		}
+	}
+	// The text loses the PCIe class beneath NVLink; the pcie component of
+	// an all-NVLink set is the same either way.
+	a, err := scoring.SelectDevices(rich, nil, scoring.Request{Count: 4}, scoring.WithExplanation())
+	require.NoError(t, err)
+	b, err := scoring.SelectDevices(text, nil, scoring.Request{Count: 4}, scoring.WithExplanation())
+	require.NoError(t, err)
+	require.Equal(t, a.Devices(), b.Devices())
+	pa, _ := a.Component("pcie")
+	pb, _ := b.Component("pcie")
+	require.InDelta(t, pa.Value, pb.Value, 1e-12)
+}
+
+// TestMI250PairTakesXGMI4 is issue 16's MI250 case: a 2-GCD request takes
+// a free xGMI×4 pair (the two GCDs of one package) whenever one is free,
+// never an xGMI×2 or ×1 pair.
+func TestMI250PairTakesXGMI4(t *testing.T) {
+	if _, ok := shareddata.Dir(); !ok {
+		t.Skip("shared data absent")
+	}
+	for _, id := range []string{"amd-mi250-8gcd-rccl", "amd-mi250-16gcd-rccl"} {
+		node, err := shareddata.Topology(t, id).Node()
+		require.NoError(t, err)
+		n := node.Len()
+		rng := rand.New(rand.NewPCG(250, uint64(n)))
+		checked := 0
+		for range 300 {
+			free := uint(rng.IntN(1 << n))
+			st := scoring.NewState(n)
+			best := 0
+			for i := range n {
+				if free&(1<<i) == 0 {
+					require.NoError(t, st.Allocate(i))
+					continue
+				}
+				for j := i + 1; j < n; j++ {
+					if free&(1<<j) != 0 && node.Link(i, j).Kind == topology.LinkXGMI {
+						best = max(best, node.Link(i, j).Lanes)
+					}
+				}
+			}
+			if bits.OnesCount(free) < 2 {
+				continue
+			}
+			r, err := scoring.SelectDevices(node, st, scoring.Request{Count: 2})
+			require.NoError(t, err)
+			d := r.Devices()
+			got := 0
+			if l := node.Link(d[0], d[1]); l.Kind == topology.LinkXGMI {
+				got = l.Lanes
+			}
+			require.Equal(t, best, got, "%s: free %b, chose %v", id, free, d)
+			checked++
+		}
+		t.Logf("%s: %d random states, the answer always has the most xGMI links free", id, checked)
+	}
+}
+
+// sameOnText reports whether sets a and b are indistinguishable on node
+// under the request: every component value of the two, scored on node
+// alone (AllowedSets), is equal.
+func sameOnText(t *testing.T, node *topology.Node, st *scoring.State, k int, a, b []int) bool {
+	ra, err := scoring.SelectDevices(node, st, scoring.Request{Count: k, AllowedSets: [][]int{a}}, scoring.WithExplanation())
+	require.NoError(t, err)
+	rb, err := scoring.SelectDevices(node, st, scoring.Request{Count: k, AllowedSets: [][]int{b}}, scoring.WithExplanation())
+	require.NoError(t, err)
+	for i, c := range ra.Components {
+		if d := c.Value - rb.Components[i].Value; d > 1e-12 || d < -1e-12 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRichAndTextAgree: every real topology with an nvidia-smi matrix, read
+// from its JSON and from its text: for every request size with everything
+// free and 100 random states, the two choose the same set, or the text
+// holds nothing that tells the two choices apart (every component of both
+// sets is equal on the text node).
+func TestRichAndTextAgree(t *testing.T) {
+	if _, ok := shareddata.Dir(); !ok {
+		t.Skip("shared data absent")
+	}
+	rich, text, ids := realNodes(t)
+	cat, err := catalog.Get("dgx1-v100")
+	require.NoError(t, err)
+	catText, err := topology.ParseNvidiaSMI(strings.NewReader(smiText(cat)), topology.NvidiaSMIOptions{Name: "dgx1-text", Model: "Tesla V100-SXM2-32GB"})
+	require.NoError(t, err)
+	rich["catalog-dgx1"], text["catalog-dgx1"] = cat, catText
+	ids = append(ids, "catalog-dgx1")
+	rng := rand.New(rand.NewPCG(1, 16))
+	pairs, same, tied := 0, 0, 0
+	for _, id := range ids {
+		tn := text[id]
+		if tn == nil {
+			continue
+		}
+		rn := rich[id]
+		require.Equal(t, rn.Len(), tn.Len(), id)
+		pairs++
+		n := rn.Len()
+		for c := range 100 + n {
+			free := uint(1<<n - 1)
+			k := 1 + c%n
+			if c >= n {
+				free = uint(rng.IntN(1 << n))
+				if bits.OnesCount(free) == 0 {
+					continue
+				}
+				k = 1 + rng.IntN(bits.OnesCount(free))
+			}
+			st := scoring.NewState(n)
+			for i := range n {
+				if free&(1<<i) == 0 {
+					require.NoError(t, st.Allocate(i))
+				}
+			}
+			a, err := scoring.SelectDevices(rn, st, scoring.Request{Count: k})
+			require.NoError(t, err)
+			b, err := scoring.SelectDevices(tn, st, scoring.Request{Count: k})
+			require.NoError(t, err)
+			if a.Set == b.Set {
+				same++
+				continue
+			}
+			require.True(t, sameOnText(t, tn, st, k, a.Devices(), b.Devices()),
+				"%s: free %b, k=%d: JSON chose %v, text %v, and the text tells them apart", id, free, k, a.Devices(), b.Devices())
+			tied++
+		}
+	}
+	t.Logf("%d topologies read both ways: %d identical choices, %d different but equal on everything the text holds", pairs, same, tied)
+	require.Positive(t, pairs)
+}
