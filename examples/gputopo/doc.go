@@ -23,5 +23,18 @@
 //	2  usage error or bad input: a flag, a missing or malformed file, a value
 //	3  internal error (a bug in gputopo), or interrupted / timed out
 //
+// Building: the first build compiles the NVML bindings
+// (github.com/NVIDIA/go-nvml/pkg/nvml, which provider/nvidia imports). Its
+// nvml.h marks about 30 functions DEPRECATED(13.0) with no macro to turn
+// that off, and gcc warns once per function it wraps; a #cgo directive in
+// another package cannot reach that compilation. To build quietly, either
+//
+//	CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go run ./examples/gputopo show
+//	go env -w CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"   # once, for this user
+//
+// or build without cgo (CGO_ENABLED=0), which leaves NVML out (the sysfs and
+// amd providers still answer). Later builds come from the build cache and
+// print nothing.
+//
 // Run `gputopo help` for the list of commands.
 package main
