@@ -20,7 +20,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var src sourceFlags
 	src.register(fs)
 	asJSON := fs.Bool("json", false, "print the topology as JSON (our schema)")
-	asDOT := fs.Bool("dot", false, "print the topology as a Graphviz graph (render with `dot -Tsvg`)")
+	asDOT := fs.Bool("dot", false, "print the topology as a Graphviz graph (render with: dot -Tsvg)")
 	format := fs.String("format", "", hidden+"--format json|dot|text; use --json or --dot")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -225,9 +225,9 @@ func isFile(p string) bool {
 func inputError(what, path string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s %s: no such file: %w", what, path, err)
+		return fmt.Errorf("%s %s: %w", what, path, fs.ErrNotExist)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s %s: permission denied: %w", what, path, err)
+		return fmt.Errorf("%s %s: %w", what, path, fs.ErrPermission)
 	}
 	return err
 }
