@@ -96,28 +96,30 @@ func TestPlaceNvidiaSMIFile(t *testing.T) {
 }
 
 func TestPlaceErrors(t *testing.T) {
+	// Bad input exits 2; a request that does not fit exits 1.
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"--gpus", "0"}, "invalid request"},
-		{[]string{"--gpus", "-3"}, "invalid request"},
-		{[]string{"--gpus", "9"}, "insufficient devices"},
-		{[]string{"--gpus", "2", "--busy", "9"}, "out of range"},
-		{[]string{"--gpus", "2", "--busy", "3-1"}, "reversed range"},
-		{[]string{"--gpus", "2", "--busy", "1,1"}, "listed twice"},
-		{[]string{"--gpus", "2", "--busy", "x"}, "device index"},
-		{[]string{"--gpus", "2", "--busy", "0", "--require", "0"}, "required device unavailable"},
-		{[]string{"--gpus", "8", "--busy", "0", "--exclude", "1"}, "insufficient devices"},
-		{[]string{"--gpus", "4", "--scope", "numa", "--scope-required", "--busy", "0,4"}, "no device set meets the constraints"},
-		{[]string{"--gpus", "4", "--scope", "numa", "--scope-mode", "required", "--busy", "0,4"}, "no device set meets the constraints"},
+		{[]string{"--gpus", "0"}, "invalid request", 2},
+		{[]string{"--gpus", "-3"}, "invalid request", 2},
+		{[]string{"--gpus", "9"}, "insufficient devices", 1},
+		{[]string{"--gpus", "2", "--busy", "9"}, "out of range", 2},
+		{[]string{"--gpus", "2", "--busy", "3-1"}, "reversed range", 2},
+		{[]string{"--gpus", "2", "--busy", "1,1"}, "listed twice", 2},
+		{[]string{"--gpus", "2", "--busy", "x"}, "device index", 2},
+		{[]string{"--gpus", "2", "--busy", "0", "--require", "0"}, "required device unavailable", 1},
+		{[]string{"--gpus", "8", "--busy", "0", "--exclude", "1"}, "insufficient devices", 1},
+		{[]string{"--gpus", "4", "--scope", "numa", "--scope-required", "--busy", "0,4"}, "no device set meets the constraints", 1},
+		{[]string{"--gpus", "4", "--scope", "numa", "--scope-mode", "required", "--busy", "0,4"}, "no device set meets the constraints", 1},
 		// the default mode is required, as in Go (scoring.Mode's zero value) and gang files
-		{[]string{"--gpus", "4", "--scope", "numa", "--busy", "0,4"}, "no device set meets the constraints"},
+		{[]string{"--gpus", "4", "--scope", "numa", "--busy", "0,4"}, "no device set meets the constraints", 1},
 	} {
 		args := append([]string{"place", "--machine", "dgx1-v100"}, c.args...)
 		code, _, errOut := runCLI(t, args...)
-		if code != 1 || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errOut, c.want)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want exit %d and %q", c.args, code, errOut, c.code, c.want)
 		}
 	}
 	if code, _, _ := runCLI(t, "place", "--gpus"); code != 2 {
