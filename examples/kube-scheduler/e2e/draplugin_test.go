@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,16 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/kubernetes/pkg/capabilities"
@@ -235,44 +226,7 @@ func TestDRAPluginManifest(t *testing.T) {
 	capabilities.ResetForTest()
 	t.Cleanup(capabilities.ResetForTest)
 	admin, cfg := startAPIServer(t, "--authorization-mode=Node,RBAC", "--allow-privileged=true")
-	data, err := os.ReadFile("../deploy/dra-plugin.yaml")
-	require.NoError(t, err)
-	var sa *v1.ServiceAccount
-	var ds *appsv1.DaemonSet
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		require.NoError(t, err)
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			sa = o
-			_, err = admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				require.NoError(t, err)
-			}
-			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.DaemonSet:
-			ds = o
-			_, err = admin.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		default:
-			t.Fatalf("unexpected object %T in the manifest", obj)
-		}
-		require.NoError(t, err, "%T", obj)
-	}
-	require.NotNil(t, sa)
-	require.NotNil(t, ds)
+	sa, ds := loadManifest(t, ctx, admin, "../deploy/dra-plugin.yaml")
 	assert.Equal(t, sa.Name, ds.Spec.Template.Spec.ServiceAccountName)
 	assert.Contains(t, ds.Spec.Template.Spec.Containers[0].Args, "--driver-name="+dra.DefaultDriver)
 
@@ -281,7 +235,7 @@ func TestDRAPluginManifest(t *testing.T) {
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: namespace},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.gputopo.io"}}}}}}
-	c, err = admin.ResourceV1().ResourceClaims(namespace).Create(ctx, c, metav1.CreateOptions{})
+	c, err := admin.ResourceV1().ResourceClaims(namespace).Create(ctx, c, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 		Request: "mig", Driver: dra.DefaultDriver, Pool: node, Device: "gpu-1-mig-1g10gb-19-3"}}}}

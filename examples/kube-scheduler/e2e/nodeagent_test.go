@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"maps"
-	"os"
 	"path"
 	"testing"
 	"time"
@@ -13,18 +10,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
@@ -306,49 +299,11 @@ func impersonate(t *testing.T, cfg *rest.Config, ns, name string) kubernetes.Int
 func TestNodeAgentManifest(t *testing.T) {
 	ctx := context.Background()
 	admin, cfg := startAPIServer(t, "--authorization-mode=Node,RBAC")
-	data, err := os.ReadFile("../deploy/node-agent.yaml")
-	require.NoError(t, err)
-	var sa *v1.ServiceAccount
-	var ds *appsv1.DaemonSet
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err != nil {
-			break
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		require.NoError(t, err)
-		switch o := obj.(type) {
-		case *v1.ServiceAccount:
-			sa = o
-			// The API server creates kube-system shortly after it is
-			// healthy; make sure it is there.
-			_, err = admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				require.NoError(t, err)
-			}
-			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.DaemonSet:
-			ds = o
-			_, err = admin.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		default:
-			t.Fatalf("unexpected object %T in the manifest", obj)
-		}
-		require.NoError(t, err, "%T", obj)
-	}
-	require.NotNil(t, sa)
-	require.NotNil(t, ds)
+	sa, ds := loadManifest(t, ctx, admin, "../deploy/node-agent.yaml")
 	assert.Equal(t, sa.Name, ds.Spec.Template.Spec.ServiceAccountName)
 
 	const nodeName = "rbac-node"
-	_, err = admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
+	_, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	src, err := provider.Catalog("dgx-h100")
 	require.NoError(t, err)
