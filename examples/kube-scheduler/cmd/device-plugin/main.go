@@ -24,11 +24,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/deviceplugin"
+	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -65,7 +64,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fs.StringVar(&o.resourceName, "resource-name", "", "extended resource to register (default nvidia.com/gpu, or amd.com/gpu on AMD nodes)")
 	fs.StringVar(&o.socketDir, "socket-dir", deviceplugin.DefaultSocketDir, "kubelet's device-plugin directory")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.topology, "topology", "", `node topology: "" detects the hardware, "catalog:<name>" a reference machine, else a file (JSON or nvidia-smi topo -m)`)
 	fs.StringVar(&o.model, "gpu-model", "", "GPU model for a nvidia-smi topo -m file (it does not print one)")
 	fs.DurationVar(&o.healthInterval, "health-interval", 30*time.Second, "how often the topology is discovered again to update device health (0: never)")
@@ -128,7 +127,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 
-	cfg, err := o.restConfig()
+	cfg, err := kubeconfig.RESTConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -155,15 +154,4 @@ func run(ctx context.Context, args []string) error {
 	}
 	logger.Info("Serving", "resource", p.ResourceName(), "socket", p.SocketPath(), "devices", p.DeviceIDs())
 	return p.Run(ctx)
-}
-
-func (o options) restConfig() (*rest.Config, error) {
-	if o.kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster configuration (use --kubeconfig outside a pod): %w", err)
-	}
-	return cfg, nil
 }

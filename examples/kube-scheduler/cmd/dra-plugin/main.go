@@ -38,12 +38,11 @@ import (
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/draplugin"
+	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
@@ -97,16 +96,6 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	return c, nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
-}
-
 // nvidiaGPUs maps each GPU's index (as the node agent publishes it) to its
 // UUID, the name the NVIDIA MIG manager uses.
 func nvidiaGPUs(ctx context.Context, p *nvidia.Provider) (map[int]string, error) {
@@ -145,7 +134,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		opts = append(opts, nvidia.AllowChanges())
 	}
 	c.cfg.Manager = p.MIGManager(opts...)
-	rc, err := restConfig(c.kubeconfig)
+	rc, err := kubeconfig.RESTConfig(c.kubeconfig)
 	if err != nil {
 		return fail(err)
 	}

@@ -45,10 +45,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
 	"github.com/gputopo/gputopo/examples/kube-scheduler/nodeagent"
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/topology"
@@ -145,16 +144,6 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	return c, nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
-}
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	c, err := parse(args, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -184,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return 0
 	}
-	cfg, err := restConfig(c.kubeconfig)
+	cfg, err := kubeconfig.RESTConfig(c.kubeconfig)
 	if err != nil {
 		fmt.Fprintln(stderr, "node-agent: Kubernetes client configuration:", err)
 		return 1
