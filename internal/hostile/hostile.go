@@ -10,6 +10,7 @@ package hostile
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,4 +43,28 @@ func Check(t *testing.T, f func() error, sentinels ...error) {
 	assert.Less(t, n, uint64(RaceSlack*Budget), "allocated %d MB", n>>20)
 	assert.Less(t, len(err.Error()), 2000, "error message of %d bytes", len(err.Error()))
 	t.Logf("%d KB: %.300v", n>>10, err)
+}
+
+// NoHang runs f and returns what it returns, but fails the test instead of
+// hanging it should f block for a minute (a FIFO opened for reading waits
+// for a writer forever).
+func NoHang[T any](t *testing.T, f func() (T, error)) (T, error) {
+	t.Helper()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-time.After(time.Minute):
+		t.Fatal("blocked (on a non-regular file?)")
+		var zero T
+		return zero, nil
+	}
 }

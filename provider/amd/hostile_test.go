@@ -12,10 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
@@ -42,25 +42,12 @@ func writeStr(s string) func(string) error {
 }
 
 // scanNoHang runs Scan and fails the test, rather than hanging it, should
-// the read block (a FIFO opened for reading waits for a writer forever).
+// a read block on a FIFO.
 func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, error) {
 	t.Helper()
-	type result struct {
-		inv *Inventory
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		inv, err := New(WithRoot(root), WithNodeName("m")).Scan(ctx)
-		done <- result{inv, err}
-	}()
-	select {
-	case r := <-done:
-		return r.inv, r.err
-	case <-time.After(time.Minute):
-		t.Fatal("Scan blocked on a non-regular file")
-		return nil, nil
-	}
+	return hostile.NoHang(t, func() (*Inventory, error) {
+		return New(WithRoot(root), WithNodeName("m")).Scan(ctx)
+	})
 }
 
 // writeDir writes m into a fresh real directory and returns it, for the

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -22,22 +22,9 @@ import (
 // a read block on a FIFO.
 func scanNoHang(t *testing.T, ctx context.Context, root string) (*Inventory, error) {
 	t.Helper()
-	type result struct {
-		inv *Inventory
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		inv, err := New(WithRoot(root), WithNodeName("hgx")).Scan(ctx)
-		done <- result{inv, err}
-	}()
-	select {
-	case r := <-done:
-		return r.inv, r.err
-	case <-time.After(time.Minute):
-		t.Fatal("Scan blocked on a non-regular file")
-		return nil, nil
-	}
+	return hostile.NoHang(t, func() (*Inventory, error) {
+		return New(WithRoot(root), WithNodeName("hgx")).Scan(ctx)
+	})
 }
 
 // TestHostileTrees walks the error paths of the sysfs provider: FIFOs,
