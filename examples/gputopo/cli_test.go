@@ -40,7 +40,7 @@ func TestCLI(t *testing.T) {
 	srv := captureAPI(t)
 	kubeconfig := captureKubeconfig(t, dir, srv.URL, "t0k")
 
-	commandNames := []string{"capture", "detect", "gang", "kube", "machines", "mig", "place", "show", "simulate"}
+	commandNames := []string{"capture", "detect", "gang", "kube", "machines", "mig", "place", "serve", "show", "simulate"}
 	for _, name := range commandNames {
 		require.Contains(t, commands, name, "the table below covers every command")
 	}
@@ -74,6 +74,7 @@ func TestCLI(t *testing.T) {
 		{name: "mig -h", args: []string{"mig", "-h"}, code: exitOK, out: []string{"usage: gputopo mig", "--json"}},
 		{name: "mig show -h", args: []string{"mig", "show", "-h"}, code: exitOK, out: []string{"-layout", "-json"}},
 		{name: "place -h", args: []string{"place", "-h"}, code: exitOK, out: []string{"-gpus", "-json"}},
+		{name: "serve -h", args: []string{"serve", "-h"}, code: exitOK, out: []string{"usage: gputopo serve", "-addr", "-layout", "-gang-cluster"}},
 		{name: "show -h", args: []string{"show", "-h"}, code: exitOK, out: []string{"usage: gputopo show", "-json", "-dot"}, not: []string{"-format"}},
 		{name: "simulate -h", args: []string{"simulate", "-h"}, code: exitOK, out: []string{"usage: gputopo simulate", "-json", "-q"}},
 

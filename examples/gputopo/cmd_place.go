@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/gputopo/gputopo/scoring"
+
+	"github.com/gputopo/gputopo/examples/gputopo/internal/webui"
 )
 
 func init() {
@@ -52,19 +54,10 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--exclude: %w", err)
 	}
 	req.Scope, req.ScopeMode = scope, scopeMode
-	if *trade {
-		w := scoring.DefaultWeights()
-		w.Trade = true
-		req.Weights = &w
-	}
 	if *scopeRequired {
 		req.ScopeMode = scoring.ModeRequired
 	}
-	state := scoring.NewStateFor(node)
-	if err := state.Allocate(busyList...); err != nil {
-		return fmt.Errorf("--busy: %w", err)
-	}
-	ns, err := scoring.ScoreNode(node, state, req, scoring.WithExplanation())
+	ns, err := webui.Place(node, webui.PlaceQuery{Busy: busyList, Request: req, Trade: *trade})
 	if err != nil {
 		return err
 	}
@@ -74,108 +67,14 @@ func runPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return renderPlacement(stdout, origin, ns, *trade)
 }
 
-// parseDeviceList parses "0,2,4-6" into device indices below n. The empty
-// string is the empty list; repeats, reversed ranges and indices outside
-// 0..n-1 are errors.
-func parseDeviceList(s string, n int) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	seen := map[int]bool{}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := parseIndex(lo)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", part, err)
-		}
-		b := a
-		if isRange {
-			if b, err = parseIndex(hi); err != nil {
-				return nil, fmt.Errorf("%q: %w", part, err)
-			}
-			if b < a {
-				return nil, fmt.Errorf("%q: reversed range", part)
-			}
-		}
-		if b >= n {
-			return nil, fmt.Errorf("%q: device %d out of range (the node has %d devices)", part, b, n)
-		}
-		for i := a; i <= b; i++ {
-			if seen[i] {
-				return nil, fmt.Errorf("device %d listed twice", i)
-			}
-			seen[i] = true
-			out = append(out, i)
-		}
-	}
-	return out, nil
-}
-
-func parseIndex(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 6 || strings.ContainsAny(s, "+-") {
-		return 0, fmt.Errorf("want a device index")
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("want a device index")
-	}
-	return v, nil
-}
-
-type placeComponent struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Weight float64 `json:"weight"`
-	Detail string  `json:"detail"`
-}
-
-type placeRunnerUp struct {
-	Devices    []int            `json:"devices"`
-	Score      float64          `json:"score"`
-	Components []placeComponent `json:"components"`
-	Why        string           `json:"why"`
-}
-
-type placeOutput struct {
-	Devices []int `json:"devices"`
-	// Policy is "request-first" (the default) or "trade" (--trade).
-	Policy     string           `json:"policy"`
-	Score      float64          `json:"score"`
-	NodeScore  int64            `json:"nodeScore"`
-	Exact      bool             `json:"exact"`
-	Components []placeComponent `json:"components"`
-	RunnerUp   *placeRunnerUp   `json:"runnerUp,omitempty"`
-}
-
-func placeComponents(cs []scoring.Component) []placeComponent {
-	out := make([]placeComponent, len(cs))
-	for i, c := range cs {
-		out[i] = placeComponent{c.Name, c.Value, c.Weight, c.Detail}
-	}
-	return out
-}
-
-// policyName names the ordering the placement used.
-func policyName(trade bool) string {
-	if trade {
-		return "trade"
-	}
-	return "request-first"
-}
+// parseDeviceList parses "0,2,4-6" (webui.ParseDeviceList: /api/place
+// reads its lists the same way).
+func parseDeviceList(s string, n int) ([]int, error) { return webui.ParseDeviceList(s, n) }
 
 func writePlaceJSON(w io.Writer, ns scoring.NodeScore, trade bool) error {
-	r := ns.Result
-	out := placeOutput{Devices: r.Devices(), Policy: policyName(trade), Score: r.Score, NodeScore: ns.Score, Exact: r.Exact, Components: placeComponents(r.Components)}
-	if ru := r.RunnerUp; ru != nil {
-		out.RunnerUp = &placeRunnerUp{Devices: ru.Set.Indices(), Score: ru.Score, Components: placeComponents(ru.Components), Why: ru.Why}
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(webui.NewPlaceOutput(ns, trade))
 }
 
 func renderPlacement(w io.Writer, origin string, ns scoring.NodeScore, trade bool) error {
