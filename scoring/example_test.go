@@ -81,7 +81,7 @@ func ExampleSelectDevices() {
 	//   ring      0.826  weakest link of the best ring 300.0 GB/s (fabric, ring class 388)
 	//   aggregate 0.826  each member reaches the others at 300.0 GB/s (mean)
 	//   numa      1.000  within 1 NUMA node
-	//   pcie      1.000  mean pair PCIe closeness 1.00 (fabric or PIX 1 .. SYS 0.2)
+	//   pcie      1.000  mean pair PCIe closeness 1.000 (per pair: PIX or fabric 1, PXB 0.8, PHB 0.6, NODE 0.4, SYS or unknown 0.2)
 	// runner-up: {4,5}
 }
 

@@ -1,7 +1,6 @@
 package scoring
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -807,13 +806,9 @@ func (s *largeSearch) components() []Component {
 	st := s.stats(s.x)
 	o := st.components()
 	u := unitScore(o, &q.w)
-	la := u
-	detail := fmt.Sprintf("no %d-device group left to protect", q.L)
+	la, detail := lookaheadTerm(q.L, u, math.Inf(1), "")
 	if q.wLA > 0 {
-		if p := s.lookAhead(); !math.IsInf(p, 1) {
-			detail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f (greedy estimate)", q.L, p)
-			la = math.Min(u, p)
-		}
+		la, detail = lookaheadTerm(q.L, u, s.lookAhead(), " (greedy estimate)")
 	}
 	set := s.setOf(s.x)
 	return q.components(set, o, st.ringRV, la, detail, q.aff, q.fit, s.gpuFree)

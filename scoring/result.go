@@ -3,6 +3,7 @@ package scoring
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -86,7 +87,11 @@ func (r Result) String() string {
 	return b.String()
 }
 
-// explainLoss describes why loser lost to winner.
+// explainLoss describes why loser lost to winner. Each losing term is
+// named with both sets' values on the term's own scale (distinct digits
+// for distinct values), its two details (once when they read the same),
+// and what it cost the score, marked as such so that it is not read as a
+// value of the term.
 func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey, loseKey int64, win, lose []Component) string {
 	type loss struct {
 		name   string
@@ -104,15 +109,17 @@ func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey,
 		}
 		d := (win[i].Value - lose[i].Value) * win[i].Weight
 		if d > 1e-12 {
-			losses = append(losses, loss{win[i].Name, d, fmt.Sprintf("%s vs %s", lose[i].Detail, win[i].Detail)})
+			losses = append(losses, loss{win[i].Name, d, compareValues(lose[i], win[i])})
 		}
 	}
 	if wc, lc := winKey>>32, loseKey>>32; wc > lc {
 		return fmt.Sprintf("request first: weaker ring class %d < %d (%s vs %s)", lc, wc, lose[0].Detail, win[0].Detail)
 	}
 	if winKey > loseKey {
-		return fmt.Sprintf("request first: same ring class, lower own quality (ring, aggregate, NUMA, PCIe, affinity, scope) %.6f < %.6f",
-			float64(loseKey&(1<<32-1))/ownSteps, float64(winKey&(1<<32-1))/ownSteps)
+		lo, wo := float64(loseKey&(1<<32-1))/ownSteps, float64(winKey&(1<<32-1))/ownSteps
+		p := distinctDigits(lo, wo, 4)
+		return fmt.Sprintf("request first: same ring class, lower own quality (ring, aggregate, NUMA, PCIe, affinity, scope) %.*f < %.*f",
+			p, lo, p, wo)
 	}
 	if winScore == loseScore || len(losses) == 0 {
 		return fmt.Sprintf("tied at score %.4f; %v comes first in device order", winScore, winSet)
@@ -129,8 +136,36 @@ func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey,
 	var parts []string
 	for _, l := range losses {
 		if total > 0 {
-			parts = append(parts, fmt.Sprintf("%s -%.4f (%s)", l.name, l.amount/total, l.detail))
+			parts = append(parts, fmt.Sprintf("%s %s, costing %.4f of the score", l.name, l.detail, l.amount/total))
 		}
 	}
-	return fmt.Sprintf("score %.4f < %.4f: lower %s", loseScore, winScore, strings.Join(parts, ", "))
+	p := distinctDigits(loseScore, winScore, 4)
+	return fmt.Sprintf("score %.*f < %.*f: lower %s", p, loseScore, p, winScore, strings.Join(parts, "; "))
+}
+
+// compareValues says how the loser's term compares with the winner's:
+// "0.600 < 0.680 (mean pair PCIe closeness 0.60 vs 0.68)", with enough
+// digits that different values read differently, and the detail once when
+// both sets' details read the same.
+func compareValues(lose, win Component) string {
+	p := distinctDigits(lose.Value, win.Value, 3)
+	detail := lose.Detail + " vs " + win.Detail
+	if lose.Detail == win.Detail {
+		detail = "both: " + lose.Detail
+	}
+	return fmt.Sprintf("%.*f < %.*f (%s)", p, lose.Value, p, win.Value, detail)
+}
+
+// distinctDigits returns the fewest decimals, at least least and at most
+// 9, with which a and b print differently (least when they are equal).
+func distinctDigits(a, b float64, least int) int {
+	for p := least; p < 9; p++ {
+		if strconv.FormatFloat(a, 'f', p, 64) != strconv.FormatFloat(b, 'f', p, 64) {
+			return p
+		}
+	}
+	if a == b {
+		return least
+	}
+	return 9
 }

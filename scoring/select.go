@@ -280,16 +280,27 @@ func (q *query) unsatisfiable() error {
 
 func (q *query) smallComponents(t *smallTables, wt *weightedTables, P []float64, S, F uint32, aff, fit []float64, free []int64) []Component {
 	set := setFromMask(uint64(S))
-	la, laDetail := wt.uk[S].u, fmt.Sprintf("no %d-device group left to protect", q.L)
+	la, laDetail := lookaheadTerm(q.L, wt.uk[S].u, math.Inf(1), "")
 	if P != nil {
-		if p := P[F&^S]; !math.IsInf(p, 1) {
-			laDetail = fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f", q.L, p)
-			if p < la {
-				la = p
-			}
-		}
+		la, laDetail = lookaheadTerm(q.L, wt.uk[S].u, P[F&^S], "")
 	}
 	return q.components(set, t.own[S], t.ringRV[S], la, laDetail, aff, fit, free)
+}
+
+// lookaheadTerm is the look-ahead component of a set of own quality u
+// whose leftover devices still form groups of l devices no worse than p
+// (+Inf: no such group is left): min(u, p), with a detail that names the
+// number it shows, whichever of the two that is. note qualifies p (the
+// large search's "greedy estimate").
+func lookaheadTerm(l int, u, p float64, note string) (float64, string) {
+	switch {
+	case math.IsInf(p, 1):
+		return u, fmt.Sprintf("no %d-device group left to protect: the set's own quality %.3f stands in", l, u)
+	case p <= u:
+		return p, fmt.Sprintf("the rest still forms %d-device groups no worse than %.3f%s", l, p, note)
+	}
+	d := distinctDigits(p, u, 3)
+	return u, fmt.Sprintf("the rest still forms %d-device groups no worse than %.*f%s; capped at the set's own quality %.*f", l, d, p, note, d, u)
 }
 
 // components lists the named terms of a set.
@@ -302,7 +313,7 @@ func (q *query) components(set DeviceSet, o own, ringRV int64, la float64, laDet
 		ringDetail = fmt.Sprintf("weakest link of the best ring %.1f GB/s (%s, ring class %d)", float64(rvMB(ringRV))/1000,
 			[...]string{"no path", "PCIe", "fabric"}[min(ringRV>>rvShift, 2)], ringClass(ringRV))
 		aggDetail = fmt.Sprintf("each member reaches the others at %.1f GB/s (mean)", bwFromScore(o.agg))
-		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.2f (fabric or PIX 1 .. SYS 0.2)", o.pcie)
+		pcieDetail = fmt.Sprintf("mean pair PCIe closeness %.3f (per pair: PIX or fabric 1, PXB 0.8, PHB 0.6, NODE 0.4, SYS or unknown 0.2)", o.pcie)
 	}
 	numaSpan := int(math.Round(1 / o.numa))
 	numaDetail := "within 1 NUMA node"
