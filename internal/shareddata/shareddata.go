@@ -13,9 +13,25 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
+// LinkName is the committed symbolic link, in the testdata directory at
+// the root of every module whose tests read the shared data, that points
+// to ../shared beside the checkout (testdata/shared -> ../../shared at
+// the repository root). Dir looks through it first: go test rechecks
+// the files a cached test run looked at only inside the module being
+// tested, so a test that skipped for want of ../shared and had looked
+// only there would stay "(cached)" once the data appears; looking
+// through the link, inside the module, makes the go command notice.
+const LinkName = "shared"
+
 // Dir returns the shared directory (the one holding data/ and docs/) and
-// whether it exists. It looks at $GPUTOPO_SHARED, then for a "shared"
+// whether it exists. It looks at $GPUTOPO_SHARED, then through the
+// module's testdata/shared link (see LinkName), then for a "shared"
 // directory beside each ancestor of the working directory.
+//
+// Go's test cache sees $GPUTOPO_SHARED's value and, through the link,
+// whether ../shared/data exists and what was read from it; it does not see
+// what appears under a $GPUTOPO_SHARED directory outside the module: after
+// filling one, run the tests once with -count=1.
 func Dir() (string, bool) {
 	if d := os.Getenv("GPUTOPO_SHARED"); d != "" {
 		_, err := os.Stat(filepath.Join(d, "data"))
@@ -25,10 +41,31 @@ func Dir() (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	if root, ok := moduleRoot(wd); ok {
+		link := filepath.Join(root, "testdata", LinkName)
+		// Stat (not Lstat) through the link: its result, recorded by the
+		// test log, changes when ../shared appears or goes.
+		if st, err := os.Stat(filepath.Join(link, "data")); err == nil && st.IsDir() {
+			return link, true
+		}
+	}
 	for d := wd; ; d = filepath.Dir(d) {
 		cand := filepath.Join(filepath.Dir(d), "shared")
 		if st, err := os.Stat(filepath.Join(cand, "data")); err == nil && st.IsDir() {
 			return cand, true
+		}
+		if filepath.Dir(d) == d {
+			return "", false
+		}
+	}
+}
+
+// moduleRoot returns the nearest directory at or above dir holding a
+// go.mod file.
+func moduleRoot(dir string) (string, bool) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, "go.mod")); err == nil && st.Mode().IsRegular() {
+			return d, true
 		}
 		if filepath.Dir(d) == d {
 			return "", false
