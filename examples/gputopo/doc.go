@@ -4,6 +4,7 @@
 //	gputopo                         the list of commands (also -h, help)
 //	gputopo show [flags]            discover this machine, or show a file or a reference machine
 //	gputopo help <command>          a command's flags (also gputopo <command> -h)
+//	gputopo serve [flags]           a web page: node graph, partitions, placement, gang, simulator
 //
 // Conventions every command follows:
 //
