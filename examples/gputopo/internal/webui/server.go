@@ -25,10 +25,11 @@ import (
 // Errors of the API, answered with HTTP status 404 and 400.
 var (
 	// ErrNotFound: the page asked for something not loaded (a job name,
-	// a section with no data).
-	ErrNotFound = errors.New("not found")
-	// ErrBadQuery: a query parameter is malformed or out of range.
-	ErrBadQuery = errors.New("bad query")
+	// an endpoint). It wraps topology.ErrInvalidRequest.
+	ErrNotFound = fmt.Errorf("not found: %w", topology.ErrInvalidRequest)
+	// ErrBadQuery: a query parameter or server option is malformed or out
+	// of range. It wraps topology.ErrInvalidRequest.
+	ErrBadQuery = fmt.Errorf("bad query: %w", topology.ErrInvalidRequest)
 )
 
 //go:embed assets
