@@ -269,6 +269,13 @@ func TestPage(t *testing.T) {
 	placeInPage(t, ctx, 3, "0")
 	require.Equal(t, 3, count(t, ctx, "#node-svg .gpu-node.chosen"), "the graph marks the chosen set")
 	require.Equal(t, 1, count(t, ctx, "#node-svg .gpu-node.busy"), "and the busy device")
+	// Clicking a GPU in the graph marks it busy in the form.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("gpu-5"))))
+	busy, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("place-busy")))
+	require.NoError(t, err)
+	require.Equal(t, "0,5", busy)
+	require.Equal(t, apiPlace(t, ts.URL, 3, "0,5"), placeInPage(t, ctx, 3, "0,5"))
+	placeInPage(t, ctx, 3, "0")
 	shot(t, ctx, dir, "place.png", "#place")
 	shot(t, ctx, dir, "node-placed.png", "#node")
 
