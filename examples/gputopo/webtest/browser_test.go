@@ -89,43 +89,27 @@ func browser(t *testing.T, exe string) (context.Context, func() []string) {
 		problems = append(problems, p)
 		mu.Unlock()
 	}
-	// Subscribe before anything loads; the subscriptions end with ctx.
-	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
-	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
-	logs := chromedp.Events(ctx, cdplog.EntryAdded)
+	// Subscribe before anything loads (chromedp.Console: console calls,
+	// uncaught exceptions and browser log entries in one stream); the
+	// subscription ends with ctx.
+	messages := chromedp.Console(ctx)
 	go func() {
-		for ev, err := range console {
+		for m, err := range messages {
 			if err != nil {
-				return
-			}
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, strings.TrimSpace(string(a.Value)+" "+a.Description))
+				if ctx.Err() == nil {
+					add("console stream: " + err.Error())
 				}
-				add("console." + string(ev.Type) + ": " + strings.Join(args, " "))
-			}
-		}
-	}()
-	go func() {
-		for ev, err := range exceptions {
-			if err != nil {
 				return
 			}
-			p := "exception: " + ev.ExceptionDetails.Text
-			if ev.ExceptionDetails.Exception != nil {
-				p += " " + ev.ExceptionDetails.Exception.Description
-			}
-			add(p)
-		}
-	}()
-	go func() {
-		for ev, err := range logs {
-			if err != nil {
-				return
-			}
-			if ev.Entry != nil && ev.Entry.Level == cdplog.EntryLevelError {
-				add("log (" + string(ev.Entry.Source) + "): " + ev.Entry.Text + " " + ev.Entry.URL)
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException || m.Type == "assert" {
+				p := string(m.Type) + ": " + m.Text
+				if m.Source != "" {
+					p += " [" + m.Source + "]"
+				}
+				if m.URL != "" {
+					p += " (" + m.URL + ")"
+				}
+				add(p)
 			}
 		}
 	}()
@@ -313,4 +297,30 @@ func TestNodeGraphs(t *testing.T) {
 			require.Empty(t, problems(), "console errors, exceptions or failed loads")
 		})
 	}
+}
+
+// The checks above would pass vacuously if the collector saw nothing: a
+// page with a console error, an uncaught exception and a missing image
+// must report all three.
+func TestProblemsAreSeen(t *testing.T) {
+	exe := chromium(t)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>bad</title><img src="/missing.png" alt="">`+
+			`<script>console.error("boom"); setTimeout(() => { document.body.dataset.ready = "true"; throw new Error("bang"); }, 50)</script>`)
+	}))
+	t.Cleanup(ts.Close)
+	ctx, problems := browser(t, exe)
+	load(t, ctx, ts.URL+"/")
+	var got []string
+	require.Eventually(t, func() bool {
+		got = problems()
+		all := strings.Join(got, "\n")
+		return strings.Contains(all, "error: boom") && strings.Contains(all, "bang") && strings.Contains(all, "404")
+	}, 10*time.Second, 100*time.Millisecond, "problems seen: %q", got)
+	t.Logf("seen: %q", got)
 }
