@@ -222,6 +222,7 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 			}
 		}
 	}
+	s.tree.migSlots = s.migSlotTable()
 	for i := range s.nodes {
 		u, err := s.buildUsage(i, nil)
 		if err != nil {
@@ -839,4 +840,18 @@ func (s *Snapshot) RemovePod(pod string) int {
 		}
 	}
 	return n
+}
+
+// migSlotTable is migSlotTable of the distinct MIG models of the
+// cluster's MIG GPUs.
+func (s *Snapshot) migSlotTable() map[string]int64 {
+	var models []*mig.Model
+	for i := range s.nodes {
+		for _, m := range s.nodes[i].migModel {
+			if m != nil && !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+	}
+	return migSlotTable(models)
 }
