@@ -71,3 +71,20 @@ func BenchmarkFragmentation5000(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFragBuf8 is what memory adds per shared-slice selection with
+// the fragmentation term on an 8-GPU node: each device's free milli-GPU
+// now and after the slice, memory included (one op = one node).
+func BenchmarkFragBuf8(b *testing.B) {
+	nodes, states := sharedFleet(b)
+	c, err := Compile(nodes[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	slice := &SharedSlice{MemoryBytes: 8 << 30, ComputeMilli: 150}
+	var buf [16]int64
+	b.ReportAllocs()
+	for b.Loop() {
+		fragBuf(c.m, states[1], slice, buf[:])
+	}
+}

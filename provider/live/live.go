@@ -152,8 +152,10 @@ func (r *Node) check(node *topology.Node) ([]*Device, error) {
 //   - a device with a known process, or with more memory used than
 //     opts.IdleMemory, is in use: its memory used is recorded (a shared
 //     slice still fits beside it when the rest suffices; a whole request
-//     does not), and such a device whose memory was not read is recorded
-//     allocated, the conservative reading;
+//     does not; use beyond the node's own figure for the device, which a
+//     reading with a larger Total allows, counts as the whole device), and
+//     such a device whose memory was not read is recorded allocated, the
+//     conservative reading;
 //   - any other device, and a device without a reading, is idle.
 //
 // Compute is not inferred from utilisation: a scoring.State's compute is
