@@ -148,6 +148,7 @@ func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) strin
 			b = append(b, byte(len(name)))
 			b = append(b, name...)
 			b = binary.AppendUvarint(b, uint64(in.Placement.Start))
+			b = append(b, byte(in.State))
 		}
 	}
 	return string(b)
@@ -185,7 +186,7 @@ func (c *cache) internLocked(key classKey, st *nodeStatic, state *scoring.State,
 		}
 		for i, d := range st.migDevs {
 			if st.healthy[d] {
-				cl.slots += int32(layouts[i].FreeSlots())
+				cl.slots += int32(layouts[i].FreeSlots() + idleMIGSlices(layouts[i]))
 			}
 		}
 	}
@@ -279,6 +280,10 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 			var slots []MIGSlot
 			ok := true
 			for range k.migN {
+				if slot, ok := takeIdleMIG(tmp, devs, k.profile); ok {
+					slots = append(slots, slot)
+					continue
+				}
 				name, err := mig.ParseProfileName(k.profile)
 				var a mig.Assignment
 				if err == nil {
@@ -371,7 +376,7 @@ func applyPods(st *nodeStatic, state *scoring.State, layouts []*mig.Layout, pods
 			for i, d := range st.migDevs {
 				if d == m.Device {
 					prof, _ := layouts[i].Model.Profile(m.Profile)
-					_ = layouts[i].Add(mig.Instance{Profile: prof.Name, Placement: m.Placement, State: mig.InUse})
+					_ = holdMIG(layouts[i], mig.Instance{Profile: prof.Name, Placement: m.Placement, State: mig.InUse})
 				}
 			}
 		}

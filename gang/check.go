@@ -284,7 +284,7 @@ func minDemand(p *problem) Resources {
 	add := func(sp *setPlan, n int64) {
 		d.Pods += int(n)
 		d.GPUs += int(n * sp.gpuUnits)
-		d.MIGSlices += int(n * int64(sp.shape.migN) * int64(migSlices(sp.shape.profile)))
+		d.MIGSlices += int(n * int64(sp.shape.migN) * sp.migSlots)
 		d.CPUMilli += n * sp.cpu
 		d.MemoryBytes += n * int64(sp.mem)
 		if sp.shape.shared {

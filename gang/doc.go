@@ -20,7 +20,7 @@
 // "node", "clique", "rack", "block".
 //
 // A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
-// [NodeInfo] (CPU, memory, cordon, MIG mode) and the running pods
+// [NodeInfo] (CPU, memory, cordon, MIG mode, pre-created MIG instances) and the running pods
 // ([Allocation]), some of which may be terminating (Allocation.Releasing).
 // Planners read snapshots and never change them; Snapshot.Assume,
 // Snapshot.Add, Snapshot.RemovePod and Snapshot.RemoveJob update one as pods
@@ -43,7 +43,11 @@
 // The search is exact, not greedy. Nodes with the same hardware shape and
 // the same usage form one class; for each class and pod shape, the
 // sequence of device sets that scoring.SelectDevices (whole GPUs) or
-// mig.Place (MIG slots) chooses pod after pod is computed once and cached.
+// mig.Place (MIG slots) chooses pod after pod is computed once and cached;
+// a MIG pod first takes an idle pre-created instance of its profile
+// (NodeInfo.MIGInstances; the slot says Existing), and only then creates
+// one in free slices (idle instances of other profiles keep theirs). Memory
+// slices are counted from the profile tables (1g.20gb is 2 on an H100).
 // The length of that sequence is the node's capacity for the shape. A
 // dynamic programme over the domain tree then computes, for every domain,
 // the set of pod-count vectors (one count per pod set) its nodes can hold

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/gputopo/gputopo/mig"
 )
@@ -183,18 +184,49 @@ func zeroCoord(f front, s int) front {
 	return front{low: f.low, pts: prune(f.low, pts)}
 }
 
-// migSlices estimates the memory slices of a MIG profile from its name
-// (1g→1, 2g→2, 3g→4, 4g→4, 7g→8), for aggregate demand only.
-func migSlices(profile string) int {
-	n, err := mig.ParseProfileName(profile)
+// migSlotsOf returns the memory slices one instance of profile takes,
+// exactly from the profile tables (mig.Profile.MemorySlices: 1g.20gb takes
+// 2 on an H100, 3g.40gb 4, 7g.80gb 8): the fewest among the MIG models of
+// the cluster's MIG GPUs that offer it (where models differ, a lower bound,
+// so aggregate checks never turn a job away that fits); else among the
+// default catalog's models; else 1. For aggregate demand only; slots
+// themselves come from mig.Place.
+func migSlotsOf(t *tree, profile string) int64 {
+	name, err := mig.ParseProfileName(profile)
 	if err != nil {
 		return 1
 	}
-	switch {
-	case n.GPUSlices >= 7:
-		return 8
-	case n.GPUSlices >= 3:
-		return 4
+	key := name.String()
+	if t != nil {
+		if n, ok := t.migSlots[key]; ok {
+			return n
+		}
 	}
-	return max(n.GPUSlices, 1)
+	if n, ok := defaultMIGSlots()[key]; ok {
+		return n
+	}
+	return 1
 }
+
+// migSlotTable maps each profile name the models offer to the fewest
+// memory slices any of them gives it.
+func migSlotTable(models []*mig.Model) map[string]int64 {
+	out := map[string]int64{}
+	for _, m := range models {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.Profiles() {
+			k := p.Name.String()
+			if n, ok := out[k]; !ok || int64(p.MemorySlices) < n {
+				out[k] = int64(p.MemorySlices)
+			}
+		}
+	}
+	return out
+}
+
+// defaultMIGSlots is migSlotTable of the default catalog, built once.
+var defaultMIGSlots = sync.OnceValue(func() map[string]int64 {
+	return migSlotTable(mig.DefaultCatalog().Models())
+})

@@ -377,7 +377,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 				if !strings.EqualFold(prof.Name.String(), m.Profile) {
 					return placeErr("%s: instance of %s, the pod asks for %s", where, m.Profile, prof.Name)
 				}
-				if err := l.Add(mig.Instance{Profile: prof.Name, Placement: m.Placement, State: mig.InUse, Owner: pp.Name}); err != nil {
+				if err := holdMIGSlot(l, mig.Instance{Profile: prof.Name, Placement: m.Placement, State: mig.InUse, Owner: pp.Name}, m.Existing); err != nil {
 					return placeErr("%s: gpu%d of %s: %v", where, m.Device, pp.Node, err)
 				}
 			}

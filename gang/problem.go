@@ -25,6 +25,9 @@ type setPlan struct {
 	// set-level constraint (only kept when the job has several sets):
 	// preferred and required level indices (0: none)
 	setPref, setReq int
+	// migSlots: memory slices per MIG instance of the set's profile, from
+	// the profile tables (migSlotsOf; 0 for sets without MIG)
+	migSlots int64
 }
 
 // problem is a job resolved against a cluster: levels as indices, set-level
@@ -87,6 +90,9 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas),
 			cpu: ps.Pod.CPUMilli, mem: ps.Pod.MemoryBytes, sel: ps.Pod.NodeSelector}
 		sp.gpuUnits = int64(ps.Pod.wholeGPUs())
+		if sp.shape.migN > 0 {
+			sp.migSlots = migSlotsOf(t, sp.shape.profile)
+		}
 		p.hasShared = p.hasShared || sp.shape.shared
 		z := ps.Slices
 		if j.NVLink != nil && j.NVLink.SliceSize > 0 && sp.shape.devices() {
@@ -206,7 +212,7 @@ func (p *problem) attempts() []attempt {
 type demand struct {
 	pods  int64
 	gpus  int64 // whole GPUs
-	slots int64 // MIG memory slices (estimated from the profile name)
+	slots int64 // MIG memory slices (exact from the profile tables, see migSlotsOf)
 	cpu   int64
 	mem   uint64
 }
@@ -218,9 +224,7 @@ func (p *problem) demand() demand {
 		d.gpus += s.want * s.gpuUnits
 		d.cpu += s.want * s.cpu
 		d.mem += uint64(s.want) * s.mem
-		if s.shape.migN > 0 {
-			d.slots += s.want * int64(s.shape.migN) * int64(migSlices(s.shape.profile))
-		}
+		d.slots += s.want * int64(s.shape.migN) * s.migSlots
 	}
 	return d
 }

@@ -24,6 +24,13 @@ type NodeInfo struct {
 	// (Device.Partition: kind mig and enabled); an empty non-nil list means
 	// none.
 	MIG []int
+	// MIGInstances lists GPU instances that exist on the node's MIG devices
+	// (pre-created, as mig-parted or live.Layouts show them), in use or
+	// not. One that no Allocation holds is idle: a MIG pod of its profile
+	// takes it (MIGSlot.Existing) before a new instance is created; pods of
+	// other profiles cannot use its slices. An Allocation whose MIG slot is
+	// one of them holds it.
+	MIGInstances []MIGSlot
 }
 
 // MIGSlot is one MIG instance: a GPU and a slot run on it.
@@ -34,6 +41,9 @@ type MIGSlot struct {
 	Profile string
 	// Placement is the run of memory slices it occupies.
 	Placement mig.Placement
+	// Existing says the slot is a pre-created instance (NodeInfo.
+	// MIGInstances) that a placement takes as it is: create nothing.
+	Existing bool `json:",omitempty"`
 }
 
 // String formats the slot as "gpu2 3g.40gb@{4}:4".
@@ -128,6 +138,7 @@ type nodeStatic struct {
 	migModel []*mig.Model // per device: profile table (nil when unknown or not MIG)
 	migDevs  []int        // devices in MIG mode with a known model, ascending
 	healthy  []bool
+	preMIG   [][]mig.Instance // per migDevs entry: pre-created instances (idle)
 }
 
 // nodeUsage is what is in use on a node in one view. It is immutable once
@@ -222,6 +233,7 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 			}
 		}
 	}
+	s.tree.migSlots = s.migSlotTable()
 	for i := range s.nodes {
 		u, err := s.buildUsage(i, nil)
 		if err != nil {
@@ -313,7 +325,85 @@ func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, can
 			st.migDevs = append(st.migDevs, d)
 		}
 	}
+	if err := st.addPreMIG(info.MIGInstances); err != nil {
+		return st, err
+	}
 	return st, nil
+}
+
+// addPreMIG validates the node's pre-created MIG instances and files them
+// by MIG device: each on a MIG device with a known model, of a profile it
+// offers, on a legal placement, none overlapping another.
+func (st *nodeStatic) addPreMIG(ins []MIGSlot) error {
+	if len(ins) == 0 {
+		return nil
+	}
+	if len(ins) > mig.MaxSlots*max(st.devices, 1) {
+		return limitErr(ErrInvalidSnapshot, "node %s: %d pre-created MIG instances, more than mig.MaxSlots (%d) per device", st.name, len(ins), mig.MaxSlots)
+	}
+	layouts := make([]*mig.Layout, len(st.migDevs))
+	for _, m := range ins {
+		i := slices.Index(st.migDevs, m.Device)
+		if i < 0 {
+			return snapErr("node %s: pre-created MIG instance %v on a device that is not a MIG device with a known profile table", st.name, m)
+		}
+		if layouts[i] == nil {
+			layouts[i] = &mig.Layout{GPU: fmt.Sprintf("gpu%d", m.Device), Model: st.migModel[m.Device]}
+		}
+		p, err := st.migModel[m.Device].Profile(m.Profile)
+		if err != nil {
+			return snapErr("node %s: pre-created MIG instance %v: %v", st.name, m, err)
+		}
+		if err := layouts[i].Add(mig.Instance{Profile: p.Name, Placement: m.Placement}); err != nil {
+			return snapErr("node %s: pre-created MIG instance %v: %v", st.name, m, err)
+		}
+	}
+	st.preMIG = make([][]mig.Instance, len(st.migDevs))
+	for i, l := range layouts {
+		if l != nil {
+			st.preMIG[i] = l.Instances
+		}
+	}
+	return nil
+}
+
+// holdMIG records a MIG instance held by a workload on layout l: it takes
+// the idle instance already there (pre-created, same profile and
+// placement), or adds a new one.
+func holdMIG(l *mig.Layout, in mig.Instance) error {
+	return holdMIGSlot(l, in, false)
+}
+
+// holdMIGSlot is holdMIG; with mustExist (MIGSlot.Existing) the idle
+// instance must be there.
+func holdMIGSlot(l *mig.Layout, in mig.Instance, mustExist bool) error {
+	if in.Placement.Size == 0 {
+		if p, err := l.Model.Profile(in.Profile.String()); err == nil {
+			in.Placement.Size = p.MemorySlices
+		}
+	}
+	for j, cur := range l.Instances {
+		if cur.Placement.Start == in.Placement.Start && cur.Placement.Size == in.Placement.Size && cur.Profile == in.Profile && cur.State == mig.Idle {
+			l.Instances[j] = in
+			return nil
+		}
+	}
+	if mustExist {
+		return fmt.Errorf("no idle pre-created %s instance at %v", in.Profile, in.Placement)
+	}
+	return l.Add(in)
+}
+
+// idleMIGSlices is the memory slices of the idle (pre-created) instances of
+// l: capacity that pods of their profiles can take.
+func idleMIGSlices(l *mig.Layout) int {
+	n := 0
+	for _, in := range l.Instances {
+		if in.State == mig.Idle {
+			n += in.Placement.Size
+		}
+	}
+	return n
 }
 
 // canonicalNode returns n without the identifiers that make every real
@@ -464,7 +554,11 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 		}
 		u.layouts = make([]*mig.Layout, len(st.migDevs))
 		for k, d := range st.migDevs {
-			l, err := mig.NewLayout(fmt.Sprintf("gpu%d", d), st.migModel[d])
+			var pre []mig.Instance
+			if st.preMIG != nil {
+				pre = st.preMIG[k]
+			}
+			l, err := mig.NewLayout(fmt.Sprintf("gpu%d", d), st.migModel[d], pre...)
 			if err != nil {
 				return nil, snapErr("node %s gpu%d: %v", st.name, d, err)
 			}
@@ -494,7 +588,7 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 				return nil, snapErr("node %s gpu%d, pod %q: %v", st.name, m.Device, a.Pod, err)
 			}
 			in.Profile = p.Name
-			if err := l.Add(in); err != nil {
+			if err := holdMIG(l, in); err != nil {
 				return nil, snapErr("node %s gpu%d, pod %q: %v", st.name, m.Device, a.Pod, err)
 			}
 			u.slots += int32(p.MemorySlices)
@@ -757,7 +851,7 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, 
 			continue
 		}
 		if p, err := u.layouts[i].Model.Profile(m.Profile); err == nil {
-			_ = u.layouts[i].Add(mig.Instance{Profile: p.Name, Placement: m.Placement, State: mig.InUse, Owner: "reserved"})
+			_ = holdMIG(u.layouts[i], mig.Instance{Profile: p.Name, Placement: m.Placement, State: mig.InUse, Owner: "reserved"})
 		}
 	}
 	u.class, u.free, u.freeMIG = s.cache.intern(st, u)
@@ -839,4 +933,37 @@ func (s *Snapshot) RemovePod(pod string) int {
 		}
 	}
 	return n
+}
+
+// migSlotTable is migSlotTable of the distinct MIG models of the
+// cluster's MIG GPUs.
+func (s *Snapshot) migSlotTable() map[string]int64 {
+	var models []*mig.Model
+	for i := range s.nodes {
+		for _, m := range s.nodes[i].migModel {
+			if m != nil && !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+	}
+	return migSlotTable(models)
+}
+
+// takeIdleMIG takes the first idle (pre-created) instance of profile on
+// layouts (GPU devs[i] for layouts[i]), lowest device then slot first,
+// marking it in use; ok is false when there is none.
+func takeIdleMIG(layouts []*mig.Layout, devs []int, profile string) (MIGSlot, bool) {
+	for i, l := range layouts {
+		p, err := l.Model.Profile(profile)
+		if err != nil {
+			continue
+		}
+		for j, in := range l.Instances {
+			if in.State == mig.Idle && in.Profile == p.Name {
+				l.Instances[j].State = mig.InUse
+				return MIGSlot{Device: devs[i], Profile: p.Name.String(), Placement: in.Placement, Existing: true}, true
+			}
+		}
+	}
+	return MIGSlot{}, false
 }

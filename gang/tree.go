@@ -15,6 +15,9 @@ type tree struct {
 	levels  []string
 	doms    []tdom
 	nodeDom []int32 // deepest domain of each node
+	// migSlots: per MIG profile name, the fewest memory slices the
+	// cluster's MIG models give it (set by NewSnapshot; see migSlotsOf)
+	migSlots map[string]int64
 }
 
 type tdom struct {

@@ -106,7 +106,10 @@
 //     1/(1+exp(Δ/1000)), where Δ is the change, in milli-GPU, of the node's
 //     expected fragment under FGD's definition (see [Fragmentation]) when
 //     every member receives the slice: 0.5 for no change, higher when the
-//     slice fills a device that typical tasks could not use anyway.
+//     slice fills a device that typical tasks could not use anyway. Device
+//     memory counts on both sides: a device's free capacity is the smaller
+//     of its free compute and its free memory share, before and after the
+//     slice (its memory and its compute).
 //
 // # Request first
 //
@@ -150,6 +153,16 @@
 // ([fgd.Workload]), the expected free capacity a task drawn from it could not
 // use. It reuses package [github.com/gputopo/gputopo/scoring/fgd], which
 // implements FGD's definitions (memory in bytes).
+//
+// Device memory is part of a device's free capacity: FGD's free milli-GPU
+// of a device is the smaller of its free compute and 1000 × free memory /
+// capacity (rounded down), so a GPU whose slices hold all its memory is not
+// free capacity however little compute they use, and one whose slices hold
+// 60 of 80 GiB serves at most a quarter-GPU task (a task's memory is taken
+// as proportional to its compute share). FreeFragment.MemoryBound says how
+// much free compute memory strands. With no memory in use the measure is
+// FGD's own; package scoring/fgd (and the simulator's reproduction of the
+// paper) is unchanged.
 //
 // # Exactness and speed
 //

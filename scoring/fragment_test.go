@@ -24,7 +24,7 @@ func TestFragmentationMatchesFGD(t *testing.T) {
 			u := st.Usage(i)
 			f := int64(0)
 			if !u.Allocated && node.Device(i).Health == 0 {
-				f = int64(1000 - u.ComputeUsed)
+				f = oracleFreeMilli(node.Device(i).MemoryBytes, u)
 			}
 			free += f
 			fn.GPUMilli = append(fn.GPUMilli, f)
@@ -61,6 +61,11 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		node := genNode(t, 8)
 		st := genState(t, node.Len())
+		if st != nil { // FGD's own setting: no memory in use
+			for i := range st.Devices {
+				st.Devices[i].MemoryUsed = 0
+			}
+		}
 		milli := rapid.IntRange(1, 999).Draw(t, "milli")
 		req := Request{Shared: &SharedSlice{ComputeMilli: milli}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
 		r, err := SelectDevices(node, st, req, WithExplanation())

@@ -196,7 +196,7 @@ type largeSearch struct {
 	second    largeCand
 	count     int
 	truncated bool
-	gpuFree   []int64 // per device, with the fragmentation term
+	gpuFree   []int64 // per device now, then after the slice (fragBuf), with the fragmentation term
 }
 
 func (q *query) searchLarge(state *State) (Result, error) {
@@ -253,7 +253,7 @@ func (q *query) searchLarge(state *State) (Result, error) {
 	}
 	s.symmetry()
 	if q.wFrag > 0 {
-		s.gpuFree = gpuFreeMilli(m, state, make([]int64, m.n))
+		s.gpuFree = fragBuf(m, state, &q.slice, make([]int64, 2*m.n))
 	}
 
 	if q.allowed != nil {
@@ -604,7 +604,7 @@ func (s *largeSearch) score() (int64, float64, bool) {
 	q := s.q
 	pack, aff, scope, fit, frag := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm(), 1.0
 	if q.wFrag > 0 {
-		frag = q.fragOf(s.gpuFree, s.setOf(s.x), int64(q.sliceMilli))
+		frag = q.fragOf(s.gpuFree, s.setOf(s.x))
 	}
 	st := s.statsNoRing(s.x)
 	if st.k >= 2 {

@@ -3,6 +3,7 @@ package scoring
 import (
 	"errors"
 	"math"
+	"math/big"
 	"slices"
 	"testing"
 
@@ -367,17 +368,19 @@ func (o *oracle) fit(i int) float64 {
 }
 
 // fgdFragment is Σ_m p_m·F_n(m) by fgd.TaskFragment, after the slice is put
-// on each device of placed.
+// on each device of placed; each device's free capacity is oracleFreeMilli
+// (memory included).
 func (o *oracle) fgdFragment(placed []int) float64 {
 	node := fgd.Node{CPUMilli: math.MaxInt64, MemoryBytes: math.MaxInt64, Model: o.node.Device(0).Model}
 	for i := range o.n {
 		u := o.usage(i)
+		if slices.Contains(placed, i) {
+			u.ComputeUsed += o.req.Shared.ComputeMilli
+			u.MemoryUsed += o.req.Shared.MemoryBytes
+		}
 		f := int64(0)
 		if !u.Allocated && o.node.Device(i).Health == topology.Healthy {
-			f = int64(max(1000-u.ComputeUsed, 0))
-		}
-		if slices.Contains(placed, i) {
-			f -= int64(o.req.Shared.ComputeMilli)
+			f = oracleFreeMilli(o.node.Device(i).MemoryBytes, u)
 		}
 		node.GPUMilli = append(node.GPUMilli, f)
 	}
@@ -390,6 +393,22 @@ func (o *oracle) fgdFragment(placed []int) float64 {
 		sum += task.Weight * float64(fr)
 	}
 	return sum
+}
+
+// oracleFreeMilli is the documented free capacity of a healthy device not
+// allocated whole, in milli-GPU: the smaller of its free compute and its
+// free memory's share of capacity (rounded down; compute alone when the
+// capacity is unknown), computed with big integers.
+func oracleFreeMilli(capacity uint64, u DeviceUsage) int64 {
+	f := int64(max(1000-u.ComputeUsed, 0))
+	if capacity == 0 || u.MemoryUsed == 0 {
+		return f
+	}
+	if u.MemoryUsed >= capacity {
+		return 0
+	}
+	num := new(big.Int).Mul(new(big.Int).SetUint64(capacity-u.MemoryUsed), big.NewInt(1000))
+	return min(f, num.Quo(num, new(big.Int).SetUint64(capacity)).Int64())
 }
 
 // candidateOK applies the hard constraints (a).

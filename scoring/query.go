@@ -34,7 +34,7 @@ type query struct {
 	// Weights of the active components (0 when a component is inactive).
 	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
 	frag                                            *fgd.Evaluator // with wFrag > 0
-	sliceMilli                                      int            // the shared slice's compute share
+	slice                                           SharedSlice    // the shared slice (shared requests)
 	fragBefore                                      float64        // the node's expected fragment now (milli-GPU)
 	scopeK                                          int            // index of the scope kind, -1 for none
 	scopeReq                                        bool
@@ -72,7 +72,7 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	n := m.n
 	q.shared = req.Shared != nil
 	if q.shared {
-		q.sliceMilli = req.Shared.ComputeMilli
+		q.slice = *req.Shared
 	}
 	q.k = req.Count
 	if q.shared && q.k == 0 {
@@ -260,49 +260,39 @@ func (q *query) key(class int, ownRaw float64) int64 {
 	return int64(class)<<32 | int64(ownRaw*q.ownScale+0.5)
 }
 
-// gpuFreeMilli fills buf (n long) with each device's free milli-GPU as FGD
-// sees it: 0 for a device allocated whole or unhealthy, else 1000 minus the
-// compute its slices hold.
-func gpuFreeMilli(m *model, state *State, buf []int64) []int64 {
-	for i := range buf {
-		u := state.Usage(i)
-		if u.Allocated || !m.healthy[i] {
-			buf[i] = 0
-		} else {
-			buf[i] = int64(max(1000-u.ComputeUsed, 0))
-		}
-	}
-	return buf
-}
-
 // fragTerm maps a change of expected fragment (milli-GPU) to [0,1] like
 // FGD's node score: 1/(1+exp(delta/1000)), 0.5 for no change.
 func fragTerm(delta float64) float64 { return 1 / (1 + math.Exp(delta/fgd.MilliPerGPU)) }
 
 // fragOf is the fragmentation term of giving each device of set the slice:
-// free holds every device's free milli-GPU; it is modified and restored.
-func (q *query) fragOf(free []int64, set DeviceSet, slice int64) float64 {
+// buf is fragBuf's 2n values, every device's free milli-GPU now, then
+// once it holds the slice; it is modified and restored.
+func (q *query) fragOf(buf []int64, set DeviceSet) float64 {
 	if q.wFrag == 0 {
 		return 1
 	}
+	free, after := buf[:q.m.n], buf[q.m.n:2*q.m.n]
 	for i := range set.All() {
-		free[i] -= slice
+		free[i], after[i] = after[i], free[i]
 	}
 	f := q.frag.Fragment(math.MaxInt64, math.MaxInt64, free)
 	for i := range set.All() {
-		free[i] += slice
+		free[i], after[i] = after[i], free[i]
 	}
 	return fragTerm(f - q.fragBefore)
 }
 
 // fragOfMask is fragOf for a small node's mask, without iterators.
-func (q *query) fragOfMask(free []int64, set uint32, slice int64) float64 {
+func (q *query) fragOfMask(buf []int64, set uint32) float64 {
+	free, after := buf[:q.m.n], buf[q.m.n:2*q.m.n]
 	for r := set; r != 0; r &= r - 1 {
-		free[bits.TrailingZeros32(r)] -= slice
+		i := bits.TrailingZeros32(r)
+		free[i], after[i] = after[i], free[i]
 	}
 	f := q.frag.Fragment(math.MaxInt64, math.MaxInt64, free)
 	for r := set; r != 0; r &= r - 1 {
-		free[bits.TrailingZeros32(r)] += slice
+		i := bits.TrailingZeros32(r)
+		free[i], after[i] = after[i], free[i]
 	}
 	return fragTerm(f - q.fragBefore)
 }

@@ -48,9 +48,9 @@ func (c *Compiled) selectSmall(state *State, req *Request, opts []Option) (Resul
 	}
 	var aff, fit [smallMax]float64
 	q.deviceTerms(state, req, aff[:], fit[:])
-	var free [smallMax]int64
+	var free [2 * smallMax]int64
 	if q.wFrag > 0 {
-		gpuFreeMilli(c.m, state, free[:c.m.n])
+		fragBuf(c.m, state, req.Shared, free[:2*c.m.n])
 	}
 	return q.searchSmall(&aff, &fit, &free)
 }
@@ -65,7 +65,7 @@ var recip = func() (r [MaxDevices + 1]float64) {
 
 // searchSmall scores every candidate set of a node of at most 16 devices
 // from the tables, O(1) per candidate (O(k) with affinity or slices).
-func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int64) (Result, error) {
+func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[2 * smallMax]int64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)
 	uk := wt.uk
@@ -98,11 +98,7 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 		}
 	}
 	inv := 1 / float64(q.k)
-	var slice int64
-	free := gpuFree[:t.n]
-	if q.wFrag > 0 {
-		slice = int64(q.sliceMilli)
-	}
+	free := gpuFree[:2*t.n]
 
 	cands := t.byCount[q.k]
 	var table []uint32
@@ -165,7 +161,7 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 					raw += q.wFit * sum * inv
 				}
 				if q.wFrag > 0 {
-					raw += q.wFrag * q.fragOfMask(free, S, slice)
+					raw += q.wFrag * q.fragOfMask(free, S)
 				}
 				if raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)) {
 					bestS, bestKey, bestRaw = S, uk[S].key, raw
@@ -220,7 +216,7 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[smallMax]int6
 			raw += q.wFit * sum * inv
 		}
 		if q.wFrag > 0 {
-			raw += q.wFrag * q.fragOfMask(free, S, slice)
+			raw += q.wFrag * q.fragOfMask(free, S)
 		}
 		if key > bestKey || (key == bestKey && (raw > bestRaw || (raw == bestRaw && lexLess32(S, bestS)))) {
 			if explain {
@@ -349,7 +345,7 @@ func (q *query) components(set DeviceSet, o own, ringRV int64, la float64, laDet
 		cs = append(cs, Component{"fit", f, q.wFit, fmt.Sprintf("%.0f%% of the memory stays free after the slice (mean)", 100*(1-f))})
 	}
 	if q.wFrag > 0 {
-		v := q.fragOf(free, set, int64(q.sliceMilli))
+		v := q.fragOf(free, set)
 		delta := -fgd.MilliPerGPU * math.Log(1/v-1) // invert fragTerm for the detail
 		cs = append(cs, Component{"fragmentation", v, q.wFrag, fmt.Sprintf("expected fragment %+.0f milli-GPU (FGD)", delta)})
 	}
