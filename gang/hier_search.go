@@ -297,7 +297,9 @@ type hsearch struct {
 	extra        []extraSlice // pods and slices added above the minimums
 }
 
-func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int) (*hsearch, error) {
+// newHSearch prepares a search of h in view v; when only is not nil, nodes
+// it marks false hold nothing.
+func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int, only []bool) (*hsearch, error) {
 	hs := &hsearch{s: s, h: h, poll: poll, m: h.m, N: len(s.nodes), budget: budget, exact: true}
 	sv := &solver{}
 	if err := sv.prepare(s, poll, h.flat, search{view: v, restrict: -1}); err != nil {
@@ -321,6 +323,12 @@ func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int) (*hsea
 			return nil, err
 		}
 		hs.parent[n], hs.level[n] = int32(hs.N)+t.nodeDom[n], L
+		if only != nil && !only[n] {
+			if hs.m > 1 {
+				hs.base[n] = hs.zero()
+			}
+			continue
+		}
 		u := v.usage(int32(n))
 		hs.free[n] = int64(u.free)*8 + int64(u.freeMIG)
 		if hs.m == 1 {
@@ -1021,8 +1029,8 @@ type hOutcome struct {
 
 // solveIn searches h in view v: the strict attempt, then (when it has
 // preferred constraints and the strict one found nothing) without them.
-func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool) (*hOutcome, error) {
-	hs, err := s.newHSearch(poll, h, v, budget)
+func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool, only []bool) (*hOutcome, error) {
+	hs, err := s.newHSearch(poll, h, v, budget, only)
 	if err != nil {
 		return nil, err
 	}
@@ -1120,7 +1128,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 		r.Groups = groupResults(h, nil)
 		return r, nil
 	}
-	now, err := s.solveIn(poll, h, s.viewNow(), cfg.budget, false)
+	now, err := s.solveIn(poll, h, s.viewNow(), cfg.budget, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1131,7 +1139,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 	r.Work += now.work
 	proven := now.complete
 	if s.hasReleasing() {
-		rel, err := s.solveIn(poll, h, s.viewAfterRelease(), cfg.budget, false)
+		rel, err := s.solveIn(poll, h, s.viewAfterRelease(), cfg.budget, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -1144,7 +1152,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 		r.Work += rel.work
 		proven = proven && rel.complete
 	}
-	empty, err := s.solveIn(poll, h, s.viewEmpty(), cfg.budget, false)
+	empty, err := s.solveIn(poll, h, s.viewEmpty(), cfg.budget, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1153,7 +1161,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 		r.Verdict, r.Proven = NeverFits, empty.complete
 		r.Reasons = []string{fmt.Sprintf("the job's groups (%d pods at their minimums) do not fit together even on the empty cluster", h.j.MinPods())}
 	} else {
-		loose, err := s.solveIn(poll, h, s.viewNow(), cfg.budget, true)
+		loose, err := s.solveIn(poll, h, s.viewNow(), cfg.budget, true, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -1187,7 +1195,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 				ah.groups[0].level, ah.groups[0].mode = h.groups[x].level, h.groups[x].mode
 			}
 		}
-		o, err := s.solveIn(poll, ah, s.viewNow(), sub.budget, false)
+		o, err := s.solveIn(poll, ah, s.viewNow(), sub.budget, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -1196,7 +1204,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 			gr.Reasons = []string{fmt.Sprintf("fits on its own (in %s %q), but not together with the rest of the job", o.pl.Level, o.pl.Domain)}
 			continue
 		}
-		e, err := s.solveIn(poll, ah, s.viewEmpty(), sub.budget, false)
+		e, err := s.solveIn(poll, ah, s.viewEmpty(), sub.budget, false, nil)
 		if err != nil {
 			return nil, err
 		}

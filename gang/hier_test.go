@@ -495,11 +495,14 @@ func BenchmarkCheckGroups512(b *testing.B) {
 		b.Fatalf("verdict %v: %v", r.Verdict, r.Reasons)
 	}
 	b.ReportAllocs()
+	cpu0, ops := cpuNow(), 0
 	for b.Loop() {
 		if _, err := CheckGroups(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
+		ops++
 	}
+	b.ReportMetric(float64(cpuNow()-cpu0)/1e6/float64(max(ops, 1)), "cpu-ms/op")
 	b.ReportMetric(float64(r.Work), "choices/op")
 	b.ReportMetric(map[bool]float64{true: 1}[r.Optimal], "optimal")
 	b.ReportMetric(float64(r.Gap), "gap")
