@@ -175,7 +175,9 @@ func TestClearDomainOracle(t *testing.T) {
 					}
 				}
 			}
-			if !hOracle(nodes, j, func(l string) int { return map[string]int{"rack": 1, "clique": 2}[l] + map[bool]int{true: 3}[l == "node"] }) {
+			if !hOracle(nodes, j, func(l string) int {
+				return map[string]int{"rack": 1, "clique": 2}[l] + map[bool]int{true: 3}[l == "node"]
+			}) {
 				continue
 			}
 			if best == nil || cost.Compare(*best) < 0 {
