@@ -17,9 +17,9 @@ import (
 // result has min(n, pods) names.
 func ShrinkOrder(s *Snapshot, job string, n int) []string {
 	type pod struct {
-		name           string
-		dom            int32
-		node           string
+		name          string
+		dom           int32
+		node          string
 		inDom, onNode int
 	}
 	var pods []pod

@@ -185,7 +185,7 @@ func TestFairShareOracle(t *testing.T) {
 				}
 				g := min(rapid.IntRange(1, 2).Draw(t, "rg"), gpus[i]-d)
 				job := fmt.Sprintf("run%d", rapid.IntRange(0, 4).Draw(t, "rjob"))
-				q := queues[len(job)%1+rapid.IntRange(0, 2).Draw(t, "rq")]
+				q := queues[rapid.IntRange(0, 2).Draw(t, "rq")]
 				for _, a := range allocs {
 					if a.Job == job {
 						q = a.Queue
