@@ -55,22 +55,25 @@ type WaitPlan struct {
 	Waits []WaitEntry `json:"waits"`
 }
 
-func (w *WaitPolicy) validate(job string) error {
+// Validate checks the policy: 1 to MaxWaitSteps steps, valid level
+// names, times ≥ 0 and non-decreasing, Waited ≥ 0. Errors wrap
+// ErrInvalidJob.
+func (w *WaitPolicy) Validate() error {
 	if len(w.Steps) == 0 {
-		return jobErr("job %q: a wait policy without steps", job)
+		return jobErr("a wait policy without steps")
 	}
 	if len(w.Steps) > MaxWaitSteps {
-		return limitErr(ErrInvalidJob, "job %q: %d wait steps, more than MaxWaitSteps (%d)", job, len(w.Steps), MaxWaitSteps)
+		return limitErr(ErrInvalidJob, "%d wait steps, more than MaxWaitSteps (%d)", len(w.Steps), MaxWaitSteps)
 	}
 	if w.Waited < 0 {
-		return jobErr("job %q: negative waited time %v", job, w.Waited)
+		return jobErr("negative waited time %v", w.Waited)
 	}
 	for i, st := range w.Steps {
-		if err := checkName(ErrInvalidJob, fmt.Sprintf("job %q wait step %d level", job, i), st.Level); err != nil {
+		if err := checkName(ErrInvalidJob, fmt.Sprintf("wait step %d level", i), st.Level); err != nil {
 			return err
 		}
 		if st.After < 0 || (i > 0 && st.After < w.Steps[i-1].After) {
-			return jobErr("job %q: wait step %d (%s after %v): times must be ≥ 0 and non-decreasing", job, i, st.Level, st.After)
+			return jobErr("wait step %d (%q after %v): times must be ≥ 0 and non-decreasing", i, st.Level, st.After)
 		}
 	}
 	return nil
@@ -99,8 +102,8 @@ func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies ma
 		if !ok {
 			continue
 		}
-		if err := w.validate(j.Name); err != nil {
-			return nil, err
+		if err := w.Validate(); err != nil {
+			return nil, fmt.Errorf("job %q: %w", j.Name, err)
 		}
 		we := WaitEntry{Job: j.Name}
 		chosen, tightest := -1, -1
