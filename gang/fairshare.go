@@ -241,6 +241,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if err := fp.buildQueues(); err != nil {
 		return nil, err
 	}
+	var avgMem int64
+	if c := fp.capacity(); c[ResourceGPU] > 0 {
+		avgMem = c[ResourceGPUMemory] / c[ResourceGPU]
+	}
 	for i := range jobs {
 		j := &jobs[i]
 		if _, dup := fp.probs[j.Name]; dup {
@@ -259,6 +263,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		}
 		fp.probs[j.Name] = p
 		fp.need[j.Name] = demandAmounts(p)
+		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
+			// whole GPUs of unknown memory: the cluster's average
+			fp.need[j.Name][ResourceGPUMemory] = max(fp.need[j.Name][ResourceGPUMemory], g*avgMem)
+		}
 		q.pending = append(q.pending, j)
 	}
 	fp.usage()
@@ -538,15 +546,17 @@ func weightOf(q *fq, r string) float64 {
 }
 
 // inQuota says whether queue q stays within its deserved quota with d
-// more (every resource d asks for).
+// more (every resource d asks for that q has a deserved quota for; at
+// least one).
 func inQuota(q *fq, d Amounts) bool {
 	any := false
 	for r, v := range d {
-		if v <= 0 {
-			continue
+		des, ok := q.spec.Deserved[r]
+		if v <= 0 || !ok {
+			continue // a resource the queue has no quota for does not count
 		}
 		any = true
-		if q.usage[r]+v > q.spec.Deserved[r] {
+		if q.usage[r]+v > des {
 			return false
 		}
 	}
@@ -557,15 +567,11 @@ func inQuota(q *fq, d Amounts) bool {
 // history) to fair share.
 func share(q *fq) float64 {
 	var out float64
-	for r, v := range q.usage {
-		u := float64(v) + q.decayed[r]
-		f := float64(max(q.fair[r], 1))
-		out = max(out, u/f)
-	}
-	for r, v := range q.decayed {
-		if _, ok := q.usage[r]; !ok {
-			out = max(out, v/float64(max(q.fair[r], 1)))
+	for r, f := range q.fair {
+		if f <= 0 {
+			continue // no share of r: it does not rank the queue
 		}
+		out = max(out, (float64(q.usage[r])+q.decayed[r])/float64(f))
 	}
 	return out
 }
