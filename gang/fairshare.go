@@ -174,23 +174,25 @@ type fresv struct {
 }
 
 type fairPass struct {
-	s, w   *Snapshot
-	poll   *poller
-	cfg    *FairShare
-	opts   config
-	qs     map[string]*fq
-	roots  []*fq
-	probs  map[string]*problem
-	need   map[string]Amounts
-	resvs  []*fresv
-	hold   *view
-	sv     solver
-	failed map[string]int // signature -> version of w when it failed to fit
-	ver    int            // bumped when capacity grows (evictions, a reservation dropped)
-	never  map[string]bool
-	stats  FairPassStats
-	plan   *FairPlan
-	evicts map[string]bool // running jobs evicted (whole)
+	s, w      *Snapshot
+	poll      *poller
+	cfg       *FairShare
+	opts      config
+	qs        map[string]*fq
+	roots     []*fq
+	probs     map[string]*problem
+	need      map[string]Amounts
+	resvs     []*fresv
+	hold      *view
+	sv        solver
+	failed    map[string]int // signature -> version of w when it failed to fit
+	ver       int            // bumped when capacity grows (evictions, a reservation dropped)
+	state     int            // bumped on every change of the working snapshot or reservations
+	noReclaim map[string]int // queue|signature -> state when reclaim found nothing
+	never     map[string]bool
+	stats     FairPassStats
+	plan      *FairPlan
+	evicts    map[string]bool // running jobs evicted (whole)
 }
 
 // PlanFairShare runs one fair-share scheduling pass over pending jobs on
@@ -234,7 +236,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
 	}
 	fp := &fairPass{s: s, w: s.Clone(), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
-		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}}
+		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}
@@ -780,7 +782,17 @@ func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why str
 		return fmt.Errorf("%w: fair-share placement for %s does not validate: %w", ErrInternal, j.Name, err)
 	}
 	fp.w.assume(j, pl)
-	fp.hold = nil // capacity only shrank: cached failures stay valid
+	fp.state++ // capacity only shrank: cached fit failures stay valid
+	if fp.hold != nil {
+		// only reserved nodes the job landed on change in the held view
+		for _, name := range pl.Nodes() {
+			ni, _ := fp.w.cluster.NodeIndex(name)
+			if fp.hold.over != nil && fp.hold.over[ni] != nil {
+				fp.hold = nil
+				break
+			}
+		}
+	}
 	q := fp.qs[j.Queue]
 	for _, pp := range pl.Pods {
 		a := Allocation{Node: pp.Node, Devices: pp.Devices, Shared: pp.Shared, MIG: pp.MIG}
@@ -859,6 +871,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			fp.resvs = append(fp.resvs, r)
 			q.resv = r
 			fp.hold = nil
+			fp.state++
 			e.Action, e.Placement = Reserve, r.pl
 			e.Reason = fmt.Sprintf("head of queue %s: capacity reserved, starts in %v", q.spec.Name, r.t)
 			return nil
@@ -1119,11 +1132,22 @@ func allowed(set []reclaimUnit) bool {
 // reservation); greedy first, then every subset when there are few.
 func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	q := fp.qs[j.Queue]
+	p := fp.probs[j.Name]
+	key := j.Queue + "|" + p.signature()
+	if st, ok := fp.noReclaim[key]; ok && st == fp.state && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }) {
+		fp.stats.Skipped++
+		return false, nil // nothing changed since the same shape found nothing
+	}
+	found := false
+	defer func() {
+		if !found {
+			fp.noReclaim[key] = fp.state
+		}
+	}()
 	units := fp.units(q)
 	if len(units) == 0 {
 		return false, nil
 	}
-	p := fp.probs[j.Name]
 	budget := fp.cfg.ReclaimBudget
 	tests := 0
 	try := func(set []reclaimUnit) (*Placement, error) {
@@ -1170,13 +1194,18 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			freeNow += int64(hv.usage(int32(n)).free)
 		}
 	}
+	// an upper bound on what reclaim can free: per job its largest unit
+	// that is allowed on its own
 	var reclaimable int64
 	{
-		tk := newTaker()
+		most := map[string]int64{}
 		for _, u := range units {
-			if tk.add(u) {
-				reclaimable += u.take[ResourceGPU]
+			if newTaker().add(u) {
+				most[u.job] = max(most[u.job], u.take[ResourceGPU])
 			}
+		}
+		for _, v := range most {
+			reclaimable += v
 		}
 	}
 	if freeNow+reclaimable < need {
@@ -1265,7 +1294,9 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		fp.plan.Evictions = append(fp.plan.Evictions, ev)
 	}
 	fp.ver++
+	fp.state++
 	fp.hold = nil
+	found = true
 	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
 }
 
@@ -1351,6 +1382,7 @@ func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 	q.resv = nil
 	fp.hold = nil
 	fp.ver++
+	fp.state++
 	return true, nil
 }
 
