@@ -1043,8 +1043,14 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 		out = append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
 	}
 	// most over quota first, then lowest priority
+	shares := map[*fq]float64{}
+	for _, u := range out {
+		if _, ok := shares[u.queue]; !ok {
+			shares[u.queue] = share(u.queue)
+		}
+	}
 	slices.SortStableFunc(out, func(a, b reclaimUnit) int {
-		return cmp.Or(cmp.Compare(share(b.queue), share(a.queue)), cmp.Compare(w.allocs[a.pods[0]].Priority, w.allocs[b.pods[0]].Priority),
+		return cmp.Or(cmp.Compare(shares[b.queue], shares[a.queue]), cmp.Compare(w.allocs[a.pods[0]].Priority, w.allocs[b.pods[0]].Priority),
 			cmp.Compare(boolInt(a.whole), boolInt(b.whole)))
 	})
 	return out
