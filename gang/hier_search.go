@@ -721,15 +721,16 @@ func (hs *hsearch) dfs(k int, cost int64) error {
 }
 
 // install puts the best assignment in place (state as after its moves).
-func (hs *hsearch) install() {
+func (hs *hsearch) install() error {
 	hs.setUnits(hs.units)
 	copy(hs.pos, hs.best)
 	for k := 1; k < len(hs.units); k++ {
 		u := &hs.units[k]
 		if !hs.move(u.sub, hs.pos[u.parent], hs.pos[k]) {
-			panic("gang: hierarchical search: the best assignment no longer fits")
+			return internalErr("hierarchical search: the best assignment no longer fits")
 		}
 	}
+	return nil
 }
 
 // grow adds pods above the minimums, as many as fit under the same
@@ -1053,7 +1054,9 @@ func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool
 		if hs.best == nil {
 			continue
 		}
-		hs.install()
+		if err := hs.install(); err != nil {
+			return nil, fmt.Errorf("gang: %w", err)
+		}
 		out.lb = hs.lowerBound()
 		hs.grow()
 		pl, placed, err := hs.build()
