@@ -1241,7 +1241,8 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			return false, err
 		}
 		if pl != nil {
-			for i := len(set) - 1; i >= 0 && tests < budget; i-- {
+			// (a single unit is needed: without it the job did not fit)
+			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
 				cand := slices.Delete(slices.Clone(set), i, i+1)
 				if q, err := try(cand); err != nil {
 					return false, err
