@@ -1380,8 +1380,16 @@ func (fp *fairPass) sweep(order []*Job) error {
 }
 
 func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
-	ok, err := fp.reclaim(j, e)
-	if err != nil || !ok {
+	// its own reservation's capacity may be free already
+	pl, err := fp.fits(fp.probs[j.Name], fp.holdView(j.Name), "")
+	if err != nil {
+		return false, err
+	}
+	if pl != nil {
+		if err := fp.start(j, e, pl, Start, "fits now beside the other reservations"); err != nil {
+			return false, err
+		}
+	} else if ok, err := fp.reclaim(j, e); err != nil || !ok {
 		return false, err
 	}
 	q := fp.qs[j.Queue]
