@@ -24,7 +24,7 @@ func mustGroups(tb testing.TB, s *Snapshot, j *HierJob, opts ...GroupOption) *Hi
 	if err != nil {
 		tb.Fatalf("CheckGroups(%s): %v", j.Name, err)
 	}
-	if r.Placement != nil {
+	if r.Placement != nil && r.Verdict == Fits {
 		if err := s.ValidateGroups(j, r.Placement); err != nil {
 			tb.Fatalf("CheckGroups(%s) placement does not validate: %v", j.Name, err)
 		}
@@ -506,4 +506,22 @@ func BenchmarkCheckGroups512(b *testing.B) {
 	b.ReportMetric(float64(r.Work), "choices/op")
 	b.ReportMetric(map[bool]float64{true: 1}[r.Optimal], "optimal")
 	b.ReportMetric(float64(r.Gap), "gap")
+}
+
+func TestCheckGroupsAfterRelease(t *testing.T) {
+	sp := fourTier(t, 1, 1, 2, 2)
+	sp.allocs = []Allocation{
+		{Job: "old", Pod: "old-0", Node: "n00", Devices: []int{0, 1, 2, 3, 4, 5, 6, 7}, Releasing: true},
+		{Job: "old", Pod: "old-1", Node: "n01", Devices: []int{0, 1, 2, 3, 4, 5, 6, 7}, Releasing: true},
+		{Job: "run", Pod: "run-0", Node: "n02", Devices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
+	}
+	s := sp.build(t)
+	j := &HierJob{Name: "p", Root: Group{Name: "p", Topology: Constraint{Level: "clique"}, Groups: []Group{leaf("w", 2, 0, 8)}}}
+	r := mustGroups(t, s, j)
+	require.Equal(t, FitsAfterRelease, r.Verdict, r.Reasons)
+	require.ElementsMatch(t, []string{"old-0", "old-1"}, r.Placement.WaitsFor)
+	require.ErrorIs(t, r.Err(), ErrPipelined)
+	// once they are gone the placement holds
+	s.RemoveJob("old")
+	require.NoError(t, s.ValidateGroups(j, r.Placement))
 }
