@@ -90,6 +90,22 @@
 // lower-priority jobs inside one domain whose removal makes it fit, never a
 // part of a gang, with the cost of the eviction.
 //
+// # Beyond one flat job
+//
+// [CheckGroups] places a hierarchical job ([HierJob]: a tree of [Group]s,
+// depth ≤ 4, each with its own level; leaves with min/max pods and slices),
+// every group's constraint holding across all its sub-groups, by branch
+// and bound over domain choices with a work budget (HierResult.Proven,
+// Optimal, Gap) and a verdict per group. [ClearDomain] plans a
+// domain-clearing preemption: the cheapest domain of the job's required
+// level to clear of whole lower-priority jobs, as a sticky
+// [ClearingTarget]. [PlanFairShare] runs a pass over a queue tree
+// ([FairShare]: deserved quota, limit, over-quota weight per resource,
+// time-decayed usage) with reclaim and one reservation per queue.
+// [ScaleUp] and [ShrinkOrder] grow and shrink elastic jobs;
+// [PlanWaitForBetter] lets jobs wait for a tighter level before accepting
+// a looser one.
+//
 // # Files
 //
 // Package gang/gangfile reads the YAML or JSON job and cluster files of the

@@ -28,6 +28,13 @@ blocked (how much is missing, where, held by whom), fragmented, never fits —
 with reasons. A job file with several jobs (or --queue) runs one queue pass:
 order, GPUs ahead, what starts now, the head-of-line reservation.
 
+A job with groups (a hierarchical job) is checked as a tree: verdict and
+domain per group; --preempt then plans a domain-clearing preemption (the
+cheapest domain of its level to clear, whole lower-priority victims). A file
+with fairShare runs a hierarchical fair-share pass (deserved quotas, limits,
+reclaim, one reservation per queue); jobs with a wait policy are planned at
+the tightest level they accept now (wait for a better placement).
+
 File formats: go doc github.com/gputopo/gputopo/gang/gangfile Jobs (and Cluster).
 Machines named in a cluster file are the embedded ones (gputopo machines).
 
@@ -46,7 +53,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	clusterFile := fs.String("cluster", "", "cluster file `FILE` (YAML or JSON): nodes, labels, topologies, running pods")
 	strategy := fs.String("strategy", "bestfit", "how a gang spreads inside its domain: `bestfit` or balanced")
 	queue := fs.Bool("queue", false, "run a queue pass even for a single job")
-	preempt := fs.Bool("preempt", false, "when the job does not fit, find the fewest lower-priority jobs to evict")
+	preempt := fs.Bool("preempt", false, "when the job does not fit, find the fewest lower-priority jobs to evict (a hierarchical job: the cheapest domain to clear)")
 	noResv := fs.Bool("no-reservation", false, "queue pass without head-of-line reservation")
 	summary := fs.Bool("summary", false, "print the verdict and counts, not every pod")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -70,12 +77,16 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	jobs, queues, err := gangfile.ParseJobs(data)
+	jf, err := gangfile.ParseJobFile(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *jobFile, err)
 	}
+	jobs, queues := jf.Jobs, jf.Queues
 	for _, w := range snap.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if done, err := gangFileModes(ctx, stdout, snap, jf, strat, *preempt, *summary, *asJSON); done {
+		return err
 	}
 	if len(jobs) > 1 || *queue {
 		opts := []gang.Option{gang.WithStrategy(strat), gang.WithQueues(queues...)}

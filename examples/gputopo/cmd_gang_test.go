@@ -230,3 +230,66 @@ func TestGangSharedSlices(t *testing.T) {
 		t.Errorf("%d pods listed, want 8:\n%s", total, out)
 	}
 }
+
+func TestGangHierarchical(t *testing.T) {
+	args := []string{"gang", "--cluster", "testdata/gang/hier-cluster.yaml", "--job", "testdata/gang/hier-infer.yaml"}
+	code, out, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	for _, want := range []string{"job infer: fits (optimal)", `example.com/rack "r1"`, `infer/prefill            required clique  fits     nvidia.com/gpu.clique "r1/`, "infer-prefill-w-3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// every node held: blocked, and --preempt clears rack r1 of its
+	// low-priority jobs
+	args = []string{"gang", "--cluster", "testdata/gang/hier-busy.yaml", "--job", "testdata/gang/hier-infer.yaml", "--preempt", "--json"}
+	code, out, _ = runCLI(t, args...)
+	if code != exitNoFit {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	var res struct {
+		Verdict  string `json:"verdict"`
+		Clearing struct {
+			Domain  string `json:"domain"`
+			Exact   bool   `json:"exact"`
+			Victims []struct {
+				Job string `json:"job"`
+			} `json:"victims"`
+		} `json:"clearing"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != "blocked" || res.Clearing.Domain != "r1" || !res.Clearing.Exact || len(res.Clearing.Victims) != 5 {
+		t.Errorf("%+v\n%s", res, out)
+	}
+	for _, v := range res.Clearing.Victims {
+		if v.Job == "batch-c" || v.Job == "prod" {
+			t.Errorf("evicts %s, which is not needed or not lower priority", v.Job)
+		}
+	}
+}
+
+func TestGangFairShareAndWait(t *testing.T) {
+	code, out, _ := runCLI(t, "gang", "--cluster", "testdata/gang/hier-busy.yaml", "--job", "testdata/gang/fairshare.yaml", "--summary")
+	if code != exitNoFit {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"search-index  search  16    start", "reclaim: evict 1 surplus pods of batch-a", "reclaim: evict whole job of batch-b",
+		"vision-eval   vision  8     reserve", "would exceed its gpu limit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, "gang", "--cluster", "testdata/gang/hier-cluster.yaml", "--job", "testdata/gang/wait.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"uses rack; a looser level becomes acceptable in 2h30m0s", "clique    true        0s       false", "start"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

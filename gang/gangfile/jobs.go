@@ -1,7 +1,6 @@
 package gangfile
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -52,9 +51,14 @@ import (
 // short names node, clique, rack, block (see gang.Constraint). Quantities take
 // Kubernetes suffixes (m; k, M, G, T, P; Ki, Mi, Gi, Ti, Pi) or plain numbers;
 // durations take Go syntax ("90m", "2h") or seconds.
+//
+// Hierarchical jobs, fair-share queues and wait policies (see JobFile) add
+// "groups" and "wait" to a job and "fairShare" to the file; files without
+// them read as before.
 type Jobs struct {
-	Queues []Queue `json:"queues,omitempty"`
-	Jobs   []Job   `json:"jobs"`
+	Queues    []Queue    `json:"queues,omitempty"`
+	FairShare *FairShare `json:"fairShare,omitempty"`
+	Jobs      []Job      `json:"jobs"`
 }
 
 // Queue is a queue weight in a job file.
@@ -73,7 +77,13 @@ type Job struct {
 	MinCount int         `json:"minCount,omitempty"`
 	Topology *Constraint `json:"topology,omitempty"`
 	NVLink   *NVLink     `json:"nvlink,omitempty"`
-	PodSets  []PodSet    `json:"podSets"`
+	PodSets  []PodSet    `json:"podSets,omitempty"`
+	// Groups makes the job hierarchical (gang.HierJob): the job is the
+	// root group (its topology the root's), these its sub-groups; a job
+	// has podSets or groups, not both.
+	Groups []Group `json:"groups,omitempty"`
+	// Wait is the job's wait-for-a-better-placement policy.
+	Wait *Wait `json:"wait,omitempty"`
 }
 
 // Constraint is a topology constraint in a job file.
@@ -139,51 +149,14 @@ type PodSet struct {
 // ParseJobs reads a job file (see Jobs): one job or a list, with queue
 // weights. Every job is validated. Errors wrap gang.ErrParse or gang.ErrInvalidJob.
 func ParseJobs(data []byte) ([]gang.Job, []gang.QueueSpec, error) {
-	raw, err := toJSON(data, jobDocLimits)
+	f, err := ParseJobFile(data)
 	if err != nil {
 		return nil, nil, err
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, nil, parseErr("a job file is an object (one job, or \"jobs\" and \"queues\"): %v", err)
+	if len(f.Groups) > 0 {
+		return nil, nil, parseErr("the file holds hierarchical jobs (groups): read it with ParseJobFile")
 	}
-	var f Jobs
-	if _, many := probe["jobs"]; many {
-		if err := strict(raw, &f); err != nil {
-			return nil, nil, err
-		}
-	} else {
-		var one Job
-		if err := strict(raw, &one); err != nil {
-			return nil, nil, err
-		}
-		f.Jobs = []Job{one}
-	}
-	if len(f.Jobs) == 0 {
-		return nil, nil, parseErr("no jobs")
-	}
-	var jobs []gang.Job
-	for i, js := range f.Jobs {
-		j, err := js.job()
-		if err != nil {
-			return nil, nil, fmt.Errorf("jobs[%d]: %w", i, err)
-		}
-		if err := j.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("jobs[%d]: %w", i, err)
-		}
-		jobs = append(jobs, j)
-	}
-	var qs []gang.QueueSpec
-	for i, q := range f.Queues {
-		if err := checkName(fmt.Sprintf("queues[%d] name", i), q.Name); err != nil {
-			return nil, nil, err
-		}
-		if q.Name == "" || q.Weight < 0 {
-			return nil, nil, parseErr("queues[%d]: a queue needs a name and a weight ≥ 0", i)
-		}
-		qs = append(qs, gang.QueueSpec(q))
-	}
-	return jobs, qs, nil
+	return f.Jobs, f.Queues, nil
 }
 
 func (js *Job) job() (gang.Job, error) {
@@ -195,31 +168,11 @@ func (js *Job) job() (gang.Job, error) {
 		j.NVLink = &gang.NVLink{SliceSize: js.NVLink.SliceSize, Level: js.NVLink.Level}
 	}
 	for i, ps := range js.PodSets {
-		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas,
-			Pod: gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
-				CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}}
-		if ps.Scope != "" {
-			sc, err := scoring.ParseScope(ps.Scope)
-			if err != nil {
-				return j, parseErr("podSets[%d].scope: %v", i, err)
-			}
-			s.Pod.Devices.Scope = sc
+		pod, err := ps.pod(fmt.Sprintf("podSets[%d]", i))
+		if err != nil {
+			return j, err
 		}
-		switch strings.ToLower(ps.ScopeMode) {
-		case "preferred":
-			s.Pod.Devices.ScopeMode = scoring.ModePreferred
-		case "", "required":
-			s.Pod.Devices.ScopeMode = scoring.ModeRequired
-		default:
-			return j, parseErr("podSets[%d].scopeMode %q (want required or preferred)", i, ps.ScopeMode)
-		}
-		if ps.Shared != nil {
-			sl, err := ps.Shared.slice(fmt.Sprintf("podSets[%d].shared", i))
-			if err != nil {
-				return j, err
-			}
-			s.Pod.Devices.Shared = sl
-		}
+		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: pod}
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
 		}
@@ -229,4 +182,33 @@ func (js *Job) job() (gang.Job, error) {
 		j.PodSets = append(j.PodSets, s)
 	}
 	return j, nil
+}
+
+// pod converts a pod set's pod request.
+func (ps *PodSet) pod(where string) (gang.Pod, error) {
+	p := gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
+		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}
+	if ps.Scope != "" {
+		sc, err := scoring.ParseScope(ps.Scope)
+		if err != nil {
+			return p, parseErr("%s.scope: %v", where, err)
+		}
+		p.Devices.Scope = sc
+	}
+	switch strings.ToLower(ps.ScopeMode) {
+	case "preferred":
+		p.Devices.ScopeMode = scoring.ModePreferred
+	case "", "required":
+		p.Devices.ScopeMode = scoring.ModeRequired
+	default:
+		return p, parseErr("%s.scopeMode %q (want required or preferred)", where, ps.ScopeMode)
+	}
+	if ps.Shared != nil {
+		sl, err := ps.Shared.slice(where + ".shared")
+		if err != nil {
+			return p, err
+		}
+		p.Devices.Shared = sl
+	}
+	return p, nil
 }

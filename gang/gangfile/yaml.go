@@ -88,6 +88,13 @@ var (
 		{[]string{"podSets", "*", "nodeSelector"}, gang.MaxLabels, "gang.MaxLabels"},
 		{[]string{"jobs", "*", "podSets"}, gang.MaxPodSets, "gang.MaxPodSets"},
 		{[]string{"jobs", "*", "podSets", "*", "nodeSelector"}, gang.MaxLabels, "gang.MaxLabels"},
+		{[]string{"groups"}, gang.MaxGroups, "gang.MaxGroups"},
+		{[]string{"jobs", "*", "groups"}, gang.MaxGroups, "gang.MaxGroups"},
+		{[]string{"wait", "steps"}, gang.MaxWaitSteps, "gang.MaxWaitSteps"},
+		{[]string{"jobs", "*", "wait", "steps"}, gang.MaxWaitSteps, "gang.MaxWaitSteps"},
+		{[]string{"fairShare", "queues"}, gang.MaxJobs, "gang.MaxJobs"},
+		{[]string{"fairShare", "history"}, gang.MaxJobs * 16, "16 × gang.MaxJobs"},
+		{[]string{"fairShare", "runningMin"}, gang.MaxJobs, "gang.MaxJobs"},
 	}
 	clusterDocLimits = []docLimit{
 		{[]string{"levels"}, gang.MaxLevels, "gang.MaxLevels"},

@@ -1,0 +1,1421 @@
+package gang
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Resource names of fair-share amounts (Amounts keys).
+const (
+	// ResourceGPU counts whole GPUs.
+	ResourceGPU = "gpu"
+	// ResourceGPUMemory counts bytes of GPU memory: a whole device's
+	// memory, a shared slice's memory.
+	ResourceGPUMemory = "gpu-memory"
+	// ResourceMIGPrefix prefixes a MIG profile: "mig/1g.10gb" counts
+	// instances of that profile.
+	ResourceMIGPrefix = "mig/"
+)
+
+// Limits of a fair-share pass.
+const (
+	// MaxFairJobs bounds the pending jobs of one PlanFairShare pass.
+	MaxFairJobs = 1 << 15
+	// MaxQueueDepth bounds the depth of a queue tree (a top-level queue is
+	// depth 1).
+	MaxQueueDepth = 8
+	// MaxFairWork bounds one pass: its pending jobs times the snapshot's
+	// nodes.
+	MaxFairWork = 1 << 27
+)
+
+// Amounts are quantities per resource (ResourceGPU, ResourceGPUMemory,
+// ResourceMIGPrefix+profile).
+type Amounts map[string]int64
+
+// FairQueue is one queue of a fair-share tree.
+type FairQueue struct {
+	// Name identifies the queue; jobs name it in Job.Queue (leaves and
+	// inner queues alike may hold jobs).
+	Name string
+	// Parent is the parent queue's name ("" for a top-level queue).
+	Parent string
+	// Deserved is the queue's guaranteed quota: while it uses less, its
+	// jobs may reclaim capacity from queues over theirs.
+	Deserved Amounts
+	// Limit caps what the queue (its subtree) may use; a resource absent
+	// or 0 is not limited.
+	Limit Amounts
+	// OverQuotaWeight is the queue's weight, per resource, in sharing what
+	// is left beyond the deserved quotas (absent: 1).
+	OverQuotaWeight map[string]float64
+}
+
+// UsageSample is past usage of a queue, for time-decayed fair share.
+type UsageSample struct {
+	Queue string
+	// Age is how long ago the usage was measured.
+	Age time.Duration
+	// Used is what the queue used then (e.g. GPU-hours as GPUs).
+	Used Amounts
+}
+
+// FairShare configures PlanFairShare.
+type FairShare struct {
+	Queues []FairQueue
+	// HalfLife decays History: a sample of age a counts 2^(-a/HalfLife).
+	// 0 ignores History (fair share by current usage only).
+	HalfLife time.Duration
+	History  []UsageSample
+	// RunningMin gives running elastic jobs' minimum pod counts: reclaim
+	// may take their pods above it (surplus first) instead of the whole
+	// job. Other running jobs are reclaimed whole.
+	RunningMin map[string]int
+	// ReclaimBudget bounds the fit tests of one job's reclaim search
+	// (0: 256).
+	ReclaimBudget int
+}
+
+// Eviction is running capacity a fair-share pass reclaims.
+type Eviction struct {
+	Job   string `json:"job"`
+	Queue string `json:"queue"`
+	// Pods are the pods to evict; Whole says whether they are all of the
+	// job's (else the job keeps at least its minimum).
+	Pods  []string `json:"pods"`
+	Whole bool     `json:"whole"`
+	// For is the job the capacity is reclaimed for.
+	For string `json:"for"`
+}
+
+// QueueStatus is one queue's state after a fair-share pass.
+type QueueStatus struct {
+	Name   string `json:"name"`
+	Parent string `json:"parent,omitempty"`
+	// Deserved, Limit: as configured. Usage: what its subtree holds after
+	// the pass (running, minus evictions, plus starts). Demand: usage
+	// before the pass plus what its pending jobs ask. FairShare: its share
+	// of the cluster (deserved, then the rest by over-quota weight up to
+	// its demand and limit).
+	Deserved  Amounts `json:"deserved,omitempty"`
+	Limit     Amounts `json:"limit,omitempty"`
+	Usage     Amounts `json:"usage"`
+	Demand    Amounts `json:"demand"`
+	FairShare Amounts `json:"fairShare"`
+	// DominantShare is the largest, over resources, of its (decayed)
+	// usage over its fair share, after the pass.
+	DominantShare float64 `json:"dominantShare"`
+	// Reserved names the job holding the queue's head-of-line
+	// reservation.
+	Reserved string `json:"reserved,omitempty"`
+}
+
+// FairEntry is one pending job's outcome in a fair-share pass.
+type FairEntry struct {
+	QueueEntry
+	// Reclaimed lists the evictions (FairPlan.Evictions) that make room
+	// for the job.
+	Reclaimed []string `json:"reclaimed,omitempty"`
+}
+
+// FairPlan is the outcome of PlanFairShare.
+type FairPlan struct {
+	Entries []FairEntry `json:"entries"`
+	// Reservations hold capacity for the head of several queues at once:
+	// none overlaps another, and no job started in the pass delays one.
+	Reservations []Reservation  `json:"reservations"`
+	Evictions    []Eviction     `json:"evictions"`
+	Queues       []QueueStatus  `json:"queues"`
+	Stats        FairPassStats  `json:"stats"`
+	byJob        map[string]int `json:"-"`
+}
+
+// FairPassStats counts a pass's work.
+type FairPassStats struct {
+	Searches int `json:"searches"`
+	Skipped  int `json:"skipped"`
+}
+
+// Entry returns the entry of the named job.
+func (p *FairPlan) Entry(job string) (FairEntry, bool) {
+	i, ok := p.byJob[job]
+	if !ok {
+		return FairEntry{}, false
+	}
+	return p.Entries[i], true
+}
+
+type fq struct {
+	spec    FairQueue
+	parent  *fq
+	kids    []*fq
+	depth   int
+	usage   Amounts            // current (running + started - evicted), subtree
+	decayed map[string]float64 // History, decayed, subtree
+	demand  Amounts
+	fair    Amounts
+	pending []*Job
+	next    int
+	resv    *fresv
+}
+
+type fresv struct {
+	job   string
+	queue *fq
+	pl    *Placement
+	t     time.Duration
+	waits []string
+}
+
+type fairPass struct {
+	s, w      *Snapshot
+	poll      *poller
+	cfg       *FairShare
+	opts      config
+	qs        map[string]*fq
+	roots     []*fq
+	probs     map[string]*problem
+	need      map[string]Amounts
+	resvs     []*fresv
+	hold      *view
+	sv        solver
+	failed    map[string]int // signature -> version of w when it failed to fit
+	ver       int            // bumped when capacity grows (evictions, a reservation dropped)
+	state     int            // bumped on every change of the working snapshot or reservations
+	noReclaim map[string]int // queue|signature -> state when reclaim found nothing
+	never     map[string]bool
+	stats     FairPassStats
+	plan      *FairPlan
+	evicts    map[string]bool // running jobs evicted (whole)
+}
+
+// PlanFairShare runs one fair-share scheduling pass over pending jobs on
+// snapshot s (which it does not change), with queues in a tree (KAI's,
+// Volcano's and Kueue's hierarchical queues):
+//
+//   - each queue's fair share is its deserved quota, then what is left
+//     shared by over-quota weight, per resource (GPUs, GPU memory, MIG
+//     profiles), up to its demand and limit;
+//   - jobs are taken in hierarchical dominant-resource-fair order: at every
+//     level the child queue within its deserved quota first, then the one
+//     whose largest usage-to-fair-share ratio (with time-decayed History)
+//     is smallest; within a queue by priority, then arrival;
+//   - a job that would take its queue (or an ancestor) over its limit
+//     waits;
+//   - a job that fits starts, unless it would delay a reservation;
+//   - a job that does not fit but stays within its queue's deserved quota
+//     reclaims: whole jobs (or an elastic job's pods above its minimum,
+//     FairShare.RunningMin) of queues over their deserved quota, never
+//     taking one below it, never breaking a running job below its
+//     minimum, never taking reserved capacity;
+//   - otherwise the first such job of each queue gets a head-of-line
+//     reservation, when the running pods it waits for have known end
+//     times and its placement overlaps no other reservation; later jobs
+//     start only beside every reservation, or when their declared run
+//     time ends before the earliest reservation starts (EASY backfill
+//     that delays none of them).
+//
+// A final sweep retries reclaim for every job within its deserved quota
+// that did not start, so that at the end no such job could start by
+// reclaiming from queues over quota. Hierarchical jobs (HierJob) are not
+// taken; a job's pods already placed (members) are not completed.
+func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, opts ...Option) (*FairPlan, error) {
+	if len(jobs) > MaxFairJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs, more than MaxFairJobs (%d)", len(jobs), MaxFairJobs)
+	}
+	if len(fs.Queues) > MaxJobs || len(fs.History) > MaxJobs*16 {
+		return nil, limitErr(ErrInvalidJob, "%d queues / %d usage samples: more than MaxJobs (%d) / 16×MaxJobs", len(fs.Queues), len(fs.History), MaxJobs)
+	}
+	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
+		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
+	}
+	fp := &fairPass{s: s, w: s.Clone(), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
+		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
+	if fs.ReclaimBudget <= 0 {
+		fs.ReclaimBudget = 256
+	}
+	if err := fp.buildQueues(); err != nil {
+		return nil, err
+	}
+	var avgMem int64
+	if c := fp.capacity(); c[ResourceGPU] > 0 {
+		avgMem = c[ResourceGPUMemory] / c[ResourceGPU]
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if _, dup := fp.probs[j.Name]; dup {
+			return nil, jobErr("job name %q used twice in the queue", j.Name)
+		}
+		q := fp.qs[j.Queue]
+		if q == nil {
+			return nil, jobErr("job %q: unknown queue %q", j.Name, j.Queue)
+		}
+		if len(s.byJob[j.Name]) > 0 {
+			return nil, jobErr("job %q already has pods in the snapshot; PlanFairShare plans pending jobs whole", j.Name)
+		}
+		p, err := newProblem(j, s.tree)
+		if err != nil {
+			return nil, err
+		}
+		fp.probs[j.Name] = p
+		fp.need[j.Name] = demandAmounts(p)
+		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
+			// whole GPUs of unknown memory: the cluster's average
+			fp.need[j.Name][ResourceGPUMemory] = max(fp.need[j.Name][ResourceGPUMemory], g*avgMem)
+		}
+		q.pending = append(q.pending, j)
+	}
+	fp.usage()
+	fp.fairShares()
+	plan := &FairPlan{byJob: map[string]int{}, Reservations: []Reservation{}, Evictions: []Eviction{}}
+	fp.plan = plan
+	order := fp.order(len(jobs))
+	perQueue := map[string]int{}
+	ahead := 0
+	for pos, j := range order {
+		p := fp.probs[j.Name]
+		perQueue[j.Queue]++
+		need := minDemand(p)
+		e := FairEntry{QueueEntry: QueueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1,
+			QueuePosition: perQueue[j.Queue], JobsAhead: pos, GPUsAhead: ahead, GPUs: need.GPUs}}
+		ahead += need.GPUs
+		plan.byJob[j.Name] = len(plan.Entries)
+		plan.Entries = append(plan.Entries, e)
+		if err := fp.decide(j, &plan.Entries[len(plan.Entries)-1]); err != nil {
+			return nil, err
+		}
+	}
+	if err := fp.sweep(order); err != nil {
+		return nil, err
+	}
+	for _, r := range fp.resvs {
+		plan.Reservations = append(plan.Reservations, Reservation{Job: r.job, Placement: r.pl, WaitsFor: r.waits, Start: r.t, StartKnown: true})
+	}
+	plan.Queues = fp.status()
+	plan.Stats = fp.stats
+	return plan, nil
+}
+
+func (fp *fairPass) buildQueues() error {
+	for i := range fp.cfg.Queues {
+		q := fp.cfg.Queues[i]
+		if err := checkName(ErrInvalidJob, "queue name", q.Name); err != nil {
+			return err
+		}
+		if _, dup := fp.qs[q.Name]; dup {
+			return jobErr("queue %q defined twice", q.Name)
+		}
+		for r, v := range q.Deserved {
+			if v < 0 || q.Limit[r] < 0 {
+				return jobErr("queue %q: negative quota for %s", q.Name, r)
+			}
+		}
+		for r, w := range q.OverQuotaWeight {
+			if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+				return jobErr("queue %q: over-quota weight %v for %s, want a finite number ≥ 0", q.Name, w, r)
+			}
+		}
+		fp.qs[q.Name] = &fq{spec: q, usage: Amounts{}, decayed: map[string]float64{}, demand: Amounts{}, fair: Amounts{}}
+	}
+	for _, q := range fp.qs {
+		if q.spec.Parent == "" {
+			fp.roots = append(fp.roots, q)
+			continue
+		}
+		p := fp.qs[q.spec.Parent]
+		if p == nil {
+			return jobErr("queue %q: unknown parent %q", q.spec.Name, q.spec.Parent)
+		}
+		q.parent = p
+		p.kids = append(p.kids, q)
+	}
+	for _, q := range fp.qs {
+		d := 0
+		for x := q; x != nil; x = x.parent {
+			d++
+			if d > MaxQueueDepth {
+				return limitErr(ErrInvalidJob, "queue %q: deeper than MaxQueueDepth (%d) or in a cycle", q.spec.Name, MaxQueueDepth)
+			}
+		}
+		q.depth = d
+		slices.SortFunc(q.kids, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	}
+	slices.SortFunc(fp.roots, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	for _, q := range fp.qs {
+		slices.SortStableFunc(q.pending, func(a, b *Job) int {
+			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), strings.Compare(a.Name, b.Name))
+		})
+	}
+	return nil
+}
+
+// demandAmounts is what a pending job's thresholds ask for.
+func demandAmounts(p *problem) Amounts {
+	out := Amounts{}
+	for _, sp := range p.sets {
+		n := sp.need
+		if n == 0 {
+			n = sp.want
+		}
+		if sp.gpuUnits > 0 {
+			out[ResourceGPU] += n * sp.gpuUnits
+			out[ResourceGPUMemory] += n * sp.gpuUnits * int64(sp.shape.mem)
+		}
+		if sp.shape.shared {
+			out[ResourceGPUMemory] += n * int64(sp.shape.shMem)
+		}
+		if sp.shape.migN > 0 {
+			out[ResourceMIGPrefix+sp.shape.profile] += n * int64(sp.shape.migN)
+		}
+	}
+	return out
+}
+
+// allocAmounts is what one running pod holds.
+func (s *Snapshot) allocAmounts(a *Allocation, add func(r string, v int64)) {
+	ni, ok := s.cluster.NodeIndex(a.Node)
+	if !ok {
+		return
+	}
+	st := &s.nodes[ni]
+	for _, d := range a.Devices {
+		if a.Shared != nil {
+			add(ResourceGPUMemory, int64(a.Shared.MemoryBytes))
+			continue
+		}
+		add(ResourceGPU, 1)
+		if d >= 0 && d < st.devices {
+			add(ResourceGPUMemory, int64(min(st.topo.Device(d).MemoryBytes, MaxBytes)))
+		}
+	}
+	for _, m := range a.MIG {
+		add(ResourceMIGPrefix+m.Profile, 1)
+	}
+}
+
+// addUp adds v of resource r to queue q and its ancestors.
+func addUp(q *fq, r string, v int64, field func(*fq) Amounts) {
+	for x := q; x != nil; x = x.parent {
+		field(x)[r] += v
+	}
+}
+
+func (fp *fairPass) usage() {
+	for k := range fp.s.allocs {
+		if !fp.s.live[k] {
+			continue
+		}
+		a := &fp.s.allocs[k]
+		q := fp.qs[a.Queue]
+		if q == nil {
+			continue
+		}
+		fp.s.allocAmounts(a, func(r string, v int64) {
+			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
+			addUp(q, r, v, func(x *fq) Amounts { return x.demand })
+		})
+	}
+	for _, q := range fp.qs {
+		for _, j := range q.pending {
+			for r, v := range fp.need[j.Name] {
+				addUp(q, r, v, func(x *fq) Amounts { return x.demand })
+			}
+		}
+	}
+	if hl := fp.cfg.HalfLife; hl > 0 {
+		for _, h := range fp.cfg.History {
+			q := fp.qs[h.Queue]
+			if q == nil {
+				continue
+			}
+			f := math.Exp2(-float64(h.Age) / float64(hl))
+			for r, v := range h.Used {
+				for x := q; x != nil; x = x.parent {
+					x.decayed[r] += float64(v) * f
+				}
+			}
+		}
+	}
+}
+
+// capacity is what the cluster offers per resource (schedulable nodes,
+// healthy devices not in MIG mode); MIG profiles count their demand.
+func (fp *fairPass) capacity() Amounts {
+	out := Amounts{}
+	for n := range fp.s.nodes {
+		st := &fp.s.nodes[n]
+		if st.info.Unschedulable {
+			continue
+		}
+		for d := range st.devices {
+			if st.healthy[d] && !st.migOn[d] {
+				out[ResourceGPU]++
+				out[ResourceGPUMemory] += int64(min(st.topo.Device(d).MemoryBytes, MaxBytes))
+			}
+		}
+	}
+	for _, q := range fp.roots {
+		for r, v := range q.demand {
+			if strings.HasPrefix(r, ResourceMIGPrefix) {
+				out[r] += v
+			}
+		}
+	}
+	return out
+}
+
+// fairShares divides capacity down the tree: deserved first (scaled down
+// when over-committed), the rest by over-quota weight (water-filling), up
+// to demand and limit.
+func (fp *fairPass) fairShares() {
+	var divide func(kids []*fq, c Amounts)
+	divide = func(kids []*fq, c Amounts) {
+		res := map[string]bool{}
+		for r := range c {
+			res[r] = true
+		}
+		for _, q := range kids {
+			for r := range q.demand {
+				res[r] = true
+			}
+		}
+		for r := range res {
+			total := float64(c[r])
+			want := make([]float64, len(kids))
+			got := make([]float64, len(kids))
+			var sumDes float64
+			for i, q := range kids {
+				want[i] = float64(q.demand[r])
+				if l := q.spec.Limit[r]; l > 0 {
+					want[i] = min(want[i], float64(l))
+				}
+				sumDes += min(float64(q.spec.Deserved[r]), want[i])
+			}
+			scale := 1.0
+			if sumDes > total && sumDes > 0 {
+				scale = total / sumDes
+			}
+			left := total
+			for i, q := range kids {
+				got[i] = min(float64(q.spec.Deserved[r]), want[i]) * scale
+				left -= got[i]
+			}
+			for left > 1e-9 {
+				var wsum float64
+				for i, q := range kids {
+					if got[i] < want[i]-1e-9 {
+						wsum += weightOf(q, r)
+					}
+				}
+				if wsum == 0 {
+					break
+				}
+				used := 0.0
+				for i, q := range kids {
+					if got[i] < want[i]-1e-9 {
+						give := min(left*weightOf(q, r)/wsum, want[i]-got[i])
+						got[i] += give
+						used += give
+					}
+				}
+				left -= used
+				if used < 1e-9 {
+					break
+				}
+			}
+			for i, q := range kids {
+				q.fair[r] = int64(math.Round(got[i]))
+			}
+		}
+		for _, q := range kids {
+			divide(q.kids, q.fair)
+		}
+	}
+	divide(fp.roots, fp.capacity())
+}
+
+func weightOf(q *fq, r string) float64 {
+	if w, ok := q.spec.OverQuotaWeight[r]; ok {
+		return w
+	}
+	return 1
+}
+
+// inQuota says whether queue q stays within its deserved quota with d
+// more (every resource d asks for that q has a deserved quota for; at
+// least one).
+func inQuota(q *fq, d Amounts) bool {
+	any := false
+	for r, v := range d {
+		des, ok := q.spec.Deserved[r]
+		if v <= 0 || !ok {
+			continue // a resource the queue has no quota for does not count
+		}
+		any = true
+		if q.usage[r]+v > des {
+			return false
+		}
+	}
+	return any
+}
+
+// share is q's dominant share: the largest ratio of usage (plus decayed
+// history) to fair share.
+func share(q *fq) float64 {
+	var out float64
+	for r, f := range q.fair {
+		if f <= 0 {
+			continue // no share of r: it does not rank the queue
+		}
+		out = max(out, (float64(q.usage[r])+q.decayed[r])/float64(f))
+	}
+	return out
+}
+
+// order interleaves the queues: hierarchical DRF, in-quota first.
+func (fp *fairPass) order(n int) []*Job {
+	// ordering works on a copy of the usage: it grows as jobs are taken
+	saved := map[*fq]Amounts{}
+	for _, q := range fp.qs {
+		saved[q] = maps(q.usage)
+	}
+	var out []*Job
+	var pick func(kids []*fq) *fq
+	pending := func(q *fq) bool {
+		var has func(x *fq) bool
+		has = func(x *fq) bool {
+			if x.next < len(x.pending) {
+				return true
+			}
+			for _, k := range x.kids {
+				if has(k) {
+					return true
+				}
+			}
+			return false
+		}
+		return has(q)
+	}
+	headDemand := func(q *fq) Amounts {
+		// the next job of q's subtree, taken as the queue's own next job
+		// when it has one
+		if q.next < len(q.pending) {
+			return fp.need[q.pending[q.next].Name]
+		}
+		return nil
+	}
+	pick = func(kids []*fq) *fq {
+		var best *fq
+		bestTier, bestShare := 2, math.Inf(1)
+		for _, q := range kids {
+			if !pending(q) {
+				continue
+			}
+			tier := 1
+			if d := headDemand(q); d != nil && inQuota(q, d) {
+				tier = 0
+			} else if d == nil && belowDeserved(q) {
+				tier = 0
+			}
+			sh := share(q)
+			if tier < bestTier || (tier == bestTier && sh < bestShare) {
+				best, bestTier, bestShare = q, tier, sh
+			}
+		}
+		return best
+	}
+	for len(out) < n {
+		q := pick(fp.roots)
+		if q == nil {
+			break
+		}
+		for {
+			// a queue's own jobs compete with its children as one more child
+			if q.next < len(q.pending) {
+				k := pick(q.kids)
+				if k == nil || !(share(k) < share(q)) {
+					break
+				}
+				q = k
+				continue
+			}
+			k := pick(q.kids)
+			if k == nil {
+				break
+			}
+			q = k
+		}
+		j := q.pending[q.next]
+		q.next++
+		out = append(out, j)
+		for r, v := range fp.need[j.Name] {
+			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
+		}
+	}
+	for _, q := range fp.qs {
+		q.usage = saved[q]
+	}
+	return out
+}
+
+func belowDeserved(q *fq) bool {
+	for r, v := range q.spec.Deserved {
+		if q.usage[r] < v {
+			return true
+		}
+	}
+	return false
+}
+
+func maps(a Amounts) Amounts {
+	out := make(Amounts, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	return out
+}
+
+// overLimit names the first queue from q up that d would take over its
+// limit ("" when none).
+func overLimit(q *fq, d Amounts) string {
+	for x := q; x != nil; x = x.parent {
+		for r, v := range d {
+			if l := x.spec.Limit[r]; l > 0 && x.usage[r]+v > l {
+				return fmt.Sprintf("queue %s would exceed its %s limit (%d + %d > %d)", x.spec.Name, r, x.usage[r], v, l)
+			}
+		}
+	}
+	return ""
+}
+
+// holdView is w with every reservation's capacity held except skip's.
+func (fp *fairPass) holdView(skip string) *view {
+	if skip != "" && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == skip }) {
+		skip = ""
+	}
+	if skip == "" && fp.hold != nil {
+		return fp.hold
+	}
+	v := fp.w.viewNow()
+	if len(fp.resvs) > 0 {
+		v = &view{s: fp.w, name: "held"}
+		type need struct {
+			devs   []int
+			shared []sharedHold
+			migs   []MIGSlot
+			cpu    int64
+			mem    uint64
+		}
+		per := map[int32]*need{}
+		for _, r := range fp.resvs {
+			if r.job == skip {
+				continue
+			}
+			for _, pp := range r.pl.Pods {
+				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+				nd := per[int32(ni)]
+				if nd == nil {
+					nd = &need{}
+					per[int32(ni)] = nd
+				}
+				if pp.Shared != nil {
+					for _, d := range pp.Devices {
+						nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
+					}
+				} else {
+					nd.devs = append(nd.devs, pp.Devices...)
+				}
+				nd.migs = append(nd.migs, pp.MIG...)
+			}
+		}
+		for n, nd := range per {
+			v.set(n, fp.w.plusUsage(fp.w.viewNow(), n, nd.devs, nd.shared, nd.migs, nd.cpu, nd.mem))
+		}
+	}
+	if skip == "" {
+		fp.hold = v
+	}
+	return v
+}
+
+// fits places p in v after a cheap capacity bound; failures are cached per
+// job signature until the working snapshot changes.
+func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
+	need := minDemand(p)
+	g, sl := 0, 0
+	for n := range fp.w.nodes {
+		if !fp.w.nodes[n].info.Unschedulable {
+			u := v.usage(int32(n))
+			g += int(u.free)
+			sl += int(u.freeMIG)
+		}
+	}
+	if g < need.GPUs || (need.MIGSlices > 0 && sl < need.MIGSlices) {
+		fp.stats.Skipped++
+		return nil, nil
+	}
+	key := tag + "|" + p.signature()
+	if ver, ok := fp.failed[key]; ok && ver == fp.ver {
+		fp.stats.Skipped++
+		return nil, nil
+	}
+	fp.stats.Searches++
+	pl, _, err := fp.w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1})
+	if err != nil {
+		return nil, err
+	}
+	if pl == nil && tag != "" {
+		fp.failed[key] = fp.ver
+	}
+	return pl, nil
+}
+
+func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why string) error {
+	p := fp.probs[j.Name]
+	if err := fp.w.Validate(j, pl); err != nil {
+		return fmt.Errorf("%w: fair-share placement for %s does not validate: %w", ErrInternal, j.Name, err)
+	}
+	fp.w.assume(j, pl)
+	fp.state++ // capacity only shrank: cached fit failures stay valid
+	if fp.hold != nil {
+		// only reserved nodes the job landed on change in the held view
+		for _, name := range pl.Nodes() {
+			ni, _ := fp.w.cluster.NodeIndex(name)
+			if fp.hold.over != nil && fp.hold.over[ni] != nil {
+				fp.hold = nil
+				break
+			}
+		}
+	}
+	q := fp.qs[j.Queue]
+	for _, pp := range pl.Pods {
+		a := Allocation{Node: pp.Node, Devices: pp.Devices, Shared: pp.Shared, MIG: pp.MIG}
+		fp.w.allocAmounts(&a, func(r string, v int64) { addUp(q, r, v, func(x *fq) Amounts { return x.usage }) })
+	}
+	_ = p
+	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
+	return nil
+}
+
+func (fp *fairPass) decide(j *Job, e *FairEntry) error {
+	p := fp.probs[j.Name]
+	q := fp.qs[j.Queue]
+	d := fp.need[j.Name]
+	if why := overLimit(q, d); why != "" {
+		e.Action, e.Verdict, e.Reason = Wait, Blocked, why
+		return nil
+	}
+	if len(fp.resvs) == 0 {
+		pl, err := fp.fits(p, fp.w.viewNow(), "now")
+		if err != nil {
+			return err
+		}
+		if pl != nil {
+			return fp.start(j, e, pl, Start, "fits now")
+		}
+	} else {
+		pl, err := fp.fits(p, fp.holdView(""), "held")
+		if err != nil {
+			return err
+		}
+		if pl != nil {
+			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.resvs)))
+		}
+		if t := fp.earliest(); j.RunTime > 0 && j.RunTime <= t {
+			pl, err := fp.fits(p, fp.w.viewNow(), "now")
+			if err != nil {
+				return err
+			}
+			if pl != nil {
+				return fp.start(j, e, pl, Backfill, fmt.Sprintf("its run time %v ends before the earliest reservation starts (in %v)", j.RunTime, t))
+			}
+		}
+	}
+	if len(p.never) > 0 {
+		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster: "+p.never[0]
+		return nil
+	}
+	sig := p.signature()
+	never, ok := fp.never[sig]
+	if !ok {
+		pl, _, err := fp.s.place(&fp.sv, fp.poll, p, search{view: fp.s.viewEmpty(), strategy: fp.opts.strategy, restrict: -1})
+		if err != nil {
+			return err
+		}
+		never = pl == nil
+		fp.never[sig] = never
+	}
+	if never {
+		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster"
+		return nil
+	}
+	if inQuota(q, d) {
+		ok, err := fp.reclaim(j, e)
+		if err != nil || ok {
+			return err
+		}
+	}
+	e.Verdict = Blocked
+	if q.resv == nil {
+		r, err := fp.reserve(j)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			fp.resvs = append(fp.resvs, r)
+			q.resv = r
+			fp.hold = nil
+			fp.state++
+			e.Action, e.Placement = Reserve, r.pl
+			e.Reason = fmt.Sprintf("head of queue %s: capacity reserved, starts in %v", q.spec.Name, r.t)
+			return nil
+		}
+	}
+	e.Action = Wait
+	switch {
+	case q.resv != nil:
+		e.Reason = fmt.Sprintf("behind the reservation of %s in queue %s", q.resv.job, q.spec.Name)
+	case len(fp.resvs) > 0:
+		e.Reason = fmt.Sprintf("does not fit beside the %d reservations", len(fp.resvs))
+	default:
+		e.Reason = "does not fit now"
+	}
+	return nil
+}
+
+// earliest is the earliest reservation start.
+func (fp *fairPass) earliest() time.Duration {
+	t := time.Duration(math.MaxInt64)
+	for _, r := range fp.resvs {
+		t = min(t, r.t)
+	}
+	return t
+}
+
+// reserve finds the earliest time, among the known ends of running pods,
+// at which j fits without overlapping another reservation.
+func (fp *fairPass) reserve(j *Job) (*fresv, error) {
+	p := fp.probs[j.Name]
+	w := fp.w
+	var times []time.Duration
+	for k := range w.allocs {
+		if w.live[k] && w.allocs[k].Remaining > 0 && !w.allocs[k].Releasing {
+			times = append(times, w.allocs[k].Remaining)
+		}
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	if len(times) == 0 {
+		return nil, nil
+	}
+	at := func(t time.Duration) (*Placement, error) {
+		v := w.viewWithout("until", func(a *Allocation) bool { return a.Releasing || (a.Remaining > 0 && a.Remaining <= t) })
+		if len(fp.resvs) > 0 {
+			held := map[int32][]PodPlacement{}
+			for _, r := range fp.resvs {
+				for _, pp := range r.pl.Pods {
+					ni, _ := w.cluster.NodeIndex(pp.Node)
+					held[int32(ni)] = append(held[int32(ni)], pp)
+				}
+			}
+			for n, pps := range held {
+				var devs []int
+				var sh []sharedHold
+				var migs []MIGSlot
+				for _, pp := range pps {
+					if pp.Shared != nil {
+						for _, d := range pp.Devices {
+							sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
+						}
+					} else {
+						devs = append(devs, pp.Devices...)
+					}
+					migs = append(migs, pp.MIG...)
+				}
+				v.set(n, w.plusUsage(v, n, devs, sh, migs, 0, 0))
+			}
+		}
+		fp.stats.Searches++
+		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1})
+		return pl, err
+	}
+	last, err := at(times[len(times)-1])
+	if err != nil || last == nil {
+		return nil, err
+	}
+	i := sort.Search(len(times), func(i int) bool {
+		pl, _ := at(times[i])
+		return pl != nil
+	})
+	if fp.poll.err != nil {
+		return nil, fp.poll.err
+	}
+	pl, err := at(times[i])
+	if err != nil || pl == nil {
+		return nil, err
+	}
+	t := times[i]
+	waits := map[string]bool{}
+	onNodes := map[string]bool{}
+	for _, n := range pl.Nodes() {
+		onNodes[n] = true
+	}
+	for k := range w.allocs {
+		a := &w.allocs[k]
+		if w.live[k] && a.Remaining > 0 && a.Remaining <= t && onNodes[a.Node] {
+			waits[a.jobName()] = true
+		}
+	}
+	r := &fresv{job: j.Name, queue: fp.qs[j.Queue], pl: pl, t: t, waits: []string{}}
+	for job := range waits {
+		r.waits = append(r.waits, job)
+	}
+	slices.Sort(r.waits)
+	return r, nil
+}
+
+// reclaimUnit is capacity reclaim may take: a whole running job, or an
+// elastic job's pods above its minimum.
+type reclaimUnit struct {
+	job   string
+	queue *fq
+	pods  []int32 // allocation indices in w
+	whole bool
+	take  Amounts
+}
+
+// units lists what reclaim may take for queue q: running jobs (not q's)
+// of queues over their deserved quota.
+func (fp *fairPass) units(q *fq) []reclaimUnit {
+	w := fp.w
+	byJob := map[string][]int32{}
+	var names []string
+	for k := range w.allocs {
+		if !w.live[k] || w.allocs[k].Releasing {
+			continue
+		}
+		a := &w.allocs[k]
+		if _, pending := fp.probs[a.jobName()]; pending {
+			continue // started in this pass: not reclaimed
+		}
+		vq := fp.qs[a.Queue]
+		if vq == nil || vq == q {
+			continue
+		}
+		if byJob[a.jobName()] == nil {
+			names = append(names, a.jobName())
+		}
+		byJob[a.jobName()] = append(byJob[a.jobName()], int32(k))
+	}
+	slices.Sort(names)
+	var out []reclaimUnit
+	for _, name := range names {
+		ks := byJob[name]
+		vq := fp.qs[w.allocs[ks[0]].Queue]
+		if !overDeserved(vq) {
+			continue
+		}
+		amount := func(ks []int32) Amounts {
+			am := Amounts{}
+			for _, k := range ks {
+				w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
+			}
+			return am
+		}
+		if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
+			surplus := ShrinkOrder(w, name, len(ks)-m)
+			var sk []int32
+			for _, pod := range surplus {
+				for _, k := range ks {
+					if w.allocs[k].Pod == pod {
+						sk = append(sk, k)
+					}
+				}
+			}
+			out = append(out, reclaimUnit{job: name, queue: vq, pods: sk, take: amount(sk)})
+		}
+		out = append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
+	}
+	// most over quota first, then lowest priority
+	shares := map[*fq]float64{}
+	for _, u := range out {
+		if _, ok := shares[u.queue]; !ok {
+			shares[u.queue] = share(u.queue)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b reclaimUnit) int {
+		return cmp.Or(cmp.Compare(shares[b.queue], shares[a.queue]), cmp.Compare(w.allocs[a.pods[0]].Priority, w.allocs[b.pods[0]].Priority),
+			cmp.Compare(boolInt(a.whole), boolInt(b.whole)))
+	})
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func overDeserved(q *fq) bool {
+	for r, v := range q.usage {
+		if v > q.spec.Deserved[r] {
+			return true
+		}
+	}
+	return false
+}
+
+// taker adds reclaim units while every queue stays at or above its
+// deserved quota.
+type taker struct {
+	taken map[*fq]Amounts
+	jobs  map[string]bool
+}
+
+func newTaker() *taker { return &taker{taken: map[*fq]Amounts{}, jobs: map[string]bool{}} }
+
+// add takes u when allowed, and reports whether it did.
+func (t *taker) add(u reclaimUnit) bool {
+	if t.jobs[u.job] {
+		return false
+	}
+	for x := u.queue; x != nil; x = x.parent {
+		for r, v := range u.take {
+			if t.taken[x][r]+v > max(x.usage[r]-x.spec.Deserved[r], 0) {
+				return false
+			}
+		}
+	}
+	t.jobs[u.job] = true
+	for x := u.queue; x != nil; x = x.parent {
+		if t.taken[x] == nil {
+			t.taken[x] = Amounts{}
+		}
+		for r, v := range u.take {
+			t.taken[x][r] += v
+		}
+	}
+	return true
+}
+
+// allowed says whether taking set from their queues keeps every queue at
+// or above its deserved quota (what it used below it stays).
+func allowed(set []reclaimUnit) bool {
+	taken := map[*fq]Amounts{}
+	jobs := map[string]bool{}
+	for _, u := range set {
+		if jobs[u.job] {
+			return false // a job's surplus and the whole job: one or the other
+		}
+		jobs[u.job] = true
+		for x := u.queue; x != nil; x = x.parent {
+			if taken[x] == nil {
+				taken[x] = Amounts{}
+			}
+			for r, v := range u.take {
+				taken[x][r] += v
+			}
+		}
+	}
+	for q, t := range taken {
+		for r, v := range t {
+			if v > max(q.usage[r]-q.spec.Deserved[r], 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reclaim looks for units whose eviction lets j fit (beside every
+// reservation); greedy first, then every subset when there are few.
+func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
+	q := fp.qs[j.Queue]
+	p := fp.probs[j.Name]
+	key := j.Queue + "|" + p.signature()
+	if st, ok := fp.noReclaim[key]; ok && st == fp.state && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }) {
+		fp.stats.Skipped++
+		return false, nil // nothing changed since the same shape found nothing
+	}
+	found := false
+	defer func() {
+		if !found {
+			fp.noReclaim[key] = fp.state
+		}
+	}()
+	units := fp.units(q)
+	if len(units) == 0 {
+		return false, nil
+	}
+	budget := fp.cfg.ReclaimBudget
+	tests := 0
+	try := func(set []reclaimUnit) (*Placement, error) {
+		tests++
+		drop := map[int32]bool{}
+		for _, u := range set {
+			for _, k := range u.pods {
+				drop[k] = true
+			}
+		}
+		base := fp.holdView(j.Name)
+		v := &view{s: fp.w, name: "reclaim", over: slices.Clone(base.over)}
+		nodes := map[int32]bool{}
+		for k := range drop {
+			ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
+			nodes[int32(ni)] = true
+		}
+		for n := range nodes {
+			var keep []int32
+			for _, k := range fp.w.byNode[n] {
+				if !drop[k] {
+					keep = append(keep, k)
+				}
+			}
+			u, err := fp.w.buildUsage(int(n), keep)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reclaim view: %w", ErrInternal, err)
+			}
+			v.set(n, u)
+			if base.over != nil && base.over[n] != nil {
+				// keep the reservations held on this node
+				v.set(n, fp.reheld(v, n, j.Name))
+			}
+		}
+		return fp.fits(p, v, "")
+	}
+	// greedy: add allowed units until they free the GPUs missing, test;
+	// double the target while it fails; then drop the unneeded
+	need := int64(minDemand(p).GPUs)
+	var freeNow int64
+	hv := fp.holdView(j.Name)
+	for n := range fp.w.nodes {
+		if !fp.w.nodes[n].info.Unschedulable {
+			freeNow += int64(hv.usage(int32(n)).free)
+		}
+	}
+	// an upper bound on what reclaim can free: per job its largest unit
+	// that is allowed on its own
+	var reclaimable int64
+	{
+		most := map[string]int64{}
+		for _, u := range units {
+			if newTaker().add(u) {
+				most[u.job] = max(most[u.job], u.take[ResourceGPU])
+			}
+		}
+		for _, v := range most {
+			reclaimable += v
+		}
+	}
+	if freeNow+reclaimable < need {
+		return false, nil
+	}
+	var best []reclaimUnit
+	var bestPl *Placement
+	target := max(need-freeNow, 1)
+	for len(best) == 0 && tests < budget {
+		tk := newTaker()
+		var set []reclaimUnit
+		var freed int64
+		for _, u := range units {
+			if freed >= target {
+				break
+			}
+			if tk.add(u) {
+				set = append(set, u)
+				freed += u.take[ResourceGPU]
+			}
+		}
+		if len(set) == 0 {
+			break
+		}
+		pl, err := try(set)
+		if err != nil {
+			return false, err
+		}
+		if pl != nil {
+			// (a single unit is needed: without it the job did not fit)
+			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
+				cand := slices.Delete(slices.Clone(set), i, i+1)
+				if q, err := try(cand); err != nil {
+					return false, err
+				} else if q != nil {
+					set, pl = cand, q
+				}
+			}
+			best, bestPl = set, pl
+			break
+		}
+		if freed < target || target >= reclaimable {
+			break // every allowed unit is in the set
+		}
+		target *= 2
+	}
+	if best == nil && len(units) <= 12 {
+		for mask := 1; mask < 1<<len(units) && tests < budget; mask++ {
+			var cand []reclaimUnit
+			for i, u := range units {
+				if mask&(1<<i) != 0 {
+					cand = append(cand, u)
+				}
+			}
+			if !allowed(cand) {
+				continue
+			}
+			pl, err := try(cand)
+			if err != nil {
+				return false, err
+			}
+			if pl != nil {
+				best, bestPl = cand, pl
+				break
+			}
+		}
+	}
+	if best == nil {
+		return false, nil
+	}
+	for _, u := range best {
+		ev := Eviction{Job: u.job, Queue: u.queue.spec.Name, Whole: u.whole, For: j.Name}
+		for _, k := range u.pods {
+			ev.Pods = append(ev.Pods, fp.w.allocs[k].Pod)
+		}
+		slices.Sort(ev.Pods)
+		for r, v := range u.take {
+			addUp(u.queue, r, -v, func(x *fq) Amounts { return x.usage })
+		}
+		for _, pod := range ev.Pods {
+			fp.w.RemovePod(pod)
+		}
+		if u.whole {
+			fp.evicts[u.job] = true
+		}
+		e.Reclaimed = append(e.Reclaimed, u.job)
+		fp.plan.Evictions = append(fp.plan.Evictions, ev)
+	}
+	fp.ver++
+	fp.state++
+	fp.hold = nil
+	found = true
+	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
+}
+
+// reheld returns node n's usage in v with every reservation but skip's
+// held.
+func (fp *fairPass) reheld(v *view, n int32, skip string) *nodeUsage {
+	var devs []int
+	var sh []sharedHold
+	var migs []MIGSlot
+	name := fp.w.nodes[n].name
+	for _, r := range fp.resvs {
+		if r.job == skip {
+			continue
+		}
+		for _, pp := range r.pl.Pods {
+			if pp.Node != name {
+				continue
+			}
+			if pp.Shared != nil {
+				for _, d := range pp.Devices {
+					sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
+				}
+			} else {
+				devs = append(devs, pp.Devices...)
+			}
+			migs = append(migs, pp.MIG...)
+		}
+	}
+	return fp.w.plusUsage(v, n, devs, sh, migs, 0, 0)
+}
+
+// sweep retries reclaim for every job within its deserved quota that did
+// not start, until nothing changes.
+func (fp *fairPass) sweep(order []*Job) error {
+	for changed := true; changed; {
+		changed = false
+		for _, j := range order {
+			i := fp.plan.byJob[j.Name]
+			e := &fp.plan.Entries[i]
+			if e.Action != Wait && e.Action != Reserve {
+				continue
+			}
+			q := fp.qs[j.Queue]
+			if !inQuota(q, fp.need[j.Name]) || overLimit(q, fp.need[j.Name]) != "" {
+				continue
+			}
+			if e.Action == Reserve {
+				// the reservation stays unless reclaim starts the job
+				ok, err := fp.reclaimReserved(j, e)
+				if err != nil {
+					return err
+				}
+				changed = changed || ok
+				continue
+			}
+			// it may fit outright now (evictions freed capacity)
+			if pl, err := fp.fits(fp.probs[j.Name], fp.holdView(""), "held"); err != nil {
+				return err
+			} else if pl != nil {
+				if err := fp.start(j, e, pl, Backfill, "fits beside the reservations once capacity was reclaimed"); err != nil {
+					return err
+				}
+				changed = true
+				continue
+			}
+			ok, err := fp.reclaim(j, e)
+			if err != nil {
+				return err
+			}
+			changed = changed || ok
+		}
+	}
+	return nil
+}
+
+func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
+	// its own reservation's capacity may be free already
+	pl, err := fp.fits(fp.probs[j.Name], fp.holdView(j.Name), "")
+	if err != nil {
+		return false, err
+	}
+	if pl != nil {
+		if err := fp.start(j, e, pl, Start, "fits now beside the other reservations"); err != nil {
+			return false, err
+		}
+	} else if ok, err := fp.reclaim(j, e); err != nil || !ok {
+		return false, err
+	}
+	q := fp.qs[j.Queue]
+	fp.resvs = slices.DeleteFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name })
+	q.resv = nil
+	fp.hold = nil
+	fp.ver++
+	fp.state++
+	return true, nil
+}
+
+func (fp *fairPass) status() []QueueStatus {
+	var out []QueueStatus
+	names := make([]string, 0, len(fp.qs))
+	for n := range fp.qs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		q := fp.qs[n]
+		st := QueueStatus{Name: n, Parent: q.spec.Parent, Deserved: q.spec.Deserved, Limit: q.spec.Limit,
+			Usage: maps(q.usage), Demand: maps(q.demand), FairShare: maps(q.fair), DominantShare: share(q)}
+		if q.resv != nil {
+			st.Reserved = q.resv.job
+		}
+		out = append(out, st)
+	}
+	return out
+}
