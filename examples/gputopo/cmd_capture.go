@@ -44,7 +44,8 @@ Exec credential plugins are not run: use a token or client certificate.
 
 Then: gputopo gang --cluster FILE --job JOB (would it fit, and where), or
 gputopo place --cluster FILE --node NAME --gpus N (which devices on one
-node, around those its running pods hold; show takes --cluster/--node too).
+node, around those its running pods hold; show takes --cluster/--node too),
+or gputopo simulate --cluster FILE (compare placement policies on its nodes).
 
 flags:
 `
