@@ -14,7 +14,7 @@ import (
 // MaxTopologies bounds the entries of a cluster file's shared topology
 // table (Cluster.Topologies). Each entry is parsed into a topology.Node, so
 // the bound, with MaxFileBytes on the text, bounds the memory the table
-// takes: a file of MaxTopologies minimal entries allocates about 45 MB
+// takes: a file of MaxTopologies minimal entries allocates about 50 MB
 // (TestHostileTopologyTables). Captures of real clusters need one entry
 // per distinct machine shape and state, far fewer.
 const MaxTopologies = 4096

@@ -20,8 +20,9 @@ import (
 // placements, on free memory slices, within the profile's instance limit
 // and the GPU's optical-flow engine budget; a compute instance is destroyed
 // only when no work runs on it; a GPU instance only once its compute
-// instance is gone. DryRun checks without changing anything. It is safe for
-// concurrent use.
+// instance is gone. DryRun checks without changing anything. It also
+// implements mig.InstanceNamer, naming every compute instance by a
+// deterministic "MIG-" UUID. It is safe for concurrent use.
 type Fake struct {
 	mu    sync.Mutex
 	gpus  []*fakeGPU
