@@ -295,7 +295,7 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 		r.Cluster.Nodes = append(r.Cluster.Nodes, fn)
 	}
 	if len(table.entries) > gangfile.MaxTopologies {
-		return nil, fmt.Errorf("%w: %d distinct topologies, more than gangfile.MaxTopologies (%d); capture with InlineTopologies",
+		return nil, fmt.Errorf("%w: %d distinct topologies, more than gangfile.MaxTopologies (%d); capture with InlineTopologies (gputopo capture --inline-topologies)",
 			topology.ErrLimit, len(table.entries), gangfile.MaxTopologies)
 	}
 	table.shareLabels(r.Cluster.Nodes)

@@ -148,3 +148,24 @@ func TestCaptureOf5000Nodes(t *testing.T) {
 	res = checkJob(t, data, fmt.Sprintf("name: toobig\npodSets: [{name: w, replicas: 501, gpus: 8, nodeSelector: {%s: %q}}]\n", kube.LabelGPUProduct, product))
 	assert.NotEqual(t, gang.Fits, res.Verdict, "only 500 free whole H100 nodes")
 }
+
+// TestBuildTopologyTableLimit: a cluster of more distinct topologies than
+// gangfile.MaxTopologies cannot be captured into a table gangfile would
+// refuse; Build says so and points to InlineTopologies.
+func TestBuildTopologyTableLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 4,097 nodes")
+	}
+	var nodes []v1.Node
+	for i := range gangfile.MaxTopologies + 1 {
+		topo, err := topology.NewBuilder().AddDevice(topology.Device{Index: 0, Vendor: topology.VendorNVIDIA, Model: "X", MemoryBytes: uint64(i+1) << 30}).Build()
+		require.NoError(t, err)
+		labels, annotations, err := kube.Metadata(topo)
+		require.NoError(t, err)
+		nodes = append(nodes, v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%05d", i), Labels: labels, Annotations: annotations}})
+	}
+	_, err := Build(nodes, nil, Options{})
+	require.ErrorIs(t, err, topology.ErrLimit)
+	assert.Contains(t, err.Error(), "gangfile.MaxTopologies")
+	assert.Contains(t, err.Error(), "InlineTopologies")
+}
