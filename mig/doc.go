@@ -118,7 +118,9 @@
 // told to commit; the NVIDIA provider implements it through NVML with
 // explicit placements. [ApplyStep] is the same transition in memory, and
 // Fake in package mig/migtest is an in-memory PartitionManager that
-// enforces the hardware rules independently, for tests.
+// enforces the hardware rules independently, for tests. A manager that can
+// also name a live instance the way container runtimes do ("MIG-<uuid>")
+// implements the optional [InstanceNamer]; both of those do.
 //
 // Every error wraps a sentinel (ErrOverlap, ErrIllegalPlacement, ErrNoPlan,
 // ...) for errors.Is; every parse error wraps [ErrParse], which is

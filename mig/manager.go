@@ -66,6 +66,23 @@ type PartitionManager interface {
 	Apply(ctx context.Context, step Step, mode ApplyMode) error
 }
 
+// InstanceNamer is implemented by a PartitionManager that can tell the
+// identity a container runtime knows a live MIG instance by: the UUID of
+// the MIG device (the compute instance) of the GPU instance at a placement,
+// "MIG-<uuid>", what NVIDIA_VISIBLE_DEVICES and CDI specs name. It is an
+// optional interface: callers type-assert for it and fall back (with a
+// warning) when a manager lacks it. The NVIDIA provider's manager implements
+// it through NVML (nvmlDeviceGetUUID on the MIG device handle); migtest.Fake
+// with deterministic UUIDs.
+type InstanceNamer interface {
+	// InstanceUUID returns the UUID of the MIG device of the GPU instance
+	// at pl on gpu (a GPU named as in Layouts). It fails with an error
+	// wrapping ErrNoInstance when no GPU instance with a compute instance
+	// sits exactly at pl, ErrUnknownGPU for an unknown GPU, and
+	// ErrUnsupported when the hardware or driver cannot say.
+	InstanceUUID(ctx context.Context, gpu string, pl Placement) (string, error)
+}
+
 // ApplyPlan carries out a plan through pm. With DryRun it reads pm's
 // layouts and simulates every step with ApplyStep, so a plan that would
 // fail on the current state is caught before anything changes; it calls no

@@ -28,6 +28,10 @@ a cluster file (JSON) that gputopo gang --cluster reads, so that "would this
 job fit, and where" can be asked offline. Kept per node: the topology from
 the gputopo.io/topology annotation, the labels used as levels, GPU Feature
 Discovery's and gputopo's labels, allocatable CPU and memory, cordoned.
+Topologies go into a shared table of the distinct ones (without device
+UUIDs and PCI addresses, which placement does not use), which nodes refer
+to, so thousands of nodes fit the 2 MiB file limit; --inline-topologies
+writes each node's topology in full instead.
 Kept per pod: namespace/name, node, job (gputopo.io/gang label, else its
 controller), the devices from the scheduler's gputopo.io/devices annotation,
 CPU and memory requests, priority, Kueue queue, terminating. Nothing else:
@@ -40,7 +44,8 @@ Exec credential plugins are not run: use a token or client certificate.
 
 Then: gputopo gang --cluster FILE --job JOB (would it fit, and where), or
 gputopo place --cluster FILE --node NAME --gpus N (which devices on one
-node, around those its running pods hold; show takes --cluster/--node too).
+node, around those its running pods hold; show takes --cluster/--node too),
+or gputopo simulate --cluster FILE (compare placement policies on its nodes).
 
 flags:
 `
@@ -60,6 +65,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	namespace := fs.String("namespace", "", "capture the pods of one `NAMESPACE` only (default all)")
 	gpuOnly := fs.Bool("gpu-only", false, "leave out pods that hold no GPU (their CPU and memory then count as free)")
 	timeout := fs.Duration("timeout", capture.DefaultTimeout, "give up after `DURATION`")
+	inline := fs.Bool("inline-topologies", false, "write each node's topology inline with its device UUIDs and PCI addresses (default: a shared table of distinct topologies without them, which nodes refer to)")
 	asJSON := fs.Bool("json", false, "write the cluster file as JSON (default YAML; gang, place and show read both)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -75,7 +81,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	opts := capture.Options{Levels: captureList(*levels), KeepLabels: captureList(*keep), Namespace: *namespace, GPUOnly: *gpuOnly}
+	opts := capture.Options{Levels: captureList(*levels), KeepLabels: captureList(*keep), Namespace: *namespace, GPUOnly: *gpuOnly, InlineTopologies: *inline}
 	if *levels != "" && opts.Levels == nil {
 		opts.Levels = []string{}
 	}
@@ -108,7 +114,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	withTopo, gpus := 0, 0
 	for _, n := range res.Cluster.Nodes {
-		if len(n.Topology) > 0 {
+		if len(n.Topology) > 0 || n.TopologyRef != "" {
 			withTopo++
 		}
 	}
@@ -122,8 +128,8 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if err := os.WriteFile(*out, data, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "captured %d nodes (%d with a topology), %d running pods holding %d GPUs, levels [%s]; %d pods left out\n",
-		len(res.Cluster.Nodes), withTopo, len(res.Cluster.Allocations), gpus, strings.Join(res.Cluster.Levels, ", "), res.SkippedPods)
+	fmt.Fprintf(stderr, "captured %d nodes (%d with a topology, %d distinct), %d running pods holding %d GPUs, levels [%s]; %d pods left out; %d bytes\n",
+		len(res.Cluster.Nodes), withTopo, len(res.Cluster.Topologies), len(res.Cluster.Allocations), gpus, strings.Join(res.Cluster.Levels, ", "), res.SkippedPods, len(data))
 	return nil
 }
 

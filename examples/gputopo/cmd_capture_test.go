@@ -72,15 +72,30 @@ func TestCaptureThenGang(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "capture", "--kubeconfig", captureKubeconfig(t, dir, srv.URL, "t0k"), "--levels", "example.com/rack", "-o", out)
 	require.Equal(t, 0, code, stderr)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "captured 2 nodes (2 with a topology), 2 running pods holding 10 GPUs, levels [example.com/rack]; 0 pods left out")
+	assert.Contains(t, stderr, "captured 2 nodes (2 with a topology, 1 distinct), 2 running pods holding 10 GPUs, levels [example.com/rack]; 0 pods left out")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(data), `"topologyRef"`), "both nodes refer to the shared table")
+
+	// --inline-topologies: the earlier format, which gang reads as well.
+	inline := filepath.Join(dir, "inline.json")
+	code, _, stderr = runCLI(t, "capture", "--kubeconfig", captureKubeconfig(t, dir, srv.URL, "t0k"), "--levels", "example.com/rack", "--inline-topologies", "-o", inline)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "captured 2 nodes (2 with a topology, 0 distinct)")
+	data, err = os.ReadFile(inline)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "topologyRef")
+	assert.Equal(t, 2, strings.Count(string(data), `"topology":`))
 
 	// 2 + 4 GPUs are free in the rack: three pods of 2 fit, on the free
 	// devices only.
 	job := filepath.Join(dir, "job.yaml")
 	require.NoError(t, os.WriteFile(job, []byte("name: j\ntopology: {level: example.com/rack, mode: required}\npodSets: [{name: w, replicas: 3, gpus: 2}]\n"), 0o600))
-	code, stdout, stderr = runCLI(t, "gang", "--cluster", out, "--job", job)
-	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "job j: fits")
+	for _, f := range []string{inline, out} {
+		code, stdout, stderr = runCLI(t, "gang", "--cluster", f, "--job", job)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, "job j: fits")
+	}
 	placed := 0
 	for _, l := range strings.Split(stdout, "\n") {
 		f := strings.Fields(l)

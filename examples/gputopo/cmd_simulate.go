@@ -41,6 +41,7 @@ const (
 
 type simFlags struct {
 	nodes, pods string
+	cluster     string // --cluster: simulate_cluster.go
 	synthetic   int
 	policies    string
 	seeds       string
@@ -56,6 +57,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("simulate", stderr)
 	var f simFlags
 	fs.StringVar(&f.nodes, "nodes", "", "node list `CSV` (openb_node_list_*.csv form); default: the trace's GPU nodes under ../shared/data")
+	fs.StringVar(&f.cluster, "cluster", "", "replay on the nodes of a cluster `FILE` (gputopo capture's, or gang's) instead of a node list; pods from --pods, the trace or the synthetic workload")
 	fs.StringVar(&f.pods, "pods", "", "pod list `CSV` (openb_pod_list_*.csv form, 11 or 5 columns); default: the trace's default list")
 	fs.IntVar(&f.synthetic, "synthetic", 0, "replay the built-in synthetic workload of `N` nodes instead of files (used with 1200 nodes when no trace is found)")
 	fs.StringVar(&f.policies, "policies", "all", "comma-separated `policies`: Random, DotProd, Clustering, Packing, BestFit, FGD, Lookahead, or all")
@@ -176,6 +178,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // else the synthetic workload. paper reports whether they are the paper's
 // default trace, synthetic whether they are generated.
 func (f *simFlags) load(ctx context.Context, stdout io.Writer) (nodes []simulate.Node, pods []simulate.Pod, origin string, paper, synthetic bool, err error) {
+	if f.cluster != "" {
+		nodes, pods, origin, synthetic, err = f.loadCluster(ctx)
+		return nodes, pods, origin, false, synthetic, err
+	}
 	if f.synthetic < 0 || f.synthetic > maxSyntheticNodes {
 		return nil, nil, "", false, false, fmt.Errorf("--synthetic %d: want a node count from 1 to %d", f.synthetic, maxSyntheticNodes)
 	}

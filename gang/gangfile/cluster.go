@@ -27,6 +27,11 @@ type MachineFunc func(name string) (*topology.Node, error)
 //	     labels: {example.com/rack: r0, nvidia.com/gpu.clique: "nvl72-0.1"}}
 //	  - {name: h100-0, machine: dgx-h100, mig: [0, 1], labels: {example.com/rack: r1}}
 //	  - {name: cpu-0, cpu: "64", unschedulable: true, labels: {example.com/rack: r1}}
+//	  - {name: h200-7, topologyRef: 8xH200-3f2a9c1d5e7b, labels: {example.com/rack: r2}}
+//	topologies:                # shared topologies nodes refer to by name (fields as on SharedTopology)
+//	  8xH200-3f2a9c1d5e7b:
+//	    topology: {schema: gputopo/v1, devices: [...], links: [...]}
+//	    labels: {nvidia.com/gpu.product: NVIDIA-H200}   # every referring node's too
 //	allocations:               # pods running now; fields as on Allocation
 //	  - {job: train-a, set: worker, pod: train-a-0, node: gb-r0-3, gpus: [0, 1, 2, 3],
 //	     cpu: 8, memory: 64Gi, priority: 5, queue: research, remaining: 1h}
@@ -37,12 +42,18 @@ type MachineFunc func(name string) (*topology.Node, error)
 // thousandths of the GPU) on each GPU of gpus, which other slices may
 // share; without it, gpus are held whole.
 //
-// A node without machine or topology has no GPUs (a CPU node).
+// A node without machine, topology or topologyRef has no GPUs (a CPU node).
+// Nodes that share a topologyRef share one parsed topology, so a capture
+// of thousands of nodes of a few shapes stays small (see Topologies).
 type Cluster struct {
 	Levels      []string     `json:"levels,omitempty"`
 	HyperNodes  []HyperNode  `json:"hyperNodes,omitempty"`
 	Nodes       []Node       `json:"nodes"`
 	Allocations []Allocation `json:"allocations,omitempty"`
+	// Topologies is the table of shared topologies, by name (at most
+	// MaxTopologies, each name at most gang.MaxNameBytes); every entry is
+	// parsed, referenced or not. Files without it read as before.
+	Topologies map[string]SharedTopology `json:"topologies,omitempty"`
 }
 
 // HyperNode is an explicit domain in a cluster file.
@@ -58,7 +69,8 @@ type Node struct {
 	Count         int               `json:"count,omitempty"`         // identical nodes (default 1)
 	Labels        map[string]string `json:"labels,omitempty"`        // the level labels, selector labels
 	Machine       string            `json:"machine,omitempty"`       // a catalogue machine (gputopo machines), or
-	Topology      json.RawMessage   `json:"topology,omitempty"`      // an inline topology (gputopo/v1 JSON)
+	Topology      json.RawMessage   `json:"topology,omitempty"`      // an inline topology (gputopo/v1 JSON), or
+	TopologyRef   string            `json:"topologyRef,omitempty"`   // the name of an entry of Cluster.Topologies
 	CPU           CPU               `json:"cpu,omitempty"`           // allocatable cores ("500m" form too); 0: not tracked
 	Memory        Bytes             `json:"memory,omitempty"`        // allocatable memory; 0: not tracked
 	Unschedulable bool              `json:"unschedulable,omitempty"` // cordoned
@@ -124,6 +136,10 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 	if err := checkTemplates(f.Nodes, f.Levels); err != nil {
 		return nil, err
 	}
+	shared, err := parseTopologies(f.Topologies, f.Nodes, f.Levels)
+	if err != nil {
+		return nil, err
+	}
 	var cn []topology.ClusterNode
 	var infos []gang.NodeInfo
 	machines := map[string]*topology.Node{}
@@ -132,6 +148,10 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 		count := max(ns.Count, 1)
 		var topo *topology.Node
 		switch {
+		case ns.TopologyRef != "":
+			if topo, ns.Labels, err = sharedTopology(where, ns, shared); err != nil {
+				return nil, err
+			}
 		case ns.Machine != "" && len(ns.Topology) > 0:
 			return nil, parseErr("%s: give machine or topology, not both", where)
 		case ns.Machine != "":

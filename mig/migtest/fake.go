@@ -6,6 +6,7 @@ package migtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,8 +20,9 @@ import (
 // placements, on free memory slices, within the profile's instance limit
 // and the GPU's optical-flow engine budget; a compute instance is destroyed
 // only when no work runs on it; a GPU instance only once its compute
-// instance is gone. DryRun checks without changing anything. It is safe for
-// concurrent use.
+// instance is gone. DryRun checks without changing anything. It also
+// implements mig.InstanceNamer, naming every compute instance by a
+// deterministic "MIG-" UUID. It is safe for concurrent use.
 type Fake struct {
 	mu    sync.Mutex
 	gpus  []*fakeGPU
@@ -35,6 +37,7 @@ type fakeInst struct {
 	ci, busy bool
 	owner    string
 	prio     int
+	uuid     string // the MIG device's UUID while ci is true
 }
 
 type fakeGPU struct {
@@ -42,9 +45,24 @@ type fakeGPU struct {
 	model *mig.Model
 	slot  [mig.MaxSlots]int // index into inst, -1 when free
 	inst  map[int]*fakeInst
+	seq   int // compute instances created on this GPU, for their UUIDs
 }
 
-var _ mig.PartitionManager = (*Fake)(nil)
+var (
+	_ mig.PartitionManager = (*Fake)(nil)
+	_ mig.InstanceNamer    = (*Fake)(nil)
+)
+
+// newUUID names the compute instance about to be created on g: a
+// deterministic "MIG-" UUID derived from the GPU name, the placement and how
+// many compute instances the GPU has had, so the same sequence of steps
+// always yields the same UUIDs and a re-created instance gets a new one, as
+// on hardware.
+func (g *fakeGPU) newUUID(pl mig.Placement) string {
+	g.seq++
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d/%d", g.id, pl.Start, pl.Size, g.seq))
+	return fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
 
 // NewFake returns a fake holding copies of the given layouts, which must be
 // valid and have distinct GPU names.
@@ -66,6 +84,9 @@ func NewFake(layouts ...*mig.Layout) (*Fake, error) {
 		for _, in := range l.Instances {
 			pr, _ := l.Model.Profile(in.Profile.String())
 			fi := &fakeInst{prof: &pr, pl: in.Placement, ci: !in.NoComputeInstance, busy: in.State == mig.InUse, owner: in.Owner, prio: in.Priority}
+			if fi.ci {
+				fi.uuid = g.newUUID(in.Placement)
+			}
 			g.inst[in.Placement.Start] = fi
 			for s := in.Placement.Start; s < in.Placement.End(); s++ {
 				g.slot[s] = in.Placement.Start
@@ -129,6 +150,33 @@ func (f *Fake) Layouts(ctx context.Context) ([]*mig.Layout, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// InstanceUUID implements mig.InstanceNamer: the deterministic UUID of the
+// compute instance of the GPU instance at exactly pl on gpu.
+func (f *Fake) InstanceUUID(ctx context.Context, gpu string, pl mig.Placement) (string, error) {
+	if f == nil {
+		return "", fmt.Errorf("%w: nil Fake", mig.ErrUnknownGPU)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.gpus {
+		if g.id != gpu {
+			continue
+		}
+		fi, ok := g.inst[pl.Start]
+		switch {
+		case !ok || fi.pl != pl:
+			return "", fmt.Errorf("%w: fake GPU %q has no instance at %v", mig.ErrNoInstance, gpu, pl)
+		case !fi.ci:
+			return "", fmt.Errorf("%w: the instance at %v on fake GPU %q has no compute instance", mig.ErrNoInstance, pl, gpu)
+		}
+		return fi.uuid, nil
+	}
+	return "", fmt.Errorf("%w: fake has no GPU %q", mig.ErrUnknownGPU, gpu)
 }
 
 // Apply implements mig.PartitionManager.
@@ -230,7 +278,7 @@ func (g *fakeGPU) apply(s mig.Step, commit bool) error {
 			return fmt.Errorf("%w: processes are running", mig.ErrInUse)
 		}
 		if commit {
-			fi.ci = false
+			fi.ci, fi.uuid = false, ""
 		}
 	case mig.StepDestroyGPUInstance:
 		if fi.ci || fi.busy {
@@ -247,7 +295,7 @@ func (g *fakeGPU) apply(s mig.Step, commit bool) error {
 			return fmt.Errorf("%w: compute instance exists", mig.ErrBadStep)
 		}
 		if commit {
-			fi.ci = true
+			fi.ci, fi.uuid = true, g.newUUID(fi.pl)
 			if s.Owner != "" {
 				fi.busy, fi.owner, fi.prio = true, s.Owner, s.Priority
 			}

@@ -139,3 +139,57 @@ func TestFakeAgreesWithApplyStep(t *testing.T) {
 		}
 	})
 }
+
+// TestFakeInstanceUUID: the fake names each compute instance by a
+// deterministic "MIG-" UUID: two fakes fed the same steps agree, distinct
+// instances differ, a re-created instance gets a new one, and an instance
+// without a compute instance (or no instance) has none.
+func TestFakeInstanceUUID(t *testing.T) {
+	ctx := context.Background()
+	at := func(s int) mig.Placement { return mig.Placement{Start: s, Size: 1} }
+	busy := mig.Instance{Profile: one, Placement: at(6), State: mig.InUse, Owner: "web"}
+	run := func() (*migtest.Fake, []string) {
+		l, err := mig.NewLayout("g", h100(t), busy)
+		require.NoError(t, err)
+		fake, err := migtest.NewFake(l)
+		require.NoError(t, err)
+		var ids []string
+		for _, s := range []int{0, 1} {
+			require.NoError(t, fake.Apply(ctx, mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "g", Profile: one, Placement: at(s)}, mig.Commit))
+			_, err := fake.InstanceUUID(ctx, "g", at(s))
+			require.ErrorIs(t, err, mig.ErrNoInstance, "no compute instance yet")
+			require.NoError(t, fake.Apply(ctx, mig.Step{Kind: mig.StepCreateComputeInstance, GPU: "g", Placement: at(s)}, mig.Commit))
+			id, err := fake.InstanceUUID(ctx, "g", at(s))
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		id, err := fake.InstanceUUID(ctx, "g", at(6))
+		require.NoError(t, err)
+		return fake, append(ids, id)
+	}
+	fake, a := run()
+	_, b := run()
+	assert.Equal(t, a, b, "same steps, same UUIDs")
+	for _, id := range a {
+		assert.Regexp(t, `^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, id)
+	}
+	assert.Len(t, map[string]bool{a[0]: true, a[1]: true, a[2]: true}, 3)
+
+	// Destroy and re-create at slot 0: a new UUID.
+	for _, k := range []mig.StepKind{mig.StepDestroyComputeInstance, mig.StepCreateComputeInstance} {
+		require.NoError(t, fake.Apply(ctx, mig.Step{Kind: k, GPU: "g", Placement: at(0)}, mig.Commit))
+	}
+	again, err := fake.InstanceUUID(ctx, "g", at(0))
+	require.NoError(t, err)
+	assert.NotEqual(t, a[0], again)
+
+	_, err = fake.InstanceUUID(ctx, "g", at(3))
+	assert.ErrorIs(t, err, mig.ErrNoInstance)
+	_, err = fake.InstanceUUID(ctx, "g", mig.Placement{Start: 0, Size: 2})
+	assert.ErrorIs(t, err, mig.ErrNoInstance, "the size must match too")
+	_, err = fake.InstanceUUID(ctx, "nope", at(0))
+	assert.ErrorIs(t, err, mig.ErrUnknownGPU)
+	var none *migtest.Fake
+	_, err = none.InstanceUUID(ctx, "g", at(0))
+	assert.ErrorIs(t, err, mig.ErrUnknownGPU)
+}

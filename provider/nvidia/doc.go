@@ -68,7 +68,9 @@
 // [MIGManager] implements mig.PartitionManager: it checks every step
 // against the state NVML reports with mig's rules, is dry-run unless built
 // with [AllowChanges], creates GPU instances only at explicit placements,
-// and never changes MIG mode or resets a GPU.
+// and never changes MIG mode or resets a GPU. [MIGManager.InstanceUUID]
+// (mig.InstanceNamer) returns the "MIG-<uuid>" of the instance at a
+// placement, what a CDI spec or NVIDIA_VISIBLE_DEVICES names.
 //
 // # Safety
 //

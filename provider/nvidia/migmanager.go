@@ -160,6 +160,75 @@ func (m *MIGManager) Apply(ctx context.Context, step mig.Step, mode mig.ApplyMod
 	})
 }
 
+var _ mig.InstanceNamer = (*MIGManager)(nil)
+
+// InstanceUUID implements mig.InstanceNamer: the "MIG-" UUID of the MIG
+// device (the first compute instance, by MIG device index) of the GPU
+// instance at exactly pl on the GPU with UUID gpu. It reads NVML only and
+// works on a dry-run manager too. Errors wrap mig.ErrUnknownGPU (no
+// readable GPU of that UUID), mig.ErrUnsupported (MIG off, or a Library
+// whose MIG devices do not implement [MIGDeviceUUID]), mig.ErrNoInstance
+// (no GPU instance there, or one without a compute instance) or the NVML
+// failure.
+func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placement) (string, error) {
+	var out string
+	err := m.p.withMIGState(ctx, func(inv *Inventory, s *session) error {
+		i := -1
+		for k, g := range inv.GPUs {
+			if g.Err == nil && g.UUID == gpu {
+				i = k
+			}
+		}
+		if i < 0 {
+			return fmt.Errorf("%w: no readable NVIDIA GPU %q", mig.ErrUnknownGPU, gpu)
+		}
+		g, h := &inv.GPUs[i], s.handles[i]
+		if !g.MIG.Capable || !g.MIG.Enabled {
+			return fmt.Errorf("%w: MIG mode is off on GPU %d (%s)", mig.ErrUnsupported, i, g.UUID)
+		}
+		id := -1
+		for _, in := range g.MIG.Instances {
+			if in.Placement.Start == pl.Start && in.Placement.Size == pl.Size {
+				id = in.ID
+			}
+		}
+		if id < 0 {
+			return fmt.Errorf("%w: no GPU instance at %v on GPU %d", mig.ErrNoInstance, pl, i)
+		}
+		n, err := h.MaxMIGDeviceCount()
+		if err != nil {
+			return fmt.Errorf("%w: MIG device count of GPU %d: %w", nvmlSentinel(err), i, err)
+		}
+		n = min(n, maxMIGDevices)
+		for j := range n {
+			md, err := h.MIGDeviceByIndex(j)
+			if codeOf(err) == CodeNotFound {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("%w: MIG device %d of GPU %d: %w", nvmlSentinel(err), j, i, err)
+			}
+			gi, err := md.GPUInstanceID()
+			if err != nil {
+				return fmt.Errorf("%w: GPU instance of MIG device %d of GPU %d: %w", nvmlSentinel(err), j, i, err)
+			}
+			if gi != id {
+				continue
+			}
+			u, ok := md.(MIGDeviceUUID)
+			if !ok {
+				return fmt.Errorf("%w: this NVML library's MIG devices report no UUID", mig.ErrUnsupported)
+			}
+			if out, err = u.UUID(); err != nil {
+				return fmt.Errorf("%w: UUID of MIG device %d of GPU %d: %w", nvmlSentinel(err), j, i, err)
+			}
+			return nil
+		}
+		return fmt.Errorf("%w: the GPU instance at %v on GPU %d has no compute instance", mig.ErrNoInstance, pl, i)
+	})
+	return out, err
+}
+
 // commitStep performs a validated step on GPU g through its handle h.
 func commitStep(h Device, g *GPU, step mig.Step) error {
 	fail := func(what string, err error) error {

@@ -371,3 +371,92 @@ func TestMIGManagerNVMLErrors(t *testing.T) {
 	}
 	checkBalanced(t, m)
 }
+
+// TestMIGInstanceUUID: the manager names a live instance by the UUID NVML
+// reports on its MIG device handle, for instances created by the manager
+// and ones found there; a placement without an instance, a GPU instance
+// without a compute instance, a GPU with MIG off and a Library whose MIG
+// devices report no UUID each fail with their sentinel.
+func TestMIGInstanceUUID(t *testing.T) {
+	m := migMachine(t, [3]int{2, 4, 4}) // a 3g.40gb at 4
+	mgr := manager(m, nvidia.AllowChanges())
+	ctx := context.Background()
+	one := mig.MustParseProfileName("1g.10gb")
+	at0, at4 := mig.Placement{Start: 0, Size: 1}, mig.Placement{Start: 4, Size: 4}
+	if err := mgr.Apply(ctx, mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "GPU-0", Profile: one, Placement: at0}, mig.Commit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, mig.ErrNoInstance) {
+		t.Errorf("GPU instance without a compute instance: %v", err)
+	}
+	if err := mgr.Apply(ctx, mig.Step{Kind: mig.StepCreateComputeInstance, GPU: "GPU-0", Placement: at0}, mig.Commit); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]string{}
+	for _, in := range m.Instances(0) {
+		want[in.Placement.Start] = in.UUIDs
+	}
+	for _, pl := range []mig.Placement{at0, at4} {
+		got, err := mgr.InstanceUUID(ctx, "GPU-0", pl)
+		if err != nil || len(want[pl.Start]) != 1 || got != want[pl.Start][0] || !strings.HasPrefix(got, "MIG-") {
+			t.Errorf("InstanceUUID(%v) = %q, %v; the fake's MIG devices: %v", pl, got, err, want[pl.Start])
+		}
+	}
+	// A dry-run manager reads it too.
+	if got, err := manager(m).InstanceUUID(ctx, "GPU-0", at4); err != nil || got != want[4][0] {
+		t.Errorf("dry-run manager: %q, %v", got, err)
+	}
+	for _, tc := range []struct {
+		gpu  string
+		pl   mig.Placement
+		want error
+	}{
+		{"GPU-0", mig.Placement{Start: 2, Size: 1}, mig.ErrNoInstance},
+		{"GPU-0", mig.Placement{Start: 4, Size: 2}, mig.ErrNoInstance},
+		{"GPU-1", at0, mig.ErrNoInstance},
+		{"GPU-2", at0, mig.ErrUnsupported},
+		{"GPU-9", at0, mig.ErrUnknownGPU},
+	} {
+		if _, err := mgr.InstanceUUID(ctx, tc.gpu, tc.pl); !errors.Is(err, tc.want) {
+			t.Errorf("InstanceUUID(%s, %v) = %v, want %v", tc.gpu, tc.pl, err, tc.want)
+		}
+	}
+	// NVML failing on the MIG device handle is reported, not guessed past.
+	m.Hook = func(c nvidiatest.Call) error {
+		if c.Method == "MIGDevice.UUID" {
+			return nvidia.CodeNoPermission
+		}
+		return nil
+	}
+	if _, err := mgr.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, nvidia.CodeNoPermission) {
+		t.Errorf("NVML refusal: %v", err)
+	}
+	m.Hook = nil
+	old := nvidia.New(nvidia.WithLibrary(noMIGUUID{m}), nvidia.WithoutSysfs()).MIGManager()
+	if _, err := old.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, mig.ErrUnsupported) {
+		t.Errorf("MIG devices without UUID: %v", err)
+	}
+	checkBalanced(t, m)
+}
+
+// noMIGUUID is a Library written before MIGDeviceUUID: its MIG devices
+// have no UUID method.
+type noMIGUUID struct{ *nvidiatest.Machine }
+
+func (l noMIGUUID) DeviceByIndex(i int) (nvidia.Device, error) {
+	d, err := l.Machine.DeviceByIndex(i)
+	if err != nil {
+		return nil, err
+	}
+	return noMIGUUIDDevice{d}, nil
+}
+
+type noMIGUUIDDevice struct{ nvidia.Device }
+
+func (d noMIGUUIDDevice) MIGDeviceByIndex(j int) (nvidia.MIGDevice, error) {
+	md, err := d.Device.MIGDeviceByIndex(j)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ nvidia.MIGDevice }{md}, nil
+}

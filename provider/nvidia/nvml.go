@@ -120,6 +120,17 @@ type MIGDevice interface {
 	MemoryInfo(version int) (MemoryInfo, error)
 }
 
+// MIGDeviceUUID is implemented by a [MIGDevice] that can report its UUID
+// ("MIG-<uuid>", nvmlDeviceGetUUID on the MIG device handle), the name
+// container runtimes and CUDA_VISIBLE_DEVICES use for a MIG device. It is
+// separate from MIGDevice so Library implementations written before it
+// keep compiling; [MIGManager.InstanceUUID] answers mig.ErrUnsupported for a
+// MIG device without it.
+type MIGDeviceUUID interface {
+	// UUID returns the MIG device's UUID.
+	UUID() (string, error)
+}
+
 // GPUInstance is a MIG GPU instance handle.
 type GPUInstance interface {
 	// Info returns the instance's id, profile id and placement.

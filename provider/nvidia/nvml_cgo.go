@@ -420,11 +420,14 @@ func (x *nvmlDevice) MIGDeviceByIndex(j int) (MIGDevice, error) {
 	return &nvmlMIGDevice{a: x.a, d: d}, nil
 }
 
-// nvmlMIGDevice implements MIGDevice over a MIG device handle.
+// nvmlMIGDevice implements MIGDevice and MIGDeviceUUID over a MIG device
+// handle.
 type nvmlMIGDevice struct {
 	a *nvmlLibrary
 	d nvml.Device
 }
+
+var _ MIGDeviceUUID = (*nvmlMIGDevice)(nil)
 
 func (x *nvmlMIGDevice) GPUInstanceID() (int, error) {
 	if !x.a.has(symGPUInstanceID) {
@@ -432,6 +435,13 @@ func (x *nvmlMIGDevice) GPUInstanceID() (int, error) {
 	}
 	id, r := x.d.GetGpuInstanceId()
 	return id, code(r)
+}
+
+// UUID implements MIGDeviceUUID: nvmlDeviceGetUUID (as old as NVML)
+// answers a MIG device handle with its "MIG-" UUID.
+func (x *nvmlMIGDevice) UUID() (string, error) {
+	s, r := x.d.GetUUID()
+	return s, code(r)
 }
 
 // MemoryInfo calls nvmlDeviceGetMemoryInfo(_v2) on the MIG device handle,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,15 @@ type Options struct {
 	// ResourceNames are the resources counted as GPUs; nil means
 	// DefaultResourceNames.
 	ResourceNames []v1.ResourceName
+	// InlineTopologies writes each node's topology inline, exactly as its
+	// annotation has it (device UUIDs and PCI addresses included), the
+	// format of earlier captures. By default a node refers by name
+	// (topologyRef) to an entry of the file's shared topology table
+	// (Cluster.Topologies): its topology without the device UUIDs and PCI
+	// addresses, which placement does not use, so identical servers in
+	// the same state share one entry and a capture of thousands of nodes
+	// fits gangfile.MaxFileBytes.
+	InlineTopologies bool
 }
 
 // Result is a captured cluster.
@@ -234,6 +244,7 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 	}
 	r := &Result{}
 	r.Cluster.Levels = slices.Clone(levels)
+	var table topologyTable
 	devices := make(map[string]int, len(nodes)) // node name → device count (-1: no topology)
 	order := make([]int, len(nodes))
 	for i := range order {
@@ -260,11 +271,18 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 			if err != nil {
 				r.warn("node %s: topology annotation left out: %v", n.Name, err)
 			} else {
-				b, err := json.Marshal(topo)
-				if err != nil {
-					return nil, fmt.Errorf("node %s: %w", n.Name, err)
+				if !opts.InlineTopologies {
+					if fn.TopologyRef, err = table.add(topo); err != nil {
+						r.warn("node %s: topology written inline: no shareable form: %v", n.Name, err)
+					}
 				}
-				fn.Topology = b
+				if fn.TopologyRef == "" {
+					b, err := json.Marshal(topo)
+					if err != nil {
+						return nil, fmt.Errorf("node %s: %w", n.Name, err)
+					}
+					fn.Topology = b
+				}
 				devices[n.Name] = topo.Len()
 			}
 		}
@@ -276,6 +294,12 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 		}
 		r.Cluster.Nodes = append(r.Cluster.Nodes, fn)
 	}
+	if len(table.entries) > gangfile.MaxTopologies {
+		return nil, fmt.Errorf("%w: %d distinct topologies, more than gangfile.MaxTopologies (%d); capture with InlineTopologies (gputopo capture --inline-topologies)",
+			topology.ErrLimit, len(table.entries), gangfile.MaxTopologies)
+	}
+	table.shareLabels(r.Cluster.Nodes)
+	r.Cluster.Topologies = table.entries
 	porder := make([]int, len(pods))
 	for i := range porder {
 		porder[i] = i
@@ -344,8 +368,8 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 	return r, nil
 }
 
-// Marshal writes the cluster file as JSON, one node and one allocation a
-// line. A file larger than gangfile.MaxFileBytes, which the gputopo
+// Marshal writes the cluster file as JSON, one node, one allocation and
+// one shared topology a line. A file larger than gangfile.MaxFileBytes, which the gputopo
 // commands could not read, is an error wrapping topology.ErrLimit.
 func (r *Result) Marshal() ([]byte, error) {
 	if len(r.Cluster.Nodes) == 0 {
@@ -384,6 +408,20 @@ func (r *Result) Marshal() ([]byte, error) {
 			return nil, err
 		}
 	}
-	buf.WriteString("\n]}\n")
+	buf.WriteString("\n]")
+	if len(r.Cluster.Topologies) > 0 {
+		buf.WriteString(",\n\"topologies\": {")
+		for i, k := range slices.Sorted(maps.Keys(r.Cluster.Topologies)) {
+			name, err := json.Marshal(k)
+			if err != nil {
+				return nil, err
+			}
+			if err := line(map[bool]string{true: "\n  ", false: ",\n  "}[i == 0]+string(name)+": ", r.Cluster.Topologies[k]); err != nil {
+				return nil, err
+			}
+		}
+		buf.WriteString("\n}")
+	}
+	buf.WriteString("}\n")
 	return buf.Bytes(), nil
 }

@@ -67,15 +67,36 @@ func TestBuildKeepsWhatPlacementNeeds(t *testing.T) {
 	a0 := c.Nodes[0]
 	assert.Equal(t, "r0", a0.Labels[rack])
 	assert.NotContains(t, a0.Labels, "team.example.com/owner")
-	assert.Equal(t, "8", a0.Labels[kube.LabelGPUCount])
+	// Labels all three GPU nodes share move to their topology's entry.
+	assert.Equal(t, map[string]string{rack: "r0", "kubernetes.io/hostname": "a0"}, a0.Labels)
+	assert.Equal(t, "8", c.Topologies[a0.TopologyRef].Labels[kube.LabelGPUCount])
+	assert.NotContains(t, c.Topologies[a0.TopologyRef].Labels, rack, "b0 is in r1")
 	assert.Equal(t, gangfile.CPU(128000), a0.CPU)
 	assert.Equal(t, gangfile.Bytes(1<<40), a0.Memory)
-	topo, err := topology.ParseJSON(a0.Topology)
+	// The three DGX H100s share one entry of the topology table: the
+	// annotation's topology without device UUIDs and PCI addresses.
+	assert.Empty(t, a0.Topology)
+	require.Len(t, c.Topologies, 1)
+	assert.Equal(t, a0.TopologyRef, c.Nodes[1].TopologyRef)
+	assert.Equal(t, a0.TopologyRef, c.Nodes[2].TopologyRef)
+	assert.Regexp(t, `^8xNVIDIA-H100-80GB-HBM3-[0-9a-f]{12}$`, a0.TopologyRef)
+	shared, err := topology.ParseJSON(c.Topologies[a0.TopologyRef].Topology)
 	require.NoError(t, err)
 	want, err := catalog.Get("dgx-h100")
 	require.NoError(t, err)
-	assert.Equal(t, want.Fingerprint(), topo.Fingerprint(), "the inline topology is the annotation's")
+	assert.Equal(t, want.ShapeFingerprint(), shared.ShapeFingerprint())
+	for _, d := range shared.Devices() {
+		assert.Empty(t, d.ID)
+		assert.Equal(t, want.Device(d.Index).Health, d.Health)
+	}
 	assert.Empty(t, c.Nodes[3].Topology, "a node without the annotation is a CPU node")
+	assert.Empty(t, c.Nodes[3].TopologyRef)
+	inline, err := Build(nodes, pods, Options{Levels: []string{rack}, InlineTopologies: true})
+	require.NoError(t, err)
+	assert.Empty(t, inline.Cluster.Topologies)
+	topo, err := topology.ParseJSON(inline.Cluster.Nodes[0].Topology)
+	require.NoError(t, err)
+	assert.Equal(t, want.Fingerprint(), topo.Fingerprint(), "the inline topology is the annotation's")
 
 	byPod := map[string]gangfile.Allocation{}
 	for _, a := range c.Allocations {
@@ -234,11 +255,16 @@ func TestMarshalBoundsTheFile(t *testing.T) {
 		n.Name = fmt.Sprintf("gpu-%04d", i)
 		many = append(many, n)
 	}
-	r, err := Build(many, nil, Options{})
+	r, err := Build(many, nil, Options{InlineTopologies: true})
 	require.NoError(t, err)
 	_, err = r.Marshal()
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.Contains(t, err.Error(), "gangfile.MaxFileBytes")
+	r, err = Build(many, nil, Options{})
+	require.NoError(t, err)
+	b, err := r.Marshal()
+	require.NoError(t, err, "one shared topology")
+	t.Logf("600 nodes: %d KB", len(b)>>10)
 }
 
 func TestBuildLimits(t *testing.T) {

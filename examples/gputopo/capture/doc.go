@@ -11,13 +11,23 @@
 // page by page and [Build] keeps what placement needs:
 //
 //   - per node: its name, its topology (decoded from the gputopo.io/topology
-//     annotation, validated and written inline as gputopo/v1 JSON), the
-//     labels used as levels plus GPU Feature Discovery's and gputopo's own
-//     labels, allocatable CPU and memory, and whether it is cordoned;
+//     annotation and validated), the labels used as levels plus GPU Feature
+//     Discovery's and gputopo's own labels, allocatable CPU and memory, and
+//     whether it is cordoned;
 //   - per bound, unfinished pod: its namespace/name, node, job (gang label,
 //     else controlling owner, else the pod), the devices the scheduler
 //     plugin chose (the gputopo.io/devices annotation), CPU and memory
 //     requests, priority, Kueue queue, and whether it is terminating.
+//
+// Topologies go into the file's shared table (gangfile.SharedTopology):
+// one entry per distinct topology once device UUIDs, PCI addresses and the
+// multi-node fabric domain are left out (placement does not use them; the
+// clique label keeps the NVLink domain), holding also the labels all its
+// nodes share; each node refers to its entry by name (topologyRef). A
+// capture of 5,000 nodes of three shapes and 3,000 pods takes about 1.3 MB
+// of the 2 MiB gangfile.MaxFileBytes (TestCaptureOf5000Nodes), where
+// inline topologies stop near 300 DGX nodes. Options.InlineTopologies writes
+// each node's topology in full, as earlier captures did.
 //
 // Nothing else is captured: no other labels or annotations, no secrets,
 // no pod specs, environment or images. A GPU pod without a device choice

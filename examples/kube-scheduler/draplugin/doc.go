@@ -7,6 +7,17 @@
 // mig.PartitionManager (the NVIDIA manager in production), and writes a CDI
 // spec naming it; NodeUnprepareResources destroys it and removes the spec.
 //
+// The CDI device of a MIG instance sets NVIDIA_VISIBLE_DEVICES to the
+// instance's own "MIG-<uuid>", so the container gets that instance, not its
+// parent GPU. The UUID comes from Config.InstanceID or, when that is nil,
+// from the manager's optional mig.InstanceNamer (nvidia.MIGManager asks
+// NVML for the MIG device's UUID; migtest.Fake makes deterministic ones).
+// A manager with neither leaves the UUID unknown: the CDI device then sets
+// NVIDIA_VISIBLE_DEVICES=none (no GPU, never the whole parent) and each
+// such prepare logs a warning; DryRun does the same, as it creates nothing.
+// The spec carries environment only; the NVIDIA container runtime hook adds
+// the device nodes from NVIDIA_VISIBLE_DEVICES.
+//
 // A whole-GPU device ("gpu-<index>") is prepared too: nothing changes on the
 // GPU, and its CDI device names the GPU.
 //

@@ -62,8 +62,12 @@ type Config struct {
 	DryRun bool
 	// InstanceID, when set, returns the ID the container runtime knows a
 	// prepared MIG instance by ("MIG-<uuid>"); it becomes the CDI device's
-	// NVIDIA_VISIBLE_DEVICES. Without it the CDI device carries only the
-	// GPUTOPO_MIG_* variables naming parent GPU, profile and placement.
+	// NVIDIA_VISIBLE_DEVICES. When nil, New uses Manager's
+	// mig.InstanceNamer if it has one (the NVIDIA manager and migtest.Fake
+	// do). Without either, a MIG device's CDI device sets
+	// NVIDIA_VISIBLE_DEVICES=none (the container gets no GPU rather than the
+	// whole parent GPU) besides the GPUTOPO_MIG_* variables naming parent
+	// GPU, profile and placement, and every such prepare logs a warning.
 	InstanceID func(ctx context.Context, gpu string, in mig.Instance) (string, error)
 }
 
@@ -80,8 +84,11 @@ type PreparedDevice struct {
 	Placement mig.Placement `json:"placement,omitzero"`
 	// Created is true when this claim's prepare created the instance (and
 	// so its unprepare destroys it).
-	Created bool   `json:"created,omitempty"`
-	CDIID   string `json:"cdiID"`
+	Created bool `json:"created,omitempty"`
+	// UUID is the prepared MIG instance's "MIG-<uuid>" (Config.InstanceID),
+	// empty when unknown.
+	UUID  string `json:"uuid,omitempty"`
+	CDIID string `json:"cdiID"`
 }
 
 // PreparedClaim is one prepared claim in the checkpoint.
@@ -118,6 +125,16 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.Checkpoint == "" {
 		return nil, fmt.Errorf("%w: no checkpoint file", ErrConfig)
+	}
+	if cfg.InstanceID == nil {
+		if n, ok := cfg.Manager.(mig.InstanceNamer); ok {
+			cfg.InstanceID = func(ctx context.Context, gpu string, in mig.Instance) (string, error) {
+				return n.InstanceUUID(ctx, gpu, in.Placement)
+			}
+		} else {
+			klog.Background().Info("Warning: the partition manager cannot name MIG instances (no mig.InstanceNamer, no Config.InstanceID); "+
+				"CDI specs of MIG devices will set NVIDIA_VISIBLE_DEVICES=none", "manager", fmt.Sprintf("%T", cfg.Manager))
+		}
 	}
 	d := &Driver{cfg: cfg, cp: checkpoint{Claims: map[types.UID]PreparedClaim{}}}
 	b, err := os.ReadFile(cfg.Checkpoint)
@@ -218,13 +235,24 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) (Pre
 			pd.Profile, pd.Placement, pd.Created = in.Profile.String(), in.Placement, created
 			pc.Devices = append(pc.Devices, pd)
 			env = append(env, "GPUTOPO_MIG_PROFILE="+pd.Profile, fmt.Sprintf("GPUTOPO_MIG_PLACEMENT=%d:%d", in.Placement.Start, in.Placement.Size))
-			if d.cfg.InstanceID != nil && !d.cfg.DryRun {
+			switch {
+			case d.cfg.DryRun:
+				env = append(env, "NVIDIA_VISIBLE_DEVICES=none")
+			case d.cfg.InstanceID == nil:
+				klog.FromContext(ctx).Info("Warning: MIG instance prepared without its UUID; the container gets NVIDIA_VISIBLE_DEVICES=none",
+					"claim", klog.KObj(c), "device", r.Device, "gpu", gpu, "placement", in.Placement.String())
+				env = append(env, "NVIDIA_VISIBLE_DEVICES=none")
+			default:
 				id, err := d.cfg.InstanceID(ctx, gpu, in)
+				if err == nil && id == "" {
+					err = errors.New("empty ID")
+				}
 				if err != nil {
 					d.rollback(ctx, pc)
-					return PreparedClaim{}, fmt.Errorf("device %s: instance ID: %w", r.Device, err)
+					return PreparedClaim{}, fmt.Errorf("%w: device %s: instance ID: %w", ErrPartition, r.Device, err)
 				}
-				env = append(env, "NVIDIA_VISIBLE_DEVICES="+id)
+				pc.Devices[len(pc.Devices)-1].UUID = id
+				env = append(env, "NVIDIA_VISIBLE_DEVICES="+id, "GPUTOPO_MIG_UUID="+id)
 			}
 		} else {
 			pc.Devices = append(pc.Devices, pd)

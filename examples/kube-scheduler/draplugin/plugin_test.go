@@ -3,10 +3,14 @@ package draplugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
@@ -78,6 +82,27 @@ func ref(c *resourceapi.ResourceClaim) kubeletplugin.NamespacedObject {
 	return kubeletplugin.NamespacedObject{UID: c.UID, NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}}
 }
 
+// readSpec reads the CDI spec of claim c.
+func readSpec(t *testing.T, dir string, c *resourceapi.ResourceClaim) cdiSpec {
+	t.Helper()
+	var spec cdiSpec
+	b, err := os.ReadFile(CDISpecPath(dir, dra.DefaultDriver, c.UID))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &spec))
+	return spec
+}
+
+// visible returns a CDI device's NVIDIA_VISIBLE_DEVICES settings.
+func visible(d cdiDevice) []string {
+	var out []string
+	for _, e := range d.ContainerEdits.Env {
+		if strings.HasPrefix(e, "NVIDIA_VISIBLE_DEVICES=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func prepare(t *testing.T, d *Driver, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	t.Helper()
 	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
@@ -127,6 +152,13 @@ func TestPrepareCreatesAtPlacement(t *testing.T) {
 	assert.Equal(t, "uid-1-gpu-2-mig-3g40gb-9-4", spec.Devices[0].Name)
 	assert.Contains(t, spec.Devices[0].ContainerEdits.Env, "GPUTOPO_MIG_PLACEMENT=4:4")
 	assert.Contains(t, spec.Devices[0].ContainerEdits.Env, "GPUTOPO_GPU="+f.gpus[2])
+	// The container sees the instance (by the UUID NVML reports for its MIG
+	// device), not the parent GPU.
+	inst := f.machine.Instances(2)
+	require.Len(t, inst, 1)
+	require.Len(t, inst[0].UUIDs, 1)
+	assert.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=" + inst[0].UUIDs[0]}, visible(spec.Devices[0]))
+	assert.Equal(t, inst[0].UUIDs[0], d.Prepared()[c.UID].Devices[0].UUID)
 
 	again := prepare(t, d, c)
 	assert.Equal(t, r, again)
@@ -194,6 +226,10 @@ func TestPrepareAdoptsExistingInstance(t *testing.T) {
 	l := f.layout(t, 3)
 	require.Len(t, l.Instances, 1)
 	assert.False(t, l.Instances[0].NoComputeInstance, "the missing compute instance is created")
+	inst := f.machine.Instances(3)
+	require.Len(t, inst, 1)
+	require.Len(t, inst[0].UUIDs, 1)
+	assert.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=" + inst[0].UUIDs[0]}, visible(readSpec(t, d.cfg.CDIDir, c).Devices[0]))
 	require.NoError(t, unprepare(t, d, c))
 	assert.Len(t, f.layout(t, 3).Instances, 1)
 }
@@ -248,6 +284,7 @@ func TestDryRun(t *testing.T) {
 	c := claim("dry", "gpu-0-mig-7g80gb-0-0")
 	require.NoError(t, prepare(t, d, c).Err)
 	assert.Empty(t, f.layout(t, 0).Instances)
+	assert.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=none"}, visible(readSpec(t, dir, c).Devices[0]), "no instance, no GPU")
 	require.NoError(t, unprepare(t, d, c))
 	require.ErrorIs(t, prepare(t, d, claim("dry2", "gpu-0-mig-7g80gb-0-2")).Err, ErrDeviceName)
 }
@@ -270,10 +307,65 @@ func TestMigtestFake(t *testing.T) {
 	ls, err := fake.Layouts(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "....aaaa", ls[0].SlotMap())
+	id, err := fake.InstanceUUID(context.Background(), "gpu0", mig.Placement{Start: 4, Size: 4})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=" + id}, visible(readSpec(t, d.cfg.CDIDir, c).Devices[0]))
 	// Work starts on the instance outside the plugin: destroying fails.
 	require.NoError(t, fake.Apply(context.Background(), mig.Step{Kind: mig.StepDestroyComputeInstance, GPU: "gpu0", Placement: mig.Placement{Start: 4, Size: 4}}, mig.Commit))
 	require.NoError(t, fake.Apply(context.Background(), mig.Step{Kind: mig.StepCreateComputeInstance, GPU: "gpu0", Placement: mig.Placement{Start: 4, Size: 4}, Owner: "someone"}, mig.Commit))
 	err = unprepare(t, d, c)
 	require.ErrorIs(t, err, mig.ErrInUse)
 	assert.Contains(t, d.Prepared(), c.UID)
+}
+
+// TestInstanceIDFallback: a partition manager that cannot name instances
+// (no mig.InstanceNamer, no Config.InstanceID) still gets its instance
+// created, but the CDI device hides every GPU (NVIDIA_VISIBLE_DEVICES=none,
+// never the parent GPU) and the prepare logs a warning; an InstanceID that
+// fails fails the prepare and removes the instance it created.
+func TestInstanceIDFallback(t *testing.T) {
+	m, err := mig.Lookup("A100-40GB")
+	require.NoError(t, err)
+	l, err := mig.NewLayout("gpu0", m)
+	require.NoError(t, err)
+	fake, err := migtest.NewFake(l)
+	require.NoError(t, err)
+	p, err := m.Profile("3g.20gb")
+	require.NoError(t, err)
+	pm := struct{ mig.PartitionManager }{fake} // hides InstanceUUID
+	_, named := any(pm).(mig.InstanceNamer)
+	require.False(t, named)
+	d := newDriver(t, pm, map[int]string{0: "gpu0"}, t.TempDir())
+
+	var logged []string
+	ctx := logr.NewContext(context.Background(), funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{}))
+	c := claim("nameless", dra.MIGDeviceName(0, p, 4))
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	require.NoError(t, err)
+	require.NoError(t, res[c.UID].Err)
+	ls, err := fake.Layouts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "....aaaa", ls[0].SlotMap())
+	spec := readSpec(t, d.cfg.CDIDir, c)
+	assert.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=none"}, visible(spec.Devices[0]))
+	assert.Contains(t, spec.Devices[0].ContainerEdits.Env, "GPUTOPO_MIG_PLACEMENT=4:4")
+	require.Len(t, logged, 1)
+	assert.Contains(t, logged[0], "without its UUID")
+	assert.Empty(t, d.Prepared()[c.UID].Devices[0].UUID)
+	require.NoError(t, unprepare(t, d, c))
+
+	boom := errors.New("NVML: no permission")
+	dir := t.TempDir()
+	d, err = New(Config{Manager: fake, GPUs: map[int]string{0: "gpu0"}, CDIDir: dir, Checkpoint: filepath.Join(dir, "cp.json"),
+		InstanceID: func(context.Context, string, mig.Instance) (string, error) { return "", boom }})
+	require.NoError(t, err)
+	c = claim("unnamed", dra.MIGDeviceName(0, p, 4))
+	r := prepare(t, d, c)
+	require.ErrorIs(t, r.Err, ErrPartition)
+	require.ErrorIs(t, r.Err, boom)
+	ls, err = fake.Layouts(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ls[0].Instances, "rolled back")
+	assert.NoFileExists(t, CDISpecPath(dir, dra.DefaultDriver, c.UID))
+	assert.Empty(t, d.Prepared())
 }

@@ -114,11 +114,19 @@ func TestCapture(t *testing.T) {
 		if strings.HasPrefix(n.Name, "cap-") {
 			capNodes = append(capNodes, n.Name)
 			assert.Equal(t, racks[n.Name], n.Labels[captureRack])
-			assert.NotEmpty(t, n.Topology, "%s: topology captured", n.Name)
+			require.NotEmpty(t, n.TopologyRef, "%s: topology captured, in the shared table", n.Name)
+			assert.Contains(t, res.Cluster.Topologies, n.TopologyRef)
 			assert.NotContains(t, n.Labels, scenarioLabel, "labels other than levels and GPU labels are not captured")
 		}
 	}
 	assert.Equal(t, []string{"cap-a0", "cap-a1", "cap-b0"}, capNodes)
+	refs := map[string]bool{}
+	for _, n := range res.Cluster.Nodes {
+		if strings.HasPrefix(n.Name, "cap-") {
+			refs[n.TopologyRef] = true
+		}
+	}
+	assert.Len(t, refs, 1, "three DGX H100s share one entry of the topology table")
 	got := map[string]map[int]bool{}
 	for _, a := range res.Cluster.Allocations {
 		if !strings.HasPrefix(a.Pod, namespace+"/cap-") {

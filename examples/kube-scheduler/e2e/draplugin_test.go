@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,8 +138,23 @@ func TestDRAPlugin(t *testing.T) {
 		assert.Equal(t, node, r.Devices[0].PoolName)
 		assert.Equal(t, []string{"mig"}, r.Devices[0].RequestNames)
 		assert.Equal(t, []string{dra.DefaultDriver + "/gpu=" + string(a.claim.UID) + "-" + a.device}, r.Devices[0].CdiDeviceIds)
-		assert.FileExists(t, draplugin.CDISpecPath(cdiDir, dra.DefaultDriver, a.claim.UID))
 		assert.ElementsMatch(t, want(claims[:i+1]...), layout0())
+		// The CDI spec gives the container the instance the NVML fake
+		// created at the allocated placement, by its MIG UUID, not GPU 0.
+		uuid := ""
+		for _, in := range fp.machine.Instances(0) {
+			if in.Placement.Start == a.pl.Start && in.Placement.Size == a.pl.Size {
+				require.Len(t, in.UUIDs, 1)
+				uuid = in.UUIDs[0]
+			}
+		}
+		require.True(t, strings.HasPrefix(uuid, "MIG-"), "no MIG device at %s: %v", a.pl, fp.machine.Instances(0))
+		spec := readCDISpec(t, draplugin.CDISpecPath(cdiDir, dra.DefaultDriver, a.claim.UID))
+		require.Len(t, spec.Devices, 1)
+		assert.Equal(t, string(a.claim.UID)+"-"+a.device, spec.Devices[0].Name)
+		assert.Contains(t, spec.Devices[0].ContainerEdits.Env, "NVIDIA_VISIBLE_DEVICES="+uuid)
+		assert.NotContains(t, spec.Devices[0].ContainerEdits.Env, "NVIDIA_VISIBLE_DEVICES="+gpus[0])
+		t.Logf("CDI device %s: %v", spec.Devices[0].Name, spec.Devices[0].ContainerEdits.Env)
 		// The kubelet may ask again (after a restart): same answer, no change.
 		again, err := kubelet.NodePrepareResources(ctx, req)
 		require.NoError(t, err)
@@ -163,6 +180,7 @@ func TestDRAPlugin(t *testing.T) {
 // kubelet's gRPC client of it.
 type fakeDRAPlugin struct {
 	driver  *draplugin.Driver
+	machine *nvidiatest.Machine
 	manager *nvidia.MIGManager
 	gpus    map[int]string
 	kubelet drapb.DRAPluginClient
@@ -173,7 +191,7 @@ func startFakeDRAPlugin(t *testing.T, client kubernetes.Interface, node string, 
 	t.Helper()
 	ctx := context.Background()
 	machine := nvidiatest.FromNode(n)
-	fp := &fakeDRAPlugin{gpus: map[int]string{}}
+	fp := &fakeDRAPlugin{gpus: map[int]string{}, machine: machine}
 	for i, g := range machine.GPUs {
 		require.NotNil(t, g.MIG, "GPU %d", i)
 		g.MIG.Enabled = true
@@ -203,6 +221,26 @@ func startFakeDRAPlugin(t *testing.T, client kubernetes.Interface, node string, 
 	assert.Equal(t, dra.DefaultDriver, info.Name)
 	fp.kubelet = drapb.NewDRAPluginClient(dial(t, info.Endpoint))
 	return fp
+}
+
+// cdiSpecFile is the part of a CDI spec file the tests read.
+type cdiSpecFile struct {
+	Kind    string `json:"kind"`
+	Devices []struct {
+		Name           string `json:"name"`
+		ContainerEdits struct {
+			Env []string `json:"env"`
+		} `json:"containerEdits"`
+	} `json:"devices"`
+}
+
+func readCDISpec(t *testing.T, path string) cdiSpecFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var s cdiSpecFile
+	require.NoError(t, json.Unmarshal(b, &s))
+	return s
 }
 
 func dial(t *testing.T, socket string) *grpc.ClientConn {

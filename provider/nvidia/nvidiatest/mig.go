@@ -1,6 +1,7 @@
 package nvidiatest
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 
@@ -65,6 +66,18 @@ type Instance struct {
 	Placement nvidia.Placement
 	// ComputeInstances is the number of live compute instances.
 	ComputeInstances int
+	// UUIDs are the "MIG-" UUIDs of the live compute instances' MIG
+	// devices (what MIGDevice.UUID answers), in creation order.
+	UUIDs []string
+}
+
+// MIGUUID is the UUID the fake gives the MIG device of compute instance ci
+// of GPU instance gi on the GPU with UUID parent: "MIG-" and a UUID-shaped
+// hash of the three, deterministic (GPU instance ids are never reused by
+// the fake, so a re-created instance gets a new one, as on hardware).
+func MIGUUID(parent string, gi, ci int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", parent, gi, ci))
+	return fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // ciIndexBySlices maps a compute-slice count to the NVML compute-instance
@@ -169,12 +182,14 @@ func (m *Machine) Instances(gpu int) []Instance {
 	var out []Instance
 	for _, gi := range g.live() {
 		n := 0
+		var ids []string
 		for _, ci := range gi.cis {
 			if !ci.destroyed {
 				n++
+				ids = append(ids, MIGUUID(m.GPUs[gpu].UUID, gi.id, ci.info.ID))
 			}
 		}
-		out = append(out, Instance{ID: gi.id, ProfileIndex: gi.profile.Info.Index, ProfileID: gi.profile.Info.ID, Placement: gi.placement, ComputeInstances: n})
+		out = append(out, Instance{ID: gi.id, ProfileIndex: gi.profile.Info.Index, ProfileID: gi.profile.Info.ID, Placement: gi.placement, ComputeInstances: n, UUIDs: ids})
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return a.Placement.Start - b.Placement.Start })
 	return out
@@ -505,7 +520,10 @@ type migDevice struct {
 	ci *computeInstance
 }
 
-var _ nvidia.MIGDevice = (*migDevice)(nil)
+var (
+	_ nvidia.MIGDevice     = (*migDevice)(nil)
+	_ nvidia.MIGDeviceUUID = (*migDevice)(nil)
+)
 
 // enter enters the machine for a MIG device call (Arg is the GPU instance
 // id); a handle whose compute instance is gone answers invalid argument,
@@ -525,6 +543,16 @@ func (h *migDevice) GPUInstanceID() (int, error) {
 		return -1, err
 	}
 	return h.gi.id, nil
+}
+
+// UUID answers MIGUUID of the handle's compute instance.
+func (h *migDevice) UUID() (string, error) {
+	g, err := h.enter("MIGDevice.UUID", 0)
+	defer h.d.m.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return MIGUUID(g.UUID, h.gi.id, h.ci.info.ID), nil
 }
 
 func (h *migDevice) MemoryInfo(version int) (nvidia.MemoryInfo, error) {

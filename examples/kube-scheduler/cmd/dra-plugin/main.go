@@ -2,7 +2,8 @@
 // allocates a MIG partition device from the ResourceSlices the node agent
 // publishes, the kubelet's NodePrepareResources makes it real — the plugin
 // creates exactly that GPU instance (and its compute instance) at the
-// allocated placement through NVML and writes a CDI spec naming it;
+// allocated placement through NVML and writes a CDI spec naming it by the
+// UUID NVML reports for it (NVIDIA_VISIBLE_DEVICES=MIG-<uuid>);
 // NodeUnprepareResources destroys it. Whole-GPU devices are prepared with a
 // CDI spec only. See package draplugin and deploy/dra-plugin.yaml.
 //
