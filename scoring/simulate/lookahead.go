@@ -63,6 +63,12 @@ type lookaheadScorer struct {
 	evals []*fgd.Evaluator // per model
 	cost  []float64        // cached cost per node
 	stamp []int            // PodsOn when cost was cached; -1 = never
+	// reserved[m] is the share of the GPU demand that only model m (among
+	// the cluster's models) can serve, split by capacity between the
+	// models a task accepts; nil when every task accepts every model.
+	reserved []float64
+	// the demand workload's CPU and memory per milli-GPU
+	cpuPer, memPer float64
 }
 
 func newLookahead(env *Env) Scorer {
@@ -80,7 +86,59 @@ func newLookahead(env *Env) Scorer {
 	for i := range l.stamp {
 		l.stamp[i] = -1
 	}
+	l.reserved = reservedDemand(env.Pods, s)
+	l.cpuPer, l.memPer = w.DemandRatios()
 	return l
+}
+
+// reservedDemand returns, per model of the cluster, the share of the pod
+// list's GPU demand (milli-GPU) that only that model can serve: a pod
+// accepting a proper subset of the cluster's models counts for those
+// models, split in proportion to their GPU capacity. All pods count, not
+// only the typical shapes: pods pinned to a small model are rare shapes.
+// nil when no pod is restricted.
+func reservedDemand(pods []Pod, s *State) []float64 {
+	capacity := make([]float64, len(s.models))
+	for i := range s.nodes {
+		capacity[s.model[i]] += float64(s.nodes[i].GPUs)
+	}
+	out := make([]float64, len(s.models))
+	var total float64
+	any := false
+	for _, t := range pods {
+		if t.GPUs == 0 {
+			continue
+		}
+		d := float64(t.TotalGPUMilli())
+		total += d
+		if t.Models == "" {
+			continue
+		}
+		var c float64
+		n := 0
+		for m, name := range s.models {
+			if accepts(t.Models, name) {
+				c += capacity[m]
+				n++
+			}
+		}
+		if n == len(s.models) || c == 0 {
+			continue // accepts every model: flexible
+		}
+		any = true
+		for m, name := range s.models {
+			if accepts(t.Models, name) {
+				out[m] += d * capacity[m] / c
+			}
+		}
+	}
+	if !any || total == 0 {
+		return nil
+	}
+	for m := range out {
+		out[m] /= total
+	}
+	return out
 }
 
 func (l *lookaheadScorer) Score(p *Pod, i int) (float64, GPUSet) {
@@ -90,7 +148,42 @@ func (l *lookaheadScorer) Score(p *Pod, i int) (float64, GPUSet) {
 		l.cost[i] = nodeCost(e, true, s.cpu[i], s.mem[i], s.FreeGPUs(i))
 		l.stamp[i] = s.pods[i]
 	}
-	return fragmentDeltaScore(s, p, i, l.cost[i], e, true)
+	before := l.cost[i]
+	if l.reserved != nil {
+		before -= l.reservation(p, i)
+	}
+	return fragmentDeltaScore(s, p, i, before, e, true)
+}
+
+// reservation is what placing p on node i costs the demand that only the
+// node's model can serve: the GPU the placement takes from what the node
+// can still feed (its GPU, and the GPU its CPU and memory can feed at the
+// workload's ratios, whichever is less), times the share of the model's
+// free GPU that this demand will need if the future fills the free GPU as
+// the workload does, at most all of it.
+func (l *lookaheadScorer) reservation(p *Pod, i int) float64 {
+	s := l.s
+	m := s.model[i]
+	free := float64(s.freeByModel[m])
+	if l.reserved[m] == 0 || free <= 0 {
+		return 0
+	}
+	need := min(1, l.reserved[m]*float64(s.gpuTotal-s.allocated)/free)
+	g := float64(s.FreeGPUTotal(i))
+	taken := l.feedable(g, s.cpu[i], s.mem[i]) - l.feedable(g-float64(p.TotalGPUMilli()), s.cpu[i]-p.CPUMilli, s.mem[i]-p.MemoryBytes)
+	return need * max(0, taken)
+}
+
+// feedable is the free GPU (milli) of a node that its free CPU and memory
+// can feed at the demand's ratios.
+func (l *lookaheadScorer) feedable(gpu float64, cpu, mem int64) float64 {
+	if l.cpuPer > 0 {
+		gpu = min(gpu, float64(cpu)/l.cpuPer)
+	}
+	if l.memPer > 0 {
+		gpu = min(gpu, float64(mem)/l.memPer)
+	}
+	return max(0, gpu)
 }
 
 // demandWorkload returns the workload [Lookahead] measures nodes against:
