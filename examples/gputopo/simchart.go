@@ -169,7 +169,11 @@ func writeCharts(dir, base string, spec chartSpec, res []*simulate.Result) ([]st
 
 	custom := 0
 	var lines []plot.Plotter
-	for _, b := range bs {
+	every := max(len(bs), 5)
+	if xmax-from > 60 {
+		every *= 2
+	}
+	for k, b := range bs {
 		st := styleOf(b.policy, &custom)
 		if len(b.x) > 1 && b.seeds > 1 {
 			ring := make(plotter.XYs, 0, 2*len(b.x))
@@ -203,11 +207,12 @@ func writeCharts(dir, base string, spec chartSpec, res []*simulate.Result) ([]st
 			line.Width = vg.Points(2)
 		}
 		line.Dashes = st.dashes
-		// markers every step points of arrival, so a line is told apart
-		// by its marker where colours and dashes are hard to see
+		// markers every `every` points of arrival, each policy's shifted by
+		// its position, so that lines that coincide (Clustering and Packing
+		// on the trace) still show each its own markers
 		var marks plotter.XYs
 		for j, x := range b.x {
-			if math.Mod(x, step) == 0 {
+			if int(x-from)%every == k%every {
 				marks = append(marks, pts[j])
 			}
 		}
