@@ -12,9 +12,15 @@ import (
 )
 
 // MaxBandwidthGPUs is the largest multi-GPU pod whose bandwidth a replay
-// measures on a topology-rich node (the ring search is exponential in the
-// pod's GPU count); larger pods are placed as usual and not measured.
-const MaxBandwidthGPUs = 16
+// measures on a topology-rich node, and MaxBandwidthNodeGPUs the largest
+// node: the best set of an empty node is found by trying every set of the
+// pod's size (at most C(16, 8) = 12,870 sets, each a ring search
+// exponential in the pod's size). Other pods are placed as usual and not
+// measured.
+const (
+	MaxBandwidthGPUs     = 8
+	MaxBandwidthNodeGPUs = 16
+)
 
 // PodBandwidth is what a multi-GPU pod got from its node's links, beside
 // the best it could have had: the same measures taken on the best set of
@@ -134,7 +140,7 @@ func (t *topoNode) selectDevices(k int, free []int64) (GPUSet, bool) {
 // size on the empty machine.
 func (t *topoNode) bandwidth(set GPUSet) *PodBandwidth {
 	k := set.Len()
-	if k < 2 || k > MaxBandwidthGPUs {
+	if k < 2 || k > MaxBandwidthGPUs || t.node.Len() > MaxBandwidthNodeGPUs {
 		return nil
 	}
 	idx := set.Slice()
@@ -201,11 +207,11 @@ func ringBottleneck(n *topology.Node, idx []int) float64 {
 	return levels[lo]
 }
 
-// hamiltonian reports whether the graph on k <= 16 vertices with the
+// hamiltonian reports whether the graph on k <= MaxBandwidthGPUs vertices with the
 // given edges has a Hamiltonian cycle (Held-Karp over subsets holding
 // vertex 0).
 func hamiltonian(k int, edge func(a, b int) bool) bool {
-	var adj [MaxBandwidthGPUs]uint32
+	var adj [MaxBandwidthGPUs]uint32 // k <= MaxBandwidthGPUs
 	for a := range k {
 		for b := range k {
 			if a != b && edge(a, b) {
@@ -234,18 +240,13 @@ func hamiltonian(k int, edge func(a, b int) bool) bool {
 // bandwidth over every set of k devices of the node (each best on its own).
 func bestOnEmpty(n *topology.Node, k int) (ring, agg float64) {
 	m := n.Len()
-	if k > m || m > 64 {
+	if k > m || m > MaxBandwidthNodeGPUs || k > MaxBandwidthGPUs {
 		return 0, 0
 	}
 	idx := make([]int, k)
 	var rec func(start, depth int)
-	count := 0
 	rec = func(start, depth int) {
-		if count > 1<<16 { // bounded: C(16, 8) is 12,870
-			return
-		}
 		if depth == k {
-			count++
 			ring = max(ring, ringBottleneck(n, idx))
 			agg = max(agg, aggregate(n, idx))
 			return

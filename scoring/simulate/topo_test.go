@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -166,4 +167,70 @@ func TestPodBandwidthRatios(t *testing.T) {
 	assert.InDelta(t, 0.75, b.AggregateRatio(), 1e-12)
 	assert.Equal(t, 1.0, PodBandwidth{}.RingRatio())
 	assert.Equal(t, 1.0, PodBandwidth{}.AggregateRatio())
+}
+
+// sixteen is a 16-device machine: two PCIe servers' devices, NVLink pairs.
+func sixteen(t *testing.T) *topology.Node {
+	base, err := catalog.Get("pcie-8gpu-2numa")
+	require.NoError(t, err)
+	b := topology.NewBuilder().SetName("sixteen")
+	for i := range 16 {
+		d := base.Device(i % 8)
+		d.Index = i
+		d.ID = fmt.Sprintf("GPU-%02d", i)
+		d.PCI = topology.PCIAddress{}
+		b.AddDevice(d)
+	}
+	for i := range 16 {
+		for j := i + 1; j < 16; j++ {
+			l := topology.Link{Kind: topology.LinkSYS, Bandwidth: 16, PCIe: topology.LinkSYS}
+			if j == i+1 && i%2 == 0 {
+				l = topology.Link{Kind: topology.LinkNVLink, Lanes: 4, Bandwidth: 100, PCIe: topology.LinkSYS}
+			}
+			b.SetLinkPair(i, j, l)
+		}
+	}
+	n, err := b.Build()
+	require.NoError(t, err)
+	return n
+}
+
+// TestTopologyHostileSize: pods of 8 GPUs on 16-GPU machines, the largest
+// measured, cost a bounded search (12,870 sets once per machine and pod
+// size), and the measures are right: an empty node's best 8-ring is four
+// NVLink pairs joined by 16 GB/s links.
+func TestTopologyHostileSize(t *testing.T) {
+	m := sixteen(t)
+	nodes := []Node{{Name: "n", CPUMilli: 1 << 20, MemoryBytes: 1 << 40, GPUs: 16, Model: "X", Topology: m}}
+	var pods []Pod
+	for i := range 4 {
+		pods = append(pods, Pod{Name: fmt.Sprint("p", i), GPUs: 8, GPUMilli: Milli}, Pod{Name: fmt.Sprint("q", i), GPUs: 2, GPUMilli: Milli})
+	}
+	var r *Result
+	var err error
+	alloc := hostile.Allocated(func() { r, err = Replay(context.Background(), nodes, pods, FGD(), Config{Inflation: NoInflation}) })
+	require.NoError(t, err)
+	assert.Less(t, alloc, uint64(hostile.Budget), "allocated %d bytes", alloc)
+	measured := 0
+	for _, pl := range r.Placements {
+		if pl.Bandwidth != nil {
+			measured++
+			if pl.Pod.GPUs == 8 {
+				assert.Equal(t, 16.0, pl.Bandwidth.BestRing)
+			} else {
+				assert.Equal(t, 100.0, pl.Bandwidth.BestRing)
+			}
+		}
+	}
+	assert.Equal(t, r.Placed-countSmall(r), measured)
+}
+
+func countSmall(r *Result) int {
+	n := 0
+	for _, pl := range r.Placements {
+		if pl.Node >= 0 && pl.Pod.GPUs < 2 {
+			n++
+		}
+	}
+	return n
 }
