@@ -250,3 +250,17 @@ func TestFormatBytes(t *testing.T) {
 		assert.Equal(t, want, formatBytes(b), "%d bytes", b)
 	}
 }
+
+// FuzzParseSimMix: any --mix either fails or gives a mix that Validate
+// accepts; it never panics.
+func FuzzParseSimMix(f *testing.F) {
+	for _, s := range []string{"", "pinned=25%", "pinned=0.5,shared=50%,multi=20%", "multi=1", "shared=100%,multi=0", "x", "pinned=1e-300%", ",,="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := parseSimMix(s)
+		if err == nil {
+			require.NoError(t, m.Validate(), "%q -> %+v", s, m)
+		}
+	})
+}

@@ -44,7 +44,7 @@ import (
 // workload) lost up to 2 points to FGD at 100% arrival. Pressure and
 // memory quartiles make F_n(M') charge for breaking exactly the nodes such
 // pods need. In the replay of the Alibaba trace (seeds 42-51) it allocates
-// 95.83% of the GPUs at 100% arrival against FGD's 95.28%; on every mix of
+// 95.82% of the GPUs at 100% arrival against FGD's 95.28%; on every mix of
 // the synthetic grid (see the README) at least as much as FGD. Most of
 // what stays idle on the trace are slivers under 200 milli beside its
 // many 810-milli pods, which only its few 100-milli pods can use.

@@ -234,3 +234,38 @@ func countSmall(r *Result) int {
 	}
 	return n
 }
+
+// TestTopologyReplayAll: replays of a batch share compiled machines safely
+// (run with -race) and measure the same as one by one.
+func TestTopologyReplayAll(t *testing.T) {
+	dgx1, err := catalog.Get("dgx1-v100")
+	require.NoError(t, err)
+	pcie, err := catalog.Get("pcie-8gpu-2numa")
+	require.NoError(t, err)
+	var nodes []Node
+	for i := range 6 {
+		m := dgx1
+		if i%2 == 1 {
+			m = pcie
+		}
+		nodes = append(nodes, Node{Name: fmt.Sprint("n", i), CPUMilli: 96000, MemoryBytes: 512 << 30, GPUs: 8, Model: "V100", Topology: m})
+	}
+	var pods []Pod
+	for i := range 20 {
+		pods = append(pods, Pod{Name: fmt.Sprintf("p%02d", i), CPUMilli: 2000, GPUs: []int{1, 2, 4, 2, 3}[i%5], GPUMilli: Milli})
+	}
+	res, err := ReplayAll(context.Background(), Experiment{Nodes: nodes, Pods: pods, Policies: allPolicies(), Seeds: []int64{1, 2}}, WithWorkers(4))
+	require.NoError(t, err)
+	for _, r := range res {
+		one, err := Replay(context.Background(), nodes, pods, policyByNameMust(t, r.Policy), Config{Seed: r.Seed})
+		require.NoError(t, err)
+		require.Equal(t, one.Placements, r.Placements, "%s seed %d", r.Policy, r.Seed)
+	}
+	require.NotEmpty(t, SummarizeBandwidth(res, 130))
+}
+
+func policyByNameMust(t *testing.T, name string) Policy {
+	p, err := PolicyByName(name)
+	require.NoError(t, err)
+	return p
+}
