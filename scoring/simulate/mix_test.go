@@ -122,3 +122,54 @@ func TestLookaheadNotBehindFGDOnMixes(t *testing.T) {
 		}
 	}
 }
+
+// TestDemandWorkload: on nodes where every task fits, the demand workload
+// only splits shapes by memory: each shape's quarters add up to its
+// popularity, and each quarter's memory is one of its pods'. A task that
+// fits only some nodes gains weight against one that fits all.
+func TestDemandWorkload(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nodes, pods := genCluster(t)
+		for i := range nodes {
+			nodes[i].CPUMilli, nodes[i].MemoryBytes, nodes[i].GPUs, nodes[i].Model = 1<<40, 1<<50, 8, "A"
+		}
+		for i := range pods {
+			pods[i].Models = ""
+		}
+		typical, err := TypicalWorkload(context.Background(), pods, 1, false)
+		require.NoError(t, err)
+		w := demandWorkload(typical, pods, nodes)
+		type key struct {
+			cpu, milli int64
+			gpus       int
+		}
+		sum := map[key]float64{}
+		for _, task := range w.Tasks() {
+			k := key{task.CPUMilli, task.GPUMilli, task.GPUs}
+			sum[k] += task.Weight
+			if task.GPUs > 0 {
+				require.True(t, slices.ContainsFunc(pods, func(p Pod) bool {
+					return p.CPUMilli == task.CPUMilli && p.GPUMilli == task.GPUMilli && p.GPUs == task.GPUs && p.MemoryBytes == task.MemoryBytes
+				}), "memory %d is no pod's", task.MemoryBytes)
+			}
+		}
+		for _, task := range typical.Tasks() {
+			require.InDelta(t, task.Weight, sum[key{task.CPUMilli, task.GPUMilli, task.GPUs}], 1e-9)
+		}
+	})
+	// pressure: a 4-GPU task fits only the 4-GPU node (half the GPUs)
+	nodes := []Node{{Name: "big", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 4, Model: "A"}, {Name: "small", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "A"},
+		{Name: "small2", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "A"}, {Name: "small3", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "A"},
+		{Name: "small4", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "A"}}
+	pods := []Pod{{Name: "one", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli}, {Name: "four", CPUMilli: 1000, GPUs: 4, GPUMilli: Milli}}
+	typical, err := TypicalWorkload(context.Background(), pods, 1, false)
+	require.NoError(t, err)
+	w := demandWorkload(typical, pods, nodes)
+	for _, task := range w.Tasks() {
+		want := 1.0 / 3 // weights 1 and 2 (4-GPU task: 8 GPUs / 4 that fit it), normalised
+		if task.GPUs == 4 {
+			want = 2.0 / 3
+		}
+		assert.InDelta(t, want, task.Weight, 1e-12, "%+v", task)
+	}
+}
