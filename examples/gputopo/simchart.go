@@ -143,8 +143,8 @@ func writeCharts(dir, base string, spec chartSpec, res []*simulate.Result) ([]st
 			ymax = max(ymax, math.Ceil(v))
 		}
 	}
-	ymax = max(ymax, 100-from)       // the ideal line starts at (from, 100-from)
-	ymax = math.Ceil(ymax*1.4/5) * 5 // headroom: the legend sits above the curves
+	ymax = max(ymax, 100-from)               // the ideal line starts at (from, 100-from)
+	ymax = min(100, math.Ceil(ymax*1.4/5)*5) // headroom: the legend sits above the curves
 	p.X.Min, p.X.Max = from, xmax
 	p.Y.Min, p.Y.Max = 0, ymax
 	step, ystep := 5.0, 5.0
