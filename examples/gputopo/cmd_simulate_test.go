@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
+	"github.com/gputopo/gputopo/scoring/simulate"
 )
 
 func simCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -32,7 +33,7 @@ func TestSimulateSynthetic(t *testing.T) {
 		"built-in synthetic workload (60 nodes", "not trace data",
 		"7 policies x 2 seeds", "at 100% arrival", "at 110% arrival",
 		"Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD", "Lookahead",
-		"Lookahead vs FGD at 100%", "wrote 14 run CSVs",
+		"Lookahead vs FGD: Lookahead ", " FGD ", "at 100%", "wrote 14 run CSVs",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -68,7 +69,7 @@ func TestSimulateSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Lookahead", "Unallocated GPU (%)"} {
+	for _, want := range []string{"<svg", "Lookahead (ours)", "Unallocated GPU (% of capacity)", "pods: synthetic, 60 nodes, the trace", "shaded: 25th-75th percentile over 2 seeds", "line: median over 2 seeds"} {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("SVG lacks %q", want)
 		}
@@ -117,6 +118,17 @@ func TestSimulateBadInput(t *testing.T) {
 		{[]string{"-workers", "0"}, 2, "--workers 0: want at least 1"},
 		{[]string{"-synthetic", "1000000000"}, 2, "want a node count from 1 to 100000"},
 		{[]string{"-seeds", "1-5000"}, 2, "is 35000 runs, more than 1000"},
+		{[]string{"-chart-from", "-1"}, 2, "--chart-from -1: want a percentage from 0 to 100"},
+		{[]string{"-chart-from", "101"}, 2, "--chart-from 101"},
+		{[]string{"-mix", "pinned=10%"}, 2, "use it with --synthetic N"},
+		{[]string{"-synthetic", "10", "-mix", "pinned"}, 2, "want key=share"},
+		{[]string{"-synthetic", "10", "-mix", "pinned=NaN"}, 2, "is not a share from 0 to 1"},
+		{[]string{"-synthetic", "10", "-mix", "pinned=150%"}, 2, "is not a share from 0 to 1"},
+		{[]string{"-synthetic", "10", "-mix", "pinned=-1"}, 2, "is not a share from 0 to 1"},
+		{[]string{"-synthetic", "10", "-mix", "shared=80%,multi=40%"}, 2, "shared + multi is more than 100%"},
+		{[]string{"-synthetic", "10", "-mix", "color=1"}, 2, `unknown key "color"`},
+		{[]string{"-synthetic", "10", "-topology", "nope"}, 2, `--topology: catalog: unknown machine: `},
+		{[]string{"-synthetic", "10", "-topology", "workstation-2gpu-nvlink,dgx1-v100,gb200-nvl72-tray", "-mix", "shared=0"}, 0, ""},
 	}
 	for _, c := range cases {
 		code, _, errs := simCLI(t, append([]string{"simulate", "-out", ""}, c.args...)...)
@@ -168,6 +180,68 @@ func TestSimulateCancelled(t *testing.T) {
 	require.Contains(t, errb.String(), "context canceled")
 }
 
+// TestSimulateMixAndTopology: --mix names the mix in the output and the
+// chart, --topology reports the multi-GPU pods' bandwidth per policy, and
+// --chart-from 0 draws the whole replay.
+func TestSimulateMixAndTopology(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := simCLI(t, "simulate", "-synthetic", "60", "-seeds", "1-2", "-policies", "FGD,Lookahead,Packing",
+		"-mix", "pinned=25%,shared=0.5,multi=20%", "-topology", "mix", "-chart-from", "0", "-out", dir)
+	require.Equal(t, 0, code, errs)
+	for _, want := range []string{
+		"mix pinned 25% shared 50% multi 20%",
+		"topology: nodes replayed as ", "× dgx-h100", "× dgx1-v100",
+		"Multi-GPU pods on topology-rich nodes", "ring mean", "ring p10", "agg mean",
+	} {
+		assert.Contains(t, out, want)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "unallocated.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "pods: synthetic, 60 nodes, pinned 25% shared 50% multi 20% of the GPU pods")
+	// the x axis starts at 0: its first label is 0 and a point at 5% arrival is drawn
+	bs := bands(mustReplay(t), 0)
+	require.NotEmpty(t, bs)
+	assert.Equal(t, 0.0, bs[0].x[0])
+
+	code, out, errs = simCLI(t, "simulate", "-synthetic", "60", "-seeds", "1", "-policies", "FGD,Lookahead", "-topology", "mix", "-json", "-out", "")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, `"bandwidth_at100"`)
+	assert.Contains(t, out, `"RingP10"`)
+}
+
+func mustReplay(t *testing.T) []*simulate.Result {
+	nodes, pods, err := simulate.Synthetic(context.Background(), 20, 1)
+	require.NoError(t, err)
+	r, err := simulate.Replay(context.Background(), nodes, pods, simulate.FGD(), simulate.Config{Seed: 1})
+	require.NoError(t, err)
+	return []*simulate.Result{r}
+}
+
+// TestCompareLine: the summary line reads right whichever policy is ahead.
+func TestCompareLine(t *testing.T) {
+	ours := simulate.Summary{Policy: "Lookahead", Mean: 95.0, UnallocatedGPUs: 310}
+	fgd := simulate.Summary{Policy: "FGD", Mean: 95.4, UnallocatedGPUs: 285}
+	assert.Equal(t, "Lookahead trails FGD by 0.40 points at 100% (25 more unallocated GPUs)", compareLine(ours, fgd, "100%"))
+	assert.Equal(t, "FGD leads Lookahead by 0.40 points at 110% (25 fewer unallocated GPUs, 8% fewer)", compareLine(fgd, ours, "110%"))
+	same := fgd
+	same.Policy = "Lookahead"
+	same.Mean += 0.001
+	assert.Equal(t, "Lookahead ties with FGD at 100%", compareLine(same, fgd, "100%"))
+}
+
+func TestParseSimMix(t *testing.T) {
+	m, err := parseSimMix("")
+	require.NoError(t, err)
+	assert.Equal(t, simulate.DefaultMix(), m)
+	m, err = parseSimMix(" pinned=25% , multi=0.4,shared=0")
+	require.NoError(t, err)
+	assert.Equal(t, simulate.Mix{Pinned: 0.25, Multi: 0.4}, m)
+	for _, bad := range []string{"pinned", "pinned=x", "pinned=Inf", "pinned=1e400", "shared=2", "x=1", "shared=60%,multi=60%"} {
+		_, err := parseSimMix(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
 func TestFormatBytes(t *testing.T) {
 	for b, want := range map[int64]string{
 		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB",
@@ -175,4 +249,18 @@ func TestFormatBytes(t *testing.T) {
 	} {
 		assert.Equal(t, want, formatBytes(b), "%d bytes", b)
 	}
+}
+
+// FuzzParseSimMix: any --mix either fails or gives a mix that Validate
+// accepts; it never panics.
+func FuzzParseSimMix(f *testing.F) {
+	for _, s := range []string{"", "pinned=25%", "pinned=0.5,shared=50%,multi=20%", "multi=1", "shared=100%,multi=0", "x", "pinned=1e-300%", ",,="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := parseSimMix(s)
+		if err == nil {
+			require.NoError(t, m.Validate(), "%q -> %+v", s, m)
+		}
+	})
 }

@@ -34,13 +34,13 @@ const (
 // the file are not pre-placed: the replay starts from the empty cluster.
 // The pods' GPU-model constraints (the trace's gpu_spec) name the trace's
 // models, which a captured cluster does not have, so they are dropped.
-func (f *simFlags) loadCluster(ctx context.Context) (nodes []simulate.Node, pods []simulate.Pod, origin string, synthetic bool, err error) {
+func (f *simFlags) loadCluster(ctx context.Context) (nodes []simulate.Node, pods []simulate.Pod, origin, podList string, err error) {
 	if f.nodes != "" || f.synthetic > 0 {
-		return nil, nil, "", false, errors.New("use --cluster or --nodes/--synthetic, not both")
+		return nil, nil, "", "", errors.New("use --cluster or --nodes/--synthetic, not both")
 	}
 	nodes, notes, err := clusterNodes(f.cluster)
 	if err != nil {
-		return nil, nil, "", false, err
+		return nil, nil, "", "", err
 	}
 	gpuNodes := 0
 	for _, n := range nodes {
@@ -49,7 +49,7 @@ func (f *simFlags) loadCluster(ctx context.Context) (nodes []simulate.Node, pods
 		}
 	}
 	if gpuNodes == 0 {
-		return nil, nil, "", false, fmt.Errorf("%s: no node with a healthy GPU to replay on", f.cluster)
+		return nil, nil, "", "", fmt.Errorf("%s: no node with a healthy GPU to replay on", f.cluster)
 	}
 	podFile, podOrigin := f.pods, ""
 	if podFile == "" {
@@ -61,15 +61,16 @@ func (f *simFlags) loadCluster(ctx context.Context) (nodes []simulate.Node, pods
 	}
 	if podFile != "" {
 		if pods, err = readCSV(ctx, podFile, simulate.ReadPods); err != nil {
-			return nil, nil, "", false, err
+			return nil, nil, "", "", err
 		}
 		podOrigin = "pods from " + podFile
+		podList = fmt.Sprintf("%s on the nodes of %s", filepath.Base(podFile), filepath.Base(f.cluster))
 	} else {
 		if _, pods, err = simulate.Synthetic(ctx, min(gpuNodes, simulate.MaxSyntheticNodes), 1); err != nil {
-			return nil, nil, "", false, err
+			return nil, nil, "", "", err
 		}
 		podOrigin = fmt.Sprintf("pods of the built-in synthetic workload (for %d nodes; not trace data)", gpuNodes)
-		synthetic = true
+		podList = fmt.Sprintf("synthetic pods (generated, not trace data) on the nodes of %s", filepath.Base(f.cluster))
 	}
 	anyModel := 0
 	for i := range pods {
@@ -85,7 +86,7 @@ func (f *simFlags) loadCluster(ctx context.Context) (nodes []simulate.Node, pods
 	for _, n := range notes {
 		origin += "\nnote: " + n
 	}
-	return nodes, pods, origin, synthetic, nil
+	return nodes, pods, origin, podList, nil
 }
 
 // clusterNodes reads a cluster file as gputopo gang does and turns its

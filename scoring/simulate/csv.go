@@ -26,6 +26,12 @@ type Node struct {
 	MemoryBytes int64  // main memory, bytes (the trace's memory_mib × 2^20)
 	GPUs        int    // GPU count; 0 for a CPU-only node
 	Model       string // GPU model; empty for a CPU-only node
+	// Topology, when set, is the node's machine (for example from package
+	// provider/catalog), with GPUs devices: a pod of several whole GPUs
+	// placed there takes the devices scoring.SelectDevices chooses, and
+	// its Placement records the bandwidth it got ([PodBandwidth]). The
+	// CSV readers leave it nil.
+	Topology *topology.Node
 }
 
 // Pod is one task of a pod list (openb_pod_list_*.csv).

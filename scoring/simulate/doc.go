@@ -14,7 +14,9 @@
 // refused; a failing reader's error wraps [ErrRead]. Memory is in bytes
 // everywhere ([Node.MemoryBytes], [Pod.MemoryBytes], [State.FreeMemory]);
 // the readers convert the trace's MiB.
-// [Synthetic] generates lists of the same shape when the trace is absent.
+// [Synthetic] generates lists of the same shape when the trace is absent;
+// [SyntheticMix] the same with a chosen [Mix]: the shares of GPU pods that
+// pin a GPU model, share a GPU, or ask several GPUs.
 //
 // # Protocol
 //
@@ -28,6 +30,17 @@
 // fragment under the typical task shapes of the original list. [Result.Bins]
 // averages those by arrival percentage as the paper's analysis does, and
 // [ReplayAll] runs an [Experiment] (policies × seeds) on all cores.
+//
+// # Topology
+//
+// A [Node] may carry a Topology (a machine of package provider/catalog, or
+// any topology.Node with its GPU count). The policy still picks the node;
+// a pod of several whole GPUs then takes the devices
+// scoring.SelectDevices chooses among the node's fully free GPUs, and its
+// [Placement] records a [PodBandwidth]: the ring bottleneck and aggregate
+// bandwidth it got beside the best any set of as many GPUs has on the
+// empty machine. [SummarizeBandwidth] reports them per policy, so what a
+// policy's node choice costs the pods' own bandwidth is visible.
 //
 // # Options, context and errors
 //
@@ -55,15 +68,16 @@
 // 90.60 to 90.13% for DotProd and 92.94 to 92.89% for BestFit: ties
 // resolved in a fixed order consolidate pods on the same nodes. Random
 // ignores the tie-break (its scores are random); [Lookahead] moves only
-// from 95.83 to 95.68%. Within a node, equal GPUs go to the lowest index.
+// from 95.82 to 95.70%. Within a node, equal GPUs go to the lowest index.
 //
 // # Policies
 //
 // A [Policy] makes a [Scorer] per replay; implement one to try your own.
 // The built-ins ([Policies], [PolicyByName]) are the paper's [Random],
 // [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
-// [Lookahead], which adds a look-ahead term for GPUs that CPU or memory
-// will strand to FGD's fragmentation (see its doc). The fragmentation
+// [Lookahead], which adds to FGD's fragmentation a look-ahead term for GPUs
+// that CPU or memory will strand, and measures both against the demand
+// that can actually use each node (see its doc). The fragmentation
 // maths itself lives in package scoring/fgd, where node scoring (package
 // scoring) uses it too.
 package simulate

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -241,4 +242,41 @@ func TestLookaheadSparesTightNodes(t *testing.T) {
 	// Δ on tight: stranded 8000 − 72000/10 = 800 -> int(100·sigmoid(−0.8)) = 31
 	wantScores(t, "Lookahead", la, 31, 50)
 	wantScores(t, "FGD", scoreAll(st, FGD().NewScorer(env), pod), 50, 50)
+}
+
+// TestLookaheadKeepsPinnedModel: half the GPU pods accept only model A,
+// which has a quarter of the GPUs. Taking an A GPU with a pod that accepts
+// any model costs Lookahead a reservation (the share of A's free GPU the
+// pinned pods will need), so A scores lower than without pinned pods in the
+// list while B, which nobody reserves, scores the same; B wins.
+func TestLookaheadKeepsPinnedModel(t *testing.T) {
+	nodes := []Node{
+		{Name: "a", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "A"},
+		{Name: "b1", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "B"},
+		{Name: "b2", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "B"},
+		{Name: "b3", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "B"},
+	}
+	tasks := []fgd.Task{{CPUMilli: 4000, GPUs: 1, GPUMilli: Milli, Weight: 1}}
+	st, env := testEnv(t, nodes, tasks...)
+	free := Pod{Name: "any", CPUMilli: 4000, GPUs: 1, GPUMilli: Milli}
+	for i := range 8 {
+		env.Pods = append(env.Pods, Pod{Name: fmt.Sprint("u", i), CPUMilli: 4000, GPUs: 1, GPUMilli: Milli})
+	}
+	without := scoreAll(st, Lookahead().NewScorer(env), free)
+	if without[0].score != without[1].score {
+		t.Fatalf("without pinned pods Lookahead scores A %v, B %v: want equal", without[0].score, without[1].score)
+	}
+	for i := range 4 {
+		env.Pods[2*i].Models = "A"
+	}
+	with := scoreAll(st, Lookahead().NewScorer(env), free)
+	if !(with[0].score < without[0].score) || with[1].score != without[1].score || !(with[1].score > with[0].score) {
+		t.Errorf("with pinned pods Lookahead scores A %v, B %v (without: %v, %v): want A lower, B the same",
+			with[0].score, with[1].score, without[0].score, without[1].score)
+	}
+	// reserved demand: A's share of the GPU demand only A serves is 1/2
+	l := Lookahead().NewScorer(env).(*lookaheadScorer)
+	if got := l.reserved; len(got) != 2 || math.Abs(got[0]-0.5) > 1e-12 || got[1] != 0 {
+		t.Errorf("reserved %v, want [0.5 0]", got)
+	}
 }

@@ -114,6 +114,9 @@ type Placement struct {
 	Pod  Pod
 	Node int    // index into Result.Nodes; -1 when the pod failed
 	GPUs GPUSet // GPUs it took on the node
+	// Bandwidth is what a pod of several whole GPUs got from the links of
+	// a node with a Topology; nil otherwise.
+	Bandwidth *PodBandwidth
 }
 
 // Result is one replay.
@@ -318,6 +321,10 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	if err != nil {
 		return nil, err
 	}
+	topo, err := topoNodes(gpuNodes)
+	if err != nil {
+		return nil, err
+	}
 	if len(pods) == 0 {
 		return nil, ErrNoPods
 	}
@@ -393,6 +400,14 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 			c := cand[chosen]
 			if err := st.check(p, c.node, c.gpus); err != nil {
 				return nil, fmt.Errorf("policy %s: %w", pol.Name(), err)
+			}
+			t := topo[c.node]
+			if t != nil && p.GPUs >= 2 {
+				// the policy chose the node; the node's links choose the GPUs
+				if set, ok := t.selectDevices(p.GPUs, st.FreeGPUs(c.node)); ok && st.check(p, c.node, set) == nil {
+					c.gpus = set
+				}
+				pl.Bandwidth = t.bandwidth(c.gpus)
 			}
 			st.place(p, c.node, c.gpus)
 			st.refresh(c.node)

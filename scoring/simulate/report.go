@@ -107,3 +107,69 @@ func Quantile(sorted []float64, q float64) float64 {
 	hi := min(lo+1, len(sorted)-1)
 	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
 }
+
+// BandwidthSummary is one policy's multi-GPU pods on topology-rich nodes
+// (those with a [PodBandwidth]) over several seeds, up to one arrival
+// percentage.
+type BandwidthSummary struct {
+	Policy  string
+	Arrival int // pods that arrived up to this % of GPU capacity
+	Pods    int // measured multi-GPU pods, all seeds together
+	// Ring ratio (achieved ring bottleneck / best on an empty node of the
+	// machine) and aggregate ratio over those pods: mean, 10th percentile,
+	// and the share of pods below 1.
+	RingMean, RingP10, RingBelow float64
+	AggMean, AggP10, AggBelow    float64
+}
+
+// SummarizeBandwidth groups results by policy (in order of first
+// appearance) and summarises the bandwidth of their measured multi-GPU
+// pods that arrived up to arrival % of capacity. Policies without such
+// pods are left out.
+func SummarizeBandwidth(results []*Result, arrival int) []BandwidthSummary {
+	var names []string
+	byName := map[string][]*Result{}
+	for _, r := range results {
+		if _, ok := byName[r.Policy]; !ok {
+			names = append(names, r.Policy)
+		}
+		byName[r.Policy] = append(byName[r.Policy], r)
+	}
+	var out []BandwidthSummary
+	for _, name := range names {
+		var ring, agg []float64
+		for _, r := range byName[name] {
+			limit := float64(arrival) / 100 * float64(r.CapacityGPUMilli)
+			for k, pl := range r.Placements {
+				if k < len(r.Steps) && float64(r.Steps[k].ArrivedGPUMilli) > limit {
+					break
+				}
+				if pl.Bandwidth != nil {
+					ring = append(ring, pl.Bandwidth.RingRatio())
+					agg = append(agg, pl.Bandwidth.AggregateRatio())
+				}
+			}
+		}
+		if len(ring) == 0 {
+			continue
+		}
+		s := BandwidthSummary{Policy: name, Arrival: arrival, Pods: len(ring)}
+		s.RingMean, s.RingP10, s.RingBelow = ratioStats(ring)
+		s.AggMean, s.AggP10, s.AggBelow = ratioStats(agg)
+		out = append(out, s)
+	}
+	return out
+}
+
+func ratioStats(v []float64) (mean, p10, below float64) {
+	mean, _ = meanStd(v)
+	slices.Sort(v)
+	p10 = Quantile(v, 0.1)
+	n := 0
+	for _, x := range v {
+		if x < 1-1e-9 {
+			n++
+		}
+	}
+	return mean, p10, float64(n) / float64(len(v))
+}

@@ -48,8 +48,9 @@ type State struct {
 	gpuTotal  int64 // cluster GPU capacity, milli
 	allocated int64 // milli-GPU allocated
 
-	models []string // model index -> name
-	model  []int    // node -> model index
+	models      []string // model index -> name
+	model       []int    // node -> model index
+	freeByModel []int64  // free milli-GPU per model
 
 	workload *fgd.Workload
 	evals    []*fgd.Evaluator // per model
@@ -98,6 +99,10 @@ func NewState(nodes []Node) (*State, error) {
 	s.gpu = make([]int64, s.off[len(nodes)])
 	for i := range s.gpu {
 		s.gpu[i] = Milli
+	}
+	s.freeByModel = make([]int64, len(s.models))
+	for i, n := range nodes {
+		s.freeByModel[s.model[i]] += int64(n.GPUs) * Milli
 	}
 	s.gpuTotal = int64(len(s.gpu)) * Milli
 	return s, nil
@@ -237,6 +242,7 @@ func (s *State) place(p *Pod, i int, gpus GPUSet) {
 	}
 	s.pods[i]++
 	s.allocated += p.TotalGPUMilli()
+	s.freeByModel[s.model[i]] -= p.TotalGPUMilli()
 }
 
 // BestFitGPUs returns the GPUs the paper's baselines give pod p on node i:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -23,6 +24,68 @@ const MaxSyntheticNodes = 100_000
 // 1..[MaxSyntheticNodes] is an error wrapping [ErrInvalidConfig]; once ctx
 // is done it returns ctx's error.
 func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, error) {
+	return generate(ctx, nodes, seed, nil)
+}
+
+// Mix sets the pod classes of [SyntheticMix]. Shared and Multi are shares
+// of the GPU pods (the CPU-only pods stay about 13% of all pods); the GPU
+// pods neither shared nor multi ask one whole GPU. Pinned is the share of
+// GPU pods that accept only one GPU model, drawn in proportion to the GPU
+// capacity of the models whose nodes have enough GPUs for the pod (the
+// trace's gpu_spec column; the default trace pins none).
+type Mix struct {
+	Pinned float64 // GPU pods that pin one GPU model, 0..1
+	Shared float64 // GPU pods asking part of one GPU, 0..1
+	Multi  float64 // GPU pods asking several whole GPUs, 0..1-Shared
+}
+
+// DefaultMix is the mix of [Synthetic], the trace's shape: no pinned pods,
+// 43.6% of the GPU pods sharing a GPU and 1.0% asking several.
+func DefaultMix() Mix { return Mix{Shared: defaultShared, Multi: defaultMulti} }
+
+// the default mix as shares of GPU pods (CPU-only pods are cpuOnly of all)
+const (
+	cpuOnly       = 0.133
+	defaultShared = (0.511 - cpuOnly) / (1 - cpuOnly)
+	defaultMulti  = (1 - 0.991) / (1 - cpuOnly)
+)
+
+// Validate reports whether m is a mix [SyntheticMix] accepts: every share
+// a number in 0..1 and Shared+Multi at most 1. The error wraps
+// [ErrInvalidConfig].
+func (m Mix) Validate() error {
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"Pinned", m.Pinned}, {"Shared", m.Shared}, {"Multi", m.Multi}} {
+		if !(v.v >= 0 && v.v <= 1) {
+			return fmt.Errorf("%w: mix %s share %v outside 0..1", ErrInvalidConfig, v.name, v.v)
+		}
+	}
+	if m.Shared+m.Multi > 1+1e-9 {
+		return fmt.Errorf("%w: mix Shared %v + Multi %v is more than 1", ErrInvalidConfig, m.Shared, m.Multi)
+	}
+	return nil
+}
+
+// String names the mix as "pinned 25% shared 50% multi 20%".
+func (m Mix) String() string {
+	return fmt.Sprintf("pinned %.0f%% shared %.0f%% multi %.0f%%", 100*m.Pinned, 100*m.Shared, 100*m.Multi)
+}
+
+// SyntheticMix is [Synthetic] with the pod classes of mix: the same nodes,
+// the same shapes within each class (shares, CPU, memory), in the
+// proportions mix asks. An invalid mix is an error wrapping
+// [ErrInvalidConfig]. SyntheticMix with [DefaultMix] gives Synthetic's
+// lists up to the rounding of the class boundaries.
+func SyntheticMix(ctx context.Context, nodes int, seed uint64, mix Mix) ([]Node, []Pod, error) {
+	if err := mix.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return generate(ctx, nodes, seed, &mix)
+}
+
+func generate(ctx context.Context, nodes int, seed uint64, mix *Mix) ([]Node, []Pod, error) {
 	if nodes > MaxSyntheticNodes {
 		return nil, nil, fmt.Errorf("%w: synthetic cluster of %d nodes, more than simulate.MaxSyntheticNodes (%d): %w", ErrInvalidConfig, nodes, MaxSyntheticNodes, topology.ErrLimit)
 	}
@@ -88,6 +151,46 @@ func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, erro
 		gib := float64(cpu) / 1000 * perCore * (0.7 + 0.6*rng.Float64())
 		return max(1, int64(gib+0.5)) << 30
 	}
+	// class boundaries on one uniform draw: CPU-only, sharing, whole, multi
+	tShared, tWhole := 0.511, 0.991
+	if mix != nil {
+		tShared = cpuOnly + (1-cpuOnly)*mix.Shared
+		tWhole = cpuOnly + (1-cpuOnly)*(1-mix.Multi)
+	}
+	// GPU capacity per model among nodes of at least k GPUs, for pinning
+	type capacityOf struct {
+		names []string
+		gpus  []float64
+		total float64
+	}
+	pinCache := map[int]*capacityOf{}
+	pinModel := func(gpus int) string {
+		c := pinCache[gpus]
+		if c == nil {
+			c = &capacityOf{}
+			for _, n := range out {
+				if n.GPUs < gpus {
+					continue
+				}
+				j := slices.Index(c.names, n.Model)
+				if j < 0 {
+					j = len(c.names)
+					c.names = append(c.names, n.Model)
+					c.gpus = append(c.gpus, 0)
+				}
+				c.gpus[j] += float64(n.GPUs)
+				c.total += float64(n.GPUs)
+			}
+			pinCache[gpus] = c
+		}
+		x := rng.Float64() * c.total
+		for j, g := range c.gpus {
+			if x -= g; x < 0 {
+				return c.names[j]
+			}
+		}
+		return c.names[len(c.names)-1]
+	}
 	var pods []Pod
 	var demand int64
 	for float64(demand) < 0.98*float64(capacity) {
@@ -98,17 +201,17 @@ func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, erro
 		}
 		p := Pod{Name: fmt.Sprintf("synth-pod-%05d", len(pods))}
 		switch x := rng.Float64(); {
-		case x < 0.133: // CPU-only
+		case x < cpuOnly: // CPU-only
 			p.CPUMilli = pickInt([]int64{2000, 4000, 8000, 16000, 32000, 64000}, []float64{10, 20, 30, 20, 15, 5})
 			p.MemoryBytes = memFor(p.CPUMilli, 2.7)
-		case x < 0.511: // GPU-sharing
+		case x < tShared: // GPU-sharing
 			p.GPUs = 1
 			p.GPUMilli = pickInt(
 				[]int64{810, 850, 400, 450, 300, 600, 250, 500, 150},
 				[]float64{25, 10, 20, 9, 13, 8, 7, 5, 3})
 			p.CPUMilli = pickInt([]int64{2000, 3000, 4000, 6000, 8000, 12000}, []float64{15, 30, 20, 15, 15, 5})
 			p.MemoryBytes = memFor(p.CPUMilli, 3.5)
-		case x < 0.991: // one whole GPU
+		case x < tWhole: // one whole GPU
 			p.GPUs, p.GPUMilli = 1, Milli
 			p.CPUMilli = pickInt([]int64{4000, 8000, 11000, 12000, 16000}, []float64{10, 20, 35, 25, 10})
 			p.MemoryBytes = memFor(p.CPUMilli, 3.7)
@@ -117,6 +220,9 @@ func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, erro
 			p.GPUMilli = Milli
 			p.CPUMilli = int64(p.GPUs) * pickInt([]int64{8000, 10000, 12000}, []float64{1, 2, 1})
 			p.MemoryBytes = memFor(p.CPUMilli, 4)
+		}
+		if mix != nil && mix.Pinned > 0 && p.GPUs > 0 && rng.Float64() < mix.Pinned {
+			p.Models = pinModel(p.GPUs)
 		}
 		demand += p.TotalGPUMilli()
 		pods = append(pods, p)
