@@ -31,6 +31,9 @@ type search struct {
 	withMembers bool // the job's pods in the snapshot are placed members
 	strategy    Strategy
 	restrict    int32 // only nodes under this domain count (-1: all)
+	// noReleasing: the caller knows no pod of the snapshot is terminating
+	// (spares the scan for them)
+	noReleasing bool
 }
 
 // solver holds what one solve knows about the job (set up once by

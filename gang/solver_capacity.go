@@ -50,7 +50,7 @@ func (sv *solver) run(at attempt) error {
 // idle before future idle).
 func (sv *solver) countReleasing() {
 	sv.nodeReleasing, sv.domReleasing = nil, nil
-	if !sv.s.hasReleasing() {
+	if sv.search.noReleasing || !sv.s.hasReleasing() {
 		return
 	}
 	t := sv.s.tree
