@@ -200,6 +200,7 @@ type fairPass struct {
 	overBuf   []*nodeUsage        // reclaim's trial view, reused
 	nodeGen   []uint32            // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
+	resvGen   uint32 // bumped when the reservations change
 }
 
 // untilMemo is w's usage per node once the pods that end by some time
@@ -208,6 +209,11 @@ type fairPass struct {
 type untilMemo struct {
 	over []*nodeUsage
 	gen  []uint32
+	// held: usage of the nodes the reservations hold at resvGen, with
+	// each node's nodeGen
+	held    map[int32]*nodeUsage
+	heldGen map[int32]uint32
+	resvGen uint32
 }
 
 // until is w without the pods that end by t (and terminating ones): the
@@ -980,6 +986,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		if r != nil {
 			fp.resvs = append(fp.resvs, r)
 			fp.heldIdx = nil
+			fp.resvGen++
 			q.resv = r
 			fp.hold = nil
 			fp.state++
@@ -1032,22 +1039,17 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 		}
 		if len(fp.resvs) > 0 {
 			fp.heldOn(0)
-			for n, hps := range fp.heldIdx {
-				var devs []int
-				var sh []sharedHold
-				var migs []MIGSlot
-				for _, hp := range hps {
-					pp := hp.pp
-					if pp.Shared != nil {
-						for _, d := range pp.Devices {
-							sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
-						}
-					} else {
-						devs = append(devs, pp.Devices...)
-					}
-					migs = append(migs, pp.MIG...)
+			m := fp.untilM[t]
+			if m.resvGen != fp.resvGen || m.held == nil {
+				m.held, m.heldGen, m.resvGen = map[int32]*nodeUsage{}, map[int32]uint32{}, fp.resvGen
+			}
+			for n := range fp.heldIdx {
+				u, ok := m.held[n]
+				if !ok || m.heldGen[n] != fp.nodeGen[n] {
+					u = fp.reheld(v, n, "")
+					m.held[n], m.heldGen[n] = u, fp.nodeGen[n]
 				}
-				v.set(n, w.plusUsage(v, n, devs, sh, migs, 0, 0))
+				v.set(n, u)
 			}
 		}
 		fp.stats.Searches++
@@ -1526,6 +1528,7 @@ func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 	q := fp.qs[j.Queue]
 	fp.resvs = slices.DeleteFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name })
 	fp.heldIdx = nil
+	fp.resvGen++
 	q.resv = nil
 	fp.hold = nil
 	fp.ver++

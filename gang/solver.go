@@ -241,7 +241,7 @@ func (sv *solver) findMembers(withMembers bool) error {
 // devCap returns how many pods of set i a node of class cl takes, counting
 // devices only.
 func (sv *solver) devCap(i int, cl int32) int64 {
-	sh := sv.p.sets[i].shape
+	sh := &sv.p.sets[i].shape // (a pointer: the key is large, this runs per node)
 	if !sh.devices() {
 		return unlimited
 	}
@@ -252,10 +252,10 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	for int(cl) >= len(c) {
 		c = append(c, -1)
 	}
-	n := int32(len(sv.s.cache.seq(cl, sh).pods))
+	n := int32(len(sv.s.cache.seq(cl, *sh).pods))
 	c[cl] = n
 	sv.setCaps[i] = c
-	sv.capsByShape[sh] = c
+	sv.capsByShape[*sh] = c
 	return int64(n)
 }
 
