@@ -200,7 +200,6 @@ type fairPass struct {
 	overBuf   []*nodeUsage        // reclaim's trial view, reused
 	nodeGen   []uint32            // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
-	resvGen   uint32 // bumped when the reservations change
 }
 
 // untilMemo is w's usage per node once the pods that end by some time
@@ -209,11 +208,10 @@ type fairPass struct {
 type untilMemo struct {
 	over []*nodeUsage
 	gen  []uint32
-	// held: usage of the nodes the reservations hold at resvGen, with
-	// each node's nodeGen
+	// held: usage of the nodes the reservations hold, with each node's
+	// nodeGen (a reservation made or dropped bumps its nodes')
 	held    map[int32]*nodeUsage
 	heldGen map[int32]uint32
-	resvGen uint32
 }
 
 // until is w without the pods that end by t (and terminating ones): the
@@ -253,7 +251,17 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 	return &view{s: w, name: "until", over: slices.Clone(m.over)}, nil
 }
 
-// touched records that w's pods on node n changed.
+// resvChanged records that reservation r was made or dropped.
+func (fp *fairPass) resvChanged(r *fresv) {
+	fp.heldIdx = nil
+	for _, pp := range r.pl.Pods {
+		ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+		fp.touched(ni)
+	}
+}
+
+// touched records that w's pods, or the reservations' holds, on node n
+// changed.
 func (fp *fairPass) touched(n int) { fp.nodeGen[n]++ }
 
 // heldPod is a reservation's pod, indexed by node (heldOn).
@@ -985,8 +993,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		}
 		if r != nil {
 			fp.resvs = append(fp.resvs, r)
-			fp.heldIdx = nil
-			fp.resvGen++
+			fp.resvChanged(r)
 			q.resv = r
 			fp.hold = nil
 			fp.state++
@@ -1040,8 +1047,8 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 		if len(fp.resvs) > 0 {
 			fp.heldOn(0)
 			m := fp.untilM[t]
-			if m.resvGen != fp.resvGen || m.held == nil {
-				m.held, m.heldGen, m.resvGen = map[int32]*nodeUsage{}, map[int32]uint32{}, fp.resvGen
+			if m.held == nil {
+				m.held, m.heldGen = map[int32]*nodeUsage{}, map[int32]uint32{}
 			}
 			for n := range fp.heldIdx {
 				u, ok := m.held[n]
@@ -1526,9 +1533,10 @@ func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 		return false, err
 	}
 	q := fp.qs[j.Queue]
+	if i := slices.IndexFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }); i >= 0 {
+		fp.resvChanged(fp.resvs[i])
+	}
 	fp.resvs = slices.DeleteFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name })
-	fp.heldIdx = nil
-	fp.resvGen++
 	q.resv = nil
 	fp.hold = nil
 	fp.ver++
