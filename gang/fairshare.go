@@ -200,6 +200,15 @@ type fairPass struct {
 	overBuf   []*nodeUsage        // reclaim's trial view, reused
 	nodeGen   []uint32            // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
+	// holdM: w's usage plus every reservation's hold, per held node, with
+	// the node's nodeGen
+	holdM    map[int32]*nodeUsage
+	holdMGen map[int32]uint32
+	// w's free whole GPUs and MIG slices per schedulable node, their
+	// totals, and the nodes touched since they were counted
+	freeG, freeS []int32
+	totG, totS   int
+	dirty        []int32
 }
 
 // untilMemo is w's usage per node once the pods that end by some time
@@ -262,7 +271,55 @@ func (fp *fairPass) resvChanged(r *fresv) {
 
 // touched records that w's pods, or the reservations' holds, on node n
 // changed.
-func (fp *fairPass) touched(n int) { fp.nodeGen[n]++ }
+func (fp *fairPass) touched(n int) {
+	fp.nodeGen[n]++
+	fp.dirty = append(fp.dirty, int32(n))
+}
+
+// freeIn counts the free whole GPUs and MIG slices of v's schedulable
+// nodes: w's totals, kept per node and updated on the nodes touched since,
+// plus v's differences.
+func (fp *fairPass) freeIn(v *view) (g, sl int) {
+	w := fp.w
+	if v.s != w || v.all {
+		for n := range w.nodes {
+			if !w.nodes[n].info.Unschedulable {
+				u := v.usage(int32(n))
+				g += int(u.free)
+				sl += int(u.freeMIG)
+			}
+		}
+		return g, sl
+	}
+	count := func(n int) {
+		var fg, fs int32
+		if !w.nodes[n].info.Unschedulable {
+			fg, fs = w.usage[n].free, w.usage[n].freeMIG
+		}
+		fp.totG += int(fg - fp.freeG[n])
+		fp.totS += int(fs - fp.freeS[n])
+		fp.freeG[n], fp.freeS[n] = fg, fs
+	}
+	if fp.freeG == nil {
+		fp.freeG, fp.freeS = make([]int32, len(w.nodes)), make([]int32, len(w.nodes))
+		for n := range w.nodes {
+			count(n)
+		}
+		fp.dirty = fp.dirty[:0]
+	}
+	for _, n := range fp.dirty {
+		count(int(n))
+	}
+	fp.dirty = fp.dirty[:0]
+	g, sl = fp.totG, fp.totS
+	for n, u := range v.over {
+		if u != nil && !w.nodes[n].info.Unschedulable {
+			g += int(u.free - fp.freeG[n])
+			sl += int(u.freeMIG - fp.freeS[n])
+		}
+	}
+	return g, sl
+}
 
 // heldPod is a reservation's pod, indexed by node (heldOn).
 type heldPod struct {
@@ -822,37 +879,33 @@ func (fp *fairPass) holdView(skip string) *view {
 	v := fp.w.viewNow()
 	if len(fp.resvs) > 0 {
 		v = &view{s: fp.w, name: "held"}
-		type need struct {
-			devs   []int
-			shared []sharedHold
-			migs   []MIGSlot
-			cpu    int64
-			mem    uint64
+		now := fp.w.viewNow()
+		fp.heldOn(0)
+		if fp.holdM == nil {
+			fp.holdM, fp.holdMGen = map[int32]*nodeUsage{}, map[int32]uint32{}
 		}
-		per := map[int32]*need{}
-		for _, r := range fp.resvs {
-			if r.job == skip {
+		for n, hps := range fp.heldIdx {
+			mine, others := false, false
+			for _, hp := range hps {
+				if hp.job == skip {
+					mine = true
+				} else {
+					others = true
+				}
+			}
+			switch {
+			case !others:
+				continue
+			case mine:
+				v.set(n, fp.reheld(now, n, skip))
 				continue
 			}
-			for _, pp := range r.pl.Pods {
-				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
-				nd := per[int32(ni)]
-				if nd == nil {
-					nd = &need{}
-					per[int32(ni)] = nd
-				}
-				if pp.Shared != nil {
-					for _, d := range pp.Devices {
-						nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
-					}
-				} else {
-					nd.devs = append(nd.devs, pp.Devices...)
-				}
-				nd.migs = append(nd.migs, pp.MIG...)
+			u, ok := fp.holdM[n]
+			if !ok || fp.holdMGen[n] != fp.nodeGen[n] {
+				u = fp.reheld(now, n, "")
+				fp.holdM[n], fp.holdMGen[n] = u, fp.nodeGen[n]
 			}
-		}
-		for n, nd := range per {
-			v.set(n, fp.w.plusUsage(fp.w.viewNow(), n, nd.devs, nd.shared, nd.migs, nd.cpu, nd.mem))
+			v.set(n, u)
 		}
 	}
 	if skip == "" {
@@ -873,14 +926,7 @@ func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
 		}
 	}
 	need := minDemand(p)
-	g, sl := 0, 0
-	for n := range fp.w.nodes {
-		if !fp.w.nodes[n].info.Unschedulable {
-			u := v.usage(int32(n))
-			g += int(u.free)
-			sl += int(u.freeMIG)
-		}
-	}
+	g, sl := fp.freeIn(v)
 	if g < need.GPUs || (need.MIGSlices > 0 && sl < need.MIGSlices) {
 		fp.stats.Skipped++
 		return nil, nil
