@@ -90,6 +90,10 @@ type attemptState struct {
 	nodeFrontMemo       map[nodeKey]front // fronts of member-free nodes by what decides them
 	domMembers          []int64           // placed members, all sets
 	domFree, nodeFree   []int64           // free capacity, in eighths of a GPU
+	// per node: CPU and memory left (left), usage class; read with
+	// nodeFree, in one pass over the view's usage
+	nodeCPU, nodeMem []int64
+	nodeClass        []int64
 	// capacity of terminating pods, in eighths of a GPU (nil: none)
 	domReleasing, nodeReleasing []int64
 }
