@@ -1431,13 +1431,31 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		}
 		if pl != nil {
 			// (a single unit is needed: without it the job did not fit)
+			// A unit on none of pl's nodes is not needed: pl stays valid
+			// without it (its nodes are the same). The search is then
+			// left for the final set (stale: pl is not its answer).
+			stale := false
 			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
 				cand := slices.Delete(slices.Clone(set), i, i+1)
+				if fp.avoids(pl, set[i]) {
+					tests++
+					set, stale = cand, true
+					continue
+				}
 				if q, err := try(cand); err != nil {
 					return false, err
 				} else if q != nil {
-					set, pl = cand, q
+					set, pl, stale = cand, q, false
 				}
+			}
+			if stale {
+				q, err := try(set)
+				if err != nil {
+					return false, err
+				}
+				if q != nil {
+					pl = q
+				} // (else pl, valid for set, stands)
 			}
 			best, bestPl = set, pl
 			break
@@ -1496,6 +1514,19 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	fp.hold = nil
 	found = true
 	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
+}
+
+// avoids says whether placement pl uses none of the nodes of u's pods.
+func (fp *fairPass) avoids(pl *Placement, u reclaimUnit) bool {
+	for _, k := range u.pods {
+		node := fp.w.allocs[k].Node
+		for i := range pl.Pods {
+			if pl.Pods[i].Node == node {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // reheld returns node n's usage in v with every reservation but skip's
