@@ -1113,16 +1113,24 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 	if err != nil || last == nil {
 		return nil, err
 	}
+	// the views do not change during the search: a time's answer is kept
+	found := map[int]*Placement{len(times) - 1: last}
 	i := sort.Search(len(times), func(i int) bool {
+		if pl, ok := found[i]; ok {
+			return pl != nil
+		}
 		pl, _ := at(times[i])
+		found[i] = pl
 		return pl != nil
 	})
 	if fp.poll.err != nil {
 		return nil, fp.poll.err
 	}
-	pl, err := at(times[i])
-	if err != nil || pl == nil {
-		return nil, err
+	pl := found[i]
+	if pl == nil {
+		if pl, err = at(times[i]); err != nil || pl == nil {
+			return nil, err
+		}
 	}
 	t := times[i]
 	waits := map[string]bool{}
