@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -193,6 +194,178 @@ type fairPass struct {
 	stats     FairPassStats
 	plan      *FairPlan
 	evicts    map[string]bool // running jobs evicted (whole)
+	noRel     bool            // no pod of s (so of w) is terminating
+	heldIdx   map[int32][]heldPod
+	sigs      map[*problem]string // each pending job's signature
+	overBuf   []*nodeUsage        // reclaim's trial view, reused
+	nodeGen   []uint32            // per node: bumped when w's pods on it change
+	untilM    map[time.Duration]*untilMemo
+	// holdM: w's usage plus every reservation's hold, per held node, with
+	// the node's nodeGen
+	holdM    map[int32]*nodeUsage
+	holdMGen map[int32]uint32
+	// w's free whole GPUs and MIG slices per schedulable node, their
+	// totals, and the nodes touched since they were counted
+	freeG, freeS []int32
+	totG, totS   int
+	dirty        []int32
+}
+
+// untilMemo is w's usage per node once the pods that end by some time
+// have ended (nil: as now), with the nodeGen each entry was computed at
+// (plus one; 0: not computed).
+type untilMemo struct {
+	over []*nodeUsage
+	gen  []uint32
+	// held: usage of the nodes the reservations hold, with each node's
+	// nodeGen (a reservation made or dropped bumps its nodes')
+	held    map[int32]*nodeUsage
+	heldGen map[int32]uint32
+}
+
+// until is w without the pods that end by t (and terminating ones): the
+// view reserve tests at t, recomputed only on nodes changed since the last
+// time it was asked for t.
+func (fp *fairPass) until(t time.Duration) (*view, error) {
+	w := fp.w
+	m := fp.untilM[t]
+	if m == nil {
+		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes)), gen: make([]uint32, len(w.nodes))}
+		fp.untilM[t] = m
+	}
+	var keep []int32
+	for n := range w.byNode {
+		if m.gen[n] == fp.nodeGen[n]+1 {
+			continue
+		}
+		m.over[n] = nil
+		m.gen[n] = fp.nodeGen[n] + 1
+		keep = keep[:0]
+		changed := false
+		for _, k := range w.byNode[n] {
+			if a := &w.allocs[k]; a.Releasing || (a.Remaining > 0 && a.Remaining <= t) {
+				changed = true
+				continue
+			}
+			keep = append(keep, k)
+		}
+		if changed {
+			u, err := w.buildUsage(n, keep)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reservation view: %w", ErrInternal, err)
+			}
+			m.over[n] = u
+		}
+	}
+	return &view{s: w, name: "until", over: slices.Clone(m.over)}, nil
+}
+
+// resvChanged records that reservation r was made or dropped.
+func (fp *fairPass) resvChanged(r *fresv) {
+	fp.heldIdx = nil
+	for _, pp := range r.pl.Pods {
+		ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+		fp.touched(ni)
+	}
+}
+
+// touched records that w's pods, or the reservations' holds, on node n
+// changed.
+func (fp *fairPass) touched(n int) {
+	fp.nodeGen[n]++
+	fp.dirty = append(fp.dirty, int32(n))
+}
+
+// freeIn counts the free whole GPUs and MIG slices of v's schedulable
+// nodes: w's totals, kept per node and updated on the nodes touched since,
+// plus v's differences.
+func (fp *fairPass) freeIn(v *view) (g, sl int) {
+	w := fp.w
+	if v.s != w || v.all {
+		for n := range w.nodes {
+			if !w.nodes[n].info.Unschedulable {
+				u := v.usage(int32(n))
+				g += int(u.free)
+				sl += int(u.freeMIG)
+			}
+		}
+		return g, sl
+	}
+	count := func(n int) {
+		var fg, fs int32
+		if !w.nodes[n].info.Unschedulable {
+			fg, fs = w.usage[n].free, w.usage[n].freeMIG
+		}
+		fp.totG += int(fg - fp.freeG[n])
+		fp.totS += int(fs - fp.freeS[n])
+		fp.freeG[n], fp.freeS[n] = fg, fs
+	}
+	if fp.freeG == nil {
+		fp.freeG, fp.freeS = make([]int32, len(w.nodes)), make([]int32, len(w.nodes))
+		for n := range w.nodes {
+			count(n)
+		}
+		fp.dirty = fp.dirty[:0]
+	}
+	for _, n := range fp.dirty {
+		count(int(n))
+	}
+	fp.dirty = fp.dirty[:0]
+	g, sl = fp.totG, fp.totS
+	for n, u := range v.over {
+		if u != nil && !w.nodes[n].info.Unschedulable {
+			g += int(u.free - fp.freeG[n])
+			sl += int(u.freeMIG - fp.freeS[n])
+		}
+	}
+	return g, sl
+}
+
+// heldPod is a reservation's pod, indexed by node (heldOn).
+type heldPod struct {
+	job string
+	pp  *PodPlacement
+}
+
+// heldOn lists the reservations' pods on node n, in reservation order.
+func (fp *fairPass) heldOn(n int32) []heldPod {
+	if fp.heldIdx == nil {
+		fp.heldIdx = map[int32][]heldPod{}
+		for _, r := range fp.resvs {
+			for i := range r.pl.Pods {
+				pp := &r.pl.Pods[i]
+				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+				fp.heldIdx[int32(ni)] = append(fp.heldIdx[int32(ni)], heldPod{job: r.job, pp: pp})
+			}
+		}
+	}
+	return fp.heldIdx[n]
+}
+
+// removeAllocs removes the allocations ks (live ones) from s: RemovePod
+// for pods known by index, without scanning every node and job.
+func (s *Snapshot) removeAllocs(ks []int32) {
+	touched := map[int]bool{}
+	jobs := map[string]bool{}
+	for _, k := range ks {
+		if !s.live[k] {
+			continue
+		}
+		s.live[k] = false
+		s.nlive--
+		ni, _ := s.cluster.NodeIndex(s.allocs[k].Node)
+		touched[ni] = true
+		jobs[s.allocs[k].jobName()] = true
+	}
+	s.dropRemoved(touched)
+	for j := range jobs {
+		left := slices.DeleteFunc(s.byJob[j], func(k int32) bool { return !s.live[k] })
+		if len(left) == 0 {
+			delete(s.byJob, j)
+		} else {
+			s.byJob[j] = left
+		}
+	}
 }
 
 // PlanFairShare runs one fair-share scheduling pass over pending jobs on
@@ -235,7 +408,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
 	}
-	fp := &fairPass{s: s, w: s.Clone(), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
+	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
@@ -264,6 +437,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 			return nil, err
 		}
 		fp.probs[j.Name] = p
+		fp.sigs[p] = p.signature()
 		fp.need[j.Name] = demandAmounts(p)
 		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
 			// whole GPUs of unknown memory: the cluster's average
@@ -705,37 +879,33 @@ func (fp *fairPass) holdView(skip string) *view {
 	v := fp.w.viewNow()
 	if len(fp.resvs) > 0 {
 		v = &view{s: fp.w, name: "held"}
-		type need struct {
-			devs   []int
-			shared []sharedHold
-			migs   []MIGSlot
-			cpu    int64
-			mem    uint64
+		now := fp.w.viewNow()
+		fp.heldOn(0)
+		if fp.holdM == nil {
+			fp.holdM, fp.holdMGen = map[int32]*nodeUsage{}, map[int32]uint32{}
 		}
-		per := map[int32]*need{}
-		for _, r := range fp.resvs {
-			if r.job == skip {
+		for n, hps := range fp.heldIdx {
+			mine, others := false, false
+			for _, hp := range hps {
+				if hp.job == skip {
+					mine = true
+				} else {
+					others = true
+				}
+			}
+			switch {
+			case !others:
+				continue
+			case mine:
+				v.set(n, fp.reheld(now, n, skip))
 				continue
 			}
-			for _, pp := range r.pl.Pods {
-				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
-				nd := per[int32(ni)]
-				if nd == nil {
-					nd = &need{}
-					per[int32(ni)] = nd
-				}
-				if pp.Shared != nil {
-					for _, d := range pp.Devices {
-						nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
-					}
-				} else {
-					nd.devs = append(nd.devs, pp.Devices...)
-				}
-				nd.migs = append(nd.migs, pp.MIG...)
+			u, ok := fp.holdM[n]
+			if !ok || fp.holdMGen[n] != fp.nodeGen[n] {
+				u = fp.reheld(now, n, "")
+				fp.holdM[n], fp.holdMGen[n] = u, fp.nodeGen[n]
 			}
-		}
-		for n, nd := range per {
-			v.set(n, fp.w.plusUsage(fp.w.viewNow(), n, nd.devs, nd.shared, nd.migs, nd.cpu, nd.mem))
+			v.set(n, u)
 		}
 	}
 	if skip == "" {
@@ -747,26 +917,22 @@ func (fp *fairPass) holdView(skip string) *view {
 // fits places p in v after a cheap capacity bound; failures are cached per
 // job signature until the working snapshot changes.
 func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
-	need := minDemand(p)
-	g, sl := 0, 0
-	for n := range fp.w.nodes {
-		if !fp.w.nodes[n].info.Unschedulable {
-			u := v.usage(int32(n))
-			g += int(u.free)
-			sl += int(u.freeMIG)
+	key := ""
+	if tag != "" {
+		key = tag + "|" + fp.sigs[p]
+		if ver, ok := fp.failed[key]; ok && ver == fp.ver {
+			fp.stats.Skipped++
+			return nil, nil
 		}
 	}
+	need := minDemand(p)
+	g, sl := fp.freeIn(v)
 	if g < need.GPUs || (need.MIGSlices > 0 && sl < need.MIGSlices) {
 		fp.stats.Skipped++
 		return nil, nil
 	}
-	key := tag + "|" + p.signature()
-	if ver, ok := fp.failed[key]; ok && ver == fp.ver {
-		fp.stats.Skipped++
-		return nil, nil
-	}
 	fp.stats.Searches++
-	pl, _, err := fp.w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1})
+	pl, _, err := fp.w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
 	if err != nil {
 		return nil, err
 	}
@@ -782,6 +948,10 @@ func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why str
 		return fmt.Errorf("%w: fair-share placement for %s does not validate: %w", ErrInternal, j.Name, err)
 	}
 	fp.w.assume(j, pl)
+	for _, name := range pl.Nodes() {
+		ni, _ := fp.w.cluster.NodeIndex(name)
+		fp.touched(ni)
+	}
 	fp.state++ // capacity only shrank: cached fit failures stay valid
 	if fp.hold != nil {
 		// only reserved nodes the job landed on change in the held view
@@ -841,10 +1011,10 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster: "+p.never[0]
 		return nil
 	}
-	sig := p.signature()
+	sig := fp.sigs[p]
 	never, ok := fp.never[sig]
 	if !ok {
-		pl, _, err := fp.s.place(&fp.sv, fp.poll, p, search{view: fp.s.viewEmpty(), strategy: fp.opts.strategy, restrict: -1})
+		pl, _, err := fp.s.place(&fp.sv, fp.poll, p, search{view: fp.s.viewEmpty(), strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
 		if err != nil {
 			return err
 		}
@@ -869,6 +1039,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		}
 		if r != nil {
 			fp.resvs = append(fp.resvs, r)
+			fp.resvChanged(r)
 			q.resv = r
 			fp.hold = nil
 			fp.state++
@@ -915,50 +1086,51 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 		return nil, nil
 	}
 	at := func(t time.Duration) (*Placement, error) {
-		v := w.viewWithout("until", func(a *Allocation) bool { return a.Releasing || (a.Remaining > 0 && a.Remaining <= t) })
+		v, err := fp.until(t)
+		if err != nil {
+			return nil, err
+		}
 		if len(fp.resvs) > 0 {
-			held := map[int32][]PodPlacement{}
-			for _, r := range fp.resvs {
-				for _, pp := range r.pl.Pods {
-					ni, _ := w.cluster.NodeIndex(pp.Node)
-					held[int32(ni)] = append(held[int32(ni)], pp)
-				}
+			fp.heldOn(0)
+			m := fp.untilM[t]
+			if m.held == nil {
+				m.held, m.heldGen = map[int32]*nodeUsage{}, map[int32]uint32{}
 			}
-			for n, pps := range held {
-				var devs []int
-				var sh []sharedHold
-				var migs []MIGSlot
-				for _, pp := range pps {
-					if pp.Shared != nil {
-						for _, d := range pp.Devices {
-							sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
-						}
-					} else {
-						devs = append(devs, pp.Devices...)
-					}
-					migs = append(migs, pp.MIG...)
+			for n := range fp.heldIdx {
+				u, ok := m.held[n]
+				if !ok || m.heldGen[n] != fp.nodeGen[n] {
+					u = fp.reheld(v, n, "")
+					m.held[n], m.heldGen[n] = u, fp.nodeGen[n]
 				}
-				v.set(n, w.plusUsage(v, n, devs, sh, migs, 0, 0))
+				v.set(n, u)
 			}
 		}
 		fp.stats.Searches++
-		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1})
+		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
 		return pl, err
 	}
 	last, err := at(times[len(times)-1])
 	if err != nil || last == nil {
 		return nil, err
 	}
+	// the views do not change during the search: a time's answer is kept
+	found := map[int]*Placement{len(times) - 1: last}
 	i := sort.Search(len(times), func(i int) bool {
+		if pl, ok := found[i]; ok {
+			return pl != nil
+		}
 		pl, _ := at(times[i])
+		found[i] = pl
 		return pl != nil
 	})
 	if fp.poll.err != nil {
 		return nil, fp.poll.err
 	}
-	pl, err := at(times[i])
-	if err != nil || pl == nil {
-		return nil, err
+	pl := found[i]
+	if pl == nil {
+		if pl, err = at(times[i]); err != nil || pl == nil {
+			return nil, err
+		}
 	}
 	t := times[i]
 	waits := map[string]bool{}
@@ -1139,7 +1311,7 @@ func allowed(set []reclaimUnit) bool {
 func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	q := fp.qs[j.Queue]
 	p := fp.probs[j.Name]
-	key := j.Queue + "|" + p.signature()
+	key := j.Queue + "|" + fp.sigs[p]
 	if st, ok := fp.noReclaim[key]; ok && st == fp.state && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }) {
 		fp.stats.Skipped++
 		return false, nil // nothing changed since the same shape found nothing
@@ -1156,22 +1328,45 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	}
 	budget := fp.cfg.ReclaimBudget
 	tests := 0
+	// w does not change during the search: the held view, and each node's
+	// usage without a given set of its pods, are computed once
+	base := fp.holdView(j.Name)
+	memo := map[string]*nodeUsage{}
 	try := func(set []reclaimUnit) (*Placement, error) {
 		tests++
 		drop := map[int32]bool{}
+		nodes := map[int32][]int32{} // node -> its dropped pods
 		for _, u := range set {
 			for _, k := range u.pods {
+				if drop[k] {
+					continue
+				}
 				drop[k] = true
+				ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
+				nodes[int32(ni)] = append(nodes[int32(ni)], k)
 			}
 		}
-		base := fp.holdView(j.Name)
-		v := &view{s: fp.w, name: "reclaim", over: slices.Clone(base.over)}
-		nodes := map[int32]bool{}
-		for k := range drop {
-			ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
-			nodes[int32(ni)] = true
+		if len(fp.overBuf) != len(fp.w.nodes) {
+			fp.overBuf = make([]*nodeUsage, len(fp.w.nodes))
 		}
-		for n := range nodes {
+		if base.over != nil {
+			copy(fp.overBuf, base.over)
+		} else {
+			clear(fp.overBuf)
+		}
+		v := &view{s: fp.w, name: "reclaim", over: fp.overBuf}
+		var kb []byte
+		for n, ks := range nodes {
+			slices.Sort(ks)
+			kb = strconv.AppendInt(kb[:0], int64(n), 10)
+			for _, k := range ks {
+				kb = append(kb, ',')
+				kb = strconv.AppendInt(kb, int64(k), 10)
+			}
+			if u, ok := memo[string(kb)]; ok {
+				v.over[n] = u
+				continue
+			}
 			var keep []int32
 			for _, k := range fp.w.byNode[n] {
 				if !drop[k] {
@@ -1182,11 +1377,13 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: reclaim view: %w", ErrInternal, err)
 			}
-			v.set(n, u)
+			v.over[n] = u
 			if base.over != nil && base.over[n] != nil {
 				// keep the reservations held on this node
-				v.set(n, fp.reheld(v, n, j.Name))
+				u = fp.reheld(v, n, j.Name)
+				v.over[n] = u
 			}
+			memo[string(kb)] = u
 		}
 		return fp.fits(p, v, "")
 	}
@@ -1194,7 +1391,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	// double the target while it fails; then drop the unneeded
 	need := int64(minDemand(p).GPUs)
 	var freeNow int64
-	hv := fp.holdView(j.Name)
+	hv := base
 	for n := range fp.w.nodes {
 		if !fp.w.nodes[n].info.Unschedulable {
 			freeNow += int64(hv.usage(int32(n)).free)
@@ -1242,13 +1439,31 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		}
 		if pl != nil {
 			// (a single unit is needed: without it the job did not fit)
+			// A unit on none of pl's nodes is not needed: pl stays valid
+			// without it (its nodes are the same). The search is then
+			// left for the final set (stale: pl is not its answer).
+			stale := false
 			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
 				cand := slices.Delete(slices.Clone(set), i, i+1)
+				if fp.avoids(pl, set[i]) {
+					tests++
+					set, stale = cand, true
+					continue
+				}
 				if q, err := try(cand); err != nil {
 					return false, err
 				} else if q != nil {
-					set, pl = cand, q
+					set, pl, stale = cand, q, false
 				}
+			}
+			if stale {
+				q, err := try(set)
+				if err != nil {
+					return false, err
+				}
+				if q != nil {
+					pl = q
+				} // (else pl, valid for set, stands)
 			}
 			best, bestPl = set, pl
 			break
@@ -1291,9 +1506,11 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		for r, v := range u.take {
 			addUp(u.queue, r, -v, func(x *fq) Amounts { return x.usage })
 		}
-		for _, pod := range ev.Pods {
-			fp.w.RemovePod(pod)
+		for _, k := range u.pods {
+			ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
+			fp.touched(ni)
 		}
+		fp.w.removeAllocs(u.pods)
 		if u.whole {
 			fp.evicts[u.job] = true
 		}
@@ -1307,30 +1524,38 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
 }
 
+// avoids says whether placement pl uses none of the nodes of u's pods.
+func (fp *fairPass) avoids(pl *Placement, u reclaimUnit) bool {
+	for _, k := range u.pods {
+		node := fp.w.allocs[k].Node
+		for i := range pl.Pods {
+			if pl.Pods[i].Node == node {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // reheld returns node n's usage in v with every reservation but skip's
 // held.
 func (fp *fairPass) reheld(v *view, n int32, skip string) *nodeUsage {
 	var devs []int
 	var sh []sharedHold
 	var migs []MIGSlot
-	name := fp.w.nodes[n].name
-	for _, r := range fp.resvs {
-		if r.job == skip {
+	for _, hp := range fp.heldOn(n) {
+		if hp.job == skip {
 			continue
 		}
-		for _, pp := range r.pl.Pods {
-			if pp.Node != name {
-				continue
+		pp := hp.pp
+		if pp.Shared != nil {
+			for _, d := range pp.Devices {
+				sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
 			}
-			if pp.Shared != nil {
-				for _, d := range pp.Devices {
-					sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
-				}
-			} else {
-				devs = append(devs, pp.Devices...)
-			}
-			migs = append(migs, pp.MIG...)
+		} else {
+			devs = append(devs, pp.Devices...)
 		}
+		migs = append(migs, pp.MIG...)
 	}
 	return fp.w.plusUsage(v, n, devs, sh, migs, 0, 0)
 }
@@ -1393,6 +1618,9 @@ func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 		return false, err
 	}
 	q := fp.qs[j.Queue]
+	if i := slices.IndexFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }); i >= 0 {
+		fp.resvChanged(fp.resvs[i])
+	}
 	fp.resvs = slices.DeleteFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name })
 	q.resv = nil
 	fp.hold = nil

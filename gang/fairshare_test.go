@@ -2,6 +2,8 @@ package gang
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -407,8 +409,11 @@ func TestFairShareOracle(t *testing.T) {
 // BenchmarkFairShare10k runs one fair-share pass over 10,000 pending jobs in
 // 50 leaf queues (5 departments × 10 teams, under one root: 3 levels) on
 // 5,000 nodes of 8 GPUs (40% of the nodes partly busy). Target: ≤ 1 s.
-func BenchmarkFairShare10k(b *testing.B) {
-	sp := busy(fourTier(b, 10, 10, 5, 10), 0.4, 1)
+// fairBench10k is BenchmarkFairShare10k's instance: 10,000 pending jobs
+// in 50 leaf queues (5 departments × 10 teams, under one root) on 5,000
+// nodes of 8 GPUs, 40% of them partly busy.
+func fairBench10k(tb testing.TB) (*Snapshot, []Job, FairShare) {
+	sp := busy(fourTier(tb, 10, 10, 5, 10), 0.4, 1)
 	r := rand.New(rand.NewPCG(5, 5))
 	fs := FairShare{Queues: []FairQueue{{Name: "root"}}, HalfLife: 24 * time.Hour}
 	var leaves []string
@@ -428,12 +433,17 @@ func BenchmarkFairShare10k(b *testing.B) {
 			sp.allocs[i].Remaining = time.Duration(1+r.IntN(240)) * time.Minute
 		}
 	}
-	s := sp.build(b)
+	s := sp.build(tb)
 	jobs := queueJobs(10000, 7)
 	for i := range jobs {
 		jobs[i].Name = fmt.Sprintf("f%05d", i)
 		jobs[i].Queue = leaves[r.IntN(len(leaves))]
 	}
+	return s, jobs, fs
+}
+
+func BenchmarkFairShare10k(b *testing.B) {
+	s, jobs, fs := fairBench10k(b)
 	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
 	if err != nil {
 		b.Fatal(err)
@@ -454,3 +464,52 @@ func BenchmarkFairShare10k(b *testing.B) {
 	b.ReportMetric(float64(cpuNow()-cpu0)/1e6/float64(max(ops, 1)), "cpu-ms/op")
 	b.ReportMetric(float64(len(plan.Reservations)), "reservations")
 }
+
+// fairPlanDigest hashes what a fair-share plan decides: every entry's
+// action, verdict, placement and reclaimed jobs, every eviction and
+// reservation.
+func fairPlanDigest(p *FairPlan) string {
+	h := sha256.New()
+	pl := func(x *Placement) {
+		if x == nil {
+			fmt.Fprint(h, "-;")
+			return
+		}
+		for _, pp := range x.Pods {
+			fmt.Fprintf(h, "%s@%s%v%v%v,", pp.Name, pp.Node, pp.Devices, pp.MIG, pp.Shared)
+		}
+		fmt.Fprint(h, ";")
+	}
+	for _, e := range p.Entries {
+		fmt.Fprintf(h, "E %s %v %v %q %v ", e.Job, e.Action, e.Verdict, e.Reason, e.Reclaimed)
+		pl(e.Placement)
+	}
+	for _, ev := range p.Evictions {
+		fmt.Fprintf(h, "V %s %s %v %v %s;", ev.Job, ev.Queue, ev.Pods, ev.Whole, ev.For)
+	}
+	for _, r := range p.Reservations {
+		fmt.Fprintf(h, "R %s %v %v ", r.Job, r.WaitsFor, r.Start)
+		pl(r.Placement)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestFairShare10kPlan pins the plan of BenchmarkFairShare10k's instance:
+// speedups of the pass must not change what it decides.
+func TestFairShare10kPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a full 10,000-job pass")
+	}
+	s, jobs, fs := fairBench10k(t)
+	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	require.NoError(t, err)
+	counts := map[Action]int{}
+	for _, e := range plan.Entries {
+		counts[e.Action]++
+	}
+	t.Logf("actions %v, reservations %d, evictions %d, stats %+v", counts, len(plan.Reservations), len(plan.Evictions), plan.Stats)
+	require.Equal(t, fairPlan10kDigest, fairPlanDigest(plan))
+}
+
+// fairPlan10kDigest is fairPlanDigest of the 10k instance's plan.
+const fairPlan10kDigest = "fe4db252d996445c7ce7397a73a4dd7b0be1b3952f9525ad19dd1a1225e438d2"

@@ -31,6 +31,9 @@ type search struct {
 	withMembers bool // the job's pods in the snapshot are placed members
 	strategy    Strategy
 	restrict    int32 // only nodes under this domain count (-1: all)
+	// noReleasing: the caller knows no pod of the snapshot is terminating
+	// (spares the scan for them)
+	noReleasing bool
 }
 
 // solver holds what one solve knows about the job (set up once by
@@ -87,6 +90,10 @@ type attemptState struct {
 	nodeFrontMemo       map[nodeKey]front // fronts of member-free nodes by what decides them
 	domMembers          []int64           // placed members, all sets
 	domFree, nodeFree   []int64           // free capacity, in eighths of a GPU
+	// per node: CPU and memory left (left), usage class; read with
+	// nodeFree, in one pass over the view's usage
+	nodeCPU, nodeMem []int64
+	nodeClass        []int64
 	// capacity of terminating pods, in eighths of a GPU (nil: none)
 	domReleasing, nodeReleasing []int64
 }
@@ -238,7 +245,7 @@ func (sv *solver) findMembers(withMembers bool) error {
 // devCap returns how many pods of set i a node of class cl takes, counting
 // devices only.
 func (sv *solver) devCap(i int, cl int32) int64 {
-	sh := sv.p.sets[i].shape
+	sh := &sv.p.sets[i].shape // (a pointer: the key is large, this runs per node)
 	if !sh.devices() {
 		return unlimited
 	}
@@ -249,10 +256,10 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	for int(cl) >= len(c) {
 		c = append(c, -1)
 	}
-	n := int32(len(sv.s.cache.seq(cl, sh).pods))
+	n := int32(len(sv.s.cache.seq(cl, *sh).pods))
 	c[cl] = n
 	sv.setCaps[i] = c
-	sv.capsByShape[sh] = c
+	sv.capsByShape[*sh] = c
 	return int64(n)
 }
 

@@ -11,9 +11,12 @@ func (sv *solver) run(at attempt) error {
 	sv.domMembers = resize(sv.domMembers, nd)
 	sv.domFree = resize(sv.domFree, nd)
 	sv.nodeFree = resize(sv.nodeFree, nn)
+	sv.nodeCPU, sv.nodeMem, sv.nodeClass = resize(sv.nodeCPU, nn), resize(sv.nodeMem, nn), resize(sv.nodeClass, nn)
 	for n := range nn {
 		u := sv.search.view.usage(int32(n))
 		sv.nodeFree[n] = int64(u.free)*8 + int64(u.freeMIG)
+		sv.nodeCPU[n], sv.nodeMem[n] = sv.left(int32(n), u)
+		sv.nodeClass[n] = int64(u.class)
 	}
 	sv.countReleasing()
 	sv.scalar = sv.sets == 1
@@ -50,7 +53,7 @@ func (sv *solver) run(at attempt) error {
 // idle before future idle).
 func (sv *solver) countReleasing() {
 	sv.nodeReleasing, sv.domReleasing = nil, nil
-	if !sv.s.hasReleasing() {
+	if sv.search.noReleasing || !sv.s.hasReleasing() {
 		return
 	}
 	t := sv.s.tree
@@ -111,9 +114,7 @@ func (sv *solver) capacityScalar() error {
 			sv.nodeCap[n], sv.nodeLow[n] = members, members
 			continue
 		}
-		u := sv.search.view.usage(int32(n))
-		cpu, mem := sv.left(int32(n), u)
-		capacity, low := members+sv.fitsMore(0, int32(n), u.class, cpu, mem), members
+		capacity, low := members+sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n]), members
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
