@@ -293,7 +293,7 @@ func testGangPreemption(t *testing.T, cp *controlPlane) {
 	for _, n := range []string{"s20-e1", "s20-e2"} {
 		createPodWith(t, cp, "s20", gangPod(n, "e", 2, 8), priority("e2e-high"))
 	}
-	msg := waitUnschedulableSaying(t, cp, "s20-e1", "gang default/e")
+	msg := waitUnschedulableSaying(t, cp, "s20-e1", "no preemption makes room")
 	neverBound(t, cp, 3*time.Second, "s20-e1", "s20-e2")
 	for _, n := range []string{"s20-h1", "s20-h2", "s20-s1", "s20-s2"} {
 		if pod := getPod(t, cp, n); pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {

@@ -33,11 +33,14 @@ import (
 // evict pods for one member of a gang that still would not fit.
 func (p *Plugin) gangPostFilter(ctx context.Context, pod *v1.Pod, req scoring.Request, spec gangSpec) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	if p.handle == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	p.gangs.rejectWaiting(spec.key, fmt.Sprintf("member %s/%s fits no node", pod.Namespace, pod.Name))
 	if h := p.gangs.holding(spec.key); h != nil && h.assembling {
 		p.gangs.release(logger, spec.key)
 	}
-	if p.handle == nil || req.Count == 0 {
+	if req.Count == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	members, err := p.gangs.members(pod.Namespace, spec)
