@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/scoring"
@@ -27,6 +28,11 @@ func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.gangSnapshotOf(infos, holds)
+}
+
+// gangSnapshotOf is gangSnapshot of the given nodes only.
+func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
 	var allocs []gang.Allocation
@@ -69,7 +75,10 @@ func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
 	}
 	for _, h := range holds {
 		for i, pp := range h.placement.Pods {
-			u := used[pp.Node]
+			u, ok := used[pp.Node]
+			if !ok {
+				continue // a node outside these
+			}
 			var free []int
 			for _, d := range pp.Devices {
 				if d < len(u) && !u[d] {
