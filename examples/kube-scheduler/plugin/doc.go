@@ -38,6 +38,11 @@
 //   - PostFilter preempts for a gang member: the fewest whole lower-priority
 //     jobs inside one domain (gang.Preempt), never part of a gang, and
 //     nominates a node of the gang's placement.
+//   - With the 1.37 pod-group cycle on (feature gates GenericWorkload and
+//     TopologyAwareWorkloadScheduling), GeneratePlacements offers one
+//     placement per domain of a PodGroup's topology key where gang.Check
+//     places the whole group, and ScorePlacement ranks them by device-set
+//     score and the GPUs they leave stranded.
 //
 // The plugin does not implement SignPlugin: its decisions depend on device
 // state that pod signatures cannot express, so kube-scheduler turns

@@ -85,8 +85,10 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 // ScorePlacement implements fwk.PlacementScorePlugin: the mean of the
 // device-set scores (scoring.ScoreNode's objective, 0..1: NVLink
 // bandwidth, locality) Filter found for each pod on its proposed node,
-// times the share of the placement's GPUs not left stranded (free on a
-// node that the group's and other pods use only in part). 0..100.
+// times the mean of two shares: the placement's GPUs not left stranded
+// (free on a node in use in part) once the group is placed, and the
+// group's GPUs placed on nodes already in use in part (filling stranded
+// GPUs rather than opening whole nodes). 0..100.
 func (p *Plugin) ScorePlacement(_ context.Context, _ fwk.PlacementCycleState, _ fwk.PodGroupInfo, pl *fwk.PodGroupAssignments) (int64, *fwk.Status) {
 	if pl == nil || len(pl.ProposedAssignments) == 0 {
 		return 0, nil
@@ -110,20 +112,28 @@ func (p *Plugin) ScorePlacement(_ context.Context, _ fwk.PlacementCycleState, _ 
 	if n == 0 {
 		return 0, nil
 	}
-	stranded, total := p.stranded(pl.Placement, assigned, group)
-	frac := 1.0
-	if total > 0 {
-		frac = 1 - float64(stranded)/float64(total)
+	f := p.fragmentation(pl.Placement, assigned, group)
+	share := 1.0
+	if f.total > 0 && f.assigned > 0 {
+		share = (1 - float64(f.stranded)/float64(f.total) + float64(f.filled)/float64(f.assigned)) / 2
 	}
-	return min(fwk.MaxScore, int64(math.Round(sum/float64(n)*frac*float64(fwk.MaxScore)))), nil
+	return min(fwk.MaxScore, int64(math.Round(sum/float64(n)*share*float64(fwk.MaxScore)))), nil
 }
 
-// stranded counts, over the placement's nodes, the GPUs left free on nodes
-// that are in use in part once the assigned GPUs are taken, and all GPUs.
-// Pods of the group already in the node infos (assumed) are counted once.
-func (p *Plugin) stranded(pl *fwk.Placement, assigned map[string]int, group map[types.UID]bool) (stranded, total int) {
+// fragmentation is what a placement does to the GPUs of its nodes.
+type fragmentation struct {
+	total    int // GPUs of the placement's nodes
+	stranded int // free after the group is placed, on nodes in use in part
+	assigned int // GPUs the group takes
+	filled   int // of those, on nodes already in use in part
+}
+
+// fragmentation counts the placement's GPUs, stranded and filled. Pods of
+// the group already in the node infos (assumed) are counted once.
+func (p *Plugin) fragmentation(pl *fwk.Placement, assigned map[string]int, group map[types.UID]bool) fragmentation {
+	var f fragmentation
 	if pl == nil {
-		return 0, 0
+		return f
 	}
 	for _, ni := range pl.Nodes {
 		node := ni.Node()
@@ -134,19 +144,25 @@ func (p *Plugin) stranded(pl *fwk.Placement, assigned map[string]int, group map[
 		if err != nil {
 			continue
 		}
-		used := assigned[node.Name]
+		before := 0
 		for _, a := range p.podDevices(topo, ni) {
 			if !group[a.pod.UID] {
-				used += len(a.devices)
+				before += len(a.devices)
 			}
 		}
-		free := max(topo.Len()-used, 0)
-		total += topo.Len()
-		if used > 0 && free > 0 {
-			stranded += free
+		add := assigned[node.Name]
+		after := before + add
+		free := max(topo.Len()-after, 0)
+		f.total += topo.Len()
+		f.assigned += add
+		if before > 0 {
+			f.filled += add
+		}
+		if after > 0 && free > 0 {
+			f.stranded += free
 		}
 	}
-	return stranded, total
+	return f
 }
 
 // PlacementScoreExtensions implements fwk.PlacementScorePlugin; scores need

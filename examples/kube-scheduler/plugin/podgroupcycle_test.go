@@ -110,6 +110,6 @@ func TestScorePlacement(t *testing.T) {
 	require.True(t, st.IsSuccess(), st)
 	assert.Greater(t, fill, strand, "filling n2 strands nothing; half of n1 would be stranded")
 	assert.Equal(t, int64(math.Round(sel.Score*100)), fill)
-	assert.Equal(t, int64(math.Round(sel.Score*50)), strand, "half the tray stranded halves the score")
+	assert.Equal(t, int64(math.Round(sel.Score*25)), strand, "half the tray stranded and no stranded GPU filled")
 	assert.Nil(t, p.PlacementScoreExtensions())
 }
