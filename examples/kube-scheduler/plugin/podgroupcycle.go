@@ -64,13 +64,28 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 	}
 	job := &gang.Job{Name: pg.GetKey(), PodSets: []gang.PodSet{{Name: "members", Replicas: len(pods),
 		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
-			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pods[0].Spec.NodeSelector}}}}
+			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}}}}}
+	// One snapshot of the parent's nodes; each domain is checked by
+	// confining the pods to its nodes with a node selector on the key.
+	var nodes []fwk.NodeInfo
+	for _, ns := range byDomain {
+		nodes = append(nodes, ns...)
+	}
+	snap, err := p.gangSnapshotOf(nodes, nil)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
 	out := &fwk.GeneratePlacementsResult{}
 	for _, name := range slices.Sorted(maps.Keys(byDomain)) {
-		snap, err := p.gangSnapshotOf(byDomain[name], nil)
-		if err != nil {
-			return nil, fwk.AsStatus(err)
+		sel := maps.Clone(pods[0].Spec.NodeSelector)
+		if v, ok := sel[key]; ok && v != name {
+			continue // the pods' own selector excludes the domain
 		}
+		if sel == nil {
+			sel = map[string]string{}
+		}
+		sel[key] = name
+		job.PodSets[0].Pod.NodeSelector = sel
 		res, err := gang.Check(ctx, snap, job)
 		if err != nil {
 			return nil, fwk.AsStatus(err)

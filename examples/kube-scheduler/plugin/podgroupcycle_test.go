@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -112,4 +113,40 @@ func TestScorePlacement(t *testing.T) {
 	assert.Equal(t, int64(math.Round(sel.Score*100)), fill)
 	assert.Equal(t, int64(math.Round(sel.Score*25)), strand, "half the tray stranded and no stranded GPU filled")
 	assert.Nil(t, p.PlacementScoreExtensions())
+}
+
+// BenchmarkGeneratePlacements: 64 racks of 8 GB200 trays (512 nodes,
+// 2,048 GPUs), every other tray with 2 GPUs in use; a group of 4 pods x
+// 4 GPUs with a rack key fits in every rack (on its 4 free trays). Each
+// call builds a snapshot of every rack and checks it with package gang.
+func BenchmarkGeneratePlacements(b *testing.B) {
+	t := &testing.T{}
+	p := newPlugin(t, "")
+	topo := tray(t, 1)
+	var infos []fwk.NodeInfo
+	for r := range 64 {
+		for k := range 8 {
+			node := nodeObj(t, fmt.Sprintf("n%d-%d", r, k), topo)
+			node.Labels["example.com/rack"] = fmt.Sprintf("r%d", r)
+			ni := fakeNodeInfo{node: node}
+			if k%2 == 1 {
+				ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod(node.Name+"-used", 2, map[string]string{AnnotationDevices: "0,1"})}}
+			}
+			infos = append(infos, ni)
+		}
+	}
+	var pods []*v1.Pod
+	for i := range 4 {
+		pods = append(pods, gpuPod(fmt.Sprintf("m%d", i), 4, nil))
+	}
+	pg := fakePodGroup{pods: pods, pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
+		Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
+	parent := &fwk.Placement{Name: "all", Nodes: infos}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+		if !st.IsSuccess() || len(res.Placements) != 64 {
+			b.Fatalf("%v %d placements", st, len(res.Placements))
+		}
+	}
 }
