@@ -76,41 +76,41 @@ func gangSpecOf(pod *v1.Pod) (spec gangSpec, ok bool, err error) {
 	spec.name, spec.key = name, pod.Namespace+"/"+name
 	v, has := pod.Labels[LabelGangMinCount]
 	if !has {
-		return spec, true, fmt.Errorf("%w: gang %q: label %s is missing", ErrGangSpec, name, LabelGangMinCount)
+		return spec, true, fmt.Errorf("%w: gang %.63q: label %s is missing", ErrGangSpec, name, LabelGangMinCount)
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > gang.MaxJobPods {
-		return spec, true, fmt.Errorf("%w: gang %q: label %s=%q is not a count from 1 to %d", ErrGangSpec, name, LabelGangMinCount, v, gang.MaxJobPods)
+		return spec, true, fmt.Errorf("%w: gang %.63q: label %s=%.20q is not a count from 1 to %d", ErrGangSpec, name, LabelGangMinCount, v, gang.MaxJobPods)
 	}
 	spec.min = n
 	req, hasReq := pod.Annotations[AnnotationGangRequiredTopology]
 	pref, hasPref := pod.Annotations[AnnotationGangPreferredTopology]
 	switch {
 	case hasReq && hasPref:
-		return spec, true, fmt.Errorf("%w: gang %q: both %s and %s are set", ErrGangSpec, name, AnnotationGangRequiredTopology, AnnotationGangPreferredTopology)
+		return spec, true, fmt.Errorf("%w: gang %.63q: both %s and %s are set", ErrGangSpec, name, AnnotationGangRequiredTopology, AnnotationGangPreferredTopology)
 	case hasReq:
 		spec.topo = gang.Constraint{Level: req, Mode: gang.Required}
 	case hasPref:
 		spec.topo = gang.Constraint{Level: pref, Mode: gang.Preferred}
 	}
 	if (hasReq || hasPref) && (spec.topo.Level == "" || len(spec.topo.Level) > maxLevelName) {
-		return spec, true, fmt.Errorf("%w: gang %q: topology level %.40q is empty or longer than %d bytes", ErrGangSpec, name, spec.topo.Level, maxLevelName)
+		return spec, true, fmt.Errorf("%w: gang %.63q: topology level %.40q is empty or longer than %d bytes", ErrGangSpec, name, spec.topo.Level, maxLevelName)
 	}
 	size, hasSize := pod.Annotations[AnnotationGangSliceSize]
 	level, hasLevel := pod.Annotations[AnnotationGangSliceTopology]
 	if hasSize != hasLevel {
-		return spec, true, fmt.Errorf("%w: gang %q: %s and %s go together", ErrGangSpec, name, AnnotationGangSliceSize, AnnotationGangSliceTopology)
+		return spec, true, fmt.Errorf("%w: gang %.63q: %s and %s go together", ErrGangSpec, name, AnnotationGangSliceSize, AnnotationGangSliceTopology)
 	}
 	if hasSize {
 		k, err := strconv.Atoi(size)
 		if err != nil || k < 1 || k > n {
-			return spec, true, fmt.Errorf("%w: gang %q: %s=%.20q is not a count from 1 to the gang's minimum %d", ErrGangSpec, name, AnnotationGangSliceSize, size, n)
+			return spec, true, fmt.Errorf("%w: gang %.63q: %s=%.20q is not a count from 1 to the gang's minimum %d", ErrGangSpec, name, AnnotationGangSliceSize, size, n)
 		}
 		if n%k != 0 {
-			return spec, true, fmt.Errorf("%w: gang %q: slice size %d does not divide the minimum count %d", ErrGangSpec, name, k, n)
+			return spec, true, fmt.Errorf("%w: gang %.63q: slice size %d does not divide the minimum count %d", ErrGangSpec, name, k, n)
 		}
 		if level == "" || len(level) > maxLevelName {
-			return spec, true, fmt.Errorf("%w: gang %q: slice level %.40q is empty or longer than %d bytes", ErrGangSpec, name, level, maxLevelName)
+			return spec, true, fmt.Errorf("%w: gang %.63q: slice level %.40q is empty or longer than %d bytes", ErrGangSpec, name, level, maxLevelName)
 		}
 		spec.slice = &gang.Slices{Size: k, Level: level, Mode: gang.Required}
 	}
