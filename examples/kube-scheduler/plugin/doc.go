@@ -24,17 +24,25 @@
 //     the gputopo.io/devices annotation (indices) and gputopo.io/device-ids
 //     (UUIDs, when the topology has them), for the device plugin or DRA
 //     driver to honour.
-//   - Permit holds members of a gang (label gputopo.io/gang=<name>, label
-//     gputopo.io/gang-min-count=<n>) until n members are placed, then lets
-//     them all bind together. Before a member reserves anything, PreFilter
-//     asks package gang (gang.Check on the scheduler's snapshot, members
-//     already placed included) whether the gang can still be completed,
-//     and turns the member away if not. Only one gang assembles at a time
-//     (a token taken at PreFilter), so two gangs can never each hold half
-//     of what both need; a gang that times out at Permit, or one of whose
-//     members fits nowhere, has all its waiting members rejected at once,
-//     which releases their devices and the token, and reactivates the pods
-//     of gangs that were waiting for it.
+//   - Permit holds members of a gang (label gputopo.io/gang=<name>, or
+//     scheduling.x-k8s.io/pod-group=<name>, with gputopo.io/gang-min-count=<n>)
+//     until n members are placed, then lets them all bind together. Before
+//     a member reserves anything, PreFilter asks package gang (gang.Check on
+//     the scheduler's snapshot, with the topology levels of Args and the
+//     NVLink clique, members already placed included) whether the gang can
+//     be completed beside the gangs already assembling, honouring its
+//     topology annotations, and confines the member to the planned nodes;
+//     the chosen domain is written on the members at PreBind. A gang first
+//     in line that does not fit holds the placement gang.PlanQueue reserves
+//     for it, so smaller pods backfill only around it (see gangTracker).
+//   - PostFilter preempts for a gang member: the fewest whole lower-priority
+//     jobs inside one domain (gang.Preempt), never part of a gang, and
+//     nominates a node of the gang's placement.
+//   - With the 1.37 pod-group cycle on (feature gates GenericWorkload and
+//     TopologyAwareWorkloadScheduling), GeneratePlacements offers one
+//     placement per domain of a PodGroup's topology key where gang.Check
+//     places the whole group, and ScorePlacement ranks them by device-set
+//     score and the GPUs they leave stranded.
 //
 // The plugin does not implement SignPlugin: its decisions depend on device
 // state that pod signatures cannot express, so kube-scheduler turns

@@ -3,29 +3,40 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// gangCheck asks package gang whether the gang can be completed on the
-// scheduler's current snapshot: every node's topology and the devices its
-// pods hold, the gang's members already placed (bound, or waiting at
-// Permit) counted as members. It looks at GPUs, the pod's node selector
-// and cordons only; the other plugins still filter each member, and
-// Permit still holds members until the gang is complete, so a "fits" here
-// is necessary, not sufficient.
-func (p *Plugin) gangCheck(ctx context.Context, pod *v1.Pod, key string, minCount, members int, req scoring.Request) (*gang.Result, error) {
+// gangSnapshot builds package gang's view of the scheduler's snapshot:
+// every node's topology under the configured topology levels (its NVLink
+// clique from the nvidia.com/gpu.clique label, else from the fabric domain
+// in its topology annotation), the devices its pods hold (with their gang
+// as the job, their priority, and terminating pods as releasing), and the
+// capacity other gangs hold (holds: see gangTracker) on devices still free.
+// It looks at GPUs, node selectors and cordons only; the other plugins
+// still filter each member, and Permit still holds members until the gang
+// is complete, so a "fits" is necessary, not sufficient.
+func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
 	}
+	return p.gangSnapshotOf(infos, holds)
+}
+
+// gangSnapshotOf is gangSnapshot of the given nodes only.
+func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
 	var allocs []gang.Allocation
+	used := map[string][]bool{}
 	for _, ni := range infos {
 		node := ni.Node()
 		if node == nil {
@@ -35,38 +46,94 @@ func (p *Plugin) gangCheck(ctx context.Context, pod *v1.Pod, key string, minCoun
 		if err != nil {
 			topo = nil // no GPUs the gang could use
 		}
-		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: node.Labels, Topology: topo})
+		labels := node.Labels
+		if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
+			labels = maps.Clone(labels)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[topology.LabelClique] = topo.Fabric().String()
+		}
+		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: labels, Topology: topo})
 		info = append(info, gang.NodeInfo{Unschedulable: node.Spec.Unschedulable, MIG: []int{}})
 		if topo == nil {
 			continue
 		}
+		u := make([]bool, topo.Len())
+		used[node.Name] = u
 		for _, a := range p.podDevices(topo, ni) {
 			alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node.Name, Devices: a.devices,
-				Releasing: a.pod.DeletionTimestamp != nil}
-			if k, _, ok, err := gangOf(a.pod); ok && err == nil && k == key {
-				alloc.Job, alloc.Set = key, "members"
+				Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
+			if k, ok := gangKeyOf(a.pod); ok {
+				alloc.Job, alloc.Set = k, "members"
+			}
+			for _, d := range a.devices {
+				u[d] = true
 			}
 			allocs = append(allocs, alloc)
 		}
 	}
-	cluster, err := topology.NewClusterFromLabels(nodes, nil)
+	for _, h := range holds {
+		for i, pp := range h.placement.Pods {
+			u, ok := used[pp.Node]
+			if !ok {
+				continue // a node outside these
+			}
+			var free []int
+			for _, d := range pp.Devices {
+				if d < len(u) && !u[d] {
+					u[d] = true
+					free = append(free, d)
+				}
+			}
+			if len(free) == 0 || pp.Shared != nil {
+				continue
+			}
+			allocs = append(allocs, gang.Allocation{Job: h.key, Set: "held", Pod: fmt.Sprintf("%s%s%d", h.key, holdPodSep, i),
+				Node: pp.Node, Devices: free, Priority: h.priority})
+		}
+	}
+	cluster, err := topology.NewClusterFromLabels(nodes, p.levels)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := gang.NewSnapshot(cluster, info, allocs)
-	if err != nil {
-		return nil, err
+	return gang.NewSnapshot(cluster, info, allocs)
+}
+
+// holdPodSep separates a gang key from an index in the names of the
+// allocations standing for a hold (never a valid pod name character).
+const holdPodSep = "#held-"
+
+// isHoldPod reports whether an allocation's pod name stands for a hold.
+func isHoldPod(name string) bool { return strings.Contains(name, holdPodSep) }
+
+// gangJob is the gang as package gang sees it: the members' request (the
+// pod's, as the plugin parsed it; only what gang can honour on every node
+// is passed on), the gang's minimum, priority and topology constraints.
+func gangJob(pod *v1.Pod, spec gangSpec, members int, req scoring.Request, arrival int64) *gang.Job {
+	replicas := max(spec.min, members)
+	if spec.slice != nil && replicas%spec.slice.Size != 0 {
+		replicas += spec.slice.Size - replicas%spec.slice.Size
 	}
-	job := &gang.Job{Name: key, MinCount: minCount, PodSets: []gang.PodSet{{
-		Name: "members", Replicas: max(minCount, members),
-		// The pod's device request as the plugin parsed it (count, scope);
-		// only what gang can honour on every node is passed on.
-		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
-			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
-	}}}
+	return &gang.Job{Name: spec.key, MinCount: spec.min, Priority: podPriority(pod), Arrival: arrival, Topology: spec.topo,
+		PodSets: []gang.PodSet{{
+			Name: "members", Replicas: replicas, Slices: spec.slice,
+			Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
+				Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
+		}}}
+}
+
+// gangCheck asks package gang whether the gang can be completed on the
+// scheduler's current snapshot, members already placed (bound, or waiting
+// at Permit) counted as members, with the capacity of holds taken.
+func (p *Plugin) gangCheck(ctx context.Context, job *gang.Job, holds []*hold) (*gang.Result, *gang.Snapshot, error) {
+	snap, err := p.gangSnapshot(holds)
+	if err != nil {
+		return nil, nil, err
+	}
 	res, err := gang.Check(ctx, snap, job)
 	if err != nil {
-		return nil, fmt.Errorf("gang check: %w", err)
+		return nil, snap, fmt.Errorf("gang check: %w", err)
 	}
-	return res, nil
+	return res, snap, nil
 }

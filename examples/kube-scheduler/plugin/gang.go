@@ -1,15 +1,17 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -17,32 +19,171 @@ import (
 	"github.com/gputopo/gputopo/scoring"
 )
 
-// gangTracker is the plugin's all-or-nothing accounting: a count of placed
-// members per gang (from the scheduler's snapshot, which includes members
-// waiting at Permit) against the gang's minimum, plus a token that lets
-// one gang assemble at a time.
+// gangTracker is the plugin's all-or-nothing accounting and its queue: a
+// count of placed members per gang (from the scheduler's snapshot, which
+// includes members waiting at Permit) against the gang's minimum, and the
+// capacity gangs hold (holds).
 //
-// Why a token: with reserve-then-wait, two gangs that each reserve part of
-// what both need can both wait until they time out, release, and collide
-// again. With the token, a second gang's members are turned away at
-// PreFilter (Unschedulable, no devices held) while the first assembles;
-// when the first completes or fails, the token is released and the turned
-// away pods are reactivated.
+// A gang assembles (its members reserve devices and wait at Permit) only
+// when package gang says it fits together with the gangs already
+// assembling: their planned placements are taken as allocations in the
+// check. So several gangs assemble at once, and two gangs can never each
+// hold part of what both need.
+//
+// A gang that does not fit and is first in line (highest priority, then
+// earliest arrival, among the gangs waiting for capacity) holds the
+// placement gang.PlanQueue reserves for it: devices in it that are free, or
+// freed later, are not given to other pods (single pods, lower gangs), so a
+// stream of small pods cannot starve it; pods backfill the devices outside
+// it. The hold stays while the gang assembles and is dropped when it is
+// complete, fails, or is deleted.
 type gangTracker struct {
 	p *Plugin
 
-	mu      sync.Mutex
-	holder  string    // gang assembling now, "" for none
-	since   time.Time // when holder took the token
+	mu    sync.Mutex
+	holds map[string]*hold
+	// blocked holds gang members turned away while other gangs held
+	// capacity; they are reactivated when a hold is dropped.
 	blocked map[types.UID]*v1.Pod
 	// short holds pods turned away because their gang lacked members,
 	// by gang; they are reactivated when a member is created (the
 	// scheduler requeues nothing on an unscheduled pod's creation).
 	short map[string]map[types.UID]*v1.Pod
+	// domains is the domain recorded on each member at PreBind.
+	domains map[types.UID]placedIn
+	// nominated counts the members of a gang nominated after a
+	// preemption, to spread them over the placement's nodes.
+	nominated map[string]int
+}
+
+// placedIn is the domain package gang placed a gang in.
+type placedIn struct{ domain, level string }
+
+// hold is capacity a gang holds: the placement package gang planned for
+// its members not yet placed.
+type hold struct {
+	key      string
+	priority int
+	arrival  int64 // earliest member's creation, Unix nanoseconds
+	// assembling: the gang fits and its members are being placed.
+	// Otherwise it waits, first in line, for capacity to free up.
+	assembling bool
+	// guarded: the gang waited first in line (or preempted); its hold
+	// keeps single pods off its devices while it assembles too.
+	guarded   bool
+	placement *gang.Placement
+	byNode    map[string][]int
+	updated   time.Time
+}
+
+// outranks says whether h goes before o in the queue: higher priority,
+// then earlier arrival, then key.
+func (h *hold) outranks(o *hold) bool {
+	return cmp.Or(cmp.Compare(o.priority, h.priority), cmp.Compare(h.arrival, o.arrival), cmp.Compare(h.key, o.key)) < 0
 }
 
 func newGangTracker(p *Plugin) *gangTracker {
-	return &gangTracker{p: p, blocked: map[types.UID]*v1.Pod{}, short: map[string]map[types.UID]*v1.Pod{}}
+	return &gangTracker{p: p, holds: map[string]*hold{}, blocked: map[types.UID]*v1.Pod{},
+		short: map[string]map[types.UID]*v1.Pod{}, domains: map[types.UID]placedIn{}, nominated: map[string]int{}}
+}
+
+// ttl is how long a hold lives without being refreshed by an admission.
+func (g *gangTracker) ttl(h *hold) time.Duration {
+	if h.assembling {
+		return 2*g.p.permitTimeout + 10*time.Second
+	}
+	return 2 * time.Minute
+}
+
+// liveLocked drops expired holds and returns the others.
+func (g *gangTracker) liveLocked() map[string]*hold {
+	for k, h := range g.holds {
+		if time.Since(h.updated) > g.ttl(h) {
+			delete(g.holds, k)
+		}
+	}
+	return g.holds
+}
+
+// countedLocked returns the holds a gang ranked as me must leave alone:
+// every assembling gang's, and those of waiting gangs ahead of it.
+func (g *gangTracker) countedLocked(me *hold) []*hold {
+	var out []*hold
+	for k, h := range g.liveLocked() {
+		if k != me.key && (h.assembling || h.outranks(me)) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// setHold records h, replacing the gang's previous hold, and drops the
+// waiting holds of gangs h outranks (h goes first now).
+func (g *gangTracker) setHold(h *hold) {
+	h.updated = time.Now()
+	h.byNode = map[string][]int{}
+	if h.placement != nil {
+		for _, pp := range h.placement.Pods {
+			if pp.Shared == nil {
+				h.byNode[pp.Node] = append(h.byNode[pp.Node], pp.Devices...)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old := g.holds[h.key]; old != nil && old.guarded {
+		h.guarded = true
+	}
+	for k, o := range g.holds {
+		if k != h.key && !o.assembling && h.outranks(o) {
+			delete(g.holds, k)
+		}
+	}
+	g.holds[h.key] = h
+}
+
+// holdOn marks as allocated in st the devices on node that holds keep
+// from the pod: for a pod in no gang, the holds of gangs that waited
+// first in line; for a gang member, the holds of the gangs assembling and
+// of those ahead of its gang.
+func (g *gangTracker) holdOn(pod *v1.Pod, key, node string, st *scoring.State) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.holds) == 0 {
+		return
+	}
+	var hs []*hold
+	if key == "" {
+		for _, h := range g.liveLocked() {
+			if !h.assembling || h.guarded {
+				hs = append(hs, h)
+			}
+		}
+	} else {
+		me := g.holds[key]
+		if me == nil {
+			me = &hold{key: key, priority: podPriority(pod), arrival: pod.CreationTimestamp.UnixNano()}
+		}
+		hs = g.countedLocked(me)
+	}
+	for _, h := range hs {
+		for _, d := range h.byNode[node] {
+			if d < len(st.Devices) && !st.Usage(d).InUse() {
+				_ = st.Allocate(d) // in range and free: checked
+			}
+		}
+	}
+}
+
+// holding returns a copy of the gang's hold, or nil.
+func (g *gangTracker) holding(key string) *hold {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.liveLocked()[key]; h != nil {
+		c := *h
+		return &c
+	}
+	return nil
 }
 
 // memberAdded is the pod informer's add handler: it reactivates the pods
@@ -52,8 +193,8 @@ func (g *gangTracker) memberAdded(obj any) {
 	if !ok {
 		return
 	}
-	key, _, inGang, err := gangOf(pod)
-	if !inGang || err != nil {
+	key, inGang := gangKeyOf(pod)
+	if !inGang {
 		return
 	}
 	g.mu.Lock()
@@ -71,108 +212,163 @@ func (g *gangTracker) memberAdded(obj any) {
 }
 
 // members returns the gang's live pods from the informer cache.
-func (g *gangTracker) members(namespace, key string) ([]*v1.Pod, error) {
+func (g *gangTracker) members(namespace string, spec gangSpec) ([]*v1.Pod, error) {
 	if g.p.pods == nil {
 		return nil, fmt.Errorf("no pod lister")
 	}
-	name := key[strings.IndexByte(key, '/')+1:]
-	sel := labels.SelectorFromSet(labels.Set{LabelGang: name})
+	sel := labels.SelectorFromSet(labels.Set{spec.label: spec.name})
 	pods, err := g.p.pods.Pods(namespace).List(sel)
 	if err != nil {
 		return nil, err
 	}
 	out := pods[:0:0]
 	for _, pod := range pods {
-		if pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		if k, ok := gangKeyOf(pod); ok && k == spec.key {
 			out = append(out, pod)
 		}
 	}
 	return out, nil
 }
 
-// forget drops a deleted pod from the tracker's lists.
+// forget drops a deleted pod from the tracker's lists, and its gang's
+// hold (the next member admitted takes a new one if the gang still needs
+// it).
 func (g *gangTracker) forget(pod *v1.Pod) {
+	key, inGang := gangKeyOf(pod)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	delete(g.blocked, pod.UID)
+	delete(g.domains, pod.UID)
 	for key, pods := range g.short {
 		delete(pods, pod.UID)
 		if len(pods) == 0 {
 			delete(g.short, key)
 		}
 	}
+	dropped := false
+	if inGang {
+		_, dropped = g.holds[key]
+		delete(g.holds, key)
+		delete(g.nominated, key)
+	}
+	g.mu.Unlock()
+	if dropped {
+		g.reactivate(klog.Background())
+	}
 }
 
-// admit is the PreFilter check of a gang member: the gang has at least
-// minCount live members; it is already complete, or it may hold the
-// assembly token and package gang says it can still be completed.
-func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, key string, minCount int, req scoring.Request) *fwk.Status {
+// admit is the PreFilter check of a gang member: the gang has at least its
+// minimum of live members; it is already complete, or package gang says it
+// can be completed beside the gangs assembling and those ahead of it.
+// The result confines the member to the nodes of the gang's placement.
+func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req scoring.Request) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	members, err := g.members(pod.Namespace, key)
+	key := spec.key
+	members, err := g.members(pod.Namespace, spec)
 	if err != nil {
-		return fwk.AsStatus(err)
+		return nil, fwk.AsStatus(err)
 	}
-	if len(members) < minCount {
+	if len(members) < spec.min {
 		g.mu.Lock()
 		if g.short[key] == nil {
 			g.short[key] = map[types.UID]*v1.Pod{}
 		}
 		g.short[key][pod.UID] = pod
 		g.mu.Unlock()
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has %d of its %d members", key, len(members), minCount))
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has %d of its %d members", key, len(members), spec.min))
 	}
-	bound := 0
+	bound, gated := 0, false
+	arrival := pod.CreationTimestamp.UnixNano()
 	for _, m := range members {
 		if m.Spec.NodeName != "" {
 			bound++
 		}
+		gated = gated || len(m.Spec.SchedulingGates) > 0
+		arrival = min(arrival, m.CreationTimestamp.UnixNano())
 	}
-	if bound >= minCount {
-		return nil // complete: further members need no token
+	if bound >= spec.min {
+		g.release(logger, key)
+		return nil, nil // complete: further members need no check
 	}
-	g.mu.Lock()
-	if g.holder != "" && g.holder != key && time.Since(g.since) > 2*g.p.permitTimeout+10*time.Second {
-		logger.Info("gang token expired", "gang", g.holder)
-		g.holder = ""
-	}
-	switch g.holder {
-	case key:
-	case "":
-		g.holder, g.since = key, time.Now()
-		logger.V(4).Info("gang takes the assembly token", "gang", key)
-	default:
-		holder := g.holder
-		g.blocked[pod.UID] = pod
-		g.mu.Unlock()
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s waits: gang %s is being placed", key, holder))
-	}
-	g.mu.Unlock()
 	if req.Count == 0 || g.p.handle == nil {
-		return nil
+		return nil, nil
 	}
-	res, err := g.p.gangCheck(ctx, pod, key, minCount, len(members), req)
+	me := &hold{key: key, priority: podPriority(pod), arrival: arrival}
+	g.mu.Lock()
+	others := g.countedLocked(me)
+	g.mu.Unlock()
+	job := gangJob(pod, spec, len(members), req, arrival)
+	res, snap, err := g.p.gangCheck(ctx, job, others)
 	if err != nil {
+		if errors.Is(err, gang.ErrInvalidJob) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
 		// Permit still guarantees all or nothing; the check only saves time.
 		logger.Error(err, "gang feasibility check failed; relying on Permit", "gang", key)
-		return nil
+		return nil, nil
 	}
 	if res.Verdict == gang.Fits || res.Verdict == gang.FitsAfterRelease {
-		return nil
+		me.assembling, me.placement = true, res.Placement
+		g.setHold(me)
+		g.mu.Lock()
+		g.domains[pod.UID] = placedIn{domain: res.Placement.Domain, level: res.Placement.Level}
+		g.mu.Unlock()
+		logger.V(4).Info("gang assembles", "gang", key, "placement", res.Placement.String())
+		nodes := res.Placement.Nodes()
+		if len(nodes) == 0 {
+			return nil, nil
+		}
+		return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
 	}
 	why := fmt.Sprintf("gang %s cannot be completed now (%s)", key, res.Verdict)
 	if len(res.Reasons) > 0 {
 		why += ": " + res.Reasons[0]
 	}
 	// Nothing is reserved for this pod yet; members waiting at Permit
-	// cannot be completed around, so release them and the token.
-	g.fail(logger, key, why)
-	return fwk.NewStatus(fwk.Unschedulable, why)
+	// cannot be completed around, so release them.
+	g.rejectWaiting(key, why)
+	if h := g.holding(key); h != nil && h.assembling {
+		g.release(logger, key)
+	}
+	// A gang with members still gated cannot complete: it holds nothing.
+	if res.Verdict == gang.Blocked && !gated && g.first(me) {
+		plan, err := gang.PlanQueue(ctx, snap, []gang.Job{*job})
+		if err == nil && plan.Reservation != nil && plan.Reservation.Placement != nil {
+			me.placement, me.guarded = plan.Reservation.Placement, true
+			g.setHold(me)
+			why += fmt.Sprintf("; first in line, it holds %d GPUs on %d nodes", plan.Reservation.Placement.GPUs(), len(plan.Reservation.Placement.Nodes()))
+		} else if err != nil {
+			logger.Error(err, "planning the gang's reservation", "gang", key)
+		}
+	}
+	g.mu.Lock()
+	g.blocked[pod.UID] = pod
+	g.mu.Unlock()
+	if res.Verdict == gang.NeverFits {
+		// Not even the empty cluster holds it (or a level is unknown):
+		// preempting would not help; new nodes requeue it.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, why)
+}
+
+// first says whether no waiting gang is ahead of me.
+func (g *gangTracker) first(me *hold) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, h := range g.liveLocked() {
+		if k != me.key && !h.assembling && h.outranks(me) {
+			return false
+		}
+	}
+	return true
 }
 
 // assigned counts the gang's members the scheduler has placed (bound, or
 // assumed and waiting at Permit), other than the pod with uid.
-func (g *gangTracker) assigned(namespace, key string, uid types.UID) (int, error) {
-	name := key[strings.IndexByte(key, '/')+1:]
+func (g *gangTracker) assigned(key string, uid types.UID) (int, error) {
 	infos, err := g.p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return 0, err
@@ -181,7 +377,10 @@ func (g *gangTracker) assigned(namespace, key string, uid types.UID) (int, error
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
-			if pod.UID != uid && pod.Namespace == namespace && pod.Labels[LabelGang] == name {
+			if pod.UID == uid {
+				continue
+			}
+			if k, ok := gangKeyOf(pod); ok && k == key {
 				n++
 			}
 		}
@@ -191,21 +390,22 @@ func (g *gangTracker) assigned(namespace, key string, uid types.UID) (int, error
 
 // permit holds the pod until the gang is complete, then releases every
 // waiting member at once.
-func (g *gangTracker) permit(logger klog.Logger, pod *v1.Pod, key string, minCount int) (*fwk.Status, time.Duration) {
-	n, err := g.assigned(pod.Namespace, key, pod.UID)
+func (g *gangTracker) permit(logger klog.Logger, pod *v1.Pod, spec gangSpec) (*fwk.Status, time.Duration) {
+	key := spec.key
+	n, err := g.assigned(key, pod.UID)
 	if err != nil {
 		return fwk.AsStatus(err), 0
 	}
-	if n+1 >= minCount {
+	if n+1 >= spec.min {
 		for _, wp := range g.waiting(key) {
 			wp.Allow(Name)
 		}
-		logger.V(2).Info("gang complete", "gang", key, "placed", n+1, "minCount", minCount)
+		logger.V(2).Info("gang complete", "gang", key, "placed", n+1, "minCount", spec.min)
 		g.release(logger, key)
 		return nil, 0
 	}
 	// Bring the members that are still queued forward.
-	if members, err := g.members(pod.Namespace, key); err == nil {
+	if members, err := g.members(pod.Namespace, spec); err == nil {
 		pending := map[string]*v1.Pod{}
 		for _, m := range members {
 			if m.Spec.NodeName == "" && m.UID != pod.UID {
@@ -216,48 +416,82 @@ func (g *gangTracker) permit(logger klog.Logger, pod *v1.Pod, key string, minCou
 			g.p.handle.Activate(logger, pending)
 		}
 	}
-	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("gang %s: %d of %d members placed", key, n+1, minCount)), g.p.permitTimeout
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("gang %s: %d of %d members placed", key, n+1, spec.min)), g.p.permitTimeout
 }
 
 // waiting returns the gang's pods waiting at Permit.
 func (g *gangTracker) waiting(key string) []fwk.WaitingPod {
 	var out []fwk.WaitingPod
 	g.p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		pod := wp.GetPod()
-		if k, _, ok, err := gangOf(pod); ok && err == nil && k == key {
+		if k, ok := gangKeyOf(wp.GetPod()); ok && k == key {
 			out = append(out, wp)
 		}
 	})
 	return out
 }
 
-// fail rejects every waiting member of the gang (their Unreserve frees
-// their devices) and releases the token if the gang holds it.
-func (g *gangTracker) fail(logger klog.Logger, key, why string) {
+// rejectWaiting rejects every waiting member of the gang (their Unreserve
+// frees their devices).
+func (g *gangTracker) rejectWaiting(key, why string) {
 	for _, wp := range g.waiting(key) {
 		wp.Reject(Name, fmt.Sprintf("gang %s failed: %s", key, why))
 	}
+}
+
+// fail rejects every waiting member of the gang and drops its hold.
+func (g *gangTracker) fail(logger klog.Logger, key, why string) {
+	g.rejectWaiting(key, why)
 	g.release(logger, key)
 }
 
-// release frees the token if gang holds it and reactivates the pods that
-// were turned away while it was held.
+// release drops the gang's hold, if it has one, and reactivates the pods
+// that were turned away while it was held.
 func (g *gangTracker) release(logger klog.Logger, key string) {
 	g.mu.Lock()
-	if g.holder != key {
-		g.mu.Unlock()
-		return
+	_, held := g.holds[key]
+	delete(g.holds, key)
+	delete(g.nominated, key)
+	g.mu.Unlock()
+	if held {
+		logger.V(4).Info("gang releases its hold", "gang", key)
+		g.reactivate(logger)
 	}
-	g.holder = ""
+}
+
+// reactivate moves the gang members turned away while capacity was held,
+// and the unscheduled GPU pods, back to the active queue: a hold was
+// dropped, so they may fit now.
+func (g *gangTracker) reactivate(logger klog.Logger) {
+	g.mu.Lock()
 	blocked := g.blocked
 	g.blocked = map[types.UID]*v1.Pod{}
 	g.mu.Unlock()
-	logger.V(4).Info("gang releases the assembly token", "gang", key, "reactivating", len(blocked))
-	if len(blocked) > 0 {
-		pods := make(map[string]*v1.Pod, len(blocked))
-		for _, pod := range blocked {
-			pods[pod.Namespace+"/"+pod.Name] = pod
+	pods := make(map[string]*v1.Pod, len(blocked))
+	for _, pod := range blocked {
+		pods[pod.Namespace+"/"+pod.Name] = pod
+	}
+	if g.p.pods != nil {
+		if all, err := g.p.pods.List(labels.Everything()); err == nil {
+			for _, pod := range all {
+				if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && gpuCount(pod, g.p.names) > 0 {
+					pods[pod.Namespace+"/"+pod.Name] = pod
+				}
+			}
 		}
+	}
+	if len(pods) > 0 && g.p.handle != nil {
 		g.p.handle.Activate(logger, pods)
 	}
+}
+
+// bindAnnotations returns the annotations PreBind writes on a gang member:
+// the domain its gang was placed in.
+func (g *gangTracker) bindAnnotations(uid types.UID) map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, ok := g.domains[uid]
+	if !ok {
+		return nil
+	}
+	return map[string]string{AnnotationGangDomain: d.domain, AnnotationGangLevel: d.level}
 }

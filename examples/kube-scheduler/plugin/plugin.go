@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -35,6 +36,12 @@ type Args struct {
 	// ResourceNames are the extended resources counted as GPUs (default
 	// nvidia.com/gpu and amd.com/gpu).
 	ResourceNames []string `json:"resourceNames,omitempty"`
+	// TopologyLevels are the node label keys that form the gang topology
+	// tree, broadest first (Kueue style, e.g. a block label, a rack
+	// label); the NVLink clique (nvidia.com/gpu.clique, or the fabric
+	// domain of the node's topology annotation) is always the narrowest
+	// level below them. See gangLevels.
+	TopologyLevels []string `json:"topologyLevels,omitempty"`
 }
 
 // Plugin is the GPUTopology plugin. Create it with New.
@@ -43,6 +50,7 @@ type Plugin struct {
 	pods          corelisters.PodLister
 	names         []v1.ResourceName
 	permitTimeout time.Duration
+	levels        []string // gang topology levels (gangLevels)
 
 	topos *topoCache // node name -> decoded annotation
 
@@ -72,6 +80,7 @@ var (
 // New is the plugin factory for app.WithPlugin.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	var args Args
+	var err error
 	if u, ok := obj.(*runtime.Unknown); ok && len(u.Raw) > 0 {
 		if err := json.Unmarshal(u.Raw, &args); err != nil {
 			return nil, fmt.Errorf("%s: decoding args: %w", Name, err)
@@ -90,6 +99,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		for _, n := range args.ResourceNames {
 			p.names = append(p.names, v1.ResourceName(n))
 		}
+	}
+	if p.levels, err = gangLevels(args.TopologyLevels); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	p.gangs = newGangTracker(p)
 	if h != nil && h.SharedInformerFactory() != nil {
@@ -175,21 +187,23 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	gang, minCount, inGang, err := gangOf(pod)
+	spec, inGang, err := gangSpecOf(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &cycleState{req: req, count: count, gang: gang, min: minCount, nodes: map[string]scoring.Result{}}
+	s := &cycleState{req: req, count: count, gang: spec.key, min: spec.min, nodes: map[string]scoring.Result{}}
 	state.Write(stateKey, s)
+	var res *fwk.PreFilterResult
 	if inGang {
-		if st := p.gangs.admit(ctx, pod, gang, minCount, req); !st.IsSuccess() {
+		var st *fwk.Status
+		if res, st = p.gangs.admit(ctx, pod, spec, req); !st.IsSuccess() {
 			return nil, st
 		}
 	}
 	if count == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	return nil, nil
+	return res, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin; the plugin reads the
@@ -288,7 +302,9 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	res, err := scoring.SelectDevices(topo, p.nodeState(topo, ni), s.req)
+	st := p.nodeState(topo, ni)
+	p.gangs.holdOn(pod, s.gang, node.Name, st) // capacity gangs hold (gang.go)
+	res, err := scoring.SelectDevices(topo, st, s.req)
 	if err != nil {
 		code := fwk.Unschedulable
 		if errors.Is(err, scoring.ErrInvalidRequest) || errors.Is(err, scoring.ErrTooManyDevices) {
@@ -307,8 +323,8 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 // than letting them wait for the Permit timeout.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(state)
-	if err == nil && s.gang != "" {
-		p.gangs.fail(klog.FromContext(ctx), s.gang, fmt.Sprintf("member %s/%s fits no node", pod.Namespace, pod.Name))
+	if spec, ok, specErr := gangSpecOf(pod); err == nil && ok && specErr == nil {
+		return p.gangPostFilter(ctx, pod, s.req, spec) // gang preemption (preempt.go)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
@@ -366,19 +382,19 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	p.resMu.Lock()
 	delete(p.reservations, pod.UID)
 	p.resMu.Unlock()
-	if gang, _, ok, err := gangOf(pod); ok && err == nil {
-		p.gangs.fail(klog.FromContext(ctx), gang, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
+	if key, ok := gangKeyOf(pod); ok {
+		p.gangs.fail(klog.FromContext(ctx), key, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
 	}
 }
 
 // Permit lets non-gang pods through and holds gang members until the gang
 // is complete.
 func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	gang, minCount, ok, err := gangOf(pod)
+	spec, ok, err := gangSpecOf(pod)
 	if !ok || err != nil {
 		return nil, 0
 	}
-	return p.gangs.permit(klog.FromContext(ctx), pod, gang, minCount)
+	return p.gangs.permit(klog.FromContext(ctx), pod, spec)
 }
 
 // PreBind writes the chosen devices on the pod.
@@ -390,6 +406,7 @@ func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return nil // the pod needs no GPU
 	}
 	ann := map[string]string{AnnotationDevices: formatDevices(r.devices)}
+	maps.Copy(ann, p.gangs.bindAnnotations(pod.UID)) // the gang's domain (gang.go)
 	if node, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); err == nil {
 		if topo, err := p.topology(node.Node()); err == nil {
 			ids := make([]string, 0, len(r.devices))
@@ -444,8 +461,7 @@ func siblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, 
 	if !ok {
 		return fwk.Queue, fmt.Errorf("pod add event carries %T", newObj)
 	}
-	name := pod.Labels[LabelGang]
-	if name != "" && added.Namespace == pod.Namespace && added.Labels[LabelGang] == name && added.UID != pod.UID {
+	if added.UID != pod.UID && sameGang(pod, added) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -128,22 +128,22 @@ func TestDeviceAnnotation(t *testing.T) {
 
 func TestGangLabels(t *testing.T) {
 	pod := gpuPod("p", 1, nil)
-	if _, _, ok, err := gangOf(pod); ok || err != nil {
+	if _, ok, err := gangSpecOf(pod); ok || err != nil {
 		t.Errorf("no gang: %v %v", ok, err)
 	}
 	pod.Labels = map[string]string{LabelGang: "g"}
-	if _, _, ok, err := gangOf(pod); !ok || err == nil {
+	if _, ok, err := gangSpecOf(pod); !ok || err == nil {
 		t.Errorf("gang without min count: %v %v", ok, err)
 	}
 	for _, bad := range []string{"0", "x", "-2"} {
 		pod.Labels[LabelGangMinCount] = bad
-		if _, _, _, err := gangOf(pod); err == nil {
+		if _, _, err := gangSpecOf(pod); err == nil {
 			t.Errorf("min count %q accepted", bad)
 		}
 	}
 	pod.Labels[LabelGangMinCount] = "4"
-	if key, n, ok, err := gangOf(pod); key != "default/g" || n != 4 || !ok || err != nil {
-		t.Errorf("gang %q %d %v %v", key, n, ok, err)
+	if spec, ok, err := gangSpecOf(pod); spec.key != "default/g" || spec.min != 4 || !ok || err != nil {
+		t.Errorf("gang %q %d %v %v", spec.key, spec.min, ok, err)
 	}
 }
 

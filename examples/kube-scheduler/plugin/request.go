@@ -109,21 +109,3 @@ func formatDevices(devs []int) string {
 	}
 	return strings.Join(parts, ",")
 }
-
-// gangOf returns the pod's gang key ("namespace/name") and minimum count;
-// ok is false for a pod in no gang.
-func gangOf(pod *v1.Pod) (key string, minCount int, ok bool, err error) {
-	name, ok := pod.Labels[LabelGang]
-	if !ok || name == "" {
-		return "", 0, false, nil
-	}
-	v, has := pod.Labels[LabelGangMinCount]
-	if !has {
-		return "", 0, true, fmt.Errorf("gang %q: label %s is missing", name, LabelGangMinCount)
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return "", 0, true, fmt.Errorf("gang %q: label %s=%q is not a positive count", name, LabelGangMinCount, v)
-	}
-	return pod.Namespace + "/" + name, n, true, nil
-}

@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	v1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	fwk "k8s.io/kube-scheduler/framework"
+	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
+)
+
+// podGroupSchedulerConfig has two profiles on the same nodes (and a
+// default one for the other pods): "intree"
+// generates placements with the in-tree TopologyPlacementGenerator and
+// ranks them with the in-tree placement scores; "gputopo" uses
+// GPUTopology's PlacementGenerate and PlacementScore. Both choose devices
+// with GPUTopology's Filter and Score.
+const podGroupSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GPUTopology
+    placementGenerate:
+      disabled:
+      - name: GPUTopology
+    placementScore:
+      disabled:
+      - name: GPUTopology
+- schedulerName: intree
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GPUTopology
+    placementGenerate:
+      disabled:
+      - name: GPUTopology
+    placementScore:
+      disabled:
+      - name: GPUTopology
+- schedulerName: gputopo
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GPUTopology
+    placementGenerate:
+      disabled:
+      - name: TopologyPlacementGenerator
+    placementScore:
+      enabled:
+      - name: GPUTopology
+        weight: 5
+`
+
+// TestPodGroupCycle runs the same gang through the 1.37 pod-group cycle
+// (feature gates GenericWorkload, TopologyAwareWorkloadScheduling) under
+// both profiles, each on its own copy of the cluster: two racks of two
+// GB200 trays, one rack empty, the other with 2 GPUs in use on each tray.
+// Rack r1's trays also run CPU-heavy pods without GPUs. The gang (a
+// PodGroup of 2 pods x 2 GPUs, topology key rack) fits in either rack;
+// filling the half-used rack r2 leaves no GPU stranded, taking r1 (the
+// fuller rack by CPU, which the in-tree placement score looks at) strands
+// GPUs on all four trays.
+func TestPodGroupCycle(t *testing.T) {
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload: true, features.TopologyAwareWorkloadScheduling: true})
+	etcdURL := startEtcd(t)
+	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
+	storage.Transport.ServerList = []string{etcdURL}
+	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", "--runtime-config=scheduling.k8s.io/v1beta1=true"}
+	server := apiservertesting.StartTestServerOrDie(t,
+		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
+	t.Cleanup(server.TearDownFn)
+	client, err := kubernetes.NewForConfig(server.ClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &controlPlane{config: server.ClientConfig, client: client}
+	startSchedulerConfig(t, cp, podGroupSchedulerConfig)
+
+	stranded := map[string]int{}
+	for _, profile := range []string{"intree", "gputopo"} {
+		sc := "s30-" + profile
+		var nodes []string
+		for _, n := range []struct{ name, rack string }{{"a1", "r1"}, {"a2", "r1"}, {"b1", "r2"}, {"b2", "r2"}} {
+			name := sc + "-" + n.name
+			createNodeWith(t, cp, name, sc, gb200(t, 1), map[string]string{rackLabel: n.rack})
+			nodes = append(nodes, name)
+		}
+		var pods []string
+		for _, n := range []string{"b1", "b2"} {
+			name := sc + "-used-" + n
+			createPodWith(t, cp, sc, podSpec{name: name, gpus: 2}, onNode(sc+"-"+n))
+			waitBound(t, cp, name, 30*time.Second)
+			pods = append(pods, name)
+		}
+		// CPU-heavy pods without GPUs on rack r1: by CPU and memory (the
+		// in-tree placement score) r1 looks the fuller rack.
+		for _, n := range []string{"a1", "a2"} {
+			name := sc + "-cpu-" + n
+			createPodWith(t, cp, sc, podSpec{name: name}, func(p *v1.Pod) {
+				onNode(sc + "-" + n)(p)
+				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
+			})
+			waitBound(t, cp, name, 30*time.Second)
+			pods = append(pods, name)
+		}
+		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: sc + "-g", Namespace: namespace},
+			Spec: schedv1beta1.PodGroupSpec{
+				SchedulingPolicy:      schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}},
+				SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: rackLabel}}}}}
+		if _, err := cp.client.SchedulingV1beta1().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		group := pg.Name
+		for i := range 2 {
+			name := fmt.Sprintf("%s-m%d", sc, i)
+			createPodWith(t, cp, sc, podSpec{name: name, gpus: 2}, func(p *v1.Pod) {
+				p.Spec.SchedulerName = profile
+				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
+			})
+			pods = append(pods, name)
+		}
+		placed := map[string]int{}
+		for i := range 2 {
+			pod := waitBound(t, cp, fmt.Sprintf("%s-m%d", sc, i), 60*time.Second)
+			placed[pod.Spec.NodeName] += 2
+			t.Logf("%s: %s on %s devices %v", profile, pod.Name, pod.Spec.NodeName, devicesOf(t, pod))
+		}
+		// Stranded: free GPUs on trays in use in part.
+		used := map[string]int{sc + "-b1": 2, sc + "-b2": 2}
+		for n, k := range placed {
+			used[n] += k
+		}
+		for _, n := range nodes {
+			if u := used[n]; u > 0 && u < 4 {
+				stranded[profile] += 4 - u
+			}
+		}
+		t.Logf("%s: gang on %v; %d GPUs stranded", profile, placed, stranded[profile])
+		deletePods(t, cp, pods...)
+	}
+	if stranded["gputopo"] >= stranded["intree"] {
+		t.Errorf("GPUTopology's placement strands %d GPUs, the in-tree one %d", stranded["gputopo"], stranded["intree"])
+	}
+	if stranded["gputopo"] != 0 {
+		t.Errorf("GPUTopology's placement strands %d GPUs; filling rack r2 strands none", stranded["gputopo"])
+	}
+}
+
+// startSchedulerConfig starts kube-scheduler with GPUTopology and the given
+// configuration (a format with the kubeconfig path as its one verb).
+func startSchedulerConfig(t *testing.T, cp *controlPlane, format string) {
+	t.Helper()
+	cfg := cp.config
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName}
+	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
+	kc.CurrentContext = "e2e"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "sched.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, format, kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := options.NewOptions()
+	opts.ConfigFile = config
+	opts.SecureServing.BindPort = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := plugin.New(ctx, obj, h)
+		if err == nil {
+			cp.plugin.Store(p.(*plugin.Plugin))
+		}
+		return p, err
+	}
+	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(plugin.Name, factory))
+	if err != nil {
+		cancel()
+		t.Fatalf("scheduler setup: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cc, sched) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("scheduler did not stop in 30 s")
+		}
+		configz.Delete("componentconfig")
+	})
+	select {
+	case err := <-done:
+		done <- err
+		t.Fatalf("scheduler stopped right away: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

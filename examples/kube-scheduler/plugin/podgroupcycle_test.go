@@ -1,0 +1,152 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/scoring"
+)
+
+type fakePodGroup struct {
+	fwk.PodGroupInfo
+	pods []*v1.Pod
+	pg   *schedv1beta1.PodGroup
+}
+
+func (g fakePodGroup) GetUnscheduledPods() []*v1.Pod       { return g.pods }
+func (g fakePodGroup) GetPodGroup() *schedv1beta1.PodGroup { return g.pg }
+func (g fakePodGroup) GetKey() string                      { return "default/pg" }
+
+type fakeAssignment struct {
+	fwk.ProposedAssignment
+	pod   *v1.Pod
+	node  string
+	state fwk.CycleState
+}
+
+func (a fakeAssignment) GetPod() *v1.Pod               { return a.pod }
+func (a fakeAssignment) GetNodeName() string           { return a.node }
+func (a fakeAssignment) GetCycleState() fwk.CycleState { return a.state }
+
+// rackNodes returns GB200 trays labelled with a rack, each with the given
+// devices in use.
+func rackNodes(t *testing.T, spec []struct {
+	name, rack string
+	used       string
+}) []fwk.NodeInfo {
+	t.Helper()
+	var out []fwk.NodeInfo
+	for _, s := range spec {
+		node := nodeObj(t, s.name, tray(t, 1))
+		node.Labels["example.com/rack"] = s.rack
+		ni := fakeNodeInfo{node: node}
+		if s.used != "" {
+			ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod("on-"+s.name, 1, map[string]string{AnnotationDevices: s.used})}}
+		}
+		out = append(out, ni)
+	}
+	return out
+}
+
+// TestGeneratePlacements: the in-tree generator would offer every rack;
+// ours offers only the rack where the group fits whole: r2 has 6 free GPUs
+// but no node with 4, r3 has one free tray.
+func TestGeneratePlacements(t *testing.T) {
+	p := newPlugin(t, "")
+	infos := rackNodes(t, []struct{ name, rack, used string }{
+		{"a1", "r1", ""}, {"a2", "r1", ""},
+		{"b1", "r2", "0"}, {"b2", "r2", "3"},
+		{"c1", "r3", ""},
+	})
+	pg := fakePodGroup{pods: []*v1.Pod{gpuPod("m0", 4, nil), gpuPod("m1", 4, nil)},
+		pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
+	res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+	require.True(t, st.IsSuccess(), st)
+	require.Len(t, res.Placements, 1)
+	assert.Equal(t, "example.com/rack=r1", res.Placements[0].Name)
+	assert.Len(t, res.Placements[0].Nodes, 2)
+
+	// Without a topology key, or without GPUs, the parent is the placement.
+	pg.pg = &schedv1beta1.PodGroup{}
+	res, st = p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+	require.True(t, st.IsSuccess(), st)
+	require.Len(t, res.Placements, 1)
+	assert.Equal(t, "all", res.Placements[0].Name)
+}
+
+// TestScorePlacement: the same device scores; the placement that leaves
+// GPUs stranded on a partly used node scores lower.
+func TestScorePlacement(t *testing.T) {
+	p := newPlugin(t, "")
+	infos := rackNodes(t, []struct{ name, rack, used string }{{"n1", "r1", ""}, {"n2", "r1", "0,1"}})
+	topo := tray(t, 1)
+	sel, err := scoring.SelectDevices(topo, scoring.NewState(topo.Len()), scoring.Request{Count: 2})
+	require.NoError(t, err)
+	assign := func(node string) *fwk.PodGroupAssignments {
+		s := &cycleState{count: 2, nodes: map[string]scoring.Result{node: sel}}
+		st := newState()
+		st.Write(stateKey, s)
+		pod := gpuPod("m-"+node, 2, nil)
+		var ni fwk.NodeInfo
+		for _, i := range infos {
+			if i.Node().Name == node {
+				ni = i
+			}
+		}
+		return &fwk.PodGroupAssignments{Placement: &fwk.Placement{Name: node, Nodes: []fwk.NodeInfo{ni}},
+			ProposedAssignments: []fwk.ProposedAssignment{fakeAssignment{pod: pod, node: node, state: st}}}
+	}
+	strand, st := p.ScorePlacement(context.Background(), nil, nil, assign("n1"))
+	require.True(t, st.IsSuccess(), st)
+	fill, st := p.ScorePlacement(context.Background(), nil, nil, assign("n2"))
+	require.True(t, st.IsSuccess(), st)
+	assert.Greater(t, fill, strand, "filling n2 strands nothing; half of n1 would be stranded")
+	assert.Equal(t, int64(math.Round(sel.Score*100)), fill)
+	assert.Equal(t, int64(math.Round(sel.Score*25)), strand, "half the tray stranded and no stranded GPU filled")
+	assert.Nil(t, p.PlacementScoreExtensions())
+}
+
+// BenchmarkGeneratePlacements: 64 racks of 8 GB200 trays (512 nodes,
+// 2,048 GPUs), every other tray with 2 GPUs in use; a group of 4 pods x
+// 4 GPUs with a rack key fits in every rack (on its 4 free trays). Each
+// call builds a snapshot of every rack and checks it with package gang.
+func BenchmarkGeneratePlacements(b *testing.B) {
+	t := &testing.T{}
+	p := newPlugin(t, "")
+	topo := tray(t, 1)
+	var infos []fwk.NodeInfo
+	for r := range 64 {
+		for k := range 8 {
+			node := nodeObj(t, fmt.Sprintf("n%d-%d", r, k), topo)
+			node.Labels["example.com/rack"] = fmt.Sprintf("r%d", r)
+			ni := fakeNodeInfo{node: node}
+			if k%2 == 1 {
+				ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod(node.Name+"-used", 2, map[string]string{AnnotationDevices: "0,1"})}}
+			}
+			infos = append(infos, ni)
+		}
+	}
+	var pods []*v1.Pod
+	for i := range 4 {
+		pods = append(pods, gpuPod(fmt.Sprintf("m%d", i), 4, nil))
+	}
+	pg := fakePodGroup{pods: pods, pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
+		Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
+	parent := &fwk.Placement{Name: "all", Nodes: infos}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+		if !st.IsSuccess() || len(res.Placements) != 64 {
+			b.Fatalf("%v %d placements", st, len(res.Placements))
+		}
+	}
+}
