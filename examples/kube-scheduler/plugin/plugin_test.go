@@ -54,6 +54,9 @@ type fakeNodeInfo struct {
 func (n fakeNodeInfo) Node() *v1.Node         { return n.node }
 func (n fakeNodeInfo) GetPods() []fwk.PodInfo { return n.pods }
 
+// GetGeneration is 0: every call is a NodeInfo the plugin has not verified.
+func (n fakeNodeInfo) GetGeneration() int64 { return 0 }
+
 func newState() *fakeState { return &fakeState{data: map[fwk.StateKey]fwk.StateData{}} }
 
 func gpuPod(name string, gpus int64, ann map[string]string) *v1.Pod {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube"
 )
@@ -78,7 +79,11 @@ type topoEntry struct {
 	value string
 	once  sync.Once
 	node  *topology.Node
-	err   error
+	// compiled is node prepared for selection (scoring.Compile), held here
+	// so that the scoring package's bounded handle cache never has to
+	// compile a node again in a large cluster.
+	compiled *scoring.Compiled
+	err      error
 }
 
 func newTopoCache(logger klog.Logger) *topoCache {
@@ -88,6 +93,23 @@ func newTopoCache(logger klog.Logger) *topoCache {
 // get returns the node's decoded topology, or a short error (at most
 // MaxReasonBytes) saying why there is none.
 func (c *topoCache) get(node *v1.Node) (*topology.Node, error) {
+	e, err := c.entry(node)
+	if err != nil {
+		return nil, err
+	}
+	return e.node, nil
+}
+
+// compiled returns the node's compiled topology, or get's error.
+func (c *topoCache) compiled(node *v1.Node) (*scoring.Compiled, error) {
+	e, err := c.entry(node)
+	if err != nil {
+		return nil, err
+	}
+	return e.compiled, nil
+}
+
+func (c *topoCache) entry(node *v1.Node) (*topoEntry, error) {
 	value, ok := node.Annotations[kube.AnnotationTopology]
 	if !ok {
 		return nil, errNoAnnotation
@@ -105,7 +127,7 @@ func (c *topoCache) get(node *v1.Node) (*topology.Node, error) {
 		c.mu.Unlock()
 	}
 	e.once.Do(func() { c.fill(node.Name, e) })
-	return e.node, e.err
+	return e, e.err
 }
 
 func (s topoSlot) lookup(value string) *topoEntry {
@@ -150,7 +172,12 @@ func (c *topoCache) fill(name string, e *topoEntry) {
 		e.err = c.reject(name, e.value, err, nil)
 		return
 	}
-	e.node = n
+	compiled, err := scoring.Compile(n)
+	if err != nil {
+		e.err = c.reject(name, e.value, err, nil)
+		return
+	}
+	e.node, e.compiled = n, compiled
 }
 
 // reject logs why a node's annotation is unusable (once: fill runs once per
