@@ -66,7 +66,7 @@ func gpuPod(name string, gpus int64, ann map[string]string) *v1.Pod {
 			Limits: v1.ResourceList{"nvidia.com/gpu": q}}}}}}
 }
 
-func nodeObj(t *testing.T, name string, topo *topology.Node) *v1.Node {
+func nodeObj(t testing.TB, name string, topo *topology.Node) *v1.Node {
 	t.Helper()
 	l, a, err := kube.Metadata(topo)
 	if err != nil {
@@ -75,7 +75,7 @@ func nodeObj(t *testing.T, name string, topo *topology.Node) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: a}}
 }
 
-func newPlugin(t *testing.T, args string) *Plugin {
+func newPlugin(t testing.TB, args string) *Plugin {
 	t.Helper()
 	var obj runtime.Object
 	if args != "" {
