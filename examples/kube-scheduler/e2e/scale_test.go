@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -108,9 +109,7 @@ func TestScale(t *testing.T) {
 		t.Logf("%d nodes ready in %v", size, time.Since(start).Round(time.Second))
 		pods := scalePods(size)
 		for _, profile := range []string{"gputopo", "default-scheduler"} {
-			r := runScale(t, client, profile, size, pods)
-			results = append(results, r)
-			t.Log(r.String())
+			results = append(results, runScale(t, client, profile, size, pods))
 		}
 	}
 	t.Log("\n" + scaleTable(results))
@@ -369,8 +368,27 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 			r.attempt = q
 		}
 	}
+	t.Log(r.String())
 	zero := int64(0)
-	require.NoError(t, client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
+	// One DeleteCollection of thousands of pods outlasts the API server's
+	// request timeout on a slow machine: delete them one by one.
+	del := make(chan int)
+	var dwg sync.WaitGroup
+	for range 16 {
+		dwg.Go(func() {
+			for i := range del {
+				err := client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p%05d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("deleting pod %d: %v", i, err)
+				}
+			}
+		})
+	}
+	for i := range pods {
+		del <- i
+	}
+	close(del)
+	dwg.Wait()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil && len(l.Items) == 0, nil
