@@ -218,7 +218,11 @@ func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "sched.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, schedulerConfig, kubeconfig, permitTimeoutSeconds), 0o600); err != nil {
+	text := fmt.Appendf(nil, schedulerConfig, kubeconfig, permitTimeoutSeconds)
+	if schedulerConfigOverride != "" {
+		text = fmt.Appendf(nil, schedulerConfigOverride, kubeconfig)
+	}
+	if err := os.WriteFile(config, text, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts := options.NewOptions()

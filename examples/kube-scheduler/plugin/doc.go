@@ -4,20 +4,32 @@
 // that request GPUs (the nvidia.com/gpu or amd.com/gpu extended resources)
 // on the device sets the hardware wants:
 //
-//   - PreFilter reads the pod's GPU count and its optional scope
-//     annotations; pods without GPUs skip the plugin.
+//   - PreFilter reads the pod's request: its GPU count and the request
+//     annotations (AnnotationScope and AnnotationScopeMode, memory per
+//     device, a shared slice of one GPU, required devices; see
+//     request.go). Pods without GPUs skip the plugin; a malformed
+//     annotation rejects the pod (UnschedulableAndUnresolvable, an error
+//     wrapping ErrBadRequest that names the annotation and says what is
+//     wanted), which kube-scheduler shows in the pod's PodScheduled
+//     condition and FailedScheduling event.
 //   - Filter looks up the node's topology, decoded from the
-//     gputopo.io/topology annotation (package topology/kube) once per
-//     annotation value when the node informer delivers it (a decoder
-//     panic is recovered). A node whose annotation is missing, malformed,
-//     larger than topology/kube.MaxAnnotationBytes or beyond a library
-//     limit is filtered out (UnschedulableAndUnresolvable) with a reason
-//     of at most MaxReasonBytes, and the full cause is logged once per
-//     node and annotation value; other nodes are unaffected. Filter then
-//     rebuilds which devices are in use from the pods on the node
-//     (their gputopo.io/devices annotation, or this scheduler's own
-//     reservations for pods still binding) and asks scoring.SelectDevices
-//     for a device set; a node without one is filtered out with the reason.
+//     gputopo.io/topology annotation (package topology/kube) and compiled
+//     for package scoring once per annotation value when the node
+//     informer delivers it (a decoder panic is recovered). A node whose
+//     annotation is missing, malformed, larger than
+//     topology/kube.MaxAnnotationBytes or beyond a library limit is
+//     filtered out (UnschedulableAndUnresolvable) with a reason of at most
+//     MaxReasonBytes, and the full cause is logged once per node and
+//     annotation value; other nodes are unaffected. The devices in use
+//     (whole, or shared slices) are maintained from the pod informer's
+//     events and the plugin's own reservations (assumed at Reserve,
+//     forgotten at Unreserve), not rebuilt from the node's pods on every
+//     Filter: a node's view is rebuilt only when its GPU pods change, and
+//     is used only when its GPU pods are exactly those of the scheduler's
+//     NodeInfo (checked once per NodeInfo generation); otherwise (a
+//     preemption simulation, an event not yet delivered) Filter rebuilds
+//     the view from the NodeInfo's pods. scoring's Select then chooses a
+//     device set; a node without one is filtered out with the reason.
 //   - Score is scoring.ScoreNode of that set (0..100, comparable across
 //     nodes).
 //   - Reserve records the chosen devices; PreBind writes them on the pod as
@@ -44,7 +56,9 @@
 //     places the whole group, and ScorePlacement ranks them by device-set
 //     score and the GPUs they leave stranded.
 //
-// The plugin does not implement SignPlugin: its decisions depend on device
-// state that pod signatures cannot express, so kube-scheduler turns
-// opportunistic batching off for profiles that enable it.
+// The plugin implements SignPlugin, so kube-scheduler's opportunistic
+// batching stays on for its profile: the signature fragment holds the
+// parsed request and every gputopo.io/ annotation, so pods with equal
+// signatures get equal Filter and Score answers on every node in the same
+// state. Gang members and pods with a malformed request are not signed.
 package plugin

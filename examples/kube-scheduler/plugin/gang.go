@@ -142,15 +142,17 @@ func (g *gangTracker) setHold(h *hold) {
 	g.holds[h.key] = h
 }
 
-// holdOn marks as allocated in st the devices on node that holds keep
-// from the pod: for a pod in no gang, the holds of gangs that waited
-// first in line; for a gang member, the holds of the gangs assembling and
-// of those ahead of its gang.
-func (g *gangTracker) holdOn(pod *v1.Pod, key, node string, st *scoring.State) {
+// holdOn returns st with the devices on node that holds keep from the pod
+// marked as allocated: for a pod in no gang, the holds of gangs that
+// waited first in line; for a gang member, the holds of the gangs
+// assembling and of those ahead of its gang. st is the node's shared,
+// tracked state and is never modified: when a hold applies, holdOn
+// returns a clone.
+func (g *gangTracker) holdOn(pod *v1.Pod, key, node string, st *scoring.State) *scoring.State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.holds) == 0 {
-		return
+		return st
 	}
 	var hs []*hold
 	if key == "" {
@@ -166,13 +168,18 @@ func (g *gangTracker) holdOn(pod *v1.Pod, key, node string, st *scoring.State) {
 		}
 		hs = g.countedLocked(me)
 	}
+	cloned := false
 	for _, h := range hs {
 		for _, d := range h.byNode[node] {
 			if d < len(st.Devices) && !st.Usage(d).InUse() {
+				if !cloned {
+					st, cloned = st.Clone(), true
+				}
 				_ = st.Allocate(d) // in range and free: checked
 			}
 		}
 	}
+	return st
 }
 
 // holding returns a copy of the gang's hold, or nil.

@@ -53,6 +53,7 @@ type Plugin struct {
 	levels        []string // gang topology levels (gangLevels)
 
 	topos *topoCache // node name -> decoded annotation
+	track *tracker   // node name -> the GPU pods on it (informer events, reservations)
 
 	resMu        sync.Mutex
 	reservations map[types.UID]reservation
@@ -63,6 +64,15 @@ type Plugin struct {
 type reservation struct {
 	node    string
 	devices []int
+	pod     *v1.Pod
+}
+
+// reservation returns the plugin's reservation for a pod.
+func (p *Plugin) reservation(uid types.UID) (reservation, bool) {
+	p.resMu.Lock()
+	defer p.resMu.Unlock()
+	r, ok := p.reservations[uid]
+	return r, ok
 }
 
 var (
@@ -104,6 +114,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	p.gangs = newGangTracker(p)
+	p.track = newTracker(p.names)
 	if h != nil && h.SharedInformerFactory() != nil {
 		pods := h.SharedInformerFactory().Core().V1().Pods()
 		p.pods = pods.Lister()
@@ -111,10 +122,24 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if _, err := pods.Informer().AddEventHandler(handlers); err != nil {
 			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 		}
+		// Device use is maintained from the same events (see tracker).
+		if _, err := pods.Informer().AddEventHandler(p.track.informerHandler()); err != nil {
+			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+		}
 		// Node annotations are decoded when the informer delivers them,
 		// not in Filter (which finds them cached).
 		nodes := h.SharedInformerFactory().Core().V1().Nodes().Informer()
 		if _, err := nodes.AddEventHandler(p.topos.nodeEventHandler()); err != nil {
+			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
+		}
+		if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if node, ok := obj.(*v1.Node); ok {
+				p.track.forgetNode(node.Name)
+			}
+		}}); err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 		}
 	}
@@ -224,64 +249,30 @@ type podAlloc struct {
 
 // podDevices says which devices each GPU pod on a node holds: this
 // scheduler's reservation for a pod still binding, else the pod's
-// AnnotationDevices. A pod that holds GPUs but names none (placed by
-// another scheduler) is charged the highest-numbered free devices, so at
-// least the count stays right. Devices are never charged twice.
+// AnnotationDevices; a shared-slice pod holds a slice of its device. A pod
+// that holds GPUs but names none (placed by another scheduler) is charged
+// the highest-numbered idle devices, so at least the count stays right.
+// Devices are never charged twice (see buildView).
 func (p *Plugin) podDevices(n *topology.Node, ni fwk.NodeInfo) []podAlloc {
-	used := make([]bool, n.Len())
-	var out []podAlloc
-	var unknown []*v1.Pod
-	for _, pi := range ni.GetPods() {
-		pod := pi.GetPod()
-		p.resMu.Lock()
-		r, reserved := p.reservations[pod.UID]
-		p.resMu.Unlock()
-		var devs []int
-		if reserved && r.node == ni.Node().Name {
-			devs = r.devices
-		} else if v, ok := pod.Annotations[AnnotationDevices]; ok {
-			if parsed, err := parseDevices(v); err == nil {
-				devs = parsed
-			}
-		}
-		if devs == nil {
-			if gpuCount(pod, p.names) > 0 {
-				unknown = append(unknown, pod)
-			}
-			continue
-		}
-		var held []int
-		for _, d := range devs {
-			if d < n.Len() && !used[d] {
-				used[d] = true
-				held = append(held, d)
-			}
-		}
-		out = append(out, podAlloc{pod, held})
-	}
-	d := n.Len() - 1
-	for _, pod := range unknown {
-		var held []int
-		for k := gpuCount(pod, p.names); k > 0 && d >= 0; d-- {
-			if !used[d] {
-				used[d] = true
-				held = append(held, d)
-				k--
-			}
-		}
-		out = append(out, podAlloc{pod, held})
-	}
-	return out
+	return p.nodeView(n, ni).allocs
 }
 
-// nodeState is the scoring state of a node: every device some pod holds
-// (podDevices) is allocated.
-func (p *Plugin) nodeState(n *topology.Node, ni fwk.NodeInfo) *scoring.State {
-	st := scoring.NewState(n.Len())
-	for _, a := range p.podDevices(n, ni) {
-		_ = st.Allocate(a.devices...) // in range and disjoint by construction
+// nodeView is the device use on ni: the tracker's, maintained from
+// informer events, when its GPU pods are exactly ni's (the usual case,
+// checked once per NodeInfo generation), else rebuilt from ni's pods (a
+// preemption or nominated-pod simulation, or an event the plugin has not
+// yet received).
+func (p *Plugin) nodeView(n *topology.Node, ni fwk.NodeInfo) *nodeView {
+	if v := p.track.view(n, ni, p.holdsGPU(ni.Node().Name)); v != nil {
+		return v
 	}
-	return st
+	return p.rebuildView(n, ni)
+}
+
+// nodeState is the scoring state of a node (see nodeView). It is shared:
+// callers must not modify it.
+func (p *Plugin) nodeState(n *topology.Node, ni fwk.NodeInfo) *scoring.State {
+	return p.nodeView(n, ni).state
 }
 
 // Filter keeps nodes on which a device set meets the request. A node
@@ -298,13 +289,14 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	topo, err := p.topology(node)
+	c, err := p.topos.compiled(node)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	st := p.nodeState(topo, ni)
-	p.gangs.holdOn(pod, s.gang, node.Name, st) // capacity gangs hold (gang.go)
-	res, err := scoring.SelectDevices(topo, st, s.req)
+	// The tracked state is shared; holdOn returns a copy when gangs hold
+	// devices on this node (gang.go).
+	st := p.gangs.holdOn(pod, s.gang, node.Name, p.nodeState(c.Node(), ni))
+	res, err := c.Select(st, s.req)
 	if err != nil {
 		code := fwk.Unschedulable
 		if errors.Is(err, scoring.ErrInvalidRequest) || errors.Is(err, scoring.ErrTooManyDevices) {
@@ -370,9 +362,11 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if !ok {
 		return fwk.NewStatus(fwk.Error, "no device set was chosen on "+nodeName)
 	}
+	r := reservation{node: nodeName, devices: res.Devices(), pod: pod}
 	p.resMu.Lock()
-	p.reservations[pod.UID] = reservation{node: nodeName, devices: res.Devices()}
+	p.reservations[pod.UID] = r
 	p.resMu.Unlock()
+	p.track.assume(pod, r)
 	return nil
 }
 
@@ -382,6 +376,7 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	p.resMu.Lock()
 	delete(p.reservations, pod.UID)
 	p.resMu.Unlock()
+	p.track.forget(pod.UID)
 	if key, ok := gangKeyOf(pod); ok {
 		p.gangs.fail(klog.FromContext(ctx), key, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
 	}

@@ -54,6 +54,9 @@ type fakeNodeInfo struct {
 func (n fakeNodeInfo) Node() *v1.Node         { return n.node }
 func (n fakeNodeInfo) GetPods() []fwk.PodInfo { return n.pods }
 
+// GetGeneration is 0: every call is a NodeInfo the plugin has not verified.
+func (n fakeNodeInfo) GetGeneration() int64 { return 0 }
+
 func newState() *fakeState { return &fakeState{data: map[fwk.StateKey]fwk.StateData{}} }
 
 func gpuPod(name string, gpus int64, ann map[string]string) *v1.Pod {
@@ -63,7 +66,7 @@ func gpuPod(name string, gpus int64, ann map[string]string) *v1.Pod {
 			Limits: v1.ResourceList{"nvidia.com/gpu": q}}}}}}
 }
 
-func nodeObj(t *testing.T, name string, topo *topology.Node) *v1.Node {
+func nodeObj(t testing.TB, name string, topo *topology.Node) *v1.Node {
 	t.Helper()
 	l, a, err := kube.Metadata(topo)
 	if err != nil {
@@ -72,7 +75,7 @@ func nodeObj(t *testing.T, name string, topo *topology.Node) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: a}}
 }
 
-func newPlugin(t *testing.T, args string) *Plugin {
+func newPlugin(t testing.TB, args string) *Plugin {
 	t.Helper()
 	var obj runtime.Object
 	if args != "" {

@@ -118,7 +118,7 @@ func TestHoldOn(t *testing.T) {
 		pp := gpuPod(pod, 1, nil)
 		pp.Spec.Priority = &prio
 		pp.CreationTimestamp = metav1.NewTime(time.Unix(0, 3))
-		g.holdOn(pp, key, "n", st)
+		st = g.holdOn(pp, key, "n", st)
 		var out []int
 		for i := range 8 {
 			if st.Usage(i).InUse() {
@@ -132,8 +132,12 @@ func TestHoldOn(t *testing.T) {
 	assert.Equal(t, []int{2, 3}, held("m", "ns/urgent", 9), "a higher gang passes waiting holds, not assembling ones")
 	assert.Equal(t, []int{0, 1, 3}, held("m", "ns/asm", 5), "a gang never keeps off its own hold")
 	st := scoring.NewState(8)
-	g.holdOn(gpuPod("x", 1, nil), "", "other-node", st)
+	assert.Same(t, st, g.holdOn(gpuPod("x", 1, nil), "", "other-node", st), "holds are per node: nothing to hold, no copy")
 	assert.False(t, st.Usage(0).InUse(), "holds are per node")
+	shared := scoring.NewState(8)
+	held2 := g.holdOn(gpuPod("y", 1, nil), "", "n", shared)
+	assert.True(t, held2.Usage(0).InUse(), "a single pod keeps off the waiting hold")
+	assert.False(t, shared.Usage(0).InUse(), "the tracked (shared) state is never modified")
 
 	// A higher gang taking a hold drops the waiting holds it outranks.
 	g.setHold(&hold{key: "ns/urgent", priority: 9, placement: pl("n", 5)})

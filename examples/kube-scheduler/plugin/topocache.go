@@ -8,11 +8,13 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube"
 )
@@ -72,13 +74,43 @@ type topoCache struct {
 	nodes map[string]topoSlot
 }
 
-type topoSlot struct{ cur, prev *topoEntry }
+type topoSlot struct {
+	cur, prev *topoEntry
+	// alias is the annotation string of the latest Node object whose
+	// value equals aliasOf's but is another copy (a status update
+	// delivers a new object): recognising it by its data pointer spares
+	// Filter a byte-by-byte comparison of a kilobytes-long annotation.
+	alias   string
+	aliasOf *topoEntry
+}
+
+// sameString reports whether a and b are the same string in memory.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// fast finds the entry of a value held in memory by the slot.
+func (s topoSlot) fast(value string) *topoEntry {
+	switch {
+	case s.cur != nil && sameString(s.cur.value, value):
+		return s.cur
+	case s.aliasOf != nil && sameString(s.alias, value):
+		return s.aliasOf
+	case s.prev != nil && sameString(s.prev.value, value):
+		return s.prev
+	}
+	return nil
+}
 
 type topoEntry struct {
 	value string
 	once  sync.Once
 	node  *topology.Node
-	err   error
+	// compiled is node prepared for selection (scoring.Compile), held here
+	// so that the scoring package's bounded handle cache never has to
+	// compile a node again in a large cluster.
+	compiled *scoring.Compiled
+	err      error
 }
 
 func newTopoCache(logger klog.Logger) *topoCache {
@@ -88,13 +120,44 @@ func newTopoCache(logger klog.Logger) *topoCache {
 // get returns the node's decoded topology, or a short error (at most
 // MaxReasonBytes) saying why there is none.
 func (c *topoCache) get(node *v1.Node) (*topology.Node, error) {
+	e, err := c.entry(node)
+	if err != nil {
+		return nil, err
+	}
+	return e.node, nil
+}
+
+// compiled returns the node's compiled topology, or get's error.
+func (c *topoCache) compiled(node *v1.Node) (*scoring.Compiled, error) {
+	e, err := c.entry(node)
+	if err != nil {
+		return nil, err
+	}
+	return e.compiled, nil
+}
+
+func (c *topoCache) entry(node *v1.Node) (*topoEntry, error) {
 	value, ok := node.Annotations[kube.AnnotationTopology]
 	if !ok {
 		return nil, errNoAnnotation
 	}
 	c.mu.RLock()
-	e := c.nodes[node.Name].lookup(value)
+	s := c.nodes[node.Name]
+	e := s.fast(value)
+	alias := false
+	if e == nil {
+		e = s.lookup(value)
+		alias = e != nil
+	}
 	c.mu.RUnlock()
+	if alias {
+		c.mu.Lock()
+		if s := c.nodes[node.Name]; s.cur == e || s.prev == e {
+			s.alias, s.aliasOf = value, e
+			c.nodes[node.Name] = s
+		}
+		c.mu.Unlock()
+	}
 	if e == nil {
 		c.mu.Lock()
 		s := c.nodes[node.Name]
@@ -105,7 +168,7 @@ func (c *topoCache) get(node *v1.Node) (*topology.Node, error) {
 		c.mu.Unlock()
 	}
 	e.once.Do(func() { c.fill(node.Name, e) })
-	return e.node, e.err
+	return e, e.err
 }
 
 func (s topoSlot) lookup(value string) *topoEntry {
@@ -150,7 +213,12 @@ func (c *topoCache) fill(name string, e *topoEntry) {
 		e.err = c.reject(name, e.value, err, nil)
 		return
 	}
-	e.node = n
+	compiled, err := scoring.Compile(n)
+	if err != nil {
+		e.err = c.reject(name, e.value, err, nil)
+		return
+	}
+	e.node, e.compiled = n, compiled
 }
 
 // reject logs why a node's annotation is unusable (once: fill runs once per
