@@ -522,28 +522,7 @@ func (c *clearing) target(b *clearBest) *ClearingTarget {
 		d := x - int32(len(s.nodes))
 		out.Domain, out.Level = s.tree.path(d), s.tree.levelName(s.tree.doms[d].level)
 	}
-	for _, v := range b.victims {
-		vi := Victim{Job: v, Priority: c.prio[v]}
-		seen := map[string]bool{}
-		for _, k := range s.byJob[v] {
-			if !s.live[k] || c.gone(&s.allocs[k]) {
-				continue
-			}
-			a := &s.allocs[k]
-			vi.Pods++
-			vi.GPUs += a.wholeGPUs()
-			for _, m := range a.MIG {
-				vi.MIGSlices += m.Placement.Size
-			}
-			if !seen[a.Node] {
-				seen[a.Node] = true
-				vi.Nodes = append(vi.Nodes, a.Node)
-			}
-		}
-		slices.Sort(vi.Nodes)
-		out.Victims = append(out.Victims, vi)
-	}
-	slices.SortFunc(out.Victims, func(a, b Victim) int { return strings.Compare(a.Job, b.Job) })
+	out.Victims = s.victimSummary(b.victims, c.prio, c.gone)
 	return out
 }
 

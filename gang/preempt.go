@@ -479,11 +479,20 @@ func (rs *removalSearch) plan(r *removal) *Preemption {
 	} else {
 		out.Domain, out.Level = r.pl.Domain, r.pl.Level
 	}
-	for _, v := range r.victims {
-		vi := Victim{Job: v, Priority: rs.prio[v]}
+	out.Victims = s.victimSummary(r.victims, rs.prio, rs.gone)
+	return out
+}
+
+// victimSummary describes each victim job (sorted by name): its priority
+// and the pods, whole GPUs, MIG slices and nodes of its live allocations
+// that gone does not already count as leaving.
+func (s *Snapshot) victimSummary(jobs []string, prio map[string]int, gone func(*Allocation) bool) []Victim {
+	var out []Victim
+	for _, v := range jobs {
+		vi := Victim{Job: v, Priority: prio[v]}
 		seen := map[string]bool{}
 		for _, k := range s.byJob[v] {
-			if !s.live[k] || rs.gone(&s.allocs[k]) {
+			if !s.live[k] || gone(&s.allocs[k]) {
 				continue
 			}
 			a := &s.allocs[k]
@@ -498,8 +507,8 @@ func (rs *removalSearch) plan(r *removal) *Preemption {
 			}
 		}
 		slices.Sort(vi.Nodes)
-		out.Victims = append(out.Victims, vi)
+		out = append(out, vi)
 	}
-	slices.SortFunc(out.Victims, func(a, b Victim) int { return strings.Compare(a.Job, b.Job) })
+	slices.SortFunc(out, func(a, b Victim) int { return strings.Compare(a.Job, b.Job) })
 	return out
 }
