@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
-	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -69,41 +68,9 @@ type band struct {
 }
 
 func bands(res []*simulate.Result, from int) []band {
-	var order []string
-	runs := map[string][]*simulate.Result{}
-	for _, r := range res {
-		if _, ok := runs[r.Policy]; !ok {
-			order = append(order, r.Policy)
-		}
-		runs[r.Policy] = append(runs[r.Policy], r)
-	}
 	var out []band
-	for _, name := range order {
-		b := band{policy: name, seeds: len(runs[name])}
-		perArrival := map[int][]float64{}
-		for _, r := range runs[name] {
-			for _, bin := range r.Bins() {
-				if bin.Arrival >= from {
-					perArrival[bin.Arrival] = append(perArrival[bin.Arrival], 100-bin.Allocation)
-				}
-			}
-		}
-		var arrivals []int
-		for a := range perArrival {
-			arrivals = append(arrivals, a)
-		}
-		slices.Sort(arrivals)
-		for _, a := range arrivals {
-			v := perArrival[a]
-			slices.Sort(v)
-			b.x = append(b.x, float64(a))
-			b.median = append(b.median, simulate.Quantile(v, 0.5))
-			b.lo = append(b.lo, simulate.Quantile(v, 0.25))
-			b.hi = append(b.hi, simulate.Quantile(v, 0.75))
-		}
-		if len(b.x) > 0 {
-			out = append(out, b)
-		}
+	for _, b := range simulate.UnallocatedBands(res, from) {
+		out = append(out, band{policy: b.Policy, seeds: b.Seeds, x: b.Arrival, median: b.Median, lo: b.Low, hi: b.High})
 	}
 	return out
 }

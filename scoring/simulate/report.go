@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -172,4 +173,56 @@ func ratioStats(v []float64) (mean, p10, below float64) {
 		}
 	}
 	return mean, p10, float64(n) / float64(len(v))
+}
+
+// Band is one policy's unallocated-GPU curve over its seeds, as the
+// paper's figures draw it: per arrival % of the cluster's GPU capacity
+// (Arrival), the median (Median) and the 25th and 75th percentiles (Low,
+// High) over the seeds of the unallocated GPU %.
+type Band struct {
+	Policy  string    `json:"policy"`
+	Seeds   int       `json:"seeds"`
+	Arrival []float64 `json:"arrival"`
+	Median  []float64 `json:"median"`
+	Low     []float64 `json:"low"`
+	High    []float64 `json:"high"`
+}
+
+// UnallocatedBands summarises runs per policy, in the order the policies
+// first appear in res, over the bins at arrival % from and above. A
+// policy without such a bin is left out.
+func UnallocatedBands(res []*Result, from int) []Band {
+	var order []string
+	runs := map[string][]*Result{}
+	for _, r := range res {
+		if _, ok := runs[r.Policy]; !ok {
+			order = append(order, r.Policy)
+		}
+		runs[r.Policy] = append(runs[r.Policy], r)
+	}
+	var out []Band
+	for _, name := range order {
+		b := Band{Policy: name, Seeds: len(runs[name])}
+		perArrival := map[int][]float64{}
+		for _, r := range runs[name] {
+			for _, bin := range r.Bins() {
+				if bin.Arrival >= from {
+					perArrival[bin.Arrival] = append(perArrival[bin.Arrival], 100-bin.Allocation)
+				}
+			}
+		}
+		arrivals := slices.Sorted(maps.Keys(perArrival))
+		for _, a := range arrivals {
+			v := perArrival[a]
+			slices.Sort(v)
+			b.Arrival = append(b.Arrival, float64(a))
+			b.Median = append(b.Median, Quantile(v, 0.5))
+			b.Low = append(b.Low, Quantile(v, 0.25))
+			b.High = append(b.High, Quantile(v, 0.75))
+		}
+		if len(b.Arrival) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
 }

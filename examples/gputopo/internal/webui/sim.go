@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/gputopo/gputopo/scoring/simulate"
@@ -44,13 +43,7 @@ const chartFrom = 75
 
 // simCurve is one policy's curve: per arrival %, the median and the 25th
 // and 75th percentiles over the seeds of the unallocated GPU %.
-type simCurve struct {
-	Policy  string    `json:"policy"`
-	Arrival []float64 `json:"arrival"`
-	Median  []float64 `json:"median"`
-	Low     []float64 `json:"low"`
-	High    []float64 `json:"high"`
-}
+type simCurve = simulate.Band
 
 // simChart is /api/simulate.
 type simChart struct {
@@ -95,43 +88,9 @@ func cmpOrInt(a, b int) int {
 	return b
 }
 
-// curves summarises the runs per policy, in the order of res.
+// curves summarises the runs per policy, in the order of res (never
+// nil, so the page always gets a list).
 func curves(res []*simulate.Result) []simCurve {
-	var order []string
-	runs := map[string][]*simulate.Result{}
-	for _, r := range res {
-		if _, ok := runs[r.Policy]; !ok {
-			order = append(order, r.Policy)
-		}
-		runs[r.Policy] = append(runs[r.Policy], r)
-	}
 	out := []simCurve{}
-	for _, name := range order {
-		c := simCurve{Policy: name}
-		perArrival := map[int][]float64{}
-		for _, r := range runs[name] {
-			for _, bin := range r.Bins() {
-				if bin.Arrival >= chartFrom {
-					perArrival[bin.Arrival] = append(perArrival[bin.Arrival], 100-bin.Allocation)
-				}
-			}
-		}
-		var arrivals []int
-		for a := range perArrival {
-			arrivals = append(arrivals, a)
-		}
-		slices.Sort(arrivals)
-		for _, a := range arrivals {
-			v := perArrival[a]
-			slices.Sort(v)
-			c.Arrival = append(c.Arrival, float64(a))
-			c.Median = append(c.Median, simulate.Quantile(v, 0.5))
-			c.Low = append(c.Low, simulate.Quantile(v, 0.25))
-			c.High = append(c.High, simulate.Quantile(v, 0.75))
-		}
-		if len(c.Arrival) > 0 {
-			out = append(out, c)
-		}
-	}
-	return out
+	return append(out, simulate.UnallocatedBands(res, chartFrom)...)
 }
