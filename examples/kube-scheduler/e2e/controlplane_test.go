@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,7 +23,6 @@ import (
 	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
@@ -186,25 +182,26 @@ profiles:
 
 func startControlPlane(t *testing.T, permitTimeoutSeconds int) *controlPlane {
 	t.Helper()
-	etcdURL := startEtcd(t)
-	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
-	storage.Transport.ServerList = []string{etcdURL}
-	// Without kube-controller-manager nobody creates the default service
-	// account or removes the not-ready taint from new nodes.
-	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
-	server := apiservertesting.StartTestServerOrDie(t,
-		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
-	t.Cleanup(server.TearDownFn)
-	client, err := kubernetes.NewForConfig(server.ClientConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := &controlPlane{config: server.ClientConfig, client: client}
+	cp := startAPIServerOnly(t)
 	startScheduler(t, cp, permitTimeoutSeconds)
 	return cp
 }
 
+// startScheduler starts kube-scheduler with GPUTopology and schedulerConfig
+// (or schedulerConfigOverride, when a test set it).
 func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
+	t.Helper()
+	if schedulerConfigOverride != "" {
+		startSchedulerConfig(t, cp, schedulerConfigOverride)
+		return
+	}
+	startSchedulerConfig(t, cp, schedulerConfig, permitTimeoutSeconds)
+}
+
+// startSchedulerConfig starts kube-scheduler with GPUTopology on cp,
+// configured by format: its first verb is the kubeconfig path, args fill
+// the others.
+func startSchedulerConfig(t *testing.T, cp *controlPlane, format string, args ...any) {
 	t.Helper()
 	cfg := cp.config
 	dir := t.TempDir()
@@ -218,11 +215,7 @@ func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "sched.yaml")
-	text := fmt.Appendf(nil, schedulerConfig, kubeconfig, permitTimeoutSeconds)
-	if schedulerConfigOverride != "" {
-		text = fmt.Appendf(nil, schedulerConfigOverride, kubeconfig)
-	}
-	if err := os.WriteFile(config, text, 0o600); err != nil {
+	if err := os.WriteFile(config, fmt.Appendf(nil, format, append([]any{kubeconfig}, args...)...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts := options.NewOptions()

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,17 +15,10 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/configz"
-	fwk "k8s.io/kube-scheduler/framework"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
 	"github.com/gputopo/gputopo/provider/catalog"
@@ -76,54 +67,7 @@ profiles:
 func startGangControlPlane(t *testing.T) *controlPlane {
 	t.Helper()
 	cp := startAPIServerOnly(t)
-	cfg := cp.config
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName}
-	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
-	kc.CurrentContext = "e2e"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "sched.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, gangSchedulerConfig, kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts := options.NewOptions()
-	opts.ConfigFile = config
-	opts.SecureServing.BindPort = 0
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := plugin.New(ctx, obj, h)
-		if err == nil {
-			cp.plugin.Store(p.(*plugin.Plugin))
-		}
-		return p, err
-	}
-	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(plugin.Name, factory))
-	if err != nil {
-		cancel()
-		t.Fatalf("scheduler setup: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cc, sched) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("scheduler did not stop in 30 s")
-		}
-		configz.Delete("componentconfig")
-	})
-	select {
-	case err := <-done:
-		done <- err
-		t.Fatalf("scheduler stopped right away: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	startSchedulerConfig(t, cp, gangSchedulerConfig)
 	return cp
 }
 
