@@ -31,7 +31,7 @@ func mixGrid() []Mix {
 // prints the README's table and fails where Lookahead allocates less than
 // FGD at 100% or 110% arrival. It takes minutes: GPUTOPO_MIXGRID=N runs it
 // with seeds 42..42+N-1, GPUTOPO_MIXGRID_TRACE=1 adds the trace (the
-// README's table used N=3; its trace row is `gputopo simulate`, seeds
+// README's table used N=10; its trace row is `gputopo simulate`, seeds
 // 42-51).
 func TestMixGrid(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("GPUTOPO_MIXGRID"))
