@@ -249,8 +249,12 @@ func TestNodeAgentRestartKeepsPublication(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- first.Run(runCtx) }()
+	// The slices are applied before the node's labels: wait for the whole
+	// publication (State blocks while a sync runs and records Published
+	// only when it completed), not just the slices, before stopping, or
+	// the stop may cut the labels' patch short.
 	waitView(ctx, t, c, nodeName, dra.DefaultDriver, 10*time.Second, "first publication", func(v agentView) bool {
-		return len(v.slices) > 0
+		return len(v.slices) > 0 && !first.State().Published.IsZero()
 	})
 	stop()
 	require.NoError(t, <-done)
