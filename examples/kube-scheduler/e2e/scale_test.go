@@ -37,9 +37,11 @@ import (
 
 // scaleConfig has two profiles in one scheduler: the default one, and
 // "gputopo", the default plugins plus GPUTopology at every extension
-// point it implements (score weight 10, as the README suggests). The
-// client's rate limit is lifted (as scheduler_perf does): GPUTopology's
-// PreBind writes the device annotation, one more API call per GPU pod.
+// point it implements (score weight 10, as the README suggests), binding
+// GPU pods itself with the device annotations in the Binding
+// (bindWithAnnotations; GPUTopology listed first under bind) so each pod
+// costs one write. The client's rate limit is lifted (as scheduler_perf
+// does).
 const scaleConfig = `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -56,10 +58,14 @@ profiles:
       enabled:
       - name: GPUTopology
         weight: 10
+    bind:
+      enabled:
+      - name: GPUTopology
   pluginConfig:
   - name: GPUTopology
     args:
       permitTimeoutSeconds: 30
+      bindWithAnnotations: true
 `
 
 // scaleShapes are the catalogue machines the scale nodes cycle through
@@ -273,7 +279,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	_, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	var bound atomic.Int64
+	var bound, unannotated atomic.Int64
 	var lastBind atomic.Int64
 	var timesMu sync.Mutex
 	var times []time.Time
@@ -284,6 +290,9 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 			o, n := oldObj.(*v1.Pod), newObj.(*v1.Pod)
 			if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
 				now := time.Now()
+				if profile == "gputopo" && n.Annotations[plugin.AnnotationDevices] == "" {
+					unannotated.Add(1) // the binding must carry the devices
+				}
 				bound.Add(1)
 				lastBind.Store(now.UnixNano())
 				timesMu.Lock()
@@ -339,6 +348,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		end = time.Now()
 	}
 	after := gatherHistograms(t)
+	require.Zero(t, unannotated.Load(), "%s: pods bound without their device annotation", profile)
 	timesMu.Lock()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	var t90 time.Duration

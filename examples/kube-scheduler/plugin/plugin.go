@@ -42,6 +42,14 @@ type Args struct {
 	// domain of the node's topology annotation) is always the narrowest
 	// level below them. See gangLevels.
 	TopologyLevels []string `json:"topologyLevels,omitempty"`
+	// BindWithAnnotations makes GPUTopology bind the pods it reserved
+	// devices for itself, carrying the device annotations in the Binding
+	// (the API server merges them onto the pod), so each such pod costs one
+	// write instead of PreBind's patch plus the binding. The profile must
+	// list GPUTopology under bind.enabled so that it runs before
+	// DefaultBinder (see the README). Should another binder bind such a pod
+	// anyway, PostBind writes the annotations afterwards and logs an error.
+	BindWithAnnotations bool `json:"bindWithAnnotations,omitempty"`
 }
 
 // Plugin is the GPUTopology plugin. Create it with New.
@@ -51,6 +59,7 @@ type Plugin struct {
 	names         []v1.ResourceName
 	permitTimeout time.Duration
 	levels        []string // gang topology levels (gangLevels)
+	bindAnn       bool     // Args.BindWithAnnotations
 
 	topos *topoCache // node name -> decoded annotation
 	track *tracker   // node name -> the GPU pods on it (informer events, reservations)
@@ -65,6 +74,7 @@ type reservation struct {
 	node    string
 	devices []int
 	pod     *v1.Pod
+	bound   bool // Bind bound the pod with its annotations (BindWithAnnotations)
 }
 
 // reservation returns the plugin's reservation for a pod.
@@ -84,6 +94,8 @@ var (
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
 	_ fwk.PermitPlugin      = (*Plugin)(nil)
 	_ fwk.PreBindPlugin     = (*Plugin)(nil)
+	_ fwk.BindPlugin        = (*Plugin)(nil)
+	_ fwk.PostBindPlugin    = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
@@ -101,6 +113,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p := &Plugin{handle: h, names: DefaultResourceNames, permitTimeout: 30 * time.Second,
 		topos: newTopoCache(klog.FromContext(ctx).WithName(Name)), reservations: map[types.UID]reservation{}}
+	p.bindAnn = args.BindWithAnnotations
 	if args.PermitTimeoutSeconds > 0 {
 		p.permitTimeout = time.Duration(args.PermitTimeoutSeconds) * time.Second
 	}
@@ -392,13 +405,28 @@ func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	return p.gangs.permit(klog.FromContext(ctx), pod, spec)
 }
 
-// PreBind writes the chosen devices on the pod.
+// PreBind writes the chosen devices on the pod (with
+// Args.BindWithAnnotations it leaves them to Bind).
 func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if p.bindAnn {
+		return nil // Bind carries the annotations
+	}
+	ann, ok := p.deviceAnnotations(pod, nodeName)
+	if !ok {
+		return nil // the pod needs no GPU
+	}
+	return p.patchAnnotations(ctx, pod, ann)
+}
+
+// deviceAnnotations are the annotations that record the pod's reserved
+// devices (and its gang's domain); false when the plugin reserved nothing
+// for the pod on nodeName.
+func (p *Plugin) deviceAnnotations(pod *v1.Pod, nodeName string) (map[string]string, bool) {
 	p.resMu.Lock()
 	r, ok := p.reservations[pod.UID]
 	p.resMu.Unlock()
 	if !ok || r.node != nodeName {
-		return nil // the pod needs no GPU
+		return nil, false
 	}
 	ann := map[string]string{AnnotationDevices: formatDevices(r.devices)}
 	maps.Copy(ann, p.gangs.bindAnnotations(pod.UID)) // the gang's domain (gang.go)
@@ -415,6 +443,11 @@ func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 			}
 		}
 	}
+	return ann, true
+}
+
+// patchAnnotations merges ann into the pod's annotations.
+func (p *Plugin) patchAnnotations(ctx context.Context, pod *v1.Pod, ann map[string]string) *fwk.Status {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -425,13 +458,64 @@ func (p *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
+// Bind implements fwk.BindPlugin. With Args.BindWithAnnotations it binds
+// the pods it reserved devices for, the device annotations riding in the
+// Binding: one pod write. Otherwise, and for other pods, it skips, and
+// DefaultBinder binds.
+func (p *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if !p.bindAnn {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	ann, ok := p.deviceAnnotations(pod, nodeName)
+	if !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	b := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s with its devices: %w", pod.Namespace, pod.Name, err))
+	}
+	p.resMu.Lock()
+	if r, ok := p.reservations[pod.UID]; ok {
+		r.bound = true
+		p.reservations[pod.UID] = r
+	}
+	p.resMu.Unlock()
+	return nil
+}
+
+// PostBind implements fwk.PostBindPlugin: with Args.BindWithAnnotations,
+// a pod with reserved devices that another binder bound (GPUTopology not
+// listed first under bind.enabled) gets its annotations now, and the
+// misconfiguration is logged.
+func (p *Plugin) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if !p.bindAnn {
+		return
+	}
+	p.resMu.Lock()
+	r, ok := p.reservations[pod.UID]
+	p.resMu.Unlock()
+	if !ok || r.bound || r.node != nodeName {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	logger.Error(nil, "Pod was bound by another bind plugin although bindWithAnnotations is set; list GPUTopology under bind.enabled so it binds first. Writing the device annotations after the binding", "pod", klog.KObj(pod))
+	if ann, ok := p.deviceAnnotations(pod, nodeName); ok {
+		if st := p.patchAnnotations(ctx, pod, ann); !st.IsSuccess() {
+			logger.Error(st.AsError(), "Recording devices after binding failed", "pod", klog.KObj(pod))
+		}
+	}
+}
+
 // PreBindPreFlight implements fwk.PreBindPlugin: PreBind has work to do
 // only for pods the plugin reserved devices for.
 func (p *Plugin) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	p.resMu.Lock()
 	_, ok := p.reservations[pod.UID]
 	p.resMu.Unlock()
-	if !ok {
+	if !ok || p.bindAnn {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return &fwk.PreBindPreFlightResult{}, nil
