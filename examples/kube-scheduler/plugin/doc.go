@@ -35,7 +35,9 @@
 //   - Reserve records the chosen devices; PreBind writes them on the pod as
 //     the gputopo.io/devices annotation (indices) and gputopo.io/device-ids
 //     (UUIDs, when the topology has them), for the device plugin or DRA
-//     driver to honour.
+//     driver to honour. With Args.BindWithAnnotations, Bind instead binds
+//     the pod with those annotations in the Binding (one pod write), and
+//     PostBind writes them if another binder bound the pod first.
 //   - Permit holds members of a gang (label gputopo.io/gang=<name>, or
 //     scheduling.x-k8s.io/pod-group=<name>, with gputopo.io/gang-min-count=<n>)
 //     until n members are placed, then lets them all bind together. Before
