@@ -44,14 +44,7 @@ type Summary struct {
 // summarises each at the given arrival percentage. Policies whose replays
 // never reach it are left out.
 func Summarize(results []*Result, arrival int) []Summary {
-	var names []string
-	byName := map[string][]*Result{}
-	for _, r := range results {
-		if _, ok := byName[r.Policy]; !ok {
-			names = append(names, r.Policy)
-		}
-		byName[r.Policy] = append(byName[r.Policy], r)
-	}
+	names, byName := byPolicy(results)
 	var out []Summary
 	for _, name := range names {
 		var alloc []float64
@@ -128,14 +121,7 @@ type BandwidthSummary struct {
 // pods that arrived up to arrival % of capacity. Policies without such
 // pods are left out.
 func SummarizeBandwidth(results []*Result, arrival int) []BandwidthSummary {
-	var names []string
-	byName := map[string][]*Result{}
-	for _, r := range results {
-		if _, ok := byName[r.Policy]; !ok {
-			names = append(names, r.Policy)
-		}
-		byName[r.Policy] = append(byName[r.Policy], r)
-	}
+	names, byName := byPolicy(results)
 	var out []BandwidthSummary
 	for _, name := range names {
 		var ring, agg []float64
@@ -192,14 +178,7 @@ type Band struct {
 // first appear in res, over the bins at arrival % from and above. A
 // policy without such a bin is left out.
 func UnallocatedBands(res []*Result, from int) []Band {
-	var order []string
-	runs := map[string][]*Result{}
-	for _, r := range res {
-		if _, ok := runs[r.Policy]; !ok {
-			order = append(order, r.Policy)
-		}
-		runs[r.Policy] = append(runs[r.Policy], r)
-	}
+	order, runs := byPolicy(res)
 	var out []Band
 	for _, name := range order {
 		b := Band{Policy: name, Seeds: len(runs[name])}
@@ -225,4 +204,18 @@ func UnallocatedBands(res []*Result, from int) []Band {
 		}
 	}
 	return out
+}
+
+// byPolicy groups results by policy: the policy names in order of first
+// appearance, and each policy's results in their order.
+func byPolicy(results []*Result) ([]string, map[string][]*Result) {
+	var names []string
+	byName := map[string][]*Result{}
+	for _, r := range results {
+		if _, ok := byName[r.Policy]; !ok {
+			names = append(names, r.Policy)
+		}
+		byName[r.Policy] = append(byName[r.Policy], r)
+	}
+	return names, byName
 }
