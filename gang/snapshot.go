@@ -407,35 +407,11 @@ func idleMIGSlices(l *mig.Layout) int {
 }
 
 // canonicalNode returns n without the identifiers that make every real
-// machine's Fingerprint unique (device UUIDs, PCI addresses, health
-// reasons, NIC addresses, the fabric domain, the name), so that nodes of one
-// hardware shape share one scoring.Compiled. Device indices are unchanged.
+// machine's Fingerprint unique (topology.Node.WithoutIdentifiers), so that
+// nodes of one hardware shape in the same state share one
+// scoring.Compiled. Device indices are unchanged.
 func canonicalNode(n *topology.Node) *topology.Node {
-	b := topology.NewBuilder()
-	for _, d := range n.Devices() {
-		d.ID, d.PCI, d.HealthReason = "", topology.PCIAddress{}, ""
-		b.AddDevice(d)
-	}
-	for i := range n.Len() {
-		for j := range n.Len() {
-			if i != j {
-				b.SetLink(i, j, n.Link(i, j))
-			}
-		}
-	}
-	for k, nic := range n.NICs() {
-		nic.PCI = topology.PCIAddress{}
-		b.AddNIC(nic)
-		for d := range n.Len() {
-			if l := n.NICLink(d, k); l != topology.LinkNone {
-				b.SetNICLink(d, k, l)
-			}
-		}
-	}
-	if d := n.NUMADistances(); d != nil {
-		b.SetNUMADistances(d)
-	}
-	c, err := b.Build()
+	c, err := n.WithoutIdentifiers()
 	if err != nil {
 		return n // cannot happen for a valid node; fall back to the node itself
 	}

@@ -162,3 +162,41 @@ func TestFingerprintsStable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = n.ShapeFingerprint(); _ = n.Fingerprint() }))
 }
+
+// WithoutIdentifiers makes two identical servers (different UUIDs, PCI
+// addresses, names, fabric clusters) one machine: equal full
+// fingerprints; health stays.
+func TestWithoutIdentifiers(t *testing.T) {
+	a, err := hgxBuilder(8, 1).SetFabric(topology.FabricDomain{ClusterUUID: "one", CliqueID: 1}).Build()
+	require.NoError(t, err)
+	b, err := hgxBuilder(8, 2).SetFabric(topology.FabricDomain{ClusterUUID: "other", CliqueID: 9}).Build()
+	require.NoError(t, err)
+	ca, err := a.WithoutIdentifiers()
+	require.NoError(t, err)
+	cb, err := b.WithoutIdentifiers()
+	require.NoError(t, err)
+	assert.Equal(t, ca.Fingerprint(), cb.Fingerprint(), "identical servers without identifiers are one machine")
+	assert.Empty(t, ca.Device(0).ID)
+	assert.Equal(t, topology.PCIAddress{}, ca.Device(0).PCI)
+	assert.Empty(t, ca.Name())
+	assert.Equal(t, a.Len(), ca.Len())
+	for i := range a.Len() {
+		for j := range a.Len() {
+			assert.Equal(t, a.Link(i, j), ca.Link(i, j), "link %d-%d", i, j)
+		}
+	}
+	noFabric, err := hgxBuilder(8, 1).Build()
+	require.NoError(t, err)
+	assert.Equal(t, noFabric.ShapeFingerprint(), ca.ShapeFingerprint(), "the fabric domain goes, the rest of the shape stays")
+
+	sick := rebuild(t, a, func(d *topology.Device) {
+		if d.Index == 3 {
+			d.Health, d.HealthReason = topology.Unhealthy, "XID 79"
+		}
+	}, nil)
+	cs, err := sick.WithoutIdentifiers()
+	require.NoError(t, err)
+	assert.Equal(t, topology.Unhealthy, cs.Device(3).Health)
+	assert.Equal(t, "XID 79", cs.Device(3).HealthReason, "health and its reason stay")
+	assert.NotEqual(t, ca.Fingerprint(), cs.Fingerprint())
+}

@@ -316,3 +316,38 @@ func (n *Node) computeIslands() {
 		n.islandOf[i] = k
 	}
 }
+
+// WithoutIdentifiers returns a copy of n without what names one machine:
+// device UUIDs and PCI addresses, NIC PCI addresses, the node's name and
+// its multi-node fabric domain (and Builder warnings). Everything else
+// stays (devices with model, memory, NUMA node, CPUs, health and its
+// reason, partitioning and packages; links; NICs; NUMA distances), so two
+// identical servers in the same state get equal Fingerprints. Device
+// indices are unchanged.
+func (n *Node) WithoutIdentifiers() (*Node, error) {
+	b := NewBuilder()
+	for _, d := range n.Devices() {
+		d.ID, d.PCI = "", PCIAddress{}
+		b.AddDevice(d)
+	}
+	for i := range n.Len() {
+		for j := range n.Len() {
+			if i != j {
+				b.SetLink(i, j, n.Link(i, j))
+			}
+		}
+	}
+	for k, nic := range n.NICs() {
+		nic.PCI = PCIAddress{}
+		b.AddNIC(nic)
+		for d := range n.Len() {
+			if l := n.NICLink(d, k); l != LinkNone {
+				b.SetNICLink(d, k, l)
+			}
+		}
+	}
+	if d := n.NUMADistances(); d != nil {
+		b.SetNUMADistances(d)
+	}
+	return b.Build()
+}

@@ -19,31 +19,7 @@ import (
 // NICs; NUMA distances. Identical servers in the same state therefore
 // share one entry of the cluster file's topology table.
 func shareable(n *topology.Node) (*topology.Node, error) {
-	b := topology.NewBuilder()
-	for _, d := range n.Devices() {
-		d.ID, d.PCI = "", topology.PCIAddress{}
-		b.AddDevice(d)
-	}
-	for i := range n.Len() {
-		for j := range n.Len() {
-			if i != j {
-				b.SetLink(i, j, n.Link(i, j))
-			}
-		}
-	}
-	for k, nic := range n.NICs() {
-		nic.PCI = topology.PCIAddress{}
-		b.AddNIC(nic)
-		for d := range n.Len() {
-			if l := n.NICLink(d, k); l != topology.LinkNone {
-				b.SetNICLink(d, k, l)
-			}
-		}
-	}
-	if d := n.NUMADistances(); d != nil {
-		b.SetNUMADistances(d)
-	}
-	return b.Build()
+	return n.WithoutIdentifiers()
 }
 
 // topologyTable collects the distinct shareable topologies of a capture.
