@@ -203,14 +203,8 @@ func (j *HierJob) Validate() error {
 			return jobErr("job %q: leaf name %q used twice (leaf names name the pods)", j.Name, g.Name)
 		}
 		leafNames[g.Name] = true
-		if g.Replicas > MaxJobPods {
-			return limitErr(ErrInvalidJob, "%s: replicas %d, more than MaxJobPods (%d)", where, g.Replicas, MaxJobPods)
-		}
-		if g.Replicas < 1 {
-			return jobErr("%s: replicas %d, want 1..%d", where, g.Replicas, MaxJobPods)
-		}
-		if g.MinReplicas < 0 || g.MinReplicas > g.Replicas {
-			return jobErr("%s: minReplicas %d, want 0..replicas (%d)", where, g.MinReplicas, g.Replicas)
+		if err := validateReplicas(where, g.Replicas, g.MinReplicas); err != nil {
+			return err
 		}
 		pods += g.Replicas
 		if pods > MaxJobPods {

@@ -254,14 +254,8 @@ func (j *Job) Validate() error {
 			return jobErr("job %q: pod set name %q used twice", j.Name, s.Name)
 		}
 		seen[s.Name] = true
-		if s.Replicas > MaxJobPods {
-			return limitErr(ErrInvalidJob, "%s: replicas %d, more than MaxJobPods (%d)", where, s.Replicas, MaxJobPods)
-		}
-		if s.Replicas < 1 {
-			return jobErr("%s: replicas %d, want 1..%d", where, s.Replicas, MaxJobPods)
-		}
-		if s.MinReplicas < 0 || s.MinReplicas > s.Replicas {
-			return jobErr("%s: minReplicas %d, want 0..replicas (%d)", where, s.MinReplicas, s.Replicas)
+		if err := validateReplicas(where, s.Replicas, s.MinReplicas); err != nil {
+			return err
 		}
 		if err := s.Pod.validate(where); err != nil {
 			return err
@@ -501,3 +495,18 @@ var probeNode = func() *topology.Node {
 	}
 	return n
 }()
+
+// validateReplicas checks a pod set's (or leaf group's) replicas (1 to
+// MaxJobPods) and minimum (0 to replicas).
+func validateReplicas(where string, replicas, minReplicas int) error {
+	if replicas > MaxJobPods {
+		return limitErr(ErrInvalidJob, "%s: replicas %d, more than MaxJobPods (%d)", where, replicas, MaxJobPods)
+	}
+	if replicas < 1 {
+		return jobErr("%s: replicas %d, want 1..%d", where, replicas, MaxJobPods)
+	}
+	if minReplicas < 0 || minReplicas > replicas {
+		return jobErr("%s: minReplicas %d, want 0..replicas (%d)", where, minReplicas, replicas)
+	}
+	return nil
+}
