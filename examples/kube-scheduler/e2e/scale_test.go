@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,6 +240,27 @@ type scaleResult struct {
 	plugin        map[string][2]float64 // GPUTopology extension point -> p50, p99 (s)
 	pluginSamples map[string]uint64
 	attempt       [2]float64 // scheduling attempt p50, p99 (s)
+	// cpu is the whole test process's CPU time (etcd, kube-apiserver,
+	// kube-scheduler, the clients creating pods) from the first create to
+	// the last bind.
+	cpu time.Duration
+}
+
+// cpuPerPod is the process's CPU time per bound pod: what a profile costs
+// whatever else the machine is doing (throughput on a loaded machine
+// depends on the load; CPU per pod much less).
+func (r scaleResult) cpuPerPod() time.Duration {
+	if r.bound == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.bound)
+}
+
+// processCPU is the test process's user plus system CPU time so far.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (r scaleResult) podsPerSecond() float64 { return float64(r.bound) / r.elapsed.Seconds() }
@@ -251,8 +273,9 @@ func (r scaleResult) podsPerSecond90() float64 {
 
 func (r scaleResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); attempt p50 %s p99 %s",
-		r.profile, r.nodes, r.bound, r.pods, r.elapsed.Round(time.Millisecond), r.podsPerSecond(), r.podsPerSecond90(), ms(r.attempt[0]), ms(r.attempt[1]))
+	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); CPU %v (%.2f ms per pod); attempt p50 %s p99 %s",
+		r.profile, r.nodes, r.bound, r.pods, r.elapsed.Round(time.Millisecond), r.podsPerSecond(), r.podsPerSecond90(),
+		r.cpu.Round(time.Millisecond), float64(r.cpuPerPod())/1e6, ms(r.attempt[0]), ms(r.attempt[1]))
 	for _, ep := range slices.Sorted(maps.Keys(r.extension)) {
 		fmt.Fprintf(&b, "; %s p50 %s p99 %s", ep, ms(r.extension[ep][0]), ms(r.extension[ep][1]))
 	}
@@ -308,13 +331,13 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	factory.WaitForCacheSync(stop)
 
 	before := gatherHistograms(t)
-	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" && profile == "gputopo" {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", nodes)))
+	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.pprof", nodes, profile)))
 		require.NoError(t, err)
 		require.NoError(t, pprof.StartCPUProfile(f))
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU(t)
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range 16 {
@@ -330,14 +353,17 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	close(work)
 	wg.Wait()
 	// Wait for binding to finish: all pods, or 10 s without progress.
-	last, lastChange := int64(-1), time.Now()
+	// The process's CPU time is read at each sign of progress, so the
+	// quiet 10 s that end a run with unplaceable pods are not counted.
+	last, lastChange, cpuEnd := int64(-1), time.Now(), processCPU(t)
 	for {
 		n := bound.Load()
 		if n == int64(len(pods)) {
+			cpuEnd = processCPU(t)
 			break
 		}
 		if n != last {
-			last, lastChange = n, time.Now()
+			last, lastChange, cpuEnd = n, time.Now(), processCPU(t)
 		} else if time.Since(lastChange) > 10*time.Second {
 			break
 		}
@@ -356,7 +382,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		t90 = times[k-1].Sub(start)
 	}
 	timesMu.Unlock()
-	r := scaleResult{profile: profile, nodes: nodes, pods: len(pods), bound: int(bound.Load()), elapsed: end.Sub(start), t90: t90,
+	r := scaleResult{profile: profile, nodes: nodes, pods: len(pods), bound: int(bound.Load()), elapsed: end.Sub(start), t90: t90, cpu: cpuEnd - cpuStart,
 		extension: map[string][2]float64{}, plugin: map[string][2]float64{}, pluginSamples: map[string]uint64{}}
 	for id, h := range after {
 		key := parseSeriesID(id)
@@ -516,8 +542,8 @@ func parseSeriesID(id string) histKey {
 // and the extension points' p50/p99.
 func scaleTable(rs []scaleResult) string {
 	var b strings.Builder
-	b.WriteString("| nodes | pods | profile | bound | pods/s (all / first 90%) | attempt p50 / p99 | PreFilter p99 | Filter p99 | Score p99 | Reserve p99 | PreBind p99 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| nodes | pods | profile | bound | pods/s (all / first 90%) | CPU per pod | attempt p50 / p99 | PreFilter p99 | Filter p99 | Score p99 | Reserve p99 | PreBind p99 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		p99 := func(ep string) string {
 			if q, ok := r.extension[ep]; ok {
@@ -525,8 +551,8 @@ func scaleTable(rs []scaleResult) string {
 			}
 			return "-"
 		}
-		fmt.Fprintf(&b, "| %d | %d | %s | %d | %.1f / %.1f | %s / %s | %s | %s | %s | %s | %s |\n", r.nodes, r.pods, r.profile, r.bound,
-			r.podsPerSecond(), r.podsPerSecond90(), ms(r.attempt[0]), ms(r.attempt[1]), p99("PreFilter"), p99("Filter"), p99("Score"),
+		fmt.Fprintf(&b, "| %d | %d | %s | %d | %.1f / %.1f | %.1f ms | %s / %s | %s | %s | %s | %s | %s |\n", r.nodes, r.pods, r.profile, r.bound,
+			r.podsPerSecond(), r.podsPerSecond90(), float64(r.cpuPerPod())/1e6, ms(r.attempt[0]), ms(r.attempt[1]), p99("PreFilter"), p99("Filter"), p99("Score"),
 			p99("Reserve"), p99("PreBind"))
 	}
 	b.WriteString("\nGPUTopology plugin (sampled cycles):\n\n| nodes | extension point/status | samples | p50 | p99 |\n|---|---|---|---|---|\n")

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -186,6 +185,7 @@ const stateKey fwk.StateKey = Name
 // about each node, for Score and Reserve.
 type cycleState struct {
 	req   scoring.Request
+	idle  idleKey
 	count int
 	gang  string
 	min   int
@@ -220,7 +220,7 @@ func readState(state fwk.CycleState) (*cycleState, error) {
 // PreFilter reads the pod's request; pods without GPUs skip the plugin.
 // Gang members also pass the gang admission check (see the package
 // documentation).
-func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, count, err := podRequest(pod, p.names)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
@@ -229,8 +229,11 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &cycleState{req: req, count: count, gang: spec.key, min: spec.min, nodes: map[string]scoring.Result{}}
+	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min, nodes: map[string]scoring.Result{}}
 	state.Write(stateKey, s)
+	if count > 0 && len(nodes) > 0 && !p.anyNodeMeetsIdle(req, s.idle, nodes) {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMet)
+	}
 	var res *fwk.PreFilterResult
 	if inGang {
 		var st *fwk.Status
@@ -302,20 +305,23 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	c, err := p.topos.compiled(node)
+	e, err := p.topos.entry(node)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	// The tracked state is shared; holdOn returns a copy when gangs hold
 	// devices on this node (gang.go).
-	st := p.gangs.holdOn(pod, s.gang, node.Name, p.nodeState(c.Node(), ni))
-	res, err := c.Select(st, s.req)
+	st := p.gangs.holdOn(pod, s.gang, node.Name, p.nodeState(e.node, ni))
+	res, err := e.compiled.Select(st, s.req)
 	if err != nil {
-		code := fwk.Unschedulable
-		if errors.Is(err, scoring.ErrInvalidRequest) || errors.Is(err, scoring.ErrTooManyDevices) {
-			code = fwk.UnschedulableAndUnresolvable
+		switch {
+		case isInvalid(err):
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		case !e.shape.meetsIdle(s.req, s.idle):
+			// Not even the idle node meets it: evicting pods will not help.
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMetHere)
 		}
-		return fwk.NewStatus(code, err.Error())
+		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	s.mu.Lock()
 	s.nodes[node.Name] = res

@@ -72,6 +72,10 @@ type topoCache struct {
 
 	mu    sync.RWMutex
 	nodes map[string]topoSlot
+	// shapes registers the distinct shapes of the decoded nodes (idle.go);
+	// pruneAt is the size at which it drops shapes no node has.
+	shapes  map[shapeKey]*shapeInfo
+	pruneAt int
 }
 
 type topoSlot struct {
@@ -110,11 +114,15 @@ type topoEntry struct {
 	// so that the scoring package's bounded handle cache never has to
 	// compile a node again in a large cluster.
 	compiled *scoring.Compiled
-	err      error
+	// shape is shared by the nodes of the same shape and health: which
+	// requests they can never meet (idle.go).
+	shape *shapeInfo
+	err   error
 }
 
 func newTopoCache(logger klog.Logger) *topoCache {
-	return &topoCache{logger: logger, decode: kube.DecodeAnnotation, nodes: map[string]topoSlot{}}
+	return &topoCache{logger: logger, decode: kube.DecodeAnnotation, nodes: map[string]topoSlot{},
+		shapes: map[shapeKey]*shapeInfo{}, pruneAt: 64}
 }
 
 // get returns the node's decoded topology, or a short error (at most
@@ -218,7 +226,7 @@ func (c *topoCache) fill(name string, e *topoEntry) {
 		e.err = c.reject(name, e.value, err, nil)
 		return
 	}
-	e.node, e.compiled = n, compiled
+	e.node, e.compiled, e.shape = n, compiled, c.shapeOf(n, compiled)
 }
 
 // reject logs why a node's annotation is unusable (once: fill runs once per

@@ -1,0 +1,184 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"pgregory.net/rapid"
+
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// idleShapes are catalogue machines with different fabrics, PCIe trees and
+// NUMA layouts.
+var idleShapes = []string{"dgx-h100", "dgx-a100", "dgx1-v100", "pcie-8gpu-2numa", "gb200-nvl72-tray", "workstation-2gpu-nvlink"}
+
+// TestIdleInfeasibleMonotone is the property the idle check rests on: a
+// request that fits a busy node fits the same node idle, so a request the
+// idle node cannot meet is met by no state of it. Random catalogue nodes,
+// random use (whole devices and shared slices) and random requests of
+// every kind podRequest builds.
+func TestIdleInfeasibleMonotone(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		topo, err := catalog.Get(rapid.SampledFrom(idleShapes).Draw(rt, "shape"))
+		require.NoError(rt, err)
+		c, err := scoring.Compile(topo)
+		require.NoError(rt, err)
+		n := topo.Len()
+		busy := scoring.NewState(n)
+		for d := range n {
+			switch rapid.IntRange(0, 2).Draw(rt, fmt.Sprintf("use%d", d)) {
+			case 1:
+				require.NoError(rt, busy.Allocate(d))
+			case 2:
+				_ = busy.AllocateShared(d, scoring.SharedSlice{
+					MemoryBytes:  uint64(rapid.IntRange(1, 80).Draw(rt, "sliceGiB")) << 30,
+					ComputeMilli: rapid.IntRange(0, 1000).Draw(rt, "sliceMilli")})
+			}
+		}
+		req := scoring.Request{
+			Scope:     scoring.Scope(rapid.IntRange(0, 4).Draw(rt, "scope")),
+			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
+		}
+		if rapid.Bool().Draw(rt, "sharedSlice") {
+			req.Shared = &scoring.SharedSlice{
+				MemoryBytes:  uint64(rapid.IntRange(0, 100).Draw(rt, "wantGiB")) << 30,
+				ComputeMilli: rapid.IntRange(1, 1000).Draw(rt, "wantMilli")}
+		} else {
+			req.Count = rapid.IntRange(1, n+1).Draw(rt, "count")
+			req.MinFreeMemory = uint64(rapid.SampledFrom([]int{0, 16, 40, 80, 100, 200}).Draw(rt, "minGiB")) << 30
+			for d := range n {
+				if len(req.Required) < req.Count && rapid.IntRange(0, 5).Draw(rt, fmt.Sprintf("req%d", d)) == 0 {
+					req.Required = append(req.Required, d)
+				}
+			}
+		}
+		_, busyErr := c.Select(busy, req)
+		_, idleErr := c.Select(scoring.NewState(n), req)
+		if busyErr == nil && idleErr != nil {
+			rt.Fatalf("%+v fits the busy node but not the idle one: %v", req, idleErr)
+		}
+		info := &shapeInfo{compiled: c, n: n, memo: map[idleKey]bool{}}
+		assert.Equal(rt, !impossible(idleErr), info.meetsIdle(req, idleKeyOf(req)))
+		assert.Equal(rt, !impossible(idleErr), info.meetsIdle(req, idleKeyOf(req)), "memoised answer")
+	})
+}
+
+func nodeInfos(nodes ...*v1.Node) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = fakeNodeInfo{node: n}
+	}
+	return out
+}
+
+// TestNeverMet: a request no node's idle GPUs meet (four GPUs in one NUMA
+// node, on a DGX A100, whose GPUs are spread two per NUMA node) is
+// rejected at PreFilter as unresolvable, before any Filter; with a node
+// that can meet it in the cluster (a DGX H100, four GPUs per socket),
+// PreFilter passes, Filter marks the other nodes unresolvable (so
+// preemption leaves them alone), and a node that is merely full stays
+// Unschedulable.
+func TestNeverMet(t *testing.T) {
+	p := newPlugin(t, "")
+	a100, err := catalog.Get("dgx-a100")
+	require.NoError(t, err)
+	h100, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	dgx := nodeObj(t, "a100", a100)
+	pod := gpuPod("p", 4, map[string]string{AnnotationScope: "numa"})
+
+	_, st := p.PreFilter(context.Background(), newState(), pod, nodeInfos(dgx))
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), st.Message())
+	assert.Equal(t, errNeverMet, st.Message())
+
+	// PreFilter learns the H100's shape from the node list even though no
+	// informer event has decoded it yet.
+	other := nodeObj(t, "h100", h100)
+	state := newState()
+	_, st = p.PreFilter(context.Background(), state, pod, nodeInfos(dgx, other))
+	require.True(t, st.IsSuccess(), st.Message())
+	st = p.Filter(context.Background(), state, pod, fakeNodeInfo{node: dgx})
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
+	assert.Equal(t, errNeverMetHere, st.Message())
+	assert.True(t, p.Filter(context.Background(), state, pod, fakeNodeInfo{node: other}).IsSuccess())
+
+	// Full, not impossible: eviction could help, so Unschedulable.
+	holder := gpuPod("holder", 8, map[string]string{AnnotationDevices: "0,1,2,3,4,5,6,7"})
+	full := fakeNodeInfo{node: other, pods: []fwk.PodInfo{fakePodInfo{pod: holder}}}
+	st = p.Filter(context.Background(), state, pod, full)
+	assert.Equal(t, fwk.Unschedulable, st.Code(), st.Message())
+
+	// A request some shape meets costs PreFilter no node lookups: the
+	// registry answers it.
+	plain := gpuPod("plain", 2, nil)
+	_, st = p.PreFilter(context.Background(), newState(), plain, nodeInfos(dgx, other))
+	assert.True(t, st.IsSuccess(), st.Message())
+}
+
+// TestIdleRegistryBounded: nodes that keep changing shape (here health,
+// one device after another failing, on many nodes) leave the registry
+// bounded by the shapes the cached nodes have, and a pod asking for many
+// distinct memory sizes leaves each memo bounded.
+func TestIdleRegistryBounded(t *testing.T) {
+	p := newPlugin(t, "")
+	base, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	var nodes []*v1.Node
+	for i := range 40 {
+		nodes = append(nodes, nodeObj(t, fmt.Sprintf("n%d", i), base))
+	}
+	for round := range 8 {
+		for i := range nodes {
+			// Node i has device (i+round)%8 unhealthy: a new shape key.
+			topo := withUnhealthy(t, base, (i+round)%8)
+			nodes[i] = nodeObj(t, nodes[i].Name, topo)
+			_, err = p.topos.get(nodes[i])
+			require.NoError(t, err)
+		}
+	}
+	p.topos.mu.RLock()
+	shapes := len(p.topos.shapes)
+	p.topos.mu.RUnlock()
+	// 8 health variants live (cur and prev of each node), at most twice
+	// that plus the floor before a prune.
+	assert.LessOrEqual(t, shapes, 64+2*8, "shapes registered")
+
+	e, err := p.topos.entry(nodes[0])
+	require.NoError(t, err)
+	before := totalAlloc()
+	for i := range 20 * maxIdleMemo {
+		req := scoring.Request{Count: 1, MinFreeMemory: uint64(i + 1)}
+		e.shape.meetsIdle(req, idleKeyOf(req))
+	}
+	alloc := totalAlloc() - before
+	e.shape.mu.Lock()
+	memo := len(e.shape.memo)
+	e.shape.mu.Unlock()
+	assert.LessOrEqual(t, memo, maxIdleMemo)
+	t.Logf("%d distinct requests: memo %d entries, %d bytes allocated", 20*maxIdleMemo, memo, alloc)
+}
+
+// withUnhealthy is topo with device d marked unhealthy.
+func withUnhealthy(t *testing.T, topo *topology.Node, d int) *topology.Node {
+	t.Helper()
+	raw, err := topo.MarshalJSON()
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	dev := doc["devices"].([]any)[d].(map[string]any)
+	dev["health"], dev["healthReason"] = "unhealthy", "xid 79"
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	out, err := topology.ParseJSON(raw)
+	require.NoError(t, err)
+	return out
+}
