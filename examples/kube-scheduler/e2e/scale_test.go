@@ -240,6 +240,9 @@ type scaleResult struct {
 	plugin        map[string][2]float64 // GPUTopology extension point -> p50, p99 (s)
 	pluginSamples map[string]uint64
 	attempt       [2]float64 // scheduling attempt p50, p99 (s)
+	// attempts counts scheduling attempts by result (scheduled,
+	// unschedulable, error): retries of pods that stay pending show here.
+	attempts map[string]uint64
 	// cpu is the whole test process's CPU time (etcd, kube-apiserver,
 	// kube-scheduler, the clients creating pods) from the first create to
 	// the last bind.
@@ -273,9 +276,9 @@ func (r scaleResult) podsPerSecond90() float64 {
 
 func (r scaleResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); CPU %v (%.2f ms per pod); attempt p50 %s p99 %s",
+	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); CPU %v (%.2f ms per pod); attempts %v; attempt p50 %s p99 %s",
 		r.profile, r.nodes, r.bound, r.pods, r.elapsed.Round(time.Millisecond), r.podsPerSecond(), r.podsPerSecond90(),
-		r.cpu.Round(time.Millisecond), float64(r.cpuPerPod())/1e6, ms(r.attempt[0]), ms(r.attempt[1]))
+		r.cpu.Round(time.Millisecond), float64(r.cpuPerPod())/1e6, r.attempts, ms(r.attempt[0]), ms(r.attempt[1]))
 	for _, ep := range slices.Sorted(maps.Keys(r.extension)) {
 		fmt.Fprintf(&b, "; %s p50 %s p99 %s", ep, ms(r.extension[ep][0]), ms(r.extension[ep][1]))
 	}
@@ -331,11 +334,13 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	factory.WaitForCacheSync(stop)
 
 	before := gatherHistograms(t)
+	stopProfile := func() {}
 	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.pprof", nodes, profile)))
 		require.NoError(t, err)
 		require.NoError(t, pprof.StartCPUProfile(f))
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		defer stopProfile() // on a failure before the end of the run
 	}
 	start, cpuStart := time.Now(), processCPU(t)
 	work := make(chan int)
@@ -369,6 +374,8 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	stopProfile() // the profile covers the run, not the deletions below
+	stopProfile = func() {}
 	end := time.Unix(0, lastBind.Load())
 	if bound.Load() == 0 {
 		end = time.Now()
@@ -383,7 +390,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	}
 	timesMu.Unlock()
 	r := scaleResult{profile: profile, nodes: nodes, pods: len(pods), bound: int(bound.Load()), elapsed: end.Sub(start), t90: t90, cpu: cpuEnd - cpuStart,
-		extension: map[string][2]float64{}, plugin: map[string][2]float64{}, pluginSamples: map[string]uint64{}}
+		extension: map[string][2]float64{}, plugin: map[string][2]float64{}, pluginSamples: map[string]uint64{}, attempts: map[string]uint64{}}
 	for id, h := range after {
 		key := parseSeriesID(id)
 		d := h.minus(before[id])
@@ -399,12 +406,23 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 			profile == "gputopo":
 			ep := key.labels["extension_point"] + "/" + key.labels["status"]
 			r.plugin[ep], r.pluginSamples[ep] = q, d.count
-		case key.name == "scheduler_scheduling_attempt_duration_seconds" && key.labels["profile"] == profile &&
-			key.labels["result"] == "scheduled":
-			r.attempt = q
+		case key.name == "scheduler_scheduling_attempt_duration_seconds" && key.labels["profile"] == profile:
+			if key.labels["result"] == "scheduled" {
+				r.attempt = q
+			}
+			r.attempts[key.labels["result"]] += d.count
 		}
 	}
 	t.Log(r.String())
+	if mfs, err := legacyregistry.DefaultGatherer.Gather(); err == nil { // DEBUG
+		for _, mf := range mfs {
+			if mf.GetName() == "scheduler_queue_incoming_pods_total" {
+				for _, m := range mf.GetMetric() {
+					t.Logf("DEBUG %v %v", m.GetLabel(), m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
 	zero := int64(0)
 	// One DeleteCollection of thousands of pods outlasts the API server's
 	// request timeout on a slow machine: delete them one by one.

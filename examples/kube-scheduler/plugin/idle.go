@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"sync"
+	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -190,11 +191,18 @@ func (c *topoCache) someShapeMeetsIdle(req scoring.Request, key idleKey) bool {
 // anyNodeMeetsIdle is PreFilter's check: false only when no node of the
 // scheduler's snapshot has a usable topology whose idle devices meet the
 // request. The registry answers the usual case (some shape meets it)
-// without looking at nodes; only a request no known shape meets is
-// checked node by node, which also decodes annotations not seen yet.
+// without looking at nodes. A request no known shape meets is checked node
+// by node, which also decodes annotations not seen yet; the verdict is
+// remembered with a fingerprint of the snapshot's Node objects, so a retry
+// while no node has changed costs one pass over the node pointers instead
+// of a lookup per node.
 func (p *Plugin) anyNodeMeetsIdle(req scoring.Request, key idleKey, nodes []fwk.NodeInfo) bool {
 	if p.topos.someShapeMeetsIdle(req, key) {
 		return true
+	}
+	fp := nodeSetFingerprint(nodes, p.topos.gen.Load())
+	if p.neverMet.known(key, fp) {
+		return false
 	}
 	for _, ni := range nodes {
 		node := ni.Node()
@@ -205,5 +213,56 @@ func (p *Plugin) anyNodeMeetsIdle(req scoring.Request, key idleKey, nodes []fwk.
 			return true
 		}
 	}
+	p.neverMet.remember(key, fp)
 	return false
+}
+
+// nodeSetFingerprint hashes the set of Node objects (by address) in a
+// snapshot, and gen, the topology cache's generation. Node objects are
+// immutable once the informer delivers them, so an equal fingerprint means
+// the same nodes with the same annotations: an address can only be reused
+// by a new Node object after the old one left the informer, and the
+// plugin's node handler sees that change (gen moves) when its annotation
+// differs.
+func nodeSetFingerprint(nodes []fwk.NodeInfo, gen uint64) uint64 {
+	var sum, xor uint64
+	for _, ni := range nodes {
+		h := mix64(uint64(uintptr(unsafe.Pointer(ni.Node()))))
+		sum += h
+		xor ^= h
+	}
+	return mix64(sum ^ mix64(xor) ^ mix64(uint64(len(nodes))<<32^gen))
+}
+
+// mix64 is splitmix64's finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// neverMetCache remembers, per request, the node set (fingerprint) on
+// which no node was found to meet it when idle. Bounded: a full cache is
+// cleared.
+type neverMetCache struct {
+	mu sync.Mutex
+	m  map[idleKey]uint64
+}
+
+func (c *neverMetCache) known(key idleKey, fp uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.m[key]
+	return ok && got == fp
+}
+
+func (c *neverMetCache) remember(key idleKey, fp uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxIdleMemo {
+		c.m = map[idleKey]uint64{}
+	}
+	c.m[key] = fp
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"pgregory.net/rapid"
 
@@ -181,4 +183,92 @@ func withUnhealthy(t *testing.T, topo *topology.Node, d int) *topology.Node {
 	out, err := topology.ParseJSON(raw)
 	require.NoError(t, err)
 	return out
+}
+
+// TestNeverMetRemembered: a request no node meets stays rejected on retry
+// (from the remembered verdict) and passes once a node that can meet it
+// joins the snapshot, even before any informer event decoded it.
+func TestNeverMetRemembered(t *testing.T) {
+	p := newPlugin(t, "")
+	a100, err := catalog.Get("dgx-a100")
+	require.NoError(t, err)
+	h100, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	var nodes []*v1.Node
+	for i := range 50 {
+		nodes = append(nodes, nodeObj(t, fmt.Sprintf("a%d", i), a100))
+	}
+	pod := gpuPod("p", 4, map[string]string{AnnotationScope: "numa"})
+	for range 3 {
+		_, st := p.PreFilter(context.Background(), newState(), pod, nodeInfos(nodes...))
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
+	}
+	key := idleKeyOf(scoring.Request{Count: 4, Scope: scoring.ScopeNUMA})
+	require.True(t, p.neverMet.known(key, nodeSetFingerprint(nodeInfos(nodes...), p.topos.gen.Load())))
+
+	// One A100 replaced by an H100 under the same name: a new Node object.
+	nodes[7] = nodeObj(t, "a7", h100)
+	_, st := p.PreFilter(context.Background(), newState(), pod, nodeInfos(nodes...))
+	require.True(t, st.IsSuccess(), st.Message())
+}
+
+// TestQueueingHints: the plugin's events requeue a rejected pod only when
+// they can help it.
+func TestQueueingHints(t *testing.T) {
+	p := newPlugin(t, "")
+	a100, err := catalog.Get("dgx-a100")
+	require.NoError(t, err)
+	h100, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	a := nodeObj(t, "a", a100)
+	_, err = p.topos.get(a) // the cluster knows A100s only
+	require.NoError(t, err)
+	logger := klog.Background()
+
+	never := gpuPod("never", 4, map[string]string{AnnotationScope: "numa"})
+	plain := gpuPod("plain", 2, nil)
+	gpuHolder := gpuPod("holder", 2, map[string]string{AnnotationDevices: "0,1"})
+	gpuHolder.Spec.NodeName = "a"
+	cpuOnly := gpuPod("cpu", 0, nil)
+	cpuOnly.Spec.Containers[0].Resources.Limits = nil
+
+	for _, c := range []struct {
+		name    string
+		pod     *v1.Pod
+		deleted any
+		want    fwk.QueueingHint
+	}{
+		{"a GPU pod deleted", plain, gpuHolder, fwk.Queue},
+		{"a GPU pod deleted, tombstone", plain, cache.DeletedFinalStateUnknown{Key: "default/holder", Obj: gpuHolder}, fwk.Queue},
+		{"a pod without GPUs deleted", plain, cpuOnly, fwk.QueueSkip},
+		{"a GPU pod deleted, request no shape meets", never, gpuHolder, fwk.QueueSkip},
+	} {
+		got, err := p.gpusFreed(logger, c.pod, c.deleted, nil)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
+	_, err = p.gpusFreed(logger, plain, "not a pod", nil)
+	assert.Error(t, err)
+
+	h := nodeObj(t, "h", h100)
+	relabelled := a.DeepCopy()
+	relabelled.Labels["rack"] = "r2"
+	reannotated := a.DeepCopy()
+	reannotated.Annotations["other"] = "x"
+	for _, c := range []struct {
+		name     string
+		pod      *v1.Pod
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"an H100 added, 4 GPUs in one NUMA node", never, nil, h, fwk.Queue},
+		{"an A100 added, 4 GPUs in one NUMA node", never, nil, a, fwk.QueueSkip},
+		{"an A100 added, 2 GPUs", plain, nil, a, fwk.Queue},
+		{"labels changed", plain, a, relabelled, fwk.Queue},
+		{"another annotation changed", plain, a, reannotated, fwk.QueueSkip},
+	} {
+		got, err := p.nodeMayFit(logger, c.pod, c.old, c.new)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
 }

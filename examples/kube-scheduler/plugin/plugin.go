@@ -21,6 +21,7 @@ import (
 
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
+	"github.com/gputopo/gputopo/topology/kube"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration profiles.
@@ -60,8 +61,9 @@ type Plugin struct {
 	levels        []string // gang topology levels (gangLevels)
 	bindAnn       bool     // Args.BindWithAnnotations
 
-	topos *topoCache // node name -> decoded annotation
-	track *tracker   // node name -> the GPU pods on it (informer events, reservations)
+	topos    *topoCache    // node name -> decoded annotation
+	neverMet neverMetCache // requests no node meets even idle (idle.go)
+	track    *tracker      // node name -> the GPU pods on it (informer events, reservations)
 
 	resMu        sync.Mutex
 	reservations map[types.UID]reservation
@@ -528,15 +530,68 @@ func (p *Plugin) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod
 }
 
 // EventsToRegister implements fwk.EnqueueExtensions: pods rejected by the
-// plugin may fit once pods are deleted (devices freed), once a missing
-// member of their gang is created, or once nodes change (topology
-// published, capacity added).
+// plugin may fit once a pod holding GPUs is deleted (devices freed), once
+// a missing member of their gang is created, or once a node that can meet
+// their request appears or changes its topology or labels (gang levels).
+// Each event has a queueing hint, so that pods no such event can help
+// (a request no node meets even idle, a deleted pod that held no GPU, a
+// node status update) are not retried for it.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.gpusFreed},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation | fwk.UpdateNodeLabel},
+			QueueingHintFn: p.nodeMayFit},
 	}, nil
+}
+
+// gpusFreed requeues a pod when a deleted pod held GPUs (whole, a shared
+// slice, or devices this plugin reserved for it), unless the pod's request
+// is one that no node shape the plugin knows meets even idle.
+func (p *Plugin) gpusFreed(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if t, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = t.Obj
+	}
+	deleted, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("pod delete event carries %T", oldObj)
+	}
+	_, held := p.reservation(deleted.UID)
+	if !held {
+		_, count, err := podRequest(deleted, p.names)
+		held = count > 0 || err != nil || deleted.Annotations[AnnotationDevices] != ""
+	}
+	if !held {
+		return fwk.QueueSkip, nil
+	}
+	req, count, err := podRequest(pod, p.names)
+	if err == nil && count > 0 && !p.topos.someShapeMeetsIdle(req, idleKeyOf(req)) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// nodeMayFit requeues a pod when a node is added whose topology meets the
+// pod's request at least when idle, or when a node's topology annotation
+// or labels change.
+func (p *Plugin) nodeMayFit(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	node, ok := newObj.(*v1.Node)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("node event carries %T", newObj)
+	}
+	if old, ok := oldObj.(*v1.Node); ok && old.Annotations[kube.AnnotationTopology] == node.Annotations[kube.AnnotationTopology] &&
+		maps.Equal(old.Labels, node.Labels) {
+		return fwk.QueueSkip, nil // another annotation changed
+	}
+	req, count, err := podRequest(pod, p.names)
+	if err != nil || count == 0 {
+		return fwk.QueueSkip, nil // a bad request waits for the pod's own update
+	}
+	e, err := p.topos.entry(node)
+	if err != nil || !e.shape.meetsIdle(req, idleKeyOf(req)) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }
 
 // siblingAdded requeues a gang member when another member of its gang is

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
@@ -76,6 +77,9 @@ type topoCache struct {
 	// pruneAt is the size at which it drops shapes no node has.
 	shapes  map[shapeKey]*shapeInfo
 	pruneAt int
+	// gen counts decoded annotation values and forgotten nodes: what the
+	// cache knows changes only when gen does (see anyNodeMeetsIdle).
+	gen atomic.Uint64
 }
 
 type topoSlot struct {
@@ -194,6 +198,7 @@ func (c *topoCache) forget(name string) {
 	c.mu.Lock()
 	delete(c.nodes, name)
 	c.mu.Unlock()
+	c.gen.Add(1)
 }
 
 // len is the number of nodes with an entry (for tests).
@@ -205,6 +210,7 @@ func (c *topoCache) len() int {
 
 // fill decodes e.value into e; it runs once per entry.
 func (c *topoCache) fill(name string, e *topoEntry) {
+	defer c.gen.Add(1)
 	defer func() {
 		if r := recover(); r != nil {
 			e.node = nil
