@@ -340,7 +340,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		require.NoError(t, err)
 		require.NoError(t, pprof.StartCPUProfile(f))
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
-		defer stopProfile() // on a failure before the end of the run
+		defer func() { stopProfile() }() // on a failure before the end of the run
 	}
 	start, cpuStart := time.Now(), processCPU(t)
 	work := make(chan int)
