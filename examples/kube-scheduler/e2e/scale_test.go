@@ -85,8 +85,10 @@ var scaleShapes = []string{"dgx-h100", "dgx-a100", "hgx-b200", "dgx1-v100", "pci
 // are sampled by kube-scheduler (10% of cycles, a constant).
 //
 // It runs only with GPUTOPO_SCALE=1 (minutes, several GiB);
-// GPUTOPO_SCALE_SIZES overrides the sizes ("200,1000"), and
-// GPUTOPO_SCALE_PROFILE=DIR writes CPU profiles of each gputopo run there.
+// GPUTOPO_SCALE_SIZES overrides the sizes ("200,1000"),
+// GPUTOPO_SCALE_ROUNDS=N runs the pair of profiles N times per size
+// (alternating which goes first), and GPUTOPO_SCALE_PROFILE=DIR writes a
+// CPU profile of each run there.
 func TestScale(t *testing.T) {
 	if os.Getenv("GPUTOPO_SCALE") != "1" {
 		t.Skip("set GPUTOPO_SCALE=1 to run the scale benchmark")
@@ -99,6 +101,13 @@ func TestScale(t *testing.T) {
 			require.NoError(t, err)
 			sizes = append(sizes, n)
 		}
+	}
+	rounds := 1
+	if s := os.Getenv("GPUTOPO_SCALE_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		require.Positive(t, n)
+		rounds = n
 	}
 	cp := startControlPlaneConfig(t, scaleConfig)
 	cfg := rest.CopyConfig(cp.config)
@@ -115,8 +124,17 @@ func TestScale(t *testing.T) {
 		waitSchedulerSees(t, cp, fmt.Sprintf("scale-%05d", size-1), "scale")
 		t.Logf("%d nodes ready in %v", size, time.Since(start).Round(time.Second))
 		pods := scalePods(size)
-		for _, profile := range []string{"gputopo", "default-scheduler"} {
-			results = append(results, runScale(t, client, profile, size, pods))
+		for round := range rounds {
+			// Alternate which profile goes first (gputopo, default,
+			// default, gputopo, ...), so neither always runs on a cluster
+			// just created.
+			order := []string{"gputopo", "default-scheduler"}
+			if round%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, profile := range order {
+				results = append(results, runScale(t, client, profile, size, pods, round))
+			}
 		}
 	}
 	t.Log("\n" + scaleTable(results))
@@ -298,10 +316,10 @@ func ms(s float64) string {
 // runScale creates the pods for one profile, waits until every pod that
 // can be placed is bound (no progress for 10 s ends the wait), reads the
 // scheduler's histograms, and deletes the pods.
-func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes int, pods []scalePod) scaleResult {
+func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes int, pods []scalePod, round int) scaleResult {
 	t.Helper()
 	ctx := context.Background()
-	ns := fmt.Sprintf("scale-%d-%s", nodes, profile)
+	ns := fmt.Sprintf("scale-%d-%s-%d", nodes, profile, round)
 	_, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -336,7 +354,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	before := gatherHistograms(t)
 	stopProfile := func() {}
 	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.pprof", nodes, profile)))
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s-%d.pprof", nodes, profile, round)))
 		require.NoError(t, err)
 		require.NoError(t, pprof.StartCPUProfile(f))
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }

@@ -1,8 +1,10 @@
 package plugin
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -101,6 +103,14 @@ type shapeInfo struct {
 
 	mu   sync.Mutex
 	memo map[idleKey]bool
+
+	results atomic.Pointer[resultMemo] // Select's answers (selectMemo)
+}
+
+func newShapeInfo(compiled *scoring.Compiled, n int) *shapeInfo {
+	s := &shapeInfo{compiled: compiled, n: n, memo: map[idleKey]bool{}}
+	s.results.Store(&resultMemo{})
+	return s
 }
 
 // meetsIdle reports whether some device set of the shape meets req with
@@ -161,7 +171,7 @@ func (c *topoCache) shapeOf(n *topology.Node, compiled *scoring.Compiled) *shape
 		}
 		c.pruneAt = max(64, 2*len(c.shapes))
 	}
-	s := &shapeInfo{compiled: compiled, n: n.Len(), memo: map[idleKey]bool{}}
+	s := newShapeInfo(compiled, n.Len())
 	c.shapes[k] = s
 	return s
 }
@@ -265,4 +275,74 @@ func (c *neverMetCache) remember(key idleKey, fp uint64) {
 		c.m = map[idleKey]uint64{}
 	}
 	c.m[key] = fp
+}
+
+// Nodes of one shape in the same state get the same answer from
+// scoring.Select (scoring itself shares one model between them), and a
+// large cluster has many: idle machines of a model, machines with the same
+// GPUs busy. The shape memoises Select's answers by node state and
+// request, so Filter searches once per distinct (state, request) rather
+// than once per node, which is most of its work at 5,000 nodes.
+
+// maxResultMemo bounds the answers remembered per shape; a full memo
+// starts over.
+const maxResultMemo = 1024
+
+// resultKey is one memoised question: a node state (useKey) and a
+// request.
+type resultKey struct {
+	state string
+	req   idleKey
+}
+
+// memoResult is Select's answer.
+type memoResult struct {
+	res scoring.Result
+	err error
+}
+
+// resultMemo is a shape's memo; it is replaced, not cleared, when full so
+// that readers never lock.
+type resultMemo struct {
+	m sync.Map // resultKey -> *memoResult
+	n atomic.Int64
+}
+
+// selectMemo is Select on a node of the shape in state st, whose stateKey
+// is state (useKey). Answers are shared: callers must not modify them.
+func (s *shapeInfo) selectMemo(c *scoring.Compiled, st *scoring.State, state string, req scoring.Request, key idleKey) *memoResult {
+	k := resultKey{state: state, req: key}
+	memo := s.results.Load()
+	if r, ok := memo.m.Load(k); ok {
+		return r.(*memoResult)
+	}
+	res, err := c.Select(st, req)
+	r := &memoResult{res: res, err: err}
+	if memo.n.Add(1) > maxResultMemo {
+		s.results.CompareAndSwap(memo, &resultMemo{})
+		return r
+	}
+	memo.m.Store(k, r)
+	return r
+}
+
+// useKey encodes a node's device use for the memo: the used devices'
+// indices and usage, "" for an idle node.
+func useKey(st *scoring.State) string {
+	var b []byte
+	for i, u := range st.Devices {
+		if !u.InUse() {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(i))
+		if u.Allocated {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, u.MemoryUsed)
+		b = binary.AppendUvarint(b, uint64(u.ComputeUsed))
+		b = binary.AppendUvarint(b, uint64(u.Slices))
+	}
+	return string(b)
 }

@@ -68,7 +68,7 @@ func TestIdleInfeasibleMonotone(t *testing.T) {
 		if busyErr == nil && idleErr != nil {
 			rt.Fatalf("%+v fits the busy node but not the idle one: %v", req, idleErr)
 		}
-		info := &shapeInfo{compiled: c, n: n, memo: map[idleKey]bool{}}
+		info := newShapeInfo(c, n)
 		assert.Equal(rt, !impossible(idleErr), info.meetsIdle(req, idleKeyOf(req)))
 		assert.Equal(rt, !impossible(idleErr), info.meetsIdle(req, idleKeyOf(req)), "memoised answer")
 	})
@@ -271,4 +271,78 @@ func TestQueueingHints(t *testing.T) {
 		require.NoError(t, err, c.name)
 		assert.Equal(t, c.want, got, c.name)
 	}
+}
+
+// TestSelectMemo: the shape's memo gives every node of the shape, in any
+// state, the answer scoring.Select gives that node itself. Nodes of one
+// catalogue shape under different names (and so different UUIDs) share
+// one memo; states and requests are random, and repeat.
+func TestSelectMemo(t *testing.T) {
+	p := newPlugin(t, "")
+	nodes := map[string]*v1.Node{}
+	for _, shape := range idleShapes {
+		topo, err := catalog.Get(shape)
+		require.NoError(t, err)
+		for i := range 4 {
+			name := fmt.Sprintf("%s-%d", shape, i)
+			nodes[name] = nodeObj(t, name, topo)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		shape := rapid.SampledFrom(idleShapes).Draw(rt, "shape")
+		topo, err := catalog.Get(shape)
+		require.NoError(rt, err)
+		name := fmt.Sprintf("%s-%d", shape, rapid.IntRange(0, 3).Draw(rt, "node"))
+		e, err := p.topos.entry(nodes[name])
+		require.NoError(rt, err)
+		n := topo.Len()
+		st := scoring.NewState(n)
+		for d := range n {
+			switch rapid.IntRange(0, 3).Draw(rt, fmt.Sprintf("use%d", d)) {
+			case 1:
+				require.NoError(rt, st.Allocate(d))
+			case 2:
+				_ = st.AllocateShared(d, scoring.SharedSlice{
+					MemoryBytes:  uint64(rapid.SampledFrom([]int{4, 10, 20}).Draw(rt, "sliceGiB")) << 30,
+					ComputeMilli: rapid.SampledFrom([]int{100, 250, 500}).Draw(rt, "sliceMilli")})
+			}
+		}
+		req := scoring.Request{
+			Scope:     scoring.Scope(rapid.IntRange(0, 4).Draw(rt, "scope")),
+			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
+		}
+		if rapid.IntRange(0, 3).Draw(rt, "sharedSlice") == 0 {
+			req.Shared = &scoring.SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 250}
+		} else {
+			req.Count = rapid.IntRange(1, n).Draw(rt, "count")
+		}
+		own, err := scoring.Compile(topo)
+		require.NoError(rt, err)
+		want, wantErr := own.Select(st, req)
+		got := e.shape.selectMemo(e.compiled, st, useKey(st), req, idleKeyOf(req))
+		if wantErr != nil {
+			require.Error(rt, got.err)
+			assert.Equal(rt, wantErr.Error(), got.err.Error())
+			return
+		}
+		require.NoError(rt, got.err)
+		assert.Equal(rt, want.Devices(), got.res.Devices())
+		assert.Equal(rt, want.Score, got.res.Score)
+	})
+}
+
+// TestSelectMemoBounded: a memo asked more distinct questions than it
+// holds starts over instead of growing.
+func TestSelectMemoBounded(t *testing.T) {
+	topo, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	c, err := scoring.Compile(topo)
+	require.NoError(t, err)
+	s := newShapeInfo(c, topo.Len())
+	st := scoring.NewState(topo.Len())
+	for i := range 10 * maxResultMemo {
+		req := scoring.Request{Count: 1, MinFreeMemory: uint64(i + 1)}
+		s.selectMemo(c, st, useKey(st), req, idleKeyOf(req))
+	}
+	assert.LessOrEqual(t, s.results.Load().n.Load(), int64(maxResultMemo+1))
 }

@@ -193,14 +193,14 @@ type cycleState struct {
 	min   int
 
 	mu    sync.Mutex
-	nodes map[string]scoring.Result
+	nodes map[string]*scoring.Result // shared answers: read-only
 }
 
 // Clone implements fwk.StateData. The request is immutable; per-node
 // results are shared, which is safe (they are only added, under mu).
 func (s *cycleState) Clone() fwk.StateData { return s }
 
-func (s *cycleState) result(node string) (scoring.Result, bool) {
+func (s *cycleState) result(node string) (*scoring.Result, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.nodes[node]
@@ -231,7 +231,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min, nodes: map[string]scoring.Result{}}
+	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min, nodes: make(map[string]*scoring.Result, 128)}
 	state.Write(stateKey, s)
 	if count > 0 && len(nodes) > 0 && !p.anyNodeMeetsIdle(req, s.idle, nodes) {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMet)
@@ -312,10 +312,17 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	// The tracked state is shared; holdOn returns a copy when gangs hold
-	// devices on this node (gang.go).
-	st := p.gangs.holdOn(pod, s.gang, node.Name, p.nodeState(e.node, ni))
-	res, err := e.compiled.Select(st, s.req)
-	if err != nil {
+	// devices on this node (gang.go). Nodes of one shape in one state
+	// share Select's answer (idle.go).
+	view := p.nodeView(e.node, ni)
+	var r *memoResult
+	if st := p.gangs.holdOn(pod, s.gang, node.Name, view.state); st == view.state {
+		r = e.shape.selectMemo(e.compiled, st, view.key, s.req, s.idle)
+	} else {
+		res, err := e.compiled.Select(st, s.req)
+		r = &memoResult{res: res, err: err}
+	}
+	if err := r.err; err != nil {
 		switch {
 		case isInvalid(err):
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
@@ -326,7 +333,7 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	s.mu.Lock()
-	s.nodes[node.Name] = res
+	s.nodes[node.Name] = &r.res
 	s.mu.Unlock()
 	return nil
 }

@@ -63,6 +63,7 @@ func useOf(pod *v1.Pod, names []v1.ResourceName, node string, resv reservation, 
 type nodeView struct {
 	state  *scoring.State
 	allocs []podAlloc
+	key    string // useKey(state), for the shape's Select memo
 }
 
 // buildView charges uses to a node of topo's devices, deterministically
@@ -111,6 +112,7 @@ func buildView(topo *topology.Node, uses []podUse) *nodeView {
 		}
 		v.allocs = append(v.allocs, podAlloc{u.pod, held})
 	}
+	v.key = useKey(st)
 	return v
 }
 
