@@ -360,8 +360,10 @@ func testPlacement(t *testing.T, cp *controlPlane) {
 
 func testRejections(t *testing.T, cp *controlPlane) {
 	createNode(t, cp, "s2-pcie-8gpu", "s2", machine(t, "pcie-8x-rtx4090", "pcie-8gpu-2numa"))
+	// No node has 9 GPUs: the plugin says so at PreFilter, before any
+	// Filter (and before NodeResourcesFit's "Insufficient nvidia.com/gpu").
 	createPod(t, cp, "s2", podSpec{name: "s2-too-many", gpus: 9})
-	waitUnschedulableSaying(t, cp, "s2-too-many", "Insufficient nvidia.com/gpu")
+	waitUnschedulableSaying(t, cp, "s2-too-many", "no node's GPUs can meet this request, even with all of them idle")
 	// A PCIe-only machine has no fabric island of 2: the plugin rejects a
 	// required fabric scope, and says so.
 	createPod(t, cp, "s2", podSpec{name: "s2-fabric", gpus: 2,

@@ -29,7 +29,16 @@
 //     NodeInfo (checked once per NodeInfo generation); otherwise (a
 //     preemption simulation, an event not yet delivered) Filter rebuilds
 //     the view from the NodeInfo's pods. scoring's Select then chooses a
-//     device set; a node without one is filtered out with the reason.
+//     device set; a node without one is filtered out with the reason
+//     (Unschedulable, or UnschedulableAndUnresolvable when the node could
+//     not meet the request even with every GPU idle, so that preemption
+//     leaves it alone). Nodes of one hardware shape in the same state
+//     share Select's answer: the plugin memoises it per shape, by device
+//     use and request (idle.go).
+//   - A request that no node of the cluster could meet even idle is
+//     rejected at PreFilter (UnschedulableAndUnresolvable), before any
+//     Filter; every event the plugin registers has a queueing hint, so such
+//     a pod is retried only when a node that could meet it appears.
 //   - Score is scoring.ScoreNode of that set (0..100, comparable across
 //     nodes).
 //   - Reserve records the chosen devices; PreBind writes them on the pod as

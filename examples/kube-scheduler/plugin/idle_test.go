@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,7 +111,7 @@ func TestNeverMet(t *testing.T) {
 	require.True(t, st.IsSuccess(), st.Message())
 	st = p.Filter(context.Background(), state, pod, fakeNodeInfo{node: dgx})
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
-	assert.Equal(t, errNeverMetHere, st.Message())
+	assert.True(t, strings.HasPrefix(st.Message(), errNeverMetHere+": scoring: "), st.Message())
 	assert.True(t, p.Filter(context.Background(), state, pod, fakeNodeInfo{node: other}).IsSuccess())
 
 	// Full, not impossible: eviction could help, so Unschedulable.

@@ -328,7 +328,7 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 		case !e.shape.meetsIdle(s.req, s.idle):
 			// Not even the idle node meets it: evicting pods will not help.
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMetHere)
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMetHere+": "+err.Error())
 		}
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
