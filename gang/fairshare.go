@@ -257,7 +257,7 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 			m.over[n] = u
 		}
 	}
-	return &view{s: w, name: "until", over: slices.Clone(m.over)}, nil
+	return &view{s: w, name: "until", at: t, over: slices.Clone(m.over)}, nil
 }
 
 // resvChanged records that reservation r was made or dropped.
@@ -410,6 +410,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	}
 	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
+	fp.sv.memo = &capMemo{}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}

@@ -725,6 +725,9 @@ type view struct {
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)
 	all  bool         // every node idle
 	name string
+	// at tells apart views of one name (the time of a reservation view):
+	// solvers keeping capacity passes between solves keep one per view
+	at time.Duration
 }
 
 func (v *view) usage(n int32) *nodeUsage {

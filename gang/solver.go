@@ -55,6 +55,13 @@ type solver struct {
 	capsByShape map[shapeKey][]int32
 	capsCache   *cache
 
+	// memo, when set, keeps one-set capacity passes between solves
+	// (solver_memo.go); borrowed: the attempt arrays are a memo state's,
+	// own holds the solver's buffers meanwhile
+	memo     *capMemo
+	borrowed bool
+	own      ownArrays
+
 	attemptState
 }
 

@@ -6,6 +6,12 @@ import "slices"
 // the job, and the free and member counts the later steps rank by.
 func (sv *solver) run(at attempt) error {
 	sv.at = at
+	if key, ok := sv.memoKey(); ok {
+		sv.scalar = true
+		v := sv.search.view
+		return sv.runMemo(sv.memo.state(key, capTag{v.name, int64(v.at)}, len(sv.s.nodes), len(sv.s.tree.doms)))
+	}
+	sv.useOwn()
 	t := sv.s.tree
 	nd, nn := len(t.doms), len(sv.s.nodes)
 	sv.domMembers = resize(sv.domMembers, nd)
