@@ -197,8 +197,13 @@ type fairPass struct {
 	noRel     bool            // no pod of s (so of w) is terminating
 	heldIdx   map[int32][]heldPod
 	sigs      map[*problem]string // each pending job's signature
-	overBuf   []*nodeUsage        // reclaim's trial view, reused
-	nodeGen   []uint32            // per node: bumped when w's pods on it change
+	// unitBase: per running job, what reclaim may take of it (built on the
+	// first reclaim, updated as evictions change jobs); unitNames: their
+	// names, sorted (a name may have left unitBase)
+	unitBase  map[string]*jobUnits
+	unitNames []string
+	overBuf   []*nodeUsage // reclaim's trial view, reused
+	nodeGen   []uint32     // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
@@ -1163,70 +1168,185 @@ type reclaimUnit struct {
 	take  Amounts
 }
 
-// units lists what reclaim may take for queue q: running jobs (not q's)
-// of queues over their deserved quota.
-func (fp *fairPass) units(q *fq) []reclaimUnit {
+// jobUnits is what reclaim may take of one running job, whatever the
+// queue asking: the job's units when its running pods are all of one
+// known queue (uniform), else the job is listed per call (mixed).
+type jobUnits struct {
+	queue *fq
+	units []reclaimUnit
+	prio  int
+	mixed bool
+}
+
+// jobUnitsOf lists running job name's units (nil when it has none: no
+// running pod of a known queue, or a job of the pass).
+func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
 	w := fp.w
-	byJob := map[string][]int32{}
-	var names []string
-	for k := range w.allocs {
-		if !w.live[k] || w.allocs[k].Releasing {
-			continue
-		}
-		a := &w.allocs[k]
-		if _, pending := fp.probs[a.jobName()]; pending {
-			continue // started in this pass: not reclaimed
-		}
-		vq := fp.qs[a.Queue]
-		if vq == nil || vq == q {
-			continue
-		}
-		if byJob[a.jobName()] == nil {
-			names = append(names, a.jobName())
-		}
-		byJob[a.jobName()] = append(byJob[a.jobName()], int32(k))
+	if _, pending := fp.probs[name]; pending {
+		return nil // started in this pass: not reclaimed
 	}
-	slices.Sort(names)
-	var out []reclaimUnit
-	for _, name := range names {
-		ks := byJob[name]
-		vq := fp.qs[w.allocs[ks[0]].Queue]
-		if !overDeserved(vq) {
+	var ks []int32
+	var vq *fq
+	mixed := false
+	for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
+		a := &w.allocs[k]
+		if !w.live[k] || a.Releasing {
 			continue
 		}
-		amount := func(ks []int32) Amounts {
-			am := Amounts{}
-			for _, k := range ks {
-				w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
-			}
-			return am
+		q := fp.qs[a.Queue]
+		switch {
+		case len(ks) == 0 && !mixed:
+			vq = q
+		case q != vq:
+			mixed = true
 		}
-		if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
-			surplus := ShrinkOrder(w, name, len(ks)-m)
-			var sk []int32
-			for _, pod := range surplus {
-				for _, k := range ks {
-					if w.allocs[k].Pod == pod {
-						sk = append(sk, k)
-					}
+		if q != nil {
+			ks = append(ks, k)
+		} else {
+			mixed = true
+		}
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	if mixed {
+		return &jobUnits{mixed: true}
+	}
+	return &jobUnits{queue: vq, units: fp.unitsFrom(name, ks, vq), prio: w.allocs[ks[0]].Priority}
+}
+
+// unitsFrom returns the units of running job name whose pods ks (of
+// queue vq) reclaim may take: its surplus over its minimum (when it is
+// elastic), then the whole job.
+func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
+	w := fp.w
+	amount := func(ks []int32) Amounts {
+		am := Amounts{}
+		for _, k := range ks {
+			w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
+		}
+		return am
+	}
+	var out []reclaimUnit
+	if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
+		surplus := ShrinkOrder(w, name, len(ks)-m)
+		var sk []int32
+		for _, pod := range surplus {
+			for _, k := range ks {
+				if w.allocs[k].Pod == pod {
+					sk = append(sk, k)
 				}
 			}
-			out = append(out, reclaimUnit{job: name, queue: vq, pods: sk, take: amount(sk)})
 		}
-		out = append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
+		out = append(out, reclaimUnit{job: name, queue: vq, pods: sk, take: amount(sk)})
 	}
-	// most over quota first, then lowest priority
+	return append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
+}
+
+// unitsChanged records that running job name's pods changed (evicted).
+func (fp *fairPass) unitsChanged(name string) {
+	if fp.unitBase == nil {
+		return
+	}
+	if ju := fp.jobUnitsOf(name); ju != nil {
+		fp.unitBase[name] = ju
+	} else {
+		delete(fp.unitBase, name)
+	}
+}
+
+// units lists what reclaim may take for queue q: running jobs (not q's)
+// of queues over their deserved quota, most over quota first, then
+// lowest priority, surplus before the whole job, then by name. Each
+// running job's units are listed once (and again when its pods change).
+func (fp *fairPass) units(q *fq) []reclaimUnit {
+	w := fp.w
+	if fp.unitBase == nil {
+		fp.unitBase = map[string]*jobUnits{}
+		for name, ks := range w.byJob {
+			if len(ks) == 0 {
+				continue
+			}
+			if ju := fp.jobUnitsOf(name); ju != nil {
+				fp.unitBase[name] = ju
+				fp.unitNames = append(fp.unitNames, name)
+			}
+		}
+		slices.Sort(fp.unitNames)
+	}
+	over := map[*fq]bool{}
+	isOver := func(x *fq) bool {
+		o, ok := over[x]
+		if !ok {
+			o = overDeserved(x)
+			over[x] = o
+		}
+		return o
+	}
+	var out []reclaimUnit
+	var prio []int
+	for _, name := range fp.unitNames {
+		ju := fp.unitBase[name]
+		if ju == nil {
+			continue
+		}
+		if ju.mixed {
+			// pods of several queues: those of q and of unknown queues
+			// are left out, the first pod's queue counts
+			var ks []int32
+			for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
+				a := &w.allocs[k]
+				if vq := fp.qs[a.Queue]; w.live[k] && !a.Releasing && vq != nil && vq != q {
+					ks = append(ks, k)
+				}
+			}
+			if len(ks) == 0 {
+				continue
+			}
+			vq := fp.qs[w.allocs[ks[0]].Queue]
+			if !isOver(vq) {
+				continue
+			}
+			for _, u := range fp.unitsFrom(name, ks, vq) {
+				out = append(out, u)
+				prio = append(prio, w.allocs[ks[0]].Priority)
+			}
+			continue
+		}
+		if ju.queue == q || !isOver(ju.queue) {
+			continue
+		}
+		for _, u := range ju.units {
+			out = append(out, u)
+			prio = append(prio, ju.prio)
+		}
+	}
+	// most over quota first, then lowest priority (a stable sort on the
+	// name order: the index breaks ties)
 	shares := map[*fq]float64{}
-	for _, u := range out {
-		if _, ok := shares[u.queue]; !ok {
-			shares[u.queue] = share(u.queue)
-		}
+	type rank struct {
+		share float64
+		prio  int
+		whole bool
+		i     int
 	}
-	slices.SortStableFunc(out, func(a, b reclaimUnit) int {
-		return cmp.Or(cmp.Compare(shares[b.queue], shares[a.queue]), cmp.Compare(w.allocs[a.pods[0]].Priority, w.allocs[b.pods[0]].Priority),
-			cmp.Compare(boolInt(a.whole), boolInt(b.whole)))
+	ranks := make([]rank, len(out))
+	for i, u := range out {
+		sh, ok := shares[u.queue]
+		if !ok {
+			sh = share(u.queue)
+			shares[u.queue] = sh
+		}
+		ranks[i] = rank{sh, prio[i], u.whole, i}
+	}
+	slices.SortFunc(ranks, func(a, b rank) int {
+		return cmp.Or(cmp.Compare(b.share, a.share), cmp.Compare(a.prio, b.prio), cmp.Compare(boolInt(a.whole), boolInt(b.whole)), cmp.Compare(a.i, b.i))
 	})
-	return out
+	sorted := make([]reclaimUnit, len(out))
+	for i, r := range ranks {
+		sorted[i] = out[r.i]
+	}
+	return sorted
 }
 
 func boolInt(b bool) int {
@@ -1273,6 +1393,19 @@ func (t *taker) add(u reclaimUnit) bool {
 		}
 		for r, v := range u.take {
 			t.taken[x][r] += v
+		}
+	}
+	return true
+}
+
+// allowedAlone says whether taking u alone keeps every queue at or above
+// its deserved quota (newTaker().add(u), without the taker).
+func allowedAlone(u reclaimUnit) bool {
+	for x := u.queue; x != nil; x = x.parent {
+		for r, v := range u.take {
+			if v > max(x.usage[r]-x.spec.Deserved[r], 0) {
+				return false
+			}
 		}
 	}
 	return true
@@ -1404,7 +1537,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	{
 		most := map[string]int64{}
 		for _, u := range units {
-			if newTaker().add(u) {
+			if allowedAlone(u) {
 				most[u.job] = max(most[u.job], u.take[ResourceGPU])
 			}
 		}
@@ -1512,6 +1645,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			fp.touched(ni)
 		}
 		fp.w.removeAllocs(u.pods)
+		fp.unitsChanged(u.job)
 		if u.whole {
 			fp.evicts[u.job] = true
 		}
