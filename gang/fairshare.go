@@ -205,6 +205,8 @@ type fairPass struct {
 	overBuf   []*nodeUsage // reclaim's trial view, reused
 	nodeGen   []uint32     // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
+	untilU    [][]untilEntry // per node: usages of until views, shared by times
+	touchLog  []int32        // every touched call's node, in order
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
 	holdM    map[int32]*nodeUsage
@@ -216,53 +218,116 @@ type fairPass struct {
 	dirty        []int32
 }
 
-// untilMemo is w's usage per node once the pods that end by some time
-// have ended (nil: as now), with the nodeGen each entry was computed at
-// (plus one; 0: not computed).
+// untilMemo is the view reserve tests at one time t: per node, w's usage
+// once the pods that end by t have ended, with every reservation held
+// (nil: as w now), kept up to date through the touch log.
 type untilMemo struct {
 	over []*nodeUsage
-	gen  []uint32
-	// held: usage of the nodes the reservations hold, with each node's
-	// nodeGen (a reservation made or dropped bumps its nodes')
-	held    map[int32]*nodeUsage
-	heldGen map[int32]uint32
+	pos  int // fp.touchLog entries applied
 }
 
-// until is w without the pods that end by t (and terminating ones): the
-// view reserve tests at t, recomputed only on nodes changed since the last
-// time it was asked for t.
+// untilEntry is a node's usage once the pods ending by end have ended
+// (end: the latest end among them; the terminating pods end too), or,
+// with held set, base plus the reservations' holds, at one nodeGen.
+type untilEntry struct {
+	gen  uint32
+	end  time.Duration
+	held bool
+	base *nodeUsage
+	u    *nodeUsage
+}
+
+// until is w without the pods that end by t (and terminating ones), with
+// every reservation's capacity held: the view reserve tests at t,
+// recomputed only on nodes touched since the last time it was asked for
+// t. A node's usage is shared between the times that end the same pods.
 func (fp *fairPass) until(t time.Duration) (*view, error) {
 	w := fp.w
 	m := fp.untilM[t]
 	if m == nil {
-		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes)), gen: make([]uint32, len(w.nodes))}
+		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes))}
 		fp.untilM[t] = m
-	}
-	var keep []int32
-	for n := range w.byNode {
-		if m.gen[n] == fp.nodeGen[n]+1 {
-			continue
-		}
-		m.over[n] = nil
-		m.gen[n] = fp.nodeGen[n] + 1
-		keep = keep[:0]
-		changed := false
-		for _, k := range w.byNode[n] {
-			if a := &w.allocs[k]; a.Releasing || (a.Remaining > 0 && a.Remaining <= t) {
-				changed = true
-				continue
+		for n := range w.nodes {
+			if err := fp.untilNode(m, int32(n), t); err != nil {
+				return nil, err
 			}
-			keep = append(keep, k)
 		}
-		if changed {
-			u, err := w.buildUsage(n, keep)
+	} else {
+		for _, n := range fp.touchLog[m.pos:] {
+			if err := fp.untilNode(m, n, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.pos = len(fp.touchLog)
+	return &view{s: w, name: "until", at: t, over: m.over}, nil
+}
+
+// untilNode recomputes node n of m, the view at t.
+func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
+	w := fp.w
+	gen := fp.nodeGen[n]
+	entry := func(find func(e *untilEntry) bool, make func() (*nodeUsage, error), e untilEntry) (*nodeUsage, error) {
+		es := fp.untilU[n]
+		if len(es) > 0 && es[0].gen != gen {
+			es = es[:0]
+		}
+		for i := range es {
+			if find(&es[i]) {
+				return es[i].u, nil
+			}
+		}
+		u, err := make()
+		if err != nil {
+			return nil, err
+		}
+		e.gen, e.u = gen, u
+		fp.untilU[n] = append(es, e)
+		return u, nil
+	}
+	// the pods that end by t: the terminating ones and those ending by
+	// end, the latest end among them
+	var end time.Duration
+	ends := false
+	for _, k := range w.byNode[n] {
+		if a := &w.allocs[k]; a.Remaining > 0 && a.Remaining <= t {
+			ends, end = true, max(end, a.Remaining)
+		} else if a.Releasing {
+			ends = true
+		}
+	}
+	var base *nodeUsage // nil: as now
+	if ends {
+		var err error
+		base, err = entry(func(e *untilEntry) bool { return !e.held && e.end == end }, func() (*nodeUsage, error) {
+			var keep []int32
+			for _, k := range w.byNode[n] {
+				if a := &w.allocs[k]; !(a.Releasing || (a.Remaining > 0 && a.Remaining <= end)) {
+					keep = append(keep, k)
+				}
+			}
+			u, err := w.buildUsage(int(n), keep)
 			if err != nil {
 				return nil, fmt.Errorf("%w: reservation view: %w", ErrInternal, err)
 			}
-			m.over[n] = u
+			return u, nil
+		}, untilEntry{end: end})
+		if err != nil {
+			return err
 		}
 	}
-	return &view{s: w, name: "until", at: t, over: slices.Clone(m.over)}, nil
+	m.over[n] = base
+	if len(fp.resvs) > 0 && len(fp.heldOn(n)) > 0 {
+		b := base
+		if b == nil {
+			b = w.usage[n]
+		}
+		u, _ := entry(func(e *untilEntry) bool { return e.held && e.base == b }, func() (*nodeUsage, error) {
+			return fp.reheld(&view{s: w, name: "until", over: m.over}, n, ""), nil
+		}, untilEntry{held: true, base: b})
+		m.over[n] = u
+	}
+	return nil
 }
 
 // resvChanged records that reservation r was made or dropped.
@@ -279,6 +344,7 @@ func (fp *fairPass) resvChanged(r *fresv) {
 func (fp *fairPass) touched(n int) {
 	fp.nodeGen[n]++
 	fp.dirty = append(fp.dirty, int32(n))
+	fp.touchLog = append(fp.touchLog, int32(n))
 }
 
 // freeIn counts the free whole GPUs and MIG slices of v's schedulable
@@ -413,7 +479,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
 	}
-	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
+	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
 	fp.sv.memo = &capMemo{}
 	if fs.ReclaimBudget <= 0 {
@@ -1095,21 +1161,6 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 		v, err := fp.until(t)
 		if err != nil {
 			return nil, err
-		}
-		if len(fp.resvs) > 0 {
-			fp.heldOn(0)
-			m := fp.untilM[t]
-			if m.held == nil {
-				m.held, m.heldGen = map[int32]*nodeUsage{}, map[int32]uint32{}
-			}
-			for n := range fp.heldIdx {
-				u, ok := m.held[n]
-				if !ok || m.heldGen[n] != fp.nodeGen[n] {
-					u = fp.reheld(v, n, "")
-					m.held[n], m.heldGen[n] = u, fp.nodeGen[n]
-				}
-				v.set(n, u)
-			}
 		}
 		fp.stats.Searches++
 		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
