@@ -206,7 +206,7 @@ type fairPass struct {
 	nodeGen   []uint32     // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
 	untilU    [][]untilEntry // per node: usages of until views, shared by times
-	touchLog  []int32        // every touched call's node, in order
+	log       changeLog      // every touched call's node, in order
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
 	holdM    map[int32]*nodeUsage
@@ -223,7 +223,7 @@ type fairPass struct {
 // (nil: as w now), kept up to date through the touch log.
 type untilMemo struct {
 	over []*nodeUsage
-	pos  int // fp.touchLog entries applied
+	pos  int // fp.log entries applied
 }
 
 // untilEntry is a node's usage once the pods ending by end have ended
@@ -253,14 +253,14 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 			}
 		}
 	} else {
-		for _, n := range fp.touchLog[m.pos:] {
+		for _, n := range fp.log.nodes[m.pos:] {
 			if err := fp.untilNode(m, n, t); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m.pos = len(fp.touchLog)
-	return &view{s: w, name: "until", at: t, over: m.over}, nil
+	m.pos = len(fp.log.nodes)
+	return &view{s: w, name: "until", at: t, over: m.over, log: &fp.log}, nil
 }
 
 // untilNode recomputes node n of m, the view at t.
@@ -344,7 +344,7 @@ func (fp *fairPass) resvChanged(r *fresv) {
 func (fp *fairPass) touched(n int) {
 	fp.nodeGen[n]++
 	fp.dirty = append(fp.dirty, int32(n))
-	fp.touchLog = append(fp.touchLog, int32(n))
+	fp.log.nodes = append(fp.log.nodes, int32(n))
 }
 
 // freeIn counts the free whole GPUs and MIG slices of v's schedulable
@@ -940,6 +940,12 @@ func overLimit(q *fq, d Amounts) string {
 	return ""
 }
 
+// nowView is w as it is now. Like every view of w the pass tags with its
+// log (nowView, holdView(""), until), it changes only on nodes touched
+// (fp.log): solvers keeping capacity passes between searches recheck only
+// those.
+func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", log: &fp.log} }
+
 // holdView is w with every reservation's capacity held except skip's.
 func (fp *fairPass) holdView(skip string) *view {
 	if skip != "" && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == skip }) {
@@ -948,9 +954,12 @@ func (fp *fairPass) holdView(skip string) *view {
 	if skip == "" && fp.hold != nil {
 		return fp.hold
 	}
-	v := fp.w.viewNow()
+	v := fp.nowView()
 	if len(fp.resvs) > 0 {
-		v = &view{s: fp.w, name: "held"}
+		v = &view{s: fp.w, name: "held", log: &fp.log}
+		if skip != "" {
+			v.name, v.log = "held-but", nil // one job's: not followed
+		}
 		now := fp.w.viewNow()
 		fp.heldOn(0)
 		if fp.holdM == nil {
@@ -1054,7 +1063,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		return nil
 	}
 	if len(fp.resvs) == 0 {
-		pl, err := fp.fits(p, fp.w.viewNow(), "now")
+		pl, err := fp.fits(p, fp.nowView(), "now")
 		if err != nil {
 			return err
 		}
@@ -1070,7 +1079,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.resvs)))
 		}
 		if t := fp.earliest(); j.RunTime > 0 && j.RunTime <= t {
-			pl, err := fp.fits(p, fp.w.viewNow(), "now")
+			pl, err := fp.fits(p, fp.nowView(), "now")
 			if err != nil {
 				return err
 			}

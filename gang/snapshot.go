@@ -728,7 +728,14 @@ type view struct {
 	// at tells apart views of one name (the time of a reservation view):
 	// solvers keeping capacity passes between solves keep one per view
 	at time.Duration
+	// log, when set, promises that the view (by name and at) changes only
+	// on the nodes appended to it since: solvers keeping capacity passes
+	// between solves recheck only those (solver_memo.go)
+	log *changeLog
 }
+
+// changeLog lists nodes whose usage changed, in order of the changes.
+type changeLog struct{ nodes []int32 }
 
 func (v *view) usage(n int32) *nodeUsage {
 	if v.all {

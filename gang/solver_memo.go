@@ -25,7 +25,7 @@ type capMemo struct {
 	states []*capState
 	clock  uint64
 	// counters, for tests and tuning
-	hits, fresh, copied, nodes int
+	hits, fresh, copied, nodes, logged, scans int
 }
 
 // capKey is what decides a node's capacity for a one-set job, besides
@@ -52,7 +52,11 @@ type capState struct {
 	key  capKey
 	tag  capTag
 	used uint64
-	full bool         // every domain is to be recomputed
+	full bool // every domain is to be recomputed
+	// log, pos: the view's change log and how much of it u has seen (nil:
+	// every node is to be rechecked)
+	log  *changeLog
+	pos  int
 	u    []*nodeUsage // per node: the usage the arrays were computed at
 	dirt []bool       // per domain: scratch
 	// the arrays run computes (see attemptState)
@@ -117,6 +121,7 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 		st.nodeClass, st.nodeCap, st.nodeLow = make([]int64, nn), make([]int64, nn), make([]int64, nn)
 		st.domFree, st.domMembers, st.domCap, st.domLow = make([]int64, nd), make([]int64, nd), make([]int64, nd), make([]int64, nd)
 	}
+	st.log = nil // a new follower: every node is rechecked
 	if sib != nil && len(sib.u) == nn && len(sib.domCap) == nd {
 		m.copied++
 		copy(st.u, sib.u)
@@ -163,17 +168,17 @@ func (sv *solver) runMemo(st *capState) error {
 	z, zl := st.key.z, st.key.zl
 	L := t.nodeLevel()
 	changed := 0
-	for n := range nn {
-		u := v.usage(int32(n))
+	recheck := func(n int32) {
+		u := v.usage(n)
 		if st.u[n] == u {
-			continue
+			return
 		}
 		st.u[n] = u
 		changed++
 		st.nodeFree[n] = int64(u.free)*8 + int64(u.freeMIG)
-		st.nodeCPU[n], st.nodeMem[n] = sv.left(int32(n), u)
+		st.nodeCPU[n], st.nodeMem[n] = sv.left(n, u)
 		st.nodeClass[n] = int64(u.class)
-		capacity, low := sv.fitsMore(0, int32(n), u.class, st.nodeCPU[n], st.nodeMem[n]), int64(0)
+		capacity, low := sv.fitsMore(0, n, u.class, st.nodeCPU[n], st.nodeMem[n]), int64(0)
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
@@ -181,6 +186,22 @@ func (sv *solver) runMemo(st *capState) error {
 		for d := t.nodeDom[n]; d >= 0 && !st.dirt[d]; d = t.doms[d].parent {
 			st.dirt[d] = true
 		}
+	}
+	if v.log != nil && st.log == v.log && st.pos <= len(v.log.nodes) && len(v.log.nodes)-st.pos < nn {
+		// the view changed only on the nodes logged since
+		sv.memo.logged++
+		for _, n := range v.log.nodes[st.pos:] {
+			recheck(n)
+		}
+	} else {
+		sv.memo.scans++
+		for n := range nn {
+			recheck(int32(n))
+		}
+	}
+	st.log = v.log
+	if v.log != nil {
+		st.pos = len(v.log.nodes)
 	}
 	sv.memo.nodes += changed
 	if err := sv.poll.tick(1 + changed); err != nil {
