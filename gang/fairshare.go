@@ -260,7 +260,11 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 		}
 	}
 	m.pos = len(fp.log.nodes)
-	return &view{s: w, name: "until", at: t, over: m.over, log: &fp.log}, nil
+	v := &view{s: w, name: "until", at: t, over: m.over, log: &fp.log}
+	if checkUntil != nil {
+		checkUntil(fp, t, v)
+	}
+	return v, nil
 }
 
 // untilNode recomputes node n of m, the view at t.
@@ -481,7 +485,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	}
 	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
-	fp.sv.memo = &capMemo{}
+	fp.sv.memo = &capMemo{limit: memoLimit}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}
@@ -1234,7 +1238,7 @@ type reclaimUnit struct {
 type jobUnits struct {
 	queue *fq
 	units []reclaimUnit
-	prio  int
+	prio  []int // per unit: its first pod's priority (it ranks the unit)
 	mixed bool
 }
 
@@ -1272,7 +1276,11 @@ func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
 	if mixed {
 		return &jobUnits{mixed: true}
 	}
-	return &jobUnits{queue: vq, units: fp.unitsFrom(name, ks, vq), prio: w.allocs[ks[0]].Priority}
+	ju := &jobUnits{queue: vq, units: fp.unitsFrom(name, ks, vq)}
+	for _, u := range ju.units {
+		ju.prio = append(ju.prio, w.allocs[u.pods[0]].Priority)
+	}
+	return ju
 }
 
 // unitsFrom returns the units of running job name whose pods ks (of
@@ -1369,16 +1377,16 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 			}
 			for _, u := range fp.unitsFrom(name, ks, vq) {
 				out = append(out, u)
-				prio = append(prio, w.allocs[ks[0]].Priority)
+				prio = append(prio, w.allocs[u.pods[0]].Priority)
 			}
 			continue
 		}
 		if ju.queue == q || !isOver(ju.queue) {
 			continue
 		}
-		for _, u := range ju.units {
+		for i, u := range ju.units {
 			out = append(out, u)
-			prio = append(prio, ju.prio)
+			prio = append(prio, ju.prio[i])
 		}
 	}
 	// most over quota first, then lowest priority (a stable sort on the
@@ -1405,6 +1413,9 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 	sorted := make([]reclaimUnit, len(out))
 	for i, r := range ranks {
 		sorted[i] = out[r.i]
+	}
+	if checkUnits != nil {
+		checkUnits(fp, q, sorted)
 	}
 	return sorted
 }

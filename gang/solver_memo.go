@@ -1,5 +1,10 @@
 package gang
 
+import (
+	"cmp"
+	"time"
+)
+
 // Incremental capacity pass. A planner that runs many searches on views
 // that barely change between them (PlanFairShare: one search per job
 // start, each start touching a few nodes) gives its solver a capMemo.
@@ -20,8 +25,21 @@ package gang
 // capMemoStates bounds the states of one capMemo.
 const capMemoStates = 48
 
+// Hooks the property tests set to check the incremental structures
+// against recomputation from scratch (nil otherwise): checkMemo after each
+// incremental capacity pass, checkUntil on each reservation view,
+// checkUnits on each list of reclaim units.
+var (
+	checkMemo  func(sv *solver)
+	checkUntil func(fp *fairPass, t time.Duration, v *view)
+	checkUnits func(fp *fairPass, q *fq, got []reclaimUnit)
+	// memoLimit is the state bound of PlanFairShare's memo (0: the default)
+	memoLimit int
+)
+
 // capMemo holds the states of one planner's solver.
 type capMemo struct {
+	limit  int // most states (0: capMemoStates)
 	states []*capState
 	clock  uint64
 	// counters, for tests and tuning
@@ -105,7 +123,7 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 		}
 	}
 	var st *capState
-	if len(m.states) < capMemoStates {
+	if limit := cmp.Or(m.limit, capMemoStates); len(m.states) < limit {
 		st = &capState{}
 		m.states = append(m.states, st)
 	} else {
@@ -220,6 +238,9 @@ func (sv *solver) runMemo(st *capState) error {
 	sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow = st.nodeFree, st.nodeCPU, st.nodeMem, st.nodeClass, st.nodeCap, st.nodeLow
 	sv.domFree, sv.domMembers, sv.domCap, sv.domLow = st.domFree, st.domMembers, st.domCap, st.domLow
 	sv.countReleasing()
+	if checkMemo != nil {
+		checkMemo(sv)
+	}
 	return nil
 }
 
