@@ -216,6 +216,12 @@ type fairPass struct {
 	freeG, freeS []int32
 	totG, totS   int
 	dirty        []int32
+	// freeView: the last view freeIn counted with overrides; freeIsOver:
+	// its schedulable overridden nodes; freeOver: their free GPUs and
+	// slices in it; freeBase: in w (freeG, freeS)
+	freeView           *view
+	freeIsOver         []bool
+	freeOver, freeBase [2]int
 }
 
 // untilMemo is the view reserve tests at one time t: per node, w's usage
@@ -373,6 +379,10 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 		}
 		fp.totG += int(fg - fp.freeG[n])
 		fp.totS += int(fs - fp.freeS[n])
+		if fp.freeView != nil && fp.freeIsOver[n] {
+			fp.freeBase[0] += int(fg - fp.freeG[n])
+			fp.freeBase[1] += int(fs - fp.freeS[n])
+		}
 		fp.freeG[n], fp.freeS[n] = fg, fs
 	}
 	if fp.freeG == nil {
@@ -387,11 +397,31 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 	}
 	fp.dirty = fp.dirty[:0]
 	g, sl = fp.totG, fp.totS
-	for n, u := range v.over {
-		if u != nil && !w.nodes[n].info.Unschedulable {
-			g += int(u.free - fp.freeG[n])
-			sl += int(u.freeMIG - fp.freeS[n])
+	if v.over == nil {
+		return g, sl
+	}
+	if fp.freeView != v {
+		// v's overrides, summed once per view (the views fits is given
+		// do not change): what they count, and what w counts there (kept
+		// up to date by count)
+		if fp.freeIsOver == nil {
+			fp.freeIsOver = make([]bool, len(w.nodes))
 		}
+		clear(fp.freeIsOver)
+		fp.freeView, fp.freeOver, fp.freeBase = v, [2]int{}, [2]int{}
+		for n, u := range v.over {
+			if u != nil && !w.nodes[n].info.Unschedulable {
+				fp.freeIsOver[n] = true
+				fp.freeOver[0] += int(u.free)
+				fp.freeOver[1] += int(u.freeMIG)
+				fp.freeBase[0] += int(fp.freeG[n])
+				fp.freeBase[1] += int(fp.freeS[n])
+			}
+		}
+	}
+	g, sl = g+fp.freeOver[0]-fp.freeBase[0], sl+fp.freeOver[1]-fp.freeBase[1]
+	if checkFree != nil {
+		checkFree(v, g, sl)
 	}
 	return g, sl
 }
@@ -1648,17 +1678,21 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			// without it (its nodes are the same). The search is then
 			// left for the final set (stale: pl is not its answer).
 			stale := false
+			// set and cand: two buffers the loop owns (set without its
+			// i-th unit is built in cand, and they swap when it stays)
+			set = slices.Clone(set)
+			var cand []reclaimUnit
 			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
-				cand := slices.Delete(slices.Clone(set), i, i+1)
 				if fp.avoids(pl, set[i]) {
 					tests++
-					set, stale = cand, true
+					set, stale = slices.Delete(set, i, i+1), true
 					continue
 				}
+				cand = append(append(cand[:0], set[:i]...), set[i+1:]...)
 				if q, err := try(cand); err != nil {
 					return false, err
 				} else if q != nil {
-					set, pl, stale = cand, q, false
+					set, cand, pl, stale = cand, set, q, false
 				}
 			}
 			if stale {

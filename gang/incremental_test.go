@@ -13,10 +13,10 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// The fair-share pass keeps three structures up to date instead of
-// recomputing them per search (solver_memo.go, fairshare.go): the
-// solver's capacity passes per job shape and view, the reservation views
-// per time, and the reclaim units per running job. These tests check each
+// The fair-share pass keeps structures up to date instead of recomputing
+// them per search (solver_memo.go, fairshare.go): the solver's capacity
+// passes per job shape and view, the reservation views per time, the
+// reclaim units per running job, and the free GPUs of the views it tests. These tests check each
 // against its recomputation from scratch, on small random instances, at
 // every use.
 
@@ -182,8 +182,20 @@ func withIncrementalChecks(t fataler, limit int, f func()) {
 			t.Fatal(fmt.Sprintf("reclaim units for %s: kept %+v, from scratch %+v", q.spec.Name, got, ref))
 		}
 	}
+	checkFree = func(v *view, g, sl int) {
+		var rg, rs int
+		for n := range v.s.nodes {
+			if !v.s.nodes[n].info.Unschedulable {
+				rg += int(v.usage(int32(n)).free)
+				rs += int(v.usage(int32(n)).freeMIG)
+			}
+		}
+		if g != rg || sl != rs {
+			t.Fatal(fmt.Sprintf("free in view %s: kept %d GPUs %d slices, counted %d and %d", v.name, g, sl, rg, rs))
+		}
+	}
 	memoLimit = limit
-	defer func() { checkMemo, checkUntil, checkUnits, memoLimit = nil, nil, nil, 0 }()
+	defer func() { checkMemo, checkUntil, checkUnits, checkFree, memoLimit = nil, nil, nil, nil, 0 }()
 	f()
 }
 

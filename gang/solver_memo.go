@@ -28,11 +28,13 @@ const capMemoStates = 48
 // Hooks the property tests set to check the incremental structures
 // against recomputation from scratch (nil otherwise): checkMemo after each
 // incremental capacity pass, checkUntil on each reservation view,
-// checkUnits on each list of reclaim units.
+// checkUnits on each list of reclaim units, checkFree on each free count
+// of a view with overrides.
 var (
 	checkMemo  func(sv *solver)
 	checkUntil func(fp *fairPass, t time.Duration, v *view)
 	checkUnits func(fp *fairPass, q *fq, got []reclaimUnit)
+	checkFree  func(v *view, g, sl int)
 	// memoLimit is the state bound of PlanFairShare's memo (0: the default)
 	memoLimit int
 )
