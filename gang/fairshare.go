@@ -1260,6 +1260,39 @@ type reclaimUnit struct {
 	pods  []int32 // allocation indices in w
 	whole bool
 	take  Amounts
+	// simple: take holds GPUs and GPU memory only (gpus, mem)
+	simple    bool
+	gpus, mem int64
+}
+
+// newUnit returns the unit of pods ks of running job name (queue vq).
+func (fp *fairPass) newUnit(name string, vq *fq, ks []int32, whole bool) reclaimUnit {
+	u := reclaimUnit{job: name, queue: vq, pods: ks, whole: whole, take: Amounts{}, simple: true}
+	for _, k := range ks {
+		fp.w.allocAmounts(&fp.w.allocs[k], func(r string, v int64) { u.take[r] += v })
+	}
+	for r, v := range u.take {
+		switch r {
+		case ResourceGPU:
+			u.gpus = v
+		case ResourceGPUMemory:
+			u.mem = v
+		default:
+			u.simple = false
+		}
+	}
+	return u
+}
+
+// roomOf is what queue q may give of GPUs and GPU memory while it and its
+// ancestors stay at or above their deserved quotas.
+func roomOf(q *fq) [2]int64 {
+	r := [2]int64{math.MaxInt64, math.MaxInt64}
+	for x := q; x != nil; x = x.parent {
+		r[0] = min(r[0], max(x.usage[ResourceGPU]-x.spec.Deserved[ResourceGPU], 0))
+		r[1] = min(r[1], max(x.usage[ResourceGPUMemory]-x.spec.Deserved[ResourceGPUMemory], 0))
+	}
+	return r
 }
 
 // jobUnits is what reclaim may take of one running job, whatever the
@@ -1318,13 +1351,6 @@ func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
 // elastic), then the whole job.
 func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
 	w := fp.w
-	amount := func(ks []int32) Amounts {
-		am := Amounts{}
-		for _, k := range ks {
-			w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
-		}
-		return am
-	}
 	var out []reclaimUnit
 	if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
 		surplus := ShrinkOrder(w, name, len(ks)-m)
@@ -1336,9 +1362,9 @@ func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
 				}
 			}
 		}
-		out = append(out, reclaimUnit{job: name, queue: vq, pods: sk, take: amount(sk)})
+		out = append(out, fp.newUnit(name, vq, sk, false))
 	}
-	return append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
+	return append(out, fp.newUnit(name, vq, ks, true))
 }
 
 // unitsChanged records that running job name's pods changed (evicted).
@@ -1637,8 +1663,21 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	var reclaimable int64
 	{
 		most := map[string]int64{}
+		room := map[*fq][2]int64{}
 		for _, u := range units {
-			if allowedAlone(u) {
+			ok := false
+			if u.simple {
+				// (allowedAlone for a unit of GPUs and GPU memory only)
+				r, seen := room[u.queue]
+				if !seen {
+					r = roomOf(u.queue)
+					room[u.queue] = r
+				}
+				ok = u.gpus <= r[0] && u.mem <= r[1]
+			} else {
+				ok = allowedAlone(u)
+			}
+			if ok {
 				most[u.job] = max(most[u.job], u.take[ResourceGPU])
 			}
 		}

@@ -181,6 +181,11 @@ func withIncrementalChecks(t fataler, limit int, f func()) {
 		if ref := unitsScratch(fp, q); !sameUnits(got, ref) {
 			t.Fatal(fmt.Sprintf("reclaim units for %s: kept %+v, from scratch %+v", q.spec.Name, got, ref))
 		}
+		for _, u := range got {
+			if r := roomOf(u.queue); u.simple && (u.gpus <= r[0] && u.mem <= r[1]) != allowedAlone(u) {
+				t.Fatal(fmt.Sprintf("unit %+v: room %v disagrees with allowedAlone", u, r))
+			}
+		}
 	}
 	checkFree = func(v *view, g, sl int) {
 		var rg, rs int
