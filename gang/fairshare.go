@@ -890,22 +890,37 @@ func (fp *fairPass) order(n int) []*Job {
 		}
 		return nil
 	}
+	// a queue's rank depends on its subtree only (its pending jobs, its
+	// usage): kept until a job of its subtree is taken
+	type rank struct {
+		pending bool
+		tier    int
+		share   float64
+	}
+	ranks := map[*fq]rank{}
+	rankOf := func(q *fq) rank {
+		if r, ok := ranks[q]; ok {
+			return r
+		}
+		r := rank{pending: pending(q), tier: 1, share: share(q)}
+		if d := headDemand(q); d != nil && inQuota(q, d) {
+			r.tier = 0
+		} else if d == nil && belowDeserved(q) {
+			r.tier = 0
+		}
+		ranks[q] = r
+		return r
+	}
 	pick = func(kids []*fq) *fq {
 		var best *fq
 		bestTier, bestShare := 2, math.Inf(1)
 		for _, q := range kids {
-			if !pending(q) {
+			r := rankOf(q)
+			if !r.pending {
 				continue
 			}
-			tier := 1
-			if d := headDemand(q); d != nil && inQuota(q, d) {
-				tier = 0
-			} else if d == nil && belowDeserved(q) {
-				tier = 0
-			}
-			sh := share(q)
-			if tier < bestTier || (tier == bestTier && sh < bestShare) {
-				best, bestTier, bestShare = q, tier, sh
+			if r.tier < bestTier || (r.tier == bestTier && r.share < bestShare) {
+				best, bestTier, bestShare = q, r.tier, r.share
 			}
 		}
 		return best
@@ -919,7 +934,7 @@ func (fp *fairPass) order(n int) []*Job {
 			// a queue's own jobs compete with its children as one more child
 			if q.next < len(q.pending) {
 				k := pick(q.kids)
-				if k == nil || !(share(k) < share(q)) {
+				if k == nil || !(rankOf(k).share < rankOf(q).share) {
 					break
 				}
 				q = k
@@ -936,6 +951,9 @@ func (fp *fairPass) order(n int) []*Job {
 		out = append(out, j)
 		for r, v := range fp.need[j.Name] {
 			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
+		}
+		for x := q; x != nil; x = x.parent {
+			delete(ranks, x)
 		}
 	}
 	for _, q := range fp.qs {
