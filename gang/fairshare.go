@@ -526,6 +526,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if c := fp.capacity(); c[ResourceGPU] > 0 {
 		avgMem = c[ResourceGPUMemory] / c[ResourceGPU]
 	}
+	sigMemo := map[sigKey]string{}
 	for i := range jobs {
 		j := &jobs[i]
 		if _, dup := fp.probs[j.Name]; dup {
@@ -543,7 +544,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 			return nil, err
 		}
 		fp.probs[j.Name] = p
-		fp.sigs[p] = p.signature()
+		fp.sigs[p] = p.signatureIn(sigMemo)
 		fp.need[j.Name] = demandAmounts(p)
 		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
 			// whole GPUs of unknown memory: the cluster's average

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -392,4 +394,23 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSignatureIn: the memoised signature is the signature, for jobs of
+// one pod set and several, with and without selectors.
+func TestSignatureIn(t *testing.T) {
+	s := fourTier(t, 1, 2, 2, 2).build(t)
+	jobs := queueJobs(300, 11)
+	jobs = append(jobs, *workers("sel", 2, 4), Job{Name: "two", PodSets: []PodSet{
+		{Name: "a", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 2}}}, {Name: "b", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}}}})
+	jobs[len(jobs)-2].PodSets[0].Pod.NodeSelector = map[string]string{lRack: "r1"}
+	memo := map[sigKey]string{}
+	for round := range 2 {
+		for i := range jobs {
+			p, err := newProblem(&jobs[i], s.tree)
+			require.NoError(t, err)
+			require.Equal(t, p.signature(), p.signatureIn(memo), "round %d, job %s", round, jobs[i].Name)
+		}
+	}
+	require.Less(t, len(memo), 300, "one-set shapes share their entry")
 }
