@@ -1634,9 +1634,11 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		} else {
 			clear(fp.overBuf)
 		}
-		v := &view{s: fp.w, name: "reclaim", over: fp.overBuf}
+		// base's follower, but for the nodes of the dropped pods
+		v := &view{s: fp.w, name: "reclaim-" + base.name, at: base.at, over: fp.overBuf, log: base.log}
 		var kb []byte
 		for n, ks := range nodes {
+			v.extra = append(v.extra, n)
 			slices.Sort(ks)
 			kb = strconv.AppendInt(kb[:0], int64(n), 10)
 			for _, k := range ks {

@@ -354,13 +354,23 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 					t.Fatal(err)
 				}
 				var v *view
-				switch rapid.IntRange(0, 2).Draw(t, "view") {
+				switch rapid.IntRange(0, 3).Draw(t, "view") {
 				case 0:
 					v = &view{s: s, name: "now", log: &log}
 				case 1:
 					v = &view{s: s, name: "held", log: &log, over: make([]*nodeUsage, len(s.nodes))}
 					for n, u := range held {
 						v.over[n] = u
+					}
+				case 2: // the followed "held" view but for a few nodes (extra)
+					v = &view{s: s, name: "trial", log: &log, over: make([]*nodeUsage, len(s.nodes))}
+					for n, u := range held {
+						v.over[n] = u
+					}
+					for range rapid.IntRange(0, 2).Draw(t, "extras") {
+						n := int32(rapid.IntRange(0, len(s.nodes)-1).Draw(t, "extra"))
+						v.over[n] = s.plusUsage(v, n, []int{rapid.IntRange(0, 7).Draw(t, "xd")}, nil, nil, 0, 0)
+						v.extra = append(v.extra, n)
 					}
 				default:
 					v = &view{s: s, name: "other"} // not followed: rechecked whole

@@ -732,6 +732,10 @@ type view struct {
 	// on the nodes appended to it since: solvers keeping capacity passes
 	// between solves recheck only those (solver_memo.go)
 	log *changeLog
+	// extra: with log, the nodes where the view differs from the views of
+	// its name and at (a trial view that drops a few pods of one): they
+	// are rechecked too
+	extra []int32
 }
 
 // changeLog lists nodes whose usage changed, in order of the changes.

@@ -75,10 +75,11 @@ type capState struct {
 	full bool // every domain is to be recomputed
 	// log, pos: the view's change log and how much of it u has seen (nil:
 	// every node is to be rechecked)
-	log  *changeLog
-	pos  int
-	u    []*nodeUsage // per node: the usage the arrays were computed at
-	dirt []bool       // per domain: scratch
+	log   *changeLog
+	pos   int
+	extra []int32      // the last view's extra nodes
+	u     []*nodeUsage // per node: the usage the arrays were computed at
+	dirt  []bool       // per domain: scratch
 	// the arrays run computes (see attemptState)
 	nodeFree, nodeCPU, nodeMem, nodeClass, nodeCap, nodeLow []int64
 	domFree, domMembers, domCap, domLow                     []int64
@@ -207,10 +208,17 @@ func (sv *solver) runMemo(st *capState) error {
 			st.dirt[d] = true
 		}
 	}
-	if v.log != nil && st.log == v.log && st.pos <= len(v.log.nodes) && len(v.log.nodes)-st.pos < nn {
-		// the view changed only on the nodes logged since
+	if v.log != nil && st.log == v.log && st.pos <= len(v.log.nodes) && len(v.log.nodes)-st.pos+len(st.extra)+len(v.extra) < nn {
+		// the view changed only on the nodes logged since, and where the
+		// last view or this one differ from their kind
 		sv.memo.logged++
 		for _, n := range v.log.nodes[st.pos:] {
+			recheck(n)
+		}
+		for _, n := range st.extra {
+			recheck(n)
+		}
+		for _, n := range v.extra {
 			recheck(n)
 		}
 	} else {
@@ -219,7 +227,7 @@ func (sv *solver) runMemo(st *capState) error {
 			recheck(int32(n))
 		}
 	}
-	st.log = v.log
+	st.log, st.extra = v.log, append(st.extra[:0], v.extra...)
 	if v.log != nil {
 		st.pos = len(v.log.nodes)
 	}
