@@ -207,6 +207,7 @@ type fairPass struct {
 	untilM    map[time.Duration]*untilMemo
 	untilU    [][]untilEntry // per node: usages of until views, shared by times
 	log       changeLog      // every touched call's node, in order
+	follow    follow         // of the views of w now and held: log
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
 	holdM    map[int32]*nodeUsage
@@ -228,8 +229,9 @@ type fairPass struct {
 // once the pods that end by t have ended, with every reservation held
 // (nil: as w now), kept up to date through the touch log.
 type untilMemo struct {
-	over []*nodeUsage
-	pos  int // fp.log entries applied
+	over   []*nodeUsage
+	pos    int // fp.log entries applied
+	follow follow
 }
 
 // untilEntry is a node's usage once the pods ending by end have ended
@@ -266,7 +268,8 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 		}
 	}
 	m.pos = len(fp.log.nodes)
-	v := &view{s: w, name: "until", at: t, over: m.over, log: &fp.log}
+	m.follow = follow{log: &fp.log, at: t}
+	v := &view{s: w, name: "until", over: m.over, follow: &m.follow}
 	if checkUntil != nil {
 		checkUntil(fp, t, v)
 	}
@@ -516,6 +519,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
 	fp.sv.memo = &capMemo{limit: memoLimit}
+	fp.follow = follow{log: &fp.log}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}
@@ -997,7 +1001,7 @@ func overLimit(q *fq, d Amounts) string {
 // log (nowView, holdView(""), until), it changes only on nodes touched
 // (fp.log): solvers keeping capacity passes between searches recheck only
 // those.
-func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", log: &fp.log} }
+func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", follow: &fp.follow} }
 
 // holdView is w with every reservation's capacity held except skip's.
 func (fp *fairPass) holdView(skip string) *view {
@@ -1009,9 +1013,9 @@ func (fp *fairPass) holdView(skip string) *view {
 	}
 	v := fp.nowView()
 	if len(fp.resvs) > 0 {
-		v = &view{s: fp.w, name: "held", log: &fp.log}
+		v = &view{s: fp.w, name: "held", follow: &fp.follow}
 		if skip != "" {
-			v.name, v.log = "held-but", nil // one job's: not followed
+			v.name, v.follow = "held-but", nil // one job's: not followed
 		}
 		now := fp.w.viewNow()
 		fp.heldOn(0)
@@ -1635,10 +1639,15 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			clear(fp.overBuf)
 		}
 		// base's follower, but for the nodes of the dropped pods
-		v := &view{s: fp.w, name: "reclaim-" + base.name, at: base.at, over: fp.overBuf, log: base.log}
+		v := &view{s: fp.w, name: "reclaim-" + base.name, over: fp.overBuf}
+		if base.follow != nil {
+			v.follow = &follow{log: base.follow.log, at: base.follow.at}
+		}
 		var kb []byte
 		for n, ks := range nodes {
-			v.extra = append(v.extra, n)
+			if v.follow != nil {
+				v.follow.extra = append(v.follow.extra, n)
+			}
 			slices.Sort(ks)
 			kb = strconv.AppendInt(kb[:0], int64(n), 10)
 			for _, k := range ks {

@@ -46,7 +46,7 @@ func memoScratch(t fataler, sv *solver) {
 		{"domFree", sv.domFree, ref.domFree}, {"domMembers", sv.domMembers, ref.domMembers}, {"domCap", sv.domCap, ref.domCap}, {"domLow", sv.domLow, ref.domLow},
 	} {
 		if !slices.Equal(c.got, c.ref) {
-			t.Fatal(fmt.Sprintf("incremental %s %v, from scratch %v (view %s/%v)", c.name, c.got, c.ref, sv.search.view.name, sv.search.view.at))
+			t.Fatal(fmt.Sprintf("incremental %s %v, from scratch %v (view %s %+v)", c.name, c.got, c.ref, sv.search.view.name, sv.search.view.follow))
 		}
 	}
 }
@@ -315,6 +315,7 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 			t.Fatal(err)
 		}
 		var log changeLog
+		fol := &follow{log: &log}
 		held := map[int32]*nodeUsage{} // a followed view's own overrides
 		memo := &capMemo{limit: rapid.IntRange(1, 3).Draw(t, "states")}
 		sv := &solver{memo: memo}
@@ -356,21 +357,21 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 				var v *view
 				switch rapid.IntRange(0, 3).Draw(t, "view") {
 				case 0:
-					v = &view{s: s, name: "now", log: &log}
+					v = &view{s: s, name: "now", follow: fol}
 				case 1:
-					v = &view{s: s, name: "held", log: &log, over: make([]*nodeUsage, len(s.nodes))}
+					v = &view{s: s, name: "held", follow: fol, over: make([]*nodeUsage, len(s.nodes))}
 					for n, u := range held {
 						v.over[n] = u
 					}
 				case 2: // the followed "held" view but for a few nodes (extra)
-					v = &view{s: s, name: "trial", log: &log, over: make([]*nodeUsage, len(s.nodes))}
+					v = &view{s: s, name: "trial", follow: &follow{log: &log}, over: make([]*nodeUsage, len(s.nodes))}
 					for n, u := range held {
 						v.over[n] = u
 					}
 					for range rapid.IntRange(0, 2).Draw(t, "extras") {
 						n := int32(rapid.IntRange(0, len(s.nodes)-1).Draw(t, "extra"))
 						v.over[n] = s.plusUsage(v, n, []int{rapid.IntRange(0, 7).Draw(t, "xd")}, nil, nil, 0, 0)
-						v.extra = append(v.extra, n)
+						v.follow.extra = append(v.follow.extra, n)
 					}
 				default:
 					v = &view{s: s, name: "other"} // not followed: rechecked whole

@@ -725,16 +725,18 @@ type view struct {
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)
 	all  bool         // every node idle
 	name string
-	// at tells apart views of one name (the time of a reservation view):
-	// solvers keeping capacity passes between solves keep one per view
-	at time.Duration
-	// log, when set, promises that the view (by name and at) changes only
-	// on the nodes appended to it since: solvers keeping capacity passes
-	// between solves recheck only those (solver_memo.go)
-	log *changeLog
-	// extra: with log, the nodes where the view differs from the views of
-	// its name and at (a trial view that drops a few pods of one): they
-	// are rechecked too
+	// follow, when set, lets solvers that keep capacity passes between
+	// solves (solver_memo.go) recheck only what changed
+	follow *follow
+}
+
+// follow says how a view changes: views of one name and time (at) differ
+// only on the nodes appended to log since, and a view on its extra nodes.
+// A trial view that drops a few pods of a followed view is that view's
+// follower, with those pods' nodes as extra.
+type follow struct {
+	log   *changeLog
+	at    time.Duration
 	extra []int32
 }
 

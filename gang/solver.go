@@ -56,11 +56,8 @@ type solver struct {
 	capsCache   *cache
 
 	// memo, when set, keeps one-set capacity passes between solves
-	// (solver_memo.go); borrowed: the attempt arrays are a memo state's,
-	// own holds the solver's buffers meanwhile
-	memo     *capMemo
-	borrowed bool
-	own      ownArrays
+	// (solver_memo.go)
+	memo *capMemo
 
 	attemptState
 }

@@ -9,7 +9,11 @@ func (sv *solver) run(at attempt) error {
 	if key, ok := sv.memoKey(); ok {
 		sv.scalar = true
 		v := sv.search.view
-		return sv.runMemo(sv.memo.state(key, capTag{v.name, int64(v.at)}, len(sv.s.nodes), len(sv.s.tree.doms)))
+		tag := capTag{name: v.name}
+		if v.follow != nil {
+			tag.t = int64(v.follow.at)
+		}
+		return sv.runMemo(sv.memo.state(key, tag, len(sv.s.nodes), len(sv.s.tree.doms)))
 	}
 	sv.useOwn()
 	t := sv.s.tree

@@ -43,7 +43,11 @@ var (
 type capMemo struct {
 	limit  int // most states (0: capMemoStates)
 	states []*capState
-	clock  uint64
+	// borrowed: the solver's attempt arrays are a state's; own holds its
+	// own buffers meanwhile
+	borrowed bool
+	own      ownArrays
+	clock    uint64
 	// counters, for tests and tuning
 	hits, fresh, copied, nodes, logged, scans int
 }
@@ -166,22 +170,22 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 
 // useOwn points the solver back at its own buffers after a borrow.
 func (sv *solver) useOwn() {
-	if !sv.borrowed {
+	if sv.memo == nil || !sv.memo.borrowed {
 		return
 	}
-	o := &sv.own
+	o := &sv.memo.own
 	sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow = o.nodeFree, o.nodeCPU, o.nodeMem, o.nodeClass, o.nodeCap, o.nodeLow
 	sv.domFree, sv.domMembers, sv.domCap, sv.domLow = o.domFree, o.domMembers, o.domCap, o.domLow
-	sv.borrowed = false
+	sv.memo.borrowed = false
 }
 
 // runMemo is run's capacity pass for a one-set job from state st:
 // only nodes whose usage changed since st counted them, and their
 // ancestors, are recomputed; then the solver reads st's arrays.
 func (sv *solver) runMemo(st *capState) error {
-	if !sv.borrowed {
-		sv.own = ownArrays{sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow, sv.domFree, sv.domMembers, sv.domCap, sv.domLow}
-		sv.borrowed = true
+	if m := sv.memo; !m.borrowed {
+		m.own = ownArrays{sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow, sv.domFree, sv.domMembers, sv.domCap, sv.domLow}
+		m.borrowed = true
 	}
 	t := sv.s.tree
 	nn := len(sv.s.nodes)
@@ -208,17 +212,22 @@ func (sv *solver) runMemo(st *capState) error {
 			st.dirt[d] = true
 		}
 	}
-	if v.log != nil && st.log == v.log && st.pos <= len(v.log.nodes) && len(v.log.nodes)-st.pos+len(st.extra)+len(v.extra) < nn {
+	var log *changeLog
+	var extra []int32
+	if f := v.follow; f != nil {
+		log, extra = f.log, f.extra
+	}
+	if log != nil && st.log == log && st.pos <= len(log.nodes) && len(log.nodes)-st.pos+len(st.extra)+len(extra) < nn {
 		// the view changed only on the nodes logged since, and where the
 		// last view or this one differ from their kind
 		sv.memo.logged++
-		for _, n := range v.log.nodes[st.pos:] {
+		for _, n := range log.nodes[st.pos:] {
 			recheck(n)
 		}
 		for _, n := range st.extra {
 			recheck(n)
 		}
-		for _, n := range v.extra {
+		for _, n := range extra {
 			recheck(n)
 		}
 	} else {
@@ -227,9 +236,9 @@ func (sv *solver) runMemo(st *capState) error {
 			recheck(int32(n))
 		}
 	}
-	st.log, st.extra = v.log, append(st.extra[:0], v.extra...)
-	if v.log != nil {
-		st.pos = len(v.log.nodes)
+	st.log, st.extra = log, append(st.extra[:0], extra...)
+	if log != nil {
+		st.pos = len(log.nodes)
 	}
 	sv.memo.nodes += changed
 	if err := sv.poll.tick(1 + changed); err != nil {
