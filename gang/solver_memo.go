@@ -19,8 +19,22 @@ import (
 // Node usages are immutable once built (every change of a snapshot or a
 // view builds a new one), so a node whose usage in the view is the very
 // one a state counted has the same capacity: the arrays equal a pass from
-// scratch (TestCapMemoMatchesScratch). A state holds the usages it
-// counted, so their addresses cannot be reused while it lives.
+// scratch (TestCapMemoMatchesScratch, TestFairShareIncremental). A state
+// holds the usages it counted, so their addresses cannot be reused while
+// it lives.
+//
+// Finding the changed nodes compares every node's usage, unless the view
+// is followed (view.follow): its maker promises that views of its name
+// and time differ from the last one only on the nodes appended to the
+// change log since, and on the extra nodes of either. A state that last
+// counted a view of the same name and time then rechecks only those. The
+// fair-share pass follows the views of its working snapshot (now, with
+// the reservations held, at a reservation's time) and logs every node
+// whose pods or holds change.
+//
+// While a solve runs on a state, the solver's attempt arrays are the
+// state's: the next solve may change them, so a solver with a memo is not
+// kept for explanations.
 
 // capMemoStates bounds the states of one capMemo.
 const capMemoStates = 48
