@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -424,4 +425,35 @@ func TestSignatureIn(t *testing.T) {
 		}
 	}
 	require.Less(t, len(memo), 300, "one-set shapes share their entry")
+}
+
+// TestFairShareMemoFollows: on a cluster of 500 nodes, the pass's kept
+// capacity passes mostly recheck only the logged nodes (followed views)
+// rather than every node, and recompute far fewer nodes than passes from
+// scratch would: the incremental path is the one taken.
+func TestFairShareMemoFollows(t *testing.T) {
+	sp := busy(fourTier(t, 2, 5, 5, 10), 0.4, 3)
+	r := rand.New(rand.NewPCG(3, 3))
+	fs := FairShare{Queues: []FairQueue{{Name: "a", Deserved: Amounts{ResourceGPU: 1500}}, {Name: "b", Deserved: Amounts{ResourceGPU: 1500}}}}
+	for i := range sp.allocs {
+		sp.allocs[i].Queue = []string{"a", "b"}[r.IntN(2)]
+		if r.IntN(2) == 0 {
+			sp.allocs[i].Remaining = time.Duration(1+r.IntN(240)) * time.Minute
+		}
+	}
+	s := sp.build(t)
+	jobs := queueJobs(1000, 3)
+	for i := range jobs {
+		jobs[i].Queue = []string{"a", "b"}[r.IntN(2)]
+	}
+	var m *capMemo
+	checkMemo = func(sv *solver) { m = sv.memo }
+	defer func() { checkMemo = nil }()
+	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	require.NoError(t, err)
+	require.NotNil(t, m)
+	solves := m.hits + m.fresh + m.copied
+	t.Logf("stats %+v; memo: %d solves (%d hits, %d fresh, %d copied), %d logged, %d scans, %d nodes recomputed", plan.Stats, solves, m.hits, m.fresh, m.copied, m.logged, m.scans, m.nodes)
+	require.Greater(t, m.logged, m.scans, "most solves follow their view's log")
+	require.Less(t, m.nodes, solves*len(s.nodes)/10, "a solve recomputes a few nodes, not all")
 }
