@@ -176,11 +176,22 @@ func sameUnits(a, b []reclaimUnit) bool {
 	})
 }
 
+// checked counts the checks withIncrementalChecks made, per structure.
+var checked [4]int
+
 // withIncrementalChecks sets the hooks for the length of f.
 func withIncrementalChecks(t fataler, limit int, f func()) {
-	checkMemo = func(sv *solver) { memoScratch(t, sv) }
-	checkUntil = func(fp *fairPass, at time.Duration, v *view) { untilScratch(t, fp, at, v) }
+	checkMemo = func(sv *solver) { checked[0]++; memoScratch(t, sv) }
+	checkUntil = func(fp *fairPass, at time.Duration, v *view) {
+		if len(fp.resvs) > 0 {
+			checked[1]++ // (with holds)
+		}
+		untilScratch(t, fp, at, v)
+	}
 	checkUnits = func(fp *fairPass, q *fq, got []reclaimUnit) {
+		if len(got) > 0 {
+			checked[2]++
+		}
 		if ref := unitsScratch(fp, q); !sameUnits(got, ref) {
 			t.Fatal(fmt.Sprintf("reclaim units for %s: kept %+v, from scratch %+v", q.spec.Name, got, ref))
 		}
@@ -191,6 +202,7 @@ func withIncrementalChecks(t fataler, limit int, f func()) {
 		}
 	}
 	checkFree = func(v *view, g, sl int) {
+		checked[3]++
 		var rg, rs int
 		for n := range v.s.nodes {
 			if !v.s.nodes[n].info.Unschedulable {
@@ -213,8 +225,15 @@ func withIncrementalChecks(t fataler, limit int, f func()) {
 // every kept structure checked against its recomputation at each use,
 // and a memo of few states (states are evicted and restarted from
 // siblings).
-func TestFairShareIncremental(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+func TestFairShareIncremental(tt *testing.T) {
+	checked = [4]int{}
+	defer func() {
+		tt.Logf("checked %d capacity passes, %d reservation views with holds, %d unit lists, %d free counts", checked[0], checked[1], checked[2], checked[3])
+		for i, n := range checked {
+			require.Positive(tt, n, "structure %d never checked: the instances do not reach it", i)
+		}
+	}()
+	rapid.Check(tt, func(t *rapid.T) {
 		N := rapid.IntRange(2, 8).Draw(t, "nodes")
 		var cn []topology.ClusterNode
 		gpus := make([]int, N)
