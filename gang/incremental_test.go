@@ -476,3 +476,19 @@ func TestFairShareMemoFollows(t *testing.T) {
 	require.Greater(t, m.logged, m.scans, "most solves follow their view's log")
 	require.Less(t, m.nodes, solves*len(s.nodes)/10, "a solve recomputes a few nodes, not all")
 }
+
+// TestCapMemoBounded: the kept capacity passes of a pass stay within
+// capMemoBytes however large the cluster (a few states at least).
+func TestCapMemoBounded(t *testing.T) {
+	m := &capMemo{}
+	require.Equal(t, capMemoStates, m.maxStates(5000, 610))
+	for _, nn := range []int{1, 1000, 20000, MaxNodes} {
+		nd := nn / 8
+		k := m.maxStates(nn, nd)
+		require.GreaterOrEqual(t, k, capMemoMinStates)
+		if k > capMemoMinStates {
+			require.LessOrEqual(t, k*(nn*7*8+nd*(4*8+1)), capMemoBytes, "%d nodes", nn)
+		}
+	}
+	require.Less(t, capMemoMinStates*(MaxNodes*7*8+MaxNodes*(4*8+1)), 2*capMemoBytes)
+}

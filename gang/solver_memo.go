@@ -1,9 +1,6 @@
 package gang
 
-import (
-	"cmp"
-	"time"
-)
+import "time"
 
 // Incremental capacity pass. A planner that runs many searches on views
 // that barely change between them (PlanFairShare: one search per job
@@ -36,8 +33,22 @@ import (
 // state's: the next solve may change them, so a solver with a memo is not
 // kept for explanations.
 
-// capMemoStates bounds the states of one capMemo.
-const capMemoStates = 48
+// capMemoStates bounds the states of one capMemo, and capMemoBytes their
+// arrays (large clusters keep fewer states, at least capMemoMinStates).
+const (
+	capMemoStates    = 48
+	capMemoMinStates = 4
+	capMemoBytes     = 64 << 20
+)
+
+// maxStates is how many states m keeps for nn nodes and nd domains.
+func (m *capMemo) maxStates(nn, nd int) int {
+	if m.limit > 0 {
+		return m.limit
+	}
+	per := nn*(7*8) + nd*(4*8+1) + 1 // the node and domain arrays of a state
+	return max(min(capMemoStates, capMemoBytes/per), capMemoMinStates)
+}
 
 // Hooks the property tests set to check the incremental structures
 // against recomputation from scratch (nil otherwise): checkMemo after each
@@ -55,7 +66,7 @@ var (
 
 // capMemo holds the states of one planner's solver.
 type capMemo struct {
-	limit  int // most states (0: capMemoStates)
+	limit  int // most states (0: maxStates)
 	states []*capState
 	// borrowed: the solver's attempt arrays are a state's; own holds its
 	// own buffers meanwhile
@@ -144,7 +155,7 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 		}
 	}
 	var st *capState
-	if limit := cmp.Or(m.limit, capMemoStates); len(m.states) < limit {
+	if len(m.states) < m.maxStates(nn, nd) {
 		st = &capState{}
 		m.states = append(m.states, st)
 	} else {
