@@ -266,9 +266,6 @@ func (sv *solver) runMemo(st *capState) error {
 		st.pos = len(log.nodes)
 	}
 	sv.memo.nodes += changed
-	if err := sv.poll.tick(1 + changed); err != nil {
-		return err
-	}
 	if changed > 0 || st.full {
 		// post-order: children before their parent
 		for d := range t.doms {
@@ -278,6 +275,10 @@ func (sv *solver) runMemo(st *capState) error {
 			}
 		}
 		st.full = false
+	}
+	// (the state is whole again: a stop leaves nothing half-done)
+	if err := sv.poll.tick(1 + changed); err != nil {
+		return err
 	}
 	sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow = st.nodeFree, st.nodeCPU, st.nodeMem, st.nodeClass, st.nodeCap, st.nodeLow
 	sv.domFree, sv.domMembers, sv.domCap, sv.domLow = st.domFree, st.domMembers, st.domCap, st.domLow
