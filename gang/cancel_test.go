@@ -101,6 +101,11 @@ func TestCancel(t *testing.T) {
 			p, err := PlanQueue(ctx, small, jobs)
 			return nilIfNil(p == nil, p, err)
 		}},
+		{"PlanFairShare", func(ctx context.Context) (any, error) {
+			fs := FairShare{Queues: []FairQueue{{Name: "research", Deserved: Amounts{ResourceGPU: 100}}, {Name: "prod", Deserved: Amounts{ResourceGPU: 300}}, {Name: "batch"}}}
+			p, err := PlanFairShare(ctx, small, jobs, fs)
+			return nilIfNil(p == nil, p, err)
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) { testCancel(t, c.call) })
 	}

@@ -197,9 +197,17 @@ type fairPass struct {
 	noRel     bool            // no pod of s (so of w) is terminating
 	heldIdx   map[int32][]heldPod
 	sigs      map[*problem]string // each pending job's signature
-	overBuf   []*nodeUsage        // reclaim's trial view, reused
-	nodeGen   []uint32            // per node: bumped when w's pods on it change
+	// unitBase: per running job, what reclaim may take of it (built on the
+	// first reclaim, updated as evictions change jobs); unitNames: their
+	// names, sorted (a name may have left unitBase)
+	unitBase  map[string]*jobUnits
+	unitNames []string
+	overBuf   []*nodeUsage // reclaim's trial view, reused
+	nodeGen   []uint32     // per node: bumped when w's pods on it change
 	untilM    map[time.Duration]*untilMemo
+	untilU    [][]untilEntry // per node: usages of until views, shared by times
+	log       changeLog      // every touched call's node, in order
+	follow    follow         // of the views of w now and held: log
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
 	holdM    map[int32]*nodeUsage
@@ -209,55 +217,130 @@ type fairPass struct {
 	freeG, freeS []int32
 	totG, totS   int
 	dirty        []int32
+	// freeView: the last view freeIn counted with overrides; freeIsOver:
+	// its schedulable overridden nodes; freeOver: their free GPUs and
+	// slices in it; freeBase: in w (freeG, freeS)
+	freeView           *view
+	freeIsOver         []bool
+	freeOver, freeBase [2]int
 }
 
-// untilMemo is w's usage per node once the pods that end by some time
-// have ended (nil: as now), with the nodeGen each entry was computed at
-// (plus one; 0: not computed).
+// untilMemo is the view reserve tests at one time t: per node, w's usage
+// once the pods that end by t have ended, with every reservation held
+// (nil: as w now), kept up to date through the touch log.
 type untilMemo struct {
-	over []*nodeUsage
-	gen  []uint32
-	// held: usage of the nodes the reservations hold, with each node's
-	// nodeGen (a reservation made or dropped bumps its nodes')
-	held    map[int32]*nodeUsage
-	heldGen map[int32]uint32
+	over   []*nodeUsage
+	pos    int // fp.log entries applied
+	follow follow
 }
 
-// until is w without the pods that end by t (and terminating ones): the
-// view reserve tests at t, recomputed only on nodes changed since the last
-// time it was asked for t.
+// untilEntry is a node's usage once the pods ending by end have ended
+// (end: the latest end among them; the terminating pods end too), or,
+// with held set, base plus the reservations' holds, at one nodeGen.
+type untilEntry struct {
+	gen  uint32
+	end  time.Duration
+	held bool
+	base *nodeUsage
+	u    *nodeUsage
+}
+
+// until is w without the pods that end by t (and terminating ones), with
+// every reservation's capacity held: the view reserve tests at t,
+// recomputed only on nodes touched since the last time it was asked for
+// t. A node's usage is shared between the times that end the same pods.
 func (fp *fairPass) until(t time.Duration) (*view, error) {
 	w := fp.w
 	m := fp.untilM[t]
 	if m == nil {
-		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes)), gen: make([]uint32, len(w.nodes))}
+		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes))}
 		fp.untilM[t] = m
-	}
-	var keep []int32
-	for n := range w.byNode {
-		if m.gen[n] == fp.nodeGen[n]+1 {
-			continue
-		}
-		m.over[n] = nil
-		m.gen[n] = fp.nodeGen[n] + 1
-		keep = keep[:0]
-		changed := false
-		for _, k := range w.byNode[n] {
-			if a := &w.allocs[k]; a.Releasing || (a.Remaining > 0 && a.Remaining <= t) {
-				changed = true
-				continue
+		for n := range w.nodes {
+			if err := fp.untilNode(m, int32(n), t); err != nil {
+				return nil, err
 			}
-			keep = append(keep, k)
 		}
-		if changed {
-			u, err := w.buildUsage(n, keep)
+	} else {
+		for _, n := range fp.log.nodes[m.pos:] {
+			if err := fp.untilNode(m, n, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.pos = len(fp.log.nodes)
+	m.follow = follow{log: &fp.log, at: t}
+	v := &view{s: w, name: "until", over: m.over, follow: &m.follow}
+	if checkUntil != nil {
+		checkUntil(fp, t, v)
+	}
+	return v, nil
+}
+
+// untilNode recomputes node n of m, the view at t.
+func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
+	w := fp.w
+	gen := fp.nodeGen[n]
+	entry := func(find func(e *untilEntry) bool, make func() (*nodeUsage, error), e untilEntry) (*nodeUsage, error) {
+		es := fp.untilU[n]
+		if len(es) > 0 && es[0].gen != gen {
+			es = es[:0]
+		}
+		for i := range es {
+			if find(&es[i]) {
+				return es[i].u, nil
+			}
+		}
+		u, err := make()
+		if err != nil {
+			return nil, err
+		}
+		e.gen, e.u = gen, u
+		fp.untilU[n] = append(es, e)
+		return u, nil
+	}
+	// the pods that end by t: the terminating ones and those ending by
+	// end, the latest end among them
+	var end time.Duration
+	ends := false
+	for _, k := range w.byNode[n] {
+		if a := &w.allocs[k]; a.Remaining > 0 && a.Remaining <= t {
+			ends, end = true, max(end, a.Remaining)
+		} else if a.Releasing {
+			ends = true
+		}
+	}
+	var base *nodeUsage // nil: as now
+	if ends {
+		var err error
+		base, err = entry(func(e *untilEntry) bool { return !e.held && e.end == end }, func() (*nodeUsage, error) {
+			var keep []int32
+			for _, k := range w.byNode[n] {
+				if a := &w.allocs[k]; !(a.Releasing || (a.Remaining > 0 && a.Remaining <= end)) {
+					keep = append(keep, k)
+				}
+			}
+			u, err := w.buildUsage(int(n), keep)
 			if err != nil {
 				return nil, fmt.Errorf("%w: reservation view: %w", ErrInternal, err)
 			}
-			m.over[n] = u
+			return u, nil
+		}, untilEntry{end: end})
+		if err != nil {
+			return err
 		}
 	}
-	return &view{s: w, name: "until", over: slices.Clone(m.over)}, nil
+	m.over[n] = base
+	if len(fp.resvs) > 0 && len(fp.heldOn(n)) > 0 {
+		b := base
+		if b == nil {
+			b = w.usage[n]
+		}
+		u, _ := entry(func(e *untilEntry) bool { return e.held && e.base == b }, func() (*nodeUsage, error) {
+			return fp.reheld(&view{s: w, name: "until", over: m.over}, n, ""), nil
+		}, untilEntry{held: true, base: b})
+		m.over[n] = u
+	}
+	return nil
 }
 
 // resvChanged records that reservation r was made or dropped.
@@ -274,6 +357,7 @@ func (fp *fairPass) resvChanged(r *fresv) {
 func (fp *fairPass) touched(n int) {
 	fp.nodeGen[n]++
 	fp.dirty = append(fp.dirty, int32(n))
+	fp.log.nodes = append(fp.log.nodes, int32(n))
 }
 
 // freeIn counts the free whole GPUs and MIG slices of v's schedulable
@@ -298,6 +382,10 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 		}
 		fp.totG += int(fg - fp.freeG[n])
 		fp.totS += int(fs - fp.freeS[n])
+		if fp.freeView != nil && fp.freeIsOver[n] {
+			fp.freeBase[0] += int(fg - fp.freeG[n])
+			fp.freeBase[1] += int(fs - fp.freeS[n])
+		}
 		fp.freeG[n], fp.freeS[n] = fg, fs
 	}
 	if fp.freeG == nil {
@@ -312,11 +400,31 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 	}
 	fp.dirty = fp.dirty[:0]
 	g, sl = fp.totG, fp.totS
-	for n, u := range v.over {
-		if u != nil && !w.nodes[n].info.Unschedulable {
-			g += int(u.free - fp.freeG[n])
-			sl += int(u.freeMIG - fp.freeS[n])
+	if v.over == nil {
+		return g, sl
+	}
+	if fp.freeView != v {
+		// v's overrides, summed once per view (the views fits is given
+		// do not change): what they count, and what w counts there (kept
+		// up to date by count)
+		if fp.freeIsOver == nil {
+			fp.freeIsOver = make([]bool, len(w.nodes))
 		}
+		clear(fp.freeIsOver)
+		fp.freeView, fp.freeOver, fp.freeBase = v, [2]int{}, [2]int{}
+		for n, u := range v.over {
+			if u != nil && !w.nodes[n].info.Unschedulable {
+				fp.freeIsOver[n] = true
+				fp.freeOver[0] += int(u.free)
+				fp.freeOver[1] += int(u.freeMIG)
+				fp.freeBase[0] += int(fp.freeG[n])
+				fp.freeBase[1] += int(fp.freeS[n])
+			}
+		}
+	}
+	g, sl = g+fp.freeOver[0]-fp.freeBase[0], sl+fp.freeOver[1]-fp.freeBase[1]
+	if checkFree != nil {
+		checkFree(v, g, sl)
 	}
 	return g, sl
 }
@@ -408,8 +516,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
 	}
-	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
+	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
+	fp.sv.memo = &capMemo{limit: memoLimit}
+	fp.follow = follow{log: &fp.log}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}
@@ -420,6 +530,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if c := fp.capacity(); c[ResourceGPU] > 0 {
 		avgMem = c[ResourceGPUMemory] / c[ResourceGPU]
 	}
+	sigMemo := map[sigKey]string{}
 	for i := range jobs {
 		j := &jobs[i]
 		if _, dup := fp.probs[j.Name]; dup {
@@ -437,7 +548,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 			return nil, err
 		}
 		fp.probs[j.Name] = p
-		fp.sigs[p] = p.signature()
+		fp.sigs[p] = p.signatureIn(sigMemo)
 		fp.need[j.Name] = demandAmounts(p)
 		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
 			// whole GPUs of unknown memory: the cluster's average
@@ -784,22 +895,37 @@ func (fp *fairPass) order(n int) []*Job {
 		}
 		return nil
 	}
+	// a queue's rank depends on its subtree only (its pending jobs, its
+	// usage): kept until a job of its subtree is taken
+	type rank struct {
+		pending bool
+		tier    int
+		share   float64
+	}
+	ranks := map[*fq]rank{}
+	rankOf := func(q *fq) rank {
+		if r, ok := ranks[q]; ok {
+			return r
+		}
+		r := rank{pending: pending(q), tier: 1, share: share(q)}
+		if d := headDemand(q); d != nil && inQuota(q, d) {
+			r.tier = 0
+		} else if d == nil && belowDeserved(q) {
+			r.tier = 0
+		}
+		ranks[q] = r
+		return r
+	}
 	pick = func(kids []*fq) *fq {
 		var best *fq
 		bestTier, bestShare := 2, math.Inf(1)
 		for _, q := range kids {
-			if !pending(q) {
+			r := rankOf(q)
+			if !r.pending {
 				continue
 			}
-			tier := 1
-			if d := headDemand(q); d != nil && inQuota(q, d) {
-				tier = 0
-			} else if d == nil && belowDeserved(q) {
-				tier = 0
-			}
-			sh := share(q)
-			if tier < bestTier || (tier == bestTier && sh < bestShare) {
-				best, bestTier, bestShare = q, tier, sh
+			if r.tier < bestTier || (r.tier == bestTier && r.share < bestShare) {
+				best, bestTier, bestShare = q, r.tier, r.share
 			}
 		}
 		return best
@@ -813,7 +939,7 @@ func (fp *fairPass) order(n int) []*Job {
 			// a queue's own jobs compete with its children as one more child
 			if q.next < len(q.pending) {
 				k := pick(q.kids)
-				if k == nil || !(share(k) < share(q)) {
+				if k == nil || !(rankOf(k).share < rankOf(q).share) {
 					break
 				}
 				q = k
@@ -830,6 +956,9 @@ func (fp *fairPass) order(n int) []*Job {
 		out = append(out, j)
 		for r, v := range fp.need[j.Name] {
 			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
+		}
+		for x := q; x != nil; x = x.parent {
+			delete(ranks, x)
 		}
 	}
 	for _, q := range fp.qs {
@@ -868,6 +997,12 @@ func overLimit(q *fq, d Amounts) string {
 	return ""
 }
 
+// nowView is w as it is now. Like every view of w the pass tags with its
+// log (nowView, holdView(""), until), it changes only on nodes touched
+// (fp.log): solvers keeping capacity passes between searches recheck only
+// those.
+func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", follow: &fp.follow} }
+
 // holdView is w with every reservation's capacity held except skip's.
 func (fp *fairPass) holdView(skip string) *view {
 	if skip != "" && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == skip }) {
@@ -876,9 +1011,12 @@ func (fp *fairPass) holdView(skip string) *view {
 	if skip == "" && fp.hold != nil {
 		return fp.hold
 	}
-	v := fp.w.viewNow()
+	v := fp.nowView()
 	if len(fp.resvs) > 0 {
-		v = &view{s: fp.w, name: "held"}
+		v = &view{s: fp.w, name: "held", follow: &fp.follow}
+		if skip != "" {
+			v.name, v.follow = "held-but", nil // one job's: not followed
+		}
 		now := fp.w.viewNow()
 		fp.heldOn(0)
 		if fp.holdM == nil {
@@ -982,7 +1120,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		return nil
 	}
 	if len(fp.resvs) == 0 {
-		pl, err := fp.fits(p, fp.w.viewNow(), "now")
+		pl, err := fp.fits(p, fp.nowView(), "now")
 		if err != nil {
 			return err
 		}
@@ -998,7 +1136,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.resvs)))
 		}
 		if t := fp.earliest(); j.RunTime > 0 && j.RunTime <= t {
-			pl, err := fp.fits(p, fp.w.viewNow(), "now")
+			pl, err := fp.fits(p, fp.nowView(), "now")
 			if err != nil {
 				return err
 			}
@@ -1090,21 +1228,6 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(fp.resvs) > 0 {
-			fp.heldOn(0)
-			m := fp.untilM[t]
-			if m.held == nil {
-				m.held, m.heldGen = map[int32]*nodeUsage{}, map[int32]uint32{}
-			}
-			for n := range fp.heldIdx {
-				u, ok := m.held[n]
-				if !ok || m.heldGen[n] != fp.nodeGen[n] {
-					u = fp.reheld(v, n, "")
-					m.held[n], m.heldGen[n] = u, fp.nodeGen[n]
-				}
-				v.set(n, u)
-			}
-		}
 		fp.stats.Searches++
 		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
 		return pl, err
@@ -1160,72 +1283,220 @@ type reclaimUnit struct {
 	pods  []int32 // allocation indices in w
 	whole bool
 	take  Amounts
+	// simple: take holds GPUs and GPU memory only (gpus, mem)
+	simple    bool
+	gpus, mem int64
+}
+
+// newUnit returns the unit of pods ks of running job name (queue vq).
+func (fp *fairPass) newUnit(name string, vq *fq, ks []int32, whole bool) reclaimUnit {
+	u := reclaimUnit{job: name, queue: vq, pods: ks, whole: whole, take: Amounts{}, simple: true}
+	for _, k := range ks {
+		fp.w.allocAmounts(&fp.w.allocs[k], func(r string, v int64) { u.take[r] += v })
+	}
+	for r, v := range u.take {
+		switch r {
+		case ResourceGPU:
+			u.gpus = v
+		case ResourceGPUMemory:
+			u.mem = v
+		default:
+			u.simple = false
+		}
+	}
+	return u
+}
+
+// roomOf is what queue q may give of GPUs and GPU memory while it and its
+// ancestors stay at or above their deserved quotas.
+func roomOf(q *fq) [2]int64 {
+	r := [2]int64{math.MaxInt64, math.MaxInt64}
+	for x := q; x != nil; x = x.parent {
+		r[0] = min(r[0], max(x.usage[ResourceGPU]-x.spec.Deserved[ResourceGPU], 0))
+		r[1] = min(r[1], max(x.usage[ResourceGPUMemory]-x.spec.Deserved[ResourceGPUMemory], 0))
+	}
+	return r
+}
+
+// jobUnits is what reclaim may take of one running job, whatever the
+// queue asking: the job's units when its running pods are all of one
+// known queue (uniform), else the job is listed per call (mixed).
+type jobUnits struct {
+	queue *fq
+	units []reclaimUnit
+	prio  []int // per unit: its first pod's priority (it ranks the unit)
+	mixed bool
+}
+
+// jobUnitsOf lists running job name's units (nil when it has none: no
+// running pod of a known queue, or a job of the pass).
+func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
+	w := fp.w
+	if _, pending := fp.probs[name]; pending {
+		return nil // started in this pass: not reclaimed
+	}
+	var ks []int32
+	var vq *fq
+	mixed := false
+	for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
+		a := &w.allocs[k]
+		if !w.live[k] || a.Releasing {
+			continue
+		}
+		q := fp.qs[a.Queue]
+		switch {
+		case len(ks) == 0 && !mixed:
+			vq = q
+		case q != vq:
+			mixed = true
+		}
+		if q != nil {
+			ks = append(ks, k)
+		} else {
+			mixed = true
+		}
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	if mixed {
+		return &jobUnits{mixed: true}
+	}
+	ju := &jobUnits{queue: vq, units: fp.unitsFrom(name, ks, vq)}
+	for _, u := range ju.units {
+		ju.prio = append(ju.prio, w.allocs[u.pods[0]].Priority)
+	}
+	return ju
+}
+
+// unitsFrom returns the units of running job name whose pods ks (of
+// queue vq) reclaim may take: its surplus over its minimum (when it is
+// elastic), then the whole job.
+func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
+	w := fp.w
+	var out []reclaimUnit
+	if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
+		surplus := ShrinkOrder(w, name, len(ks)-m)
+		var sk []int32
+		for _, pod := range surplus {
+			for _, k := range ks {
+				if w.allocs[k].Pod == pod {
+					sk = append(sk, k)
+				}
+			}
+		}
+		out = append(out, fp.newUnit(name, vq, sk, false))
+	}
+	return append(out, fp.newUnit(name, vq, ks, true))
+}
+
+// unitsChanged records that running job name's pods changed (evicted).
+func (fp *fairPass) unitsChanged(name string) {
+	if fp.unitBase == nil {
+		return
+	}
+	if ju := fp.jobUnitsOf(name); ju != nil {
+		fp.unitBase[name] = ju
+	} else {
+		delete(fp.unitBase, name)
+	}
 }
 
 // units lists what reclaim may take for queue q: running jobs (not q's)
-// of queues over their deserved quota.
+// of queues over their deserved quota, most over quota first, then
+// lowest priority, surplus before the whole job, then by name. Each
+// running job's units are listed once (and again when its pods change).
 func (fp *fairPass) units(q *fq) []reclaimUnit {
 	w := fp.w
-	byJob := map[string][]int32{}
-	var names []string
-	for k := range w.allocs {
-		if !w.live[k] || w.allocs[k].Releasing {
-			continue
-		}
-		a := &w.allocs[k]
-		if _, pending := fp.probs[a.jobName()]; pending {
-			continue // started in this pass: not reclaimed
-		}
-		vq := fp.qs[a.Queue]
-		if vq == nil || vq == q {
-			continue
-		}
-		if byJob[a.jobName()] == nil {
-			names = append(names, a.jobName())
-		}
-		byJob[a.jobName()] = append(byJob[a.jobName()], int32(k))
-	}
-	slices.Sort(names)
-	var out []reclaimUnit
-	for _, name := range names {
-		ks := byJob[name]
-		vq := fp.qs[w.allocs[ks[0]].Queue]
-		if !overDeserved(vq) {
-			continue
-		}
-		amount := func(ks []int32) Amounts {
-			am := Amounts{}
-			for _, k := range ks {
-				w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
+	if fp.unitBase == nil {
+		fp.unitBase = map[string]*jobUnits{}
+		for name, ks := range w.byJob {
+			if len(ks) == 0 {
+				continue
 			}
-			return am
+			if ju := fp.jobUnitsOf(name); ju != nil {
+				fp.unitBase[name] = ju
+				fp.unitNames = append(fp.unitNames, name)
+			}
 		}
-		if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
-			surplus := ShrinkOrder(w, name, len(ks)-m)
-			var sk []int32
-			for _, pod := range surplus {
-				for _, k := range ks {
-					if w.allocs[k].Pod == pod {
-						sk = append(sk, k)
-					}
+		slices.Sort(fp.unitNames)
+	}
+	over := map[*fq]bool{}
+	isOver := func(x *fq) bool {
+		o, ok := over[x]
+		if !ok {
+			o = overDeserved(x)
+			over[x] = o
+		}
+		return o
+	}
+	var out []reclaimUnit
+	var prio []int
+	for _, name := range fp.unitNames {
+		ju := fp.unitBase[name]
+		if ju == nil {
+			continue
+		}
+		if ju.mixed {
+			// pods of several queues: those of q and of unknown queues
+			// are left out, the first pod's queue counts
+			var ks []int32
+			for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
+				a := &w.allocs[k]
+				if vq := fp.qs[a.Queue]; w.live[k] && !a.Releasing && vq != nil && vq != q {
+					ks = append(ks, k)
 				}
 			}
-			out = append(out, reclaimUnit{job: name, queue: vq, pods: sk, take: amount(sk)})
+			if len(ks) == 0 {
+				continue
+			}
+			vq := fp.qs[w.allocs[ks[0]].Queue]
+			if !isOver(vq) {
+				continue
+			}
+			for _, u := range fp.unitsFrom(name, ks, vq) {
+				out = append(out, u)
+				prio = append(prio, w.allocs[u.pods[0]].Priority)
+			}
+			continue
 		}
-		out = append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
+		if ju.queue == q || !isOver(ju.queue) {
+			continue
+		}
+		for i, u := range ju.units {
+			out = append(out, u)
+			prio = append(prio, ju.prio[i])
+		}
 	}
-	// most over quota first, then lowest priority
+	// most over quota first, then lowest priority (a stable sort on the
+	// name order: the index breaks ties)
 	shares := map[*fq]float64{}
-	for _, u := range out {
-		if _, ok := shares[u.queue]; !ok {
-			shares[u.queue] = share(u.queue)
-		}
+	type rank struct {
+		share float64
+		prio  int
+		whole bool
+		i     int
 	}
-	slices.SortStableFunc(out, func(a, b reclaimUnit) int {
-		return cmp.Or(cmp.Compare(shares[b.queue], shares[a.queue]), cmp.Compare(w.allocs[a.pods[0]].Priority, w.allocs[b.pods[0]].Priority),
-			cmp.Compare(boolInt(a.whole), boolInt(b.whole)))
+	ranks := make([]rank, len(out))
+	for i, u := range out {
+		sh, ok := shares[u.queue]
+		if !ok {
+			sh = share(u.queue)
+			shares[u.queue] = sh
+		}
+		ranks[i] = rank{sh, prio[i], u.whole, i}
+	}
+	slices.SortFunc(ranks, func(a, b rank) int {
+		return cmp.Or(cmp.Compare(b.share, a.share), cmp.Compare(a.prio, b.prio), cmp.Compare(boolInt(a.whole), boolInt(b.whole)), cmp.Compare(a.i, b.i))
 	})
-	return out
+	sorted := make([]reclaimUnit, len(out))
+	for i, r := range ranks {
+		sorted[i] = out[r.i]
+	}
+	if checkUnits != nil {
+		checkUnits(fp, q, sorted)
+	}
+	return sorted
 }
 
 func boolInt(b bool) int {
@@ -1272,6 +1543,19 @@ func (t *taker) add(u reclaimUnit) bool {
 		}
 		for r, v := range u.take {
 			t.taken[x][r] += v
+		}
+	}
+	return true
+}
+
+// allowedAlone says whether taking u alone keeps every queue at or above
+// its deserved quota (newTaker().add(u), without the taker).
+func allowedAlone(u reclaimUnit) bool {
+	for x := u.queue; x != nil; x = x.parent {
+		for r, v := range u.take {
+			if v > max(x.usage[r]-x.spec.Deserved[r], 0) {
+				return false
+			}
 		}
 	}
 	return true
@@ -1354,9 +1638,16 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		} else {
 			clear(fp.overBuf)
 		}
-		v := &view{s: fp.w, name: "reclaim", over: fp.overBuf}
+		// base's follower, but for the nodes of the dropped pods
+		v := &view{s: fp.w, name: "reclaim-" + base.name, over: fp.overBuf}
+		if base.follow != nil {
+			v.follow = &follow{log: base.follow.log, at: base.follow.at}
+		}
 		var kb []byte
 		for n, ks := range nodes {
+			if v.follow != nil {
+				v.follow.extra = append(v.follow.extra, n)
+			}
 			slices.Sort(ks)
 			kb = strconv.AppendInt(kb[:0], int64(n), 10)
 			for _, k := range ks {
@@ -1402,8 +1693,21 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	var reclaimable int64
 	{
 		most := map[string]int64{}
+		room := map[*fq][2]int64{}
 		for _, u := range units {
-			if newTaker().add(u) {
+			ok := false
+			if u.simple {
+				// (allowedAlone for a unit of GPUs and GPU memory only)
+				r, seen := room[u.queue]
+				if !seen {
+					r = roomOf(u.queue)
+					room[u.queue] = r
+				}
+				ok = u.gpus <= r[0] && u.mem <= r[1]
+			} else {
+				ok = allowedAlone(u)
+			}
+			if ok {
 				most[u.job] = max(most[u.job], u.take[ResourceGPU])
 			}
 		}
@@ -1443,17 +1747,21 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			// without it (its nodes are the same). The search is then
 			// left for the final set (stale: pl is not its answer).
 			stale := false
+			// set and cand: two buffers the loop owns (set without its
+			// i-th unit is built in cand, and they swap when it stays)
+			set = slices.Clone(set)
+			var cand []reclaimUnit
 			for i := len(set) - 1; i >= 0 && len(set) > 1 && tests < budget; i-- {
-				cand := slices.Delete(slices.Clone(set), i, i+1)
 				if fp.avoids(pl, set[i]) {
 					tests++
-					set, stale = cand, true
+					set, stale = slices.Delete(set, i, i+1), true
 					continue
 				}
+				cand = append(append(cand[:0], set[:i]...), set[i+1:]...)
 				if q, err := try(cand); err != nil {
 					return false, err
 				} else if q != nil {
-					set, pl, stale = cand, q, false
+					set, cand, pl, stale = cand, set, q, false
 				}
 			}
 			if stale {
@@ -1511,6 +1819,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			fp.touched(ni)
 		}
 		fp.w.removeAllocs(u.pods)
+		fp.unitsChanged(u.job)
 		if u.whole {
 			fp.evicts[u.job] = true
 		}

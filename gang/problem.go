@@ -229,23 +229,55 @@ func (p *problem) demand() demand {
 	return d
 }
 
+// setSig is what decides a pod set's part in its job's signature.
+type setSig struct {
+	shape           shapeKey
+	want, need      int64
+	cpu             int64
+	mem             uint64
+	sel             string
+	zs              int64
+	zl              int
+	zm              Mode
+	setPref, setReq int
+}
+
+func (p *problem) setSig(i int) setSig {
+	s := &p.sets[i]
+	sel := "map[]" // fmt.Sprint of an empty selector
+	if len(s.sel) > 0 {
+		sel = fmt.Sprint(s.sel)
+	}
+	return setSig{s.shape, s.want, s.need, s.cpu, s.mem, sel, s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
+}
+
 // signature identifies what decides p's feasibility on an empty cluster
 // (not its name, priority or queue).
 func (p *problem) signature() string {
-	type setSig struct {
-		shape           shapeKey
-		want, need      int64
-		cpu             int64
-		mem             uint64
-		sel             string
-		zs              int64
-		zl              int
-		zm              Mode
-		setPref, setReq int
-	}
 	sets := make([]setSig, len(p.sets))
-	for i, s := range p.sets {
-		sets[i] = setSig{s.shape, s.want, s.need, s.cpu, s.mem, fmt.Sprint(s.sel), s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
+	for i := range p.sets {
+		sets[i] = p.setSig(i)
 	}
 	return fmt.Sprintf("%v|%d|%d|%d", sets, p.minCount, p.jobPref, p.jobReq)
+}
+
+// sigKey is a one-set problem's signature as a comparable value.
+type sigKey struct {
+	set       setSig
+	minCount  int64
+	pref, req int
+}
+
+// signatureIn is signature, formatted once per one-set shape in memo.
+func (p *problem) signatureIn(memo map[sigKey]string) string {
+	if len(p.sets) != 1 {
+		return p.signature()
+	}
+	k := sigKey{p.setSig(0), p.minCount, p.jobPref, p.jobReq}
+	if sig, ok := memo[k]; ok {
+		return sig
+	}
+	sig := p.signature()
+	memo[k] = sig
+	return sig
 }

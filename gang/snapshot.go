@@ -725,7 +725,23 @@ type view struct {
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)
 	all  bool         // every node idle
 	name string
+	// follow, when set, lets solvers that keep capacity passes between
+	// solves (solver_memo.go) recheck only what changed
+	follow *follow
 }
+
+// follow says how a view changes: views of one name and time (at) differ
+// only on the nodes appended to log since, and a view on its extra nodes.
+// A trial view that drops a few pods of a followed view is that view's
+// follower, with those pods' nodes as extra.
+type follow struct {
+	log   *changeLog
+	at    time.Duration
+	extra []int32
+}
+
+// changeLog lists nodes whose usage changed, in order of the changes.
+type changeLog struct{ nodes []int32 }
 
 func (v *view) usage(n int32) *nodeUsage {
 	if v.all {

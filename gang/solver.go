@@ -55,6 +55,10 @@ type solver struct {
 	capsByShape map[shapeKey][]int32
 	capsCache   *cache
 
+	// memo, when set, keeps one-set capacity passes between solves
+	// (solver_memo.go)
+	memo *capMemo
+
 	attemptState
 }
 

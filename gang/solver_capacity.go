@@ -6,6 +6,16 @@ import "slices"
 // the job, and the free and member counts the later steps rank by.
 func (sv *solver) run(at attempt) error {
 	sv.at = at
+	if key, ok := sv.memoKey(); ok {
+		sv.scalar = true
+		v := sv.search.view
+		tag := capTag{name: v.name}
+		if v.follow != nil {
+			tag.t = int64(v.follow.at)
+		}
+		return sv.runMemo(sv.memo.state(key, tag, len(sv.s.nodes), len(sv.s.tree.doms)))
+	}
+	sv.useOwn()
 	t := sv.s.tree
 	nd, nn := len(t.doms), len(sv.s.nodes)
 	sv.domMembers = resize(sv.domMembers, nd)
