@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gputopo/gputopo/mig"
@@ -290,7 +291,7 @@ func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, can
 	comp, ok := canon[n]
 	if !ok {
 		var err error
-		comp, err = scoring.Compile(canonicalNode(n))
+		comp, err = canonicalCompiled(n)
 		if err != nil {
 			return st, snapErr("node %s: %v", cn.Name, err)
 		}
@@ -404,6 +405,47 @@ func idleMIGSlices(l *mig.Layout) int {
 		}
 	}
 	return n
+}
+
+// canonCache remembers the canonical compiled handle of the nodes recent
+// snapshots were built from. A scheduler builds snapshots of the same
+// immutable *topology.Node values again and again (the kube-scheduler
+// plugin at every gang member's admission), and stripping a node's
+// identifiers costs a rebuild of the node. Bounded by cost, as scoring's
+// caches are: a node of n devices costs n² (its links); the cache is
+// emptied when a new node would take it over maxCanonCost.
+var canonCache struct {
+	sync.Mutex
+	m    map[*topology.Node]*scoring.Compiled
+	cost int64
+}
+
+// maxCanonCost bounds canonCache: 65,536 nodes of 8 devices, or 64 of 256.
+const maxCanonCost = 1 << 22
+
+// canonicalCompiled is scoring.Compile(canonicalNode(n)), remembered.
+func canonicalCompiled(n *topology.Node) (*scoring.Compiled, error) {
+	canonCache.Lock()
+	c, ok := canonCache.m[n]
+	canonCache.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := scoring.Compile(canonicalNode(n))
+	if err != nil {
+		return nil, err
+	}
+	cost := max(int64(n.Len())*int64(n.Len()), 1)
+	canonCache.Lock()
+	defer canonCache.Unlock()
+	if canonCache.m == nil || canonCache.cost+cost > maxCanonCost {
+		canonCache.m, canonCache.cost = map[*topology.Node]*scoring.Compiled{}, 0
+	}
+	if _, ok := canonCache.m[n]; !ok {
+		canonCache.m[n] = c
+		canonCache.cost += cost
+	}
+	return c, nil
 }
 
 // canonicalNode returns n without the identifiers that make every real

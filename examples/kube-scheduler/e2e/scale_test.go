@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -86,6 +87,8 @@ var scaleShapes = []string{"dgx-h100", "dgx-a100", "hgx-b200", "dgx1-v100", "pci
 //
 // It runs only with GPUTOPO_SCALE=1 (minutes, several GiB);
 // GPUTOPO_SCALE_SIZES overrides the sizes ("200,1000"),
+// GPUTOPO_SCALE_GANGS=1 makes about a tenth of the pods gang members
+// (withGangs),
 // GPUTOPO_SCALE_ROUNDS=N runs the pair of profiles N times per size
 // (alternating which goes first), and GPUTOPO_SCALE_PROFILE=DIR writes a
 // CPU profile of each run there.
@@ -102,6 +105,7 @@ func TestScale(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
+	gangs := os.Getenv("GPUTOPO_SCALE_GANGS") == "1"
 	rounds := 1
 	if s := os.Getenv("GPUTOPO_SCALE_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -124,6 +128,9 @@ func TestScale(t *testing.T) {
 		waitSchedulerSees(t, cp, fmt.Sprintf("scale-%05d", size-1), "scale")
 		t.Logf("%d nodes ready in %v", size, time.Since(start).Round(time.Second))
 		pods := scalePods(size)
+		if gangs {
+			pods = withGangs(pods, size)
+		}
 		for round := range rounds {
 			// Alternate which profile goes first (gputopo, default,
 			// default, gputopo, ...), so neither always runs on a cluster
@@ -133,7 +140,11 @@ func TestScale(t *testing.T) {
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, profile := range order {
-				results = append(results, runScale(t, client, profile, size, pods, round))
+				r := runScale(t, client, profile, size, pods, round)
+				if gangs {
+					r.profile += " (gangs)"
+				}
+				results = append(results, r)
 			}
 		}
 	}
@@ -216,6 +227,7 @@ func createScaleNode(client kubernetes.Interface, name string, labels, annotatio
 // scalePod is one pod of the benchmark's mix.
 type scalePod struct {
 	gpus        int
+	labels      map[string]string // gang labels (withGangs)
 	annotations map[string]string
 }
 
@@ -261,6 +273,9 @@ type scaleResult struct {
 	// attempts counts scheduling attempts by result (scheduled,
 	// unschedulable, error): retries of pods that stay pending show here.
 	attempts map[string]uint64
+	// batching counts kube-scheduler's opportunistic batching outcomes
+	// (a "hint_used" cycle skips the full Filter and Score pass).
+	batching map[string]int
 	// cpu is the whole test process's CPU time (etcd, kube-apiserver,
 	// kube-scheduler, the clients creating pods) from the first create to
 	// the last bind.
@@ -294,9 +309,9 @@ func (r scaleResult) podsPerSecond90() float64 {
 
 func (r scaleResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); CPU %v (%.2f ms per pod); attempts %v; attempt p50 %s p99 %s",
+	fmt.Fprintf(&b, "%s: %d nodes, %d/%d pods bound in %v: %.1f pods/s (first 90%%: %.1f pods/s); CPU %v (%.2f ms per pod); attempts %v; batching %v; attempt p50 %s p99 %s",
 		r.profile, r.nodes, r.bound, r.pods, r.elapsed.Round(time.Millisecond), r.podsPerSecond(), r.podsPerSecond90(),
-		r.cpu.Round(time.Millisecond), float64(r.cpuPerPod())/1e6, r.attempts, ms(r.attempt[0]), ms(r.attempt[1]))
+		r.cpu.Round(time.Millisecond), float64(r.cpuPerPod())/1e6, r.attempts, r.batching, ms(r.attempt[0]), ms(r.attempt[1]))
 	for _, ep := range slices.Sorted(maps.Keys(r.extension)) {
 		fmt.Fprintf(&b, "; %s p50 %s p99 %s", ep, ms(r.extension[ep][0]), ms(r.extension[ep][1]))
 	}
@@ -351,13 +366,22 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	before := gatherHistograms(t)
+	before, batchBefore := gatherHistograms(t), gatherBatching(t, profile)
 	stopProfile := func() {}
 	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s-%d.pprof", nodes, profile, round)))
 		require.NoError(t, err)
 		require.NoError(t, pprof.StartCPUProfile(f))
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		runtime.SetMutexProfileFraction(5)
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+			// The mutex profile is cumulative over the process.
+			if m, err := os.Create(filepath.Join(dir, fmt.Sprintf("mutex-%d-%s-%d.pprof", nodes, profile, round))); err == nil {
+				_ = pprof.Lookup("mutex").WriteTo(m, 0)
+				m.Close()
+			}
+		}
 		defer func() { stopProfile() }() // on a failure before the end of the run
 	}
 	start, cpuStart := time.Now(), processCPU(t)
@@ -398,7 +422,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	if bound.Load() == 0 {
 		end = time.Now()
 	}
-	after := gatherHistograms(t)
+	after, batchAfter := gatherHistograms(t), gatherBatching(t, profile)
 	require.Zero(t, unannotated.Load(), "%s: pods bound without their device annotation", profile)
 	timesMu.Lock()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
@@ -431,16 +455,13 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 			r.attempts[key.labels["result"]] += d.count
 		}
 	}
-	t.Log(r.String())
-	if mfs, err := legacyregistry.DefaultGatherer.Gather(); err == nil { // DEBUG
-		for _, mf := range mfs {
-			if mf.GetName() == "scheduler_queue_incoming_pods_total" {
-				for _, m := range mf.GetMetric() {
-					t.Logf("DEBUG %v %v", m.GetLabel(), m.GetCounter().GetValue())
-				}
-			}
+	r.batching = map[string]int{}
+	for k, v := range batchAfter {
+		if d := int(v - batchBefore[k]); d > 0 {
+			r.batching[k] = d
 		}
 	}
+	t.Log(r.String())
 	zero := int64(0)
 	// One DeleteCollection of thousands of pods outlasts the API server's
 	// request timeout on a slow machine: delete them one by one.
@@ -469,6 +490,37 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	return r
 }
 
+// withGangs turns about a tenth of the pods (and at most a tenth of the
+// nodes' worth) into gangs of 8, 16, 32 or 64 members of 8 GPUs each, with
+// a minimum of all members, spread over the run; each gang's members are
+// contiguous, so they are created together. The default profile sees
+// 8-GPU pods with labels it does not read.
+func withGangs(pods []scalePod, nodes int) []scalePod {
+	rng := rand.New(rand.NewPCG(uint64(nodes), 17))
+	members, nodeBudget := len(pods)/10, nodes/10
+	var sizes []int
+	for members >= 8 && nodeBudget >= 8 {
+		size := min([]int{8, 16, 32, 64}[rng.IntN(4)], members, nodeBudget)
+		sizes = append(sizes, size)
+		members -= size
+		nodeBudget -= size
+	}
+	out := slices.Clone(pods)
+	if len(sizes) == 0 {
+		return out
+	}
+	spacing := len(out) / len(sizes)
+	for g, size := range sizes {
+		off := g*spacing + (spacing-min(size, spacing))/2
+		name := fmt.Sprintf("gang%02d", g)
+		for i := off; i < off+size && i < len(out); i++ {
+			out[i] = scalePod{gpus: 8, labels: map[string]string{
+				plugin.LabelGang: name, plugin.LabelGangMinCount: strconv.Itoa(size)}}
+		}
+	}
+	return out
+}
+
 func createScalePod(t *testing.T, client kubernetes.Interface, ns, profile string, i int, sp scalePod) {
 	c := v1.Container{Name: "main", Image: "registry.invalid/none:0",
 		Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}
@@ -478,7 +530,7 @@ func createScalePod(t *testing.T, client kubernetes.Interface, ns, profile strin
 		c.Resources.Limits = v1.ResourceList{"nvidia.com/gpu": q}
 	}
 	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Namespace: ns, Annotations: sp.annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Namespace: ns, Labels: sp.labels, Annotations: sp.annotations},
 		Spec: v1.PodSpec{SchedulerName: profile, Containers: []v1.Container{c},
 			NodeSelector: map[string]string{scenarioLabel: "scale"}},
 	}
@@ -535,6 +587,42 @@ func (h hist) quantile(q float64) float64 {
 
 // gatherHistograms reads the scheduler histograms the benchmark reports
 // from the in-process registry.
+// gatherBatching returns kube-scheduler's opportunistic batching counters
+// for a profile: attempts by result ("hint_used", "no_hint", ...) and
+// cache flushes by reason ("flush:pod_incompatible", ...).
+func gatherBatching(t *testing.T, profile string) map[string]float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		var prefix, label string
+		switch mf.GetName() {
+		case "scheduler_batch_attempts_total":
+			label = "result"
+		case "scheduler_batch_cache_flushed_total":
+			prefix, label = "flush:", "reason"
+		default:
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var p, l string
+			for _, lp := range m.GetLabel() {
+				switch lp.GetName() {
+				case "profile":
+					p = lp.GetValue()
+				case label:
+					l = lp.GetValue()
+				}
+			}
+			if p == profile {
+				out[prefix+l] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
 func gatherHistograms(t *testing.T) map[string]hist {
 	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()

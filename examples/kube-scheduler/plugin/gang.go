@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type gangTracker struct {
 
 	mu    sync.Mutex
 	holds map[string]*hold
+	// nholds is len(holds), updated under mu, so that Filter's holdOn
+	// takes no lock while no gang holds anything (the usual case).
+	nholds atomic.Int32
 	// blocked holds gang members turned away while other gangs held
 	// capacity; they are reactivated when a hold is dropped.
 	blocked map[types.UID]*v1.Pod
@@ -74,6 +78,9 @@ type hold struct {
 	placement *gang.Placement
 	byNode    map[string][]int
 	updated   time.Time
+	// members is how many members the gang had when placement was
+	// planned.
+	members int
 }
 
 // outranks says whether h goes before o in the queue: higher priority,
@@ -100,6 +107,7 @@ func (g *gangTracker) liveLocked() map[string]*hold {
 	for k, h := range g.holds {
 		if time.Since(h.updated) > g.ttl(h) {
 			delete(g.holds, k)
+			g.nholds.Store(int32(len(g.holds)))
 		}
 	}
 	return g.holds
@@ -137,9 +145,11 @@ func (g *gangTracker) setHold(h *hold) {
 	for k, o := range g.holds {
 		if k != h.key && !o.assembling && h.outranks(o) {
 			delete(g.holds, k)
+			g.nholds.Store(int32(len(g.holds)))
 		}
 	}
 	g.holds[h.key] = h
+	g.nholds.Store(int32(len(g.holds)))
 }
 
 // holdOn returns st with the devices on node that holds keep from the pod
@@ -149,6 +159,9 @@ func (g *gangTracker) setHold(h *hold) {
 // tracked state and is never modified: when a hold applies, holdOn
 // returns a clone.
 func (g *gangTracker) holdOn(pod *v1.Pod, key, node string, st *scoring.State) *scoring.State {
+	if g.nholds.Load() == 0 {
+		return st
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.holds) == 0 {
@@ -258,6 +271,7 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 	if inGang {
 		_, dropped = g.holds[key]
 		delete(g.holds, key)
+		g.nholds.Store(int32(len(g.holds)))
 		delete(g.nominated, key)
 	}
 	g.mu.Unlock()
@@ -265,6 +279,12 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 		g.reactivate(klog.Background())
 	}
 }
+
+// planReuse is how long a gang's planned placement serves its other
+// members without a new gang.Check: long enough for members created
+// together to pass one after another, short enough that the plan is
+// refreshed while the gang waits.
+const planReuse = 2 * time.Second
 
 // admit is the PreFilter check of a gang member: the gang has at least its
 // minimum of live members; it is already complete, or package gang says it
@@ -302,7 +322,20 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 	if req.Count == 0 || g.p.handle == nil {
 		return nil, nil
 	}
-	me := &hold{key: key, priority: podPriority(pod), arrival: arrival}
+	if h := g.holding(key); h != nil && h.assembling && h.placement != nil && time.Since(h.updated) < planReuse {
+		// The gang's placement was planned a moment ago, for the members
+		// it has, and its capacity is held from everyone else: the
+		// members created with this one follow it without a new check
+		// (a member that then fits nowhere fails the gang, which drops
+		// the hold, and the next attempt plans again).
+		g.mu.Lock()
+		g.domains[pod.UID] = placedIn{domain: h.placement.Domain, level: h.placement.Level}
+		g.mu.Unlock()
+		if nodes := h.placement.Nodes(); len(nodes) > 0 && h.members >= len(members) {
+			return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
+		}
+	}
+	me := &hold{key: key, priority: podPriority(pod), arrival: arrival, members: len(members)}
 	g.mu.Lock()
 	others := g.countedLocked(me)
 	g.mu.Unlock()
@@ -457,6 +490,7 @@ func (g *gangTracker) release(logger klog.Logger, key string) {
 	g.mu.Lock()
 	_, held := g.holds[key]
 	delete(g.holds, key)
+	g.nholds.Store(int32(len(g.holds)))
 	delete(g.nominated, key)
 	g.mu.Unlock()
 	if held {

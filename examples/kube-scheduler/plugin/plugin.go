@@ -192,20 +192,25 @@ type cycleState struct {
 	gang  string
 	min   int
 
-	mu    sync.Mutex
-	nodes map[string]*scoring.Result // shared answers: read-only
+	// nodes maps a node name to Filter's answer there (*scoring.Result,
+	// shared: read-only). Filter runs on many nodes at once; a sync.Map
+	// lets them record answers without contending on one lock.
+	nodes sync.Map
 }
 
 // Clone implements fwk.StateData. The request is immutable; per-node
-// results are shared, which is safe (they are only added, under mu).
+// results are shared, which is safe (they are only added).
 func (s *cycleState) Clone() fwk.StateData { return s }
 
 func (s *cycleState) result(node string) (*scoring.Result, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.nodes[node]
-	return r, ok
+	r, ok := s.nodes.Load(node)
+	if !ok {
+		return nil, false
+	}
+	return r.(*scoring.Result), true
 }
+
+func (s *cycleState) setResult(node string, r *scoring.Result) { s.nodes.Store(node, r) }
 
 func readState(state fwk.CycleState) (*cycleState, error) {
 	d, err := state.Read(stateKey)
@@ -231,7 +236,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min, nodes: make(map[string]*scoring.Result, 128)}
+	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min}
 	state.Write(stateKey, s)
 	if count > 0 && len(nodes) > 0 && !p.anyNodeMeetsIdle(req, s.idle, nodes) {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMet)
@@ -332,9 +337,7 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		}
 		return fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
-	s.mu.Lock()
-	s.nodes[node.Name] = &r.res
-	s.mu.Unlock()
+	s.setResult(node.Name, &r.res)
 	return nil
 }
 
@@ -546,7 +549,7 @@ func (p *Plugin) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.gpusFreed},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation | fwk.UpdateNodeLabel},
 			QueueingHintFn: p.nodeMayFit},
 	}, nil
