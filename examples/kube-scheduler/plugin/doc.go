@@ -34,7 +34,7 @@
 //     not meet the request even with every GPU idle, so that preemption
 //     leaves it alone). Nodes of one hardware shape in the same state
 //     share Select's answer: the plugin memoises it per shape, by device
-//     use and request (idle.go).
+//     use and request (shape.go).
 //   - A request that no node of the cluster could meet even idle is
 //     rejected at PreFilter (UnschedulableAndUnresolvable), before any
 //     Filter; every event the plugin registers has a queueing hint, so such

@@ -62,7 +62,8 @@ type Plugin struct {
 	bindAnn       bool     // Args.BindWithAnnotations
 
 	topos    *topoCache    // node name -> decoded annotation
-	neverMet neverMetCache // requests no node meets even idle (idle.go)
+	lookups  sync.Map      // node name -> *lookedUp (lookup)
+	neverMet neverMetCache // requests no node meets even idle (shape.go)
 	track    *tracker      // node name -> the GPU pods on it (informer events, reservations)
 
 	resMu        sync.Mutex
@@ -152,6 +153,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			}
 			if node, ok := obj.(*v1.Node); ok {
 				p.track.forgetNode(node.Name)
+				p.lookups.Delete(node.Name)
 			}
 		}}); err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
@@ -292,6 +294,44 @@ func (p *Plugin) nodeView(n *topology.Node, ni fwk.NodeInfo) *nodeView {
 	return p.rebuildView(n, ni)
 }
 
+// lookedUp is what Filter found for a node in one NodeInfo generation:
+// the topology entry of its Node object and the tracker's view at a
+// version of the node's uses.
+type lookedUp struct {
+	node    *v1.Node
+	gen     int64
+	entry   *topoEntry
+	record  *nodeRecord
+	version uint64
+	view    *nodeView
+}
+
+// lookup returns the node's topology entry and device-use view, as
+// topos.entry and nodeView do. Filter calls it for every node searched, so
+// it remembers the answer per node name: while the scheduler hands out the
+// same Node object in the same NodeInfo generation and the tracker's uses
+// of the node are at the same version, the answer stands (one map read
+// instead of the name and annotation lookups of both caches).
+func (p *Plugin) lookup(node *v1.Node, ni fwk.NodeInfo) (*topoEntry, *nodeView, error) {
+	gen := ni.GetGeneration()
+	if v, ok := p.lookups.Load(node.Name); ok {
+		l := v.(*lookedUp)
+		if gen != 0 && l.gen == gen && l.node == node && l.record.published.Load() == l.version {
+			return l.entry, l.view, nil
+		}
+	}
+	e, err := p.topos.entry(node)
+	if err != nil {
+		return nil, nil, err
+	}
+	view, record, version := p.track.viewRecord(e.node, ni, p.holdsGPU(node.Name))
+	if view == nil {
+		return e, p.rebuildView(e.node, ni), nil
+	}
+	p.lookups.Store(node.Name, &lookedUp{node: node, gen: gen, entry: e, record: record, version: version, view: view})
+	return e, view, nil
+}
+
 // nodeState is the scoring state of a node (see nodeView). It is shared:
 // callers must not modify it.
 func (p *Plugin) nodeState(n *topology.Node, ni fwk.NodeInfo) *scoring.State {
@@ -312,14 +352,13 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	e, err := p.topos.entry(node)
+	e, view, err := p.lookup(node, ni)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	// The tracked state is shared; holdOn returns a copy when gangs hold
 	// devices on this node (gang.go). Nodes of one shape in one state
-	// share Select's answer (idle.go).
-	view := p.nodeView(e.node, ni)
+	// share Select's answer (shape.go).
 	var r *memoResult
 	if st := p.gangs.holdOn(pod, s.gang, node.Name, view.state); st == view.state {
 		r = e.shape.selectMemo(e.compiled, st, view.key, s.req, s.idle)

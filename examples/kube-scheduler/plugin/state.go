@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -169,6 +170,9 @@ type nodeRecord struct {
 	mu      sync.Mutex
 	uses    map[types.UID]podUse
 	version uint64 // bumped on every change to uses
+	// published is version, readable without mu (Filter's fast path,
+	// nodeLookup).
+	published atomic.Uint64
 
 	view        *nodeView
 	viewVersion uint64
@@ -253,6 +257,7 @@ func (t *tracker) update(name string, uid types.UID, u podUse, ok bool) {
 		return
 	}
 	nr.version++
+	nr.published.Store(nr.version)
 }
 
 // forgetNode drops a deleted node's record (its pods' deletions follow).
@@ -305,6 +310,13 @@ func (t *tracker) forget(uid types.UID) { t.set(uid, nil, nil, true, false) }
 // node are exactly those of ni (checked once per NodeInfo generation and
 // tracker version), else nil: the caller then rebuilds from ni.
 func (t *tracker) view(topo *topology.Node, ni fwk.NodeInfo, holds func(*v1.Pod) bool) *nodeView {
+	v, _, _ := t.viewRecord(topo, ni, holds)
+	return v
+}
+
+// viewRecord is view, with the node's record and the version of its uses
+// the view stands for (when the view is not nil).
+func (t *tracker) viewRecord(topo *topology.Node, ni fwk.NodeInfo, holds func(*v1.Pod) bool) (*nodeView, *nodeRecord, uint64) {
 	name := ni.Node().Name
 	t.mu.RLock()
 	nr := t.nodes[name]
@@ -328,12 +340,12 @@ func (t *tracker) view(topo *topology.Node, ni fwk.NodeInfo, holds func(*v1.Pod)
 				continue
 			}
 			if _, ok := nr.uses[pod.UID]; !ok {
-				return nil
+				return nil, nil, 0
 			}
 			n++
 		}
 		if n != len(nr.uses) {
-			return nil
+			return nil, nil, 0
 		}
 		nr.verifiedGen, nr.verifiedVersion = gen, nr.version
 	}
@@ -344,7 +356,7 @@ func (t *tracker) view(topo *topology.Node, ni fwk.NodeInfo, holds func(*v1.Pod)
 		}
 		nr.view, nr.viewVersion, nr.viewTopo = buildView(topo, uses), nr.version, topo
 	}
-	return nr.view
+	return nr.view, nr, nr.version
 }
 
 // holdsGPU reports whether the tracker would track pod on node: it asks

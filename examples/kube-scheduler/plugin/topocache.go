@@ -73,7 +73,7 @@ type topoCache struct {
 
 	mu    sync.RWMutex
 	nodes map[string]topoSlot
-	// shapes registers the distinct shapes of the decoded nodes (idle.go);
+	// shapes registers the distinct shapes of the decoded nodes (shape.go);
 	// pruneAt is the size at which it drops shapes no node has.
 	shapes  map[shapeKey]*shapeInfo
 	pruneAt int
@@ -119,7 +119,7 @@ type topoEntry struct {
 	// compile a node again in a large cluster.
 	compiled *scoring.Compiled
 	// shape is shared by the nodes of the same shape and health: which
-	// requests they can never meet (idle.go).
+	// requests they can never meet (shape.go).
 	shape *shapeInfo
 	err   error
 }

@@ -13,6 +13,11 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
+// What the plugin knows per hardware shape (topology.Node.ShapeFingerprint
+// and device health), shared by every node of the shape: which requests
+// the shape can never meet, and scoring's answers by node state (the
+// Select memo, below). The registry of shapes lives in topoCache.
+//
 // A request that no device set of a node can meet even when all of the
 // node's GPUs are idle (four GPUs under one PCIe switch of a machine with
 // two per switch, say) is not a matter of capacity: no pod leaving the

@@ -347,3 +347,48 @@ func TestSelectMemoBounded(t *testing.T) {
 	}
 	assert.LessOrEqual(t, s.results.Load().n.Load(), int64(maxResultMemo+1))
 }
+
+// TestLookupFollowsChanges: Filter's remembered lookup never outlives what
+// it stands for: a pod event the NodeInfo does not have yet, a new NodeInfo
+// generation and a new Node object each give the answer the scheduler's
+// snapshot implies.
+func TestLookupFollowsChanges(t *testing.T) {
+	p := newPlugin(t, "")
+	topo, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	node := nodeObj(t, "h", topo)
+	ctx := context.Background()
+	eight := gpuPod("eight", 8, nil)
+	filter := func(ni fwk.NodeInfo) *fwk.Status {
+		state := newState()
+		_, st := p.PreFilter(ctx, state, eight, nil)
+		require.True(t, st.IsSuccess())
+		return p.Filter(ctx, state, eight, ni)
+	}
+	empty := genNodeInfo{fakeNodeInfo{node: node}, 5}
+	require.True(t, filter(empty).IsSuccess())
+	require.True(t, filter(empty).IsSuccess(), "remembered")
+
+	// A pod binds on the node: the tracker hears of it before the
+	// scheduler's NodeInfo has it. The answer follows the NodeInfo.
+	holder := gpuPod("holder", 1, map[string]string{AnnotationDevices: "0"})
+	holder.Spec.NodeName = "h"
+	p.track.informerHandler().OnAdd(holder, false)
+	assert.True(t, filter(empty).IsSuccess(), "generation 5 has no pod")
+
+	// The next generation has it: device 0 is taken, 8 GPUs do not fit,
+	// on the first call and on the remembered one.
+	withPod := genNodeInfo{fakeNodeInfo{node: node, pods: []fwk.PodInfo{fakePodInfo{pod: holder}}}, 6}
+	assert.Equal(t, fwk.Unschedulable, filter(withPod).Code())
+	assert.Equal(t, fwk.Unschedulable, filter(withPod).Code(), "remembered")
+
+	// The pod leaves (tracker first, then a new generation).
+	p.track.informerHandler().OnDelete(holder)
+	assert.Equal(t, fwk.Unschedulable, filter(withPod).Code(), "generation 6 still has the pod")
+	assert.True(t, filter(genNodeInfo{fakeNodeInfo{node: node}, 7}).IsSuccess())
+
+	// A new Node object under the same name (an unhealthy device now).
+	sick := nodeObj(t, "h", withUnhealthy(t, topo, 3))
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, filter(genNodeInfo{fakeNodeInfo{node: sick}, 7}).Code(),
+		"7 healthy GPUs never hold 8")
+}
