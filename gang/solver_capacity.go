@@ -131,35 +131,38 @@ func (sv *solver) capacityScalar() error {
 		sv.nodeCap[n], sv.nodeLow[n] = capacity, low
 	}
 	for d := range nd {
-		td := &t.doms[d]
-		lv := td.level
-		var capacity, low int64
-		cut := z > 1 && lv < zl // slices at a level below this domain
-		// A child whose members cannot be completed (low > capacity) makes
-		// its parent infeasible too: its low is raised to a sentinel no
-		// capacity reaches.
-		add := func(childCap, childLow int64, childLevel int) {
-			if cut && zl < childLevel {
-				childCap = 0
-			}
-			if childLow > childCap {
-				childLow = infeasible
-			}
-			capacity += childCap
-			low += childLow
-		}
-		for _, n := range td.nodes {
-			add(sv.nodeCap[n], sv.nodeLow[n], L)
-		}
-		for _, k := range td.children {
-			add(sv.domCap[k], sv.domLow[k], t.doms[k].level)
-		}
-		if z > 1 && zl == lv {
-			capacity, low = roundToSlices(capacity, low, z)
-		}
-		sv.domCap[d], sv.domLow[d] = capacity, low
+		sv.domCap[d], sv.domLow[d] = domainCapLow(t, &t.doms[d], sv.nodeCap, sv.nodeLow, sv.domCap, sv.domLow, z, zl, L)
 	}
 	return nil
+}
+
+// domainCapLow is the capacity and low (members) of domain td, from its
+// nodes' and child domains' (one pod set, slices of z pods at level zl, L
+// the node level). A child whose members cannot be completed (low >
+// capacity) makes its parent infeasible too: its low is raised to a
+// sentinel no capacity reaches.
+func domainCapLow(t *tree, td *tdom, nodeCap, nodeLow, domCap, domLow []int64, z int64, zl, L int) (capacity, low int64) {
+	cut := z > 1 && td.level < zl // slices at a level below this domain
+	add := func(childCap, childLow int64, childLevel int) {
+		if cut && zl < childLevel {
+			childCap = 0
+		}
+		if childLow > childCap {
+			childLow = infeasible
+		}
+		capacity += childCap
+		low += childLow
+	}
+	for _, n := range td.nodes {
+		add(nodeCap[n], nodeLow[n], L)
+	}
+	for _, k := range td.children {
+		add(domCap[k], domLow[k], t.doms[k].level)
+	}
+	if z > 1 && zl == td.level {
+		capacity, low = roundToSlices(capacity, low, z)
+	}
+	return capacity, low
 }
 
 // scalarFront returns the one-set front of a subtree that holds at most

@@ -294,31 +294,14 @@ func (sv *solver) runMemo(st *capState) error {
 func (sv *solver) scalarDomain(st *capState, d int32, z int64, zl, L int) {
 	t := sv.s.tree
 	td := &t.doms[d]
-	lv := td.level
-	var capacity, low, free, members int64
-	cut := z > 1 && lv < zl
-	add := func(childCap, childLow int64, childLevel int) {
-		if cut && zl < childLevel {
-			childCap = 0
-		}
-		if childLow > childCap {
-			childLow = infeasible
-		}
-		capacity += childCap
-		low += childLow
-	}
+	var free, members int64
 	for _, n := range td.nodes {
-		add(st.nodeCap[n], st.nodeLow[n], L)
 		free += st.nodeFree[n]
 	}
 	for _, k := range td.children {
-		add(st.domCap[k], st.domLow[k], t.doms[k].level)
 		free += st.domFree[k]
 		members += st.domMembers[k]
 	}
-	if z > 1 && zl == lv {
-		capacity, low = roundToSlices(capacity, low, z)
-	}
-	st.domCap[d], st.domLow[d] = capacity, low
+	st.domCap[d], st.domLow[d] = domainCapLow(t, td, st.nodeCap, st.nodeLow, st.domCap, st.domLow, z, zl, L)
 	st.domFree[d], st.domMembers[d] = free, members
 }
