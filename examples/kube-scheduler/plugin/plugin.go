@@ -620,9 +620,9 @@ func (p *Plugin) gpusFreed(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.Queue
 	return fwk.Queue, nil
 }
 
-// nodeMayFit requeues a pod when a node is added whose topology meets the
-// pod's request at least when idle, or when a node's topology annotation
-// or labels change.
+// nodeMayFit requeues a pod when a node is added, or changes its topology
+// annotation or labels, and the node's topology meets the pod's request at
+// least when idle (a change to another annotation requeues nothing).
 func (p *Plugin) nodeMayFit(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	node, ok := newObj.(*v1.Node)
 	if !ok {
