@@ -170,8 +170,8 @@ type nodeRecord struct {
 	mu      sync.Mutex
 	uses    map[types.UID]podUse
 	version uint64 // bumped on every change to uses
-	// published is version, readable without mu (Filter's fast path,
-	// nodeLookup).
+	// published is version, readable without mu (Plugin.lookup, Filter's
+	// fast path).
 	published atomic.Uint64
 
 	view        *nodeView
