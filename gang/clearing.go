@@ -201,16 +201,9 @@ func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOpti
 	for _, o := range opts {
 		o(&cfg)
 	}
-	poll := newPoller(ctx)
-	if err := poll.now(); err != nil {
-		return nil, err
-	}
-	h, err := newHJob(s, j)
+	poll, h, err := s.hierJobIn(ctx, j, "ClearDomain")
 	if err != nil {
 		return nil, err
-	}
-	if len(s.byJob[j.Name]) > 0 {
-		return nil, jobErr("job %q already has pods in the snapshot; ClearDomain places hierarchical jobs whole", j.Name)
 	}
 	if len(h.never) > 0 {
 		return nil, &NoVictimsError{Job: j.Name, Reasons: h.never}

@@ -1091,15 +1091,9 @@ func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why str
 		fp.touched(ni)
 	}
 	fp.state++ // capacity only shrank: cached fit failures stay valid
-	if fp.hold != nil {
-		// only reserved nodes the job landed on change in the held view
-		for _, name := range pl.Nodes() {
-			ni, _ := fp.w.cluster.NodeIndex(name)
-			if fp.hold.over != nil && fp.hold.over[ni] != nil {
-				fp.hold = nil
-				break
-			}
-		}
+	// only reserved nodes the job landed on change in the held view
+	if !heldStillValid(fp.hold, fp.w, pl) {
+		fp.hold = nil
 	}
 	q := fp.qs[j.Queue]
 	for _, pp := range pl.Pods {

@@ -214,20 +214,8 @@ func (j *HierJob) Validate() error {
 			return err
 		}
 		if z := g.Slices; z != nil {
-			if err := checkName(ErrInvalidJob, where+" slice level", z.Level); err != nil {
+			if err := z.validate(where, g.Replicas, g.min()); err != nil {
 				return err
-			}
-			switch {
-			case z.Size < 1:
-				return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
-			case z.Level == "":
-				return jobErr("%s: slices need a level", where)
-			case z.Mode > Preferred:
-				return jobErr("%s: unknown slice mode %d", where, z.Mode)
-			case g.Replicas%z.Size != 0:
-				return jobErr("%s: replicas %d is not a multiple of the slice size %d", where, g.Replicas, z.Size)
-			case g.min()%z.Size != 0:
-				return jobErr("%s: minReplicas %d is not a multiple of the slice size %d", where, g.min(), z.Size)
 			}
 		}
 		return nil

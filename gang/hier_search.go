@@ -1101,18 +1101,29 @@ func (h *hjob) hasPreferred() bool {
 // completed for hierarchical jobs): that is an ErrInvalidJob.
 func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOption) (*HierResult, error) {
 	cfg := newGroupConfig(opts)
-	poll := newPoller(ctx)
-	if err := poll.now(); err != nil {
-		return nil, err
-	}
-	h, err := newHJob(s, j)
+	poll, h, err := s.hierJobIn(ctx, j, "CheckGroups")
 	if err != nil {
 		return nil, err
 	}
-	if len(s.byJob[j.Name]) > 0 {
-		return nil, jobErr("job %q already has pods in the snapshot; CheckGroups places hierarchical jobs whole", j.Name)
-	}
 	return s.checkGroups(poll, h, cfg)
+}
+
+// hierJobIn prepares j for a search on s by the function named what:
+// ctx not done, the job valid, and none of its pods in the snapshot
+// (hierarchical jobs are placed whole).
+func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*poller, *hjob, error) {
+	poll := newPoller(ctx)
+	if err := poll.now(); err != nil {
+		return nil, nil, err
+	}
+	h, err := newHJob(s, j)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(s.byJob[j.Name]) > 0 {
+		return nil, nil, jobErr("job %q already has pods in the snapshot; %s places hierarchical jobs whole", j.Name, what)
+	}
+	return poll, h, nil
 }
 
 func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierResult, error) {

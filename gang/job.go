@@ -174,6 +174,27 @@ type Slices struct {
 	Mode  Mode
 }
 
+// validate checks slices of a pod set (or group) named where, of replicas
+// pods and a minimum of min.
+func (z *Slices) validate(where string, replicas, min int) error {
+	if err := checkName(ErrInvalidJob, where+" slice level", z.Level); err != nil {
+		return err
+	}
+	switch {
+	case z.Size < 1:
+		return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
+	case z.Level == "":
+		return jobErr("%s: slices need a level", where)
+	case z.Mode > Preferred:
+		return jobErr("%s: unknown slice mode %d", where, z.Mode)
+	case replicas%z.Size != 0:
+		return jobErr("%s: replicas %d is not a multiple of the slice size %d", where, replicas, z.Size)
+	case min%z.Size != 0:
+		return jobErr("%s: minReplicas %d is not a multiple of the slice size %d", where, min, z.Size)
+	}
+	return nil
+}
+
 // NVLink asks for multi-node NVLink: every GPU pod of the job communicates
 // over the NVLink fabric, so pods must share one NVLink partition (a GB200
 // NVL72 rack holds 18 nodes / 72 GPUs). Nodes without the partition label
@@ -264,21 +285,8 @@ func (j *Job) Validate() error {
 			return err
 		}
 		if s.Slices != nil {
-			z := s.Slices
-			if err := checkName(ErrInvalidJob, where+" slice level", z.Level); err != nil {
+			if err := s.Slices.validate(where, s.Replicas, s.MinReplicas); err != nil {
 				return err
-			}
-			switch {
-			case z.Size < 1:
-				return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
-			case z.Level == "":
-				return jobErr("%s: slices need a level", where)
-			case z.Mode > Preferred:
-				return jobErr("%s: unknown slice mode %d", where, z.Mode)
-			case s.Replicas%z.Size != 0:
-				return jobErr("%s: replicas %d is not a multiple of the slice size %d", where, s.Replicas, z.Size)
-			case s.MinReplicas%z.Size != 0:
-				return jobErr("%s: minReplicas %d is not a multiple of the slice size %d", where, s.MinReplicas, z.Size)
 			}
 		}
 		total += s.Replicas

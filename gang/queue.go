@@ -478,15 +478,9 @@ func (qp *queuePass) start(p *problem, e *QueueEntry, pl *Placement, a Action, w
 		return fmt.Errorf("%w: queue placement for %s does not validate: %w", ErrInternal, p.job.Name, err)
 	}
 	qp.w.assume(p.job, pl)
-	if qp.hold != nil {
-		// only reserved nodes the job landed on change in the held view
-		for _, name := range pl.Nodes() {
-			ni, _ := qp.w.cluster.NodeIndex(name)
-			if qp.hold.over != nil && qp.hold.over[ni] != nil {
-				qp.hold = nil
-				break
-			}
-		}
+	// only reserved nodes the job landed on change in the held view
+	if !heldStillValid(qp.hold, qp.w, pl) {
+		qp.hold = nil
 	}
 	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
 	return nil

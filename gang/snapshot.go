@@ -762,6 +762,21 @@ func (s *Snapshot) assume(j *Job, p *Placement) {
 
 // view is a way of counting allocations: all of them (now), without the
 // releasing ones, none, or without some jobs.
+// heldStillValid reports whether hold, a view with a reservation held,
+// survives pl's start on s: it does unless pl lands on a node the view
+// holds differently (a nil hold stays nil).
+func heldStillValid(hold *view, s *Snapshot, pl *Placement) bool {
+	if hold == nil || hold.over == nil {
+		return true
+	}
+	for _, name := range pl.Nodes() {
+		if ni, _ := s.cluster.NodeIndex(name); hold.over[ni] != nil {
+			return false
+		}
+	}
+	return true
+}
+
 type view struct {
 	s    *Snapshot
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)
