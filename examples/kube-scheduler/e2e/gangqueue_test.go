@@ -72,13 +72,13 @@ func startGangControlPlane(t *testing.T) *controlPlane {
 }
 
 // startAPIServerOnly starts etcd and kube-apiserver (startControlPlane
-// without its scheduler).
-func startAPIServerOnly(t *testing.T) *controlPlane {
+// without its scheduler), with extra kube-apiserver flags.
+func startAPIServerOnly(t *testing.T, extraFlags ...string) *controlPlane {
 	t.Helper()
 	etcdURL := startEtcd(t)
 	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
 	storage.Transport.ServerList = []string{etcdURL}
-	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	flags := append([]string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, extraFlags...)
 	server := apiservertesting.StartTestServerOrDie(t,
 		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
 	t.Cleanup(server.TearDownFn)

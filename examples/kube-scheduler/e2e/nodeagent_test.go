@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"maps"
-	"path"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -16,10 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/nodeagent"
 	"github.com/gputopo/gputopo/provider"
@@ -34,16 +30,8 @@ import (
 // its configuration.
 func startAPIServer(t *testing.T, extraFlags ...string) (kubernetes.Interface, *rest.Config) {
 	t.Helper()
-	etcdURL := startEtcd(t)
-	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
-	storage.Transport.ServerList = []string{etcdURL}
-	flags := append([]string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, extraFlags...)
-	server := apiservertesting.StartTestServerOrDie(t,
-		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
-	t.Cleanup(server.TearDownFn)
-	client, err := kubernetes.NewForConfig(server.ClientConfig)
-	require.NoError(t, err)
-	return client, server.ClientConfig
+	cp := startAPIServerOnly(t, extraFlags...)
+	return cp.client, cp.config
 }
 
 // agentView is what the API server holds for one node and driver.

@@ -3,20 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/kubernetes"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/pkg/features"
 )
 
@@ -81,18 +76,7 @@ profiles:
 func TestPodGroupCycle(t *testing.T) {
 	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
 		features.GenericWorkload: true, features.TopologyAwareWorkloadScheduling: true})
-	etcdURL := startEtcd(t)
-	storage := storagebackend.NewDefaultConfig(path.Join("/", uuid.New().String(), "registry"), nil)
-	storage.Transport.ServerList = []string{etcdURL}
-	flags := []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", "--runtime-config=scheduling.k8s.io/v1beta1=true"}
-	server := apiservertesting.StartTestServerOrDie(t,
-		&apiservertesting.TestServerInstanceOptions{EnableCertAuth: true, DisableInvariantChecks: true}, flags, storage)
-	t.Cleanup(server.TearDownFn)
-	client, err := kubernetes.NewForConfig(server.ClientConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := &controlPlane{config: server.ClientConfig, client: client}
+	cp := startAPIServerOnly(t, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	startSchedulerConfig(t, cp, podGroupSchedulerConfig)
 
 	stranded := map[string]int{}

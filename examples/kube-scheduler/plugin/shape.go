@@ -185,17 +185,12 @@ func (c *topoCache) shapeOf(n *topology.Node, compiled *scoring.Compiled) *shape
 // idle, or whether there are too many shapes to check (true: the caller
 // must not conclude anything).
 func (c *topoCache) someShapeMeetsIdle(req scoring.Request, key idleKey) bool {
-	c.mu.RLock()
+	c.mu.RLock() // meetsIdle takes only the shape's lock, never c.mu
+	defer c.mu.RUnlock()
 	if len(c.shapes) > maxShapesChecked {
-		c.mu.RUnlock()
 		return true
 	}
-	shapes := make([]*shapeInfo, 0, len(c.shapes))
 	for _, s := range c.shapes {
-		shapes = append(shapes, s)
-	}
-	c.mu.RUnlock()
-	for _, s := range shapes {
 		if s.meetsIdle(req, key) {
 			return true
 		}
