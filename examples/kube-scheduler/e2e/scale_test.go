@@ -90,8 +90,9 @@ var scaleShapes = []string{"dgx-h100", "dgx-a100", "hgx-b200", "dgx1-v100", "pci
 // GPUTOPO_SCALE_GANGS=1 makes about a tenth of the pods gang members
 // (withGangs),
 // GPUTOPO_SCALE_ROUNDS=N runs the pair of profiles N times per size
-// (alternating which goes first), and GPUTOPO_SCALE_PROFILE=DIR writes a
-// CPU profile of each run there.
+// (alternating which goes first), GPUTOPO_SCALE_RATE=R creates the pods
+// at R per second instead of all at once (latencies below saturation),
+// and GPUTOPO_SCALE_PROFILE=DIR writes a CPU profile of each run there.
 func TestScale(t *testing.T) {
 	if os.Getenv("GPUTOPO_SCALE") != "1" {
 		t.Skip("set GPUTOPO_SCALE=1 to run the scale benchmark")
@@ -112,6 +113,13 @@ func TestScale(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, n)
 		rounds = n
+	}
+	rate := 0.0 // pods created per second; 0: as fast as 16 clients can
+	if s := os.Getenv("GPUTOPO_SCALE_RATE"); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err)
+		require.Positive(t, r)
+		rate = r
 	}
 	cp := startControlPlaneConfig(t, scaleConfig)
 	cfg := rest.CopyConfig(cp.config)
@@ -140,9 +148,12 @@ func TestScale(t *testing.T) {
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, profile := range order {
-				r := runScale(t, client, profile, size, pods, round)
+				r := runScale(t, client, profile, size, pods, round, rate)
 				if gangs {
 					r.profile += " (gangs)"
+				}
+				if rate > 0 {
+					r.profile += fmt.Sprintf(" (paced %g/s)", rate)
 				}
 				results = append(results, r)
 			}
@@ -269,6 +280,8 @@ type scaleResult struct {
 	extension     map[string][2]float64 // extension point -> p50, p99 (s)
 	plugin        map[string][2]float64 // GPUTopology extension point -> p50, p99 (s)
 	pluginSamples map[string]uint64
+	binder        [2]float64 // DefaultBinder's Bind p50, p99 (s)
+	binderSamples uint64
 	attempt       [2]float64 // scheduling attempt p50, p99 (s)
 	// attempts counts scheduling attempts by result (scheduled,
 	// unschedulable, error): retries of pods that stay pending show here.
@@ -318,6 +331,9 @@ func (r scaleResult) String() string {
 	for _, ep := range slices.Sorted(maps.Keys(r.plugin)) {
 		fmt.Fprintf(&b, "; GPUTopology %s p50 %s p99 %s (%d samples)", ep, ms(r.plugin[ep][0]), ms(r.plugin[ep][1]), r.pluginSamples[ep])
 	}
+	if r.binderSamples > 0 {
+		fmt.Fprintf(&b, "; DefaultBinder Bind p50 %s p99 %s (%d samples)", ms(r.binder[0]), ms(r.binder[1]), r.binderSamples)
+	}
 	return b.String()
 }
 
@@ -328,10 +344,11 @@ func ms(s float64) string {
 	return fmt.Sprintf("%.2fms", s*1000)
 }
 
-// runScale creates the pods for one profile, waits until every pod that
-// can be placed is bound (no progress for 10 s ends the wait), reads the
+// runScale creates the pods for one profile (rate per second when rate
+// is positive, else all at once), waits until every pod that can be
+// placed is bound (no progress for 10 s ends the wait), reads the
 // scheduler's histograms, and deletes the pods.
-func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes int, pods []scalePod, round int) scaleResult {
+func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes int, pods []scalePod, round int, rate float64) scaleResult {
 	t.Helper()
 	ctx := context.Background()
 	ns := fmt.Sprintf("scale-%d-%s-%d", nodes, profile, round)
@@ -395,6 +412,9 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		})
 	}
 	for i := range pods {
+		if rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		}
 		work <- i
 	}
 	close(work)
@@ -448,6 +468,12 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 			profile == "gputopo":
 			ep := key.labels["extension_point"] + "/" + key.labels["status"]
 			r.plugin[ep], r.pluginSamples[ep] = q, d.count
+		case key.name == "scheduler_plugin_execution_duration_seconds" && key.labels["plugin"] == "DefaultBinder" &&
+			key.labels["extension_point"] == "Bind" && key.labels["status"] == "Success":
+			// The same binding write as GPUTopology's Bind, for comparison
+			// (in the gputopo profile DefaultBinder binds only pods
+			// without GPUs: none in this mix).
+			r.binder, r.binderSamples = q, d.count
 		case key.name == "scheduler_scheduling_attempt_duration_seconds" && key.labels["profile"] == profile:
 			if key.labels["result"] == "scheduled" {
 				r.attempt = q

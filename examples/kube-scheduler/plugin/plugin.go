@@ -62,7 +62,7 @@ type Plugin struct {
 	bindAnn       bool     // Args.BindWithAnnotations
 
 	topos    *topoCache    // node name -> decoded annotation
-	lookups  sync.Map      // node name -> *lookedUp (lookup)
+	slots    nodeSlots     // node name -> what Filter looked up there, and the index of its answers (slots.go)
 	neverMet neverMetCache // requests no node meets even idle (shape.go)
 	track    *tracker      // node name -> the GPU pods on it (informer events, reservations)
 
@@ -153,7 +153,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			}
 			if node, ok := obj.(*v1.Node); ok {
 				p.track.forgetNode(node.Name)
-				p.lookups.Delete(node.Name)
+				p.slots.forget(node.Name)
 			}
 		}}); err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
@@ -194,25 +194,34 @@ type cycleState struct {
 	gang  string
 	min   int
 
-	// nodes maps a node name to Filter's answer there (*scoring.Result,
-	// shared: read-only). Filter runs on many nodes at once; a sync.Map
-	// lets them record answers without contending on one lock.
-	nodes sync.Map
+	// slots numbers the nodes; res holds Filter's answer on each node
+	// (shared: read-only). Filter runs on many nodes at once and records
+	// answers without a lock (see cycleResults).
+	slots *nodeSlots
+	res   *cycleResults
+}
+
+// newCycleState is the cycle state of a pod whose request is req; slots
+// are the plugin's node slots.
+func newCycleState(slots *nodeSlots, req scoring.Request, count int) *cycleState {
+	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, slots: slots, res: &cycleResults{}}
+	if count > 0 {
+		s.res = newCycleResults(slots) // no room for pods Filter skips
+	}
+	return s
 }
 
 // Clone implements fwk.StateData. The request is immutable; per-node
 // results are shared, which is safe (they are only added).
 func (s *cycleState) Clone() fwk.StateData { return s }
 
+// result is Filter's answer on the named node.
 func (s *cycleState) result(node string) (*scoring.Result, bool) {
-	r, ok := s.nodes.Load(node)
-	if !ok {
-		return nil, false
-	}
-	return r.(*scoring.Result), true
+	return s.res.get(s.slots.lookupSlot(node), node)
 }
 
-func (s *cycleState) setResult(node string, r *scoring.Result) { s.nodes.Store(node, r) }
+// setResult records Filter's answer on the node of slot sl (named node).
+func (s *cycleState) setResult(sl *nodeSlot, node string, r *scoring.Result) { s.res.set(sl, node, r) }
 
 func readState(state fwk.CycleState) (*cycleState, error) {
 	d, err := state.Read(stateKey)
@@ -238,7 +247,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &cycleState{req: req, idle: idleKeyOf(req), count: count, gang: spec.key, min: spec.min}
+	s := newCycleState(&p.slots, req, count)
+	s.gang, s.min = spec.key, spec.min
 	state.Write(stateKey, s)
 	if count > 0 && len(nodes) > 0 && !p.anyNodeMeetsIdle(req, s.idle, nodes) {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMet)
@@ -307,29 +317,28 @@ type lookedUp struct {
 }
 
 // lookup returns the node's topology entry and device-use view, as
-// topos.entry and nodeView do. Filter calls it for every node searched, so
-// it remembers the answer per node name: while the scheduler hands out the
-// same Node object in the same NodeInfo generation and the tracker's uses
-// of the node are at the same version, the answer stands (one map read
-// instead of the name and annotation lookups of both caches).
-func (p *Plugin) lookup(node *v1.Node, ni fwk.NodeInfo) (*topoEntry, *nodeView, error) {
+// topos.entry and nodeView do, and the node's slot. Filter calls it for
+// every node searched, so it remembers the answer in the node's slot:
+// while the scheduler hands out the same Node object in the same NodeInfo
+// generation and the tracker's uses of the node are at the same version,
+// the answer stands (one map read instead of the name and annotation
+// lookups of both caches).
+func (p *Plugin) lookup(node *v1.Node, ni fwk.NodeInfo) (*topoEntry, *nodeView, *nodeSlot, error) {
 	gen := ni.GetGeneration()
-	if v, ok := p.lookups.Load(node.Name); ok {
-		l := v.(*lookedUp)
-		if gen != 0 && l.gen == gen && l.node == node && l.record.published.Load() == l.version {
-			return l.entry, l.view, nil
-		}
+	sl := p.slots.slot(node.Name)
+	if l := sl.looked.Load(); l != nil && gen != 0 && l.gen == gen && l.node == node && l.record.published.Load() == l.version {
+		return l.entry, l.view, sl, nil
 	}
 	e, err := p.topos.entry(node)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, sl, err
 	}
 	view, record, version := p.track.viewRecord(e.node, ni, p.holdsGPU(node.Name))
 	if view == nil {
-		return e, p.rebuildView(e.node, ni), nil
+		return e, p.rebuildView(e.node, ni), sl, nil
 	}
-	p.lookups.Store(node.Name, &lookedUp{node: node, gen: gen, entry: e, record: record, version: version, view: view})
-	return e, view, nil
+	sl.looked.Store(&lookedUp{node: node, gen: gen, entry: e, record: record, version: version, view: view})
+	return e, view, sl, nil
 }
 
 // nodeState is the scoring state of a node (see nodeView). It is shared:
@@ -348,13 +357,24 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	res, sl, st := p.answer(pod, s, ni)
+	if st != nil {
+		return st
+	}
+	s.setResult(sl, ni.Node().Name, res)
+	return nil
+}
+
+// answer is the device set that meets the pod's request on the node, or
+// the status that says why none does.
+func (p *Plugin) answer(pod *v1.Pod, s *cycleState, ni fwk.NodeInfo) (*scoring.Result, *nodeSlot, *fwk.Status) {
 	node := ni.Node()
 	if node == nil {
-		return fwk.NewStatus(fwk.Error, "node not found")
+		return nil, nil, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	e, view, err := p.lookup(node, ni)
+	e, view, sl, err := p.lookup(node, ni)
 	if err != nil {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, sl, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	// The tracked state is shared; holdOn returns a copy when gangs hold
 	// devices on this node (gang.go). Nodes of one shape in one state
@@ -369,15 +389,14 @@ func (p *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if err := r.err; err != nil {
 		switch {
 		case isInvalid(err):
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+			return nil, sl, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 		case !e.shape.meetsIdle(s.req, s.idle):
 			// Not even the idle node meets it: evicting pods will not help.
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMetHere+": "+err.Error())
+			return nil, sl, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, errNeverMetHere+": "+err.Error())
 		}
-		return fwk.NewStatus(fwk.Unschedulable, err.Error())
+		return nil, sl, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
-	s.setResult(node.Name, &r.res)
-	return nil
+	return &r.res, sl, nil
 }
 
 // PostFilter runs when the pod fits no node. For a gang member it rejects
@@ -411,7 +430,13 @@ func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	}
 	res, ok := s.result(ni.Node().Name)
 	if !ok {
-		return 0, fwk.NewStatus(fwk.Error, "node was not filtered by "+Name)
+		// Filter's answer is kept by name for nodes numbered after the
+		// cycle began; a node renumbered since (slots.go) is answered
+		// again.
+		var st *fwk.Status
+		if res, _, st = p.answer(pod, s, ni); st != nil {
+			return 0, fwk.NewStatus(fwk.Error, "node "+ni.Node().Name+" does not fit: "+st.Message())
+		}
 	}
 	return min(fwk.MaxScore, int64(math.Round(res.Score*float64(fwk.MaxScore)))), nil
 }

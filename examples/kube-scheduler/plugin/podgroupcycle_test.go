@@ -92,8 +92,8 @@ func TestScorePlacement(t *testing.T) {
 	sel, err := scoring.SelectDevices(topo, scoring.NewState(topo.Len()), scoring.Request{Count: 2})
 	require.NoError(t, err)
 	assign := func(node string) *fwk.PodGroupAssignments {
-		s := &cycleState{count: 2}
-		s.setResult(node, &sel)
+		s := newCycleState(&p.slots, scoring.Request{Count: 2}, 2)
+		s.setResult(p.slots.slot(node), node, &sel)
 		st := newState()
 		st.Write(stateKey, s)
 		pod := gpuPod("m-"+node, 2, nil)
