@@ -33,6 +33,7 @@ func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
 
 // gangSnapshotOf is gangSnapshot of the given nodes only.
 func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
+	p.gangSnapshots.Add(1)
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
 	var allocs []gang.Allocation
@@ -63,7 +64,7 @@ func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snap
 		used[node.Name] = u
 		for _, a := range p.podDevices(topo, ni) {
 			alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node.Name, Devices: a.devices,
-				Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
+				Shared: a.shared, Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
 			if k, ok := gangKeyOf(a.pod); ok {
 				alloc.Job, alloc.Set = k, "members"
 			}

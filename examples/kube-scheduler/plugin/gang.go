@@ -58,7 +58,33 @@ type gangTracker struct {
 	// nominated counts the members of a gang nominated after a
 	// preemption, to spread them over the placement's nodes.
 	nominated map[string]int
+
+	// epoch counts the events that can give a gang capacity it did not
+	// have: a pod deleted or terminating, a reservation dropped, a hold
+	// taken, changed or dropped, a node added or changed. Between two
+	// such events capacity only shrinks (pods bind), so a gang found
+	// unable to complete stays unable: verdicts keeps that answer, and
+	// the gang's other members, retried together, are turned away
+	// without building the cluster's snapshot again each.
+	epoch    atomic.Uint64
+	verdicts map[string]verdict
 }
+
+// verdict is a gang's last "cannot complete now" answer.
+type verdict struct {
+	epoch   uint64
+	members int // the gang's live members, and how many were bound
+	bound   int
+	at      time.Time
+	code    fwk.Code
+	why     string
+}
+
+// verdictReuse bounds how long a verdict serves, whatever the epoch.
+const verdictReuse = 2 * time.Second
+
+// changed records an event that may give gangs capacity (see epoch).
+func (g *gangTracker) changed() { g.epoch.Add(1) }
 
 // placedIn is the domain package gang placed a gang in.
 type placedIn struct{ domain, level string }
@@ -91,7 +117,8 @@ func (h *hold) outranks(o *hold) bool {
 
 func newGangTracker(p *Plugin) *gangTracker {
 	return &gangTracker{p: p, holds: map[string]*hold{}, blocked: map[types.UID]*v1.Pod{},
-		short: map[string]map[types.UID]*v1.Pod{}, domains: map[types.UID]placedIn{}, nominated: map[string]int{}}
+		short: map[string]map[types.UID]*v1.Pod{}, domains: map[types.UID]placedIn{}, nominated: map[string]int{},
+		verdicts: map[string]verdict{}}
 }
 
 // ttl is how long a hold lives without being refreshed by an admission.
@@ -108,6 +135,7 @@ func (g *gangTracker) liveLocked() map[string]*hold {
 		if time.Since(h.updated) > g.ttl(h) {
 			delete(g.holds, k)
 			g.nholds.Store(int32(len(g.holds)))
+			g.changed()
 		}
 	}
 	return g.holds
@@ -150,6 +178,7 @@ func (g *gangTracker) setHold(h *hold) {
 	}
 	g.holds[h.key] = h
 	g.nholds.Store(int32(len(g.holds)))
+	g.changed()
 }
 
 // holdOn returns st with the devices on node that holds keep from the pod
@@ -273,8 +302,10 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 		delete(g.holds, key)
 		g.nholds.Store(int32(len(g.holds)))
 		delete(g.nominated, key)
+		delete(g.verdicts, key)
 	}
 	g.mu.Unlock()
+	g.changed()
 	if dropped {
 		g.reactivate(klog.Background())
 	}
@@ -335,8 +366,14 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 			return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
 		}
 	}
-	me := &hold{key: key, priority: podPriority(pod), arrival: arrival, members: len(members)}
+	epoch := g.epoch.Load()
 	g.mu.Lock()
+	if v, ok := g.verdicts[key]; ok && v.epoch == epoch && v.members == len(members) && v.bound == bound && time.Since(v.at) < verdictReuse {
+		g.blocked[pod.UID] = pod
+		g.mu.Unlock()
+		return nil, fwk.NewStatus(v.code, v.why)
+	}
+	me := &hold{key: key, priority: podPriority(pod), arrival: arrival, members: len(members)}
 	others := g.countedLocked(me)
 	g.mu.Unlock()
 	job := gangJob(pod, spec, len(members), req, arrival)
@@ -373,25 +410,34 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 		g.release(logger, key)
 	}
 	// A gang with members still gated cannot complete: it holds nothing.
+	own := uint64(0) // epoch changes made here (see below)
 	if res.Verdict == gang.Blocked && !gated && g.first(me) {
 		plan, err := gang.PlanQueue(ctx, snap, []gang.Job{*job})
 		if err == nil && plan.Reservation != nil && plan.Reservation.Placement != nil {
 			me.placement, me.guarded = plan.Reservation.Placement, true
 			g.setHold(me)
+			own++
 			why += fmt.Sprintf("; first in line, it holds %d GPUs on %d nodes", plan.Reservation.Placement.GPUs(), len(plan.Reservation.Placement.Nodes()))
 		} else if err != nil {
 			logger.Error(err, "planning the gang's reservation", "gang", key)
 		}
 	}
-	g.mu.Lock()
-	g.blocked[pod.UID] = pod
-	g.mu.Unlock()
+	code := fwk.Unschedulable
 	if res.Verdict == gang.NeverFits {
 		// Not even the empty cluster holds it (or a level is unknown):
 		// preempting would not help; new nodes requeue it.
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+		code = fwk.UnschedulableAndUnresolvable
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, why)
+	g.mu.Lock()
+	g.blocked[pod.UID] = pod
+	// Kept only if nothing but this gang's own hold changed the epoch
+	// since it was read before the check (the gang's own hold is not
+	// counted against it).
+	if now := g.epoch.Load(); now == epoch+own {
+		g.verdicts[key] = verdict{epoch: now, members: len(members), bound: bound, at: time.Now(), code: code, why: why}
+	}
+	g.mu.Unlock()
+	return nil, fwk.NewStatus(code, why)
 }
 
 // first says whether no waiting gang is ahead of me.
@@ -492,8 +538,10 @@ func (g *gangTracker) release(logger klog.Logger, key string) {
 	delete(g.holds, key)
 	g.nholds.Store(int32(len(g.holds)))
 	delete(g.nominated, key)
+	delete(g.verdicts, key)
 	g.mu.Unlock()
 	if held {
+		g.changed()
 		logger.V(4).Info("gang releases its hold", "gang", key)
 		g.reactivate(logger)
 	}

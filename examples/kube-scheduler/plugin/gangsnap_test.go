@@ -155,3 +155,44 @@ func TestGangPreemptPlan(t *testing.T) {
 	_, err = gang.Preempt(context.Background(), snap, job)
 	assert.ErrorIs(t, err, gang.ErrNoVictims)
 }
+
+// TestGangSnapshotSharedSlices: two shared-slice pods on one device are
+// two slices of it in the gang snapshot, not two holders of the whole
+// device (which made every gang check at scale fail, and every gang
+// member fall back to Permit alone). A gang of two 4-GPU members then
+// fits on the two trays without the slices, not on the one with them.
+func TestGangSnapshotSharedSlices(t *testing.T) {
+	p := newPlugin(t, "")
+	var infos []fwk.NodeInfo
+	for _, name := range []string{"s1", "s2", "s3"} {
+		ni := fakeNodeInfo{node: nodeObj(t, name, tray(t, 1))}
+		if name == "s1" {
+			for _, pod := range []string{"a", "b"} {
+				sp := sharedPod(pod, map[string]string{AnnotationSharedMemory: "10Gi", AnnotationSharedCompute: "250m",
+					AnnotationDevices: "0"})
+				sp.Spec.NodeName = name
+				ni.pods = append(ni.pods, fakePodInfo{pod: sp})
+			}
+		}
+		infos = append(infos, ni)
+	}
+	p.handle = &fakeHandle{infos: infos}
+	snap, err := p.gangSnapshot(nil)
+	require.NoError(t, err)
+	allocs := snap.Allocations()
+	require.Len(t, allocs, 2)
+	for _, a := range allocs {
+		assert.Equal(t, []int{0}, a.Devices, a.Pod)
+		require.NotNil(t, a.Shared, a.Pod)
+		assert.Equal(t, scoring.SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 250}, *a.Shared, a.Pod)
+	}
+
+	pod := gpuPod("g1", 4, nil)
+	pod.Labels = map[string]string{LabelGang: "g", LabelGangMinCount: "2"}
+	spec, _, err := gangSpecOf(pod)
+	require.NoError(t, err)
+	res, _, err := p.gangCheck(context.Background(), gangJob(pod, spec, 2, scoring.Request{Count: 4}, 0), nil)
+	require.NoError(t, err)
+	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)
+	assert.ElementsMatch(t, []string{"s2", "s3"}, res.Placement.Nodes())
+}

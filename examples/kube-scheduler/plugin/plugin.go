@@ -8,9 +8,11 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +72,9 @@ type Plugin struct {
 	reservations map[types.UID]reservation
 
 	gangs *gangTracker
+	// gangSnapshots counts the whole-cluster gang snapshots built (the
+	// costly part of a gang member's admission at scale).
+	gangSnapshots atomic.Int64
 }
 
 type reservation struct {
@@ -133,7 +138,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h != nil && h.SharedInformerFactory() != nil {
 		pods := h.SharedInformerFactory().Core().V1().Pods()
 		p.pods = pods.Lister()
-		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted}
+		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted,
+			UpdateFunc: func(oldObj, newObj any) {
+				o, okO := oldObj.(*v1.Pod)
+				n, okN := newObj.(*v1.Pod)
+				if okO && okN && o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
+					p.gangs.changed() // a terminating pod's devices count as releasing
+				}
+			}}
 		if _, err := pods.Informer().AddEventHandler(handlers); err != nil {
 			return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 		}
@@ -147,15 +159,24 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if _, err := nodes.AddEventHandler(p.topos.nodeEventHandler()); err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 		}
-		if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if node, ok := obj.(*v1.Node); ok {
-				p.track.forgetNode(node.Name)
-				p.slots.forget(node.Name)
-			}
-		}}); err != nil {
+		if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { p.gangs.changed() },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, _ := oldObj.(*v1.Node)
+				n, _ := newObj.(*v1.Node)
+				if nodeCapacityChanged(o, n) {
+					p.gangs.changed()
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if node, ok := obj.(*v1.Node); ok {
+					p.track.forgetNode(node.Name)
+					p.slots.forget(node.Name)
+				}
+			}}); err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 		}
 	}
@@ -280,6 +301,10 @@ func (p *Plugin) topology(node *v1.Node) (*topology.Node, error) {
 type podAlloc struct {
 	pod     *v1.Pod
 	devices []int
+	// shared, when set, is the slice the pod holds on each of devices
+	// (other shared-slice pods may hold slices of the same devices);
+	// otherwise the devices are held whole.
+	shared *scoring.SharedSlice
 }
 
 // podDevices says which devices each GPU pod on a node holds: this
@@ -472,6 +497,7 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	delete(p.reservations, pod.UID)
 	p.resMu.Unlock()
 	p.track.forget(pod.UID)
+	p.gangs.changed() // its devices are free again
 	if key, ok := gangKeyOf(pod); ok {
 		p.gangs.fail(klog.FromContext(ctx), key, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
 	}
@@ -666,6 +692,18 @@ func (p *Plugin) nodeMayFit(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// nodeCapacityChanged says whether a node update may give gangs capacity
+// they did not have: its labels (topology levels, selectors), topology
+// annotation, cordon or allocatable changed (not a status heartbeat).
+func nodeCapacityChanged(old, node *v1.Node) bool {
+	if old == nil || node == nil {
+		return true
+	}
+	return old.Annotations[kube.AnnotationTopology] != node.Annotations[kube.AnnotationTopology] ||
+		!maps.Equal(old.Labels, node.Labels) || old.Spec.Unschedulable != node.Spec.Unschedulable ||
+		!maps.EqualFunc(old.Status.Allocatable, node.Status.Allocatable, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 }
 
 // siblingAdded requeues a gang member when another member of its gang is

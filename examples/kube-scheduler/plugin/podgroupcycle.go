@@ -159,12 +159,17 @@ func (p *Plugin) fragmentation(pl *fwk.Placement, assigned map[string]int, group
 		if err != nil {
 			continue
 		}
-		before := 0
+		// Devices in use before the group, each counted once (several
+		// shared-slice pods may hold slices of one device).
+		inUse := map[int]bool{}
 		for _, a := range p.podDevices(topo, ni) {
 			if !group[a.pod.UID] {
-				before += len(a.devices)
+				for _, d := range a.devices {
+					inUse[d] = true
+				}
 			}
 		}
+		before := len(inUse)
 		add := assigned[node.Name]
 		after := before + add
 		free := max(topo.Len()-after, 0)

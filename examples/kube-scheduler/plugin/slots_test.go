@@ -14,8 +14,9 @@ import (
 // TestCycleResultsNeverMisattribute: whatever nodes come and go (and
 // however often the slots are renumbered), a cycle's answer for a node is
 // the last one recorded for that node in that cycle, or none (a node
-// renumbered since; Score then answers again), never another node's. With
-// no renumbering since the answer was recorded, it is found.
+// renumbered, or deleted and added again, since; Score then answers
+// again), never another node's. While the node keeps the slot it had when
+// the answer was recorded, the answer is found.
 func TestCycleResultsNeverMisattribute(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		slots := &nodeSlots{keepDead: rapid.IntRange(1, 4).Draw(t, "keepDead")}
@@ -26,14 +27,14 @@ func TestCycleResultsNeverMisattribute(t *testing.T) {
 		type cycle struct {
 			res  *cycleResults
 			want map[string]*scoring.Result
-			gen  map[string]uint64 // the slots' gen when each answer was set
+			slot map[string]*nodeSlot // the node's slot when each answer was set
 		}
 		var cycles []*cycle
 		for range rapid.IntRange(1, 200).Draw(t, "ops") {
 			name := rapid.SampledFrom(names).Draw(t, "name")
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0:
-				cycles = append(cycles, &cycle{res: newCycleResults(slots), want: map[string]*scoring.Result{}, gen: map[string]uint64{}})
+				cycles = append(cycles, &cycle{res: newCycleResults(slots), want: map[string]*scoring.Result{}, slot: map[string]*nodeSlot{}})
 			case 1:
 				slots.forget(name)
 			case 2:
@@ -42,8 +43,9 @@ func TestCycleResultsNeverMisattribute(t *testing.T) {
 				}
 				c := rapid.SampledFrom(cycles).Draw(t, "cycle")
 				r := &scoring.Result{Score: rapid.Float64().Draw(t, "score")}
-				c.res.set(slots.slot(name), name, r)
-				c.want[name], c.gen[name] = r, slots.gen
+				sl := slots.slot(name)
+				c.res.set(sl, name, r)
+				c.want[name], c.slot[name] = r, sl
 			case 3:
 				if len(cycles) == 0 {
 					continue
@@ -60,8 +62,8 @@ func TestCycleResultsNeverMisattribute(t *testing.T) {
 				if ok && got != want {
 					t.Fatalf("%s: got %p, recorded %p", name, got, want)
 				}
-				if !ok && c.gen[name] == slots.gen && slots.lookupSlot(name) != nil {
-					t.Fatalf("%s: recorded in this numbering, not found", name)
+				if !ok && c.slot[name] == slots.lookupSlot(name) {
+					t.Fatalf("%s: recorded for the node's present slot, not found", name)
 				}
 			}
 		}

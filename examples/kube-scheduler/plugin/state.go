@@ -96,7 +96,7 @@ func buildView(topo *topology.Node, uses []podUse) *nodeView {
 				held = append(held, d)
 			}
 		}
-		v.allocs = append(v.allocs, podAlloc{u.pod, held})
+		v.allocs = append(v.allocs, podAlloc{pod: u.pod, devices: held, shared: u.shared})
 	}
 	d := n - 1
 	for _, u := range uses {
@@ -111,7 +111,7 @@ func buildView(topo *topology.Node, uses []podUse) *nodeView {
 				k--
 			}
 		}
-		v.allocs = append(v.allocs, podAlloc{u.pod, held})
+		v.allocs = append(v.allocs, podAlloc{pod: u.pod, devices: held})
 	}
 	v.key = useKey(st)
 	return v
