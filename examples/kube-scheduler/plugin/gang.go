@@ -68,6 +68,11 @@ type gangTracker struct {
 	// without building the cluster's snapshot again each.
 	epoch    atomic.Uint64
 	verdicts map[string]verdict
+
+	// placed holds, per gang, the members placed: bound (informer
+	// events) or reserved by this scheduler (Reserve to Unreserve). It is
+	// what Permit counts, instead of walking every pod of the snapshot.
+	placed map[string]map[types.UID]bool
 }
 
 // verdict is a gang's last "cannot complete now" answer.
@@ -118,7 +123,7 @@ func (h *hold) outranks(o *hold) bool {
 func newGangTracker(p *Plugin) *gangTracker {
 	return &gangTracker{p: p, holds: map[string]*hold{}, blocked: map[types.UID]*v1.Pod{},
 		short: map[string]map[types.UID]*v1.Pod{}, domains: map[types.UID]placedIn{}, nominated: map[string]int{},
-		verdicts: map[string]verdict{}}
+		verdicts: map[string]verdict{}, placed: map[string]map[types.UID]bool{}}
 }
 
 // ttl is how long a hold lives without being refreshed by an admission.
@@ -238,6 +243,7 @@ func (g *gangTracker) holding(key string) *hold {
 // memberAdded is the pod informer's add handler: it reactivates the pods
 // of the new pod's gang that were turned away for lack of members.
 func (g *gangTracker) memberAdded(obj any) {
+	g.podEvent(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return
@@ -298,6 +304,12 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 	}
 	dropped := false
 	if inGang {
+		if members := g.placed[key]; members != nil {
+			delete(members, pod.UID)
+			if len(members) == 0 {
+				delete(g.placed, key)
+			}
+		}
 		_, dropped = g.holds[key]
 		delete(g.holds, key)
 		g.nholds.Store(int32(len(g.holds)))
@@ -452,36 +464,58 @@ func (g *gangTracker) first(me *hold) bool {
 	return true
 }
 
-// assigned counts the gang's members the scheduler has placed (bound, or
-// assumed and waiting at Permit), other than the pod with uid.
-func (g *gangTracker) assigned(key string, uid types.UID) (int, error) {
-	infos, err := g.p.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return 0, err
+// assigned counts the gang's members placed (bound, or reserved and
+// waiting at Permit or binding), other than the pod with uid.
+func (g *gangTracker) assigned(key string, uid types.UID) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	members := g.placed[key]
+	n := len(members)
+	if members[uid] {
+		n--
 	}
-	n := 0
-	for _, ni := range infos {
-		for _, pi := range ni.GetPods() {
-			pod := pi.GetPod()
-			if pod.UID == uid {
-				continue
-			}
-			if k, ok := gangKeyOf(pod); ok && k == key {
-				n++
-			}
+	return n
+}
+
+// setPlaced records whether a gang member is placed (see placed).
+func (g *gangTracker) setPlaced(pod *v1.Pod, placed bool) {
+	key, ok := gangKeyOf(pod)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	members := g.placed[key]
+	switch {
+	case placed && members == nil:
+		g.placed[key] = map[types.UID]bool{pod.UID: true}
+	case placed:
+		members[pod.UID] = true
+	case members != nil:
+		delete(members, pod.UID)
+		if len(members) == 0 {
+			delete(g.placed, key)
 		}
 	}
-	return n, nil
+}
+
+// podEvent is the pod informer's add and update handler for placed: a
+// member bound to a node is placed until it ends (or is deleted, see
+// forget), as it is in the scheduler's cache.
+func (g *gangTracker) podEvent(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	ended := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	g.setPlaced(pod, !ended)
 }
 
 // permit holds the pod until the gang is complete, then releases every
 // waiting member at once.
 func (g *gangTracker) permit(logger klog.Logger, pod *v1.Pod, spec gangSpec) (*fwk.Status, time.Duration) {
 	key := spec.key
-	n, err := g.assigned(key, pod.UID)
-	if err != nil {
-		return fwk.AsStatus(err), 0
-	}
+	n := g.assigned(key, pod.UID)
 	if n+1 >= spec.min {
 		for _, wp := range g.waiting(key) {
 			wp.Allow(Name)

@@ -140,6 +140,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		p.pods = pods.Lister()
 		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted,
 			UpdateFunc: func(oldObj, newObj any) {
+				p.gangs.podEvent(newObj)
 				o, okO := oldObj.(*v1.Pod)
 				n, okN := newObj.(*v1.Pod)
 				if okO && okN && o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
@@ -475,6 +476,9 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if s.gang != "" {
+		p.gangs.setPlaced(pod, true) // Permit counts it (gang.go)
+	}
 	if s.count == 0 {
 		return nil
 	}
@@ -499,6 +503,7 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	p.track.forget(pod.UID)
 	p.gangs.changed() // its devices are free again
 	if key, ok := gangKeyOf(pod); ok {
+		p.gangs.setPlaced(pod, false)
 		p.gangs.fail(klog.FromContext(ctx), key, fmt.Sprintf("member %s/%s was unreserved", pod.Namespace, pod.Name))
 	}
 }

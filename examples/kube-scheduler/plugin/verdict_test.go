@@ -91,3 +91,46 @@ func TestBlockedGangVerdictReused(t *testing.T) {
 	assert.True(t, admit(1).IsSuccess())
 	assert.Equal(t, int64(4), p.gangSnapshots.Load())
 }
+
+// TestPermitCountsPlacedMembers: Permit counts a gang's members placed
+// (reserved here, or bound as the informer reports) without walking the
+// snapshot, and forgets members unreserved, ended or deleted.
+func TestPermitCountsPlacedMembers(t *testing.T) {
+	p := newPlugin(t, "")
+	p.handle = &waitingHandle{}
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p.pods = corelisters.NewPodLister(pods)
+	var m []*v1.Pod
+	for i := range 3 {
+		pod := gpuPod(fmt.Sprintf("m%d", i), 1, nil)
+		pod.Labels = map[string]string{LabelGang: "g", LabelGangMinCount: "3"}
+		require.NoError(t, pods.Add(pod))
+		m = append(m, pod)
+	}
+	spec, _, err := gangSpecOf(m[0])
+	require.NoError(t, err)
+	key, logger := spec.key, klog.Background()
+
+	st, _ := p.gangs.permit(logger, m[0], spec)
+	assert.Equal(t, fwk.Wait, st.Code(), "alone")
+	p.gangs.setPlaced(m[0], true) // what Reserve records
+	bound := m[1].DeepCopy()
+	bound.Spec.NodeName = "n1"
+	p.gangs.podEvent(bound) // the informer: m1 is bound
+	p.gangs.podEvent(gpuPod("single", 1, nil))
+	assert.Equal(t, 2, p.gangs.assigned(key, m[2].UID))
+	assert.Equal(t, 1, p.gangs.assigned(key, m[0].UID), "a pod does not count itself")
+	st, _ = p.gangs.permit(logger, m[2], spec)
+	assert.True(t, st.IsSuccess(), "two placed and this one: complete")
+
+	p.Unreserve(context.Background(), nil, m[0], "n0")
+	assert.Equal(t, 1, p.gangs.assigned(key, m[2].UID), "m0 unreserved")
+	ended := bound.DeepCopy()
+	ended.Status.Phase = v1.PodSucceeded
+	p.gangs.podEvent(ended)
+	assert.Equal(t, 0, p.gangs.assigned(key, m[2].UID), "m1 ended")
+	p.gangs.podEvent(bound)
+	p.podDeleted(bound)
+	assert.Equal(t, 0, p.gangs.assigned(key, m[2].UID), "m1 deleted")
+	assert.Empty(t, p.gangs.placed, "nothing kept for a gang with no member placed")
+}
