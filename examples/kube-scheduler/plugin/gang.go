@@ -577,7 +577,9 @@ func (g *gangTracker) release(logger klog.Logger, key string) {
 	if held {
 		g.changed()
 		logger.V(4).Info("gang releases its hold", "gang", key)
-		g.reactivate(logger)
+		// Off the extension point that released it (Permit of the
+		// completing member, PreFilter): reactivate lists every pod.
+		go g.reactivate(logger)
 	}
 }
 
