@@ -304,12 +304,7 @@ func (g *gangTracker) forget(pod *v1.Pod) {
 	}
 	dropped := false
 	if inGang {
-		if members := g.placed[key]; members != nil {
-			delete(members, pod.UID)
-			if len(members) == 0 {
-				delete(g.placed, key)
-			}
-		}
+		g.unplaceLocked(key, pod.UID)
 		_, dropped = g.holds[key]
 		delete(g.holds, key)
 		g.nholds.Store(int32(len(g.holds)))
@@ -491,8 +486,15 @@ func (g *gangTracker) setPlaced(pod *v1.Pod, placed bool) {
 		g.placed[key] = map[types.UID]bool{pod.UID: true}
 	case placed:
 		members[pod.UID] = true
-	case members != nil:
-		delete(members, pod.UID)
+	default:
+		g.unplaceLocked(key, pod.UID)
+	}
+}
+
+// unplaceLocked drops a member from placed. g.mu is held.
+func (g *gangTracker) unplaceLocked(key string, uid types.UID) {
+	if members := g.placed[key]; members != nil {
+		delete(members, uid)
 		if len(members) == 0 {
 			delete(g.placed, key)
 		}
