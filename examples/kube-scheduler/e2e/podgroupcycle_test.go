@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // podGroupSchedulerConfig has two profiles on the same nodes (and a
@@ -146,5 +150,104 @@ func TestPodGroupCycle(t *testing.T) {
 	}
 	if stranded["gputopo"] != 0 {
 		t.Errorf("GPUTopology's placement strands %d GPUs; filling rack r2 strands none", stranded["gputopo"])
+	}
+}
+
+// TestPodGroupCycleBandwidth runs one gang through the 1.37 pod-group cycle
+// under both profiles on a mixed cluster: rack r1 of two DGX H100s (NVLink
+// through NVSwitches), rack r2 of two 8-GPU PCIe machines that also run
+// CPU-heavy pods (the fuller rack by CPU, which the in-tree placement score
+// looks at). The gang (a PodGroup of 2 pods x 4 GPUs, topology key rack)
+// fits in either rack. It reports, side by side, the rack each profile
+// chose, the GPUs left stranded, and the bandwidth each member got (the
+// slowest link between its devices): GPUTopology's placement gets at least
+// the in-tree one's, and NVLink.
+func TestPodGroupCycleBandwidth(t *testing.T) {
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload: true, features.TopologyAwareWorkloadScheduling: true})
+	cp := startAPIServerOnly(t, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	startSchedulerConfig(t, cp, podGroupSchedulerConfig)
+	shape := func(name string) *topology.Node {
+		n, err := catalog.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	h100, pcie := shape("dgx-h100"), shape("pcie-8gpu-2numa")
+
+	bandwidth := map[string]float64{} // the gang's slowest member link, GB/s
+	stranded := map[string]int{}
+	for _, profile := range []string{"intree", "gputopo"} {
+		sc := "s31-" + profile
+		topos := map[string]*topology.Node{}
+		for _, n := range []struct {
+			name, rack string
+			topo       *topology.Node
+		}{{"n1", "r1", h100}, {"n2", "r1", h100}, {"p1", "r2", pcie}, {"p2", "r2", pcie}} {
+			name := sc + "-" + n.name
+			createNodeWith(t, cp, name, sc, n.topo, map[string]string{rackLabel: n.rack})
+			topos[name] = n.topo
+		}
+		var pods []string
+		for _, n := range []string{"p1", "p2"} {
+			name := sc + "-cpu-" + n
+			createPodWith(t, cp, sc, podSpec{name: name}, func(p *v1.Pod) {
+				onNode(sc + "-" + n)(p)
+				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
+			})
+			waitBound(t, cp, name, 30*time.Second)
+			pods = append(pods, name)
+		}
+		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: sc + "-g", Namespace: namespace},
+			Spec: schedv1beta1.PodGroupSpec{
+				SchedulingPolicy:      schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}},
+				SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: rackLabel}}}}}
+		if _, err := cp.client.SchedulingV1beta1().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		group := pg.Name
+		for i := range 2 {
+			name := fmt.Sprintf("%s-m%d", sc, i)
+			createPodWith(t, cp, sc, podSpec{name: name, gpus: 4}, func(p *v1.Pod) {
+				p.Spec.SchedulerName = profile
+				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
+			})
+			pods = append(pods, name)
+		}
+		used := map[string]int{}
+		bandwidth[profile] = math.Inf(1)
+		for i := range 2 {
+			pod := waitBound(t, cp, fmt.Sprintf("%s-m%d", sc, i), 60*time.Second)
+			devs := devicesOf(t, pod)
+			topo := topos[pod.Spec.NodeName]
+			slowest := math.Inf(1)
+			for a := range devs {
+				for b := a + 1; b < len(devs); b++ {
+					slowest = min(slowest, topo.Bandwidth(devs[a], devs[b]))
+				}
+			}
+			bandwidth[profile] = min(bandwidth[profile], slowest)
+			used[pod.Spec.NodeName] += len(devs)
+			t.Logf("%s: %s on %s devices %v, slowest link %.0f GB/s", profile, pod.Name, pod.Spec.NodeName, devs, slowest)
+		}
+		for n, u := range used {
+			if u < topos[n].Len() {
+				stranded[profile] += topos[n].Len() - u
+			}
+		}
+		t.Logf("%s: gang on %v; %d GPUs stranded; slowest member link %.0f GB/s", profile, used, stranded[profile], bandwidth[profile])
+		deletePods(t, cp, pods...)
+	}
+	t.Logf("side by side: in-tree %.0f GB/s, %d GPUs stranded; GPUTopology %.0f GB/s, %d GPUs stranded",
+		bandwidth["intree"], stranded["intree"], bandwidth["gputopo"], stranded["gputopo"])
+	if bandwidth["gputopo"] < bandwidth["intree"] {
+		t.Errorf("GPUTopology's gang got %.0f GB/s, the in-tree one's %.0f", bandwidth["gputopo"], bandwidth["intree"])
+	}
+	if want := h100.Bandwidth(0, 1); bandwidth["gputopo"] < want {
+		t.Errorf("GPUTopology's gang got %.0f GB/s; the DGX H100 rack gives %.0f (NVLink)", bandwidth["gputopo"], want)
+	}
+	if stranded["gputopo"] > stranded["intree"] {
+		t.Errorf("GPUTopology's placement strands %d GPUs, the in-tree one %d", stranded["gputopo"], stranded["intree"])
 	}
 }
