@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -35,8 +36,9 @@ func podGroupTopologyKey(pg fwk.PodGroupInfo) string {
 // GeneratePlacements implements fwk.PlacementGeneratePlugin: like the
 // in-tree TopologyPlacementGenerator it offers one placement per domain of
 // the PodGroup's topology key within the parent placement, but only the
-// domains where package gang places the whole group (its unscheduled pods,
-// identical GPU requests) on the devices left free: a domain whose GPUs
+// domains where package gang places the group (its unscheduled pods,
+// identical GPU requests; all of them, or as many as the PodGroup's gang
+// minCount still needs: podGroupNeeds) on the devices left free: a domain whose GPUs
 // are there in total but fragmented across nodes, or unusable under the
 // pods' scope, is not offered. A group without a topology key, or whose
 // pods need no GPU, gets the parent placement.
@@ -62,7 +64,7 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 			}
 		}
 	}
-	job := &gang.Job{Name: pg.GetKey(), PodSets: []gang.PodSet{{Name: "members", Replicas: len(pods),
+	job := &gang.Job{Name: pg.GetKey(), MinCount: p.podGroupNeeds(pg, len(pods)), PodSets: []gang.PodSet{{Name: "members", Replicas: len(pods),
 		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
 			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}}}}}
 	// One snapshot of the parent's nodes; each domain is checked by
@@ -95,6 +97,34 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 		}
 	}
 	return out, nil
+}
+
+// podGroupNeeds is how many of the n pods considered a placement must hold
+// (gang.Job.MinCount; 0 means all n): the PodGroup's gang minCount less
+// its members already placed (bound, or reserved by this plugin), at
+// least 1. A group without a gang policy needs all of them.
+func (p *Plugin) podGroupNeeds(pg fwk.PodGroupInfo, n int) int {
+	g := pg.GetPodGroup()
+	if g == nil || g.Spec.SchedulingPolicy.Gang == nil || p.pods == nil {
+		return 0
+	}
+	placed := 0
+	if pods, err := p.pods.Pods(g.Namespace).List(labels.Everything()); err == nil {
+		for _, pod := range pods {
+			sg := pod.Spec.SchedulingGroup
+			if sg == nil || sg.PodGroupName == nil || *sg.PodGroupName != g.Name || pod.DeletionTimestamp != nil {
+				continue
+			}
+			if _, reserved := p.reservation(pod.UID); pod.Spec.NodeName != "" || reserved {
+				placed++
+			}
+		}
+	}
+	need := max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-placed, 1)
+	if need >= n {
+		return 0
+	}
+	return need
 }
 
 // ScorePlacement implements fwk.PlacementScorePlugin: the mean of the

@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/scoring"
@@ -150,4 +153,50 @@ func BenchmarkGeneratePlacements(b *testing.B) {
 			b.Fatalf("%v %d placements", st, len(res.Placements))
 		}
 	}
+}
+
+// TestGeneratePlacementsMinCount: a domain is offered when it holds as
+// many of the pods considered as the PodGroup's gang minCount still needs,
+// less the members already placed, not necessarily all of them.
+func TestGeneratePlacementsMinCount(t *testing.T) {
+	p := newPlugin(t, "")
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p.pods = corelisters.NewPodLister(pods)
+	infos := rackNodes(t, []struct{ name, rack, used string }{
+		{"a1", "r1", ""}, {"a2", "r1", ""}, // 8 free GPUs
+		{"b1", "r2", ""}, // 4
+	})
+	name := "pg"
+	member := func(i int) *v1.Pod {
+		pod := gpuPod(fmt.Sprintf("m%d", i), 4, nil)
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
+		return pod
+	}
+	group := func(minCount int32) fakePodGroup {
+		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
+				Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}
+		if minCount > 0 {
+			pg.Spec.SchedulingPolicy.Gang = &schedv1beta1.GangSchedulingPolicy{MinCount: minCount}
+		}
+		return fakePodGroup{pods: []*v1.Pod{member(0), member(1), member(2)}, pg: pg}
+	}
+	offered := func(pg fakePodGroup) []string {
+		res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+		require.True(t, st.IsSuccess(), st)
+		var out []string
+		for _, pl := range res.Placements {
+			out = append(out, pl.Name)
+		}
+		return out
+	}
+	assert.Empty(t, offered(group(0)), "all three (12 GPUs) fit no rack")
+	assert.Empty(t, offered(group(3)), "minCount 3: all three")
+	assert.Equal(t, []string{"example.com/rack=r1"}, offered(group(2)), "minCount 2: two fit r1")
+
+	// One member already bound: one more is needed, and fits either rack.
+	bound := member(3)
+	bound.Spec.NodeName = "elsewhere"
+	require.NoError(t, pods.Add(bound))
+	assert.Equal(t, []string{"example.com/rack=r1", "example.com/rack=r2"}, offered(group(2)))
 }
