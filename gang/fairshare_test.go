@@ -155,76 +155,11 @@ func TestShrinkOrderAndScaleUp(t *testing.T) {
 // before the reservation starts. Run it with -rapid.checks=2000 in CI.
 func TestFairShareOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		N := rapid.IntRange(2, 4).Draw(t, "nodes")
-		var cn []topology.ClusterNode
-		gpus := make([]int, N)
-		for i := range N {
-			gpus[i] = rapid.SampledFrom([]int{2, 4}).Draw(t, "gpus")
-			topo := nvswitchNode(t, fmt.Sprintf("nv%d", gpus[i]), gpus[i], "NVIDIA H100 80GB HBM3", h100Mem, false)
-			cn = append(cn, topology.ClusterNode{Name: fmt.Sprintf("n%02d", i), Labels: map[string]string{lRack: fmt.Sprintf("r%d", i%2)}, Topology: topo})
-		}
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack})
-		if err != nil {
-			t.Fatal(err)
-		}
-		queues := []string{"qa", "qb", "qc"}
-		fs := FairShare{Queues: []FairQueue{{Name: "top"}}}
-		for _, q := range queues {
-			fs.Queues = append(fs.Queues, FairQueue{Name: q, Parent: "top", Deserved: Amounts{ResourceGPU: int64(rapid.IntRange(0, 4).Draw(t, "deserved"))}})
-		}
-		if rapid.Bool().Draw(t, "limit") {
-			fs.Queues[1].Limit = Amounts{ResourceGPU: int64(rapid.IntRange(1, 6).Draw(t, "lim"))}
-		}
-		fs.RunningMin = map[string]int{}
-		var allocs []Allocation
-		running := map[string]int{}
-		for i := range N {
-			d := 0
-			for d < gpus[i] {
-				if rapid.IntRange(0, 2).Draw(t, "busy") == 0 {
-					d++
-					continue
-				}
-				g := min(rapid.IntRange(1, 2).Draw(t, "rg"), gpus[i]-d)
-				job := fmt.Sprintf("run%d", rapid.IntRange(0, 4).Draw(t, "rjob"))
-				q := queues[rapid.IntRange(0, 2).Draw(t, "rq")]
-				for _, a := range allocs {
-					if a.Job == job {
-						q = a.Queue
-					}
-				}
-				devs := make([]int, g)
-				for k := range devs {
-					devs[k] = d + k
-				}
-				var rem time.Duration
-				if rapid.Bool().Draw(t, "known") {
-					rem = time.Duration(rapid.IntRange(1, 4).Draw(t, "rem")) * time.Hour
-				}
-				allocs = append(allocs, Allocation{Job: job, Pod: fmt.Sprintf("%s-%d", job, len(allocs)), Node: cn[i].Name, Devices: devs, Queue: q, Remaining: rem})
-				running[job]++
-				d += g
-			}
-		}
-		for job, n := range running {
-			if n > 1 && rapid.IntRange(0, 3).Draw(t, "elastic") == 0 {
-				fs.RunningMin[job] = rapid.IntRange(1, n-1).Draw(t, "min")
-			}
-		}
-		s, err := NewSnapshot(c, nil, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var jobs []Job
-		for i := range rapid.IntRange(1, 4).Draw(t, "pending") {
-			j := fairJob(fmt.Sprintf("p%d", i), rapid.SampledFrom(queues).Draw(t, "pq"), rapid.IntRange(1, 2).Draw(t, "pp"), rapid.IntRange(1, 2).Draw(t, "pg"))
-			j.Priority = rapid.IntRange(0, 2).Draw(t, "prio")
-			j.Arrival = int64(i)
-			if rapid.Bool().Draw(t, "rt") {
-				j.RunTime = time.Duration(rapid.IntRange(1, 4).Draw(t, "rth")) * time.Hour
-			}
-			jobs = append(jobs, j)
-		}
+		s, jobs, fs, running := drawFairInstance(t, fairGen{
+			nodes: [2]int{2, 4}, gpus: []int{2, 4}, racks: 2, deserved: 4, limit: true,
+			runGPUs: 2, runJobs: 5, remHours: 4, elastic: func() bool { return rapid.IntRange(0, 3).Draw(t, "elastic") == 0 },
+			pending: 4, podsMax: 2, jobGPUs: func() int { return rapid.IntRange(1, 2).Draw(t, "pg") },
+		})
 		plan, err := PlanFairShare(context.Background(), s, jobs, fs)
 		if err != nil {
 			t.Fatal(err)
@@ -513,3 +448,123 @@ func TestFairShare10kPlan(t *testing.T) {
 
 // fairPlan10kDigest is fairPlanDigest of the 10k instance's plan.
 const fairPlan10kDigest = "fe4db252d996445c7ce7397a73a4dd7b0be1b3952f9525ad19dd1a1225e438d2"
+
+// fairGen shapes the random fair-share instances of TestFairShareOracle
+// and TestFairShareIncremental (drawFairInstance).
+type fairGen struct {
+	nodes    [2]int // node count range
+	gpus     []int  // GPUs per node, sampled
+	racks    int    // nodes go to racks round robin
+	nested   bool   // four queues, two under "left" (else three flat ones)
+	deserved int    // most GPUs a queue deserves
+	limit    bool   // maybe a limit on the first queue
+	runGPUs  int    // most GPUs of one running pod
+	runJobs  int    // running jobs run0..run<runJobs-1>
+	remHours int    // most remaining hours of a running pod
+	// runExtra draws a running pod's Releasing and Priority.
+	runExtra bool
+	elastic  func() bool // whether a running job gets a minimum
+	pending  int         // most pending jobs
+	podsMax  int         // most pods of a pending job
+	jobGPUs  func() int  // GPUs per pod of a pending job
+	rackPref bool        // maybe a preferred rack constraint on a pending job
+}
+
+// drawFairInstance draws a cluster of NVSwitch nodes with running pods of
+// queued jobs, a queue tree and pending jobs, and returns the snapshot, the
+// pending jobs, the fair-share configuration and the pods of each running
+// job.
+func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, FairShare, map[string]int) {
+	N := rapid.IntRange(g.nodes[0], g.nodes[1]).Draw(t, "nodes")
+	var cn []topology.ClusterNode
+	gpus := make([]int, N)
+	for i := range N {
+		gpus[i] = rapid.SampledFrom(g.gpus).Draw(t, "gpus")
+		topo := nvswitchNode(t, fmt.Sprintf("nv%d", gpus[i]), gpus[i], "NVIDIA H100 80GB HBM3", h100Mem, false)
+		cn = append(cn, topology.ClusterNode{Name: fmt.Sprintf("n%02d", i), Labels: map[string]string{lRack: fmt.Sprintf("r%d", i%g.racks)}, Topology: topo})
+	}
+	c, err := topology.NewClusterFromLabels(cn, []string{lRack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := []string{"qa", "qb", "qc"}
+	fs := FairShare{Queues: []FairQueue{{Name: "top"}}}
+	if g.nested {
+		queues = append(queues, "qd")
+		fs.Queues = append(fs.Queues, FairQueue{Name: "left", Parent: "top"})
+	}
+	for i, q := range queues {
+		parent := "top"
+		if g.nested && i%2 == 1 {
+			parent = "left"
+		}
+		fs.Queues = append(fs.Queues, FairQueue{Name: q, Parent: parent, Deserved: Amounts{ResourceGPU: int64(rapid.IntRange(0, g.deserved).Draw(t, "deserved"))}})
+	}
+	if g.limit && rapid.Bool().Draw(t, "limit") {
+		fs.Queues[1].Limit = Amounts{ResourceGPU: int64(rapid.IntRange(1, 6).Draw(t, "lim"))}
+	}
+	fs.RunningMin = map[string]int{}
+	var allocs []Allocation
+	running := map[string]int{}
+	for i := range N {
+		d := 0
+		for d < gpus[i] {
+			if rapid.IntRange(0, 2).Draw(t, "busy") == 0 {
+				d++
+				continue
+			}
+			n := min(rapid.IntRange(1, g.runGPUs).Draw(t, "rg"), gpus[i]-d)
+			job := fmt.Sprintf("run%d", rapid.IntRange(0, g.runJobs-1).Draw(t, "rjob"))
+			q := queues[rapid.IntRange(0, len(queues)-1).Draw(t, "rq")]
+			for _, a := range allocs {
+				if a.Job == job {
+					q = a.Queue
+				}
+			}
+			devs := make([]int, n)
+			for k := range devs {
+				devs[k] = d + k
+			}
+			var rem time.Duration
+			if rapid.Bool().Draw(t, "known") {
+				rem = time.Duration(rapid.IntRange(1, g.remHours).Draw(t, "rem")) * time.Hour
+			}
+			a := Allocation{Job: job, Pod: fmt.Sprintf("%s-%d", job, len(allocs)), Node: cn[i].Name, Devices: devs, Queue: q, Remaining: rem}
+			if g.runExtra {
+				a.Releasing = rapid.IntRange(0, 9).Draw(t, "rel") == 0
+				a.Priority = rapid.IntRange(0, 2).Draw(t, "rprio")
+			}
+			allocs = append(allocs, a)
+			running[job]++
+			d += n
+		}
+	}
+	jobNames := make([]string, 0, len(running))
+	for job := range running {
+		jobNames = append(jobNames, job)
+	}
+	slices.Sort(jobNames) // drawn in order, so that a seed replays
+	for _, job := range jobNames {
+		if n := running[job]; n > 1 && g.elastic() {
+			fs.RunningMin[job] = rapid.IntRange(1, n-1).Draw(t, "min")
+		}
+	}
+	s, err := NewSnapshot(c, nil, allocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []Job
+	for i := range rapid.IntRange(1, g.pending).Draw(t, "pending") {
+		j := fairJob(fmt.Sprintf("p%d", i), rapid.SampledFrom(queues).Draw(t, "pq"), rapid.IntRange(1, g.podsMax).Draw(t, "pp"), g.jobGPUs())
+		j.Priority = rapid.IntRange(0, 2).Draw(t, "prio")
+		j.Arrival = int64(i)
+		if rapid.Bool().Draw(t, "rt") {
+			j.RunTime = time.Duration(rapid.IntRange(1, g.remHours).Draw(t, "rth")) * time.Hour
+		}
+		if g.rackPref && rapid.Bool().Draw(t, "rack") {
+			j.Topology = Constraint{Level: lRack, Mode: Preferred}
+		}
+		jobs = append(jobs, j)
+	}
+	return s, jobs, fs, running
+}

@@ -13,7 +13,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gputopo/gputopo/scoring"
-	"github.com/gputopo/gputopo/topology"
 )
 
 // The fair-share pass keeps structures up to date instead of recomputing
@@ -234,80 +233,11 @@ func TestFairShareIncremental(tt *testing.T) {
 		}
 	}()
 	rapid.Check(tt, func(t *rapid.T) {
-		N := rapid.IntRange(2, 8).Draw(t, "nodes")
-		var cn []topology.ClusterNode
-		gpus := make([]int, N)
-		for i := range N {
-			gpus[i] = rapid.SampledFrom([]int{2, 4, 8}).Draw(t, "gpus")
-			topo := nvswitchNode(t, fmt.Sprintf("nv%d", gpus[i]), gpus[i], "NVIDIA H100 80GB HBM3", h100Mem, false)
-			cn = append(cn, topology.ClusterNode{Name: fmt.Sprintf("n%02d", i), Labels: map[string]string{lRack: fmt.Sprintf("r%d", i%3)}, Topology: topo})
-		}
-		c, err := topology.NewClusterFromLabels(cn, []string{lRack})
-		if err != nil {
-			t.Fatal(err)
-		}
-		queues := []string{"qa", "qb", "qc", "qd"}
-		fs := FairShare{Queues: []FairQueue{{Name: "top"}, {Name: "left", Parent: "top"}}, RunningMin: map[string]int{}}
-		for i, q := range queues {
-			parent := "top"
-			if i%2 == 1 {
-				parent = "left"
-			}
-			fs.Queues = append(fs.Queues, FairQueue{Name: q, Parent: parent, Deserved: Amounts{ResourceGPU: int64(rapid.IntRange(0, 8).Draw(t, "deserved"))}})
-		}
-		var allocs []Allocation
-		running := map[string]int{}
-		for i := range N {
-			d := 0
-			for d < gpus[i] {
-				if rapid.IntRange(0, 2).Draw(t, "busy") == 0 {
-					d++
-					continue
-				}
-				g := min(rapid.IntRange(1, 4).Draw(t, "rg"), gpus[i]-d)
-				job := fmt.Sprintf("run%d", rapid.IntRange(0, 6).Draw(t, "rjob"))
-				q := queues[rapid.IntRange(0, len(queues)-1).Draw(t, "rq")]
-				for _, a := range allocs {
-					if a.Job == job {
-						q = a.Queue
-					}
-				}
-				devs := make([]int, g)
-				for k := range devs {
-					devs[k] = d + k
-				}
-				var rem time.Duration
-				if rapid.Bool().Draw(t, "known") {
-					rem = time.Duration(rapid.IntRange(1, 5).Draw(t, "rem")) * time.Hour
-				}
-				allocs = append(allocs, Allocation{Job: job, Pod: fmt.Sprintf("%s-%d", job, len(allocs)), Node: cn[i].Name, Devices: devs, Queue: q,
-					Remaining: rem, Releasing: rapid.IntRange(0, 9).Draw(t, "rel") == 0, Priority: rapid.IntRange(0, 2).Draw(t, "rprio")})
-				running[job]++
-				d += g
-			}
-		}
-		for job, n := range running {
-			if n > 1 && rapid.Bool().Draw(t, "elastic") {
-				fs.RunningMin[job] = rapid.IntRange(1, n-1).Draw(t, "min")
-			}
-		}
-		s, err := NewSnapshot(c, nil, allocs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var jobs []Job
-		for i := range rapid.IntRange(1, 12).Draw(t, "pending") {
-			j := fairJob(fmt.Sprintf("p%d", i), rapid.SampledFrom(queues).Draw(t, "pq"), rapid.IntRange(1, 3).Draw(t, "pp"), rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "pg"))
-			j.Priority = rapid.IntRange(0, 2).Draw(t, "prio")
-			j.Arrival = int64(i)
-			if rapid.Bool().Draw(t, "rt") {
-				j.RunTime = time.Duration(rapid.IntRange(1, 5).Draw(t, "rth")) * time.Hour
-			}
-			if rapid.Bool().Draw(t, "rack") {
-				j.Topology = Constraint{Level: lRack, Mode: Preferred}
-			}
-			jobs = append(jobs, j)
-		}
+		s, jobs, fs, _ := drawFairInstance(t, fairGen{
+			nodes: [2]int{2, 8}, gpus: []int{2, 4, 8}, racks: 3, nested: true, deserved: 8,
+			runGPUs: 4, runJobs: 7, remHours: 5, runExtra: true, elastic: func() bool { return rapid.Bool().Draw(t, "elastic") },
+			pending: 12, podsMax: 3, jobGPUs: func() int { return rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "pg") }, rackPref: true,
+		})
 		withIncrementalChecks(t, rapid.IntRange(1, 4).Draw(t, "states"), func() {
 			if _, err := PlanFairShare(context.Background(), s, jobs, fs); err != nil {
 				t.Fatal(err)
