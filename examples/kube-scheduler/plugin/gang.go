@@ -266,15 +266,44 @@ func (g *gangTracker) memberAdded(obj any) {
 	g.p.handle.Activate(klog.Background(), pods)
 }
 
-// members returns the gang's live pods from the informer cache.
-func (g *gangTracker) members(namespace string, spec gangSpec) ([]*v1.Pod, error) {
-	if g.p.pods == nil {
-		return nil, fmt.Errorf("no pod lister")
+// gangIndex names the pod informer index by gang key (gangIndexFunc).
+const gangIndex = "gputopo.io/gang"
+
+// gangIndexFunc indexes a pod under its gang's key (none for a pod in no
+// gang).
+func gangIndexFunc(obj any) ([]string, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		if key, ok := gangKeyOf(pod); ok {
+			return []string{key}, nil
+		}
 	}
-	sel := labels.SelectorFromSet(labels.Set{spec.label: spec.name})
-	pods, err := g.p.pods.Pods(namespace).List(sel)
-	if err != nil {
-		return nil, err
+	return nil, nil
+}
+
+// members returns the gang's live pods from the informer cache: through
+// the gang index when the informer has it (the gang's pods only), else by
+// listing the namespace.
+func (g *gangTracker) members(namespace string, spec gangSpec) ([]*v1.Pod, error) {
+	var pods []*v1.Pod
+	switch {
+	case g.p.podIndex != nil:
+		objs, err := g.p.podIndex.ByIndex(gangIndex, spec.key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if pod, ok := o.(*v1.Pod); ok {
+				pods = append(pods, pod)
+			}
+		}
+	case g.p.pods != nil:
+		sel := labels.SelectorFromSet(labels.Set{spec.label: spec.name})
+		var err error
+		if pods, err = g.p.pods.Pods(namespace).List(sel); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("no pod lister")
 	}
 	out := pods[:0:0]
 	for _, pod := range pods {

@@ -134,3 +134,52 @@ func TestPermitCountsPlacedMembers(t *testing.T) {
 	assert.Equal(t, 0, p.gangs.assigned(key, m[2].UID), "m1 deleted")
 	assert.Empty(t, p.gangs.placed, "nothing kept for a gang with no member placed")
 }
+
+// TestGangMembersIndex: the gang's members found through the informer's
+// gang index are those found by listing the namespace: live members of
+// that gang only, not another gang's, not ended or deleted ones.
+func TestGangMembersIndex(t *testing.T) {
+	p := newPlugin(t, "")
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, gangIndex: gangIndexFunc})
+	p.pods = corelisters.NewPodLister(idx)
+	add := func(name, gang string, change func(*v1.Pod)) {
+		pod := gpuPod(name, 1, nil)
+		if gang != "" {
+			pod.Labels = map[string]string{LabelGang: gang, LabelGangMinCount: "2"}
+		}
+		if change != nil {
+			change(pod)
+		}
+		require.NoError(t, idx.Add(pod))
+	}
+	add("a0", "a", nil)
+	add("a1", "a", nil)
+	add("a2", "a", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded })
+	add("b0", "b", nil)
+	add("single", "", nil)
+	add("other-ns", "a", func(p *v1.Pod) { p.Namespace = "elsewhere" })
+	spec, _, err := gangSpecOf(member(t, "a"))
+	require.NoError(t, err)
+	names := func() []string {
+		pods, err := p.gangs.members("default", spec)
+		require.NoError(t, err)
+		var out []string
+		for _, pod := range pods {
+			out = append(out, pod.Name)
+		}
+		return out
+	}
+	listed := names()
+	assert.ElementsMatch(t, []string{"a0", "a1"}, listed)
+	p.podIndex = idx
+	assert.ElementsMatch(t, listed, names(), "through the index")
+}
+
+// member is a pod of gang name (minimum 2) in the default namespace.
+func member(t *testing.T, name string) *v1.Pod {
+	t.Helper()
+	pod := gpuPod("x", 1, nil)
+	pod.Labels = map[string]string{LabelGang: name, LabelGangMinCount: "2"}
+	return pod
+}

@@ -58,6 +58,7 @@ type Args struct {
 type Plugin struct {
 	handle        fwk.Handle
 	pods          corelisters.PodLister
+	podIndex      cache.Indexer // the pod informer's, with gangIndex; nil without it
 	names         []v1.ResourceName
 	permitTimeout time.Duration
 	levels        []string // gang topology levels (gangLevels)
@@ -138,6 +139,18 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h != nil && h.SharedInformerFactory() != nil {
 		pods := h.SharedInformerFactory().Core().V1().Pods()
 		p.pods = pods.Lister()
+		// Gang members are found through an index by gang key, not by
+		// listing the namespace. Another profile's instance may have
+		// added it already (the informer is shared); an informer already
+		// started refuses new indexes, and members then lists.
+		inf := pods.Informer()
+		if _, has := inf.GetIndexer().GetIndexers()[gangIndex]; has {
+			p.podIndex = inf.GetIndexer()
+		} else if err := inf.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc}); err == nil {
+			p.podIndex = inf.GetIndexer()
+		} else {
+			klog.FromContext(ctx).Info("Pod informer has no gang index; gang members are found by listing", "err", err)
+		}
 		handlers := cache.ResourceEventHandlerFuncs{AddFunc: p.gangs.memberAdded, DeleteFunc: p.podDeleted,
 			UpdateFunc: func(oldObj, newObj any) {
 				p.gangs.podEvent(newObj)
