@@ -101,31 +101,7 @@ func TestPodGroupCycle(t *testing.T) {
 		}
 		// CPU-heavy pods without GPUs on rack r1: by CPU and memory (the
 		// in-tree placement score) r1 looks the fuller rack.
-		for _, n := range []string{"a1", "a2"} {
-			name := sc + "-cpu-" + n
-			createPodWith(t, cp, sc, podSpec{name: name}, func(p *v1.Pod) {
-				onNode(sc + "-" + n)(p)
-				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
-			})
-			waitBound(t, cp, name, 30*time.Second)
-			pods = append(pods, name)
-		}
-		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: sc + "-g", Namespace: namespace},
-			Spec: schedv1beta1.PodGroupSpec{
-				SchedulingPolicy:      schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}},
-				SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: rackLabel}}}}}
-		if _, err := cp.client.SchedulingV1beta1().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		group := pg.Name
-		for i := range 2 {
-			name := fmt.Sprintf("%s-m%d", sc, i)
-			createPodWith(t, cp, sc, podSpec{name: name, gpus: 2}, func(p *v1.Pod) {
-				p.Spec.SchedulerName = profile
-				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
-			})
-			pods = append(pods, name)
-		}
+		pods = append(pods, createPodGroupOnRacks(t, cp, sc, profile, []string{"a1", "a2"}, 2)...)
 		placed := map[string]int{}
 		for i := range 2 {
 			pod := waitBound(t, cp, fmt.Sprintf("%s-m%d", sc, i), 60*time.Second)
@@ -189,32 +165,7 @@ func TestPodGroupCycleBandwidth(t *testing.T) {
 			createNodeWith(t, cp, name, sc, n.topo, map[string]string{rackLabel: n.rack})
 			topos[name] = n.topo
 		}
-		var pods []string
-		for _, n := range []string{"p1", "p2"} {
-			name := sc + "-cpu-" + n
-			createPodWith(t, cp, sc, podSpec{name: name}, func(p *v1.Pod) {
-				onNode(sc + "-" + n)(p)
-				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
-			})
-			waitBound(t, cp, name, 30*time.Second)
-			pods = append(pods, name)
-		}
-		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: sc + "-g", Namespace: namespace},
-			Spec: schedv1beta1.PodGroupSpec{
-				SchedulingPolicy:      schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}},
-				SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: rackLabel}}}}}
-		if _, err := cp.client.SchedulingV1beta1().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		group := pg.Name
-		for i := range 2 {
-			name := fmt.Sprintf("%s-m%d", sc, i)
-			createPodWith(t, cp, sc, podSpec{name: name, gpus: 4}, func(p *v1.Pod) {
-				p.Spec.SchedulerName = profile
-				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
-			})
-			pods = append(pods, name)
-		}
+		pods := createPodGroupOnRacks(t, cp, sc, profile, []string{"p1", "p2"}, 4)
 		used := map[string]int{}
 		bandwidth[profile] = math.Inf(1)
 		for i := range 2 {
@@ -250,4 +201,40 @@ func TestPodGroupCycleBandwidth(t *testing.T) {
 	if stranded["gputopo"] > stranded["intree"] {
 		t.Errorf("GPUTopology's placement strands %d GPUs, the in-tree one %d", stranded["gputopo"], stranded["intree"])
 	}
+}
+
+// createPodGroupOnRacks puts a CPU-heavy pod without GPUs (100 CPUs: the
+// fuller nodes by CPU, which the in-tree placement score looks at) on each
+// of cpuNodes of scenario sc, then creates a PodGroup (gang minCount 2,
+// topology key rackLabel) and its two members of gpus GPUs each for
+// profile, named <sc>-m0 and <sc>-m1. It returns the pods created.
+func createPodGroupOnRacks(t *testing.T, cp *controlPlane, sc, profile string, cpuNodes []string, gpus int) []string {
+	t.Helper()
+	var pods []string
+	for _, n := range cpuNodes {
+		name := sc + "-cpu-" + n
+		createPodWith(t, cp, sc, podSpec{name: name}, func(p *v1.Pod) {
+			onNode(sc + "-" + n)(p)
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
+		})
+		waitBound(t, cp, name, 30*time.Second)
+		pods = append(pods, name)
+	}
+	pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: sc + "-g", Namespace: namespace},
+		Spec: schedv1beta1.PodGroupSpec{
+			SchedulingPolicy:      schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}},
+			SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: rackLabel}}}}}
+	if _, err := cp.client.SchedulingV1beta1().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	group := pg.Name
+	for i := range 2 {
+		name := fmt.Sprintf("%s-m%d", sc, i)
+		createPodWith(t, cp, sc, podSpec{name: name, gpus: gpus}, func(p *v1.Pod) {
+			p.Spec.SchedulerName = profile
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
+		})
+		pods = append(pods, name)
+	}
+	return pods
 }
