@@ -760,8 +760,6 @@ func (s *Snapshot) assume(j *Job, p *Placement) {
 	}
 }
 
-// view is a way of counting allocations: all of them (now), without the
-// releasing ones, none, or without some jobs.
 // heldStillValid reports whether hold, a view with a reservation held,
 // survives pl's start on s: it does unless pl lands on a node the view
 // holds differently (a nil hold stays nil).
@@ -777,6 +775,8 @@ func heldStillValid(hold *view, s *Snapshot, pl *Placement) bool {
 	return true
 }
 
+// view is a way of counting allocations: all of them (now), without the
+// releasing ones, none, or without some jobs.
 type view struct {
 	s    *Snapshot
 	over []*nodeUsage // node -> usage when it differs from now (nil: same)

@@ -8,12 +8,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology/kube"
 )
 
 // waitingHandle is fakeHandle with no pods waiting at Permit.
@@ -182,4 +185,30 @@ func member(t *testing.T, name string) *v1.Pod {
 	pod := gpuPod("x", 1, nil)
 	pod.Labels = map[string]string{LabelGang: name, LabelGangMinCount: "2"}
 	return pod
+}
+
+// TestNodeCapacityChanged: a status heartbeat gives gangs nothing (the
+// blocked-gang verdicts stand); a label, topology, cordon or allocatable
+// change may.
+func TestNodeCapacityChanged(t *testing.T) {
+	topo, err := catalog.Get("dgx-h100")
+	require.NoError(t, err)
+	base := nodeObj(t, "n", topo)
+	base.Status.Allocatable = v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	change := func(f func(*v1.Node)) *v1.Node { n := base.DeepCopy(); f(n); return n }
+	assert.False(t, nodeCapacityChanged(base, change(func(n *v1.Node) {
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	})), "heartbeat")
+	assert.False(t, nodeCapacityChanged(base, change(func(n *v1.Node) {
+		n.Status.Allocatable = v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8000m")}
+	})), "the same quantity written differently")
+	for what, f := range map[string]func(*v1.Node){
+		"label":       func(n *v1.Node) { n.Labels["example.com/rack"] = "r9" },
+		"topology":    func(n *v1.Node) { n.Annotations[kube.AnnotationTopology] = "other" },
+		"cordon":      func(n *v1.Node) { n.Spec.Unschedulable = true },
+		"allocatable": func(n *v1.Node) { n.Status.Allocatable = v1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")} },
+	} {
+		assert.True(t, nodeCapacityChanged(base, change(f)), what)
+	}
+	assert.True(t, nodeCapacityChanged(nil, base), "unknown old object")
 }

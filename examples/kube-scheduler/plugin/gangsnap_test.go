@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,16 +41,9 @@ func tray(t *testing.T, id uint32) *topology.Node {
 	t.Helper()
 	n, err := catalog.Get("gb200-nvl72-tray")
 	require.NoError(t, err)
-	b, err := json.Marshal(n)
-	require.NoError(t, err)
-	var doc map[string]any
-	require.NoError(t, json.Unmarshal(b, &doc))
-	doc["fabric"] = map[string]any{"clusterUUID": "u", "cliqueID": id}
-	b, err = json.Marshal(doc)
-	require.NoError(t, err)
-	out, err := topology.ParseJSON(b)
-	require.NoError(t, err)
-	return out
+	return editedTopology(t, n, func(doc map[string]any) {
+		doc["fabric"] = map[string]any{"clusterUUID": "u", "cliqueID": id}
+	})
 }
 
 // TestGangSnapshotLevels: four trays in one rack, two cliques (one named by

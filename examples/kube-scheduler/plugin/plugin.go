@@ -697,8 +697,7 @@ func (p *Plugin) nodeMayFit(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk
 	if !ok {
 		return fwk.Queue, fmt.Errorf("node event carries %T", newObj)
 	}
-	if old, ok := oldObj.(*v1.Node); ok && old.Annotations[kube.AnnotationTopology] == node.Annotations[kube.AnnotationTopology] &&
-		maps.Equal(old.Labels, node.Labels) {
+	if old, ok := oldObj.(*v1.Node); ok && !nodeTopologyChanged(old, node) {
 		return fwk.QueueSkip, nil // another annotation changed
 	}
 	req, count, err := podRequest(pod, p.names)
@@ -712,15 +711,22 @@ func (p *Plugin) nodeMayFit(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk
 	return fwk.Queue, nil
 }
 
+// nodeTopologyChanged says whether a node update changed what the plugin
+// reads of its shape: the topology annotation or the labels (topology
+// levels, selectors).
+func nodeTopologyChanged(old, node *v1.Node) bool {
+	return old.Annotations[kube.AnnotationTopology] != node.Annotations[kube.AnnotationTopology] ||
+		!maps.Equal(old.Labels, node.Labels)
+}
+
 // nodeCapacityChanged says whether a node update may give gangs capacity
-// they did not have: its labels (topology levels, selectors), topology
-// annotation, cordon or allocatable changed (not a status heartbeat).
+// they did not have: its topology or labels (nodeTopologyChanged), cordon
+// or allocatable changed (not a status heartbeat).
 func nodeCapacityChanged(old, node *v1.Node) bool {
 	if old == nil || node == nil {
 		return true
 	}
-	return old.Annotations[kube.AnnotationTopology] != node.Annotations[kube.AnnotationTopology] ||
-		!maps.Equal(old.Labels, node.Labels) || old.Spec.Unschedulable != node.Spec.Unschedulable ||
+	return nodeTopologyChanged(old, node) || old.Spec.Unschedulable != node.Spec.Unschedulable ||
 		!maps.EqualFunc(old.Status.Allocatable, node.Status.Allocatable, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 }
 

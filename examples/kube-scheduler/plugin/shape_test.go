@@ -173,12 +173,20 @@ func TestIdleRegistryBounded(t *testing.T) {
 // withUnhealthy is topo with device d marked unhealthy.
 func withUnhealthy(t *testing.T, topo *topology.Node, d int) *topology.Node {
 	t.Helper()
+	return editedTopology(t, topo, func(doc map[string]any) {
+		dev := doc["devices"].([]any)[d].(map[string]any)
+		dev["health"], dev["healthReason"] = "unhealthy", "xid 79"
+	})
+}
+
+// editedTopology is topo with its JSON document changed by edit.
+func editedTopology(t *testing.T, topo *topology.Node, edit func(doc map[string]any)) *topology.Node {
+	t.Helper()
 	raw, err := topo.MarshalJSON()
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(raw, &doc))
-	dev := doc["devices"].([]any)[d].(map[string]any)
-	dev["health"], dev["healthReason"] = "unhealthy", "xid 79"
+	edit(doc)
 	raw, err = json.Marshal(doc)
 	require.NoError(t, err)
 	out, err := topology.ParseJSON(raw)
