@@ -49,12 +49,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sim webui.SimConfig
 	fs.IntVar(&sim.Nodes, "sim-nodes", webui.DefaultSimNodes, "nodes `N` of the simulator demo's synthetic cluster")
 	fs.IntVar(&sim.Seeds, "sim-seeds", webui.DefaultSimSeeds, "seeds `N` per policy of the simulator demo")
+	maxInFlight := fs.Int("max-inflight", webui.DefaultLimits.MaxInFlight, "API requests answered at once `N` (others wait, then get 503)")
+	maxResponse := fs.Int("max-response-mb", webui.DefaultLimits.MaxResponseBytes>>20, "largest API answer in `MB` (a larger one is a 507 error)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *maxInFlight < 1 || *maxInFlight > 1024 {
+		return fmt.Errorf("--max-inflight %d: want 1 to 1024", *maxInFlight)
+	}
+	if *maxResponse < 1 || *maxResponse > 4096 {
+		return fmt.Errorf("--max-response-mb %d: want 1 to 4096", *maxResponse)
 	}
 	cfg, err := serveConfig(ctx, &src, *layout, *gangCluster, *gangJobs, sim)
 	if err != nil {
 		return err
+	}
+	cfg.Limits = webui.Limits{MaxInFlight: *maxInFlight, MaxResponseBytes: *maxResponse << 20}
+	if cfg.Limits.MaxResponseBytes > webui.DefaultLimits.MaxCachedBytes {
+		cfg.Limits.MaxCachedBytes = cfg.Limits.MaxResponseBytes
 	}
 	srv, err := webui.New(cfg)
 	if err != nil {
@@ -64,7 +76,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := newHTTPServer(srv, defaultServeTimeouts)
 	fmt.Fprintf(stdout, "%s\nserving on http://%s/ (Ctrl-C stops)\n", cfg.NodeOrigin, ln.Addr())
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
@@ -84,6 +96,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return nil
+}
+
+// serveTimeouts bound how long a connection may take over each part of
+// its life (http.Server's fields of the same names).
+type serveTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// defaultServeTimeouts: a request is read within 10 s, its answer written
+// within a minute (the largest gang answer is about 10 MB), and an idle
+// keep-alive connection closed after a minute.
+var defaultServeTimeouts = serveTimeouts{ReadHeader: 10 * time.Second, Read: 20 * time.Second, Write: time.Minute, Idle: time.Minute}
+
+// maxHeaderBytes bounds a request's header (its query included).
+const maxHeaderBytes = 64 << 10
+
+// newHTTPServer returns the server gputopo serve runs: h behind the
+// timeouts t, with headers bounded by maxHeaderBytes.
+func newHTTPServer(h http.Handler, t serveTimeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write,
+		IdleTimeout: t.Idle, MaxHeaderBytes: maxHeaderBytes}
 }
 
 // serveConfig loads what the page shows: the node from the source flags,

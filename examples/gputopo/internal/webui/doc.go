@@ -12,8 +12,17 @@
 //	GET /api/gang?job=J   the cluster tree, the jobs, and job J's verdict and placement (gang.Check)
 //	GET /api/simulate     the simulator demo's curves: unallocated GPU % against arrived workload, per policy
 //
-// Errors are JSON {"error": "..."} with status 400 (ErrBadQuery), 404
-// (ErrNotFound), 409 (the request does not fit) or 500.
+// Errors are JSON {"error": "..."} with status 400 (ErrBadQuery: also an
+// undecodable, unknown or repeated query parameter, named), 404
+// (ErrNotFound), 409 (the request does not fit), 503 (ErrBusy, with
+// Retry-After), 507 (ErrTooLarge) or 500.
+//
+// The server is bounded (Limits): every answer is computed once per input
+// and its bytes reused by every request for it, at most
+// Limits.MaxInFlight API requests are answered at once, and an answer
+// larger than Limits.MaxResponseBytes is refused. A gang answer on a
+// cluster of gang.MaxNodes DGX nodes is about 10 MB of JSON; 20 clients
+// asking for it at once keep the heap near 130 MB.
 //
 // The package is internal to the CLI; the browser test module
 // (examples/gputopo/webtest) starts it in-process.

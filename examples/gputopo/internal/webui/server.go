@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gputopo/gputopo/gang"
@@ -55,16 +55,20 @@ type Config struct {
 	GangOrigin string
 	// Sim is the simulator demo run behind the chart.
 	Sim SimConfig
+	// Limits bounds the API's work and answers (zero: DefaultLimits).
+	Limits Limits
 }
 
-// Server answers the page and its /api/ endpoints.
+// Server answers the page and its /api/ endpoints. Every answer is
+// computed once per input and reused (within Limits.MaxCachedBytes), at
+// most Limits.MaxInFlight API requests are answered at once, and no
+// answer is larger than Limits.MaxResponseBytes.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
-
-	simOnce sync.Once
-	sim     *simChart
-	simErr  error
+	cfg   Config
+	lim   Limits
+	mux   *http.ServeMux
+	slots chan struct{}
+	cache answerCache
 }
 
 // New returns a server for cfg.
@@ -75,34 +79,84 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Sim.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), mux: http.NewServeMux()}
+	s.slots = make(chan struct{}, s.lim.MaxInFlight)
+	s.cache.maxBytes = s.lim.MaxCachedBytes
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
 	}
 	s.mux.Handle("/", http.FileServerFS(static))
-	s.mux.HandleFunc("GET /api/node", s.node)
-	s.mux.HandleFunc("GET /api/place", s.place)
-	s.mux.HandleFunc("GET /api/partitions", s.partitions)
-	s.mux.HandleFunc("GET /api/gang", s.gang)
-	s.mux.HandleFunc("GET /api/simulate", s.simulate)
+	// The API: one line per endpoint, with the parameters it takes.
+	s.handle("GET /api/node", s.node)
+	s.handle("GET /api/place", s.place, placeParams...)
+	s.handle("GET /api/partitions", s.partitions)
+	s.handle("GET /api/gang", s.gang, "job")
+	s.handle("GET /api/simulate", s.simulate)
 	s.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: %s %s", ErrNotFound, r.Method, r.URL.Path))
+		writeAnswer(w, errorAnswer(fmt.Errorf("%w: %s %s", ErrNotFound, r.Method, r.URL.Path)))
 	})
 	return s, nil
 }
 
-// ServeHTTP serves the page and the API.
+// apiHandler answers one API request from its strictly parsed query with
+// a status and a JSON body (encode, errorAnswer, or s.cached).
+type apiHandler func(r *http.Request, q url.Values) reply
+
+// handle registers an API endpoint taking the parameters params (any
+// other, a repeated or an undecodable one is a 400 naming it).
+func (s *Server) handle(pattern string, h apiHandler, params ...string) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		q, err := ParseQuery(r.URL.RawQuery, params...)
+		if err != nil {
+			writeAnswer(w, errorAnswer(err))
+			return
+		}
+		writeAnswer(w, h(r, q))
+	})
+}
+
+// ServeHTTP serves the page and the API; API requests wait for one of
+// Limits.MaxInFlight turns.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The page loads nothing from elsewhere; say so to the browser too.
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		t := time.NewTimer(s.lim.QueueWait)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-t.C:
+			w.Header().Set("Retry-After", "1")
+			writeAnswer(w, errorAnswer(fmt.Errorf("%w: %d requests are being answered (the limit); try again", ErrBusy, s.lim.MaxInFlight)))
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) node(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, newGraph(s.cfg.Node, s.cfg.NodeOrigin))
+// cached returns the answer for key, computing it with f once (f's
+// error answers are reused too, unless cut short by a deadline).
+func (s *Server) cached(key string, f func() (any, error)) reply {
+	return s.cache.get(key, func() (reply, bool) {
+		v, err := f()
+		if err != nil {
+			return errorAnswer(err), keep(err)
+		}
+		return encode(v, s.lim.MaxResponseBytes), true
+	})
 }
+
+func (s *Server) node(_ *http.Request, _ url.Values) reply {
+	return s.cached("node", func() (any, error) { return newGraph(s.cfg.Node, s.cfg.NodeOrigin), nil })
+}
+
+// placeParams are /api/place's parameters.
+var placeParams = []string{"gpus", "busy", "require", "exclude", "scope", "scope-mode", "trade"}
 
 // maxListLen bounds a device list in a query (the node's size bounds it
 // further).
@@ -211,47 +265,43 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func (s *Server) place(w http.ResponseWriter, r *http.Request) {
-	q, err := ParsePlaceQuery(s.cfg.Node, r.URL.Query())
+func (s *Server) place(_ *http.Request, raw url.Values) reply {
+	q, err := ParsePlaceQuery(s.cfg.Node, raw)
 	if err != nil {
-		writeError(w, err)
-		return
+		return errorAnswer(err)
 	}
-	ns, err := Place(s.cfg.Node, q)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, NewPlaceOutput(ns, q.Trade))
+	// raw.Encode is canonical: sorted, one value per parameter.
+	return s.cached("place?"+raw.Encode(), func() (any, error) {
+		ns, err := Place(s.cfg.Node, q)
+		if err != nil {
+			return nil, err
+		}
+		return NewPlaceOutput(ns, q.Trade), nil
+	})
 }
 
-func (s *Server) partitions(w http.ResponseWriter, _ *http.Request) {
-	p, err := newPartitions(s.cfg.Layouts, s.cfg.LayoutOrigin)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, p)
+func (s *Server) partitions(_ *http.Request, _ url.Values) reply {
+	return s.cached("partitions", func() (any, error) { return newPartitions(s.cfg.Layouts, s.cfg.LayoutOrigin) })
 }
 
-func (s *Server) gang(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
-	defer cancel()
-	v, err := newGangView(ctx, s.cfg.Gang, s.cfg.GangJobs, r.URL.Query().Get("job"), s.cfg.GangOrigin)
-	if err != nil {
-		writeError(w, err)
-		return
+func (s *Server) gang(r *http.Request, q url.Values) reply {
+	name := q.Get("job")
+	if name == "" && len(s.cfg.GangJobs) > 0 {
+		name = s.cfg.GangJobs[0].Name
 	}
-	writeJSON(w, v)
+	// The work outlives the request that started it (others wait for it),
+	// within its own deadline.
+	ctx := context.WithoutCancel(r.Context())
+	return s.cached("gang?job="+name, func() (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, s.lim.ComputeTimeout)
+		defer cancel()
+		return newGangView(ctx, s.cfg.Gang, s.cfg.GangJobs, name, s.cfg.GangOrigin)
+	})
 }
 
-func (s *Server) simulate(w http.ResponseWriter, r *http.Request) {
-	s.simOnce.Do(func() { s.sim, s.simErr = runSim(context.WithoutCancel(r.Context()), s.cfg.Sim) })
-	if s.simErr != nil {
-		writeError(w, s.simErr)
-		return
-	}
-	writeJSON(w, s.sim)
+func (s *Server) simulate(r *http.Request, _ url.Values) reply {
+	ctx := context.WithoutCancel(r.Context())
+	return s.cached("simulate", func() (any, error) { return runSim(ctx, s.cfg.Sim) })
 }
 
 // apiError is the body of a failed API call.
@@ -259,9 +309,20 @@ type apiError struct {
 	Error string `json:"error"`
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// reply is an API answer: its status and JSON body.
+type reply struct {
+	code int
+	body []byte
+}
+
+// errorAnswer returns err's status and JSON body.
+func errorAnswer(err error) reply {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		code = http.StatusInsufficientStorage
+	case errors.Is(err, ErrBusy):
+		code = http.StatusServiceUnavailable
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrBadQuery), errors.Is(err, scoring.ErrInvalidRequest):
@@ -270,21 +331,17 @@ func writeError(w http.ResponseWriter, err error) {
 		errors.Is(err, scoring.ErrUnsatisfiable):
 		code = http.StatusConflict // the request does not fit
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(apiError{err.Error()})
+	b, _ := json.Marshal(apiError{err.Error()})
+	return reply{code, append(b, '\n')}
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		writeError(w, err)
-		return
-	}
+// writeAnswer sends an answer; body is shared between requests and never
+// written to.
+func writeAnswer(w http.ResponseWriter, a reply) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b.Bytes())
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(a.code)
+	_, _ = w.Write(a.body)
 }
 
 // Demo returns the page's demo data for the sections a caller has no
