@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // Verdict says whether and when a job fits.
@@ -117,8 +118,11 @@ type Result struct {
 
 // Err returns nil when the job fits now, else an error wrapping
 // ErrPipelined, ErrBlocked, ErrFragmented or ErrNeverFits with the first
-// reason.
+// reason; for a nil Result, an error wrapping topology.ErrInvalidRequest.
 func (r *Result) Err() error {
+	if r == nil {
+		return fmt.Errorf("gang: Err of a nil *Result: %w", topology.ErrInvalidRequest)
+	}
 	var s error
 	switch r.Verdict {
 	case Fits:
@@ -181,6 +185,9 @@ func newConfig(opts []Option) config {
 // hundred nodes, so it stops within about a millisecond); a job that does
 // not fit is a Result.
 func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {

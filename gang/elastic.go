@@ -16,6 +16,9 @@ import (
 // newest (the highest pod name). Terminating pods are not counted. The
 // result has min(n, pods) names.
 func ShrinkOrder(s *Snapshot, job string, n int) []string {
+	if s.usable() != nil {
+		return nil
+	}
 	type pod struct {
 		name          string
 		dom           int32

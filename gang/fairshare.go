@@ -145,6 +145,9 @@ type FairPassStats struct {
 
 // Entry returns the entry of the named job.
 func (p *FairPlan) Entry(job string) (FairEntry, bool) {
+	if p == nil {
+		return FairEntry{}, false
+	}
 	i, ok := p.byJob[job]
 	if !ok {
 		return FairEntry{}, false
@@ -507,6 +510,9 @@ func (s *Snapshot) removeAllocs(ks []int32) {
 // reclaiming from queues over quota. Hierarchical jobs (HierJob) are not
 // taken; a job's pods already placed (members) are not completed.
 func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, opts ...Option) (*FairPlan, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	if len(jobs) > MaxFairJobs {
 		return nil, limitErr(ErrInvalidJob, "%d jobs, more than MaxFairJobs (%d)", len(jobs), MaxFairJobs)
 	}

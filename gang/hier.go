@@ -76,7 +76,7 @@ type Group struct {
 }
 
 // IsLeaf reports whether g has no sub-groups.
-func (g *Group) IsLeaf() bool { return len(g.Groups) == 0 }
+func (g *Group) IsLeaf() bool { return g == nil || len(g.Groups) == 0 }
 
 // min returns a leaf's effective minimum.
 func (g *Group) min() int {
@@ -88,6 +88,9 @@ func (g *Group) min() int {
 
 // Leaves returns the job's leaf groups in tree order.
 func (j *HierJob) Leaves() []*Group {
+	if j == nil {
+		return nil
+	}
 	var out []*Group
 	var walk func(g *Group)
 	walk = func(g *Group) {
@@ -127,6 +130,9 @@ func (j *HierJob) MinPods() int {
 // Snapshot.Assume take it with a placement CheckGroups returned; the group
 // constraints are checked by ValidateGroups.
 func (j *HierJob) FlatJob() *Job {
+	if j == nil {
+		return nil
+	}
 	f := &Job{Name: j.Name, Queue: j.Queue, Priority: j.Priority, Arrival: j.Arrival, RunTime: j.RunTime}
 	for _, l := range j.Leaves() {
 		f.PodSets = append(f.PodSets, PodSet{Name: l.Name, Replicas: l.Replicas, MinReplicas: l.min(), Pod: l.Pod})
@@ -287,6 +293,9 @@ type HierResult struct {
 // verdict's sentinel (ErrPipelined, ErrBlocked, ErrFragmented,
 // ErrNeverFits) with the first reason.
 func (r *HierResult) Err() error {
+	if r == nil {
+		return (*Result)(nil).Err()
+	}
 	rr := Result{Job: r.Job, Verdict: r.Verdict, Reasons: r.Reasons}
 	return rr.Err()
 }

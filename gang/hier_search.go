@@ -1100,6 +1100,9 @@ func (h *hjob) hasPreferred() bool {
 // The job's pods must not be in the snapshot yet (placed members are not
 // completed for hierarchical jobs): that is an ErrInvalidJob.
 func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOption) (*HierResult, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	cfg := newGroupConfig(opts)
 	poll, h, err := s.hierJobIn(ctx, j, "CheckGroups")
 	if err != nil {

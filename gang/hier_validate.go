@@ -10,6 +10,9 @@ import "fmt"
 // slice level). Errors wrap ErrInvalidPlacement (or ErrInvalidJob) and name
 // the group at fault.
 func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	h, err := newHJob(s, j)
 	if err != nil {
 		return err

@@ -101,7 +101,7 @@ type Pod struct {
 
 // IsShared reports whether the pod asks for a shared slice of one device
 // (Devices.Shared set, no MIG profile).
-func (p *Pod) IsShared() bool { return p.Devices.Shared != nil && p.MIGProfile == "" }
+func (p *Pod) IsShared() bool { return p != nil && p.Devices.Shared != nil && p.MIGProfile == "" }
 
 // wholeGPUs returns the whole devices the pod holds (0 for MIG and shared
 // pods).
@@ -211,6 +211,9 @@ type NVLink struct {
 
 // Pods returns the job's total replica count.
 func (j *Job) Pods() int {
+	if j == nil {
+		return 0
+	}
 	n := 0
 	for _, s := range j.PodSets {
 		n += s.Replicas
@@ -221,6 +224,9 @@ func (j *Job) Pods() int {
 // GPUs returns the number of whole GPUs the job asks for over all replicas
 // (MIG instances and shared slices not counted).
 func (j *Job) GPUs() int {
+	if j == nil {
+		return 0
+	}
 	n := 0
 	for _, s := range j.PodSets {
 		n += s.Replicas * s.Pod.wholeGPUs()

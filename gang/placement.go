@@ -58,6 +58,9 @@ type PodPlacement struct {
 // GPUs returns the whole GPUs the placement uses (shared slices not
 // counted; see SharedSlices).
 func (p *Placement) GPUs() int {
+	if p == nil {
+		return 0
+	}
 	n := 0
 	for _, pp := range p.Pods {
 		if pp.Shared == nil {
@@ -69,6 +72,9 @@ func (p *Placement) GPUs() int {
 
 // SharedSlices returns the number of shared slices the placement takes.
 func (p *Placement) SharedSlices() int {
+	if p == nil {
+		return 0
+	}
 	n := 0
 	for _, pp := range p.Pods {
 		if pp.Shared != nil {
@@ -80,6 +86,9 @@ func (p *Placement) SharedSlices() int {
 
 // Nodes returns the distinct nodes used, in order of first use.
 func (p *Placement) Nodes() []string {
+	if p == nil {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, pp := range p.Pods {
@@ -93,6 +102,9 @@ func (p *Placement) Nodes() []string {
 
 // String summarises the placement on one line.
 func (p *Placement) String() string {
+	if p == nil {
+		return "no placement"
+	}
 	where := p.Level + " " + p.Domain
 	if p.Domain == "" {
 		where = "the cluster"
@@ -233,6 +245,9 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 // NVLink) held by members and new pods together. Errors wrap
 // ErrInvalidPlacement (or ErrInvalidJob) and name the pod at fault.
 func (s *Snapshot) Validate(j *Job, p *Placement) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if p == nil {
 		return placeErr("nil placement")
 	}

@@ -104,6 +104,9 @@ func budgetFor(s *Snapshot, limit int) int {
 // nothing helps, and ctx.Err() when ctx is cancelled (looked at before
 // every victim set tried and every few hundred nodes inside a try).
 func Preempt(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	cfg := newConfig(opts)
 	p, err := newProblem(j, s.tree)
 	if err != nil {

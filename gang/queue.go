@@ -108,6 +108,9 @@ type QueuePlan struct {
 
 // Entry returns the entry of the named job.
 func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
+	if q == nil {
+		return QueueEntry{}, false
+	}
 	for _, e := range q.Entries {
 		if e.Job == job {
 			return e, true
@@ -146,6 +149,9 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 //
 // Options: WithStrategy, WithQueues (queue weights), WithoutReservation.
 func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*QueuePlan, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	cfg := newConfig(opts)
 	if len(jobs) > MaxJobs || len(cfg.queues) > MaxJobs {
 		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(cfg.queues), MaxJobs)

@@ -162,6 +162,12 @@ type nodeUsage struct {
 // scheduler can keep one snapshot and update it as pods start and end, like
 // kube-scheduler's cache). Reads may run concurrently; a change must not
 // run concurrently with anything else on the same snapshot. Clone is cheap.
+//
+// A nil or zero Snapshot (not made by NewSnapshot) holds nothing: its
+// read methods answer empty (Cluster nil, no allocations, no jobs, Clone
+// nil, removals 0); Add, Assume, Validate and the planners (Check,
+// PlanQueue, Preempt, PlanFairShare, PlanWaitForBetter, CheckGroups) fail
+// with an error wrapping ErrInvalidSnapshot, and ShrinkOrder returns nil.
 type Snapshot struct {
 	cluster *topology.Cluster
 	tree    *tree
@@ -176,6 +182,15 @@ type Snapshot struct {
 	idle    []*nodeUsage // usage with nothing allocated; shared by clones
 	warn    []string
 	nwarn   int // warnings, including those beyond MaxWarnings
+}
+
+// usable returns an error wrapping ErrInvalidSnapshot for a nil or zero
+// Snapshot (one not made by NewSnapshot), which the planning calls refuse.
+func (s *Snapshot) usable() error {
+	if s == nil || s.tree == nil {
+		return snapErr("a nil or zero Snapshot (build one with NewSnapshot)")
+	}
+	return nil
 }
 
 // warnf records a warning, keeping the first MaxWarnings.
@@ -625,15 +640,28 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 }
 
 // Cluster returns the snapshot's cluster.
-func (s *Snapshot) Cluster() *topology.Cluster { return s.cluster }
+func (s *Snapshot) Cluster() *topology.Cluster {
+	if s == nil {
+		return nil
+	}
+	return s.cluster
+}
 
 // Warnings lists what the snapshot could not use (a MIG device whose model
 // has no profile table, ...).
-func (s *Snapshot) Warnings() []string { return slices.Clone(s.warn) }
+func (s *Snapshot) Warnings() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.warn)
+}
 
 // Allocations returns the pods the snapshot holds, in the order they were
 // added.
 func (s *Snapshot) Allocations() []Allocation {
+	if s == nil {
+		return nil
+	}
 	var out []Allocation
 	for k := range s.allocs {
 		if s.live[k] {
@@ -645,6 +673,9 @@ func (s *Snapshot) Allocations() []Allocation {
 
 // JobAllocations returns the pods of the named job.
 func (s *Snapshot) JobAllocations(job string) []Allocation {
+	if s == nil {
+		return nil
+	}
 	var out []Allocation
 	for _, k := range s.byJob[job] {
 		if s.live[k] {
@@ -656,6 +687,9 @@ func (s *Snapshot) JobAllocations(job string) []Allocation {
 
 // Jobs returns the names of the jobs holding pods, sorted.
 func (s *Snapshot) Jobs() []string {
+	if s == nil {
+		return nil
+	}
 	var out []string
 	for j, ks := range s.byJob {
 		for _, k := range ks {
@@ -672,6 +706,9 @@ func (s *Snapshot) Jobs() []string {
 // Clone returns an independent copy; static data and per-node usage are
 // shared until changed.
 func (s *Snapshot) Clone() *Snapshot {
+	if s == nil {
+		return nil
+	}
 	c := *s
 	c.allocs = slices.Clone(s.allocs)
 	c.live = slices.Clone(s.live)
@@ -691,6 +728,9 @@ func (s *Snapshot) Clone() *Snapshot {
 // RemoveJob removes every pod of the named job (it ended, or was evicted or
 // released) and returns how many there were.
 func (s *Snapshot) RemoveJob(job string) int {
+	if s == nil {
+		return 0
+	}
 	ks := s.byJob[job]
 	if len(ks) == 0 {
 		return 0
@@ -715,6 +755,9 @@ func (s *Snapshot) RemoveJob(job string) int {
 // Assume records the pods of placement p for job j as running, after
 // checking p with Validate. On error nothing changes.
 func (s *Snapshot) Assume(j *Job, p *Placement) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := s.Validate(j, p); err != nil {
 		return err
 	}
@@ -917,6 +960,9 @@ type sharedHold struct {
 // nothing: on error (an unknown node or device, a device or MIG slot
 // already held, CPU or memory over capacity) nothing changes.
 func (s *Snapshot) Add(allocs ...Allocation) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if len(allocs) > MaxAllocations-s.nlive {
 		return limitErr(ErrInvalidSnapshot, "%d running pods and %d more are more than MaxAllocations (%d)", s.nlive, len(allocs), MaxAllocations)
 	}
@@ -960,6 +1006,9 @@ func (s *Snapshot) Add(allocs ...Allocation) error {
 // RemovePod removes the pods named pod (it ended or was deleted) and
 // returns how many there were.
 func (s *Snapshot) RemovePod(pod string) int {
+	if s == nil {
+		return 0
+	}
 	touched := map[int]bool{}
 	n := 0
 	for ni, ks := range s.byNode {

@@ -59,6 +59,9 @@ type WaitPlan struct {
 // names, times ≥ 0 and non-decreasing, Waited ≥ 0. Errors wrap
 // ErrInvalidJob.
 func (w *WaitPolicy) Validate() error {
+	if w == nil {
+		return jobErr("a nil wait policy")
+	}
 	if len(w.Steps) == 0 {
 		return jobErr("a wait policy without steps")
 	}
@@ -88,6 +91,9 @@ func (w *WaitPolicy) Validate() error {
 // acceptable. A policy replaces the job's own Topology; jobs without one
 // are planned as they are.
 func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies map[string]WaitPolicy, opts ...Option) (*WaitPlan, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	if len(policies) > MaxJobs {
 		return nil, limitErr(ErrInvalidJob, "%d wait policies, more than MaxJobs (%d)", len(policies), MaxJobs)
 	}

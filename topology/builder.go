@@ -18,7 +18,9 @@ import (
 // fails with an error wrapping [ErrLimit] before allocating anything that
 // grows with the device count.
 //
-// The zero Builder is not usable; call [NewBuilder].
+// The zero Builder works as [NewBuilder]'s does. A nil *Builder ignores
+// its setters (they return nil) and its Build fails with an error
+// wrapping [ErrInvalidRequest].
 type Builder struct {
 	name          string
 	lenient       bool
@@ -39,25 +41,57 @@ func NewBuilder() *Builder {
 	return &Builder{links: map[[2]int]Link{}, nicLinks: map[[2]int]LinkKind{}}
 }
 
+// initMaps makes a zero Builder's maps, so a Builder{} works as
+// NewBuilder's does.
+func (b *Builder) initMaps() {
+	if b.links == nil {
+		b.links = map[[2]int]Link{}
+	}
+	if b.nicLinks == nil {
+		b.nicLinks = map[[2]int]LinkKind{}
+	}
+}
+
 // SetName sets the node's name.
-func (b *Builder) SetName(name string) *Builder { b.name = name; return b }
+func (b *Builder) SetName(name string) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.name = name
+	return b
+}
 
 // SetLenient makes Build accept asymmetric links (keeping the weaker
 // direction for both) and missing links (as LinkNone, or mirrored from the
 // direction that is present), recording a warning for each instead of
 // failing. Drivers glitch; a scheduler should degrade, not fail or panic.
-func (b *Builder) SetLenient(lenient bool) *Builder { b.lenient = lenient; return b }
+func (b *Builder) SetLenient(lenient bool) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.lenient = lenient
+	return b
+}
 
 // SetInferNVSwitch makes Build reclassify NVLink links as NVSwitch links when
 // a GPU's NVLink lanes summed over its peers exceed what one GPU of its model
 // has ([MaxNVLinks]): nvidia-smi prints "NV18" for every pair of an HGX
 // H100, though each GPU has only 18 links, all into the switch fabric.
-func (b *Builder) SetInferNVSwitch(infer bool) *Builder { b.inferNVSwitch = infer; return b }
+func (b *Builder) SetInferNVSwitch(infer bool) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.inferNVSwitch = infer
+	return b
+}
 
 // AddDevice adds a device. Device indices must end up being 0..n-1. A
 // device beyond the [MaxDevices]th is not stored; Build then fails with an
 // error wrapping [ErrLimit].
 func (b *Builder) AddDevice(d Device) *Builder {
+	if b == nil {
+		return nil
+	}
 	if len(b.devices) >= MaxDevices {
 		b.extraDevices++
 		return b
@@ -68,12 +102,20 @@ func (b *Builder) AddDevice(d Device) *Builder {
 
 // SetLink records the link in one direction, from device index from to to.
 func (b *Builder) SetLink(from, to int, l Link) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.initMaps()
 	b.links[[2]int{from, to}] = l
 	return b
 }
 
 // SetLinkPair records the same link in both directions between a and c.
 func (b *Builder) SetLinkPair(a, c int, l Link) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.initMaps()
 	b.links[[2]int{a, c}] = l
 	b.links[[2]int{c, a}] = l
 	return b
@@ -83,6 +125,9 @@ func (b *Builder) SetLinkPair(a, c int, l Link) *Builder {
 // beyond the [MaxNICs]th is not stored; Build then fails with an error
 // wrapping [ErrLimit].
 func (b *Builder) AddNIC(nic NIC) *Builder {
+	if b == nil {
+		return nil
+	}
 	if len(b.nics) >= MaxNICs {
 		b.extraNICs++
 		return b
@@ -93,6 +138,10 @@ func (b *Builder) AddNIC(nic NIC) *Builder {
 
 // SetNICLink records the PCIe path class between device dev and NIC nic.
 func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.initMaps()
 	b.nicLinks[[2]int{dev, nic}] = kind
 	return b
 }
@@ -101,6 +150,9 @@ func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
 // is NUMA node i. A table of more than [MaxNUMANodes] rows is not copied;
 // Build then fails with an error wrapping [ErrLimit].
 func (b *Builder) SetNUMADistances(d [][]int) *Builder {
+	if b == nil {
+		return nil
+	}
 	b.numaRows = len(d)
 	if d == nil || len(d) > MaxNUMANodes {
 		b.numa = nil
@@ -117,7 +169,13 @@ func (b *Builder) SetNUMADistances(d [][]int) *Builder {
 }
 
 // SetFabric sets the node's multi-node NVLink domain.
-func (b *Builder) SetFabric(f FabricDomain) *Builder { b.fabric = f; return b }
+func (b *Builder) SetFabric(f FabricDomain) *Builder {
+	if b == nil {
+		return nil
+	}
+	b.fabric = f
+	return b
+}
 
 // problems collects validation errors and warnings, keeping the first
 // MaxReportedProblems of each and counting the rest.
@@ -218,6 +276,10 @@ func (b *Builder) checkLimits() error {
 // complete (strict) or repairable (lenient), so a node of many devices and
 // no links costs one short error, not n² of anything.
 func (b *Builder) Build() (*Node, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: Build on a nil *Builder (use NewBuilder)", ErrInvalidRequest)
+	}
+	b.initMaps()
 	if err := b.checkLimits(); err != nil {
 		return nil, err
 	}

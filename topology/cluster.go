@@ -43,35 +43,38 @@ type Domain struct {
 
 // Level returns the domain's level: a label key (labels mode), "tier-<n>"
 // (HyperNode mode), or "" for the root.
-func (d *Domain) Level() string { return d.level }
+func (d *Domain) Level() string { return d.or().level }
 
 // Name returns the domain's own name: the label value or HyperNode name.
-func (d *Domain) Name() string { return d.name }
+func (d *Domain) Name() string { return d.or().name }
 
 // Path returns the domain's identity, the names from the root down joined
 // by "/" ("block-a/rack-3/clique-x"); "" for the root.
-func (d *Domain) Path() string { return d.path }
+func (d *Domain) Path() string { return d.or().path }
 
 // Depth returns 0 for the root, 1 for its children, and so on.
-func (d *Domain) Depth() int { return d.depth }
+func (d *Domain) Depth() int { return d.or().depth }
 
 // Parent returns the enclosing domain, nil for the root.
-func (d *Domain) Parent() *Domain { return d.parent }
+func (d *Domain) Parent() *Domain { return d.or().parent }
 
 // Children returns the sub-domains, ordered by name.
-func (d *Domain) Children() []*Domain { return slices.Clone(d.children) }
+func (d *Domain) Children() []*Domain { return slices.Clone(d.or().children) }
 
 // DirectNodes returns the indices of the cluster nodes attached directly to
 // this domain (not through a child domain).
-func (d *Domain) DirectNodes() []int { return slices.Clone(d.direct) }
+func (d *Domain) DirectNodes() []int { return slices.Clone(d.or().direct) }
 
 // Nodes returns the indices of every cluster node in the subtree, ascending.
-func (d *Domain) Nodes() []int { return slices.Clone(d.all) }
+func (d *Domain) Nodes() []int { return slices.Clone(d.or().all) }
 
 // NodeCount returns the number of cluster nodes in the subtree.
-func (d *Domain) NodeCount() int { return len(d.all) }
+func (d *Domain) NodeCount() int { return len(d.or().all) }
 
 // Cluster is a set of nodes plus their domain tree. It is immutable.
+// A nil or zero *Cluster reads as a cluster of no nodes (and a nil
+// *Domain as an empty domain). Methods taking node indices panic when an
+// index is out of range, as slice indexing does.
 type Cluster struct {
 	nodes  []ClusterNode
 	byName map[string]int
@@ -88,31 +91,34 @@ type childKey struct {
 }
 
 // Len returns the number of nodes.
-func (c *Cluster) Len() int { return len(c.nodes) }
+func (c *Cluster) Len() int { return len(c.or().nodes) }
 
 // Node returns node i. The returned labels map must not be modified.
-func (c *Cluster) Node(i int) ClusterNode { return c.nodes[i] }
+func (c *Cluster) Node(i int) ClusterNode { return c.or().nodes[i] }
 
 // NodeIndex returns the index of the node called name.
 func (c *Cluster) NodeIndex(name string) (int, bool) {
+	c = c.or()
 	i, ok := c.byName[name]
 	return i, ok
 }
 
 // Root returns the root domain, which holds every node.
-func (c *Cluster) Root() *Domain { return c.root }
+func (c *Cluster) Root() *Domain { return c.or().root }
 
 // Levels returns the level names from the broadest to the narrowest.
-func (c *Cluster) Levels() []string { return slices.Clone(c.levels) }
+func (c *Cluster) Levels() []string { return slices.Clone(c.or().levels) }
 
 // Domain returns the domain with the given path.
 func (c *Cluster) Domain(path string) (*Domain, bool) {
+	c = c.or()
 	d, ok := c.paths[path]
 	return d, ok
 }
 
 // Domains returns every domain at the given level, ordered by path.
 func (c *Cluster) Domains(level string) []*Domain {
+	c = c.or()
 	var out []*Domain
 	var walk func(*Domain)
 	walk = func(d *Domain) {
@@ -123,16 +129,19 @@ func (c *Cluster) Domains(level string) []*Domain {
 			walk(ch)
 		}
 	}
-	walk(c.root)
+	if c.root != nil {
+		walk(c.root)
+	}
 	return out
 }
 
 // DomainOf returns the deepest domain node i belongs to (the root when it
 // belongs to none).
-func (c *Cluster) DomainOf(i int) *Domain { return c.leaf[i] }
+func (c *Cluster) DomainOf(i int) *Domain { return c.or().leaf[i] }
 
 // Ancestors returns the domains holding node i, from the deepest to the root.
 func (c *Cluster) Ancestors(i int) []*Domain {
+	c = c.or()
 	var out []*Domain
 	for d := c.leaf[i]; d != nil; d = d.parent {
 		out = append(out, d)
@@ -346,4 +355,26 @@ func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster,
 	}
 	c.finish()
 	return c, nil
+}
+
+// zeroCluster is what a nil *Cluster reads as: a cluster of no nodes.
+var zeroCluster Cluster
+
+// or returns c, or the empty cluster for a nil c.
+func (c *Cluster) or() *Cluster {
+	if c == nil {
+		return &zeroCluster
+	}
+	return c
+}
+
+// zeroDomain is what a nil *Domain reads as: an empty domain.
+var zeroDomain Domain
+
+// or returns d, or the empty domain for a nil d.
+func (d *Domain) or() *Domain {
+	if d == nil {
+		return &zeroDomain
+	}
+	return d
 }

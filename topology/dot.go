@@ -26,6 +26,9 @@ import (
 //
 // Labels are DOT strings whose line breaks are Graphviz's \n escape.
 func WriteDOT(w io.Writer, n *Node) error {
+	if w == nil {
+		return fmt.Errorf("%w: WriteDOT to a nil writer", ErrInvalidRequest)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "graph %s {\n", dotQuote(n.Name()))
 	b.WriteString("  node [shape=box, style=rounded];\n")

@@ -72,7 +72,11 @@ type ValidationError struct {
 // Error formats the problem with the devices it names.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Err.Error())
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	} else {
+		b.WriteString(ErrInvalidTopology.Error())
+	}
 	switch len(e.Devices) {
 	case 0:
 	case 1:

@@ -202,7 +202,7 @@ func marshalDocument(doc document) ([]byte, error) {
 // devices, one link per unordered pair, NICs, NIC links, NUMA distances and
 // the fabric domain. The output is canonical (indented, fields in a fixed
 // order), so [ParseJSON] followed by MarshalJSON reproduces it byte for byte.
-func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.document()) }
+func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.or().document()) }
 
 // ParseJSON decodes a node written by [Node.MarshalJSON] and validates it
 // like a strict [Builder]. Unknown fields are rejected, so a typo is an
@@ -222,6 +222,9 @@ func ParseJSON(data []byte) (*Node, error) {
 // (plus one byte, to tell a longer input, which fails with an error
 // wrapping [ErrLimit]).
 func ReadJSON(r io.Reader) (*Node, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: ReadJSON from a nil reader", ErrInvalidRequest)
+	}
 	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrParse, err)

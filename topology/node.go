@@ -62,6 +62,7 @@ func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
 //
 // Methods taking device indices panic when an index is out of range, as
 // slice indexing does; indices come from the node itself (0..Len()-1).
+// A nil *Node reads as a node of no devices.
 type Node struct {
 	name     string
 	devices  []Device
@@ -78,16 +79,17 @@ type Node struct {
 }
 
 // Name returns the node's name (host name or reference machine id).
-func (n *Node) Name() string { return n.name }
+func (n *Node) Name() string { return n.or().name }
 
 // Len returns the number of devices.
-func (n *Node) Len() int { return len(n.devices) }
+func (n *Node) Len() int { return len(n.or().devices) }
 
 // Device returns device i.
-func (n *Node) Device(i int) Device { return n.devices[i].clone() }
+func (n *Node) Device(i int) Device { return n.or().devices[i].clone() }
 
 // Devices returns a copy of all devices, in index order.
 func (n *Node) Devices() []Device {
+	n = n.or()
 	out := make([]Device, len(n.devices))
 	for i, d := range n.devices {
 		out[i] = d.clone()
@@ -97,6 +99,7 @@ func (n *Node) Devices() []Device {
 
 // DeviceByID returns the device whose ID is id.
 func (n *Node) DeviceByID(id string) (Device, bool) {
+	n = n.or()
 	for _, d := range n.devices {
 		if d.ID != "" && d.ID == id {
 			return d.clone(), true
@@ -108,6 +111,7 @@ func (n *Node) DeviceByID(id string) (Device, bool) {
 // Link returns the link from device i to device j. Link(i, i) is the zero
 // Link.
 func (n *Node) Link(i, j int) Link {
+	n = n.or()
 	if i < 0 || i >= len(n.devices) || j < 0 || j >= len(n.devices) {
 		panic(fmt.Sprintf("topology: Link(%d, %d) on a node of %d devices", i, j, len(n.devices)))
 	}
@@ -119,11 +123,12 @@ func (n *Node) Link(i, j int) Link {
 func (n *Node) Bandwidth(i, j int) float64 { return n.Link(i, j).Bandwidth }
 
 // NICs returns a copy of the node's NICs.
-func (n *Node) NICs() []NIC { return slices.Clone(n.nics) }
+func (n *Node) NICs() []NIC { return slices.Clone(n.or().nics) }
 
 // NICLink returns the PCIe path class from device dev to NIC nic (an index
 // into [Node.NICs]); LinkNone when unknown.
 func (n *Node) NICLink(dev, nic int) LinkKind {
+	n = n.or()
 	if dev < 0 || dev >= len(n.devices) || nic < 0 || nic >= len(n.nics) {
 		panic(fmt.Sprintf("topology: NICLink(%d, %d) on a node of %d devices and %d NICs", dev, nic, len(n.devices), len(n.nics)))
 	}
@@ -133,6 +138,7 @@ func (n *Node) NICLink(dev, nic int) LinkKind {
 // NearestNICs returns the NICs with the closest PCIe path from device dev
 // (PIX before PXB before PHB ...), or nil when no NIC link is known.
 func (n *Node) NearestNICs(dev int) []int {
+	n = n.or()
 	best := LinkNone
 	var out []int
 	for k := range n.nics {
@@ -151,6 +157,7 @@ func (n *Node) NearestNICs(dev int) []int {
 // NUMANodes returns the distinct NUMA ids of the devices, ascending
 // (unknown, -1, excluded).
 func (n *Node) NUMANodes() []int {
+	n = n.or()
 	var out []int
 	for _, d := range n.devices {
 		if d.NUMA >= 0 && !slices.Contains(out, d.NUMA) {
@@ -165,6 +172,7 @@ func (n *Node) NUMANodes() []int {
 // local). ok is false when the node has no distance table or a or b is
 // outside it.
 func (n *Node) NUMADistance(a, b int) (d int, ok bool) {
+	n = n.or()
 	if a < 0 || b < 0 || a >= len(n.numa) || b >= len(n.numa) {
 		return 0, false
 	}
@@ -173,6 +181,7 @@ func (n *Node) NUMADistance(a, b int) (d int, ok bool) {
 
 // NUMADistances returns a copy of the NUMA distance table (nil when unknown).
 func (n *Node) NUMADistances() [][]int {
+	n = n.or()
 	if n.numa == nil {
 		return nil
 	}
@@ -184,13 +193,14 @@ func (n *Node) NUMADistances() [][]int {
 }
 
 // Fabric returns the node's multi-node NVLink domain (zero when none).
-func (n *Node) Fabric() FabricDomain { return n.fabric }
+func (n *Node) Fabric() FabricDomain { return n.or().fabric }
 
 // Islands returns the fabric islands: the connected components of the graph
 // whose edges are fabric links (NVLink, NVSwitch, XGMI). Every device is in
 // exactly one island (a device without fabric links is an island of one).
 // Islands are sorted, and ordered by their smallest device.
 func (n *Node) Islands() [][]int {
+	n = n.or()
 	out := make([][]int, len(n.islands))
 	for i, is := range n.islands {
 		out[i] = slices.Clone(is)
@@ -199,19 +209,19 @@ func (n *Node) Islands() [][]int {
 }
 
 // Island returns the index into [Node.Islands] of device i's island.
-func (n *Node) Island(i int) int { return n.islandOf[i] }
+func (n *Node) Island(i int) int { return n.or().islandOf[i] }
 
 // Warnings returns what a lenient build accepted and repaired (asymmetric or
 // missing links); nil for a clean build. At most [MaxReportedProblems]
 // are kept, followed by one line counting the rest.
-func (n *Node) Warnings() []string { return slices.Clone(n.warnings) }
+func (n *Node) Warnings() []string { return slices.Clone(n.or().warnings) }
 
 // Fingerprint returns the content hash of the whole topology except the
 // node's name: devices with their UUIDs, PCI addresses and health, links,
 // NICs, NUMA distances and the fabric domain. Two nodes have equal
 // fingerprints when they are the same machine in the same state; for a key
 // that two identical servers share, use [Node.ShapeFingerprint].
-func (n *Node) Fingerprint() Fingerprint { return n.fp }
+func (n *Node) Fingerprint() Fingerprint { return n.or().fp }
 
 // ShapeFingerprint returns a hash of the node's hardware shape only: the
 // device count and, per device, vendor, model, memory, partitioning, NUMA
@@ -227,7 +237,7 @@ func (n *Node) Fingerprint() Fingerprint { return n.fp }
 //
 // It is computed once, when the node is built, by streaming the fields
 // into the hash (no intermediate document), so calling it costs nothing.
-func (n *Node) ShapeFingerprint() Fingerprint { return n.shape }
+func (n *Node) ShapeFingerprint() Fingerprint { return n.or().shape }
 
 // Equal reports whether n and m describe the same topology, name included.
 // Build warnings are not compared.
@@ -255,6 +265,7 @@ func (n *Node) Equal(m *Node) bool {
 
 // String returns a one-line summary: name, device count, models and islands.
 func (n *Node) String() string {
+	n = n.or()
 	models := map[string]int{}
 	var order []string
 	for _, d := range n.devices {
@@ -325,6 +336,7 @@ func (n *Node) computeIslands() {
 // identical servers in the same state get equal Fingerprints. Device
 // indices are unchanged.
 func (n *Node) WithoutIdentifiers() (*Node, error) {
+	n = n.or()
 	b := NewBuilder()
 	for _, d := range n.Devices() {
 		d.ID, d.PCI = "", PCIAddress{}
@@ -350,4 +362,15 @@ func (n *Node) WithoutIdentifiers() (*Node, error) {
 		b.SetNUMADistances(d)
 	}
 	return b.Build()
+}
+
+// zeroNode is what a nil *Node reads as: a node of no devices.
+var zeroNode Node
+
+// or returns n, or the empty node for a nil n.
+func (n *Node) or() *Node {
+	if n == nil {
+		return &zeroNode
+	}
+	return n
 }

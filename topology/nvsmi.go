@@ -107,6 +107,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: nvidia-smi table from a nil reader", ErrInvalidRequest)
+	}
 	if gpuHint > MaxDevices {
 		return nil, fmt.Errorf("%w: NvidiaSMIOptions.GPUCount is %d, more than topology.MaxDevices (%d)", ErrLimit, gpuHint, MaxDevices)
 	}
@@ -463,6 +466,9 @@ func firstNUMA(v string) (int, error) {
 // error wraps [ErrParse]; a table that does not give a valid node also
 // wraps [ErrInvalidTopology] and the [Builder]'s specific sentinels.
 func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: Node of a nil *SMITable", ErrInvalidRequest)
+	}
 	switch {
 	case t.GPUs > MaxDevices:
 		return nil, fmt.Errorf("%w: nvidia-smi table of %d GPUs, more than topology.MaxDevices (%d)", ErrLimit, t.GPUs, MaxDevices)

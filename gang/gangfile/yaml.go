@@ -16,6 +16,9 @@ import (
 // MaxFileBytes: a longer input is an error wrapping gang.ErrParse and
 // topology.ErrLimit, after reading no more than MaxFileBytes+1 bytes.
 func ReadAll(r io.Reader) ([]byte, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: reading a nil reader", gang.ErrParse)
+	}
 	b := make([]byte, 0, 4096)
 	for len(b) <= MaxFileBytes {
 		if len(b) == cap(b) { // grow geometrically, never past the limit

@@ -32,7 +32,9 @@ var (
 )
 
 // Provider discovers AMD GPUs from the KFD topology and amdgpu sysfs. It is
-// safe for concurrent use; every Discover or Scan reads sysfs afresh.
+// safe for concurrent use; every Discover or Scan reads sysfs afresh. A nil
+// or zero Provider (not made by New) fails with an error wrapping
+// topology.ErrInvalidRequest.
 type Provider struct {
 	fsys  fs.FS  // the filesystem root
 	kfdFS fs.FS  // where the KFD topology is read; fsys unless WithKFDTopology
@@ -114,10 +116,22 @@ func New(opts ...Option) *Provider {
 // Name returns "amd".
 func (p *Provider) Name() string { return "amd" }
 
+// usable returns an error wrapping topology.ErrInvalidRequest for a nil
+// or zero Provider (one not made by New).
+func (p *Provider) usable() error {
+	if p == nil || p.fsys == nil || p.kfdFS == nil {
+		return fmt.Errorf("amd: a nil or zero Provider (use New): %w", topology.ErrInvalidRequest)
+	}
+	return nil
+}
+
 // Discover returns the node's topology: one device per KFD GPU node (a
 // whole GPU, one GCD of an MI250X, or one XCP of a partitioned MI300X).
 // It is [Provider.Scan] without the vendor details.
 func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	inv, err := p.Scan(ctx)
 	if err != nil {
 		return nil, err
@@ -132,6 +146,9 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 // returned n (nil otherwise), so that provider.Detect's report says which
 // facts were derived rather than read.
 func (p *Provider) Notes(n *topology.Node) []string {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil || p.last.Node != n {
@@ -215,6 +232,9 @@ type SkippedNode struct {
 // warning on the node (except on kernels that publish no p2p_links at all,
 // where a PCIe class is derived as for a p2p record).
 func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

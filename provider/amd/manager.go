@@ -171,6 +171,9 @@ func (m *PartitionManager) AMDGPUs(ctx context.Context) ([]*mig.AMDGPU, error) {
 }
 
 func (m *PartitionManager) state(ctx context.Context) (*PartitionState, *kfdProcs, error) {
+	if m == nil {
+		return nil, nil, (*Provider)(nil).usable()
+	}
 	return New(WithFS(m.fsys), WithNodeName("amd")).partitionState(ctx)
 }
 
@@ -182,6 +185,9 @@ func (m *PartitionManager) Layouts(ctx context.Context) ([]*mig.Layout, error) {
 
 // Writes returns the writes made or, in dry runs, planned so far.
 func (m *PartitionManager) Writes() []Write {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.log)
@@ -192,6 +198,10 @@ func (m *PartitionManager) Writes() []Write {
 func (m *PartitionManager) Apply(ctx context.Context, s mig.Step, mode mig.ApplyMode) error {
 	if mode > mig.Commit {
 		return fmt.Errorf("%w: unknown apply mode %d", mig.ErrBadStep, mode)
+	}
+	if m == nil {
+		_, _, err := m.state(ctx)
+		return err
 	}
 	if mode == mig.Commit && !m.commit {
 		return ErrReadOnly

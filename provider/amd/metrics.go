@@ -58,6 +58,9 @@ const (
 // [ErrNotDetected] (no PCI function at addr) or are the context's; a
 // missing or malformed metric file is not an error.
 func (p *Provider) ReadMetrics(ctx context.Context, addr topology.PCIAddress) (*Metrics, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	return readMetrics(ctx, p.fsys, addr)
 }
 

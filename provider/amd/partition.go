@@ -89,6 +89,9 @@ func (p *Provider) PartitionState(ctx context.Context) (*PartitionState, error) 
 
 // partitionState is PartitionState, also returning the KFD processes.
 func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdProcs, error) {
+	if err := p.usable(); err != nil {
+		return nil, nil, err
+	}
 	inv, err := p.Scan(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -132,6 +132,9 @@ var ErrClosed = errors.New("nvidia: sampler closed")
 
 // GPMSampler returns a sampler over the provider's NVML library.
 func (p *Provider) GPMSampler() *GPMSampler {
+	if p == nil {
+		return &GPMSampler{now: time.Now, prev: map[gpmKey]gpmPrev{}}
+	}
 	return &GPMSampler{lib: p.lib, now: time.Now, prev: map[gpmKey]gpmPrev{}}
 }
 
@@ -145,6 +148,9 @@ var gpmMetrics = []GPMMetricID{GPMSMUtilization, GPMSMOccupancy}
 // [ErrDiscovery] (the device count cannot be read), [ErrClosed], or are
 // the context's.
 func (s *GPMSampler) Sample(ctx context.Context) (*GPMReading, error) {
+	if s == nil || s.lib == nil {
+		return nil, fmt.Errorf("nvidia: a nil or zero GPMSampler (use Provider.GPMSampler of a Provider from New): %w", topology.ErrInvalidRequest)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -298,6 +304,9 @@ func gpuInstanceIDs(h Device) ([]int, error) {
 // Close frees the kept samples and shuts NVML down (once for the Init of
 // the first successful Sample). Later Samples answer [ErrClosed].
 func (s *GPMSampler) Close() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -77,6 +77,9 @@ func (p *Provider) MIGCatalog(ctx context.Context) (*mig.Catalog, error) {
 // withMIGState initialises NVML, reads identity, memory and MIG state of
 // every GPU (not links or pairs), runs f, and shuts NVML down.
 func (p *Provider) withMIGState(ctx context.Context, f func(*Inventory, *session) error) error {
+	if err := p.usable(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -102,6 +105,9 @@ func (p *Provider) withMIGState(ctx context.Context, f func(*Inventory, *session
 // Layouts implements mig.PartitionManager: the layout of every healthy
 // MIG-capable GPU, MIG on or off.
 func (m *MIGManager) Layouts(ctx context.Context) ([]*mig.Layout, error) {
+	if m == nil {
+		return nil, (*Provider)(nil).usable()
+	}
 	var out []*mig.Layout
 	err := m.p.withMIGState(ctx, func(inv *Inventory, _ *session) error {
 		var err error
@@ -113,6 +119,9 @@ func (m *MIGManager) Layouts(ctx context.Context) ([]*mig.Layout, error) {
 
 // Apply implements mig.PartitionManager.
 func (m *MIGManager) Apply(ctx context.Context, step mig.Step, mode mig.ApplyMode) error {
+	if m == nil {
+		return (*Provider)(nil).usable()
+	}
 	if step.Kind < mig.StepDrain || step.Kind > mig.StepCreateComputeInstance {
 		return fmt.Errorf("%w: %s steps are not NVIDIA MIG operations", mig.ErrUnsupported, step.Kind)
 	}
@@ -171,6 +180,9 @@ var _ mig.InstanceNamer = (*MIGManager)(nil)
 // (no GPU instance there, or one without a compute instance) or the NVML
 // failure.
 func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placement) (string, error) {
+	if m == nil {
+		return "", (*Provider)(nil).usable()
+	}
 	var out string
 	err := m.p.withMIGState(ctx, func(inv *Inventory, s *session) error {
 		i := -1

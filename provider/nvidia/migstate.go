@@ -19,6 +19,9 @@ import (
 // repeating another profile's name or ID are left out, each with a note
 // in the returned warnings.
 func (g *GPU) MIGModel() (*mig.Model, []string, error) {
+	if g == nil {
+		return nil, nil, fmt.Errorf("nvidia: a nil *GPU: %w", topology.ErrInvalidRequest)
+	}
 	if !g.MIG.Capable {
 		return nil, nil, fmt.Errorf("%w: GPU %d (%s) is not MIG-capable", mig.ErrUnknownModel, g.Index, g.Name)
 	}
@@ -92,6 +95,9 @@ func (g *GPU) MIGModel() (*mig.Model, []string, error) {
 // assumed in use, so a planner never takes it for free capacity. Owner
 // names the process ids ("pid 4242") or "unknown".
 func (g *GPU) MIGLayout(m *mig.Model) (*mig.Layout, error) {
+	if g == nil {
+		return nil, fmt.Errorf("nvidia: a nil *GPU: %w", topology.ErrInvalidRequest)
+	}
 	return g.migLayout(m, false)
 }
 
@@ -151,6 +157,9 @@ func (g *GPU) processesOn(id int, assumeIdle bool) (string, bool) {
 // model among the healthy MIG-capable GPUs, in GPU order, and notes on
 // profiles left out.
 func (inv *Inventory) MIGModels() ([]*mig.Model, []string, error) {
+	if inv == nil {
+		return nil, nil, fmt.Errorf("nvidia: a nil *Inventory: %w", topology.ErrInvalidRequest)
+	}
 	var out []*mig.Model
 	var warnings []string
 	var errs []error
@@ -176,6 +185,9 @@ func (inv *Inventory) MIGModels() ([]*mig.Model, []string, error) {
 // layered over it: a discovered table replaces the shipped fallback of the
 // same model, and its product name and PCI ID resolve to it.
 func (inv *Inventory) MIGCatalog() (*mig.Catalog, error) {
+	if inv == nil {
+		return nil, fmt.Errorf("nvidia: a nil *Inventory: %w", topology.ErrInvalidRequest)
+	}
 	models, _, err := inv.MIGModels()
 	return mig.DefaultCatalog().With(models...), err
 }
@@ -183,6 +195,9 @@ func (inv *Inventory) MIGCatalog() (*mig.Catalog, error) {
 // MIGLayouts returns the current layout of every healthy MIG-capable GPU
 // (see GPU.MIGLayout), with models from NVML.
 func (inv *Inventory) MIGLayouts() ([]*mig.Layout, error) {
+	if inv == nil {
+		return nil, fmt.Errorf("nvidia: a nil *Inventory: %w", topology.ErrInvalidRequest)
+	}
 	return inv.migLayouts(false)
 }
 

@@ -13,7 +13,8 @@ import (
 // Provider discovers the topology of the NVIDIA GPUs of this machine
 // through NVML. It satisfies provider.TopologyProvider. A Provider holds no
 // state between calls (each call initialises and shuts NVML down) and is
-// safe for concurrent use.
+// safe for concurrent use. A nil or zero Provider (not made by New) fails
+// with an error wrapping topology.ErrInvalidRequest.
 type Provider struct {
 	lib      Library
 	libPath  string
@@ -112,9 +113,21 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 	return inv.Node, nil
 }
 
+// usable returns an error wrapping topology.ErrInvalidRequest for a nil
+// or zero Provider (one not made by New).
+func (p *Provider) usable() error {
+	if p == nil || p.lib == nil {
+		return fmt.Errorf("nvidia: a nil or zero Provider (use New): %w", topology.ErrInvalidRequest)
+	}
+	return nil
+}
+
 // Inspect is Discover returning the full [Inventory]: the node plus the
 // NVML details the node has no field for.
 func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

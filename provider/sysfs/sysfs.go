@@ -69,7 +69,8 @@ const (
 const NoFabric = "PCIe only: no fabric information; NVLink, NVSwitch and xGMI links are invisible in sysfs, so every pair shows its PCIe path class"
 
 // Provider discovers PCI accelerators from sysfs through ghw. It is safe
-// for concurrent use.
+// for concurrent use. A nil or zero Provider (not made by New) fails with
+// an error wrapping topology.ErrInvalidRequest.
 type Provider struct {
 	root string
 	fsys fs.FS // root, for the files read without ghw
@@ -126,6 +127,9 @@ func (p *Provider) Name() string { return "sysfs" }
 // whose vendor provider did not answer points at a missing library or
 // permission rather than missing hardware) and the inventory's notes.
 func (p *Provider) Notes(n *topology.Node) []string {
+	if p == nil {
+		return nil
+	}
 	notes := []string{NoFabric}
 	var nv, amd bool
 	for _, d := range n.Devices() {
@@ -159,9 +163,21 @@ func (p *Provider) Notes(n *topology.Node) []string {
 	return append(notes, inv.Notes[1:]...)
 }
 
+// usable returns an error wrapping topology.ErrInvalidRequest for a nil
+// or zero Provider (one not made by New).
+func (p *Provider) usable() error {
+	if p == nil || p.fsys == nil {
+		return fmt.Errorf("sysfs: a nil or zero Provider (use New): %w", topology.ErrInvalidRequest)
+	}
+	return nil
+}
+
 // Discover returns the node's accelerators with their PCIe paths. It is
 // [Provider.Scan] without the PCI details.
 func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	inv, err := p.Scan(ctx)
 	if err != nil {
 		return nil, err
@@ -221,6 +237,9 @@ func IsAccelerator(vendor uint16, class uint32) bool {
 //
 // A machine with no accelerator gives an error wrapping [ErrNotDetected].
 func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
+	if err := p.usable(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -160,6 +160,9 @@ type table struct {
 }
 
 func newTable(ctx context.Context, in io.Reader, required ...string) (*table, error) {
+	if in == nil {
+		return nil, fmt.Errorf("%w: a nil reader", ErrRead)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

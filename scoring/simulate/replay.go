@@ -137,7 +137,12 @@ type Result struct {
 }
 
 // Failed returns the number of pods that found no node.
-func (r *Result) Failed() int { return len(r.Steps) - r.Placed }
+func (r *Result) Failed() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.Steps) - r.Placed
+}
 
 // Bin is the replay summarised at one arrival percentage, as the paper's
 // analysis does it: the steps whose arrived GPU request, in % of capacity,
@@ -154,7 +159,7 @@ type Bin struct {
 // Bins returns one bin per arrival percentage from 0 to the last step's;
 // none for a result without steps or GPU capacity.
 func (r *Result) Bins() []Bin {
-	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 {
+	if r == nil || len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 {
 		return nil
 	}
 	last := r.lastArrival()
@@ -232,7 +237,7 @@ func (a *accum) fill(b *Bin) {
 // holds, finding its steps by binary search (the steps' arrived GPU grows
 // along the replay).
 func (r *Result) At(arrival int) (Bin, bool) {
-	if len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 || arrival < 0 || arrival > r.lastArrival() {
+	if r == nil || len(r.Steps) == 0 || r.CapacityGPUMilli <= 0 || arrival < 0 || arrival > r.lastArrival() {
 		return Bin{}, false
 	}
 	lo := sort.Search(len(r.Steps), func(j int) bool { return r.arrivalPct(j) >= float64(arrival)-1.5 })

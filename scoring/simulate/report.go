@@ -14,6 +14,9 @@ import (
 // allocation_pct, unallocated_pct (100 − allocation), frag_ratio_pct (of
 // idle GPU), frag_amount_pct (of capacity) and samples.
 func WriteCSV(w io.Writer, r *Result) error {
+	if w == nil || r == nil {
+		return fmt.Errorf("%w: WriteCSV needs a writer and a result", ErrInvalidConfig)
+	}
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"arrival_pct", "allocation_pct", "unallocated_pct", "frag_ratio_pct", "frag_amount_pct", "samples"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

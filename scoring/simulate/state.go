@@ -34,6 +34,9 @@ func (s GPUSet) Slice() []int {
 // State is the cluster while a replay runs: the nodes and what is free on
 // each. Policies read it; only the replay changes it. Node indices are
 // positions in the node list the replay was given (GPU nodes only).
+// Only the replay makes a State (never nil nor zero for a policy), and
+// methods taking a node index panic when it is out of range, as slice
+// indexing does.
 type State struct {
 	nodes   []Node
 	cpu     []int64 // free CPU per node
@@ -152,10 +155,10 @@ func (s *State) AllocatedGPUMilli() int64 { return s.allocated }
 
 // Class is the GPU request class of a pod as the Clustering heuristic
 // sees it: 0 for GPU-sharing pods, k for pods of k whole GPUs, -1 for
-// CPU-only pods.
+// CPU-only pods (and for a nil pod).
 func Class(p *Pod) int {
 	switch {
-	case p.GPUs == 0:
+	case p == nil || p.GPUs == 0:
 		return -1
 	case p.Sharing():
 		return 0

@@ -90,8 +90,8 @@ func slurmName(kind, s string) error {
 // block_sizes is opts.BlockSizes, validated as Slurm requires (each a
 // power-of-two multiple of the previous), or the smallest block's size.
 func SlurmTopologyYAML(c *topology.Cluster, opts SlurmOptions) ([]byte, error) {
-	if c == nil {
-		return nil, fmt.Errorf("formats: Slurm topology of a nil cluster: %w", topology.ErrInvalidRequest)
+	if c == nil || c.Root() == nil {
+		return nil, fmt.Errorf("formats: Slurm topology of a nil or zero cluster: %w", topology.ErrInvalidRequest)
 	}
 	if opts.OmitTree && opts.OmitBlock {
 		return nil, fmt.Errorf("formats: Slurm topology: both tree and block omitted: %w", topology.ErrInvalidRequest)

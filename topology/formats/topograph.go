@@ -183,6 +183,9 @@ type TopographGraph struct {
 // [topology.ErrLimit]; malformed JSON, an instance without an id or an
 // empty layer name fail with an error wrapping [topology.ErrParse].
 func ParseTopographGraph(r io.Reader) (*topology.Cluster, error) {
+	if r == nil {
+		return nil, fmt.Errorf("formats: Topograph graph from a nil reader: %w", topology.ErrInvalidRequest)
+	}
 	data, err := io.ReadAll(io.LimitReader(r, MaxTopographGraphBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("formats: Topograph graph: reading: %w", err)
