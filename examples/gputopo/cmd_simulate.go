@@ -74,6 +74,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.mix, "mix", "", "with --synthetic: the pod `mix` as shares of the GPU pods, e.g. pinned=25%,shared=50%,multi=20% (pinned: accept one GPU model; shared: part of one GPU; multi: several whole GPUs); default: the trace's shape")
 	fs.StringVar(&f.topology, "topology", "", "replay on topology-rich nodes: `machines` from the catalogue (comma-separated names, or \"mix\" for "+strings.Join(topologyMix, ", ")+"), each node taking in turn one with its GPU count; reports the bandwidth multi-GPU pods got")
 	fs.IntVar(&f.chartFrom, "chart-from", defaultChartFrom, "first arrived-workload `percent` the chart draws (0 for the whole replay)")
+	maxWork := fs.Float64("max-work", defaultMaxSimWork, "refuse an experiment of more than `N` node scorings (GPU nodes x replayed pods x runs) before it starts")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -116,6 +117,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if f.asJSON {
 		info = stderr
 	}
+	if err := checkSyntheticWork(f.synthetic, len(pols)*len(seeds), *maxWork); err != nil {
+		return err
+	}
 	nodes, pods, origin, podList, paper, err := f.load(ctx, info)
 	if err != nil {
 		return err
@@ -126,6 +130,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintln(info, line)
+	}
+	if err := checkSimWork(nodes, pods, cfg.Inflation, len(pols)*len(seeds), *maxWork); err != nil {
+		return err
 	}
 	var gpus int
 	var nodeMem, podMem int64
