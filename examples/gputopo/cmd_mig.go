@@ -248,6 +248,9 @@ func migShow(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFleetProfiles(file.Layouts, mixProfiles(mix)...); err != nil {
+		return err
+	}
 	type gpuOut struct {
 		GPU           string                     `json:"gpu"`
 		Model         string                     `json:"model"`
@@ -355,6 +358,9 @@ func migPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := checkFleetProfiles(file.Layouts, append(mixProfiles(mix), strings.Split(*profiles, ",")...)...); err != nil {
+		return err
+	}
 	var reqs []mig.Request
 	for i, p := range strings.Split(*profiles, ",") {
 		o := *owner
@@ -443,6 +449,9 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		name, perr := mig.ParseProfileName(*profile)
 		if perr != nil {
 			return perr
+		}
+		if err := checkFleetProfiles(file.Layouts, *profile); err != nil {
+			return err
 		}
 		plan, err = mig.PlanDefrag(ctx, file.Layouts, mig.Request{Profile: name, Owner: *owner, Priority: *prio}, pol)
 	} else {
@@ -537,6 +546,9 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(file.Layouts) == 0 {
 		return fmt.Errorf("%s: %w: no MIG GPUs (templates are for MIG)", lf.path, mig.ErrInvalidLayout)
+	}
+	if err := checkFleetProfiles(file.Layouts, mixProfiles(mix)...); err != nil {
+		return err
 	}
 	var templates []mig.Template
 	if *tfile != "" {
