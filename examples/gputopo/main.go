@@ -101,7 +101,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = exitInternal
 		}
 	}()
-	return exitCode(stderr, name, c.run(ctx, args, stdout, errw))
+	// Names from input files reach the terminal escaped (render.go).
+	so, se := newTermSafe(stdout), newTermSafe(stderr)
+	defer func() { _, _ = so.Flush(), se.Flush() }()
+	ew := se
+	if errw == stdout {
+		ew = so
+	}
+	return exitCode(se, name, c.run(ctx, args, so, ew))
 }
 
 // exitCode reports err (unless the flag package or the command already

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -172,4 +173,72 @@ func nicName(nic topology.NIC) string {
 		return nic.Device
 	}
 	return nic.Name
+}
+
+// termSafe is a writer for a terminal: it passes text through but writes
+// the characters that could drive the terminal as visible escapes, so a
+// name from an input file (a job, node, pod or GPU name) cannot recolour
+// the terminal, set its title, move the cursor or reorder what is shown.
+// Escaped: C0 controls but newline and tab (so also ESC, BEL and carriage
+// return, as \x1b), DEL, C1 controls (\u009b) and the Unicode bidi
+// overrides and isolates (\u202e). JSON output has these escaped already;
+// every command's output goes through termSafe anyway.
+type termSafe struct {
+	w       io.Writer
+	pending []byte // a rune split between writes
+	buf     []byte
+}
+
+func newTermSafe(w io.Writer) *termSafe { return &termSafe{w: w} }
+
+// Write writes p with unsafe characters escaped.
+func (t *termSafe) Write(p []byte) (int, error) {
+	in := p
+	if len(t.pending) > 0 {
+		in = append(t.pending, p...)
+		t.pending = nil
+	}
+	out := t.buf[:0]
+	for i := 0; i < len(in); {
+		c := in[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+				out = fmt.Appendf(out, `\x%02x`, c)
+			} else {
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		if !utf8.FullRune(in[i:]) {
+			t.pending = append(t.pending[:0], in[i:]...)
+			break
+		}
+		r, size := utf8.DecodeRune(in[i:])
+		if unsafeRune(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, in[i:i+size]...)
+		}
+		i += size
+	}
+	t.buf = out
+	if _, err := t.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush writes a rune left incomplete at the end.
+func (t *termSafe) Flush() error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	_, err := t.w.Write(t.pending)
+	t.pending = nil
+	return err
+}
+
+func unsafeRune(r rune) bool {
+	return (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
