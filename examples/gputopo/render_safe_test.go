@@ -40,7 +40,9 @@ func TestTermSafeEscapes(t *testing.T) {
 // text output escaped; --json escapes them by itself.
 func TestGangTextOutputSanitised(t *testing.T) {
 	dir := t.TempDir()
-	q := func(s string) string { return strings.NewReplacer(`\`, `\\`, "\x1b", `\e`, "\x07", `\a`, "\r", `\r`, "\u009b", `\x9b`, `"`, `\"`).Replace(s) }
+	q := func(s string) string {
+		return strings.NewReplacer(`\`, `\\`, "\x1b", `\e`, "\x07", `\a`, "\r", `\r`, "\u009b", `\x9b`, `"`, `\"`).Replace(s)
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(
 		"nodes: [{name: \"n-"+q("\x1b[2J")+"\", machine: dgx-h100}]\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "j.yaml"), []byte(
