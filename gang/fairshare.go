@@ -128,6 +128,10 @@ type FairEntry struct {
 // FairPlan is the outcome of PlanFairShare.
 type FairPlan struct {
 	Entries []FairEntry `json:"entries"`
+	// Partial: the budget (the context's deadline) ran out during the
+	// pass, as for QueuePlan.Partial: the jobs from the first Unplanned
+	// one on wait, and the reclaim sweep stopped.
+	Partial bool `json:"partial,omitempty"`
 	// Reservations hold capacity for the head of several queues at once:
 	// none overlaps another, and no job started in the pass delays one.
 	Reservations []Reservation  `json:"reservations"`
@@ -180,6 +184,7 @@ type fresv struct {
 type fairPass struct {
 	s, w      *Snapshot
 	poll      *poller
+	spent     func() bool // the pass's budget has run out
 	cfg       *FairShare
 	opts      config
 	qs        map[string]*fq
@@ -509,6 +514,10 @@ func (s *Snapshot) removeAllocs(ks []int32) {
 // that did not start, so that at the end no such job could start by
 // reclaiming from queues over quota. Hierarchical jobs (HierJob) are not
 // taken; a job's pods already placed (members) are not completed.
+//
+// A ctx deadline is the pass's budget, as for PlanQueue: once it passes,
+// the jobs not yet decided wait, marked Unplanned, the sweep stops, and
+// the plan is Partial. A cancelled ctx is an error.
 func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, opts ...Option) (*FairPlan, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -522,7 +531,9 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
 		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
 	}
-	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(ctx), cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
+	inner, spent, stop := passBudget(ctx)
+	defer stop()
+	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(inner), spent: spent, cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
 		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
 	fp.sv.memo = &capMemo{limit: memoLimit}
 	fp.follow = follow{log: &fp.log}
@@ -578,7 +589,9 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		ahead += need.GPUs
 		plan.byJob[j.Name] = len(plan.Entries)
 		plan.Entries = append(plan.Entries, e)
-		if err := fp.decide(j, &plan.Entries[len(plan.Entries)-1]); err != nil {
+		if plan.Partial = plan.Partial || spent(); plan.Partial {
+			unplanned(&plan.Entries[len(plan.Entries)-1].QueueEntry)
+		} else if err := fp.decide(j, &plan.Entries[len(plan.Entries)-1]); err != nil {
 			return nil, err
 		}
 	}
@@ -1875,6 +1888,9 @@ func (fp *fairPass) sweep(order []*Job) error {
 	for changed := true; changed; {
 		changed = false
 		for _, j := range order {
+			if fp.plan.Partial = fp.plan.Partial || fp.spent(); fp.plan.Partial {
+				return nil
+			}
 			i := fp.plan.byJob[j.Name]
 			e := &fp.plan.Entries[i]
 			if e.Action != Wait && e.Action != Reserve {

@@ -102,7 +102,10 @@ func budgetFor(s *Snapshot, limit int) int {
 // already. When j fits without evicting anything the plan has no victims.
 // Errors wrap ErrInvalidJob for a malformed job, ErrNoVictims when
 // nothing helps, and ctx.Err() when ctx is cancelled (looked at before
-// every victim set tried and every few hundred nodes inside a try).
+// every victim set tried and every few hundred nodes inside a try). A ctx
+// deadline is the search's budget: once it passes, the cheapest
+// preemption found so far is the answer, with Exact false (an error when
+// none was found yet).
 func Preempt(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Preemption, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -128,6 +131,17 @@ func Preempt(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Preempt
 		return nil, &NoVictimsError{Job: j.Name, Reasons: why}
 	}
 	return rs.plan(best), nil
+}
+
+// cut ends the search on err: a deadline (the caller's budget) with a
+// removal found already returns that removal, not proven cheapest (Exact
+// false); any other error, or none found, is the error.
+func (rs *removalSearch) cut(best *removal, err error) (*removal, []string, error) {
+	if best != nil && errors.Is(err, context.DeadlineExceeded) {
+		rs.exact = false
+		return best, nil, nil
+	}
+	return nil, nil, err
 }
 
 // jobPriorities returns each job's priority: the highest of its pods'.
@@ -337,7 +351,7 @@ func (rs *removalSearch) run() (*removal, []string, error) {
 		}
 		pl, err := rs.fits(d, set)
 		if err != nil {
-			return nil, nil, err
+			return rs.cut(best, err)
 		}
 		if pl == nil {
 			continue
@@ -355,7 +369,7 @@ func (rs *removalSearch) run() (*removal, []string, error) {
 			}
 			q, err := rs.fits(d, cur)
 			if err != nil {
-				return nil, nil, err
+				return rs.cut(best, err)
 			}
 			if q != nil {
 				hi, pl = mid, q
@@ -380,7 +394,7 @@ func (rs *removalSearch) run() (*removal, []string, error) {
 			delete(cur, v)
 			q, err := rs.fits(d, cur)
 			if err != nil {
-				return nil, nil, err
+				return rs.cut(best, err)
 			}
 			if q != nil {
 				pl = q
@@ -410,7 +424,7 @@ func (rs *removalSearch) run() (*removal, []string, error) {
 		for k := 1; k <= best.cost.Jobs && k <= len(c.hs); k++ {
 			done, err := rs.combos(c.d, c.hs, k, &best, better)
 			if err != nil {
-				return nil, nil, err
+				return rs.cut(best, err)
 			}
 			if !done {
 				rs.exact = false

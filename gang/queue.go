@@ -83,6 +83,10 @@ type QueueEntry struct {
 	Reason    string     `json:"reason"`
 	// Members counts the job's pods already placed.
 	Members int `json:"members,omitempty"`
+	// Unplanned: the pass's budget ran out before this job (see
+	// QueuePlan.Partial); it waits (Action Wait, Verdict Blocked) without
+	// having been looked at.
+	Unplanned bool `json:"unplanned,omitempty"`
 }
 
 // Reservation is capacity held for the head of the line.
@@ -104,6 +108,11 @@ type QueuePlan struct {
 	Entries []QueueEntry `json:"entries"`
 	// Reservation is the head-of-line reservation, if any.
 	Reservation *Reservation `json:"reservation,omitempty"`
+	// Partial: the budget (the context's deadline) ran out during the
+	// pass. The entries before the first Unplanned one are decided as a
+	// full pass decides them; the rest wait. Not proven to be the full
+	// pass's answer, but safe to act on.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Entry returns the entry of the named job.
@@ -145,7 +154,10 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 //
 // A cancelled ctx stops the pass (it is looked at before every placement
 // search and every few hundred nodes inside one) with an error wrapping
-// ctx.Err().
+// ctx.Err(). A ctx deadline is the pass's budget: once it passes, the jobs
+// not yet decided wait, marked Unplanned, and the plan is Partial (the
+// deadline is looked at between jobs, so the pass overruns it by at most
+// one job's decision).
 //
 // Options: WithStrategy, WithQueues (queue weights), WithoutReservation.
 func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*QueuePlan, error) {
@@ -179,7 +191,9 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 		}
 		probs[j.Name] = p
 	}
-	qp := &queuePass{s: s, poll: newPoller(ctx), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
+	inner, spent, stop := passBudget(ctx)
+	defer stop()
+	qp := &queuePass{s: s, poll: newPoller(inner), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}
@@ -191,7 +205,9 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 		e := QueueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1, QueuePosition: perQueue[j.Queue],
 			JobsAhead: pos, GPUsAhead: ahead, GPUs: need.GPUs, Members: qp.members(j.Name)}
 		ahead += need.GPUs
-		if err := qp.decide(p, &e); err != nil {
+		if plan.Partial = plan.Partial || spent(); plan.Partial {
+			unplanned(&e)
+		} else if err := qp.decide(p, &e); err != nil {
 			return nil, err
 		}
 		plan.Entries = append(plan.Entries, e)

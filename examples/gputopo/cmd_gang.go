@@ -57,8 +57,17 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noResv := fs.Bool("no-reservation", false, "queue pass without head-of-line reservation")
 	summary := fs.Bool("summary", false, "print the verdict and counts, not every pod")
 	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 0, "budget `DURATION` of a queue, fair-share or preemption pass (0: none): past it the jobs not yet planned wait and the plan is marked partial (a preemption keeps the cheapest found); a single check fails")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *timeout < 0 {
+		return fmt.Errorf("--timeout %v: want a duration of 0 (none) or more", *timeout)
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	if *jobFile == "" || *clusterFile == "" {
 		fmt.Fprintln(stderr, "gputopo gang: --job and --cluster are required")
@@ -344,6 +353,13 @@ func renderPreemption(w io.Writer, p *gang.Preemption, err error, summary bool) 
 	}
 }
 
+// printPartial says when a pass ran out of budget.
+func printPartial(w io.Writer, partial bool) {
+	if partial {
+		fmt.Fprintln(w, "partial: the pass's budget (--timeout) ran out; the jobs \"not planned\" wait without having been looked at")
+	}
+}
+
 func renderQueue(w io.Writer, plan *gang.QueuePlan, summary bool) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tQUEUE\tJOB\tPRIO\tGPUS\tGPUS AHEAD\tACTION\tVERDICT\tREASON")
@@ -367,6 +383,7 @@ func renderQueue(w io.Writer, plan *gang.QueuePlan, summary bool) error {
 		}
 	}
 	fmt.Fprintf(w, "\n%d jobs: %s\n", len(plan.Entries), strings.Join(parts, ", "))
+	printPartial(w, plan.Partial)
 	if r := plan.Reservation; r != nil {
 		when := "when they end (run times unknown)"
 		if r.StartKnown {

@@ -190,6 +190,7 @@ func renderFair(w io.Writer, p *gang.FairPlan, summary bool) {
 	for _, r := range p.Reservations {
 		fmt.Fprintf(w, "reservation: %s starts in %v on %s (waits for %s)\n", r.Job, r.Start, gangWhere(r.Placement.Level, r.Placement.Domain), strings.Join(r.WaitsFor, ", "))
 	}
+	printPartial(w, p.Partial)
 	if !summary {
 		for _, e := range p.Entries {
 			if e.Action.CanStart() && e.Placement != nil {
