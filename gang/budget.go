@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // A pass's budget is its context's deadline. PlanQueue and PlanFairShare
@@ -25,7 +26,8 @@ func passBudget(ctx context.Context) (inner context.Context, spent func() bool, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if _, ok := ctx.Deadline(); !ok {
+	deadline, ok := ctx.Deadline()
+	if !ok {
 		return ctx, func() bool { return false }, func() {}
 	}
 	in, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -37,7 +39,10 @@ func passBudget(ctx context.Context) (inner context.Context, spent func() bool, 
 			cancel(err)
 		}
 	})
-	return in, func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }, func() {
+	// The clock, not only ctx.Err(): the timer behind a deadline may fire
+	// late on a loaded machine.
+	spent = func() bool { return !time.Now().Before(deadline) || errors.Is(ctx.Err(), context.DeadlineExceeded) }
+	return in, spent, func() {
 		unhook()
 		cancel(nil)
 	}
