@@ -27,8 +27,14 @@ import (
 
 // bigGangServer serves the page for the largest cluster a file may hold
 // (gang.MaxNodes DGX H100 nodes in 64 racks) with the demo jobs, behind
-// the timeouts t.
+// the timeouts t0.
 func bigGangServer(t *testing.T, t0 serveTimeouts, lim webui.Limits) *httptest.Server {
+	t.Helper()
+	return serveWith(t, bigGangHandler(t, lim), t0)
+}
+
+// bigGangHandler is bigGangServer's handler.
+func bigGangHandler(t *testing.T, lim webui.Limits) *webui.Server {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("levels: [example.com/rack]\nnodes:\n")
@@ -46,8 +52,14 @@ func bigGangServer(t *testing.T, t0 serveTimeouts, lim webui.Limits) *httptest.S
 	require.NoError(t, err)
 	srv, err := webui.New(webui.Config{Node: node, Gang: snap, GangJobs: jobs, Sim: webui.SimConfig{Nodes: 10, Seeds: 1}, Limits: lim})
 	require.NoError(t, err)
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config = newHTTPServer(srv, t0)
+	return srv
+}
+
+// serveWith serves h behind the timeouts t0, as gputopo serve does.
+func serveWith(t *testing.T, h http.Handler, t0 serveTimeouts) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config = newHTTPServer(h, t0)
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
@@ -138,9 +150,12 @@ func rawGet(t *testing.T, ts *httptest.Server, path string) net.Conn {
 func TestServeNeverReadingClients(t *testing.T) {
 	timeouts := defaultServeTimeouts
 	timeouts.Write = 3 * time.Second
-	ts := bigGangServer(t, timeouts, webui.Limits{})
-	// Compute the answer once first, so the clients below only hold it.
-	resp, err := http.Get(ts.URL + "/api/gang")
+	h := bigGangHandler(t, webui.Limits{})
+	ts := serveWith(t, h, timeouts)
+	// Compute the answer once first (through a server with the default
+	// write timeout: computing it may take longer than 3 s), so the
+	// clients below only hold it.
+	resp, err := http.Get(serveWith(t, h, defaultServeTimeouts).URL + "/api/gang")
 	require.NoError(t, err)
 	size, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
