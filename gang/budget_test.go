@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/internal/hostile"
 )
 
 // budgetCtx has a deadline that passes after a given number of looks
@@ -154,4 +156,33 @@ func TestPreemptBudget(t *testing.T) {
 		require.NoError(t, w.Assume(urgent, p.Placement), "at=%d", at)
 	}
 	assert.Positive(t, cut, "some budget cut the search and still answered")
+}
+
+// A pass at the documented maximum size (MaxQueueWork: 4,096 gangs on
+// 8,192 nodes, 5.7 s of CPU whole) does only the work its budget allows:
+// run out after k jobs it decides exactly k, and what it allocates grows
+// with the jobs decided, not with the queue.
+func TestPlanQueueBudgetBoundsWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an 8,192-node snapshot")
+	}
+	s := busy(fourTier(t, 8, 8, 8, 16), 0.4, 1).build(t)
+	jobs := rackPreferredJobs(4096, 7)
+	require.Equal(t, MaxQueueWork, len(jobs)*s.Cluster().Len())
+	for _, k := range []int{0, 20} {
+		var plan *QueuePlan
+		var err error
+		n := hostile.Allocated(func() { plan, err = PlanQueue(newBudgetCtx(1+k), s, jobs) })
+		require.NoError(t, err)
+		require.True(t, plan.Partial)
+		decided := 0
+		for _, e := range plan.Entries {
+			if !e.Unplanned {
+				decided++
+			}
+		}
+		assert.Equal(t, k, decided)
+		assert.Less(t, n, uint64(hostile.RaceSlack*hostile.Budget), "k=%d: allocated %d MB", k, n>>20)
+		t.Logf("budget for %d of %d jobs: %d MB allocated", k, len(jobs), n>>20)
+	}
 }
