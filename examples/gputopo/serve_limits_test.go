@@ -236,8 +236,8 @@ func TestServeIdleConnectionsClosed(t *testing.T) {
 	require.NoError(t, half.SetReadDeadline(time.Now().Add(20*time.Second)))
 	_, err = io.Copy(io.Discard, half)
 	assert.NoError(t, err, "the half-sent request's connection is closed (EOF), not left open")
+	// (The 20 s read deadlines above catch a connection left open.)
 	t.Logf("%d idle connections and a half-sent request closed after %v", idle, time.Since(start))
-	assert.Less(t, time.Since(start), 15*time.Second)
 }
 
 // Query parameters are read strictly on every endpoint: a pair that does
