@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/gputopo/gputopo/topology"
 )
@@ -37,8 +38,13 @@ const (
 	LevelRegion = "topology.kubernetes.io/region"
 	LevelZone   = "topology.kubernetes.io/zone"
 
+	// Topograph 1.0's accelerated interconnect (NVLink) domain and its
+	// parts; its switch tiers are [LevelTopographTier] keys.
+	LevelTopographDomain    = "accelerator.topograph.run/domain"
+	LevelTopographSubDomain = "accelerator.topograph.run/sub-domain"
+
 	// Topograph's switch tree (core > spine > leaf) and accelerated
-	// interconnect domain.
+	// interconnect domain before 1.0.
 	LevelTopographCore        = "network.topology.nvidia.com/core"
 	LevelTopographSpine       = "network.topology.nvidia.com/spine"
 	LevelTopographLeaf        = "network.topology.nvidia.com/leaf"
@@ -60,19 +66,34 @@ const (
 	LevelOCIRack         = "oci.oraclecloud.com/host.rack_id"
 )
 
+// maxTopographTiers is how many Topograph 1.0 tiers the well-known levels
+// list: with a domain and a sub-domain they fill topology.MaxDomainDepth.
+const maxTopographTiers = topology.MaxDomainDepth - 2
+
+// LevelTopographTier returns Topograph 1.0's label key of switch tier n,
+// "fabric.topograph.run/tier-<n>", tier 0 closest to the node. Tiers 0 to
+// 13 are among the [StandardLevels].
+func LevelTopographTier(n int) string { return "fabric.topograph.run/tier-" + strconv.Itoa(n) }
+
 // standardLevels is the broadest-to-narrowest order of the well-known keys.
 // Providers' families never mix in practice, so their relative order only
 // matters within a family; the NVLink partition (clique) is always last,
 // right above the node.
-var standardLevels = []string{
-	LevelRegion, LevelZone,
-	LevelTopographCore, LevelTopographSpine, LevelTopographLeaf,
-	LevelAWSLayer1, LevelAWSLayer2, LevelAWSLayer3,
-	LevelGCPBlock, LevelGCPSubblock,
-	LevelOCINetworkBlock, LevelOCIRack,
-	LevelAWSUltraServer, LevelTopographAccelerator,
-	LabelClique,
-}
+var standardLevels = func() []string {
+	out := []string{LevelRegion, LevelZone}
+	for n := maxTopographTiers - 1; n >= 0; n-- {
+		out = append(out, LevelTopographTier(n))
+	}
+	return append(out,
+		LevelTopographCore, LevelTopographSpine, LevelTopographLeaf,
+		LevelAWSLayer1, LevelAWSLayer2, LevelAWSLayer3,
+		LevelGCPBlock, LevelGCPSubblock,
+		LevelOCINetworkBlock, LevelOCIRack,
+		LevelAWSUltraServer, LevelTopographAccelerator,
+		LevelTopographDomain, LevelTopographSubDomain,
+		LabelClique,
+	)
+}()
 
 // StandardLevels returns every well-known level key, broadest first.
 func StandardLevels() []string { return append([]string(nil), standardLevels...) }
