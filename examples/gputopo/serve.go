@@ -28,6 +28,9 @@ graph (links by kind and bandwidth, NUMA nodes, NICs, fabric islands), MIG
 and AMD partition layouts with their free placements, a placement query
 (the same answer as gputopo place --json), a gang job's placement on a
 cluster tree, and the simulator's chart from a small synthetic demo run.
+With --cluster FILE (gputopo capture's) and no --node, /cluster/ shows the
+whole cluster: racks and NVLink domains, each node's GPUs, MIG instances
+and jobs, each node linking to its own page.
 Sections without a file show built-in demo data, marked as such. The page
 loads nothing from the network.
 
@@ -52,6 +55,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	cv, err := newClusterView(&src) // --cluster without --node: the cluster view (serve_cluster.go)
+	if err != nil {
+		return err
+	}
 	cfg, err := serveConfig(ctx, &src, *layout, *gangCluster, *gangJobs, sim)
 	if err != nil {
 		return err
@@ -65,7 +72,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--addr: %w", err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs.Handler = cv.handler(hs.Handler, cfg)
 	fmt.Fprintf(stdout, "%s\nserving on http://%s/ (Ctrl-C stops)\n", cfg.NodeOrigin, ln.Addr())
+	if cv != nil {
+		fmt.Fprintf(stdout, "cluster view: http://%s/cluster/\n", ln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	done := make(chan error, 1)
