@@ -122,4 +122,17 @@ func TestDRASharedAndTainted(t *testing.T) {
 	claim("s29-tolerant", 1, nil, true)
 	waitBound(t, cp, "s29-tolerant-pod", 30*time.Second)
 	assert.Equal(t, dra.DeviceName(1), allocation("s29-tolerant").Device)
+
+	// Shared whole GPUs next to MIG partitions (the whole device consumes
+	// the MIG counters): the API server takes those slices too.
+	rs, err = dra.ResourceSlices(h100, dra.Options{NodeName: "s29-mig", Generation: 1, DeviceTaints: true, SharedCapacity: true})
+	require.NoError(t, err)
+	for _, s := range rs {
+		got, err := cp.client.ResourceV1().ResourceSlices().Create(ctx, &s, metav1.CreateOptions{})
+		require.NoError(t, err, "slice %s", s.Name)
+		for i, d := range got.Spec.Devices {
+			require.Len(t, d.ConsumesCounters, len(s.Spec.Devices[i].ConsumesCounters), "device %s", d.Name)
+			require.Equal(t, s.Spec.Devices[i].AllowMultipleAllocations != nil, d.AllowMultipleAllocations != nil, "device %s", d.Name)
+		}
+	}
 }
