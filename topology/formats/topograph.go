@@ -229,32 +229,13 @@ func ClusterFromTopographLabels(nodes []topology.ClusterNode) (*topology.Cluster
 }
 
 // translateLegacy returns nodes with each node's pre-1.0 Topograph keys
-// also under their 1.0 keys (where the node lacks those), copying only the
+// also under their 1.0 keys ([TopographUpgradeLabels]), copying only the
 // nodes it changes, and marks the tiers and the domain it adds.
 func translateLegacy(nodes []topology.ClusterNode, tiers *[MaxTopographLayers]bool, present map[string]bool) []topology.ClusterNode {
 	var out []topology.ClusterNode
 	for i, n := range nodes {
-		var labels map[string]string
-		for k, v := range n.Labels {
-			if v == "" {
-				continue
-			}
-			nk := legacyAs1(k)
-			if nk == "" || n.Labels[nk] != "" {
-				continue
-			}
-			if labels == nil {
-				labels = make(map[string]string, len(n.Labels)+4)
-				for k2, v2 := range n.Labels {
-					labels[k2] = v2
-				}
-			}
-			if old := labels[nk]; old != "" && legacyPreferred(k) {
-				continue
-			}
-			labels[nk] = v
-		}
-		if labels == nil {
+		labels, changed := upgradeLabels(n.Labels)
+		if !changed {
 			continue
 		}
 		if out == nil {
@@ -273,6 +254,46 @@ func translateLegacy(nodes []topology.ClusterNode, tiers *[MaxTopographLayers]bo
 		return nodes
 	}
 	return out
+}
+
+// TopographUpgradeLabels returns a node's labels with each pre-1.0
+// Topograph key also under its Topograph 1.0 key (leaf and block as tier
+// 0, spine tier 1, core and datacenter tier 2, the higher tiers one down,
+// accelerator the domain), where the node lacks that key: a 1.0 key the
+// node carries wins, and of two old keys for one tier the newer (leaf,
+// core) wins. labels itself is returned when there is nothing to add, a
+// copy otherwise; labels is never changed.
+func TopographUpgradeLabels(labels map[string]string) map[string]string {
+	out, _ := upgradeLabels(labels)
+	return out
+}
+
+// upgradeLabels is [TopographUpgradeLabels], reporting whether it copied.
+func upgradeLabels(labels map[string]string) (map[string]string, bool) {
+	var out map[string]string
+	for k, v := range labels {
+		if v == "" {
+			continue
+		}
+		nk := legacyAs1(k)
+		if nk == "" || labels[nk] != "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(labels)+4)
+			for k2, v2 := range labels {
+				out[k2] = v2
+			}
+		}
+		if old := out[nk]; old != "" && legacyPreferred(k) {
+			continue
+		}
+		out[nk] = v
+	}
+	if out == nil {
+		return labels, false
+	}
+	return out, true
 }
 
 // legacyPreferred reports whether key is the older of two pre-1.0 keys

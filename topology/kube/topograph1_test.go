@@ -61,3 +61,24 @@ func TestNewClusterTopograph1(t *testing.T) {
 	assert.Less(t, pos[kube.LevelTopographDomain], pos[kube.LevelTopographSubDomain])
 	assert.Less(t, pos[kube.LevelTopographSubDomain], pos[kube.LabelClique])
 }
+
+// Half way through the upgrade to Topograph 1.0: a node with only the old
+// keys sits under the same switches as its 1.0 neighbours, not in a tree
+// of its own, and the caller's label maps stay as they were.
+func TestNewClusterTopographMixed(t *testing.T) {
+	nodes := []kube.NodeMeta{
+		{Name: "new", Labels: map[string]string{kube.LevelTopographTier(1): "s1", kube.LevelTopographTier(0): "l1", kube.LevelTopographDomain: "d1"}},
+		{Name: "old", Labels: map[string]string{kube.LevelTopographSpine: "s1", kube.LevelTopographLeaf: "l1", kube.LevelTopographAccelerator: "d1"}},
+		{Name: "cpu", Labels: map[string]string{kube.LevelTopographSpine: "s1"}},
+	}
+	assert.Equal(t, []string{kube.LevelTopographTier(1), kube.LevelTopographTier(0), kube.LevelTopographDomain}, kube.DetectLevels(nodes))
+	c, err := kube.NewCluster(nodes, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "s1/l1/d1", c.DomainOf(0).Path())
+	assert.Equal(t, "s1/l1/d1", c.DomainOf(1).Path())
+	assert.Equal(t, "s1", c.DomainOf(2).Path())
+	assert.NotContains(t, nodes[1].Labels, kube.LevelTopographDomain, "input unchanged")
+	// Without any 1.0 key nothing changes.
+	legacy := nodes[1:]
+	assert.Equal(t, []string{kube.LevelTopographSpine, kube.LevelTopographLeaf, kube.LevelTopographAccelerator}, kube.DetectLevels(legacy))
+}
