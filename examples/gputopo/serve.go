@@ -55,7 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cv, err := newClusterView(&src) // --cluster without --node: the cluster view (serve_cluster.go)
+	cv, err := newClusterView(&src) // with --cluster: the cluster view (serve_cluster.go)
 	if err != nil {
 		return err
 	}
