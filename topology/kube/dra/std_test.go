@@ -269,3 +269,23 @@ func TestTaintValueProperty(t *testing.T) {
 		}
 	})
 }
+
+// Every real machine publishes with all the newer options on, within the
+// API's limits (ResourceSlices validates its output).
+func TestNewerOptionsRealMachines(t *testing.T) {
+	for name, n := range allMachines(t) {
+		roots := map[int]string{}
+		for i := 0; i < n.Len(); i++ {
+			roots[i] = fmt.Sprintf("pci0000:%02x", i/4)
+		}
+		rs, err := dra.ResourceSlices(n, dra.Options{NodeName: "n", PCIeRoots: roots, DeviceTaints: true, SharedCapacity: true})
+		require.NoError(t, err, name)
+		p := index(t, rs)
+		for i := 0; i < n.Len(); i++ {
+			d, ok := p.devices[dra.DeviceName(i)]
+			require.True(t, ok, "%s: gpu-%d published (tainted when unhealthy)", name, i)
+			r, _ := strAttr(d, dra.StdAttrPCIeRoot)
+			assert.Equal(t, roots[i], r, "%s gpu-%d", name, i)
+		}
+	}
+}
