@@ -286,6 +286,15 @@ func TestNewerOptionsRealMachines(t *testing.T) {
 			require.True(t, ok, "%s: gpu-%d published (tainted when unhealthy)", name, i)
 			r, _ := strAttr(d, dra.StdAttrPCIeRoot)
 			assert.Equal(t, roots[i], r, "%s gpu-%d", name, i)
+			if name == "shared/hgx-b200-degraded-gpu2" {
+				// The capture where GPU 2 lost every NVLink (NODE/SYS to
+				// all peers, NV18 between the others).
+				want := map[string]string{}
+				if i == 2 {
+					want = map[string]string{"gpu.gputopo.io/nvlink-degraded": "0-of-18/NoSchedule"}
+				}
+				assert.Equal(t, want, taintsOf(d), "%s gpu-%d", name, i)
+			}
 		}
 	}
 }
