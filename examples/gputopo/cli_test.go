@@ -75,7 +75,7 @@ func TestCLI(t *testing.T) {
 		{name: "mig show -h", args: []string{"mig", "show", "-h"}, code: exitOK, out: []string{"-layout", "-json"}},
 		{name: "place -h", args: []string{"place", "-h"}, code: exitOK, out: []string{"-gpus", "-json"}},
 		{name: "serve -h", args: []string{"serve", "-h"}, code: exitOK, out: []string{"usage: gputopo serve", "-addr", "-layout", "-gang-cluster"}},
-		{name: "show -h", args: []string{"show", "-h"}, code: exitOK, out: []string{"usage: gputopo show", "-json", "-dot"}, not: []string{"-format"}},
+		{name: "show -h", args: []string{"show", "-h"}, code: exitOK, out: []string{"usage: gputopo show", "-json", "-dot", "-format", "nccl", "topograph"}},
 		{name: "simulate -h", args: []string{"simulate", "-h"}, code: exitOK, out: []string{"usage: gputopo simulate", "-json", "-q"}},
 
 		// --json on every data command.

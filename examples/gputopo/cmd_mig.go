@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/parted"
 )
 
 func init() {
@@ -31,9 +32,12 @@ actions:
                               the cheapest reconfiguration that makes room (MIG),
            --layout F --compute CPX [--memory NPS4]
                               or the cheapest mode change (AMD)
-  template --layout F --mix P=N[,P=N...] [--templates F] [--priority N]
+  template --layout F --mix P=N[,P=N...] [--templates F | --mig-parted F] [--priority N]
+           [--write-mig-parted F]
                               the partition template serving the most demand, and
-                              the transition to it (same policy flags as defrag)
+                              the transition to it (same policy flags as defrag);
+                              candidates from a mig-parted configuration, the
+                              choice written as one with its nvidia.com/mig.config label
 
 Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
 Instead of --layout, --amd-root DIR (a sysfs root; / for this machine) or
@@ -530,11 +534,16 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	lf.register(fs)
 	mixFlag := fs.String("mix", "", "demand `mix` as request counts, e.g. 1g.10gb=5,3g.40gb=1 (default: one of every profile)")
 	tfile := fs.String("templates", "", "template `file` (JSON, schema "+mig.TemplateFileSchema+"); default: the shipped templates")
+	mpIn := fs.String("mig-parted", "", "mig-parted configuration `file` whose configurations are the candidate templates")
+	mpOut := fs.String("write-mig-parted", "", "write the chosen template as a mig-parted configuration `file`")
 	prio := fs.Int("priority", 0, "priority of the reconfiguration (as a pending job's for defrag)")
 	var pol mig.Policy
 	registerPolicy(fs, &pol)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *tfile != "" && *mpIn != "" {
+		return errors.New("--templates and --mig-parted exclude each other")
 	}
 	mix, err := parseMix(*mixFlag)
 	if err != nil {
@@ -561,6 +570,11 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%s: %w", *tfile, err)
 		}
 	}
+	if *mpIn != "" {
+		if templates, err = readPartedTemplates(*mpIn, file.Catalog, stderr); err != nil {
+			return err
+		}
+	}
 	ch, err := mig.ChooseTemplate(ctx, file.Layouts, mix, templates, *prio, pol)
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {
@@ -572,13 +586,23 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	var written *partedOutput
+	if *mpOut != "" {
+		if written, err = writeParted(*mpOut, ch, file.Layouts); err != nil {
+			return err
+		}
+	}
 	if lf.asJSON {
 		return writeJSON(stdout, struct {
 			*mig.TemplateChoice
-			Explanation string `json:"explanation"`
-		}{ch, ch.Plan.Explain()})
+			Explanation string        `json:"explanation"`
+			MigParted   *partedOutput `json:"migParted,omitempty"`
+		}{ch, ch.Plan.Explain(), written})
 	}
 	fmt.Fprintf(stdout, "Chosen: %s\n", ch.Template)
+	if written != nil {
+		fmt.Fprintf(stdout, "Wrote %s: configuration %q; select it with the node label %s=%s\n", written.File, written.Config, parted.LabelConfig, written.Config)
+	}
 	printScores(stdout, ch.Scores, ch.Template.Name)
 	fmt.Fprintln(stdout)
 	printPlan(stdout, ch.Plan)

@@ -332,3 +332,66 @@ func TestMigTemplate(t *testing.T) {
 	code, _, _ = migCLI(t, "template")
 	assert.Equal(t, 2, code)
 }
+
+// Candidates from a mig-parted configuration; the choice written back as
+// one, with the label that selects it.
+func TestMigTemplateParted(t *testing.T) {
+	f := migLayoutFile(t, migLayout)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(in, []byte(`version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  two-3g:
+    - device-filter: ["0x20B510DE", "0x20B210DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.40gb": 2
+  seven-1g:
+    - device-filter: "0x20B210DE"
+      devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 7
+`), 0o600))
+	out := filepath.Join(dir, "chosen.yaml")
+	code, stdout, errOut := migCLI(t, "template", "--layout", f, "--mix", "3g.40gb=3", "--mig-parted", in, "--write-mig-parted", out, "--priority", "10", "--threshold", "10")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, stdout, "Chosen: two-3g (A100-80GB, mig-parted)")
+	assert.Contains(t, stdout, "seven-1g")
+	assert.Contains(t, stdout, "nvidia.com/mig.config=two-3g")
+	assert.Contains(t, errOut, "all-disabled: no entry gives a template")
+	written, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(written), "\"two-3g\":\n    - device-filter: [\"0x20B210DE\", \"0x20B510DE\", \"0x20F310DE\", \"0x20F510DE\"]\n      devices: all\n      mig-enabled: true\n      mig-devices:\n        \"3g.40gb\": 2\n")
+
+	code, stdout, errOut = migCLI(t, "template", "--layout", f, "--mix", "3g.40gb=3", "--mig-parted", in, "--write-mig-parted", out, "--priority", "10", "--threshold", "10", "--json")
+	require.Equal(t, 0, code, errOut)
+	var doc struct {
+		Template  mig.Template `json:"template"`
+		MigParted struct {
+			Config string            `json:"config"`
+			Labels map[string]string `json:"labels"`
+		} `json:"migParted"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &doc), stdout)
+	assert.Equal(t, "two-3g", doc.MigParted.Config)
+	assert.Equal(t, map[string]string{"nvidia.com/mig.config": "two-3g"}, doc.MigParted.Labels)
+
+	// Errors: both sources, a malformed file, no template in it.
+	code, _, _ = migCLI(t, "template", "--layout", f, "--mig-parted", in, "--templates", in)
+	assert.Equal(t, 2, code)
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("version: v9\n"), 0o600))
+	code, _, errOut = migCLI(t, "template", "--layout", f, "--mig-parted", bad)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "bad.yaml")
+	none := filepath.Join(dir, "none.yaml")
+	require.NoError(t, os.WriteFile(none, []byte("version: v1\nmig-configs:\n  disabled: [{devices: all, mig-enabled: false}]\n"), 0o600))
+	code, _, errOut = migCLI(t, "template", "--layout", f, "--mig-parted", none)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "no configuration is a template")
+}

@@ -4,7 +4,8 @@
 //	gputopo                         the list of commands (also -h, help)
 //	gputopo show [flags]            discover this machine, or show a file or a reference machine
 //	gputopo help <command>          a command's flags (also gputopo <command> -h)
-//	gputopo serve [flags]           a web page: node graph, partitions, placement, gang, simulator
+//	gputopo serve [flags]           a web page: node graph, partitions, placement, gang, simulator;
+//	                                with --cluster FILE, the whole cluster at /cluster/
 //
 // Conventions every command follows:
 //

@@ -28,6 +28,9 @@ graph (links by kind and bandwidth, NUMA nodes, NICs, fabric islands), MIG
 and AMD partition layouts with their free placements, a placement query
 (the same answer as gputopo place --json), a gang job's placement on a
 cluster tree, and the simulator's chart from a small synthetic demo run.
+With --cluster FILE (gputopo capture's) and no --node, /cluster/ shows the
+whole cluster: racks and NVLink domains, each node's GPUs, MIG instances
+and jobs, each node linking to its own page.
 Sections without a file show built-in demo data, marked as such. The page
 loads nothing from the network.
 
@@ -60,6 +63,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *maxResponse < 1 || *maxResponse > 4096 {
 		return fmt.Errorf("--max-response-mb %d: want 1 to 4096", *maxResponse)
 	}
+	cv, err := newClusterView(&src) // with --cluster: the cluster view (serve_cluster.go)
+	if err != nil {
+		return err
+	}
 	cfg, err := serveConfig(ctx, &src, *layout, *gangCluster, *gangJobs, sim)
 	if err != nil {
 		return err
@@ -76,8 +83,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	hs := newHTTPServer(srv, defaultServeTimeouts)
+	// The cluster view's routes sit beside the node page's, under the same
+	// server timeouts; its page and data are built once, its node pages
+	// are node page servers with cfg's limits.
+	hs := newHTTPServer(cv.handler(srv, cfg), defaultServeTimeouts)
 	fmt.Fprintf(stdout, "%s\nserving on http://%s/ (Ctrl-C stops)\n", cfg.NodeOrigin, ln.Addr())
+	if cv != nil {
+		fmt.Fprintf(stdout, "cluster view: http://%s/cluster/\n", ln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	done := make(chan error, 1)

@@ -10,8 +10,11 @@
 //     the narrowest: NVLink partitions).
 //   - [ClusterFromTopographLabels] and [ParseTopographGraph] read NVIDIA
 //     Topograph's outputs (the node labels of its k8s/slinky engines, the
-//     JSON of its graph engine) as a [topology.Cluster];
-//     [TopographLabels] writes a cluster back as those labels.
+//     JSON of its graph engine) as a [topology.Cluster]: the 1.0 labels
+//     (fabric.topograph.run/tier-N, accelerator.topograph.run/domain and
+//     sub-domain) and the older network.topology.nvidia.com/* ones.
+//     [TopographLabels] writes a cluster back as 1.0 labels,
+//     [TopographLegacyLabels] as the older ones.
 //
 // Every error wraps a canonical topology sentinel: malformed input wraps
 // [topology.ErrParse], input beyond a size limit wraps [topology.ErrLimit],

@@ -59,3 +59,29 @@ func ExampleParseTopographGraph() {
 	// I21 spine-a/leaf-a/nvl-1
 	// I22 spine-a/leaf-b/nvl-2
 }
+
+// Topograph 1.0 node labels (tier 0 next to the node) as a cluster, and
+// the cluster written back as labels.
+func ExampleClusterFromTopographLabels() {
+	nodes := []topology.ClusterNode{
+		{Name: "gb-01", Labels: map[string]string{
+			formats.TopographTierKey(1): "spine-a", formats.TopographTierKey(0): "leaf-1", formats.LabelDomain: "nvl72-r1"}},
+		{Name: "gb-02", Labels: map[string]string{
+			formats.TopographTierKey(1): "spine-a", formats.TopographTierKey(0): "leaf-2", formats.LabelDomain: "nvl72-r2"}},
+	}
+	c, err := formats.ClusterFromTopographLabels(nodes)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(c.Levels())
+	fmt.Println(c.DomainOf(1).Path())
+	labels, err := formats.TopographLabels(c)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(labels["gb-01"])
+	// Output:
+	// [fabric.topograph.run/tier-1 fabric.topograph.run/tier-0 accelerator.topograph.run/domain]
+	// spine-a/leaf-2/nvl72-r2
+	// map[accelerator.topograph.run/domain:nvl72-r1 fabric.topograph.run/tier-0:leaf-1 fabric.topograph.run/tier-1:spine-a]
+}

@@ -118,33 +118,57 @@ func TestTopographRoundTrip(t *testing.T) {
 		"h100":  h100Cluster(t),
 	} {
 		t.Run(name, func(t *testing.T) {
-			labels, err := formats.TopographLabels(c)
-			require.NoError(t, err)
-			nodes := make([]topology.ClusterNode, c.Len())
-			for i := range nodes {
-				nodes[i] = topology.ClusterNode{Name: c.Node(i).Name, Labels: labels[c.Node(i).Name]}
+			for gen, write := range map[string]func(*topology.Cluster) (map[string]map[string]string, error){
+				"1.0":     formats.TopographLabels,
+				"pre-1.0": formats.TopographLegacyLabels,
+			} {
+				labels, err := write(c)
+				require.NoError(t, err, gen)
+				back, err := formats.ClusterFromTopographLabels(labelled(c, labels))
+				require.NoError(t, err, gen)
+				assert.Equal(t, shape(c), shape(back), gen)
+				assert.Len(t, back.Levels(), len(c.Levels()), gen)
+				narrowest := back.Levels()[len(back.Levels())-1]
+				if gen == "1.0" {
+					assert.Equal(t, formats.LabelDomain, narrowest)
+					// A 1.0 cluster writes its own keys again.
+					again, err := formats.TopographLabels(back)
+					require.NoError(t, err)
+					assert.Equal(t, labels, again)
+				} else {
+					assert.Equal(t, formats.LabelAccelerator, narrowest)
+				}
 			}
-			back, err := formats.ClusterFromTopographLabels(nodes)
-			require.NoError(t, err)
-			assert.Equal(t, shape(c), shape(back))
-			assert.Len(t, back.Levels(), len(c.Levels()))
-			assert.Equal(t, formats.LabelAccelerator, back.Levels()[len(back.Levels())-1])
 
 			g, err := formats.TopographGraphOf(c)
 			require.NoError(t, err)
 			doc, err := json.Marshal(g)
 			require.NoError(t, err)
-			back, err = formats.ParseTopographGraph(bytes.NewReader(doc))
+			back, err := formats.ParseTopographGraph(bytes.NewReader(doc))
 			require.NoError(t, err)
 			assert.Equal(t, shape(c), shape(back))
 		})
 	}
-	// The GB200 labels: rack → leaf, block → spine, clique → accelerator.
+	// The GB200 labels: rack → tier 0, block → tier 1, clique → domain.
 	labels, err := formats.TopographLabels(nvl72Cluster(t, 2, false))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"fabric.topograph.run/tier-1": "blk-a", "fabric.topograph.run/tier-0": "rack01", "accelerator.topograph.run/domain": "00000001-nvl72.1",
+	}, labels["gb200-001"])
+	labels, err = formats.TopographLegacyLabels(nvl72Cluster(t, 2, false))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
 		formats.LabelSpine: "blk-a", formats.LabelLeaf: "rack01", formats.LabelAccelerator: "00000001-nvl72.1",
 	}, labels["gb200-001"])
+}
+
+// labelled returns c's nodes carrying labels instead of their own.
+func labelled(c *topology.Cluster, labels map[string]map[string]string) []topology.ClusterNode {
+	nodes := make([]topology.ClusterNode, c.Len())
+	for i := range nodes {
+		nodes[i] = topology.ClusterNode{Name: c.Node(i).Name, Labels: labels[c.Node(i).Name]}
+	}
+	return nodes
 }
 
 // Property: any cluster built from up to five label levels (values may be
@@ -226,6 +250,37 @@ func TestTopographExportErrors(t *testing.T) {
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
+func TestTopographTierKey(t *testing.T) {
+	assert.Equal(t, "fabric.topograph.run/tier-0", formats.TopographTierKey(0))
+	assert.Equal(t, "fabric.topograph.run/tier-12", formats.TopographTierKey(12))
+	for key, want := range map[string]int{
+		"fabric.topograph.run/tier-0":  0,
+		"fabric.topograph.run/tier-7":  7,
+		"fabric.topograph.run/tier-14": 14,
+	} {
+		n, ok, err := formats.ParseTopographTierKey(key)
+		require.NoError(t, err, key)
+		assert.True(t, ok, key)
+		assert.Equal(t, want, n, key)
+	}
+	for _, key := range []string{"fabric.topograph.run/tier-", "fabric.topograph.run/tier-x", "fabric.topograph.run/tier--1", "fabric.topograph.run/tier-1a", "fabric.topograph.run/rack", "network.topology.nvidia.com/tier-4"} {
+		_, ok, err := formats.ParseTopographTierKey(key)
+		require.NoError(t, err, key)
+		assert.False(t, ok, key)
+	}
+	for key, want := range map[string]error{
+		"fabric.topograph.run/tier-01":                            topology.ErrInvalidCluster,
+		"fabric.topograph.run/tier-15":                            topology.ErrLimit,
+		"fabric.topograph.run/tier-999":                           topology.ErrLimit,
+		"fabric.topograph.run/tier-" + strings.Repeat("9", 1<<16): topology.ErrLimit,
+	} {
+		_, ok, err := formats.ParseTopographTierKey(key)
+		assert.True(t, ok, key)
+		assert.ErrorIs(t, err, want)
+		assert.Less(t, len(err.Error()), 300, "the error quotes a bounded part of the key")
+	}
+}
+
 func TestTopographLayerKey(t *testing.T) {
 	assert.Equal(t, formats.LabelLeaf, formats.TopographLayerKey(0))
 	assert.Equal(t, formats.LabelSpine, formats.TopographLayerKey(1))
@@ -271,6 +326,8 @@ func FuzzParseTopographGraph(f *testing.F) {
 func FuzzClusterFromTopographLabels(f *testing.F) {
 	f.Add("n1 network.topology.nvidia.com/leaf=l1 network.topology.nvidia.com/accelerator=a\nn2 network.topology.nvidia.com/spine=s")
 	f.Add("n1 network.topology.nvidia.com/block=b network.topology.nvidia.com/datacenter=d\nn1")
+	f.Add("n1 fabric.topograph.run/tier-0=l fabric.topograph.run/tier-3=c accelerator.topograph.run/domain=d accelerator.topograph.run/sub-domain=p\nn2 network.topology.nvidia.com/leaf=l")
+	f.Add("n1 fabric.topograph.run/tier-015=x fabric.topograph.run/tier-99=y")
 	f.Fuzz(func(t *testing.T, s string) {
 		lines := strings.Split(s, "\n")
 		if len(lines) > 1000 {

@@ -1,7 +1,9 @@
 // Package webtest drives `gputopo serve`'s page in a headless Chromium
 // (github.com/chromedp/chromedp): the page loads without console errors,
 // its placement query answers what /api/place (and so `gputopo place
-// --json`) answers, and screenshots are written. It is a module of its
+// --json`) answers, the cluster view of `gputopo serve --cluster` shows the
+// cluster file's numbers and opens each node's page, and screenshots are
+// written. It is a module of its
 // own so that the browser driver stays out of the CLI's dependencies; run
 // it with GOWORK=off:
 //

@@ -76,6 +76,17 @@ type Options struct {
 	// PCIeRoot resolves the standard pcieRoot attribute (SysfsPCIeRoot on
 	// a real node); nil publishes none.
 	PCIeRoot PCIeRootFunc
+	// DeviceTaints publishes an unhealthy GPU with a NoSchedule device
+	// taint instead of leaving it out, and taints GPUs with degraded
+	// NVLink (see package dra). An API server that drops the taints (one
+	// before Kubernetes 1.36, or with DRADeviceTaints off) would make the
+	// unhealthy GPU allocatable: the agent checks what the server stored
+	// and, when the taints are gone, republishes without the unhealthy
+	// GPUs and stops tainting (State.TaintsDropped).
+	DeviceTaints bool
+	// SharedCapacity publishes whole GPUs as shareable by consumable
+	// memory and compute (see package dra).
+	SharedCapacity bool
 }
 
 // State is what the agent last did, for health endpoints and tests.
@@ -95,6 +106,10 @@ type State struct {
 	Devices, Healthy int
 	// Err is the error of the last Sync; nil when it succeeded.
 	Err error
+	// TaintsDropped says the API server did not store the device taints
+	// the agent published; the agent has since published without them
+	// (unhealthy GPUs left out).
+	TaintsDropped bool
 }
 
 // Agent publishes one node's topology: labels and the topology annotation
@@ -223,8 +238,7 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 		pub = nil
 	}
 	if pub == nil || key != a.renderedKey {
-		pub, err = Render(n, RenderOptions{NodeName: a.opts.NodeName, Driver: a.opts.Driver,
-			WholeGPUsOnly: a.opts.WholeGPUsOnly, PCIeRoot: a.opts.PCIeRoot})
+		pub, err = a.render(n)
 		if err != nil {
 			return false, err
 		}
@@ -254,11 +268,27 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 	// Slices first: a scheduler that sees the new labels should find the
 	// matching devices.
 	gen := a.state.Generation + 1
-	names, err := a.applySlices(ctx, node, pub.Slices, gen)
+	names, dropped, err := a.applySlices(ctx, node, pub.Slices, gen)
 	if err != nil {
 		return false, err
 	}
 	a.state.Generation = gen
+	if dropped {
+		// The server stored the devices without their taints: an
+		// unhealthy GPU is allocatable right now. Publish without taints
+		// (unhealthy GPUs left out) at once, and from now on.
+		a.state.TaintsDropped = true
+		klog.FromContext(ctx).Info("The API server dropped the device taints (DRADeviceTaints off?); publishing without unhealthy devices", "node", a.opts.NodeName)
+		if pub, err = a.render(n); err != nil {
+			return false, err
+		}
+		a.rendered = pub
+		gen++
+		if names, _, err = a.applySlices(ctx, node, pub.Slices, gen); err != nil {
+			return false, err
+		}
+		a.state.Generation = gen
+	}
 	nodeAC := corev1ac.Node(a.opts.NodeName).WithLabels(pub.Labels).WithAnnotations(pub.Annotations)
 	if _, err := a.client.CoreV1().Nodes().Apply(ctx, nodeAC, a.applyOptions()); err != nil {
 		return false, fmt.Errorf("%w: applying labels and annotation to node %q: %w", ErrPublish, a.opts.NodeName, err)
@@ -273,28 +303,54 @@ func (a *Agent) sync(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// render renders n with the agent's options (no taints once the server
+// has dropped them).
+func (a *Agent) render(n *topology.Node) (*Publication, error) {
+	return Render(n, RenderOptions{NodeName: a.opts.NodeName, Driver: a.opts.Driver,
+		WholeGPUsOnly: a.opts.WholeGPUsOnly, PCIeRoot: a.opts.PCIeRoot,
+		DeviceTaints: a.opts.DeviceTaints && !a.state.TaintsDropped, SharedCapacity: a.opts.SharedCapacity})
+}
+
 func (a *Agent) applyOptions() metav1.ApplyOptions {
 	return metav1.ApplyOptions{FieldManager: a.opts.FieldManager, Force: true}
 }
 
 // applySlices applies every slice with pool generation gen, owned by the
-// Node (so they go when it is deleted), and returns their names.
-func (a *Agent) applySlices(ctx context.Context, node *corev1.Node, slices []resourceapi.ResourceSlice, gen int64) (map[string]bool, error) {
+// Node (so they go when it is deleted), and returns their names, and
+// whether the server stored a tainted device without its taints.
+func (a *Agent) applySlices(ctx context.Context, node *corev1.Node, slices []resourceapi.ResourceSlice, gen int64) (map[string]bool, bool, error) {
 	names := map[string]bool{}
+	dropped := false
 	for i := range slices {
 		s := slices[i].DeepCopy()
 		s.Spec.Pool.Generation = gen
 		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: new(true)}}
 		ac, err := sliceApplyConfiguration(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: slice %q: %w", ErrPublish, s.Name, err)
+			return nil, false, fmt.Errorf("%w: slice %q: %w", ErrPublish, s.Name, err)
 		}
-		if _, err := a.client.ResourceV1().ResourceSlices().Apply(ctx, ac, a.applyOptions()); err != nil {
-			return nil, fmt.Errorf("%w: applying resource slice %q: %w", ErrPublish, s.Name, err)
+		stored, err := a.client.ResourceV1().ResourceSlices().Apply(ctx, ac, a.applyOptions())
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: applying resource slice %q: %w", ErrPublish, s.Name, err)
 		}
+		dropped = dropped || taintsDropped(s, stored)
 		names[s.Name] = true
 	}
-	return names, nil
+	return names, dropped, nil
+}
+
+// taintsDropped reports whether stored lacks a taint that sent has.
+func taintsDropped(sent, stored *resourceapi.ResourceSlice) bool {
+	kept := map[string]int{}
+	for _, d := range stored.Spec.Devices {
+		kept[d.Name] = len(d.Taints)
+	}
+	for _, d := range sent.Spec.Devices {
+		if len(d.Taints) > kept[d.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // sliceApplyConfiguration converts a typed slice into an apply

@@ -15,9 +15,9 @@
 //     topology/kube/dra: one device per healthy accelerator and, for MIG
 //     capable GPUs, partitionable MIG devices consuming a per-GPU counter
 //     set. Every device carries dra's attributes in the driver's domain
-//     (numaNode, pciBusID, pcieRoot as a root group, fabricIsland,
-//     fabricIslandSize, clique, ...) and the standard attributes Kubernetes
-//     defines: resource.kubernetes.io/numaNode (scalar form),
+//     (fabricIsland, fabricIslandSize, clique, pcieRoot as a root group
+//     where the standard root is unknown, ...) and the standard attributes
+//     Kubernetes defines: resource.kubernetes.io/numaNode (scalar form),
 //     resource.kubernetes.io/pciBusID (whole devices with a known address)
 //     and resource.kubernetes.io/pcieRoot (only with a PCIeRootFunc, such
 //     as SysfsPCIeRoot on the node itself: a file or the catalogue cannot
@@ -28,7 +28,8 @@
 // Run polls the source every Interval and republishes only when the
 // rendered content (Render's Hash: labels, annotation and slices) changed,
 // for instance when a GPU turns unhealthy (an unhealthy GPU leaves the
-// slices, and the annotation and gputopo.io/device.healthy label change), and
+// slices, or with Options.DeviceTaints stays with a NoSchedule device
+// taint, and the annotation and gputopo.io/device.healthy label change), and
 // in any case every Resync, to repair edits by others. Slices are applied
 // before the Node labels; slices of the pool that the new publication lacks
 // are deleted afterwards. A failed source or API call leaves what was
@@ -44,6 +45,13 @@
 // the publication in place; the cmd/node-agent binary cleans up by default
 // (--cleanup-on-exit=false keeps the publication across restarts, at the
 // price of stale data when the agent is removed for good).
+//
+// With Options.DeviceTaints a GPU whose NVSwitch links are degraded is
+// tainted too, and the agent verifies that the API server stored the
+// taints: one that drops them (before Kubernetes 1.36, or with the
+// DRADeviceTaints gate off) gets a republication without the unhealthy
+// GPUs. Options.SharedCapacity publishes whole GPUs with consumable memory
+// and compute, so several claims can share one.
 //
 // HealthOverlay wraps any source and overrides device health, for an
 // external health checker, and as the test fake that flips a GPU.

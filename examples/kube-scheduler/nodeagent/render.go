@@ -14,19 +14,19 @@ import (
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
 
-// Standard device attributes defined upstream (k8s.io/dynamic-resource-allocation/deviceattribute).
-// Render adds them to the devices of package dra, next to dra's own
-// driver-domain attributes (numaNode, pciBusID, pcieRoot, fabricIsland, clique, ...).
+// Standard device attributes defined upstream
+// (k8s.io/dynamic-resource-allocation/deviceattribute), published by
+// package dra; these are its names.
 const (
 	// StdAttrPCIeRoot is the PCIe root complex ("pci<domain>:<bus>") of
 	// the device; published only when a [PCIeRootFunc] resolves it.
-	StdAttrPCIeRoot resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
+	StdAttrPCIeRoot = dra.StdAttrPCIeRoot
 	// StdAttrPCIBusID is the device's PCI address in extended BDF form
 	// ("0000:06:00.0"); whole devices with a known address only.
-	StdAttrPCIBusID resourceapi.QualifiedName = "resource.kubernetes.io/pciBusID"
+	StdAttrPCIBusID = dra.StdAttrPCIBusID
 	// StdAttrNUMANode is the device's NUMA node as a scalar int (the form
 	// that needs no feature gate); devices with no NUMA affinity get none.
-	StdAttrNUMANode resourceapi.QualifiedName = "resource.kubernetes.io/numaNode"
+	StdAttrNUMANode = dra.StdAttrNUMANode
 )
 
 // PCIeRootFunc resolves the PCIe root complex ("pci0000:00") of a PCI
@@ -45,6 +45,13 @@ type RenderOptions struct {
 	// (a topology read from a file or the catalogue says nothing about the
 	// root complexes of this machine).
 	PCIeRoot PCIeRootFunc
+	// DeviceTaints publishes unhealthy GPUs with a device taint instead of
+	// leaving them out, and taints GPUs with degraded NVLink
+	// (dra.Options.DeviceTaints).
+	DeviceTaints bool
+	// SharedCapacity makes whole GPUs shareable by consumable memory and
+	// compute (dra.Options.SharedCapacity).
+	SharedCapacity bool
 }
 
 // Publication is everything the agent writes for one topology: the node's
@@ -81,10 +88,6 @@ func Render(n *topology.Node, opts RenderOptions) (*Publication, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: node metadata: %w", ErrRender, err)
 	}
-	slices, err := dra.ResourceSlices(n, dra.Options{Driver: opts.Driver, NodeName: opts.NodeName, WholeGPUsOnly: opts.WholeGPUsOnly})
-	if err != nil {
-		return nil, fmt.Errorf("%w: resource slices: %w", ErrRender, err)
-	}
 	roots := map[int]string{}
 	if opts.PCIeRoot != nil {
 		for _, d := range n.Devices() {
@@ -95,13 +98,10 @@ func Render(n *topology.Node, opts RenderOptions) (*Publication, error) {
 			}
 		}
 	}
-	for s := range slices {
-		for k := range slices[s].Spec.Devices {
-			addStandard(&slices[s].Spec.Devices[k], n, roots)
-		}
-	}
-	if err := dra.Validate(slices); err != nil {
-		return nil, fmt.Errorf("%w: resource slices with standard attributes: %w", ErrRender, err)
+	slices, err := dra.ResourceSlices(n, dra.Options{Driver: opts.Driver, NodeName: opts.NodeName, WholeGPUsOnly: opts.WholeGPUsOnly,
+		PCIeRoots: roots, DeviceTaints: opts.DeviceTaints, SharedCapacity: opts.SharedCapacity})
+	if err != nil {
+		return nil, fmt.Errorf("%w: resource slices: %w", ErrRender, err)
 	}
 	p := &Publication{Labels: labels, Annotations: annotations, Slices: slices, Devices: n.Len()}
 	for _, d := range n.Devices() {
@@ -119,30 +119,4 @@ func Render(n *topology.Node, opts RenderOptions) (*Publication, error) {
 	sum := sha256.Sum256(b)
 	p.Hash = hex.EncodeToString(sum[:])
 	return p, nil
-}
-
-// addStandard adds the upstream attributes to one device of package dra:
-// the device's own GPU is its index attribute (whole devices) or its
-// parentIndex attribute (MIG partitions).
-func addStandard(dev *resourceapi.Device, n *topology.Node, roots map[int]string) {
-	idx, whole := -1, false
-	if v, ok := dev.Attributes[dra.AttrParentIndex]; ok && v.IntValue != nil {
-		idx = int(*v.IntValue)
-	} else if v, ok := dev.Attributes[dra.AttrIndex]; ok && v.IntValue != nil {
-		idx, whole = int(*v.IntValue), true
-	}
-	if idx < 0 || idx >= n.Len() {
-		return
-	}
-	d := n.Device(idx)
-	if d.NUMA >= 0 {
-		v := int64(d.NUMA)
-		dev.Attributes[StdAttrNUMANode] = resourceapi.DeviceAttribute{IntValue: &v}
-	}
-	if id := d.PCI.String(); whole && bdf.MatchString(id) {
-		dev.Attributes[StdAttrPCIBusID] = resourceapi.DeviceAttribute{StringValue: &id}
-	}
-	if r, ok := roots[idx]; ok {
-		dev.Attributes[StdAttrPCIeRoot] = resourceapi.DeviceAttribute{StringValue: &r}
-	}
 }

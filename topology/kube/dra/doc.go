@@ -6,10 +6,12 @@
 // pool (named after the node):
 //
 //   - one device per healthy accelerator, named "gpu-<index>", with
-//     attributes for its index, UUID, product, vendor, NUMA node, PCI
-//     address, PCIe root group, fabric island (NVLink/NVSwitch/xGMI
-//     domain) and size, multi-node NVLink clique, and AMD partition mode,
-//     and its memory as capacity;
+//     attributes for its index, UUID, product, vendor, fabric island
+//     (NVLink/NVSwitch/xGMI domain) and size, multi-node NVLink clique,
+//     and AMD partition mode, the standard resource.kubernetes.io
+//     attributes numaNode, pciBusID and (where [Options].PCIeRoots knows
+//     it) pcieRoot, our PCIe root group where the standard root is not
+//     known, and its memory as capacity;
 //   - for every NVIDIA GPU that supports MIG and whose profile table is
 //     known (package mig), the GPU's MIG partitions as partitionable
 //     devices (KEP-4815): one device per profile and legal placement,
@@ -20,6 +22,13 @@
 //     counters where a profile's instance limit is below what its
 //     placements allow. The whole-GPU device consumes every counter, so it
 //     and any MIG device exclude each other, as MIG mode does.
+//
+// Two options use the newer DRA features. [Options].DeviceTaints
+// publishes unhealthy devices with a NoSchedule device taint (KEP-5055)
+// instead of leaving them out, and taints GPUs whose NVSwitch links are
+// degraded, so claims that tolerate it (single-GPU work) may still use
+// them. [Options].SharedCapacity makes whole GPUs shareable (KEP-5075):
+// several claims may each consume part of a GPU's memory and compute.
 //
 // The slices keep the API's rules (Kubernetes 1.35 and later): counter
 // sets live in slices of their own, at most 8 sets per slice and 32
@@ -35,5 +44,7 @@
 // which Kubernetes 1.34's alpha partitionable devices do not accept: they
 // need a 1.35 or later API server with the DRAPartitionableDevices feature
 // gate. With [Options].WholeGPUsOnly the slices use none of the
-// partitionable-device fields.
+// partitionable-device fields. The taint and shared-capacity fields are in
+// the 1.34 libraries too; API servers before 1.36 drop them unless the
+// DRADeviceTaints and DRAConsumableCapacity gates are on.
 package dra

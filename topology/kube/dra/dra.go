@@ -26,13 +26,15 @@ const (
 
 // Attribute names (in the driver's domain) published on devices.
 const (
-	AttrType           resourceapi.QualifiedName = "type"
-	AttrIndex          resourceapi.QualifiedName = "index"
-	AttrUUID           resourceapi.QualifiedName = "uuid"
-	AttrProduct        resourceapi.QualifiedName = "productName"
-	AttrVendor         resourceapi.QualifiedName = "vendor"
-	AttrNUMA           resourceapi.QualifiedName = "numaNode"
-	AttrPCIBusID       resourceapi.QualifiedName = "pciBusID"
+	AttrType    resourceapi.QualifiedName = "type"
+	AttrIndex   resourceapi.QualifiedName = "index"
+	AttrUUID    resourceapi.QualifiedName = "uuid"
+	AttrProduct resourceapi.QualifiedName = "productName"
+	AttrVendor  resourceapi.QualifiedName = "vendor"
+	// AttrPCIeRoot is our PCIe root group ("root-<k>"), the devices whose
+	// PCIe paths stay under one host bridge, read from the topology's
+	// links. It is published only on devices without a known
+	// [StdAttrPCIeRoot], which says the same more precisely.
 	AttrPCIeRoot       resourceapi.QualifiedName = "pcieRoot"
 	AttrIsland         resourceapi.QualifiedName = "fabricIsland"
 	AttrIslandSize     resourceapi.QualifiedName = "fabricIslandSize"
@@ -50,8 +52,44 @@ const (
 	AttrPlacementSize  resourceapi.QualifiedName = "placementSize"
 )
 
+// Standard attributes (resource.kubernetes.io, as defined by
+// k8s.io/dynamic-resource-allocation/deviceattribute). They replace our own
+// numaNode and pciBusID, so claims written for any driver's devices match
+// ours.
+const (
+	// StdAttrNUMANode is the device's NUMA node (an int); devices with no
+	// NUMA affinity get none.
+	StdAttrNUMANode resourceapi.QualifiedName = "resource.kubernetes.io/numaNode"
+	// StdAttrPCIeRoot is the PCIe root complex ("pci0000:00") of the
+	// device, published where [Options].PCIeRoots knows it.
+	StdAttrPCIeRoot resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
+	// StdAttrPCIBusID is the PCI address in extended BDF form
+	// ("0000:06:00.0"); whole devices with a known address only.
+	StdAttrPCIBusID resourceapi.QualifiedName = "resource.kubernetes.io/pciBusID"
+)
+
+// Device taint names; the taint key is "<driver>/<name>" (see
+// [TaintKey]). Both have the effect NoSchedule: new claims that do not
+// tolerate them are not allocated the device, running ones keep it.
+const (
+	// TaintUnhealthy marks an unhealthy device (and its MIG partitions);
+	// the value is the health reason, cut to a label value.
+	TaintUnhealthy = "unhealthy"
+	// TaintNVLinkDegraded marks a GPU whose NVSwitch links have fewer
+	// lanes than the node's other GPUs (or none); the value is
+	// "<lanes>-of-<lanes>". Work that stays on one GPU may tolerate it.
+	TaintNVLinkDegraded = "nvlink-degraded"
+)
+
+// TaintKey returns the key of taint name for driver ("gpu.gputopo.io/unhealthy").
+func TaintKey(driver, name string) string { return driver + "/" + name }
+
 // Capacity names published on devices.
 const (
+	// CapCompute is a shared whole GPU's compute in percent (100 in all),
+	// with [CapMemory] the capacity a claim consumes part of when
+	// [Options].SharedCapacity is set.
+	CapCompute         resourceapi.QualifiedName = "compute"
 	CapMemory          resourceapi.QualifiedName = "memory"
 	CapMultiprocessors resourceapi.QualifiedName = "multiprocessors"
 	CapCopyEngines     resourceapi.QualifiedName = "copyEngines"
@@ -92,6 +130,26 @@ type Options struct {
 	Catalog *mig.Catalog
 	// WholeGPUsOnly publishes no MIG partition devices (and no counters).
 	WholeGPUsOnly bool
+	// PCIeRoots maps GPU index to its PCIe root complex ("pci0000:00"),
+	// published as [StdAttrPCIeRoot]; the topology does not know it (the
+	// node agent reads it from sysfs). Values longer than an attribute
+	// holds are left out.
+	PCIeRoots map[int]string
+	// DeviceTaints publishes unhealthy devices with a [TaintUnhealthy]
+	// taint instead of leaving them out, and taints GPUs whose NVLink is
+	// degraded ([TaintNVLinkDegraded]). Kubernetes 1.36 or later (the
+	// DRADeviceTaints feature, GA in 1.37): an older API server drops the
+	// taints and with them the protection, so leave it off there.
+	DeviceTaints bool
+	// SharedCapacity lets several claims share a whole GPU (KEP-5075,
+	// consumable capacity, beta in Kubernetes 1.36): the whole device
+	// allows multiple allocations and has two consumable capacities,
+	// [CapMemory] (bytes) and [CapCompute] (percent). A claim that asks
+	// for neither gets all of both, so the GPU stays exclusive to it; a
+	// claim asking for part of the memory (and of the compute) leaves the
+	// rest to others. MIG partitions of the GPU still exclude every share
+	// of it (the whole device's counters are taken on its first share).
+	SharedCapacity bool
 }
 
 // CounterSetName returns the name of the counter set of GPU index i.
@@ -153,23 +211,34 @@ func ResourceSlices(n *topology.Node, opts Options) ([]resourceapi.ResourceSlice
 		return nil, fmt.Errorf("%w: no node name (set Options.NodeName or name the topology)", ErrInvalid)
 	}
 	roots := pcieRoots(n)
+	for i, r := range opts.PCIeRoots {
+		if i >= 0 && i < len(roots) && r != "" && fits(r) {
+			roots[i] = "" // the standard root says it
+		}
+	}
 	islands := n.Islands()
+	degraded := degradedNVLink(n)
 	var groups []gpuGroup
 	for i := 0; i < n.Len(); i++ {
 		d := n.Device(i)
+		var taints []resourceapi.DeviceTaint
 		if d.Health != topology.Healthy {
-			continue
+			if !opts.DeviceTaints {
+				continue
+			}
+			taints = append(taints, resourceapi.DeviceTaint{Key: TaintKey(opts.Driver, TaintUnhealthy),
+				Value: labelValue(d.HealthReason, d.Health.String()), Effect: resourceapi.DeviceTaintEffectNoSchedule})
 		}
 		whole := resourceapi.Device{Name: DeviceName(i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
 		attrs := whole.Attributes
 		attrs[AttrType] = str(TypeGPU)
-		common(attrs, n, d, roots, islands)
+		common(attrs, n, d, roots, islands, opts.PCIeRoots)
 		attrs[AttrIndex] = integer(int64(i))
 		if d.ID != "" && fits(d.ID) {
 			attrs[AttrUUID] = str(d.ID)
 		}
 		if d.PCI.IsValid() {
-			attrs[AttrPCIBusID] = str(d.PCI.String())
+			attrs[StdAttrPCIBusID] = str(d.PCI.String())
 		}
 		if d.Package != "" && fits(d.Package) {
 			attrs[AttrPackage] = str(d.Package)
@@ -187,13 +256,25 @@ func ResourceSlices(n *topology.Node, opts Options) ([]resourceapi.ResourceSlice
 		if d.MemoryBytes > 0 {
 			whole.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{CapMemory: bytesCap(d.MemoryBytes)}
 		}
+		if opts.SharedCapacity && d.MemoryBytes > 0 {
+			share(&whole, d.MemoryBytes)
+		}
 		g := gpuGroup{devices: []resourceapi.Device{whole}}
 		if !opts.WholeGPUsOnly && d.Partition.Kind == topology.PartitionMIG {
 			if model, err := opts.Catalog.ForDevice(d); err == nil {
-				if err := addMIG(&g, n, d, model, roots, islands); err != nil {
+				if err := addMIG(&g, n, d, model, roots, islands, opts.PCIeRoots); err != nil {
 					return nil, err
 				}
 			}
+		}
+		if len(taints) > 0 {
+			for k := range g.devices {
+				g.devices[k].Taints = slices.Clone(taints)
+			}
+		}
+		if opts.DeviceTaints && degraded[i] != "" {
+			g.devices[0].Taints = append(g.devices[0].Taints, resourceapi.DeviceTaint{Key: TaintKey(opts.Driver, TaintNVLinkDegraded),
+				Value: degraded[i], Effect: resourceapi.DeviceTaintEffectNoSchedule})
 		}
 		groups = append(groups, g)
 	}
@@ -201,7 +282,7 @@ func ResourceSlices(n *topology.Node, opts Options) ([]resourceapi.ResourceSlice
 }
 
 // common sets the attributes a whole device and its partitions share.
-func common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, n *topology.Node, d topology.Device, roots []string, islands [][]int) {
+func common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, n *topology.Node, d topology.Device, roots []string, islands [][]int, std map[int]string) {
 	if d.Model != "" {
 		attrs[AttrProduct] = str(truncate(d.Model))
 	}
@@ -209,9 +290,11 @@ func common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, n *
 		attrs[AttrVendor] = str(d.Vendor.String())
 	}
 	if d.NUMA >= 0 {
-		attrs[AttrNUMA] = integer(int64(d.NUMA))
+		attrs[StdAttrNUMANode] = integer(int64(d.NUMA))
 	}
-	if roots[d.Index] != "" {
+	if r := std[d.Index]; r != "" && fits(r) {
+		attrs[StdAttrPCIeRoot] = str(r)
+	} else if roots[d.Index] != "" {
 		attrs[AttrPCIeRoot] = str(roots[d.Index])
 	}
 	isl := n.Island(d.Index)
@@ -224,7 +307,7 @@ func common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, n *
 
 // addMIG adds the counter set and the partition devices of one MIG GPU,
 // and makes the whole device consume every counter.
-func addMIG(g *gpuGroup, n *topology.Node, d topology.Device, model *mig.Model, roots []string, islands [][]int) error {
+func addMIG(g *gpuGroup, n *topology.Node, d topology.Device, model *mig.Model, roots []string, islands [][]int, std map[int]string) error {
 	profiles := model.Profiles()
 	set := resourceapi.CounterSet{Name: CounterSetName(d.Index), Counters: map[string]resourceapi.Counter{}}
 	totals, err := engineTotals(model)
@@ -257,7 +340,7 @@ func addMIG(g *gpuGroup, n *topology.Node, d topology.Device, model *mig.Model, 
 				Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}}
 			attrs := dev.Attributes
 			attrs[AttrType] = str(TypeMIG)
-			common(attrs, n, d, roots, islands)
+			common(attrs, n, d, roots, islands, std)
 			attrs[AttrParentIndex] = integer(int64(d.Index))
 			if d.ID != "" && fits(d.ID) {
 				attrs[AttrParentUUID] = str(d.ID)
@@ -411,7 +494,7 @@ func assemble(groups []gpuGroup, opts Options) ([]resourceapi.ResourceSlice, err
 	var cur []resourceapi.Device
 	curAdvanced := false
 	for _, g := range groups {
-		adv := g.counters != nil
+		adv := g.counters != nil || slices.ContainsFunc(g.devices, func(d resourceapi.Device) bool { return len(d.Taints) > 0 })
 		limit := func(advanced bool) int {
 			if advanced {
 				return maxDevicesWithAdvancedFeatures
@@ -518,6 +601,73 @@ func pcieRoots(n *topology.Node) []string {
 		out[i] = names[r]
 	}
 	return out
+}
+
+// share makes a whole device multi-allocatable with consumable memory
+// and compute: a claim that names neither takes all of both.
+func share(dev *resourceapi.Device, memBytes uint64) {
+	yes := true
+	dev.AllowMultipleAllocations = &yes
+	mem := *resource.NewQuantity(int64(memBytes), resource.BinarySI)
+	minMem := resource.MustParse("1Mi")
+	dev.Capacity[CapMemory] = resourceapi.DeviceCapacity{Value: mem, RequestPolicy: &resourceapi.CapacityRequestPolicy{
+		Default: new(mem.DeepCopy()), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &minMem}}}
+	all, one := resource.MustParse("100"), resource.MustParse("1")
+	dev.Capacity[CapCompute] = resourceapi.DeviceCapacity{Value: all, RequestPolicy: &resourceapi.CapacityRequestPolicy{
+		Default: new(all.DeepCopy()), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: new(one.DeepCopy()), Max: new(all.DeepCopy()), Step: new(one.DeepCopy())}}}
+}
+
+// degradedNVLink returns, per device, the [TaintNVLinkDegraded] value of
+// a GPU on an NVSwitch node whose best NVSwitch link has fewer lanes than
+// the node's best ("" for the others, and for every GPU of a node without
+// NVSwitch: a PCIe workstation or an NVLink bridge pair is not degraded).
+func degradedNVLink(n *topology.Node) []string {
+	size := n.Len()
+	lanes := make([]int, size)
+	best := 0
+	for i := 0; i < size; i++ {
+		for j := 0; j < size; j++ {
+			if l := n.Link(i, j); i != j && l.Kind == topology.LinkNVSwitch {
+				lanes[i] = max(lanes[i], max(l.Lanes, 1))
+			}
+		}
+		best = max(best, lanes[i])
+	}
+	out := make([]string, size)
+	if best == 0 {
+		return out
+	}
+	for i := range out {
+		if lanes[i] < best {
+			out[i] = fmt.Sprintf("%d-of-%d", lanes[i], best)
+		}
+	}
+	return out
+}
+
+// labelValue cuts s to a Kubernetes label value (at most 63 characters of
+// [A-Za-z0-9._-], starting and ending with a letter or digit), with runs
+// of other characters as one '-'; fallback when nothing is left.
+func labelValue(s, fallback string) string {
+	var b []byte
+	for i := 0; i < len(s) && len(b) <= 63; i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			c = '-'
+		}
+		if c == '-' && len(b) > 0 && b[len(b)-1] == '-' {
+			continue
+		}
+		b = append(b, c)
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	v := strings.TrimFunc(string(b), func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
+	if v == "" && fallback != s {
+		return labelValue(fallback, "")
+	}
+	return v
 }
 
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }

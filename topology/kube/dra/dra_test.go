@@ -127,7 +127,7 @@ func TestResourceSlicesRealMachines(t *testing.T) {
 			if v, _ := intAttr(whole, dra.AttrIsland); v != int64(n.Island(i)) {
 				t.Errorf("%s: gpu-%d island %d, want %d", name, i, v, n.Island(i))
 			}
-			if v, ok := intAttr(whole, dra.AttrNUMA); (d.NUMA >= 0) != ok || ok && v != int64(d.NUMA) {
+			if v, ok := intAttr(whole, dra.StdAttrNUMANode); (d.NUMA >= 0) != ok || ok && v != int64(d.NUMA) {
 				t.Errorf("%s: gpu-%d numa %d/%v, want %d", name, i, v, ok, d.NUMA)
 			}
 			if v, _ := strAttr(whole, dra.AttrProduct); v != d.Model[:min(len(d.Model), resourceapi.DeviceAttributeMaxValueLength)] {

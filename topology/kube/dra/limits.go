@@ -15,6 +15,9 @@ const (
 	// maxCounterSets is resourceapi.ResourceSliceMaxCounterSets: counter
 	// sets in one slice.
 	maxCounterSets = 8
+	// maxTaintsPerDevice is the API's limit on one device's taints
+	// (resourceapi.DeviceTaintsMaxLength in the 1.34 libraries).
+	maxTaintsPerDevice = 4
 	// maxCountersPerCounterSet is
 	// resourceapi.ResourceSliceMaxCountersPerCounterSet.
 	maxCountersPerCounterSet = 32

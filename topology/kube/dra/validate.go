@@ -3,9 +3,11 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -171,6 +173,28 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 				if c.Value.Sign() < 0 {
 					bad("%s: capacity %q is negative", dw, name)
 				}
+				if c.RequestPolicy != nil {
+					if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations {
+						bad("%s: capacity %q has a request policy but the device does not allow multiple allocations", dw, name)
+					}
+					if msg := checkPolicy(c); msg != "" {
+						bad("%s: capacity %q: %s", dw, name, msg)
+					}
+				}
+			}
+			if len(d.Taints) > maxTaintsPerDevice {
+				bad("%s: %d taints, at most %d", dw, len(d.Taints), maxTaintsPerDevice)
+			}
+			for _, tn := range d.Taints {
+				if msgs := validation.IsQualifiedName(tn.Key); len(msgs) > 0 {
+					bad("%s: taint key %q: %s", dw, tn.Key, strings.Join(msgs, "; "))
+				}
+				if msgs := validation.IsValidLabelValue(tn.Value); len(msgs) > 0 {
+					bad("%s: taint %q value %q: %s", dw, tn.Key, tn.Value, strings.Join(msgs, "; "))
+				}
+				if tn.Effect != resourceapi.DeviceTaintEffectNoSchedule && tn.Effect != resourceapi.DeviceTaintEffectNoExecute {
+					bad("%s: taint %q: effect %q (NoSchedule or NoExecute)", dw, tn.Key, tn.Effect)
+				}
 			}
 			if len(d.ConsumesCounters) > maxDeviceCounterConsumptionsPerDevice {
 				bad("%s: %d counter consumptions, at most %d", dw, len(d.ConsumesCounters), maxDeviceCounterConsumptionsPerDevice)
@@ -223,6 +247,58 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 // qualifiedName checks a device attribute or capacity name: a C
 // identifier of at most 32 characters, optionally behind a DNS subdomain
 // of at most 63 characters and a slash. It returns "" when valid.
+// checkPolicy checks a capacity's request policy the way the API server
+// does: at most one of validValues and validRange, a default that is one
+// of the valid values or inside the range (on a step), values ascending,
+// nothing above the capacity.
+func checkPolicy(c resourceapi.DeviceCapacity) string {
+	p := c.RequestPolicy
+	if len(p.ValidValues) > 0 && p.ValidRange != nil {
+		return "both validValues and validRange"
+	}
+	if (len(p.ValidValues) > 0 || p.ValidRange != nil) && p.Default == nil {
+		return "valid values without a default"
+	}
+	if p.Default != nil && (p.Default.Sign() < 0 || p.Default.Cmp(c.Value) > 0) {
+		return "default outside 0 to the capacity"
+	}
+	if len(p.ValidValues) > 10 {
+		return "more than 10 valid values"
+	}
+	for i, v := range p.ValidValues {
+		if i > 0 && v.Cmp(p.ValidValues[i-1]) <= 0 {
+			return "valid values not ascending"
+		}
+		if v.Cmp(c.Value) > 0 {
+			return "a valid value above the capacity"
+		}
+	}
+	if len(p.ValidValues) > 0 && !slices.ContainsFunc(p.ValidValues, func(v resource.Quantity) bool { return v.Cmp(*p.Default) == 0 }) {
+		return "default is not a valid value"
+	}
+	if r := p.ValidRange; r != nil {
+		switch {
+		case r.Min == nil:
+			return "validRange without min"
+		case r.Max != nil && (r.Max.Cmp(*r.Min) < 0 || r.Max.Cmp(c.Value) > 0):
+			return "validRange max below min or above the capacity"
+		case p.Default.Cmp(*r.Min) < 0 || r.Max != nil && p.Default.Cmp(*r.Max) > 0:
+			return "default outside validRange"
+		case r.Step != nil && r.Step.Sign() <= 0:
+			return "step not positive"
+		case r.Step != nil && !onStep(*p.Default, *r.Min, *r.Step):
+			return "default is not min plus a whole number of steps"
+		}
+	}
+	return ""
+}
+
+// onStep reports whether v = min + k×step for a whole k ≥ 0 (in milli-units).
+func onStep(v, minQ, step resource.Quantity) bool {
+	d, s := v.MilliValue()-minQ.MilliValue(), step.MilliValue()
+	return d >= 0 && s > 0 && d%s == 0
+}
+
 func qualifiedName(name string) string {
 	domain, id, hasDomain := strings.Cut(name, "/")
 	if !hasDomain {

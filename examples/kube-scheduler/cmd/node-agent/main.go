@@ -21,6 +21,9 @@
 //	--driver-name      DRA driver name of the slices (default gpu.gputopo.io)
 //	--field-manager    server-side apply field manager (default gputopo-node-agent)
 //	--whole-gpus-only  publish no MIG partition devices
+//	--device-taints    publish unhealthy GPUs with a device taint instead of
+//	                   leaving them out, and taint degraded NVLink (Kubernetes 1.36+)
+//	--shared-gpus      whole GPUs shareable by consumable memory and compute (1.36+)
 //	--sysfs-root       root of the sysfs tree for the standard pcieRoot
 //	                   attribute, with --source=detect only; "" publishes none (default /)
 //	--kubeconfig       kubeconfig file; in-cluster configuration when empty
@@ -115,6 +118,8 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	fs.StringVar(&o.Driver, "driver-name", dra.DefaultDriver, "DRA driver name of the ResourceSlices")
 	fs.StringVar(&o.FieldManager, "field-manager", nodeagent.DefaultFieldManager, "server-side apply field manager")
 	fs.BoolVar(&o.WholeGPUsOnly, "whole-gpus-only", false, "publish no MIG partition devices")
+	fs.BoolVar(&o.DeviceTaints, "device-taints", false, "publish unhealthy GPUs with a device taint instead of leaving them out, and taint degraded NVLink (Kubernetes 1.36+)")
+	fs.BoolVar(&o.SharedCapacity, "shared-gpus", false, "publish whole GPUs as shareable by consumable memory and compute (Kubernetes 1.36+)")
 	sysfs := fs.String("sysfs-root", "/", "root of the sysfs tree for the standard pcieRoot attribute (--source=detect only); empty publishes none")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would be published as JSON and exit")
@@ -160,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return 1
 		}
 		pub, err := nodeagent.Render(n, nodeagent.RenderOptions{NodeName: c.opts.NodeName, Driver: c.opts.Driver,
-			WholeGPUsOnly: c.opts.WholeGPUsOnly, PCIeRoot: c.opts.PCIeRoot})
+			WholeGPUsOnly: c.opts.WholeGPUsOnly, PCIeRoot: c.opts.PCIeRoot, DeviceTaints: c.opts.DeviceTaints, SharedCapacity: c.opts.SharedCapacity})
 		if err != nil {
 			fmt.Fprintln(stderr, "node-agent:", err)
 			return 1
