@@ -17,7 +17,7 @@ import (
 var (
 	// ErrNotDetected is wrapped when there is no KFD topology or it lists no
 	// GPU. It is the sentinel package provider's ErrNotDetected matches in
-	// provider.Detect's report.
+	// detect.Detect's report.
 	ErrNotDetected = detecterr.ErrNotDetected
 	// ErrParse is topology.ErrParse, re-exported: it is wrapped when a file
 	// exists but cannot be read or parsed (garbage, a FIFO or directory in
@@ -129,7 +129,7 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 }
 
 // Notes returns the [Inventory.Notes] of the latest Discover when it
-// returned n (nil otherwise), so that provider.Detect's report says which
+// returned n (nil otherwise), so that detect.Detect's report says which
 // facts were derived rather than read.
 func (p *Provider) Notes(n *topology.Node) []string {
 	p.mu.Lock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 	"github.com/gputopo/gputopo/provider/sysfstest"
@@ -529,18 +530,18 @@ func TestDegradedSwitchLinks(t *testing.T) {
 	}
 }
 
-// TestDetectSkipsNoDriver: provider.Detect reports a machine without an
+// TestDetectSkipsNoDriver: detect.Detect reports a machine without an
 // NVIDIA driver as "not detected" and moves on to the next provider.
 func TestDetectSkipsNoDriver(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	m.InitErr = nvidia.CodeDriverNotLoaded
 	fallback, _ := catalog.Get("pcie-8gpu-2numa")
-	n, rep, err := provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m)), provider.Static("static", fallback))
+	n, rep, err := detect.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m)), provider.Static("static", fallback))
 	if err != nil || n != fallback || len(rep.Attempts) != 2 || !rep.Attempts[0].NotDetected() {
 		t.Fatalf("Detect: %v, report %+v", err, rep)
 	}
 	_, m = machine(t, "dgx-h100")
-	n, rep, err = provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName("x")))
+	n, rep, err = detect.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName("x")))
 	if err != nil || n.Len() != 8 || rep.Chosen != "nvidia" {
 		t.Fatalf("Detect with a driver: %v %v %+v", n, err, rep)
 	}

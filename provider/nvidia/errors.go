@@ -8,7 +8,7 @@ import (
 )
 
 // notDetected is a sentinel meaning "no NVIDIA GPU to describe here"; it
-// wraps the provider family's ErrNotDetected (which provider.Detect maps to
+// wraps the provider family's ErrNotDetected (which detect.Detect maps to
 // provider.ErrNotDetected).
 type notDetected struct{ msg string }
 
@@ -21,7 +21,7 @@ var (
 	// ErrNoNVML: NVML cannot be used here: the library is missing, the
 	// driver is not loaded, or the binary was built without cgo (then the
 	// error also wraps errors.ErrUnsupported). Like ErrNoDevices it means
-	// "no NVIDIA GPU on this machine": provider.Detect reports it as not
+	// "no NVIDIA GPU on this machine": detect.Detect reports it as not
 	// detected and moves on.
 	ErrNoNVML error = &notDetected{"nvidia: NVML not available"}
 	// ErrNoDevices: NVML works but reports no GPU.
