@@ -208,7 +208,7 @@ func TestNVIDIAReadings(t *testing.T) {
 	}
 	// The failed reads are in the inventory's warnings, and the GPU is
 	// still healthy and counted.
-	inv, err := p.Inspect(context.Background())
+	inv, err := p.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestNVIDIAMIGInstanceMemory(t *testing.T) {
 	g := fake.GPUs[1].MIG
 	g.Enabled = true
 	for _, in := range [][3]int{{2, 0, 4}, {0, 4, 1}, {0, 5, 1}, {0, 6, 1}} { // NVML profile index, start, size
-		if err := fake.AddInstance(1, in[0], nvidia.Placement{Start: in[1], Size: in[2]}); err != nil {
+		if err := fake.AddInstance(1, in[0], mig.Placement{Start: in[1], Size: in[2]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,7 +288,7 @@ gputopo_mig_instance_memory_used_bytes{device="1",profile="3g.40gb",start="0"} `
 	}
 	// The failed read is a warning in the inventory; not-supported is
 	// silent; GPU 1 stays healthy and its layout is exported.
-	inv, err := p.Inspect(context.Background())
+	inv, err := p.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

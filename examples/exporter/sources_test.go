@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/examples/exporter/collector"
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
@@ -48,7 +49,7 @@ func gpmFake(t *testing.T, gpm1, gpm2 *nvidiatest.GPM) *nvidiatest.Machine {
 	for gpu, ins := range map[int][][3]int{1: {{2, 0, 4}, {0, 4, 1}, {0, 5, 1}}, 2: {{4, 0, 8}}} { // NVML profile index, start, size
 		fake.GPUs[gpu].MIG.Enabled = true
 		for _, in := range ins {
-			require.NoError(t, fake.AddInstance(gpu, in[0], nvidia.Placement{Start: in[1], Size: in[2]}))
+			require.NoError(t, fake.AddInstance(gpu, in[0], mig.Placement{Start: in[1], Size: in[2]}))
 		}
 	}
 	fake.GPUs[1].GPM, fake.GPUs[2].GPM = gpm1, gpm2

@@ -38,9 +38,9 @@ func machine(t *testing.T, name string) (*topology.Node, *nvidiatest.Machine) {
 func inspect(t *testing.T, m *nvidiatest.Machine, opts ...nvidia.Option) *nvidia.Inventory {
 	t.Helper()
 	opts = append([]nvidia.Option{nvidia.WithLibrary(m), nvidia.WithNodeName("node"), nvidia.WithoutSysfs()}, opts...)
-	inv, err := nvidia.New(opts...).Inspect(context.Background())
+	inv, err := nvidia.New(opts...).Scan(context.Background())
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	checkBalanced(t, m)
 	return inv

@@ -3,7 +3,7 @@
 //
 // [New] returns a [Provider]; [Provider.Discover] returns the node as a
 // vendor-neutral topology.Node (it satisfies provider.TopologyProvider) and
-// [Provider.Inspect] the full [Inventory] with what the model has no field
+// [Provider.Scan] the full [Inventory] with what the model has no field
 // for: architecture, memory in use, utilisation, temperature, per-link
 // NVLink state, P2P status, MIG profiles and instances (with each instance's
 // memory), fabric registration.
@@ -47,7 +47,7 @@
 //     PCI.
 //   - MIG: mode, every GPU-instance profile the GPU answers for with every
 //     legal placement (read from NVML, never from a shipped table), and the
-//     live GPU and compute instances with their placements. [Provider.Inspect]
+//     live GPU and compute instances with their placements. [Provider.Scan]
 //     also reads each GPU instance's memory (total, used, free) through a MIG
 //     device handle of one of its compute instances
 //     (nvmlDeviceGetMigDeviceHandleByIndex, then nvmlDeviceGetMemoryInfo on

@@ -6,6 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 	"github.com/gputopo/gputopo/topology"
@@ -28,9 +29,9 @@ func FuzzNVMLStrings(f *testing.F) {
 			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NvLinkDeviceUnknown}},
 				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
 		}}
-		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
+		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
 		if err != nil {
-			t.Fatalf("Inspect: %v", err)
+			t.Fatalf("Scan: %v", err)
 		}
 		if _, perr := topology.ParsePCIAddress(bus); perr != nil && inv.Node.Device(0).Health != topology.Unhealthy {
 			t.Errorf("bus id %q does not parse but GPU 0 is healthy", bus)
@@ -169,7 +170,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 	}
 	for i, g := range m.GPUs {
 		if g.MIG != nil && g.MIG.Enabled {
-			_ = m.AddInstance(i, rapid.IntRange(0, 9).Draw(t, "giprofile"), nvidia.Placement{Start: rapid.IntRange(0, 7).Draw(t, "gistart"), Size: rapid.IntRange(1, 8).Draw(t, "gisize")})
+			_ = m.AddInstance(i, rapid.IntRange(0, 9).Draw(t, "giprofile"), mig.Placement{Start: rapid.IntRange(0, 7).Draw(t, "gistart"), Size: rapid.IntRange(1, 8).Draw(t, "gisize")})
 		}
 	}
 	type fault struct {
@@ -208,9 +209,9 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 
 func discoverRandom(t *rapid.T) {
 	m := randomMachine(t)
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	checkInvariants(t, inv, m)
 }

@@ -73,8 +73,8 @@ func TestGPMSamplerPresent(t *testing.T) {
 	assert.Empty(t, g1.Instances)
 	assert.Equal(t, 3, m.LiveGPMSamples(), "one kept sample per instance with a MIG device")
 
-	// Inspect between samples: NVML stays initialised for the sampler.
-	_, err = nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(ctx)
+	// Scan between samples: NVML stays initialised for the sampler.
+	_, err = nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(ctx)
 	require.NoError(t, err)
 	assert.True(t, m.Initialized())
 

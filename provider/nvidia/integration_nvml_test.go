@@ -7,7 +7,7 @@ package nvidia_test
 //
 //	go test -tags nvml -run TestRealDriver -v ./provider/nvidia
 //
-// It is read-only: it only discovers (Inspect and Layouts); it never
+// It is read-only: it only discovers (Scan and Layouts); it never
 // changes MIG mode, never creates or destroys instances, never resets.
 
 import (
@@ -24,12 +24,12 @@ import (
 func TestRealDriver(t *testing.T) {
 	ctx := context.Background()
 	p := nvidia.New()
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if errors.Is(err, nvidia.ErrNoNVML) || errors.Is(err, nvidia.ErrNoDevices) {
 		t.Skipf("no usable NVIDIA driver or GPU here: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	n := inv.Node
 	t.Logf("driver %s: %v", inv.DriverVersion, n)
@@ -215,7 +215,7 @@ func checkMIGManager(t *testing.T, p *nvidia.Provider) {
 	if _, err := p.MIGCatalog(ctx); err != nil {
 		t.Errorf("MIGCatalog: %v", err)
 	}
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package nvidia
 
 import (
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -125,7 +126,7 @@ type MIG struct {
 type MIGProfile struct {
 	GPUInstanceProfileInfo
 	// Placements lists every legal placement, free or not.
-	Placements []Placement
+	Placements []mig.Placement
 	// NameDerived is true when the driver gave no name (profile info
 	// version 1) and Name was derived from the slice and memory counts as
 	// go-nvlib does.
@@ -142,7 +143,7 @@ type MIGInstance struct {
 	// Memory is the instance's memory in bytes as NVML reports it on a
 	// MIG device handle of the instance (total, used, free; reserved from
 	// nvmlDeviceGetMemoryInfo_v2): the exact size, where the profile's
-	// MemorySizeMB is in MiB. Inspect reads it; nil when not read: the
+	// MemorySizeMB is in MiB. Scan reads it; nil when not read: the
 	// instance has no compute instance (so no MIG device), the driver lacks
 	// the MIG device calls or answers not supported or no permission, the
 	// reading was implausible, or the read failed (then Inventory.Warnings

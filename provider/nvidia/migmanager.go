@@ -237,7 +237,7 @@ func commitStep(h Device, g *GPU, step mig.Step) error {
 	if step.Kind == mig.StepCreateGPUInstance {
 		for _, p := range g.MIG.Profiles {
 			if name, err := mig.ParseProfileName(p.Name); err == nil && name == step.Profile {
-				if _, err := h.CreateGPUInstanceWithPlacement(p.GPUInstanceProfileInfo, Placement{Start: step.Placement.Start, Size: step.Placement.Size}); err != nil {
+				if _, err := h.CreateGPUInstanceWithPlacement(p.GPUInstanceProfileInfo, mig.Placement{Start: step.Placement.Start, Size: step.Placement.Size}); err != nil {
 					return fail("create GPU instance", err)
 				}
 				return nil

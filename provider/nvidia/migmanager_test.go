@@ -35,7 +35,7 @@ func migMachine(t fataler, instances ...[3]int) *nvidiatest.Machine {
 		m.GPUs = append(m.GPUs, g)
 	}
 	for _, in := range instances {
-		if err := m.AddInstance(0, in[0], nvidia.Placement{Start: in[1], Size: in[2]}); err != nil {
+		if err := m.AddInstance(0, in[0], mig.Placement{Start: in[1], Size: in[2]}); err != nil {
 			t.Fatalf("fixture instance %v: %v", in, err)
 		}
 	}
@@ -65,7 +65,7 @@ func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
 func TestMIGTablesFromNVML(t *testing.T) {
 	m := migMachine(t)
 	ctx := context.Background()
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(ctx)
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestMIGTablesFromNVML(t *testing.T) {
 			}
 		}
 	}
-	inv, _ = nvidia.New(nvidia.WithLibrary(m)).Inspect(ctx)
+	inv, _ = nvidia.New(nvidia.WithLibrary(m)).Scan(ctx)
 	models, _, _ = inv.MIGModels()
 	if p, _ := models[0].Profile("3g.40gb"); len(p.Placements) != 1 {
 		t.Errorf("3g.40gb placements %v, want the one NVML reports", p.Placements)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 	"github.com/gputopo/gputopo/topology"
@@ -30,7 +31,7 @@ func migMemoryMachine(t *testing.T) *nvidiatest.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 4, Size: 1}); err != nil {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 4, Size: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Shutdown(); err != nil {

@@ -3,6 +3,8 @@ package nvidia
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gputopo/gputopo/mig"
 )
 
 // Library is the narrow slice of NVML the provider uses, in plain Go types
@@ -87,12 +89,12 @@ type Device interface {
 	GPUInstanceProfileInfo(index, version int) (GPUInstanceProfileInfo, error)
 	// GPUInstancePossiblePlacements lists every legal placement of the
 	// profile, whether or not MIG is enabled and whether or not it is free.
-	GPUInstancePossiblePlacements(profile GPUInstanceProfileInfo) ([]Placement, error)
+	GPUInstancePossiblePlacements(profile GPUInstanceProfileInfo) ([]mig.Placement, error)
 	// GPUInstances returns the live GPU instances of the profile.
 	GPUInstances(profile GPUInstanceProfileInfo) ([]GPUInstance, error)
 	// CreateGPUInstanceWithPlacement creates a GPU instance of the profile
 	// at exactly the given placement.
-	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p Placement) (GPUInstance, error)
+	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p mig.Placement) (GPUInstance, error)
 	// ComputeProcesses lists the compute processes running on the GPU; in
 	// MIG mode each names its GPU and compute instance (when the caller
 	// may see them).
@@ -197,21 +199,6 @@ type FabricInfo struct {
 	HealthSummary uint8
 }
 
-// Placement is a run of MIG memory slices [Start, Start+Size).
-type Placement struct {
-	// Start is the first memory slice; Size the number of slices.
-	Start, Size int
-}
-
-// End returns the first slice after the placement.
-func (p Placement) End() int { return p.Start + p.Size }
-
-// Overlaps reports whether p and q share a memory slice.
-func (p Placement) Overlaps(q Placement) bool { return p.Start < q.End() && q.Start < p.End() }
-
-// String formats the placement as nvidia-smi does, "start:size".
-func (p Placement) String() string { return fmt.Sprintf("%d:%d", p.Start, p.Size) }
-
 // GPUInstanceProfileInfo describes one GPU-instance profile as NVML reports
 // it on this GPU.
 type GPUInstanceProfileInfo struct {
@@ -272,7 +259,7 @@ type GPUInstanceInfo struct {
 	// ProfileID is its profile's id (GPUInstanceProfileInfo.ID).
 	ProfileID int
 	// Placement is the run of memory slices it occupies.
-	Placement Placement
+	Placement mig.Placement
 }
 
 // ComputeInstanceInfo identifies a live compute instance.
@@ -282,7 +269,7 @@ type ComputeInstanceInfo struct {
 	// ProfileID is its compute-instance profile's id.
 	ProfileID int
 	// Placement is in compute slices of the parent GPU instance.
-	Placement Placement
+	Placement mig.Placement
 }
 
 // Architecture is NVML's GPU architecture (nvmlDeviceArchitecture_t).

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputopo/gputopo/mig"
 )
 
 // systemLibrary returns the machine's NVML (libnvidia-ml.so.1, or path).
@@ -339,14 +341,14 @@ func giProfile(p GPUInstanceProfileInfo) *nvml.GpuInstanceProfileInfo {
 	return &nvml.GpuInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
 }
 
-func (x *nvmlDevice) GPUInstancePossiblePlacements(p GPUInstanceProfileInfo) ([]Placement, error) {
+func (x *nvmlDevice) GPUInstancePossiblePlacements(p GPUInstanceProfileInfo) ([]mig.Placement, error) {
 	if !x.a.has(symGIPlacements) {
 		return nil, CodeFunctionNotFound
 	}
 	pl, r := x.d.GetGpuInstancePossiblePlacements(giProfile(p))
-	out := make([]Placement, len(pl))
+	out := make([]mig.Placement, len(pl))
 	for i, q := range pl {
-		out[i] = Placement{Start: int(q.Start), Size: int(q.Size)}
+		out[i] = mig.Placement{Start: int(q.Start), Size: int(q.Size)}
 	}
 	return out, code(r)
 }
@@ -366,7 +368,7 @@ func (x *nvmlDevice) GPUInstances(p GPUInstanceProfileInfo) ([]GPUInstance, erro
 	return out, nil
 }
 
-func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p GPUInstanceProfileInfo, pl Placement) (GPUInstance, error) {
+func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p GPUInstanceProfileInfo, pl mig.Placement) (GPUInstance, error) {
 	if !x.a.has(symCreateGIPlacement) {
 		return nil, CodeFunctionNotFound
 	}
@@ -460,7 +462,7 @@ func (x *nvmlGPUInstance) Info() (GPUInstanceInfo, error) {
 		return GPUInstanceInfo{}, CodeFunctionNotFound
 	}
 	i, r := x.gi.GetInfo()
-	return GPUInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+	return GPUInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: mig.Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
 }
 
 func (x *nvmlGPUInstance) ComputeInstanceProfileInfo(index int) (ComputeInstanceProfileInfo, error) {
@@ -518,7 +520,7 @@ func (x *nvmlComputeInstance) Info() (ComputeInstanceInfo, error) {
 		return ComputeInstanceInfo{}, CodeFunctionNotFound
 	}
 	i, r := x.ci.GetInfo()
-	return ComputeInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+	return ComputeInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: mig.Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
 }
 
 func (x *nvmlComputeInstance) Destroy() error {

@@ -202,7 +202,7 @@ func nvmlPlacements(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
 // process), and discovery must still describe the node.
 func TestAdapterGuardsSymbols(t *testing.T) {
 	lib, devs := mockGPUs(t, "*")
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithoutSysfs()).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 // MIG table (IDs, placements) from NVML, deriving the names.
 func TestAdapterVersionFallback(t *testing.T) {
 	lib, _ := mockGPUs(t, symGIProfileInfoV, symFabricInfoV, symFabricInfo, symMemoryInfoV2, symMemoryAffinity, symNUMANodeID, symP2PStatus, symRemoteDeviceType, symTemperatureV)
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithoutSysfs()).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,11 @@ func TestAdapterVersionFallback(t *testing.T) {
 		if !p.NameDerived {
 			t.Errorf("profile %d: name %q not derived", p.ID, p.Name)
 		}
-		got = append(got, fmt.Sprintf("%s id%d %v", p.Name, p.ID, p.Placements))
+		var pl []string
+		for _, q := range p.Placements {
+			pl = append(pl, fmt.Sprintf("%d:%d", q.Start, q.Size))
+		}
+		got = append(got, fmt.Sprintf("%s id%d %v", p.Name, p.ID, pl))
 	}
 	want := []string{"1g.10gb id19 [0:1 1:1 2:1 3:1 4:1 5:1 6:1]", "3g.40gb id9 [0:4 4:4]", "7g.80gb id0 [0:8]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -105,16 +105,17 @@ func (p *Provider) Name() string { return "nvidia" }
 // rest of the node still comes back. Errors wrap [ErrNoNVML] (no usable
 // driver), [ErrNoDevices] or [ErrDiscovery].
 func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return inv.Node, nil
 }
 
-// Inspect is Discover returning the full [Inventory]: the node plus the
-// NVML details the node has no field for.
-func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
+// Scan is Discover returning the full [Inventory]: the node plus the
+// NVML details the node has no field for. It is the verb of every hardware
+// provider (amd and sysfs have a Scan too).
+func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -130,3 +131,8 @@ func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
 	s := &session{ctx: ctx, lib: p.lib, fsys: p.fsys, sys: p.sys}
 	return s.inspect(ctx, name)
 }
+
+// Inspect is [Provider.Scan].
+//
+// Deprecated: use Scan, the verb every hardware provider shares.
+func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) { return p.Scan(ctx) }

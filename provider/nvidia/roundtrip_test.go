@@ -96,9 +96,9 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 			}
 			m := nvidiatest.FromNode(want)
 			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(f.ID), nvidia.WithoutSysfs())
-			inv, err := p.Inspect(context.Background())
+			inv, err := p.Scan(context.Background())
 			if err != nil {
-				t.Fatalf("Inspect: %v", err)
+				t.Fatalf("Scan: %v", err)
 			}
 			got := inv.Node
 			if d := diff(normalize(t, got, false), normalize(t, want, false)); d != "" {
@@ -111,7 +111,7 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 				t.Errorf("NVML misuse: %q", v)
 			}
 			if m.Initialized() {
-				t.Error("NVML left initialised after Inspect")
+				t.Error("NVML left initialised after Scan")
 			}
 			// What normalize dropped must still match the fake's answers.
 			for i, d := range got.Devices() {

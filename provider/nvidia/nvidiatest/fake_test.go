@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
 )
@@ -58,7 +59,7 @@ const (
 func TestMIGRulesEnforced(t *testing.T) {
 	m, d := a100(t, true)
 	create := func(index, start, size int) error {
-		_, err := d.CreateGPUInstanceWithPlacement(profile(t, d, index), nvidia.Placement{Start: start, Size: size})
+		_, err := d.CreateGPUInstanceWithPlacement(profile(t, d, index), mig.Placement{Start: start, Size: size})
 		return err
 	}
 	if err := create(idx3g, 0, 4); err != nil {
@@ -95,21 +96,21 @@ func TestMIGRulesEnforced(t *testing.T) {
 func TestMIGOneOpticalFlowEngine(t *testing.T) {
 	_, d := a100(t, true)
 	p := profile(t, d, idx1gme)
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 0, Size: 1}); err != nil {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 0, Size: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 1, Size: 1}); !errors.Is(err, nvidia.CodeInsufficientResources) {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 1, Size: 1}); !errors.Is(err, nvidia.CodeInsufficientResources) {
 		t.Errorf("second +me: %v, want insufficient resources", err)
 	}
 }
 
 func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	_, d := a100(t, false)
-	if _, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx1g), nvidia.Placement{Start: 0, Size: 1}); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx1g), mig.Placement{Start: 0, Size: 1}); !errors.Is(err, nvidia.CodeNotSupported) {
 		t.Errorf("create with MIG off: %v", err)
 	}
 	m, d := a100(t, true)
-	gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx7g), nvidia.Placement{Start: 0, Size: 8})
+	gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx7g), mig.Placement{Start: 0, Size: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestMIGDeviceAnswers(t *testing.T) {
 		t.Errorf("A100: %d MIG devices at most, %v; want 7", n, err)
 	}
 	for _, in := range []struct{ index, start, size int }{{idx3g, 4, 4}, {idx1g, 0, 1}} {
-		gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, in.index), nvidia.Placement{Start: in.start, Size: in.size})
+		gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, in.index), mig.Placement{Start: in.start, Size: in.size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,12 +319,12 @@ func checkNoOverlap(t interface{ Fatalf(string, ...any) }, m *nvidiatest.Machine
 func TestMIGFakeAgainstSlotModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m, d := a100(t, true)
-		mig := nvidiatest.A100SXM440GB()
+		model := nvidiatest.A100SXM440GB()
 		type inst struct {
 			gi nvidia.GPUInstance
 			ci nvidia.ComputeInstance
 			p  nvidiatest.MIGProfile
-			pl nvidia.Placement
+			pl mig.Placement
 		}
 		var live []inst
 		for range rapid.IntRange(1, 40).Draw(t, "steps") {
@@ -338,8 +339,8 @@ func TestMIGFakeAgainstSlotModel(t *testing.T) {
 				live = slices.Delete(live, k, k+1)
 				continue
 			}
-			p := mig.Profiles[rapid.IntRange(0, len(mig.Profiles)-1).Draw(t, "profile")]
-			pl := nvidia.Placement{Start: rapid.IntRange(0, 7).Draw(t, "start"), Size: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "size")}
+			p := model.Profiles[rapid.IntRange(0, len(model.Profiles)-1).Draw(t, "profile")]
+			pl := mig.Placement{Start: rapid.IntRange(0, 7).Draw(t, "start"), Size: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "size")}
 			// Oracle.
 			want := slices.Contains(p.Placements, pl)
 			count, ofa := 0, 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 )
 
@@ -39,13 +40,13 @@ type MIGProfile struct {
 	// Info is what profile-info calls answer (Name only from version 2).
 	Info nvidia.GPUInstanceProfileInfo
 	// Placements are the legal placements.
-	Placements []nvidia.Placement
+	Placements []mig.Placement
 }
 
 type gpuInstance struct {
 	id        int
 	profile   *MIGProfile
-	placement nvidia.Placement
+	placement mig.Placement
 	cis       []*computeInstance
 	nextCI    int
 	destroyed bool
@@ -63,7 +64,7 @@ type Instance struct {
 	// ProfileIndex and ProfileID identify its profile.
 	ProfileIndex, ProfileID int
 	// Placement is where it sits.
-	Placement nvidia.Placement
+	Placement mig.Placement
 	// ComputeInstances is the number of live compute instances.
 	ComputeInstances int
 	// UUIDs are the "MIG-" UUIDs of the live compute instances' MIG
@@ -104,7 +105,7 @@ func (g *MIG) live() []*gpuInstance {
 }
 
 // create enforces the hardware rules of CreateGpuInstanceWithPlacement.
-func (g *MIG) create(p *MIGProfile, pl nvidia.Placement) (*gpuInstance, error) {
+func (g *MIG) create(p *MIGProfile, pl mig.Placement) (*gpuInstance, error) {
 	if !g.Enabled {
 		return nil, nvidia.CodeNotSupported
 	}
@@ -147,7 +148,7 @@ func (g *MIG) ofaBudget() int {
 // on GPU gpu at the placement, with its full-size compute instance, under
 // the same rules as the NVML call. It is for setting up a test's starting
 // state and needs no Init.
-func (m *Machine) AddInstance(gpu, profileIndex int, pl nvidia.Placement) error {
+func (m *Machine) AddInstance(gpu, profileIndex int, pl mig.Placement) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if gpu < 0 || gpu >= len(m.GPUs) || m.GPUs[gpu].MIG == nil {
@@ -240,7 +241,7 @@ func (d *device) GPUInstanceProfileInfo(index, version int) (nvidia.GPUInstanceP
 	return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeNotSupported
 }
 
-func (d *device) GPUInstancePossiblePlacements(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.Placement, error) {
+func (d *device) GPUInstancePossiblePlacements(profile nvidia.GPUInstanceProfileInfo) ([]mig.Placement, error) {
 	g, err := d.call("GPUInstancePossiblePlacements", 0, profile.ID)
 	defer d.m.mu.Unlock()
 	switch {
@@ -276,7 +277,7 @@ func (d *device) GPUInstances(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.G
 	return out, nil
 }
 
-func (d *device) CreateGPUInstanceWithPlacement(profile nvidia.GPUInstanceProfileInfo, pl nvidia.Placement) (nvidia.GPUInstance, error) {
+func (d *device) CreateGPUInstanceWithPlacement(profile nvidia.GPUInstanceProfileInfo, pl mig.Placement) (nvidia.GPUInstance, error) {
 	g, err := d.call("CreateGPUInstanceWithPlacement", 0, profile.ID)
 	defer d.m.mu.Unlock()
 	switch {
@@ -377,7 +378,7 @@ func (gi *gpuInstance) createCI(slices int) (*computeInstance, error) {
 		}
 		if free {
 			p := gi.ciProfile()
-			ci := &computeInstance{info: nvidia.ComputeInstanceInfo{ID: gi.nextCI, ProfileID: p.ID, Placement: nvidia.Placement{Start: start, Size: slices}}}
+			ci := &computeInstance{info: nvidia.ComputeInstanceInfo{ID: gi.nextCI, ProfileID: p.ID, Placement: mig.Placement{Start: start, Size: slices}}}
 			gi.nextCI++
 			gi.cis = append(gi.cis, ci)
 			return ci, nil

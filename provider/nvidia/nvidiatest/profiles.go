@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 )
 
@@ -12,10 +13,10 @@ import (
 // 5, 0), memory-slice placements and engine counts. They are test fixtures;
 // the provider itself reads tables from NVML.
 
-func placements(size int, starts ...int) []nvidia.Placement {
-	out := make([]nvidia.Placement, len(starts))
+func placements(size int, starts ...int) []mig.Placement {
+	out := make([]mig.Placement, len(starts))
 	for i, s := range starts {
-		out[i] = nvidia.Placement{Start: s, Size: size}
+		out[i] = mig.Placement{Start: s, Size: size}
 	}
 	return out
 }
