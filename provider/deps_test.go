@@ -33,3 +33,27 @@ func TestProviderLinksNoVendorLibrary(t *testing.T) {
 		require.Contains(t, strings.Fields(string(out)), "github.com/gputopo/gputopo/topology")
 	}
 }
+
+// TestProvidersImportNoAlgorithmAbove: no provider package depends on
+// scoring or gang (providers may import topology and mig only).
+func TestProvidersImportNoAlgorithmAbove(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goCmd, "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...").Output()
+	require.NoError(t, err, "go list")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		f := strings.Fields(line)
+		for _, dep := range f[1:] {
+			for _, banned := range []string{"github.com/gputopo/gputopo/scoring", "github.com/gputopo/gputopo/gang"} {
+				require.False(t, dep == banned || strings.HasPrefix(dep, banned+"/"), "%s depends on %s", f[0], dep)
+			}
+		}
+	}
+}

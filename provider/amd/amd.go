@@ -35,6 +35,7 @@ var (
 // safe for concurrent use; every Discover or Scan reads sysfs afresh.
 type Provider struct {
 	fsys  fs.FS  // the filesystem root
+	root  string // the real directory fsys reads, "" after WithFS
 	kfdFS fs.FS  // where the KFD topology is read; fsys unless WithKFDTopology
 	kfd   string // the KFD topology directory in kfdFS
 	name  string
@@ -53,7 +54,12 @@ type Option func(*Provider)
 // <root>/sys/devices/system/node. "" means "/". WithRoot and [WithFS]
 // replace each other: the last one given counts.
 func WithRoot(root string) Option {
-	return func(p *Provider) { p.fsys = sysfile.DirFS(root) }
+	return func(p *Provider) {
+		if root == "" {
+			root = "/"
+		}
+		p.fsys, p.root = sysfile.DirFS(root), root
+	}
 }
 
 // WithFS reads the filesystem root from fsys instead of the real "/": the
@@ -68,7 +74,7 @@ func WithRoot(root string) Option {
 // as on the real filesystem. A nil fsys means the real "/". (With a
 // hand-made fstest.MapFS, give directories entries of their own: MapFS
 // finds an implied directory only by scanning every name.)
-func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys = fsys } }
+func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys, p.root = fsys, "" } }
 
 // WithKFDTopology reads the KFD topology from the real directory dir (the
 // directory holding nodes/ and, on a live system, generation_id) instead of
@@ -103,7 +109,7 @@ func New(opts ...Option) *Provider {
 		o(p)
 	}
 	if p.fsys == nil {
-		p.fsys = sysfile.DirFS("/")
+		p.fsys, p.root = sysfile.DirFS("/"), "/"
 	}
 	if p.kfdFS == nil {
 		p.kfdFS, p.kfd = p.fsys, kfdTopology

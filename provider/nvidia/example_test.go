@@ -81,7 +81,7 @@ func ExampleMIGManager() {
 	}}}
 	fake.GPUs[0].MIG.Enabled = true
 	_ = fake.AddInstance(0, 0, mig.Placement{Start: 0, Size: 1}) // a 1g.10gb at slot 0
-	mgr := nvidia.New(nvidia.WithLibrary(fake)).MIGManager()
+	mgr := nvidia.New(nvidia.WithLibrary(fake)).PartitionManager()
 	ctx := context.Background()
 	layouts, err := mgr.Layouts(ctx)
 	if err != nil {

@@ -223,7 +223,7 @@ func checkMIGManager(t *testing.T, p *nvidia.Provider) {
 	for _, g := range inv.GPUs {
 		enabled[g.UUID] = g.MIG.Enabled
 	}
-	mgr := p.MIGManager()
+	mgr := p.PartitionManager()
 	for _, l := range layouts {
 		t.Logf("MIG layout: %s (model source %s)", l, l.Model.Source())
 		if !enabled[l.GPU] {

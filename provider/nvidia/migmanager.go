@@ -47,8 +47,10 @@ type MIGOption func(*MIGManager)
 // AllowChanges lets the manager commit steps to the hardware.
 func AllowChanges() MIGOption { return func(m *MIGManager) { m.commit = true } }
 
-// MIGManager returns a MIG partition manager over the provider's NVML.
-func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager {
+// PartitionManager returns a MIG partition manager over the provider's
+// NVML. Every hardware provider with partitions makes its manager this way
+// (amd.Provider.PartitionManager too).
+func (p *Provider) PartitionManager(opts ...MIGOption) *MIGManager {
 	m := &MIGManager{p: p}
 	for _, o := range opts {
 		o(m)
@@ -56,10 +58,16 @@ func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager {
 	return m
 }
 
+// MIGManager is [Provider.PartitionManager].
+//
+// Deprecated: use PartitionManager, the constructor every hardware
+// provider shares.
+func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager { return p.PartitionManager(opts...) }
+
 // MIGLayouts returns the current MIG layout of every MIG-capable GPU, with
 // profile tables read from NVML (see GPU.MIGLayout).
 func (p *Provider) MIGLayouts(ctx context.Context) ([]*mig.Layout, error) {
-	return p.MIGManager().Layouts(ctx)
+	return p.PartitionManager().Layouts(ctx)
 }
 
 // MIGCatalog returns mig.DefaultCatalog with the profile tables of this

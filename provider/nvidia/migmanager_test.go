@@ -43,7 +43,7 @@ func migMachine(t fataler, instances ...[3]int) *nvidiatest.Machine {
 }
 
 func manager(m *nvidiatest.Machine, opts ...nvidia.MIGOption) *nvidia.MIGManager {
-	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).MIGManager(opts...)
+	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).PartitionManager(opts...)
 }
 
 func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
@@ -432,7 +432,7 @@ func TestMIGInstanceUUID(t *testing.T) {
 		t.Errorf("NVML refusal: %v", err)
 	}
 	m.Hook = nil
-	old := nvidia.New(nvidia.WithLibrary(noMIGUUID{m}), nvidia.WithoutSysfs()).MIGManager()
+	old := nvidia.New(nvidia.WithLibrary(noMIGUUID{m}), nvidia.WithoutSysfs()).PartitionManager()
 	if _, err := old.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, mig.ErrUnsupported) {
 		t.Errorf("MIG devices without UUID: %v", err)
 	}

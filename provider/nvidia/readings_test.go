@@ -34,12 +34,12 @@ func TestReadingsFromInventory(t *testing.T) {
 	// whole, so no partitions in the readings).
 	require.Equal(t, layoutStrings(t, want[:2], nil), layoutStrings(t, got, nil))
 
-	st, err := live.State(inv.Node, r, live.Options{IdleMemory: 512 << 20})
+	st, err := live.Usage(inv.Node, r, live.Options{IdleMemory: 512 << 20})
 	require.NoError(t, err)
-	require.True(t, st.Usage(0).Allocated)
-	require.True(t, st.Usage(1).Allocated) // MIG mode on, no instances
-	require.Equal(t, uint64(30<<30), st.Usage(2).MemoryUsed)
-	require.False(t, st.Usage(2).Allocated)
+	require.True(t, st[0].Allocated)
+	require.True(t, st[1].Allocated) // MIG mode on, no instances
+	require.Equal(t, uint64(30<<30), st[2].MemoryUsed)
+	require.False(t, st[2].Allocated)
 }
 
 // TestReadingsSkipUnhealthy: a GPU NVML could not read has no reading, and
