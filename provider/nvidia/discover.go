@@ -208,7 +208,7 @@ func (s *session) readDevice(i int) {
 		func() { s.readMemory(i) },
 		func() { s.readSensors(i) },
 		func() { s.readAffinity(i) },
-		func() { s.readNvLinks(i) },
+		func() { s.readNVLinks(i) },
 		func() { s.readFabric(i) },
 		func() { s.readMIG(i) },
 		func() { s.readMIGMemory(i) },
@@ -364,23 +364,23 @@ func (s *session) sysfsCPUs(addr topology.PCIAddress) (topology.CPUSet, bool) {
 	return set, true
 }
 
-func (s *session) readNvLinks(i int) {
+func (s *session) readNVLinks(i int) {
 	g, h := &s.gpus[i], s.handles[i]
-	for link := range maxNvLinks {
-		active, err := h.NvLinkState(link)
+	for link := range maxNVLinks {
+		active, err := h.NVLinkState(link)
 		if err != nil {
 			if !s.ok(i, fmt.Sprintf("NVLink %d state", link), err) && !s.healthy(i) {
 				return
 			}
 			continue
 		}
-		l := NvLink{Link: link, Active: active, Peer: -1, RemoteType: NvLinkDeviceUnknown}
+		l := NVLink{Link: link, Active: active, Peer: -1, RemoteType: NVLinkDeviceUnknown}
 		if active {
 			var remote string
-			if pci, err := h.NvLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
+			if pci, err := h.NVLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
 				remote = pci.BusID
 			}
-			if t, err := h.NvLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
+			if t, err := h.NVLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
 				l.RemoteType = t
 			}
 			if !s.healthy(i) {
@@ -390,11 +390,11 @@ func (s *session) readNvLinks(i int) {
 			// have no meaningful PCI address: only a GPU's matters.
 			if addr, err := topology.ParsePCIAddress(remote); err == nil {
 				l.RemotePCI = addr
-			} else if remote != "" && l.RemoteType != NvLinkDeviceSwitch {
+			} else if remote != "" && l.RemoteType != NVLinkDeviceSwitch {
 				s.warnf("GPU %d: NVLink %d: remote %v", i, link, err)
 			}
 		}
-		g.NvLinks = append(g.NvLinks, l)
+		g.NVLinks = append(g.NVLinks, l)
 	}
 }
 
@@ -420,8 +420,8 @@ func (s *session) resolvePeers() {
 		if g.Err != nil {
 			continue
 		}
-		for k := range g.NvLinks {
-			l := &g.NvLinks[k]
+		for k := range g.NVLinks {
+			l := &g.NVLinks[k]
 			if !l.Active {
 				continue
 			}
@@ -429,20 +429,20 @@ func (s *session) resolvePeers() {
 			if l.RemotePCI.IsValid() {
 				peer, isGPU = byPCI[l.RemotePCI]
 			}
-			if l.RemoteType == NvLinkDeviceUnknown {
+			if l.RemoteType == NVLinkDeviceUnknown {
 				l.RemoteTypeInferred = true
 				if isGPU {
-					l.RemoteType = NvLinkDeviceGPU
+					l.RemoteType = NVLinkDeviceGPU
 				} else {
-					l.RemoteType = NvLinkDeviceSwitch
+					l.RemoteType = NVLinkDeviceSwitch
 				}
 			}
 			switch {
-			case l.RemoteType == NvLinkDeviceGPU && isGPU && peer != i:
+			case l.RemoteType == NVLinkDeviceGPU && isGPU && peer != i:
 				l.Peer = peer
-			case l.RemoteType == NvLinkDeviceGPU:
+			case l.RemoteType == NVLinkDeviceGPU:
 				s.warnf("GPU %d: NVLink %d leads to GPU %s, which is not a readable GPU of this node", i, l.Link, l.RemotePCI)
-			case l.RemoteType == NvLinkDeviceSwitch:
+			case l.RemoteType == NVLinkDeviceSwitch:
 				g.SwitchLinks++
 			}
 		}
@@ -468,7 +468,7 @@ func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, er
 		}
 		p2p[i] = make([]P2P, n)
 		for j := range n {
-			p2p[i][j] = P2P{Read: P2PUnknown, Write: P2PUnknown, NvLink: P2PUnknown, Atomics: P2PUnknown, PCI: P2PUnknown}
+			p2p[i][j] = P2P{Read: P2PUnknown, Write: P2PUnknown, NVLink: P2PUnknown, Atomics: P2PUnknown, PCI: P2PUnknown}
 			if i == j || !s.healthy(j) || !s.healthy(i) {
 				continue
 			}
@@ -480,7 +480,7 @@ func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, er
 			for _, c := range []struct {
 				kind P2PCapability
 				out  *P2PStatus
-			}{{P2PRead, &st.Read}, {P2PWrite, &st.Write}, {P2PNvLink, &st.NvLink}, {P2PAtomics, &st.Atomics}, {P2PPCI, &st.PCI}} {
+			}{{P2PRead, &st.Read}, {P2PWrite, &st.Write}, {P2PNVLink, &st.NVLink}, {P2PAtomics, &st.Atomics}, {P2PPCI, &st.PCI}} {
 				if !s.healthy(i) {
 					break
 				}
@@ -536,8 +536,8 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 		if !attached(i) {
 			continue
 		}
-		for _, l := range s.gpus[i].NvLinks {
-			if !l.Active || l.RemoteType != NvLinkDeviceSwitch || !l.RemotePCI.IsValid() {
+		for _, l := range s.gpus[i].NVLinks {
+			if !l.Active || l.RemoteType != NVLinkDeviceSwitch || !l.RemotePCI.IsValid() {
 				continue
 			}
 			if o, seen := owner[l.RemotePCI]; seen {
@@ -553,7 +553,7 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 			continue
 		}
 		for j := range n {
-			if i != j && attached(j) && p2p[i] != nil && p2p[i][j].NvLink == P2POK {
+			if i != j && attached(j) && p2p[i] != nil && p2p[i][j].NVLink == P2POK {
 				union(i, j)
 			}
 		}
@@ -585,7 +585,7 @@ func (s *session) setLinks(b *topology.Builder, levels [][]TopologyLevel, p2p []
 		if !s.healthy(i) {
 			continue
 		}
-		for _, l := range s.gpus[i].NvLinks {
+		for _, l := range s.gpus[i].NVLinks {
 			if l.Active && l.Peer >= 0 && s.healthy(l.Peer) {
 				direct[i][l.Peer]++
 			}

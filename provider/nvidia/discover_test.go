@@ -156,7 +156,7 @@ func TestContextCancelled(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	ctx, cancel := context.WithCancel(context.Background())
 	m.Hook = func(c nvidiatest.Call) error {
-		if c.Method == "NvLinkState" && c.GPU == 3 {
+		if c.Method == "NVLinkState" && c.GPU == 3 {
 			cancel()
 		}
 		return nil
@@ -228,7 +228,7 @@ func TestGPUFailsMidDiscovery(t *testing.T) {
 		after  int
 		code   nvidia.Code
 	}{
-		{"during NVLink walk", "NvLinkState", 4, nvidia.CodeGPUIsLost},
+		{"during NVLink walk", "NVLinkState", 4, nvidia.CodeGPUIsLost},
 		{"during fabric read", "FabricInfo", 0, nvidia.CodeGPUNotFound},
 		{"during pair reads", "TopologyCommonAncestor", 3, nvidia.CodeGPUIsLost},
 		{"during MIG read", "GPUInstanceProfileInfo", 2, nvidia.CodeResetRequired},
@@ -351,7 +351,7 @@ func TestOlderDriver(t *testing.T) {
 		}
 	}
 	m.Hook = func(c nvidiatest.Call) error {
-		if c.Method == "NvLinkRemoteDeviceType" {
+		if c.Method == "NVLinkRemoteDeviceType" {
 			return nvidia.CodeFunctionNotFound
 		}
 		return nil
@@ -361,8 +361,8 @@ func TestOlderDriver(t *testing.T) {
 		t.Errorf("node differs:\n%s", d)
 	}
 	for _, g := range inv.GPUs {
-		for _, l := range g.NvLinks {
-			if l.Active && (!l.RemoteTypeInferred || l.RemoteType != nvidia.NvLinkDeviceSwitch) {
+		for _, l := range g.NVLinks {
+			if l.Active && (!l.RemoteTypeInferred || l.RemoteType != nvidia.NVLinkDeviceSwitch) {
 				t.Fatalf("GPU %d link %d: type %v inferred %v, want inferred switch", g.Index, l.Link, l.RemoteType, l.RemoteTypeInferred)
 			}
 		}
@@ -488,7 +488,7 @@ func TestNVSwitchNeverNoNVLink(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	for _, g := range m.GPUs {
 		for _, l := range g.Links {
-			if l.RemoteType != nvidia.NvLinkDeviceSwitch {
+			if l.RemoteType != nvidia.NVLinkDeviceSwitch {
 				t.Fatalf("fixture has a non-switch link: %+v", l)
 			}
 		}

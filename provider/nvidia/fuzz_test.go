@@ -24,9 +24,9 @@ func FuzzNVMLStrings(f *testing.F) {
 	f.Add("00000000:3B:20.0", "1:2:3:4", "GPU", "\xff\xfe")
 	f.Fuzz(func(t *testing.T, bus, remote, uuid, name string) {
 		m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{
-			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvidia.NvLinkDeviceGPU}},
+			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvidia.NVLinkDeviceGPU}},
 				Ancestor: map[int]nvidia.TopologyLevel{1: nvidia.TopologySystem}},
-			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NvLinkDeviceUnknown}},
+			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NVLinkDeviceUnknown}},
 				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
 		}}
 		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
@@ -106,7 +106,7 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 var (
 	codes  = []nvidia.Code{nvidia.CodeNotSupported, nvidia.CodeGPUIsLost, nvidia.CodeUnknown, nvidia.CodeFunctionNotFound, nvidia.CodeArgumentVersionMismatch, nvidia.CodeInvalidArgument, nvidia.CodeNoPermission, nvidia.CodeTimeout}
 	levels = []nvidia.TopologyLevel{0, 10, 20, 30, 40, 50, 7, -3, 1 << 20}
-	kinds  = []nvidia.NvLinkDeviceType{nvidia.NvLinkDeviceGPU, nvidia.NvLinkDeviceSwitch, nvidia.NvLinkDeviceIBMNPU, nvidia.NvLinkDeviceUnknown, 77}
+	kinds  = []nvidia.NVLinkDeviceType{nvidia.NVLinkDeviceGPU, nvidia.NVLinkDeviceSwitch, nvidia.NVLinkDeviceIBMNPU, nvidia.NVLinkDeviceUnknown, 77}
 )
 
 // randomMachine draws a small machine whose answers are arbitrary: lost
@@ -180,7 +180,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 		code   nvidia.Code
 	}
 	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "UtilizationRates", "Temperature", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
-		"NvLinkState", "NvLinkRemotePCIInfo", "NvLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
+		"NVLinkState", "NVLinkRemotePCIInfo", "NVLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
 		"GPUInstanceProfileInfo", "GPUInstancePossiblePlacements", "GPUInstances", "GPUInstance.Info", "GPUInstance.ComputeInstanceProfileInfo",
 		"GPUInstance.ComputeInstances", "ComputeInstance.Info", "MaxMIGDeviceCount", "MIGDeviceByIndex", "MIGDevice.GPUInstanceID",
 		"MIGDevice.MemoryInfo", "DriverVersion"}

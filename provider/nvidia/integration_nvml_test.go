@@ -58,7 +58,7 @@ func TestRealDriver(t *testing.T) {
 		}
 		checkReadings(t, i, g)
 		active := 0
-		for _, l := range g.NvLinks {
+		for _, l := range g.NVLinks {
 			if l.Active {
 				active++
 			}
@@ -75,8 +75,8 @@ func TestRealDriver(t *testing.T) {
 			switch l.Kind {
 			case topology.LinkNVLink:
 				lanes += l.Lanes
-				if inv.P2P[i][j].NvLink != nvidia.P2POK {
-					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NvLink)
+				if inv.P2P[i][j].NVLink != nvidia.P2POK {
+					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NVLink)
 				}
 			case topology.LinkNVSwitch:
 				if l.Lanes > g.SwitchLinks {

@@ -61,8 +61,8 @@ type GPU struct {
 	MemoryNUMA int
 	// CPUs is the CPU affinity; empty when unknown.
 	CPUs topology.CPUSet
-	// NvLinks lists every NVLink NVML answered for, active or not.
-	NvLinks []NvLink
+	// NVLinks lists every NVLink NVML answered for, active or not.
+	NVLinks []NVLink
 	// SwitchLinks is the number of active NVLinks into an NVSwitch.
 	SwitchLinks int
 	// Fabric is the fabric-manager registration; nil when the GPU has none
@@ -75,8 +75,8 @@ type GPU struct {
 	Err error
 }
 
-// NvLink is one NVLink of a GPU.
-type NvLink struct {
+// NVLink is one NVLink of a GPU.
+type NVLink struct {
 	// Link is the link number, 0..35.
 	Link int
 	// Active reports the link state.
@@ -85,7 +85,7 @@ type NvLink struct {
 	// zero when unread.
 	RemotePCI topology.PCIAddress
 	// RemoteType is what is at the far end.
-	RemoteType NvLinkDeviceType
+	RemoteType NVLinkDeviceType
 	// RemoteTypeInferred is true when the driver could not say
 	// (nvmlDeviceGetNvLinkRemoteDeviceType missing or unsupported) and the
 	// type was inferred: a GPU of this node when RemotePCI is one, an
@@ -98,9 +98,9 @@ type NvLink struct {
 
 // P2P is the peer-to-peer status of an ordered GPU pair, per capability.
 type P2P struct {
-	// Read, Write, NvLink, Atomics and PCI are the statuses of the P2P
+	// Read, Write, NVLink, Atomics and PCI are the statuses of the P2P
 	// capabilities P2PRead ... P2PPCI.
-	Read, Write, NvLink, Atomics, PCI P2PStatus
+	Read, Write, NVLink, Atomics, PCI P2PStatus
 }
 
 // MIG is a GPU's Multi-Instance GPU capability and state, read from NVML.

@@ -63,13 +63,13 @@ type Device interface {
 	// CPUAffinity returns the bitmask (64 CPUs per word) of the CPUs
 	// closest to the GPU, for up to maxCPUs CPUs.
 	CPUAffinity(maxCPUs int) ([]uint64, error)
-	// NvLinkState reports whether NVLink link is active.
-	NvLinkState(link int) (bool, error)
-	// NvLinkRemotePCIInfo returns the PCI identity of the device at the
+	// NVLinkState reports whether NVLink link is active.
+	NVLinkState(link int) (bool, error)
+	// NVLinkRemotePCIInfo returns the PCI identity of the device at the
 	// far end of link.
-	NvLinkRemotePCIInfo(link int) (PCIInfo, error)
-	// NvLinkRemoteDeviceType returns what is at the far end of link.
-	NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error)
+	NVLinkRemotePCIInfo(link int) (PCIInfo, error)
+	// NVLinkRemoteDeviceType returns what is at the far end of link.
+	NVLinkRemoteDeviceType(link int) (NVLinkDeviceType, error)
 	// TopologyCommonAncestor returns the closest common PCIe ancestor level
 	// of this device and other (a Device of the same Library).
 	TopologyCommonAncestor(other Device) (TopologyLevel, error)
@@ -318,26 +318,26 @@ const (
 	TopologySystem     TopologyLevel = 50 // across sockets (SYS)
 )
 
-// NvLinkDeviceType is what sits at the far end of an NVLink
+// NVLinkDeviceType is what sits at the far end of an NVLink
 // (nvmlIntNvLinkDeviceType_t).
-type NvLinkDeviceType int
+type NVLinkDeviceType int
 
 // NVLink remote device types, with NVML's values.
 const (
-	NvLinkDeviceGPU     NvLinkDeviceType = 0
-	NvLinkDeviceIBMNPU  NvLinkDeviceType = 1
-	NvLinkDeviceSwitch  NvLinkDeviceType = 2
-	NvLinkDeviceUnknown NvLinkDeviceType = 255
+	NVLinkDeviceGPU     NVLinkDeviceType = 0
+	NVLinkDeviceIBMNPU  NVLinkDeviceType = 1
+	NVLinkDeviceSwitch  NVLinkDeviceType = 2
+	NVLinkDeviceUnknown NVLinkDeviceType = 255
 )
 
 // String returns "gpu", "ibmnpu", "switch" or "unknown".
-func (t NvLinkDeviceType) String() string {
+func (t NVLinkDeviceType) String() string {
 	switch t {
-	case NvLinkDeviceGPU:
+	case NVLinkDeviceGPU:
 		return "gpu"
-	case NvLinkDeviceIBMNPU:
+	case NVLinkDeviceIBMNPU:
 		return "ibmnpu"
-	case NvLinkDeviceSwitch:
+	case NVLinkDeviceSwitch:
 		return "switch"
 	}
 	return "unknown"
@@ -351,7 +351,7 @@ type P2PCapability int
 const (
 	P2PRead    P2PCapability = 0
 	P2PWrite   P2PCapability = 1
-	P2PNvLink  P2PCapability = 2
+	P2PNVLink  P2PCapability = 2
 	P2PAtomics P2PCapability = 3
 	P2PPCI     P2PCapability = 4
 )
@@ -418,7 +418,7 @@ func (s FabricState) String() string {
 
 // NVML enumeration bounds the provider iterates over.
 const (
-	maxNvLinks           = 36 // NVML_NVLINK_MAX_LINKS
+	maxNVLinks           = 36 // NVML_NVLINK_MAX_LINKS
 	maxMIGDevices        = 64 // far above any GPU's (7 on A100, H100, B200); bounds a garbage count
 	giProfileCount       = 18 // NVML_GPU_INSTANCE_PROFILE_COUNT
 	ciProfileCount       = 9  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT

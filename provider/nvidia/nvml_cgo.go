@@ -225,22 +225,22 @@ func (x *nvmlDevice) CPUAffinity(maxCPUs int) ([]uint64, error) {
 	return words(w), code(r)
 }
 
-func (x *nvmlDevice) NvLinkState(link int) (bool, error) {
+func (x *nvmlDevice) NVLinkState(link int) (bool, error) {
 	s, r := x.d.GetNvLinkState(link)
 	return s == nvml.FEATURE_ENABLED, code(r)
 }
 
-func (x *nvmlDevice) NvLinkRemotePCIInfo(link int) (PCIInfo, error) {
+func (x *nvmlDevice) NVLinkRemotePCIInfo(link int) (PCIInfo, error) {
 	p, r := x.d.GetNvLinkRemotePciInfo(link)
 	return pciInfo(p), code(r)
 }
 
-func (x *nvmlDevice) NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error) {
+func (x *nvmlDevice) NVLinkRemoteDeviceType(link int) (NVLinkDeviceType, error) {
 	if !x.a.has(symRemoteDeviceType) {
-		return NvLinkDeviceUnknown, CodeFunctionNotFound
+		return NVLinkDeviceUnknown, CodeFunctionNotFound
 	}
 	t, r := x.d.GetNvLinkRemoteDeviceType(link)
-	return NvLinkDeviceType(t), code(r)
+	return NVLinkDeviceType(t), code(r)
 }
 
 func (x *nvmlDevice) TopologyCommonAncestor(other Device) (TopologyLevel, error) {

@@ -151,8 +151,8 @@ func levelName(l nvidia.TopologyLevel) string {
 func checkSwitchesNeverPeers(t *testing.T, want *topology.Node, inv *nvidia.Inventory) {
 	t.Helper()
 	for i, g := range inv.GPUs {
-		for _, l := range g.NvLinks {
-			if l.RemoteType == nvidia.NvLinkDeviceSwitch && l.Peer >= 0 {
+		for _, l := range g.NVLinks {
+			if l.RemoteType == nvidia.NVLinkDeviceSwitch && l.Peer >= 0 {
 				t.Errorf("GPU %d link %d: switch remote resolved to GPU %d", i, l.Link, l.Peer)
 			}
 		}

@@ -13,7 +13,7 @@ type Call struct {
 	// GPU is the device index, -1 for library-level calls.
 	GPU int
 	// Method is the nvidia.Device (or Library, GPUInstance,
-	// ComputeInstance) method name, e.g. "NvLinkState".
+	// ComputeInstance) method name, e.g. "NVLinkState".
 	Method string
 	// Version is the struct version of a versioned call, else 0.
 	Version int
@@ -116,7 +116,7 @@ type Link struct {
 	// RemoteBusID is the far end's bus id in NVML form.
 	RemoteBusID string
 	// RemoteType is what the far end is.
-	RemoteType nvidia.NvLinkDeviceType
+	RemoteType nvidia.NVLinkDeviceType
 }
 
 // Calls returns the number of calls answered or refused since the Machine
@@ -385,21 +385,21 @@ func (d *device) link(method string, l int) (Link, error) {
 	return g.Links[l], nil
 }
 
-func (d *device) NvLinkState(l int) (bool, error) {
-	ln, err := d.link("NvLinkState", l)
+func (d *device) NVLinkState(l int) (bool, error) {
+	ln, err := d.link("NVLinkState", l)
 	return ln.Active, err
 }
 
-func (d *device) NvLinkRemotePCIInfo(l int) (nvidia.PCIInfo, error) {
-	ln, err := d.link("NvLinkRemotePCIInfo", l)
+func (d *device) NVLinkRemotePCIInfo(l int) (nvidia.PCIInfo, error) {
+	ln, err := d.link("NVLinkRemotePCIInfo", l)
 	if err == nil && !ln.Active {
 		err = nvidia.CodeNotSupported
 	}
 	return nvidia.PCIInfo{BusID: ln.RemoteBusID}, err
 }
 
-func (d *device) NvLinkRemoteDeviceType(l int) (nvidia.NvLinkDeviceType, error) {
-	ln, err := d.link("NvLinkRemoteDeviceType", l)
+func (d *device) NVLinkRemoteDeviceType(l int) (nvidia.NVLinkDeviceType, error) {
+	ln, err := d.link("NVLinkRemoteDeviceType", l)
 	if err == nil && !ln.Active {
 		err = nvidia.CodeNotSupported
 	}

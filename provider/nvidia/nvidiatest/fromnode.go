@@ -88,10 +88,10 @@ func FromNode(n *topology.Node) *Machine {
 			m.GPUs[i].P2P[j] = p2pFor(l)
 			if i < j && l.Kind == topology.LinkNVLink {
 				for range l.Lanes {
-					m.GPUs[i].Links = append(m.GPUs[i].Links, Link{Active: true, RemoteBusID: bus[j], RemoteType: nvidia.NvLinkDeviceGPU})
+					m.GPUs[i].Links = append(m.GPUs[i].Links, Link{Active: true, RemoteBusID: bus[j], RemoteType: nvidia.NVLinkDeviceGPU})
 				}
 				for range n.Link(j, i).Lanes {
-					m.GPUs[j].Links = append(m.GPUs[j].Links, Link{Active: true, RemoteBusID: bus[i], RemoteType: nvidia.NvLinkDeviceGPU})
+					m.GPUs[j].Links = append(m.GPUs[j].Links, Link{Active: true, RemoteBusID: bus[i], RemoteType: nvidia.NVLinkDeviceGPU})
 				}
 			}
 		}
@@ -158,7 +158,7 @@ func addSwitches(m *Machine, n *topology.Node) {
 			nsw = min(nsw, lanes[g])
 			for l := range lanes[g] {
 				sw := fmt.Sprintf("%08X:%02X:%02X.0", 0x100+bi, 0xC0+board, l%nsw)
-				m.GPUs[g].Links = append(m.GPUs[g].Links, Link{Active: true, RemoteBusID: sw, RemoteType: nvidia.NvLinkDeviceSwitch})
+				m.GPUs[g].Links = append(m.GPUs[g].Links, Link{Active: true, RemoteBusID: sw, RemoteType: nvidia.NVLinkDeviceSwitch})
 			}
 			maxLanes = max(maxLanes, lanes[g])
 		}
@@ -205,7 +205,7 @@ func p2pFor(l topology.Link) map[nvidia.P2PCapability]nvidia.P2PStatus {
 	ok := map[nvidia.P2PCapability]nvidia.P2PStatus{nvidia.P2PRead: nvidia.P2POK, nvidia.P2PWrite: nvidia.P2POK, nvidia.P2PAtomics: nvidia.P2POK, nvidia.P2PPCI: nvidia.P2POK}
 	switch {
 	case l.Kind.IsFabric():
-		ok[nvidia.P2PNvLink] = nvidia.P2POK
+		ok[nvidia.P2PNVLink] = nvidia.P2POK
 		return ok
 	case l.Kind == topology.LinkSYS || l.Kind == topology.LinkNone:
 		return map[nvidia.P2PCapability]nvidia.P2PStatus{
