@@ -17,6 +17,7 @@ import (
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 )
 
@@ -103,7 +104,7 @@ func TestNVIDIAGPMAbsent(t *testing.T) {
 		{"GPU without GPM", nil},
 		{"driver without GPM", func(c nvidiatest.Call) error {
 			if strings.HasPrefix(c.Method, "GPM") {
-				return nvidia.CodeFunctionNotFound
+				return nvml.CodeFunctionNotFound
 			}
 			return nil
 		}},

@@ -104,7 +104,7 @@
 // compiled only with cgo on Linux; elsewhere [New] without [WithLibrary]
 // yields a provider whose Discover fails with an error wrapping [ErrNoNVML]
 // and errors.ErrUnsupported. Everything else is pure Go behind the narrow
-// [Library] interface, so package nvidiatest's fake NVML exercises all of it
+// nvml.Library interface (package provider/nvidia/nvml), so package nvidiatest's fake NVML exercises all of it
 // in any build. The integration test against a real driver is behind the
 // build tag nvml and is read-only.
 package nvidia

@@ -9,6 +9,7 @@ import (
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -24,10 +25,10 @@ func FuzzNVMLStrings(f *testing.F) {
 	f.Add("00000000:3B:20.0", "1:2:3:4", "GPU", "\xff\xfe")
 	f.Fuzz(func(t *testing.T, bus, remote, uuid, name string) {
 		m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{
-			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvidia.NVLinkDeviceGPU}},
-				Ancestor: map[int]nvidia.TopologyLevel{1: nvidia.TopologySystem}},
-			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NVLinkDeviceUnknown}},
-				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
+			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvml.NVLinkDeviceGPU}},
+				Ancestor: map[int]nvml.TopologyLevel{1: nvml.TopologySystem}},
+			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvml.NVLinkDeviceUnknown}},
+				Ancestor: map[int]nvml.TopologyLevel{0: nvml.TopologySystem}},
 		}}
 		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
 		if err != nil {
@@ -104,9 +105,9 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 }
 
 var (
-	codes  = []nvidia.Code{nvidia.CodeNotSupported, nvidia.CodeGPUIsLost, nvidia.CodeUnknown, nvidia.CodeFunctionNotFound, nvidia.CodeArgumentVersionMismatch, nvidia.CodeInvalidArgument, nvidia.CodeNoPermission, nvidia.CodeTimeout}
-	levels = []nvidia.TopologyLevel{0, 10, 20, 30, 40, 50, 7, -3, 1 << 20}
-	kinds  = []nvidia.NVLinkDeviceType{nvidia.NVLinkDeviceGPU, nvidia.NVLinkDeviceSwitch, nvidia.NVLinkDeviceIBMNPU, nvidia.NVLinkDeviceUnknown, 77}
+	codes  = []nvml.Code{nvml.CodeNotSupported, nvml.CodeGPUIsLost, nvml.CodeUnknown, nvml.CodeFunctionNotFound, nvml.CodeArgumentVersionMismatch, nvml.CodeInvalidArgument, nvml.CodeNoPermission, nvml.CodeTimeout}
+	levels = []nvml.TopologyLevel{0, 10, 20, 30, 40, 50, 7, -3, 1 << 20}
+	kinds  = []nvml.NVLinkDeviceType{nvml.NVLinkDeviceGPU, nvml.NVLinkDeviceSwitch, nvml.NVLinkDeviceIBMNPU, nvml.NVLinkDeviceUnknown, 77}
 )
 
 // randomMachine draws a small machine whose answers are arbitrary: lost
@@ -124,7 +125,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			Name:          "NVIDIA H100 80GB HBM3",
 			BusID:         buses[rapid.IntRange(0, len(buses)-1).Draw(t, "bus")],
 			MemoryNUMA:    rapid.IntRange(-1, 3).Draw(t, "memnuma"),
-			Ancestor:      map[int]nvidia.TopologyLevel{},
+			Ancestor:      map[int]nvml.TopologyLevel{},
 			Lost:          rapid.IntRange(0, 9).Draw(t, "lost") == 0,
 			FabricVersion: rapid.IntRange(0, 3).Draw(t, "fabricv"),
 		}
@@ -147,10 +148,10 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			}
 		}
 		if rapid.Bool().Draw(t, "fabric") {
-			g.Fabric = &nvidia.FabricInfo{ClusterUUID: [16]byte{byte(rapid.IntRange(0, 2).Draw(t, "cluster"))}, CliqueID: uint32(rapid.IntRange(0, 1).Draw(t, "clique")), State: nvidia.FabricState(rapid.IntRange(0, 4).Draw(t, "state"))}
+			g.Fabric = &nvml.FabricInfo{ClusterUUID: [16]byte{byte(rapid.IntRange(0, 2).Draw(t, "cluster"))}, CliqueID: uint32(rapid.IntRange(0, 1).Draw(t, "clique")), State: nvml.FabricState(rapid.IntRange(0, 4).Draw(t, "state"))}
 		}
 		if rapid.Bool().Draw(t, "util") {
-			g.Utilization = &nvidia.Utilization{GPU: uint32(rapid.IntRange(0, 120).Draw(t, "utilgpu")), Memory: uint32(rapid.IntRange(0, 120).Draw(t, "utilmem"))}
+			g.Utilization = &nvml.Utilization{GPU: uint32(rapid.IntRange(0, 120).Draw(t, "utilgpu")), Memory: uint32(rapid.IntRange(0, 120).Draw(t, "utilmem"))}
 		}
 		if rapid.Bool().Draw(t, "temp") {
 			g.TemperatureC = new(rapid.IntRange(-100, 300).Draw(t, "tempc"))
@@ -161,7 +162,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			g.MIG.InfoVersion = rapid.IntRange(0, 3).Draw(t, "infov")
 			if rapid.Bool().Draw(t, "gimem") {
 				total := rapid.Uint64Range(0, 80<<30).Draw(t, "gimemtotal")
-				g.MIG.InstanceMemory = map[int]nvidia.MemoryInfo{rapid.IntRange(0, 7).Draw(t, "gimemstart"): {
+				g.MIG.InstanceMemory = map[int]nvml.MemoryInfo{rapid.IntRange(0, 7).Draw(t, "gimemstart"): {
 					Total: total, Used: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemused"), Free: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemfree"),
 				}}
 			}
@@ -177,7 +178,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 		gpu    int
 		method string
 		after  int
-		code   nvidia.Code
+		code   nvml.Code
 	}
 	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "UtilizationRates", "Temperature", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
 		"NVLinkState", "NVLinkRemotePCIInfo", "NVLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",

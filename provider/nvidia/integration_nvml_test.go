@@ -18,6 +18,7 @@ import (
 
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -75,7 +76,7 @@ func TestRealDriver(t *testing.T) {
 			switch l.Kind {
 			case topology.LinkNVLink:
 				lanes += l.Lanes
-				if inv.P2P[i][j].NVLink != nvidia.P2POK {
+				if inv.P2P[i][j].NVLink != nvml.P2POK {
 					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NVLink)
 				}
 			case topology.LinkNVSwitch:

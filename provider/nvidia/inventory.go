@@ -2,6 +2,7 @@ package nvidia
 
 import (
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -38,15 +39,15 @@ type GPU struct {
 	// Name is the product name.
 	Name string
 	// Architecture is the GPU architecture; ArchUnknown when unread.
-	Architecture Architecture
+	Architecture nvml.Architecture
 	// Memory is the framebuffer total, reserved, used and free bytes.
-	Memory MemoryInfo
+	Memory nvml.MemoryInfo
 	// Utilization is the GPU and memory utilisation NVML sampled; nil when
 	// not reported: the product does not support it, the GPU is in MIG mode
 	// (NVML reports no device utilisation then; per-instance SM
 	// utilisation needs GPM: see [Provider.GPMSampler]), or the read
 	// failed (then Inventory.Warnings says why).
-	Utilization *Utilization
+	Utilization *nvml.Utilization
 	// TemperatureC is the GPU die temperature in degrees Celsius; nil when
 	// not reported (no sensor, or the read failed: see Inventory.Warnings).
 	TemperatureC *int
@@ -67,7 +68,7 @@ type GPU struct {
 	SwitchLinks int
 	// Fabric is the fabric-manager registration; nil when the GPU has none
 	// (not supported, or not a multi-node NVLink system).
-	Fabric *FabricInfo
+	Fabric *nvml.FabricInfo
 	// MIG is the GPU's MIG capability and state.
 	MIG MIG
 	// Err is why the GPU is unhealthy (wrapping ErrDeviceUnreadable and the
@@ -85,7 +86,7 @@ type NVLink struct {
 	// zero when unread.
 	RemotePCI topology.PCIAddress
 	// RemoteType is what is at the far end.
-	RemoteType NVLinkDeviceType
+	RemoteType nvml.NVLinkDeviceType
 	// RemoteTypeInferred is true when the driver could not say
 	// (nvmlDeviceGetNvLinkRemoteDeviceType missing or unsupported) and the
 	// type was inferred: a GPU of this node when RemotePCI is one, an
@@ -100,7 +101,7 @@ type NVLink struct {
 type P2P struct {
 	// Read, Write, NVLink, Atomics and PCI are the statuses of the P2P
 	// capabilities P2PRead ... P2PPCI.
-	Read, Write, NVLink, Atomics, PCI P2PStatus
+	Read, Write, NVLink, Atomics, PCI nvml.P2PStatus
 }
 
 // MIG is a GPU's Multi-Instance GPU capability and state, read from NVML.
@@ -116,7 +117,7 @@ type MIG struct {
 	Instances []MIGInstance
 	// Processes lists the compute processes on the GPU, read when MIG is
 	// on.
-	Processes []Process
+	Processes []nvml.Process
 	// ProcessesKnown is false when NVML would not list the processes
 	// (older driver, no permission).
 	ProcessesKnown bool
@@ -124,7 +125,7 @@ type MIG struct {
 
 // MIGProfile is one GPU-instance profile and its legal placements.
 type MIGProfile struct {
-	GPUInstanceProfileInfo
+	nvml.GPUInstanceProfileInfo
 	// Placements lists every legal placement, free or not.
 	Placements []mig.Placement
 	// NameDerived is true when the driver gave no name (profile info
@@ -135,11 +136,11 @@ type MIGProfile struct {
 
 // MIGInstance is a live GPU instance and its compute instances.
 type MIGInstance struct {
-	GPUInstanceInfo
+	nvml.GPUInstanceInfo
 	// ProfileIndex is the NVML profile index of its profile.
 	ProfileIndex int
 	// ComputeInstances lists its compute instances.
-	ComputeInstances []ComputeInstanceInfo
+	ComputeInstances []nvml.ComputeInstanceInfo
 	// Memory is the instance's memory in bytes as NVML reports it on a
 	// MIG device handle of the instance (total, used, free; reserved from
 	// nvmlDeviceGetMemoryInfo_v2): the exact size, where the profile's
@@ -148,5 +149,5 @@ type MIGInstance struct {
 	// the MIG device calls or answers not supported or no permission, the
 	// reading was implausible, or the read failed (then Inventory.Warnings
 	// says why). The MIG manager does not read it.
-	Memory *MemoryInfo
+	Memory *nvml.MemoryInfo
 }

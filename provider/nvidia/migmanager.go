@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // ErrReadOnly: a MIGManager built without [AllowChanges] was asked to
@@ -210,7 +211,7 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 		n = min(n, maxMIGDevices)
 		for j := range n {
 			md, err := h.MIGDeviceByIndex(j)
-			if codeOf(err) == CodeNotFound {
+			if codeOf(err) == nvml.CodeNotFound {
 				continue
 			}
 			if err != nil {
@@ -223,7 +224,7 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 			if gi != id {
 				continue
 			}
-			u, ok := md.(MIGDeviceUUID)
+			u, ok := md.(nvml.MIGDeviceUUID)
 			if !ok {
 				return fmt.Errorf("%w: this NVML library's MIG devices report no UUID", mig.ErrUnsupported)
 			}
@@ -238,7 +239,7 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 }
 
 // commitStep performs a validated step on GPU g through its handle h.
-func commitStep(h Device, g *GPU, step mig.Step) error {
+func commitStep(h nvml.Device, g *GPU, step mig.Step) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("%w: %s on GPU %d at %v: %w", nvmlSentinel(err), what, g.Index, step.Placement, err)
 	}
@@ -253,7 +254,7 @@ func commitStep(h Device, g *GPU, step mig.Step) error {
 		}
 		return fmt.Errorf("%w: %s on GPU %d", mig.ErrUnknownProfile, step.Profile, g.Index)
 	}
-	var gi GPUInstance
+	var gi nvml.GPUInstance
 	var info MIGInstance
 	for _, p := range g.MIG.Profiles {
 		gis, err := h.GPUInstances(p.GPUInstanceProfileInfo)
@@ -321,8 +322,8 @@ func commitStep(h Device, g *GPU, step mig.Step) error {
 }
 
 // computeInstances lists every compute instance of gi.
-func computeInstances(gi GPUInstance) ([]ComputeInstance, error) {
-	var out []ComputeInstance
+func computeInstances(gi nvml.GPUInstance) ([]nvml.ComputeInstance, error) {
+	var out []nvml.ComputeInstance
 	for idx := range ciProfileCount {
 		cp, err := gi.ComputeInstanceProfileInfo(idx)
 		if err != nil {
@@ -349,13 +350,13 @@ func computeInstances(gi GPUInstance) ([]ComputeInstance, error) {
 // nvmlSentinel maps an NVML refusal to mig's sentinel for it.
 func nvmlSentinel(err error) error {
 	switch codeOf(err) {
-	case CodeInUse:
+	case nvml.CodeInUse:
 		return mig.ErrInUse
-	case CodeInsufficientResources:
+	case nvml.CodeInsufficientResources:
 		return mig.ErrOverlap
-	case CodeInvalidArgument:
+	case nvml.CodeInvalidArgument:
 		return mig.ErrIllegalPlacement
-	case CodeNotSupported, CodeFunctionNotFound:
+	case nvml.CodeNotSupported, nvml.CodeFunctionNotFound:
 		return mig.ErrUnsupported
 	}
 	return ErrMIGOperation

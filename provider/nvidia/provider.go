@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -15,7 +16,7 @@ import (
 // state between calls (each call initialises and shuts NVML down) and is
 // safe for concurrent use.
 type Provider struct {
-	lib      Library
+	lib      nvml.Library
 	libPath  string
 	nodeName string
 	fsys     fs.FS  // the filesystem root for the sysfs fallback
@@ -28,7 +29,7 @@ type Option func(*Provider)
 
 // WithLibrary makes the provider use lib instead of the system's NVML:
 // a fake in tests, or a recording of a real machine.
-func WithLibrary(lib Library) Option { return func(p *Provider) { p.lib = lib } }
+func WithLibrary(lib nvml.Library) Option { return func(p *Provider) { p.lib = lib } }
 
 // WithLibraryPath loads NVML from path instead of the default
 // libnvidia-ml.so.1 (ignored when [WithLibrary] is given).

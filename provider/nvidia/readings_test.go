@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/live"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // TestReadingsFromInventory: an inventory's readings give the same MIG
@@ -14,7 +15,7 @@ import (
 // unavailable and the plain GPU carries its memory in use.
 func TestReadingsFromInventory(t *testing.T) {
 	m := migMachine(t, [3]int{2, 0, 4}, [3]int{0, 5, 1}) // 3g.40gb@0, 1g.10gb@5 on GPU 0
-	m.GPUs[0].Processes = []nvidia.Process{{PID: 4242, UsedMemory: 1 << 30, GPUInstanceID: 1, ComputeInstanceID: 0}}
+	m.GPUs[0].Processes = []nvml.Process{{PID: 4242, UsedMemory: 1 << 30, GPUInstanceID: 1, ComputeInstanceID: 0}}
 	m.GPUs[2].Memory.Used = 30 << 30
 	inv := inspect(t, m)
 

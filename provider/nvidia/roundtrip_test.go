@@ -9,6 +9,7 @@ import (
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -137,10 +138,10 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 	}
 }
 
-func levelName(l nvidia.TopologyLevel) string {
-	return map[nvidia.TopologyLevel]string{
-		nvidia.TopologySingle: "PIX", nvidia.TopologyMultiple: "PXB", nvidia.TopologyHostBridge: "PHB",
-		nvidia.TopologyNode: "NODE", nvidia.TopologySystem: "SYS",
+func levelName(l nvml.TopologyLevel) string {
+	return map[nvml.TopologyLevel]string{
+		nvml.TopologySingle: "PIX", nvml.TopologyMultiple: "PXB", nvml.TopologyHostBridge: "PHB",
+		nvml.TopologyNode: "NODE", nvml.TopologySystem: "SYS",
 	}[l]
 }
 
@@ -152,7 +153,7 @@ func checkSwitchesNeverPeers(t *testing.T, want *topology.Node, inv *nvidia.Inve
 	t.Helper()
 	for i, g := range inv.GPUs {
 		for _, l := range g.NVLinks {
-			if l.RemoteType == nvidia.NVLinkDeviceSwitch && l.Peer >= 0 {
+			if l.RemoteType == nvml.NVLinkDeviceSwitch && l.Peer >= 0 {
 				t.Errorf("GPU %d link %d: switch remote resolved to GPU %d", i, l.Link, l.Peer)
 			}
 		}

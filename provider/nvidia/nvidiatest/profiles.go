@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/mig"
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // Profile tables of real GPUs, written from nvidia-smi mig -lgip/-lgipp
@@ -34,7 +34,7 @@ func table(rows []row) *MIG {
 	g := &MIG{InfoVersion: 3}
 	for _, r := range rows {
 		g.Profiles = append(g.Profiles, MIGProfile{
-			Info: nvidia.GPUInstanceProfileInfo{
+			Info: nvml.GPUInstanceProfileInfo{
 				Index: r.index, ID: r.id, Name: "MIG " + r.name, SliceCount: r.cs, InstanceCount: r.max,
 				MultiprocessorCount: r.sm, MemorySizeMB: r.mib,
 				CopyEngines: r.ce, Decoders: r.dec, JPEGs: r.jpeg, OFAs: r.ofa, P2P: true,

@@ -1,8 +1,7 @@
-package nvidia
+package nvml
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gputopo/gputopo/mig"
 )
@@ -11,7 +10,7 @@ import (
 // so it can be faked completely, including the versioned calls (fabric info
 // v2/v3, MIG profile info v2/v3) whose go-nvml handler structs cannot be
 // mocked. Production code gets an implementation over go-nvml (cgo, Linux);
-// tests inject a fake with [WithLibrary].
+// tests inject a fake with nvidia.WithLibrary.
 //
 // Methods return nil on success and otherwise an error that wraps a [Code]
 // (errors.Is(err, CodeNotSupported) works). No method is called before Init
@@ -414,33 +413,4 @@ func (s FabricState) String() string {
 		return "completed"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
-// NVML enumeration bounds the provider iterates over.
-const (
-	maxNVLinks           = 36 // NVML_NVLINK_MAX_LINKS
-	maxMIGDevices        = 64 // far above any GPU's (7 on A100, H100, B200); bounds a garbage count
-	giProfileCount       = 18 // NVML_GPU_INSTANCE_PROFILE_COUNT
-	ciProfileCount       = 9  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT
-	affinityMaxNUMANodes = 1024
-	affinityMaxCPUs      = 8192
-)
-
-// GPU-instance profile capability bits (version 3).
-const (
-	giCapP2P = 1
-	giCapGfx = 2
-)
-
-// cString returns the NUL-terminated prefix of a C char array, as NVML
-// fills bus ids and names.
-func cString[T ~int8 | ~uint8](b []T) string {
-	var sb strings.Builder
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		sb.WriteByte(byte(c))
-	}
-	return sb.String()
 }
