@@ -8,6 +8,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
+	"github.com/gputopo/gputopo/topology/formats"
 )
 
 func init() {
@@ -58,7 +59,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	case *asDOT:
 		warnStderr(stderr, n)
-		return topology.WriteDOT(stdout, n)
+		return formats.WriteDOT(stdout, n)
 	}
 	fmt.Fprintf(stdout, "%s\n\n", origin)
 	return renderNode(stdout, n)
