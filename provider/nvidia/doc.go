@@ -98,6 +98,21 @@
 // warning), never by a panic. Failures of optional reads become warnings in
 // the [Inventory].
 //
+// # Limits
+//
+// Discovery iterates over NVML's enumerations within fixed bounds, so a
+// driver answering garbage cannot make it loop or allocate without end:
+//
+//	limit                   value   bounds
+//	maxNVLinks              36      NVLinks read per GPU (NVML_NVLINK_MAX_LINKS)
+//	maxMIGDevices           64      MIG devices read per GPU (7 on A100, H100, B200)
+//	giProfileCount          18      GPU-instance profiles probed (NVML_GPU_INSTANCE_PROFILE_COUNT)
+//	ciProfileCount          9       compute-instance profiles probed (NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+//	affinityMaxNUMANodes    1,024   NUMA ids of a GPU's memory affinity
+//	affinityMaxCPUs         8,192   CPUs of a GPU's CPU affinity
+//
+// The node it builds is bounded by topology.MaxDevices.
+//
 // # Builds and tests
 //
 // This is the project's only package with cgo. The go-nvml binding is
