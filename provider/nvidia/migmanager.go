@@ -42,16 +42,23 @@ type MIGManager struct {
 
 var _ mig.PartitionManager = (*MIGManager)(nil)
 
-// MIGOption configures a [MIGManager].
-type MIGOption func(*MIGManager)
+// ManagerOption configures a [MIGManager] (amd.ManagerOption is its AMD
+// counterpart: every hardware provider has Option for New and
+// ManagerOption for PartitionManager).
+type ManagerOption func(*MIGManager)
+
+// MIGOption is [ManagerOption].
+//
+// Deprecated: use ManagerOption.
+type MIGOption = ManagerOption
 
 // AllowChanges lets the manager commit steps to the hardware.
-func AllowChanges() MIGOption { return func(m *MIGManager) { m.commit = true } }
+func AllowChanges() ManagerOption { return func(m *MIGManager) { m.commit = true } }
 
 // PartitionManager returns a MIG partition manager over the provider's
 // NVML. Every hardware provider with partitions makes its manager this way
 // (amd.Provider.PartitionManager too).
-func (p *Provider) PartitionManager(opts ...MIGOption) *MIGManager {
+func (p *Provider) PartitionManager(opts ...ManagerOption) *MIGManager {
 	m := &MIGManager{p: p}
 	for _, o := range opts {
 		o(m)
@@ -63,7 +70,7 @@ func (p *Provider) PartitionManager(opts ...MIGOption) *MIGManager {
 //
 // Deprecated: use PartitionManager, the constructor every hardware
 // provider shares.
-func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager { return p.PartitionManager(opts...) }
+func (p *Provider) MIGManager(opts ...ManagerOption) *MIGManager { return p.PartitionManager(opts...) }
 
 // MIGLayouts returns the current MIG layout of every MIG-capable GPU, with
 // profile tables read from NVML (see GPU.MIGLayout).

@@ -43,7 +43,7 @@ func migMachine(t fataler, instances ...[3]int) *nvidiatest.Machine {
 	return m
 }
 
-func manager(m *nvidiatest.Machine, opts ...nvidia.MIGOption) *nvidia.MIGManager {
+func manager(m *nvidiatest.Machine, opts ...nvidia.ManagerOption) *nvidia.MIGManager {
 	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).PartitionManager(opts...)
 }
 

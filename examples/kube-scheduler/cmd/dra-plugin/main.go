@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	if c.cfg.GPUs, err = nvidiaGPUs(ctx, p); err != nil {
 		return fail(err)
 	}
-	var opts []nvidia.MIGOption
+	var opts []nvidia.ManagerOption
 	if !c.cfg.DryRun {
 		opts = append(opts, nvidia.AllowChanges())
 	}
