@@ -6,9 +6,11 @@
 # the page's browser test (examples/gputopo/webtest).
 #
 # Arguments go to every `go test` (./test.sh -short, ./test.sh -v ...).
-# The nested modules run with -count=1: their tests reach binaries outside
-# the module (etcd, kube-apiserver, Chromium) that Go's test cache does not
-# see. The browser test skips without Chromium unless
+# The nested modules run with -count=1, uncached: the browser test depends
+# on a Chromium outside the module, which Go's test cache does not see, and
+# the kube-scheduler module's end-to-end tests run a real control plane
+# (embedded etcd, kube-apiserver, the scheduler) whose timing a cached pass
+# would not exercise. The browser test skips without Chromium unless
 # GPUTOPO_REQUIRE_BROWSER=1.
 set -euo pipefail
 cd "$(dirname "$0")"

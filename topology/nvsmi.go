@@ -46,7 +46,7 @@ type smiRow struct {
 // Truncated reports whether the row has fewer cells than columns.
 func (r smiRow) Truncated(columns int) bool { return len(r.Cells) < columns }
 
-// NvidiaSMIOptions tunes [ParseNvidiaSMI] and smiTable.Node].
+// NvidiaSMIOptions tunes [ParseNvidiaSMI] and smiTable.Node.
 type NvidiaSMIOptions struct {
 	// Name is the node name.
 	Name string
@@ -84,7 +84,7 @@ func isSMICell(tok string) bool {
 //
 // Without a header line the columns are synthesized: the GPU count is the
 // largest position of an "X" or "NV#" cell in any row plus one (override
-// with opts.GPUCount in smiTable.Node]'s caller, [ParseNvidiaSMI]), and the
+// with opts.GPUCount in smiTable.Node's caller, [ParseNvidiaSMI]), and the
 // remaining cells are named NIC0, NIC1, ...
 //
 // Errors wrap [ErrParse] and name the line. Input beyond [MaxSMIBytes],
@@ -571,8 +571,17 @@ func knownModel(model string) bool {
 	return false
 }
 
-// ParseNvidiaSMI reads `nvidia-smi topo -m` output (see readSMITable)
-// and converts it with smiTable.Node].
+// ParseNvidiaSMI reads `nvidia-smi topo -m` output and returns the
+// validated [Node] it describes. It accepts tabs or spaces, with or
+// without the trailing legends, NIC rows and columns, the CPU Affinity,
+// NUMA Affinity and GPU NUMA ID columns, and rows cut short (the cells
+// present are kept). Without a header line the columns are synthesized:
+// the GPU count is opts.GPUCount, or else the largest position of an "X"
+// or "NV#" cell in any row plus one, and the remaining cells are NICs.
+//
+// Errors wrap [ErrParse] and name the line and cell. Input beyond
+// [MaxSMIBytes] and tables beyond the limits in the package documentation
+// fail with an error wrapping [ErrLimit], as soon as the limit is crossed.
 func ParseNvidiaSMI(r io.Reader, opts NvidiaSMIOptions) (*Node, error) {
 	t, err := parseSMITable(r, opts.GPUCount)
 	if err != nil {
