@@ -66,8 +66,8 @@
 // (inference), all-<quarter>, all-<half>, balanced and whole-gpu
 // (training); users add their own in a JSON file ([ParseTemplateFile],
 // [ReadTemplateFile], [MarshalTemplateFile], schema
-// [TemplateFileSchema], bounded by [MaxTemplateFileBytes],
-// [MaxTemplates] and [MaxTemplateEntries]). [ChooseTemplate] picks, for a
+// [TemplateFileSchema], bounded by maxTemplateFileBytes,
+// maxTemplates and maxTemplateEntries). [ChooseTemplate] picks, for a
 // set of GPUs and a demand [Mix] of request counts, the template that
 // serves the most demand (Σ min(requests, instances) × memory slices per
 // profile) among those whose transition the [Policy] allows, and plans the
@@ -87,12 +87,27 @@
 //
 // # Limits
 //
-// Inputs are bounded: a layout file by [MaxFileBytes], [MaxFileGPUs],
-// [MaxFileModels], [MaxNameBytes] and [MaxAMDWork]; a model's aliases and
-// PCI IDs by [MaxModelNames]; a [Mix] by [MaxMixTotal] (weights finite and
-// not negative, see [Mix.Validate]). Errors for inputs over a size limit
-// wrap topology.ErrLimit. Zero values and nil pointers of the package's
-// types return errors (or empty results), never panic.
+// Inputs are bounded, and errors for inputs over a size limit wrap
+// topology.ErrLimit and name the limit. [MaxSlots] is exported (callers
+// size per-GPU tables by it); the others are documented here:
+//
+//	limit                   value        bounds
+//	MaxSlots                16           instances (memory-slice slots) of one GPU
+//	maxFileBytes            16 MiB       a layout file
+//	maxFileGPUs             100,000      GPUs of a layout file
+//	maxFileModels           64           models of a layout file
+//	maxNameBytes            256          a name in a layout or template file
+//	maxAMDWork              64           work items of one AMD GPU in a file
+//	maxModelNames           64           aliases and PCI IDs of one model
+//	maxMixTotal             1e300        the sum of a Mix's weights (each finite, not negative)
+//	maxNoPlanExamples       3            examples per cause in a NoPlanError
+//	maxArrangeSteps         2^20         placements a template arrangement search tries
+//	maxTemplateFileBytes    1 MiB        a template file
+//	maxTemplates            1,024        templates of a template file
+//	maxTemplateEntries      MaxSlots     profile entries of one template
+//
+// Zero values and nil pointers of the package's types return errors (or
+// empty results), never panic; see [Mix.Validate] for a Mix's weights.
 //
 // # AMD
 //

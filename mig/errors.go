@@ -82,9 +82,9 @@ func malformed(kind error, format string, args ...any) error {
 	return &parseError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
-// MaxNoPlanExamples bounds the example reasons a NoPlanError keeps per
+// maxNoPlanExamples bounds the example reasons a NoPlanError keeps per
 // cause, so that the error stays small however large the fleet is.
-const MaxNoPlanExamples = 3
+const maxNoPlanExamples = 3
 
 // NoPlanCause classifies why one way of making room (a GPU and placement
 // for MIG, a GPU and mode for AMD) was rejected.
@@ -149,7 +149,7 @@ type CauseCount struct {
 
 // NoPlanError says why no defragmentation plan exists. It wraps ErrNoPlan.
 // Its size is bounded whatever the fleet: Causes has one entry per cause
-// and Reasons at most MaxNoPlanExamples examples per cause.
+// and Reasons at most maxNoPlanExamples examples per cause.
 type NoPlanError struct {
 	// Request is the pending request, as text.
 	Request string
@@ -158,7 +158,7 @@ type NoPlanError struct {
 	Causes []CauseCount
 	// Reasons are examples, most decisive first, of why a way of making
 	// room was rejected ("gpu1 {0}:8: train-a (7g.80gb) may not be moved
-	// (moves are disabled) or evicted (...)"): at most MaxNoPlanExamples
+	// (moves are disabled) or evicted (...)"): at most maxNoPlanExamples
 	// per cause.
 	Reasons []string
 }
@@ -220,12 +220,12 @@ func (r *reasonLog) add(c NoPlanCause) bool {
 	}
 	r.causes[i].Count++
 	r.last = i
-	return r.perCause[i] < MaxNoPlanExamples
+	return r.perCause[i] < maxNoPlanExamples
 }
 
 // example records an example for the cause last passed to add.
 func (r *reasonLog) example(s string) {
-	if r.perCause[r.last] >= MaxNoPlanExamples || slices.Contains(r.examples, s) {
+	if r.perCause[r.last] >= maxNoPlanExamples || slices.Contains(r.examples, s) {
 		return
 	}
 	r.perCause[r.last]++

@@ -17,20 +17,20 @@ const LayoutFileSchema = "gputopo-mig/v1"
 // Limits on what ParseLayoutFile and ReadLayoutFile accept. A file over a limit is
 // rejected with an error wrapping topology.ErrLimit (and ErrParse) before
 // the part over the limit is processed; decoding a file costs memory
-// proportional to its size (bounded by MaxFileBytes).
+// proportional to its size (bounded by maxFileBytes).
 const (
-	// MaxFileBytes bounds a layout file.
-	MaxFileBytes = 16 << 20
-	// MaxFileGPUs bounds the GPUs (MIG and AMD together) in a layout file.
-	MaxFileGPUs = 100_000
-	// MaxFileModels bounds the profile tables a layout file brings along.
-	MaxFileModels = 64
-	// MaxNameBytes bounds every name in a layout file: GPU, model, hive,
+	// maxFileBytes bounds a layout file.
+	maxFileBytes = 16 << 20
+	// maxFileGPUs bounds the GPUs (MIG and AMD together) in a layout file.
+	maxFileGPUs = 100_000
+	// maxFileModels bounds the profile tables a layout file brings along.
+	maxFileModels = 64
+	// maxNameBytes bounds every name in a layout file: GPU, model, hive,
 	// owner, profile.
-	MaxNameBytes = 256
-	// MaxAMDWork bounds the work entries of one AMD GPU (a GPU has at most
+	maxNameBytes = 256
+	// maxAMDWork bounds the work entries of one AMD GPU (a GPU has at most
 	// 64 partitions).
-	MaxAMDWork = 64
+	maxAMDWork = 64
 )
 
 // LayoutFile is the content of a layout file: MIG GPUs, AMD GPUs, and profile
@@ -108,7 +108,7 @@ func ParseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 		c = DefaultCatalog()
 	}
 	var fj fileJSON
-	if err := decodeJSONFile(data, "layout file", MaxFileBytes, "MaxFileBytes", &fj, &fj.Schema, LayoutFileSchema); err != nil {
+	if err := decodeJSONFile(data, "layout file", maxFileBytes, "maxFileBytes", &fj, &fj.Schema, LayoutFileSchema); err != nil {
 		return nil, err
 	}
 	if err := fj.limits(); err != nil {
@@ -207,16 +207,16 @@ func (fj *fileJSON) limits() error {
 		return fmt.Errorf("%w: %w: %s: %d, more than %s (%d)", ErrParse, topology.ErrLimit, what, n, name, limit)
 	}
 	name := func(at, field, s string) error {
-		if len(s) > MaxNameBytes {
-			return fmt.Errorf("%w: %w: %s: %s has %d bytes, more than MaxNameBytes (%d)", ErrParse, topology.ErrLimit, at, field, len(s), MaxNameBytes)
+		if len(s) > maxNameBytes {
+			return fmt.Errorf("%w: %w: %s: %s has %d bytes, more than maxNameBytes (%d)", ErrParse, topology.ErrLimit, at, field, len(s), maxNameBytes)
 		}
 		return nil
 	}
-	if n := len(fj.GPUs) + len(fj.AMD); n > MaxFileGPUs {
-		return over("GPUs in the file", n, MaxFileGPUs, "MaxFileGPUs")
+	if n := len(fj.GPUs) + len(fj.AMD); n > maxFileGPUs {
+		return over("GPUs in the file", n, maxFileGPUs, "maxFileGPUs")
 	}
-	if len(fj.Models) > MaxFileModels {
-		return over("models in the file", len(fj.Models), MaxFileModels, "MaxFileModels")
+	if len(fj.Models) > maxFileModels {
+		return over("models in the file", len(fj.Models), maxFileModels, "maxFileModels")
 	}
 	for i, m := range fj.Models {
 		if err := name(fmt.Sprintf("models[%d]", i), "name", m.Name); err != nil {
@@ -243,8 +243,8 @@ func (fj *fileJSON) limits() error {
 		if err := errors.Join(name(at, "gpu", g.GPU), name(at, "model", g.Model), name(at, "hive", g.Hive)); err != nil {
 			return err
 		}
-		if len(g.Work) > MaxAMDWork {
-			return over(at+": work", len(g.Work), MaxAMDWork, "MaxAMDWork")
+		if len(g.Work) > maxAMDWork {
+			return over(at+": work", len(g.Work), maxAMDWork, "maxAMDWork")
 		}
 		for k, w := range g.Work {
 			if err := name(fmt.Sprintf("%s.work[%d]", at, k), "owner", w.Owner); err != nil {
@@ -255,10 +255,10 @@ func (fj *fileJSON) limits() error {
 	return nil
 }
 
-// ReadLayoutFile is ParseLayoutFile from a reader: at most MaxFileBytes+1 bytes are
+// ReadLayoutFile is ParseLayoutFile from a reader: at most maxFileBytes+1 bytes are
 // read, and a longer input is an error wrapping topology.ErrLimit.
 func ReadLayoutFile(r io.Reader, c *Catalog) (*LayoutFile, error) {
-	data, err := readFileLimited(r, "layout file", MaxFileBytes, "MaxFileBytes")
+	data, err := readFileLimited(r, "layout file", maxFileBytes, "maxFileBytes")
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func TestParseFileErrors(t *testing.T) {
 		assert.ErrorIs(t, err, tc.want, name)
 		assert.ErrorIs(t, err, ErrParse, name)
 	}
-	big := strings.Repeat(" ", MaxFileBytes+1)
+	big := strings.Repeat(" ", maxFileBytes+1)
 	if _, err := ReadLayoutFile(strings.NewReader(big), nil); !errors.Is(err, ErrParse) {
 		t.Errorf("oversized: %v", err)
 	}

@@ -9,17 +9,17 @@ import (
 
 // Mix is a demand mix: how much each profile is wanted, by profile name
 // ("3g.40gb": 2, "1g.10gb": 5). Weights are relative; each must be finite
-// and not negative, and together they may not exceed MaxMixTotal (see
+// and not negative, and together they may not exceed maxMixTotal (see
 // Validate). Names a GPU's model lacks are ignored for that GPU, so one mix
 // can span models. A nil or empty Mix weighs every profile of a model 1.
 type Mix map[string]float64
 
-// MaxMixTotal bounds the sum of a Mix's weights, so that weighted slot
+// maxMixTotal bounds the sum of a Mix's weights, so that weighted slot
 // counts (a weight times at most MaxSlots² slots) stay finite.
-const MaxMixTotal = 1e300
+const maxMixTotal = 1e300
 
 // Validate checks the mix: well-formed profile names, weights finite and
-// not negative, their sum at most MaxMixTotal. Errors wrap ErrBadMix (and
+// not negative, their sum at most maxMixTotal. Errors wrap ErrBadMix (and
 // ErrBadProfileName for a malformed name).
 func (x Mix) Validate() error {
 	sum := 0.0
@@ -32,8 +32,8 @@ func (x Mix) Validate() error {
 		}
 		sum += v
 	}
-	if sum > MaxMixTotal {
-		return fmt.Errorf("%w: weights sum to %v, more than MaxMixTotal (%v)", ErrBadMix, sum, MaxMixTotal)
+	if sum > maxMixTotal {
+		return fmt.Errorf("%w: weights sum to %v, more than maxMixTotal (%v)", ErrBadMix, sum, maxMixTotal)
 	}
 	return nil
 }

@@ -14,8 +14,8 @@ import (
 // indexes).
 const maxProfiles = 32
 
-// MaxModelNames bounds a ModelSpec's aliases and its PCI device IDs.
-const MaxModelNames = 64
+// maxModelNames bounds a ModelSpec's aliases and its PCI device IDs.
+const maxModelNames = 64
 
 // ModelSpec describes a GPU model's MIG profile table, for NewModel. The
 // NVIDIA provider fills one from NVML (GetGpuInstanceProfileInfo and
@@ -78,9 +78,9 @@ func NewModel(spec ModelSpec) (*Model, error) {
 	if len(spec.Profiles) == 0 || len(spec.Profiles) > maxProfiles {
 		return bad("%d profiles; want 1..%d", len(spec.Profiles), maxProfiles)
 	}
-	if len(spec.Aliases) > MaxModelNames || len(spec.PCIDeviceIDs) > MaxModelNames {
-		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than MaxModelNames (%d)",
-			ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), MaxModelNames)
+	if len(spec.Aliases) > maxModelNames || len(spec.PCIDeviceIDs) > maxModelNames {
+		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than maxModelNames (%d)",
+			ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), maxModelNames)
 	}
 	m := &Model{byName: map[ProfileName]int{}, byID: map[int]int{}}
 	m.spec = spec

@@ -138,7 +138,7 @@ func TestMixValidate(t *testing.T) {
 		_, err = NewFleet(context.Background(), []*Layout{l}, PlaceOptions{Mix: mix})
 		require.ErrorIs(t, err, ErrBadMix, name)
 	}
-	big := Mix{"1g.10gb": MaxMixTotal / 2, "7g.80gb": MaxMixTotal / 2}
+	big := Mix{"1g.10gb": maxMixTotal / 2, "7g.80gb": maxMixTotal / 2}
 	require.NoError(t, big.Validate())
 	f, err := l.Fragmentation(big)
 	require.NoError(t, err)
@@ -201,18 +201,18 @@ func TestParseFileAdversarial(t *testing.T) {
 		}
 		return `{"models":[` + strings.Join(parts, ",") + `]}`
 	}
-	long := strings.Repeat("x", MaxNameBytes+1)
+	long := strings.Repeat("x", maxNameBytes+1)
 	for name, tc := range map[string]struct {
 		doc  string
 		want []error
 	}{
-		"too many GPUs":   {gpus(MaxFileGPUs+1, `{"gpu":"g%d","model":"A30"}`), []error{topology.ErrLimit, ErrParse}},
+		"too many GPUs":   {gpus(maxFileGPUs+1, `{"gpu":"g%d","model":"A30"}`), []error{topology.ErrLimit, ErrParse}},
 		"many instances":  {inst(MaxSlots + 1), []error{topology.ErrLimit, ErrParse}},
-		"too many models": {models(MaxFileModels + 1), []error{topology.ErrLimit, ErrParse}},
+		"too many models": {models(maxFileModels + 1), []error{topology.ErrLimit, ErrParse}},
 		"long owner":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"owner":"` + long + `"}]}]}`, []error{topology.ErrLimit}},
 		"long gpu name":   {`{"gpus":[{"gpu":"` + long + `","model":"A30"}]}`, []error{topology.ErrLimit}},
 		"long hive":       {`{"amd":[{"gpu":"a","hive":"` + long + `","model":"MI300X","compute":"SPX","memory":"NPS1"}]}`, []error{topology.ErrLimit}},
-		"amd work":        {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[` + strings.Repeat(`{"partition":0},`, MaxAMDWork) + `{"partition":1}]}]}`, []error{topology.ErrLimit}},
+		"amd work":        {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[` + strings.Repeat(`{"partition":0},`, maxAMDWork) + `{"partition":1}]}]}`, []error{topology.ErrLimit}},
 		"1e9 slots":       {`{"models":[{"name":"X","slots":1000000000,"profiles":[]}]}`, []error{ErrInvalidModel, ErrParse}},
 		"1e9 instances":   {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"maxInstances":1000000000,"placements":[{"start":0,"size":1}]}]}]}`, []error{ErrInvalidModel}},
 		"huge start":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
@@ -232,12 +232,12 @@ func TestParseFileAdversarial(t *testing.T) {
 		}
 		assert.Less(t, n, uint64(hostile.RaceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
 	}
-	// Over MaxFileBytes, from a reader that never ends.
+	// Over maxFileBytes, from a reader that never ends.
 	var err error
 	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
 	require.ErrorIs(t, err, topology.ErrLimit)
-	assert.Less(t, n, uint64(hostile.RaceSlack*(3*MaxFileBytes+(8<<20))))
-	_, err = ParseLayoutFile(make([]byte, MaxFileBytes+1), nil)
+	assert.Less(t, n, uint64(hostile.RaceSlack*(3*maxFileBytes+(8<<20))))
+	_, err = ParseLayoutFile(make([]byte, maxFileBytes+1), nil)
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 
@@ -281,7 +281,7 @@ func TestNoPlanBounded(t *testing.T) {
 		require.ErrorAs(t, err, &npe)
 		require.ErrorIs(t, err, ErrNoPlan)
 		assert.Equal(t, 2*n, npe.Rejected(), "one rejection per GPU and 3g placement")
-		assert.LessOrEqual(t, len(npe.Reasons), MaxNoPlanExamples*len(npe.Causes))
+		assert.LessOrEqual(t, len(npe.Reasons), maxNoPlanExamples*len(npe.Causes))
 		assert.Contains(t, err.Error(), "no free placements to move")
 		sizes = append(sizes, len(err.Error()))
 	}
@@ -295,7 +295,7 @@ func TestNoPlanBounded(t *testing.T) {
 	_, err = PlanDefrag(context.Background(), fullFleet(t, 50, 2), req, Policy{MoveAnyPriority: true, MaxDisruptions: 2})
 	require.ErrorAs(t, err, &npe)
 	assert.Equal(t, []CauseCount{{CauseBudget, 100}}, npe.Causes)
-	assert.Len(t, npe.Reasons, MaxNoPlanExamples)
+	assert.Len(t, npe.Reasons, maxNoPlanExamples)
 }
 
 // TestPlanAMDHugeHive: a hive of thousands of busy GPUs plans in about

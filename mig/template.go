@@ -92,8 +92,8 @@ func (t Template) Resolve(m *Model) ([]Instance, error) {
 	}
 	ins, ok := m.arrange(items)
 	if !ok {
-		return nil, fmt.Errorf("%w: template %q: the profiles fit no legal arrangement on %s (searched at most MaxArrangeSteps, %d, placements)",
-			ErrInvalidLayout, t.Name, m.Name(), MaxArrangeSteps)
+		return nil, fmt.Errorf("%w: template %q: the profiles fit no legal arrangement on %s (searched at most maxArrangeSteps, %d, placements)",
+			ErrInvalidLayout, t.Name, m.Name(), maxArrangeSteps)
 	}
 	l, err := NewLayout(t.Name, m, ins...)
 	if err != nil {
@@ -137,12 +137,12 @@ func (m *Model) arrangements(items []int) [][]Instance {
 	return out
 }
 
-// MaxArrangeSteps bounds the placements the arrangement search tries for
+// maxArrangeSteps bounds the placements the arrangement search tries for
 // one template (real tables need a few dozen; a hostile custom table with
 // many same-size profiles could otherwise need factorially many). A
 // template whose arrangement is not found within it is reported as fitting
 // no legal arrangement.
-const MaxArrangeSteps = 1 << 20
+const maxArrangeSteps = 1 << 20
 
 // eachArrangement calls yield with every legal arrangement of the
 // instances of profile indexes items on an empty GPU of m (within the
@@ -180,7 +180,7 @@ func (m *Model) eachArrangement(items []int, yield func([]Instance) bool) {
 		}
 		p := &ps[items[k]]
 		for _, pl := range p.Placements {
-			if steps++; steps > MaxArrangeSteps {
+			if steps++; steps > maxArrangeSteps {
 				return false
 			}
 			if pl.Start < minStart {

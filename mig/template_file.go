@@ -14,14 +14,14 @@ const TemplateFileSchema = "gputopo-mig-templates/v1"
 
 // Limits on what ParseTemplateFile accepts; a file over one is rejected
 // with an error wrapping topology.ErrLimit and ErrParse. Names are bounded
-// by MaxNameBytes as in layout files.
+// by maxNameBytes as in layout files.
 const (
-	// MaxTemplateFileBytes bounds a template file.
-	MaxTemplateFileBytes = 1 << 20
-	// MaxTemplates bounds the templates in a file.
-	MaxTemplates = 1024
-	// MaxTemplateEntries bounds one template's profile entries.
-	MaxTemplateEntries = MaxSlots
+	// maxTemplateFileBytes bounds a template file.
+	maxTemplateFileBytes = 1 << 20
+	// maxTemplates bounds the templates in a file.
+	maxTemplates = 1024
+	// maxTemplateEntries bounds one template's profile entries.
+	maxTemplateEntries = MaxSlots
 )
 
 // templateFileJSON is the JSON form of a template file:
@@ -51,22 +51,22 @@ func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 		c = DefaultCatalog()
 	}
 	var fj templateFileJSON
-	if err := decodeJSONFile(data, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes", &fj, &fj.Schema, TemplateFileSchema); err != nil {
+	if err := decodeJSONFile(data, "template file", maxTemplateFileBytes, "maxTemplateFileBytes", &fj, &fj.Schema, TemplateFileSchema); err != nil {
 		return nil, err
 	}
-	if len(fj.Templates) > MaxTemplates {
-		return nil, fmt.Errorf("%w: %w: %d templates, more than MaxTemplates (%d)", ErrParse, topology.ErrLimit, len(fj.Templates), MaxTemplates)
+	if len(fj.Templates) > maxTemplates {
+		return nil, fmt.Errorf("%w: %w: %d templates, more than maxTemplates (%d)", ErrParse, topology.ErrLimit, len(fj.Templates), maxTemplates)
 	}
 	seen := map[[2]string]bool{}
 	for i, t := range fj.Templates {
 		at := fmt.Sprintf("templates[%d]", i)
 		for _, s := range []string{t.Name, t.Model, t.Purpose} {
-			if len(s) > MaxNameBytes {
-				return nil, fmt.Errorf("%w: %w: %s: a name has %d bytes, more than MaxNameBytes (%d)", ErrParse, topology.ErrLimit, at, len(s), MaxNameBytes)
+			if len(s) > maxNameBytes {
+				return nil, fmt.Errorf("%w: %w: %s: a name has %d bytes, more than maxNameBytes (%d)", ErrParse, topology.ErrLimit, at, len(s), maxNameBytes)
 			}
 		}
-		if len(t.Profiles) > MaxTemplateEntries {
-			return nil, fmt.Errorf("%w: %w: %s: %d profile entries, more than MaxTemplateEntries (%d)", ErrParse, topology.ErrLimit, at, len(t.Profiles), MaxTemplateEntries)
+		if len(t.Profiles) > maxTemplateEntries {
+			return nil, fmt.Errorf("%w: %w: %s: %d profile entries, more than maxTemplateEntries (%d)", ErrParse, topology.ErrLimit, at, len(t.Profiles), maxTemplateEntries)
 		}
 		if t.Name == "" {
 			return nil, fmt.Errorf("%w: %w: %s: no name", ErrParse, ErrInvalidLayout, at)
@@ -93,10 +93,10 @@ func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 }
 
 // ReadTemplateFile is ParseTemplateFile from a reader: at most
-// MaxTemplateFileBytes+1 bytes are read, and a longer input is an error
+// maxTemplateFileBytes+1 bytes are read, and a longer input is an error
 // wrapping topology.ErrLimit.
 func ReadTemplateFile(r io.Reader, c *Catalog) ([]Template, error) {
-	data, err := readFileLimited(r, "template file", MaxTemplateFileBytes, "MaxTemplateFileBytes")
+	data, err := readFileLimited(r, "template file", maxTemplateFileBytes, "maxTemplateFileBytes")
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func TestTemplateResolveErrors(t *testing.T) {
 	// A hostile table: 16 one-slice profiles on 16 slices, each placeable
 	// anywhere except two that share their only slice. No arrangement
 	// exists and the search would try about 14! orders; it stops after
-	// MaxArrangeSteps placements.
+	// maxArrangeSteps placements.
 	spec := ModelSpec{Name: "H16", Slots: 16}
 	var entries []TemplateEntry
 	for i := range 16 {
@@ -112,7 +112,7 @@ func TestTemplateResolveErrors(t *testing.T) {
 	before := ms.TotalAlloc
 	_, err = Template{Name: "hostile", Model: "H16", Profiles: entries}.Resolve(h16)
 	assert.ErrorIs(t, err, ErrInvalidLayout)
-	assert.ErrorContains(t, err, "MaxArrangeSteps")
+	assert.ErrorContains(t, err, "maxArrangeSteps")
 	runtime.ReadMemStats(&ms)
 	assert.Less(t, ms.TotalAlloc-before, uint64(1<<20), "the bounded search allocates little")
 	// An alias names the model too; 4g and 3g do fit side by side.
@@ -140,8 +140,8 @@ func TestTemplateFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "A100-80GB", got[0].Model)
 
-	long := strings.Repeat("n", MaxNameBytes+1)
-	many := `{"templates":[` + strings.Repeat(`{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]},`, MaxTemplates) +
+	long := strings.Repeat("n", maxNameBytes+1)
+	many := `{"templates":[` + strings.Repeat(`{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]},`, maxTemplates) +
 		`{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`
 	for _, c := range []struct {
 		name, in string
@@ -158,15 +158,15 @@ func TestTemplateFile(t *testing.T) {
 		{"illegal", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"4g.24gb","count":1},{"profile":"1g.6gb","count":1}]}]}`, ErrInvalidLayout},
 		{"duplicate", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]},{"name":"a","model":"A30-24GB","profiles":[{"profile":"1g.6gb","count":2}]}]}`, ErrInvalidLayout},
 		{"long name", `{"templates":[{"name":"` + long + `","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`, topology.ErrLimit},
-		{"many entries", `{"templates":[{"name":"a","model":"A30","profiles":[` + strings.Repeat(`{"profile":"1g.6gb","count":1},`, MaxTemplateEntries) + `{"profile":"1g.6gb","count":1}]}]}`, topology.ErrLimit},
+		{"many entries", `{"templates":[{"name":"a","model":"A30","profiles":[` + strings.Repeat(`{"profile":"1g.6gb","count":1},`, maxTemplateEntries) + `{"profile":"1g.6gb","count":1}]}]}`, topology.ErrLimit},
 		{"many templates", many, topology.ErrLimit},
-		{"size", `{"templates":[],"schema":"` + strings.Repeat(" ", MaxTemplateFileBytes) + `"}`, topology.ErrLimit},
+		{"size", `{"templates":[],"schema":"` + strings.Repeat(" ", maxTemplateFileBytes) + `"}`, topology.ErrLimit},
 	} {
 		_, err := ParseTemplateFile([]byte(c.in), nil)
 		assert.ErrorIs(t, err, c.want, c.name)
 		assert.ErrorIs(t, err, ErrParse, c.name)
 	}
-	_, err = ReadTemplateFile(strings.NewReader(strings.Repeat(" ", MaxTemplateFileBytes+1)), nil)
+	_, err = ReadTemplateFile(strings.NewReader(strings.Repeat(" ", maxTemplateFileBytes+1)), nil)
 	assert.ErrorIs(t, err, topology.ErrLimit)
 	_, err = ReadTemplateFile(nil, nil)
 	assert.ErrorIs(t, err, ErrParse)

@@ -23,8 +23,15 @@ type TopologyProvider interface {
 	Name() string
 	// Discover returns the node's topology. It returns an error wrapping
 	// [ErrNotDetected] when the provider finds nothing it can describe here
-	// (no driver, no devices of its kind), so [Detect] can move on.
+	// (no driver, no devices of its kind), so detection (package provider/detect) can move on.
 	Discover(ctx context.Context) (*topology.Node, error)
+}
+
+// Annotator is implemented by providers whose answers need caveats, such
+// as the sysfs fallback, which sees PCIe paths but no NVLink or xGMI.
+// detect.Detect copies the notes into its report.
+type Annotator interface {
+	Notes(n *topology.Node) []string
 }
 
 // ErrNotDetected says a provider found nothing to describe on this machine:

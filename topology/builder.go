@@ -10,10 +10,10 @@ import (
 
 // Builder assembles and validates a [Node]. Setters record input and never
 // fail; [Builder.Build] checks everything at once and reports the problems
-// (the first [MaxReportedProblems] of them, then a count of the rest), each
+// (the first maxReportedProblems of them, then a count of the rest), each
 // naming the device or pair at fault.
 //
-// A Builder holds at most [MaxDevices] devices and [MaxNICs] NICs: further
+// A Builder holds at most [MaxDevices] devices and maxNICs NICs: further
 // AddDevice and AddNIC calls are counted but not stored, and Build then
 // fails with an error wrapping [ErrLimit] before allocating anything that
 // grows with the device count.
@@ -122,13 +122,13 @@ func (b *Builder) SetLinkPair(a, c int, l Link) *Builder {
 }
 
 // AddNIC adds a NIC; its index is the number of NICs added before it. A NIC
-// beyond the [MaxNICs]th is not stored; Build then fails with an error
+// beyond the maxNICsth is not stored; Build then fails with an error
 // wrapping [ErrLimit].
 func (b *Builder) AddNIC(nic NIC) *Builder {
 	if b == nil {
 		return nil
 	}
-	if len(b.nics) >= MaxNICs {
+	if len(b.nics) >= maxNICs {
 		b.extraNICs++
 		return b
 	}
@@ -147,21 +147,21 @@ func (b *Builder) SetNICLink(dev, nic int, kind LinkKind) *Builder {
 }
 
 // SetNUMADistances sets the NUMA distance table (SLIT, 10 = local); row i
-// is NUMA node i. A table of more than [MaxNUMANodes] rows is not copied;
+// is NUMA node i. A table of more than maxNUMANodes rows is not copied;
 // Build then fails with an error wrapping [ErrLimit].
 func (b *Builder) SetNUMADistances(d [][]int) *Builder {
 	if b == nil {
 		return nil
 	}
 	b.numaRows = len(d)
-	if d == nil || len(d) > MaxNUMANodes {
+	if d == nil || len(d) > maxNUMANodes {
 		b.numa = nil
 		return b
 	}
 	b.numa = make([][]int, len(d))
 	for i, r := range d {
-		if len(r) > MaxNUMANodes {
-			r = r[:MaxNUMANodes+1] // enough to be reported as ragged
+		if len(r) > maxNUMANodes {
+			r = r[:maxNUMANodes+1] // enough to be reported as ragged
 		}
 		b.numa[i] = slices.Clone(r)
 	}
@@ -178,7 +178,7 @@ func (b *Builder) SetFabric(f FabricDomain) *Builder {
 }
 
 // problems collects validation errors and warnings, keeping the first
-// MaxReportedProblems of each and counting the rest.
+// maxReportedProblems of each and counting the rest.
 type problems struct {
 	errs             []error
 	omitted          int
@@ -191,7 +191,7 @@ type problems struct {
 // counts the error as omitted under sentinel. Callers that format a
 // costly detail check it first.
 func (p *problems) room(sentinel error) bool {
-	if len(p.errs) < MaxReportedProblems {
+	if len(p.errs) < maxReportedProblems {
 		return true
 	}
 	p.omitted++
@@ -222,7 +222,7 @@ func (p *problems) err() error {
 // warnRoom reports whether another warning would be kept, counting it as
 // omitted when not.
 func (p *problems) warnRoom() bool {
-	if len(p.warnings) < MaxReportedProblems {
+	if len(p.warnings) < maxReportedProblems {
 		return true
 	}
 	p.omittedWarnings++
@@ -231,20 +231,20 @@ func (p *problems) warnRoom() bool {
 
 func (p *problems) finalWarnings() []string {
 	if p.omittedWarnings > 0 {
-		return append(p.warnings, fmt.Sprintf("and %d more warnings (only the first %d are kept; see topology.MaxReportedProblems)", p.omittedWarnings, MaxReportedProblems))
+		return append(p.warnings, fmt.Sprintf("and %d more warnings (only the first %d are kept; see topology limit maxReportedProblems)", p.omittedWarnings, maxReportedProblems))
 	}
 	return p.warnings
 }
 
 // omittedProblems summarises the validation errors beyond
-// MaxReportedProblems.
+// maxReportedProblems.
 type omittedProblems struct {
 	count     int
 	sentinels []error
 }
 
 func (e *omittedProblems) Error() string {
-	return fmt.Sprintf("and %d more problems (only the first %d are reported; see topology.MaxReportedProblems)", e.count, MaxReportedProblems)
+	return fmt.Sprintf("and %d more problems (only the first %d are reported; see topology limit maxReportedProblems)", e.count, maxReportedProblems)
 }
 
 func (e *omittedProblems) Unwrap() []error {
@@ -257,18 +257,18 @@ func (b *Builder) checkLimits() error {
 	if n := len(b.devices) + b.extraDevices; n > MaxDevices {
 		return fmt.Errorf("%w: %d devices, more than topology.MaxDevices (%d)", ErrLimit, n, MaxDevices)
 	}
-	if n := len(b.nics) + b.extraNICs; n > MaxNICs {
-		return fmt.Errorf("%w: %d NICs, more than topology.MaxNICs (%d)", ErrLimit, n, MaxNICs)
+	if n := len(b.nics) + b.extraNICs; n > maxNICs {
+		return fmt.Errorf("%w: %d NICs, more than topology limit maxNICs (%d)", ErrLimit, n, maxNICs)
 	}
-	if b.numaRows > MaxNUMANodes {
-		return fmt.Errorf("%w: NUMA distance table of %d nodes, more than topology.MaxNUMANodes (%d)", ErrLimit, b.numaRows, MaxNUMANodes)
+	if b.numaRows > maxNUMANodes {
+		return fmt.Errorf("%w: NUMA distance table of %d nodes, more than topology limit maxNUMANodes (%d)", ErrLimit, b.numaRows, maxNUMANodes)
 	}
 	return nil
 }
 
 // Build validates the input and returns the node. On failure it returns an
 // error joining one [*ValidationError] per problem (the first
-// [MaxReportedProblems], then one error counting the rest); errors.Is works
+// maxReportedProblems, then one error counting the rest); errors.Is works
 // with every sentinel involved (ErrDuplicateDevice, ErrMissingLink, ...).
 // Input beyond a size limit fails first, with an error wrapping [ErrLimit].
 //
@@ -372,14 +372,14 @@ func (b *Builder) checkNUMA(p *problems, devs []Device) {
 	}
 	for _, d := range devs {
 		switch {
-		case d.NUMA < -1 || d.NUMA >= MaxNUMANodes:
-			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, MaxNUMANodes-1), d.Index)
+		case d.NUMA < -1 || d.NUMA >= maxNUMANodes:
+			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, maxNUMANodes-1), d.Index)
 		case b.numa != nil && d.NUMA >= len(b.numa):
 			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d is not in the %d-node distance table", d.NUMA, len(b.numa)), d.Index)
 		}
 	}
 	for _, nic := range b.nics {
-		if nic.NUMA < -1 || nic.NUMA >= MaxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
+		if nic.NUMA < -1 || nic.NUMA >= maxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
 			p.add(ErrInvalidNUMA, fmt.Sprintf("NIC %q: NUMA node %d", nic.Name, nic.NUMA))
 		}
 	}

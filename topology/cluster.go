@@ -267,12 +267,12 @@ type HyperNode struct {
 // named "tier-<n>". Membership cannot form a cycle: a member's tier is
 // always below its parent's.
 //
-// More than [MaxClusterNodes] nodes or [MaxHyperNodes] HyperNodes, or a
+// More than [MaxClusterNodes] nodes or maxHyperNodes HyperNodes, or a
 // tier above [MaxDomainDepth], fail with an error wrapping [ErrLimit] (and
 // [ErrInvalidCluster]) before any work that grows with them.
 func NewClusterFromHyperNodes(nodes []ClusterNode, hyper []HyperNode) (*Cluster, error) {
-	if len(hyper) > MaxHyperNodes {
-		return nil, fmt.Errorf("%w: %w: %d HyperNodes, more than topology.MaxHyperNodes (%d)", ErrInvalidCluster, ErrLimit, len(hyper), MaxHyperNodes)
+	if len(hyper) > maxHyperNodes {
+		return nil, fmt.Errorf("%w: %w: %d HyperNodes, more than topology limit maxHyperNodes (%d)", ErrInvalidCluster, ErrLimit, len(hyper), maxHyperNodes)
 	}
 	c, err := newCluster(nodes)
 	if err != nil {

@@ -1,7 +1,6 @@
 package topology_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -159,32 +158,6 @@ func TestClusterErrors(t *testing.T) {
 	}
 }
 
-func TestWriteDOT(t *testing.T) {
-	b := pairBuilder(3)
-	b.SetLinkPair(0, 1, topology.Link{Kind: topology.LinkNVLink, Lanes: 4})
-	b.SetLinkPair(1, 2, topology.Link{Kind: topology.LinkPIX})
-	n, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	if err := topology.WriteDOT(&out, n); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
-	for _, want := range []string{`graph "t" {`, `subgraph "cluster_numa0"`, `d0 -- d1 [label="NV4 (100 GB/s)", penwidth=2]`, `d1 -- d2 [label="PIX", style=dashed]`} {
-		if !strings.Contains(s, want) {
-			t.Errorf("DOT lacks %q:\n%s", want, s)
-		}
-	}
-	if strings.Contains(s, "d0 -- d2") {
-		t.Error("NODE pair drawn")
-	}
-}
-
-// Two domains of different levels may not share a path: a node that skips
-// a level another node has (leaf=x without a spine, beside spine=x,
-// leaf=x) is refused instead of merged silently.
 func TestClusterLevelClash(t *testing.T) {
 	nodes := []topology.ClusterNode{
 		{Name: "a", Labels: map[string]string{"leaf": "x"}},

@@ -26,7 +26,7 @@
 // names the device or pair at fault in each [*ValidationError]; from our
 // versioned JSON schema ([ParseJSON], [Node.MarshalJSON], exact round trip);
 // or from the `nvidia-smi topo -m` printout users already have
-// ([ParseNvidiaSMI]). [WriteDOT] renders a node for Graphviz.
+// ([ParseNvidiaSMI]). topology/formats.WriteDOT renders a node for Graphviz.
 //
 // # Clusters
 //
@@ -38,17 +38,27 @@
 //
 // # Limits
 //
-// Every input path is bounded by construction: the number of devices
-// ([MaxDevices]), NICs ([MaxNICs]) and NUMA nodes ([MaxNUMANodes]) of a
-// node, the bytes, lines, columns and rows of a document ([MaxJSONBytes],
-// [MaxSMIBytes], [MaxSMILineBytes], [MaxSMIColumns], [MaxSMIRows]), the
-// size and depth of a cluster ([MaxClusterNodes], [MaxHyperNodes],
-// [MaxDomainDepth]) are checked before anything that grows with them is
-// allocated, and errors and warnings are capped ([MaxReportedProblems]).
-// An input beyond a limit fails with an error wrapping [ErrLimit] that
-// names the limit. A small hostile input (a few kilobytes declaring
-// thousands of devices) costs at most a few megabytes; the package tests
-// state and check the bound for each parser.
+// Every input path is bounded by construction: what grows with an input is
+// checked against a limit before it is allocated, and errors and warnings
+// are capped. An input beyond a limit fails with an error wrapping
+// [ErrLimit] that names the limit. A small hostile input (a few kilobytes
+// declaring thousands of devices) costs at most a few megabytes; the
+// package tests state and check the bound for each parser. The limits
+// callers need are exported constants; the others are documented here:
+//
+//	limit                  value            bounds
+//	MaxDevices             1,024            devices of one node (every input path)
+//	maxNICs                256              NICs of one node
+//	maxNUMANodes           1,024            NUMA ids and the NUMA distance table
+//	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ReadJSON)
+//	MaxSMIBytes            4 MiB            an `nvidia-smi topo -m` printout
+//	maxSMILineBytes        64 KiB           one line of that printout
+//	maxSMIColumns          MaxDevices+256   device columns of its matrix
+//	maxSMIRows             MaxDevices+256   device rows (and NIC legend entries)
+//	maxReportedProblems    20               validation errors, lenient warnings
+//	MaxClusterNodes        131,072          nodes of one Cluster
+//	maxHyperNodes          131,072          HyperNodes of one cluster
+//	MaxDomainDepth         16               levels of a cluster's domain tree
 //
 // # Errors
 //

@@ -55,12 +55,12 @@ func (l *jsonDevices) UnmarshalJSON(b []byte) (err error) {
 }
 
 func (l *jsonNICs) UnmarshalJSON(b []byte) (err error) {
-	*l, err = decodeList[jsonNIC](b, "nics", MaxNICs, "topology.MaxNICs")
+	*l, err = decodeList[jsonNIC](b, "nics", maxNICs, "topology limit maxNICs")
 	return err
 }
 
 func (t *numaTable) UnmarshalJSON(b []byte) error {
-	rows, err := decodeList[numaRow](b, "numaDistances", MaxNUMANodes, "topology.MaxNUMANodes")
+	rows, err := decodeList[numaRow](b, "numaDistances", maxNUMANodes, "topology limit maxNUMANodes")
 	if err != nil || rows == nil {
 		*t = nil
 		return err
@@ -73,7 +73,7 @@ func (t *numaTable) UnmarshalJSON(b []byte) error {
 }
 
 func (r *numaRow) UnmarshalJSON(b []byte) (err error) {
-	*r, err = decodeList[int](b, "numaDistances row", MaxNUMANodes, "topology.MaxNUMANodes")
+	*r, err = decodeList[int](b, "numaDistances row", maxNUMANodes, "topology limit maxNUMANodes")
 	if err == nil && *r == nil {
 		*r = []int{}
 	}
@@ -211,9 +211,9 @@ func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.or().doc
 // the Builder's specific sentinels), [ErrUnsupportedSchema] or [ErrLimit].
 //
 // A document over [MaxJSONBytes], or listing more than [MaxDevices]
-// devices, [MaxNICs] NICs or [MaxNUMANodes] NUMA nodes, fails with an
+// devices, maxNICs NICs or maxNUMANodes NUMA nodes, fails with an
 // error wrapping [ErrLimit] before the excess is decoded; validation errors
-// are capped at [MaxReportedProblems].
+// are capped at maxReportedProblems.
 func ParseJSON(data []byte) (*Node, error) {
 	return parseJSON(data, false)
 }

@@ -19,13 +19,13 @@ const (
 	// holds a MaxDevices² link matrix of about 24 MiB.
 	MaxDevices = 1024
 
-	// MaxNICs is the largest number of NICs one [Node] may hold (real
+	// maxNICs is the largest number of NICs one [Node] may hold (real
 	// servers have up to about 20).
-	MaxNICs = 256
+	maxNICs = 256
 
-	// MaxNUMANodes bounds NUMA ids and the NUMA distance table: Linux
+	// maxNUMANodes bounds NUMA ids and the NUMA distance table: Linux
 	// supports at most 1024 NUMA nodes (CONFIG_NODES_SHIFT=10).
-	MaxNUMANodes = 1024
+	maxNUMANodes = 1024
 
 	// MaxJSONBytes is the largest JSON document [ParseJSON] and [ReadJSON]
 	// accept: room for a node of about 990 fully linked devices in the
@@ -35,37 +35,37 @@ const (
 	MaxJSONBytes = 64 << 20
 
 	// MaxSMIBytes is the largest `nvidia-smi topo -m` printout
-	// [ParseSMITable] and [ParseNvidiaSMI] accept (a real 8-GPU printout is
+	// [ParseNvidiaSMI] accepts (a real 8-GPU printout is
 	// under 4 KB).
 	MaxSMIBytes = 4 << 20
 
-	// MaxSMILineBytes is the longest line of an `nvidia-smi topo -m`
+	// maxSMILineBytes is the longest line of an `nvidia-smi topo -m`
 	// printout (a real line is under 300 bytes).
-	MaxSMILineBytes = 64 << 10
+	maxSMILineBytes = 64 << 10
 
-	// MaxSMIColumns is the largest number of device columns (GPUs plus
+	// maxSMIColumns is the largest number of device columns (GPUs plus
 	// NICs) of an `nvidia-smi topo -m` matrix, declared by its header or,
 	// without one, by its longest row.
-	MaxSMIColumns = MaxDevices + MaxNICs
+	maxSMIColumns = MaxDevices + maxNICs
 
-	// MaxSMIRows is the largest number of device rows of an
+	// maxSMIRows is the largest number of device rows of an
 	// `nvidia-smi topo -m` matrix (and of entries in its NIC legend).
-	MaxSMIRows = MaxDevices + MaxNICs
+	maxSMIRows = MaxDevices + maxNICs
 
-	// MaxReportedProblems is how many validation errors a [Builder]
+	// maxReportedProblems is how many validation errors a [Builder]
 	// reports, and how many warnings a lenient build keeps, before
 	// summarising the rest as "and N more". A node with n devices and no
 	// links is one short error, not n² lines.
-	MaxReportedProblems = 20
+	maxReportedProblems = 20
 
 	// MaxClusterNodes is the largest number of nodes a [Cluster] may hold
 	// (Kubernetes is tested to 5,000 nodes; the largest managed clusters
 	// reach 65,000).
 	MaxClusterNodes = 1 << 17
 
-	// MaxHyperNodes is the largest number of HyperNodes
+	// maxHyperNodes is the largest number of HyperNodes
 	// [NewClusterFromHyperNodes] accepts.
-	MaxHyperNodes = MaxClusterNodes
+	maxHyperNodes = MaxClusterNodes
 
 	// MaxDomainDepth is the deepest domain tree a [Cluster] may have: the
 	// number of label levels of [NewClusterFromLabels], and the highest

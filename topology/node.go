@@ -212,7 +212,7 @@ func (n *Node) Islands() [][]int {
 func (n *Node) Island(i int) int { return n.or().islandOf[i] }
 
 // Warnings returns what a lenient build accepted and repaired (asymmetric or
-// missing links); nil for a clean build. At most [MaxReportedProblems]
+// missing links); nil for a clean build. At most maxReportedProblems
 // are kept, followed by one line counting the rest.
 func (n *Node) Warnings() []string { return slices.Clone(n.or().warnings) }
 

@@ -10,27 +10,27 @@ import (
 	"strings"
 )
 
-// SMITable is the raw content of an `nvidia-smi topo -m` printout: the
+// smiTable is the raw content of an `nvidia-smi topo -m` printout: the
 // device columns, one row per GPU or NIC printed, the affinity columns and
-// the NIC legend. [ParseSMITable] reads it; [SMITable.Node] turns it into a
+// the NIC legend. readSMITable reads it; smiTable.Node turns it into a
 // validated [Node].
-type SMITable struct {
+type smiTable struct {
 	// Columns are the device column names in header order ("GPU0", ...,
 	// "NIC0" or "mlx5_0").
 	Columns []string
 	// GPUs is the number of leading GPU columns (GPU0..GPU<GPUs-1>).
 	GPUs int
 	// Rows holds the device rows in input order.
-	Rows []SMIRow
+	Rows []smiRow
 	// NICLegend maps NIC column names to device names ("NIC0" → "mlx5_0").
 	NICLegend map[string]string
 	// HeaderSynthesized is true when the input had no header line and the
-	// columns were inferred from the rows (see [ParseSMITable]).
+	// columns were inferred from the rows (see readSMITable).
 	HeaderSynthesized bool
 }
 
-// SMIRow is one device row of an `nvidia-smi topo -m` matrix.
-type SMIRow struct {
+// smiRow is one device row of an `nvidia-smi topo -m` matrix.
+type smiRow struct {
 	// Name is the row label ("GPU3", "NIC1").
 	Name string
 	// Line is the 1-based input line number.
@@ -44,9 +44,9 @@ type SMIRow struct {
 }
 
 // Truncated reports whether the row has fewer cells than columns.
-func (r SMIRow) Truncated(columns int) bool { return len(r.Cells) < columns }
+func (r smiRow) Truncated(columns int) bool { return len(r.Cells) < columns }
 
-// NvidiaSMIOptions tunes [ParseNvidiaSMI] and [SMITable.Node].
+// NvidiaSMIOptions tunes [ParseNvidiaSMI] and smiTable.Node.
 type NvidiaSMIOptions struct {
 	// Name is the node name.
 	Name string
@@ -77,22 +77,22 @@ func isSMICell(tok string) bool {
 	return smiNVCell.MatchString(tok)
 }
 
-// ParseSMITable reads `nvidia-smi topo -m` output, with tabs or spaces,
+// readSMITable reads `nvidia-smi topo -m` output, with tabs or spaces,
 // with or without the trailing legends. It accepts NIC rows and columns,
 // the CPU Affinity, NUMA Affinity and GPU NUMA ID columns, and rows cut
 // short (the cells present are kept).
 //
 // Without a header line the columns are synthesized: the GPU count is the
 // largest position of an "X" or "NV#" cell in any row plus one (override
-// with opts.GPUCount in [SMITable.Node]'s caller, [ParseNvidiaSMI]), and the
+// with opts.GPUCount in smiTable.Node's caller, [ParseNvidiaSMI]), and the
 // remaining cells are named NIC0, NIC1, ...
 //
 // Errors wrap [ErrParse] and name the line. Input beyond [MaxSMIBytes],
-// a line longer than [MaxSMILineBytes], more than [MaxSMIColumns] device
-// columns (or more than [MaxDevices] GPU columns), more than [MaxSMIRows]
+// a line longer than maxSMILineBytes, more than maxSMIColumns device
+// columns (or more than [MaxDevices] GPU columns), more than maxSMIRows
 // rows or NIC legend entries fail with an error wrapping [ErrLimit], as
 // soon as the limit is crossed.
-func ParseSMITable(r io.Reader) (*SMITable, error) { return parseSMITable(r, 0) }
+func readSMITable(r io.Reader) (*smiTable, error) { return parseSMITable(r, 0) }
 
 // countingReader counts the bytes read through it.
 type countingReader struct {
@@ -106,7 +106,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
-func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
+func parseSMITable(r io.Reader, gpuHint int) (*smiTable, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nvidia-smi table from a nil reader", ErrInvalidRequest)
 	}
@@ -118,15 +118,15 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 	}
 	cr := &countingReader{r: io.LimitReader(r, MaxSMIBytes+1)}
 	sc := bufio.NewScanner(cr)
-	sc.Buffer(make([]byte, 0, 4<<10), MaxSMILineBytes)
-	t := &SMITable{NICLegend: map[string]string{}}
+	sc.Buffer(make([]byte, 0, 4<<10), maxSMILineBytes)
+	t := &smiTable{NICLegend: map[string]string{}}
 	var affinity []string // affinity column names, in order
 	inLegend, inNICLegend := false, false
 	lineNo := 0
-	fail := func(format string, args ...any) (*SMITable, error) {
+	fail := func(format string, args ...any) (*smiTable, error) {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: %s", ErrParse, lineNo, fmt.Sprintf(format, args...))
 	}
-	limit := func(format string, args ...any) (*SMITable, error) {
+	limit := func(format string, args ...any) (*smiTable, error) {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m line %d: %s", ErrLimit, lineNo, fmt.Sprintf(format, args...))
 	}
 	for sc.Scan() {
@@ -149,8 +149,8 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 			continue
 		case inNICLegend:
 			if m := smiLegendNIC.FindStringSubmatch(line); m != nil {
-				if _, dup := t.NICLegend[m[1]]; !dup && len(t.NICLegend) >= MaxSMIRows {
-					return limit("NIC legend longer than topology.MaxSMIRows (%d) entries", MaxSMIRows)
+				if _, dup := t.NICLegend[m[1]]; !dup && len(t.NICLegend) >= maxSMIRows {
+					return limit("NIC legend longer than topology limit maxSMIRows (%d) entries", maxSMIRows)
 				}
 				t.NICLegend[m[1]] = m[2]
 				continue
@@ -184,18 +184,18 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 			}
 			if len(toks) == 1 {
 				// A row label with nothing after it: a row cut right after its name.
-				if len(t.Rows) >= MaxSMIRows {
-					return limit("more than topology.MaxSMIRows (%d) rows", MaxSMIRows)
+				if len(t.Rows) >= maxSMIRows {
+					return limit("more than topology limit maxSMIRows (%d) rows", maxSMIRows)
 				}
-				t.Rows = append(t.Rows, SMIRow{Name: toks[0], Line: lineNo})
+				t.Rows = append(t.Rows, smiRow{Name: toks[0], Line: lineNo})
 				continue
 			}
 			return fail("row %q: %q is not a link cell", toks[0], toks[1])
 		}
-		if len(t.Rows) >= MaxSMIRows {
-			return limit("more than topology.MaxSMIRows (%d) rows", MaxSMIRows)
+		if len(t.Rows) >= maxSMIRows {
+			return limit("more than topology limit maxSMIRows (%d) rows", maxSMIRows)
 		}
-		row := SMIRow{Name: toks[0], Line: lineNo}
+		row := smiRow{Name: toks[0], Line: lineNo}
 		rest := toks[1:]
 		width := len(rest)
 		if t.Columns != nil {
@@ -205,8 +205,8 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 		for cells < width && isSMICell(rest[cells]) {
 			cells++
 		}
-		if cells > MaxSMIColumns {
-			return limit("row %q has %d link cells, more than topology.MaxSMIColumns (%d)", row.Name, cells, MaxSMIColumns)
+		if cells > maxSMIColumns {
+			return limit("row %q has %d link cells, more than topology limit maxSMIColumns (%d)", row.Name, cells, maxSMIColumns)
 		}
 		row.Cells = rest[:cells:cells]
 		extra := rest[len(row.Cells):]
@@ -235,7 +235,7 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			lineNo++
-			return limit("line longer than topology.MaxSMILineBytes (%d bytes)", MaxSMILineBytes)
+			return limit("line longer than topology limit maxSMILineBytes (%d bytes)", maxSMILineBytes)
 		}
 		return fail("%v", err)
 	}
@@ -256,7 +256,7 @@ func parseSMITable(r io.Reader, gpuHint int) (*SMITable, error) {
 	return t, nil
 }
 
-func looksLikeRowLabel(tok string, t *SMITable) bool {
+func looksLikeRowLabel(tok string, t *smiTable) bool {
 	if smiGPUName.MatchString(tok) {
 		return true
 	}
@@ -302,8 +302,8 @@ func splitSMIHeader(toks []string) (cols, affinity []string, err error) {
 		cols = append(cols, toks[i])
 		i++
 	}
-	if len(cols) > MaxSMIColumns {
-		return nil, nil, fmt.Errorf("%w: header has %d device columns, more than topology.MaxSMIColumns (%d)", ErrLimit, len(cols), MaxSMIColumns)
+	if len(cols) > maxSMIColumns {
+		return nil, nil, fmt.Errorf("%w: header has %d device columns, more than topology limit maxSMIColumns (%d)", ErrLimit, len(cols), maxSMIColumns)
 	}
 	gpus := 0
 	for gpus < len(cols) && smiGPUName.MatchString(cols[gpus]) {
@@ -312,8 +312,8 @@ func splitSMIHeader(toks []string) (cols, affinity []string, err error) {
 	if gpus > MaxDevices {
 		return nil, nil, fmt.Errorf("%w: header has %d GPU columns, more than topology.MaxDevices (%d)", ErrLimit, gpus, MaxDevices)
 	}
-	if len(cols)-gpus > MaxNICs {
-		return nil, nil, fmt.Errorf("%w: header has %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, len(cols)-gpus, MaxNICs)
+	if len(cols)-gpus > maxNICs {
+		return nil, nil, fmt.Errorf("%w: header has %d NIC columns, more than topology limit maxNICs (%d)", ErrLimit, len(cols)-gpus, maxNICs)
 	}
 	seen := map[string]bool{}
 	for i, c := range cols {
@@ -337,7 +337,7 @@ func equalFoldAll(a, b []string) bool {
 	return true
 }
 
-func synthesizeSMIHeader(t *SMITable, gpuHint int) error {
+func synthesizeSMIHeader(t *smiTable, gpuHint int) error {
 	t.HeaderSynthesized = true
 	// GPU rows decide the GPU count; a NIC row's "X" marks its own
 	// column, after the GPUs. Only when no row is named GPU<n> do all
@@ -376,8 +376,8 @@ func synthesizeSMIHeader(t *SMITable, gpuHint int) error {
 	if gpus > MaxDevices {
 		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d GPU columns, more than topology.MaxDevices (%d)", ErrLimit, gpus, MaxDevices)
 	}
-	if width-gpus > MaxNICs {
-		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, width-gpus, MaxNICs)
+	if width-gpus > maxNICs {
+		return fmt.Errorf("%w: nvidia-smi topo -m without a header: rows imply %d NIC columns, more than topology limit maxNICs (%d)", ErrLimit, width-gpus, maxNICs)
 	}
 	// A NIC column takes the name of the row whose "X" sits in it (NIC0,
 	// or mlx5_0 when the printout names NICs so), else NIC<k>.
@@ -449,7 +449,7 @@ func firstNUMA(v string) (int, error) {
 	head, _, _ := strings.Cut(v, ",")
 	head, _, _ = strings.Cut(head, "-")
 	n, err := strconv.Atoi(head)
-	if err != nil || n < 0 || n >= MaxNUMANodes {
+	if err != nil || n < 0 || n >= maxNUMANodes {
 		return 0, fmt.Errorf("NUMA affinity %q", v)
 	}
 	return n, nil
@@ -460,26 +460,26 @@ func firstNUMA(v string) (int, error) {
 // mirrored), NICs from the other columns with GPU-to-NIC path classes, and
 // NVSwitch inferred from NVLink lane counts (see [Builder.SetInferNVSwitch]).
 //
-// A table beyond the limits [ParseSMITable] enforces (more than
-// [MaxDevices] GPU columns, [MaxNICs] NIC columns or [MaxSMIRows] rows)
+// A table beyond the limits readSMITable enforces (more than
+// [MaxDevices] GPU columns, maxNICs NIC columns or maxSMIRows rows)
 // fails with an error wrapping [ErrLimit] before any work. Every other
 // error wraps [ErrParse]; a table that does not give a valid node also
 // wraps [ErrInvalidTopology] and the [Builder]'s specific sentinels.
-func (t *SMITable) Node(opts NvidiaSMIOptions) (*Node, error) {
+func (t *smiTable) Node(opts NvidiaSMIOptions) (*Node, error) {
 	if t == nil {
-		return nil, fmt.Errorf("%w: Node of a nil *SMITable", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: Node of a nil *smiTable", ErrInvalidRequest)
 	}
 	switch {
 	case t.GPUs > MaxDevices:
 		return nil, fmt.Errorf("%w: nvidia-smi table of %d GPUs, more than topology.MaxDevices (%d)", ErrLimit, t.GPUs, MaxDevices)
 	case t.GPUs < 0 || t.GPUs > len(t.Columns):
 		return nil, fmt.Errorf("%w: nvidia-smi table: %d GPUs but %d columns", ErrParse, t.GPUs, len(t.Columns))
-	case len(t.Columns)-t.GPUs > MaxNICs:
-		return nil, fmt.Errorf("%w: nvidia-smi table of %d NIC columns, more than topology.MaxNICs (%d)", ErrLimit, len(t.Columns)-t.GPUs, MaxNICs)
-	case len(t.Rows) > MaxSMIRows:
-		return nil, fmt.Errorf("%w: nvidia-smi table of %d rows, more than topology.MaxSMIRows (%d)", ErrLimit, len(t.Rows), MaxSMIRows)
+	case len(t.Columns)-t.GPUs > maxNICs:
+		return nil, fmt.Errorf("%w: nvidia-smi table of %d NIC columns, more than topology limit maxNICs (%d)", ErrLimit, len(t.Columns)-t.GPUs, maxNICs)
+	case len(t.Rows) > maxSMIRows:
+		return nil, fmt.Errorf("%w: nvidia-smi table of %d rows, more than topology limit maxSMIRows (%d)", ErrLimit, len(t.Rows), maxSMIRows)
 	}
-	rowOf := map[string]*SMIRow{}
+	rowOf := map[string]*smiRow{}
 	for i := range t.Rows {
 		r := &t.Rows[i]
 		if _, dup := rowOf[r.Name]; dup {
@@ -577,8 +577,17 @@ func knownModel(model string) bool {
 	return false
 }
 
-// ParseNvidiaSMI reads `nvidia-smi topo -m` output (see [ParseSMITable])
-// and converts it with [SMITable.Node].
+// ParseNvidiaSMI reads `nvidia-smi topo -m` output and returns the
+// validated [Node] it describes. It accepts tabs or spaces, with or
+// without the trailing legends, NIC rows and columns, the CPU Affinity,
+// NUMA Affinity and GPU NUMA ID columns, and rows cut short (the cells
+// present are kept). Without a header line the columns are synthesized:
+// the GPU count is opts.GPUCount, or else the largest position of an "X"
+// or "NV#" cell in any row plus one, and the remaining cells are NICs.
+//
+// Errors wrap [ErrParse] and name the line and cell. Input beyond
+// [MaxSMIBytes] and tables beyond the limits in the package documentation
+// fail with an error wrapping [ErrLimit], as soon as the limit is crossed.
 func ParseNvidiaSMI(r io.Reader, opts NvidiaSMIOptions) (*Node, error) {
 	t, err := parseSMITable(r, opts.GPUCount)
 	if err != nil {

@@ -359,7 +359,7 @@ func newNVIDIASource(p *nvidia.Provider) *nvidiaSource {
 }
 
 func (s *nvidiaSource) Read(ctx context.Context) (*collector.Reading, error) {
-	inv, err := s.p.Inspect(ctx)
+	inv, err := s.p.Scan(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // TestServeMetrics scrapes the HTTP handler as Prometheus would, with a
@@ -129,7 +130,7 @@ func TestReadingFromInventory(t *testing.T) {
 	for i := range gpus {
 		gpus[i] = nvidia.GPU{Index: i, Name: n.Device(i).Model}
 	}
-	gpus[0].Memory = nvidia.MemoryInfo{Total: 80 << 30, Used: 5 << 30}
+	gpus[0].Memory = nvml.MemoryInfo{Total: 80 << 30, Used: 5 << 30}
 	gpus[1].MIG = nvidia.MIG{Capable: true, Enabled: true}
 	r, err := readingFromInventory(&nvidia.Inventory{Node: n, GPUs: gpus})
 	if err != nil {
@@ -162,11 +163,11 @@ func TestNVIDIAReadings(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := nvidiatest.FromNode(n)
-	fake.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
+	fake.GPUs[0].Utilization = &nvml.Utilization{GPU: 97, Memory: 41}
 	fake.GPUs[0].TemperatureC = new(64)
 	fake.GPUs[1].MIG.Enabled = true
 	fake.GPUs[2].Utilization, fake.GPUs[2].TemperatureC = nil, nil
-	fake.GPUs[3].UtilizationErr, fake.GPUs[3].TemperatureErr = nvidia.CodeUnknown, nvidia.CodeTimeout
+	fake.GPUs[3].UtilizationErr, fake.GPUs[3].TemperatureErr = nvml.CodeUnknown, nvml.CodeTimeout
 	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs())
 	c := collector.New(&nvidiaSource{p: p}, collector.Options{})
 
@@ -208,7 +209,7 @@ func TestNVIDIAReadings(t *testing.T) {
 	}
 	// The failed reads are in the inventory's warnings, and the GPU is
 	// still healthy and counted.
-	inv, err := p.Inspect(context.Background())
+	inv, err := p.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestNVIDIAReadings(t *testing.T) {
 		t.Error(err)
 	}
 	// A source whose whole read fails exports no device series at all.
-	fake.InitErr = nvidia.CodeDriverNotLoaded
+	fake.InitErr = nvml.CodeDriverNotLoaded
 	if got := testutil.CollectAndCount(c, "gputopo_device_utilization_ratio", "gputopo_device_temperature_celsius"); got != 0 {
 		t.Errorf("%d reading series after a failed read", got)
 	}
@@ -262,12 +263,12 @@ func TestNVIDIAMIGInstanceMemory(t *testing.T) {
 	g := fake.GPUs[1].MIG
 	g.Enabled = true
 	for _, in := range [][3]int{{2, 0, 4}, {0, 4, 1}, {0, 5, 1}, {0, 6, 1}} { // NVML profile index, start, size
-		if err := fake.AddInstance(1, in[0], nvidia.Placement{Start: in[1], Size: in[2]}); err != nil {
+		if err := fake.AddInstance(1, in[0], mig.Placement{Start: in[1], Size: in[2]}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40320 << 20, Used: 30 << 30, Free: 40320<<20 - 30<<30}}
-	g.InstanceMemoryErr = map[int]error{4: nvidia.CodeNotSupported, 5: nvidia.CodeUnknown}
+	g.InstanceMemory = map[int]nvml.MemoryInfo{0: {Total: 40320 << 20, Used: 30 << 30, Free: 40320<<20 - 30<<30}}
+	g.InstanceMemoryErr = map[int]error{4: nvml.CodeNotSupported, 5: nvml.CodeUnknown}
 	p := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs())
 	c := collector.New(&nvidiaSource{p: p}, collector.Options{})
 	expected := `
@@ -288,7 +289,7 @@ gputopo_mig_instance_memory_used_bytes{device="1",profile="3g.40gb",start="0"} `
 	}
 	// The failed read is a warning in the inventory; not-supported is
 	// silent; GPU 1 stays healthy and its layout is exported.
-	inv, err := p.Inspect(context.Background())
+	inv, err := p.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,14 +299,14 @@ gputopo_mig_instance_memory_used_bytes{device="1",profile="3g.40gb",start="0"} `
 			warned = append(warned, w)
 		}
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "memory of MIG GPU instance") || !strings.Contains(warned[0], nvidia.CodeUnknown.Error()) {
+	if len(warned) != 1 || !strings.Contains(warned[0], "memory of MIG GPU instance") || !strings.Contains(warned[0], nvml.CodeUnknown.Error()) {
 		t.Errorf("GPU 1 warnings %q, want the one failed instance memory read", warned)
 	}
 	if got := testutil.CollectAndCount(c, "gputopo_mig_instance_info"); got != 4 {
 		t.Errorf("%d MIG instance series, want 4", got)
 	}
 	// A source whose read fails exports no instance memory at all.
-	fake.InitErr = nvidia.CodeDriverNotLoaded
+	fake.InitErr = nvml.CodeDriverNotLoaded
 	if got := testutil.CollectAndCount(c, "gputopo_mig_instance_memory_total_bytes", "gputopo_mig_instance_memory_used_bytes"); got != 0 {
 		t.Errorf("%d instance memory series after a failed read", got)
 	}

@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/examples/exporter/collector"
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 )
 
@@ -48,7 +50,7 @@ func gpmFake(t *testing.T, gpm1, gpm2 *nvidiatest.GPM) *nvidiatest.Machine {
 	for gpu, ins := range map[int][][3]int{1: {{2, 0, 4}, {0, 4, 1}, {0, 5, 1}}, 2: {{4, 0, 8}}} { // NVML profile index, start, size
 		fake.GPUs[gpu].MIG.Enabled = true
 		for _, in := range ins {
-			require.NoError(t, fake.AddInstance(gpu, in[0], nvidia.Placement{Start: in[1], Size: in[2]}))
+			require.NoError(t, fake.AddInstance(gpu, in[0], mig.Placement{Start: in[1], Size: in[2]}))
 		}
 	}
 	fake.GPUs[1].GPM, fake.GPUs[2].GPM = gpm1, gpm2
@@ -102,7 +104,7 @@ func TestNVIDIAGPMAbsent(t *testing.T) {
 		{"GPU without GPM", nil},
 		{"driver without GPM", func(c nvidiatest.Call) error {
 			if strings.HasPrefix(c.Method, "GPM") {
-				return nvidia.CodeFunctionNotFound
+				return nvml.CodeFunctionNotFound
 			}
 			return nil
 		}},

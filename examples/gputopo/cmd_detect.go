@@ -10,6 +10,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/provider/sysfs"
 )
 
@@ -58,7 +59,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		providers = []provider.TopologyProvider{amd.New(aopts...), sysfs.New(sysfs.WithRoot(r))}
 	}
-	n, rep, err := provider.Detect(ctx, providers...)
+	n, rep, err := detect.Detect(ctx, providers...)
 	report := stdout
 	if *asJSON {
 		report = stderr

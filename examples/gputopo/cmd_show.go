@@ -75,7 +75,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	case *asDOT:
 		warnStderr(stderr, n)
-		return topology.WriteDOT(stdout, n)
+		return formats.WriteDOT(stdout, n)
 	}
 	fmt.Fprintf(stdout, "%s\n\n", origin)
 	return renderNode(stdout, n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -72,7 +73,7 @@ func (s *sourceFlags) load(ctx context.Context) (*topology.Node, string, error) 
 		n, err := catalog.Get(s.machine)
 		return n, "embedded reference machine " + s.machine, err
 	}
-	n, rep, err := provider.Detect(ctx)
+	n, rep, err := detect.Detect(ctx)
 	if err == nil {
 		origin := "discovered on this machine by the " + rep.Chosen + " provider"
 		if rep.Degraded() {

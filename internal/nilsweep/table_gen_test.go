@@ -8,11 +8,14 @@ import (
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/gang/gangfile"
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/parted"
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/provider/live"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/provider/sysfs"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/scoring/fgd"
@@ -36,6 +39,8 @@ var funcs = map[string]any{
 	"catalog.Describe":                   catalog.Describe,
 	"catalog.Get":                        catalog.Get,
 	"catalog.Names":                      catalog.Names,
+	"detect.DefaultProviders":            detect.DefaultProviders,
+	"detect.Detect":                      detect.Detect,
 	"fgd.NewWorkload":                    fgd.NewWorkload,
 	"fgd.Score":                          fgd.Score,
 	"fgd.TaskFragment":                   fgd.TaskFragment,
@@ -47,10 +52,15 @@ var funcs = map[string]any{
 	"formats.NCCLSM":                     formats.NCCLSM,
 	"formats.NCCLTopologyXML":            formats.NCCLTopologyXML,
 	"formats.ParseTopographGraph":        formats.ParseTopographGraph,
+	"formats.ParseTopographTierKey":      formats.ParseTopographTierKey,
 	"formats.SlurmTopologyYAML":          formats.SlurmTopologyYAML,
 	"formats.TopographGraphOf":           formats.TopographGraphOf,
 	"formats.TopographLabels":            formats.TopographLabels,
 	"formats.TopographLayerKey":          formats.TopographLayerKey,
+	"formats.TopographLegacyLabels":      formats.TopographLegacyLabels,
+	"formats.TopographTierKey":           formats.TopographTierKey,
+	"formats.TopographUpgradeLabels":     formats.TopographUpgradeLabels,
+	"formats.WriteDOT":                   formats.WriteDOT,
 	"formats.WriteNCCLTopology":          formats.WriteNCCLTopology,
 	"gang.Check":                         gang.Check,
 	"gang.CheckGroups":                   gang.CheckGroups,
@@ -74,7 +84,7 @@ var funcs = map[string]any{
 	"gangfile.ParseJobs":                 gangfile.ParseJobs,
 	"gangfile.ReadAll":                   gangfile.ReadAll,
 	"live.Layouts":                       live.Layouts,
-	"live.State":                         live.State,
+	"live.Usage":                         live.Usage,
 	"mig.AMDModels":                      mig.AMDModels,
 	"mig.ApplyAMDStep":                   mig.ApplyAMDStep,
 	"mig.ApplyPlan":                      mig.ApplyPlan,
@@ -120,9 +130,11 @@ var funcs = map[string]any{
 	"nvidia.WithRoot":                    nvidia.WithRoot,
 	"nvidia.WithSysfsRoot":               nvidia.WithSysfsRoot,
 	"nvidia.WithoutSysfs":                nvidia.WithoutSysfs,
+	"parted.FromTemplate":                parted.FromTemplate,
+	"parted.NodeLabels":                  parted.NodeLabels,
+	"parted.Parse":                       parted.Parse,
+	"parted.Read":                        parted.Read,
 	"provider.Catalog":                   provider.Catalog,
-	"provider.DefaultProviders":          provider.DefaultProviders,
-	"provider.Detect":                    provider.Detect,
 	"provider.File":                      provider.File,
 	"provider.Parse":                     provider.Parse,
 	"provider.Static":                    provider.Static,
@@ -187,10 +199,8 @@ var funcs = map[string]any{
 	"topology.ParseNvidiaSMI":            topology.ParseNvidiaSMI,
 	"topology.ParsePCIAddress":           topology.ParsePCIAddress,
 	"topology.ParsePartitionKind":        topology.ParsePartitionKind,
-	"topology.ParseSMITable":             topology.ParseSMITable,
 	"topology.ParseVendor":               topology.ParseVendor,
 	"topology.ReadJSON":                  topology.ReadJSON,
-	"topology.WriteDOT":                  topology.WriteDOT,
 }
 
 // types are the swept types with methods, as nil pointers.
@@ -198,6 +208,8 @@ var types = map[string]any{
 	"type amd.Inventory":            (*amd.Inventory)(nil),
 	"type amd.PartitionManager":     (*amd.PartitionManager)(nil),
 	"type amd.Provider":             (*amd.Provider)(nil),
+	"type detect.Attempt":           (*detect.Attempt)(nil),
+	"type detect.Report":            (*detect.Report)(nil),
 	"type fgd.Evaluator":            (*fgd.Evaluator)(nil),
 	"type fgd.Workload":             (*fgd.Workload)(nil),
 	"type gang.Action":              (*gang.Action)(nil),
@@ -223,6 +235,7 @@ var types = map[string]any{
 	"type gangfile.Bytes":           (*gangfile.Bytes)(nil),
 	"type gangfile.CPU":             (*gangfile.CPU)(nil),
 	"type gangfile.Duration":        (*gangfile.Duration)(nil),
+	"type live.Use":                 (*live.Use)(nil),
 	"type mig.AMDGPU":               (*mig.AMDGPU)(nil),
 	"type mig.AMDMode":              (*mig.AMDMode)(nil),
 	"type mig.AMDModel":             (*mig.AMDModel)(nil),
@@ -250,19 +263,18 @@ var types = map[string]any{
 	"type mig.StepKind":             (*mig.StepKind)(nil),
 	"type mig.Strategy":             (*mig.Strategy)(nil),
 	"type mig.Template":             (*mig.Template)(nil),
-	"type nvidia.Architecture":      (*nvidia.Architecture)(nil),
-	"type nvidia.Code":              (*nvidia.Code)(nil),
-	"type nvidia.FabricState":       (*nvidia.FabricState)(nil),
 	"type nvidia.GPMSampler":        (*nvidia.GPMSampler)(nil),
 	"type nvidia.GPU":               (*nvidia.GPU)(nil),
 	"type nvidia.Inventory":         (*nvidia.Inventory)(nil),
 	"type nvidia.MIGManager":        (*nvidia.MIGManager)(nil),
-	"type nvidia.NvLinkDeviceType":  (*nvidia.NvLinkDeviceType)(nil),
-	"type nvidia.P2PStatus":         (*nvidia.P2PStatus)(nil),
-	"type nvidia.Placement":         (*nvidia.Placement)(nil),
 	"type nvidia.Provider":          (*nvidia.Provider)(nil),
-	"type provider.Attempt":         (*provider.Attempt)(nil),
-	"type provider.Report":          (*provider.Report)(nil),
+	"type nvml.Architecture":        (*nvml.Architecture)(nil),
+	"type nvml.Code":                (*nvml.Code)(nil),
+	"type nvml.FabricState":         (*nvml.FabricState)(nil),
+	"type nvml.NVLinkDeviceType":    (*nvml.NVLinkDeviceType)(nil),
+	"type nvml.P2PStatus":           (*nvml.P2PStatus)(nil),
+	"type parted.Config":            (*parted.Config)(nil),
+	"type parted.Skipped":           (*parted.Skipped)(nil),
 	"type scoring.Compiled":         (*scoring.Compiled)(nil),
 	"type scoring.DeviceSet":        (*scoring.DeviceSet)(nil),
 	"type scoring.DeviceUsage":      (*scoring.DeviceUsage)(nil),
@@ -293,8 +305,6 @@ var types = map[string]any{
 	"type topology.Node":            (*topology.Node)(nil),
 	"type topology.PCIAddress":      (*topology.PCIAddress)(nil),
 	"type topology.PartitionKind":   (*topology.PartitionKind)(nil),
-	"type topology.SMIRow":          (*topology.SMIRow)(nil),
-	"type topology.SMITable":        (*topology.SMITable)(nil),
 	"type topology.ValidationError": (*topology.ValidationError)(nil),
 	"type topology.Vendor":          (*topology.Vendor)(nil),
 }

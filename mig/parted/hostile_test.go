@@ -64,7 +64,7 @@ func TestHostile(t *testing.T) {
 	hostile.Check(t, parse([]byte(hugeIdx)), mig.ErrParse)
 	longKey := "version: v1\nmig-configs:\n  " + strings.Repeat("n", 100000) + ": [{devices: all, mig-enabled: false}]\n"
 	hostile.Check(t, parse([]byte(longKey)), mig.ErrParse) // the YAML library refuses keys over 1024 bytes
-	longName := "version: v1\nmig-configs:\n  " + strings.Repeat("n", mig.MaxNameBytes+1) + ": [{devices: all, mig-enabled: false}]\n"
+	longName := "version: v1\nmig-configs:\n  " + strings.Repeat("n", parted.MaxNameBytes+1) + ": [{devices: all, mig-enabled: false}]\n"
 	hostile.Check(t, parse([]byte(longName)), mig.ErrParse, topology.ErrLimit)
 	// The largest file of one long list.
 	full := "version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: false, device-filter: ["
@@ -72,7 +72,7 @@ func TestHostile(t *testing.T) {
 	hostile.Check(t, parse([]byte(full)), mig.ErrParse, topology.ErrLimit)
 	var profiles strings.Builder
 	profiles.WriteString("version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: true, mig-devices: {")
-	for i := 0; i <= mig.MaxTemplateEntries; i++ {
+	for i := 0; i <= parted.MaxDeviceEntries; i++ {
 		fmt.Fprintf(&profiles, "\"%dg.%dgb\": 1,", i+1, i+1)
 	}
 	profiles.WriteString("}}]\n")

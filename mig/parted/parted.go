@@ -49,7 +49,13 @@ const (
 	// tens of megabytes).
 	MaxConfigBytes = 256 << 10
 	// MaxConfigs bounds the named configurations in a file.
-	MaxConfigs = mig.MaxTemplates
+	MaxConfigs = 1024
+	// MaxNameBytes bounds a configuration's name (as mig bounds names in
+	// its layout and template files).
+	MaxNameBytes = 256
+	// MaxDeviceEntries bounds one entry's mig-devices (at most one entry
+	// per memory slot of a GPU).
+	MaxDeviceEntries = mig.MaxSlots
 	// MaxEntries bounds one configuration's entries.
 	MaxEntries = 64
 	// MaxFilterIDs bounds one entry's device-filter IDs.
@@ -181,8 +187,8 @@ func Parse(data []byte) (*Config, error) {
 		if !ok || name == "" {
 			return nil, parseErr("configuration name %s is not a non-empty string", short(key))
 		}
-		if len(name) > mig.MaxNameBytes {
-			return nil, limitErr("configuration name of %d bytes, more than mig.MaxNameBytes (%d)", len(name), mig.MaxNameBytes)
+		if len(name) > MaxNameBytes {
+			return nil, limitErr("configuration name of %d bytes, more than MaxNameBytes (%d)", len(name), MaxNameBytes)
 		}
 		if seen[name] {
 			return nil, parseErr("duplicate configuration %q", name)
@@ -226,8 +232,8 @@ func parseEntries(name string, list []entryYAML) ([]Entry, error) {
 		if e.Devices, err = parseDevices(ey.Devices); err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		if len(ey.MigDevices) > mig.MaxTemplateEntries {
-			return nil, limitErr("%s: %d mig-devices, more than mig.MaxTemplateEntries (%d)", at, len(ey.MigDevices), mig.MaxTemplateEntries)
+		if len(ey.MigDevices) > MaxDeviceEntries {
+			return nil, limitErr("%s: %d mig-devices, more than MaxDeviceEntries (%d)", at, len(ey.MigDevices), MaxDeviceEntries)
 		}
 		if !e.MigEnabled && len(ey.MigDevices) > 0 {
 			return nil, parseErr("%s: mig-devices with mig-enabled false", at)

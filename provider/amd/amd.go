@@ -17,7 +17,7 @@ import (
 var (
 	// ErrNotDetected is wrapped when there is no KFD topology or it lists no
 	// GPU. It is the sentinel package provider's ErrNotDetected matches in
-	// provider.Detect's report.
+	// detect.Detect's report.
 	ErrNotDetected = detecterr.ErrNotDetected
 	// ErrParse is topology.ErrParse, re-exported: it is wrapped when a file
 	// exists but cannot be read or parsed (garbage, a FIFO or directory in
@@ -37,6 +37,7 @@ var (
 // topology.ErrInvalidRequest.
 type Provider struct {
 	fsys  fs.FS  // the filesystem root
+	root  string // the real directory fsys reads, "" after WithFS
 	kfdFS fs.FS  // where the KFD topology is read; fsys unless WithKFDTopology
 	kfd   string // the KFD topology directory in kfdFS
 	name  string
@@ -55,7 +56,12 @@ type Option func(*Provider)
 // <root>/sys/devices/system/node. "" means "/". WithRoot and [WithFS]
 // replace each other: the last one given counts.
 func WithRoot(root string) Option {
-	return func(p *Provider) { p.fsys = sysfile.DirFS(root) }
+	return func(p *Provider) {
+		if root == "" {
+			root = "/"
+		}
+		p.fsys, p.root = sysfile.DirFS(root), root
+	}
 }
 
 // WithFS reads the filesystem root from fsys instead of the real "/": the
@@ -70,7 +76,7 @@ func WithRoot(root string) Option {
 // as on the real filesystem. A nil fsys means the real "/". (With a
 // hand-made fstest.MapFS, give directories entries of their own: MapFS
 // finds an implied directory only by scanning every name.)
-func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys = fsys } }
+func WithFS(fsys fs.FS) Option { return func(p *Provider) { p.fsys, p.root = fsys, "" } }
 
 // WithKFDTopology reads the KFD topology from the real directory dir (the
 // directory holding nodes/ and, on a live system, generation_id) instead of
@@ -105,7 +111,7 @@ func New(opts ...Option) *Provider {
 		o(p)
 	}
 	if p.fsys == nil {
-		p.fsys = sysfile.DirFS("/")
+		p.fsys, p.root = sysfile.DirFS("/"), "/"
 	}
 	if p.kfdFS == nil {
 		p.kfdFS, p.kfd = p.fsys, kfdTopology
@@ -143,7 +149,7 @@ func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
 }
 
 // Notes returns the [Inventory.Notes] of the latest Discover when it
-// returned n (nil otherwise), so that provider.Detect's report says which
+// returned n (nil otherwise), so that detect.Detect's report says which
 // facts were derived rather than read.
 func (p *Provider) Notes(n *topology.Node) []string {
 	if p == nil {

@@ -66,7 +66,7 @@ func ExamplePartitionManager() {
 	}
 
 	ctx := context.Background()
-	m := amd.NewPartitionManager(root)
+	m := amd.New(amd.WithRoot(root)).PartitionManager()
 	st, err := m.State(ctx)
 	if err != nil {
 		log.Fatal(err)

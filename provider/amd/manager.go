@@ -119,18 +119,36 @@ func WithDriverReload(f func(ctx context.Context) error) ManagerOption {
 	return func(m *PartitionManager) { m.reload = f }
 }
 
-// NewPartitionManager returns a manager for the real filesystem under root
-// (the directory holding sys/; "" means "/"). It reads with the provider's
-// reader ([WithRoot]) and writes the files under root.
-func NewPartitionManager(root string, opts ...ManagerOption) *PartitionManager {
-	if root == "" {
-		root = "/"
+// PartitionManager returns the partition manager of the provider's machine.
+// It reads through the provider's filesystem and, with [AllowChanges],
+// writes the sysfs files under the root [WithRoot] gave ("/" by default).
+// A provider reading an fs.FS ([WithFS]) gives a manager that reads, plans
+// and dry-runs; committing a step fails with mig.ErrUnsupported. Every
+// hardware provider with partitions makes its manager this way
+// (nvidia.Provider.PartitionManager too).
+func (p *Provider) PartitionManager(opts ...ManagerOption) *PartitionManager {
+	if p == nil {
+		p = &Provider{} // reads nothing, writes nothing
 	}
-	m := &PartitionManager{root: root, fsys: sysfile.DirFS(root), pending: map[string]mig.MemoryMode{}, writeFile: writeSysfs}
+	m := &PartitionManager{root: p.root, fsys: p.fsys, pending: map[string]mig.MemoryMode{}, writeFile: writeSysfs}
+	if p.root == "" {
+		m.writeFile = func(name string, _ []byte) error {
+			return fmt.Errorf("%w: %s: the provider reads an fs.FS, which cannot be written", mig.ErrUnsupported, name)
+		}
+	}
 	for _, o := range opts {
 		o(m)
 	}
 	return m
+}
+
+// NewPartitionManager returns a manager for the real filesystem under root
+// (the directory holding sys/; "" means "/").
+//
+// Deprecated: use New(WithRoot(root)).PartitionManager(opts...), the
+// constructor every hardware provider shares.
+func NewPartitionManager(root string, opts ...ManagerOption) *PartitionManager {
+	return New(WithRoot(root)).PartitionManager(opts...)
 }
 
 // writeSysfs writes data to an existing regular file, as `echo data >

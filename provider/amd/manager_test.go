@@ -63,7 +63,7 @@ func setCompute(gpu, mode string) mig.Step {
 
 func TestManagerDryRunByDefault(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
-	m := NewPartitionManager(root)
+	m := New(WithRoot(root)).PartitionManager()
 	ctx := context.Background()
 	st, err := m.State(ctx)
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestManagerDryRunByDefault(t *testing.T) {
 	gpus, err := m.AMDGPUs(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, st.GPUs, gpus)
-	_, err = NewPartitionManager(t.TempDir()).AMDGPUs(ctx)
+	_, err = New(WithRoot(t.TempDir())).PartitionManager().AMDGPUs(ctx)
 	assert.ErrorIs(t, err, ErrNotDetected)
 
 	ls, err := m.Layouts(ctx)
@@ -92,7 +92,7 @@ func TestManagerDryRunByDefault(t *testing.T) {
 
 func TestManagerCommitsComputeMode(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
-	m := NewPartitionManager(root, AllowChanges())
+	m := New(WithRoot(root)).PartitionManager(AllowChanges())
 	ctx := context.Background()
 	st, err := m.State(ctx)
 	require.NoError(t, err)
@@ -110,9 +110,25 @@ func TestManagerCommitsComputeMode(t *testing.T) {
 	assert.Equal(t, mig.QPX, st.GPUs[1].Compute)
 }
 
+// TestManagerOverAnFSCannotCommit: a provider reading an fs.FS gives a
+// manager that reads and dry-runs the same tree, and refuses to commit.
+func TestManagerOverAnFSCannotCommit(t *testing.T) {
+	_, root := machineDir(t, "CPX", "NPS4")
+	m := New(WithFS(os.DirFS(root))).PartitionManager(AllowChanges())
+	ctx := context.Background()
+	st, err := m.State(ctx)
+	require.NoError(t, err)
+	gpu := st.GPUs[1].GPU
+	require.NoError(t, m.Apply(ctx, setCompute(gpu, "QPX"), mig.DryRun))
+	err = m.Apply(ctx, setCompute(gpu, "QPX"), mig.Commit)
+	require.ErrorIs(t, err, mig.ErrUnsupported)
+	assert.ErrorContains(t, err, "cannot be written")
+	assert.Equal(t, "CPX", readPart(t, root, gpu, "current_compute_partition"))
+}
+
 func TestManagerRefusesBadSteps(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
-	m := NewPartitionManager(root, AllowChanges())
+	m := New(WithRoot(root)).PartitionManager(AllowChanges())
 	ctx := context.Background()
 	st, err := m.State(ctx)
 	require.NoError(t, err)
@@ -156,7 +172,7 @@ func TestManagerRefusesBadSteps(t *testing.T) {
 func TestManagerRefusesBusyGPU(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
 	ctx := context.Background()
-	m := NewPartitionManager(root, AllowChanges())
+	m := New(WithRoot(root)).PartitionManager(AllowChanges())
 	st, err := m.State(ctx)
 	require.NoError(t, err)
 	busy, idle := st.GPUs[0].GPU, st.GPUs[1].GPU
@@ -173,7 +189,7 @@ func TestManagerRefusesBusyGPU(t *testing.T) {
 	require.NoError(t, m.Apply(ctx, setCompute(idle, "QPX"), mig.Commit))
 	assert.Equal(t, "QPX", readPart(t, root, idle, "current_compute_partition"))
 	// ... but not under the node-wide rule of older kernels.
-	old := NewPartitionManager(root, AllowChanges(), NodeWideIdle())
+	old := New(WithRoot(root)).PartitionManager(AllowChanges(), NodeWideIdle())
 	assert.ErrorIs(t, old.Apply(ctx, setCompute(idle, "CPX"), mig.Commit), ErrBusy)
 	// A memory mode needs the whole hive idle: GPU 1 shares GPU 0's hive.
 	err = m.Apply(ctx, mig.Step{Kind: mig.StepSetMemoryMode, GPU: idle, Mode: "NPS1"}, mig.Commit)
@@ -193,7 +209,7 @@ func TestManagerRefusesBusyGPU(t *testing.T) {
 func TestManagerVerifiesByRereading(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
 	ctx := context.Background()
-	m := NewPartitionManager(root, AllowChanges())
+	m := New(WithRoot(root)).PartitionManager(AllowChanges())
 	var wrote []string
 	m.writeFile = func(name string, data []byte) error { // the kernel keeps the old mode
 		wrote = append(wrote, name)
@@ -226,7 +242,7 @@ func TestManagerVerifiesByRereading(t *testing.T) {
 func TestManagerMemoryModeAndReload(t *testing.T) {
 	_, root := machineDir(t, "CPX", "NPS4")
 	ctx := context.Background()
-	st, err := NewPartitionManager(root).State(ctx)
+	st, err := New(WithRoot(root)).PartitionManager().State(ctx)
 	require.NoError(t, err)
 	var gpus []string
 	for _, g := range st.GPUs {
@@ -250,7 +266,7 @@ func TestManagerMemoryModeAndReload(t *testing.T) {
 		}
 		return nil
 	}
-	m := NewPartitionManager(root, AllowChanges(), WithDriverReload(reload))
+	m := New(WithRoot(root)).PartitionManager(AllowChanges(), WithDriverReload(reload))
 	m.writeFile = kernel
 
 	plan, err := mig.PlanAMD(ctx, st.GPUs, mig.AMDRequest{Compute: mig.SPX, Owner: "big"}, mig.Policy{})
@@ -308,7 +324,7 @@ func TestManagerMemoryModeAndReload(t *testing.T) {
 func TestManagerApplyPlanWithWork(t *testing.T) {
 	_, root := machineDir(t, "QPX", "NPS1")
 	ctx := context.Background()
-	m := NewPartitionManager(root, AllowChanges())
+	m := New(WithRoot(root)).PartitionManager(AllowChanges())
 	st, err := m.State(ctx)
 	require.NoError(t, err)
 	// Every GPU but the last runs work on all partitions; the last on one.

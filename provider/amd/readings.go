@@ -8,7 +8,7 @@ import (
 
 // Readings returns what metrics (ReadMetrics of the inventory's physical
 // GPUs, in any order; nil entries are skipped) say of the node's use, in
-// package live's vendor-neutral form, for live.State. A GPU that is not
+// package live's vendor-neutral form, for live.Usage. A GPU that is not
 // partitioned gets its VRAM used and total. amdgpu reports VRAM for the
 // whole physical GPU, so the devices of a partitioned GPU (CPX, DPX, ...)
 // get no memory reading and a note says so; sysfs lists no processes per

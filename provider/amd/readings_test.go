@@ -24,11 +24,11 @@ func TestReadingsFromMetrics(t *testing.T) {
 	r, err := inv.Readings([]*amd.Metrics{m, nil})
 	require.NoError(t, err)
 	require.Len(t, r.Devices, 1)
-	st, err := live.State(inv.Node, r, live.Options{})
+	st, err := live.Usage(inv.Node, r, live.Options{})
 	require.NoError(t, err)
-	require.Equal(t, uint64(24<<30), st.Usage(0).MemoryUsed)
+	require.Equal(t, uint64(24<<30), st[0].MemoryUsed)
 	for i := 1; i < inv.Node.Len(); i++ {
-		require.False(t, st.Usage(i).InUse(), "device %d", i)
+		require.False(t, st[i].InUse(), "device %d", i)
 	}
 	// Hostile: metrics of a GPU the inventory lacks, or twice the same.
 	stray := *m

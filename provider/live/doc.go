@@ -1,7 +1,8 @@
 // Package live turns live readings of a node's accelerators, from any
-// provider, into the planners' inputs: a [scoring.State] (what is in use
-// per device, memory included, for SelectDevices, ScoreNode and
-// Fragmentation) and [mig.Layout] values (the partitions of each MIG GPU,
+// provider, into the planners' inputs: what is in use per device, memory
+// included ([Usage], which the caller copies into a scoring.State for
+// SelectDevices, ScoreNode and Fragmentation; live itself imports no
+// algorithm package but mig) and [mig.Layout] values (the partitions of each MIG GPU,
 // idle or in use, for package mig's planners and package gang).
 //
 // A [Node] is vendor-neutral: per device, the memory used and its total,
@@ -9,7 +10,7 @@
 // partitioned GPU, its instances with their profile, placement and whether
 // work runs on them. Providers fill it: provider/nvidia from an Inventory
 // (Inventory.Readings), provider/amd from its inventory and sysfs metrics
-// (Inventory.Readings). [State] and [Layouts] check the readings against
+// (Inventory.Readings). [Usage] and [Layouts] check the readings against
 // the node's topology; readings that cannot describe it (a device the node
 // lacks, more memory used than the device has, an instance on an illegal
 // placement) are errors wrapping [ErrInvalidReadings], never a silently

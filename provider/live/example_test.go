@@ -8,7 +8,7 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-func ExampleState() {
+func ExampleUsage() {
 	b := topology.NewBuilder().SetName("two-gpus")
 	for i := range 2 {
 		b.AddDevice(topology.Device{Index: i, Model: "NVIDIA H100 80GB HBM3", Vendor: topology.VendorNVIDIA, MemoryBytes: 80 << 30})
@@ -25,9 +25,13 @@ func ExampleState() {
 		{Index: 0, Memory: &live.Memory{Total: 80 << 30, Used: 300 << 20}, ProcessesKnown: true},
 		{Index: 1, Memory: &live.Memory{Total: 80 << 30, Used: 60 << 30}, Processes: 1, ProcessesKnown: true},
 	}}
-	st, err := live.State(node, r, live.Options{IdleMemory: 512 << 20})
+	uses, err := live.Usage(node, r, live.Options{IdleMemory: 512 << 20})
 	if err != nil {
 		panic(err)
+	}
+	st := scoring.NewStateFor(node)
+	for i, u := range uses {
+		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Slices: u.Sharers}
 	}
 	whole, err := scoring.SelectDevices(node, st, scoring.Request{Count: 1})
 	fmt.Println("whole GPU:", whole.Devices(), err)

@@ -5,11 +5,10 @@ import (
 	"fmt"
 
 	"github.com/gputopo/gputopo/mig"
-	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// ErrInvalidReadings is wrapped by every error of [State] and [Layouts]
+// ErrInvalidReadings is wrapped by every error of [Usage] and [Layouts]
 // about the readings themselves: a device index the node lacks or that is
 // listed twice, a UUID that names another device, more memory used than
 // the device has, a partition of an unknown profile or on an illegal or
@@ -143,38 +142,58 @@ func (r *Node) check(node *topology.Node) ([]*Device, error) {
 	return by, nil
 }
 
-// State returns the scoring state the readings describe, for node (made by
-// scoring.NewStateFor, so later slices are checked against each device's
-// memory):
+// Use is what the readings say holds one device, in the terms of a
+// scoring.State's DeviceUsage (package live does not import scoring; the
+// caller copies the fields, see [Usage]).
+type Use struct {
+	// Allocated: the device cannot be given to anyone else, whole or in
+	// part (it is partitioned, or busy with its memory unknown).
+	Allocated bool
+	// MemoryUsed is the memory in bytes in use on a device that is busy
+	// but not Allocated.
+	MemoryUsed uint64
+	// Sharers is the number of workloads seen on such a device (at least
+	// 1 when MemoryUsed is set): scoring.DeviceUsage.Slices.
+	Sharers int
+}
+
+// InUse reports whether anything holds the device.
+func (u Use) InUse() bool { return u.Allocated || u.MemoryUsed > 0 || u.Sharers > 0 }
+
+// Usage returns what holds each device of node, by device index, as the
+// readings describe it:
 //
-//   - a partitioned device is allocated (neither whole nor shared slices
-//     can take it; its instances are mig's, see Layouts);
+//   - a partitioned device is Allocated (neither whole nor shared
+//     requests can take it; its instances are mig's, see Layouts);
 //   - a device with a known process, or with more memory used than
 //     opts.IdleMemory, is in use: its memory used is recorded (a shared
-//     slice still fits beside it when the rest suffices; a whole request
+//     request still fits beside it when the rest suffices; a whole request
 //     does not; use beyond the node's own figure for the device, which a
 //     reading with a larger Total allows, counts as the whole device), and
-//     such a device whose memory was not read is recorded allocated, the
+//     such a device whose memory was not read is Allocated, the
 //     conservative reading;
 //   - any other device, and a device without a reading, is idle.
 //
-// Compute is not inferred from utilisation: a scoring.State's compute is
-// what slices reserve, which a reading cannot tell. Errors wrap
-// ErrInvalidReadings.
-func State(node *topology.Node, r *Node, opts Options) (*scoring.State, error) {
+// Compute is not inferred from utilisation: what a shared request reserves
+// cannot be read. Errors wrap ErrInvalidReadings.
+//
+// A scoring.State is the usual destination:
+//
+//	st := scoring.NewStateFor(node)
+//	for i, u := range uses {
+//		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Slices: u.Sharers}
+//	}
+func Usage(node *topology.Node, r *Node, opts Options) ([]Use, error) {
 	by, err := r.check(node)
 	if err != nil {
 		return nil, err
 	}
-	if node.Len() > scoring.MaxDevices {
-		return nil, fmt.Errorf("%w: a node of %d devices, more than scoring.MaxDevices (%d)", errors.Join(ErrInvalidReadings, topology.ErrLimit), node.Len(), scoring.MaxDevices)
-	}
-	st := scoring.NewStateFor(node)
+	uses := make([]Use, node.Len())
 	for i, d := range by {
 		if d == nil {
 			continue
 		}
-		u := &st.Devices[i]
+		u := &uses[i]
 		busy := d.ProcessesKnown && d.Processes > 0
 		var used uint64
 		if d.Memory != nil {
@@ -189,13 +208,10 @@ func State(node *topology.Node, r *Node, opts Options) (*scoring.State, error) {
 			u.Allocated = true
 		default:
 			u.MemoryUsed = min(used, node.Device(i).MemoryBytes)
-			u.Slices = max(d.Processes, 1)
+			u.Sharers = max(d.Processes, 1)
 		}
 	}
-	if err := st.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidReadings, err)
-	}
-	return st, nil
+	return uses, nil
 }
 
 // Layouts returns the mig.Layout of every partitioned device, in device

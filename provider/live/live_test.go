@@ -46,7 +46,7 @@ func TestState(t *testing.T) {
 		{Index: 3, Processes: 2, ProcessesKnown: true},                                                          // busy, memory unknown
 		{Index: 4, Memory: &live.Memory{Total: 80 * gib, Used: 80 * gib}, Processes: 1, ProcessesKnown: true},   // full
 	}}
-	st, err := live.State(node, r, live.Options{IdleMemory: 512 << 20})
+	st, err := state(node, r, live.Options{IdleMemory: 512 << 20})
 	require.NoError(t, err)
 	require.Equal(t, scoring.DeviceUsage{}, st.Usage(0))
 	require.Equal(t, scoring.DeviceUsage{MemoryUsed: 40 * gib, Slices: 1}, st.Usage(1))
@@ -56,7 +56,7 @@ func TestState(t *testing.T) {
 	require.Equal(t, scoring.DeviceUsage{}, st.Usage(5)) // no reading
 
 	// Strict options: the driver's 300 MiB make device 0 busy.
-	strict, err := live.State(node, r, live.Options{})
+	strict, err := state(node, r, live.Options{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(300<<20), strict.Usage(0).MemoryUsed)
 
@@ -81,7 +81,7 @@ func TestState(t *testing.T) {
 // TestNilReadings: no readings, no use.
 func TestNilReadings(t *testing.T) {
 	node := h100Node(t, 2)
-	st, err := live.State(node, nil, live.Options{})
+	st, err := state(node, nil, live.Options{})
 	require.NoError(t, err)
 	require.False(t, st.Usage(0).InUse() || st.Usage(1).InUse())
 	ls, err := live.Layouts(node, nil, nil)
@@ -135,7 +135,7 @@ func TestHostileReadings(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var errS, errL error
 			alloc := hostile.Allocated(func() {
-				_, errS = live.State(node, c.r, live.Options{})
+				_, errS = state(node, c.r, live.Options{})
 				_, errL = live.Layouts(node, c.r, nil)
 			})
 			require.Less(t, alloc, uint64(1<<20), "bytes allocated")
@@ -152,7 +152,7 @@ func TestHostileReadings(t *testing.T) {
 			}
 		})
 	}
-	_, err := live.State(nil, nil, live.Options{})
+	_, err := state(nil, nil, live.Options{})
 	require.ErrorIs(t, err, live.ErrInvalidReadings)
 }
 
@@ -176,7 +176,7 @@ func TestStateProperties(t *testing.T) {
 			d.Partitioned = rapid.IntRange(0, 4).Draw(t, "mig") == 0
 			r.Devices = append(r.Devices, d)
 		}
-		st, err := live.State(node, &r, opts)
+		st, err := state(node, &r, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,16 +10,17 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
 // session is one discovery pass over an initialised Library.
 type session struct {
 	ctx      context.Context
-	lib      Library
+	lib      nvml.Library
 	fsys     fs.FS  // the filesystem root for the sysfs fallback; nil: none
 	sys      string // the fs.FS name of /sys in fsys
-	handles  []Device
+	handles  []nvml.Device
 	gpus     []GPU
 	warnings []string
 }
@@ -69,10 +70,10 @@ func (s *session) enumerate(ctx context.Context) error {
 	if n > 1024 {
 		return fmt.Errorf("%w: NVML reports %d GPUs", ErrDiscovery, n)
 	}
-	s.handles = make([]Device, n)
+	s.handles = make([]nvml.Device, n)
 	s.gpus = make([]GPU, n)
 	for i := range s.gpus {
-		s.gpus[i] = GPU{Index: i, NUMA: -1, MemoryNUMA: -1, Architecture: ArchUnknown}
+		s.gpus[i] = GPU{Index: i, NUMA: -1, MemoryNUMA: -1, Architecture: nvml.ArchUnknown}
 	}
 	for i := range n {
 		if err := ctx.Err(); err != nil {
@@ -208,7 +209,7 @@ func (s *session) readDevice(i int) {
 		func() { s.readMemory(i) },
 		func() { s.readSensors(i) },
 		func() { s.readAffinity(i) },
-		func() { s.readNvLinks(i) },
+		func() { s.readNVLinks(i) },
 		func() { s.readFabric(i) },
 		func() { s.readMIG(i) },
 		func() { s.readMIGMemory(i) },
@@ -225,14 +226,14 @@ func (s *session) readDevice(i int) {
 // on while the driver lacks the function or the struct version.
 func versioned[T any](versions []int, f func(v int) (T, error)) (T, error) {
 	var zero T
-	err := error(CodeFunctionNotFound)
+	err := error(nvml.CodeFunctionNotFound)
 	for _, v := range versions {
 		var out T
 		out, err = f(v)
 		if err == nil {
 			return out, nil
 		}
-		if c := codeOf(err); c != CodeFunctionNotFound && c != CodeArgumentVersionMismatch {
+		if c := codeOf(err); c != nvml.CodeFunctionNotFound && c != nvml.CodeArgumentVersionMismatch {
 			return zero, err
 		}
 	}
@@ -364,23 +365,23 @@ func (s *session) sysfsCPUs(addr topology.PCIAddress) (topology.CPUSet, bool) {
 	return set, true
 }
 
-func (s *session) readNvLinks(i int) {
+func (s *session) readNVLinks(i int) {
 	g, h := &s.gpus[i], s.handles[i]
-	for link := range maxNvLinks {
-		active, err := h.NvLinkState(link)
+	for link := range maxNVLinks {
+		active, err := h.NVLinkState(link)
 		if err != nil {
 			if !s.ok(i, fmt.Sprintf("NVLink %d state", link), err) && !s.healthy(i) {
 				return
 			}
 			continue
 		}
-		l := NvLink{Link: link, Active: active, Peer: -1, RemoteType: NvLinkDeviceUnknown}
+		l := NVLink{Link: link, Active: active, Peer: -1, RemoteType: nvml.NVLinkDeviceUnknown}
 		if active {
 			var remote string
-			if pci, err := h.NvLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
+			if pci, err := h.NVLinkRemotePCIInfo(link); s.ok(i, fmt.Sprintf("NVLink %d remote PCI info", link), err) {
 				remote = pci.BusID
 			}
-			if t, err := h.NvLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
+			if t, err := h.NVLinkRemoteDeviceType(link); s.ok(i, fmt.Sprintf("NVLink %d remote device type", link), err) {
 				l.RemoteType = t
 			}
 			if !s.healthy(i) {
@@ -390,18 +391,18 @@ func (s *session) readNvLinks(i int) {
 			// have no meaningful PCI address: only a GPU's matters.
 			if addr, err := topology.ParsePCIAddress(remote); err == nil {
 				l.RemotePCI = addr
-			} else if remote != "" && l.RemoteType != NvLinkDeviceSwitch {
+			} else if remote != "" && l.RemoteType != nvml.NVLinkDeviceSwitch {
 				s.warnf("GPU %d: NVLink %d: remote %v", i, link, err)
 			}
 		}
-		g.NvLinks = append(g.NvLinks, l)
+		g.NVLinks = append(g.NVLinks, l)
 	}
 }
 
 func (s *session) readFabric(i int) {
 	h := s.handles[i]
 	f, err := versioned([]int{3, 2, 1}, h.FabricInfo)
-	if s.ok(i, "fabric info", err) && f.State != FabricNotSupported {
+	if s.ok(i, "fabric info", err) && f.State != nvml.FabricNotSupported {
 		s.gpus[i].Fabric = &f
 	}
 }
@@ -420,8 +421,8 @@ func (s *session) resolvePeers() {
 		if g.Err != nil {
 			continue
 		}
-		for k := range g.NvLinks {
-			l := &g.NvLinks[k]
+		for k := range g.NVLinks {
+			l := &g.NVLinks[k]
 			if !l.Active {
 				continue
 			}
@@ -429,20 +430,20 @@ func (s *session) resolvePeers() {
 			if l.RemotePCI.IsValid() {
 				peer, isGPU = byPCI[l.RemotePCI]
 			}
-			if l.RemoteType == NvLinkDeviceUnknown {
+			if l.RemoteType == nvml.NVLinkDeviceUnknown {
 				l.RemoteTypeInferred = true
 				if isGPU {
-					l.RemoteType = NvLinkDeviceGPU
+					l.RemoteType = nvml.NVLinkDeviceGPU
 				} else {
-					l.RemoteType = NvLinkDeviceSwitch
+					l.RemoteType = nvml.NVLinkDeviceSwitch
 				}
 			}
 			switch {
-			case l.RemoteType == NvLinkDeviceGPU && isGPU && peer != i:
+			case l.RemoteType == nvml.NVLinkDeviceGPU && isGPU && peer != i:
 				l.Peer = peer
-			case l.RemoteType == NvLinkDeviceGPU:
+			case l.RemoteType == nvml.NVLinkDeviceGPU:
 				s.warnf("GPU %d: NVLink %d leads to GPU %s, which is not a readable GPU of this node", i, l.Link, l.RemotePCI)
-			case l.RemoteType == NvLinkDeviceSwitch:
+			case l.RemoteType == nvml.NVLinkDeviceSwitch:
 				g.SwitchLinks++
 			}
 		}
@@ -451,15 +452,15 @@ func (s *session) resolvePeers() {
 
 // readPairs reads the PCIe common ancestor and the P2P status of every
 // ordered pair of healthy GPUs. levels[i][j] is -1 when unread.
-func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, error) {
+func (s *session) readPairs(ctx context.Context) ([][]nvml.TopologyLevel, [][]P2P, error) {
 	n := len(s.gpus)
-	levels := make([][]TopologyLevel, n)
+	levels := make([][]nvml.TopologyLevel, n)
 	p2p := make([][]P2P, n)
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		levels[i] = make([]TopologyLevel, n)
+		levels[i] = make([]nvml.TopologyLevel, n)
 		for j := range levels[i] {
 			levels[i][j] = -1
 		}
@@ -468,7 +469,7 @@ func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, er
 		}
 		p2p[i] = make([]P2P, n)
 		for j := range n {
-			p2p[i][j] = P2P{Read: P2PUnknown, Write: P2PUnknown, NvLink: P2PUnknown, Atomics: P2PUnknown, PCI: P2PUnknown}
+			p2p[i][j] = P2P{Read: nvml.P2PUnknown, Write: nvml.P2PUnknown, NVLink: nvml.P2PUnknown, Atomics: nvml.P2PUnknown, PCI: nvml.P2PUnknown}
 			if i == j || !s.healthy(j) || !s.healthy(i) {
 				continue
 			}
@@ -478,9 +479,9 @@ func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, er
 			}
 			st := &p2p[i][j]
 			for _, c := range []struct {
-				kind P2PCapability
-				out  *P2PStatus
-			}{{P2PRead, &st.Read}, {P2PWrite, &st.Write}, {P2PNvLink, &st.NvLink}, {P2PAtomics, &st.Atomics}, {P2PPCI, &st.PCI}} {
+				kind nvml.P2PCapability
+				out  *nvml.P2PStatus
+			}{{nvml.P2PRead, &st.Read}, {nvml.P2PWrite, &st.Write}, {nvml.P2PNVLink, &st.NVLink}, {nvml.P2PAtomics, &st.Atomics}, {nvml.P2PPCI, &st.PCI}} {
 				if !s.healthy(i) {
 					break
 				}
@@ -494,17 +495,17 @@ func (s *session) readPairs(ctx context.Context) ([][]TopologyLevel, [][]P2P, er
 }
 
 // pcieKind maps an NVML common-ancestor level to the nvidia-smi path class.
-func pcieKind(l TopologyLevel) (topology.LinkKind, bool) {
+func pcieKind(l nvml.TopologyLevel) (topology.LinkKind, bool) {
 	switch l {
-	case TopologyInternal, TopologySingle:
+	case nvml.TopologyInternal, nvml.TopologySingle:
 		return topology.LinkPIX, true
-	case TopologyMultiple:
+	case nvml.TopologyMultiple:
 		return topology.LinkPXB, true
-	case TopologyHostBridge:
+	case nvml.TopologyHostBridge:
 		return topology.LinkPHB, true
-	case TopologyNode:
+	case nvml.TopologyNode:
 		return topology.LinkNODE, true
-	case TopologySystem:
+	case nvml.TopologySystem:
 		return topology.LinkSYS, true
 	}
 	return topology.LinkNone, false
@@ -536,8 +537,8 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 		if !attached(i) {
 			continue
 		}
-		for _, l := range s.gpus[i].NvLinks {
-			if !l.Active || l.RemoteType != NvLinkDeviceSwitch || !l.RemotePCI.IsValid() {
+		for _, l := range s.gpus[i].NVLinks {
+			if !l.Active || l.RemoteType != nvml.NVLinkDeviceSwitch || !l.RemotePCI.IsValid() {
 				continue
 			}
 			if o, seen := owner[l.RemotePCI]; seen {
@@ -553,7 +554,7 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 			continue
 		}
 		for j := range n {
-			if i != j && attached(j) && p2p[i] != nil && p2p[i][j].NvLink == P2POK {
+			if i != j && attached(j) && p2p[i] != nil && p2p[i][j].NVLink == nvml.P2POK {
 				union(i, j)
 			}
 		}
@@ -576,7 +577,7 @@ func (s *session) switchGroups(p2p [][]P2P) []int {
 }
 
 // setLinks records the link of every ordered pair.
-func (s *session) setLinks(b *topology.Builder, levels [][]TopologyLevel, p2p [][]P2P) {
+func (s *session) setLinks(b *topology.Builder, levels [][]nvml.TopologyLevel, p2p [][]P2P) {
 	n := len(s.gpus)
 	group := s.switchGroups(p2p)
 	direct := make([][]int, n)
@@ -585,7 +586,7 @@ func (s *session) setLinks(b *topology.Builder, levels [][]TopologyLevel, p2p []
 		if !s.healthy(i) {
 			continue
 		}
-		for _, l := range s.gpus[i].NvLinks {
+		for _, l := range s.gpus[i].NVLinks {
 			if l.Active && l.Peer >= 0 && s.healthy(l.Peer) {
 				direct[i][l.Peer]++
 			}
@@ -670,8 +671,8 @@ func (s *session) fabricDomain() (topology.FabricDomain, bool) {
 // registered returns the NVLink partition a GPU's fabric registration
 // names, when the registration completed successfully (go-nvlib's rule:
 // state completed, status success, non-zero cluster UUID).
-func registered(f *FabricInfo) (topology.FabricDomain, bool) {
-	if f == nil || f.State != FabricCompleted || f.Status != CodeSuccess || f.ClusterUUID == ([16]byte{}) {
+func registered(f *nvml.FabricInfo) (topology.FabricDomain, bool) {
+	if f == nil || f.State != nvml.FabricCompleted || f.Status != nvml.CodeSuccess || f.ClusterUUID == ([16]byte{}) {
 		return topology.FabricDomain{}, false
 	}
 	return topology.FabricDomain{ClusterUUID: formatUUID(f.ClusterUUID), CliqueID: f.CliqueID}, true

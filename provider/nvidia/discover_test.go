@@ -16,8 +16,10 @@ import (
 
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -37,9 +39,9 @@ func machine(t *testing.T, name string) (*topology.Node, *nvidiatest.Machine) {
 func inspect(t *testing.T, m *nvidiatest.Machine, opts ...nvidia.Option) *nvidia.Inventory {
 	t.Helper()
 	opts = append([]nvidia.Option{nvidia.WithLibrary(m), nvidia.WithNodeName("node"), nvidia.WithoutSysfs()}, opts...)
-	inv, err := nvidia.New(opts...).Inspect(context.Background())
+	inv, err := nvidia.New(opts...).Scan(context.Background())
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	checkBalanced(t, m)
 	return inv
@@ -82,7 +84,7 @@ func TestRoundTripCatalog(t *testing.T) {
 				if nvidiatest.BusID(g.PCI) != m.GPUs[i].BusID || g.UUID != m.GPUs[i].UUID {
 					t.Errorf("GPU %d identity %s %s, fake %s %s", i, g.UUID, g.PCI, m.GPUs[i].UUID, m.GPUs[i].BusID)
 				}
-				if g.Err != nil || g.Architecture == nvidia.ArchUnknown || g.Memory.Total != want.Device(i).MemoryBytes {
+				if g.Err != nil || g.Architecture == nvml.ArchUnknown || g.Memory.Total != want.Device(i).MemoryBytes {
 					t.Errorf("GPU %d: err %v arch %v memory %d", i, g.Err, g.Architecture, g.Memory.Total)
 				}
 				if want.Device(i).Partition.Kind == topology.PartitionMIG && (!g.MIG.Capable || len(g.MIG.Profiles) != 7) {
@@ -116,9 +118,9 @@ func stripIDsNICs(t *testing.T, n *topology.Node) *topology.Node {
 
 func TestInitFailureCallsNothingElse(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
-	m.InitErr = nvidia.CodeLibraryNotFound
+	m.InitErr = nvml.CodeLibraryNotFound
 	_, err := nvidia.New(nvidia.WithLibrary(m)).Discover(context.Background())
-	if !errors.Is(err, nvidia.ErrNoNVML) || !errors.Is(err, nvidia.CodeLibraryNotFound) {
+	if !errors.Is(err, nvidia.ErrNoNVML) || !errors.Is(err, nvml.CodeLibraryNotFound) {
 		t.Fatalf("err = %v, want ErrNoNVML wrapping the NVML code", err)
 	}
 	if m.Calls() != 1 {
@@ -131,12 +133,12 @@ func TestDeviceCountFailure(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	m.Hook = func(c nvidiatest.Call) error {
 		if c.Method == "DeviceCount" {
-			return nvidia.CodeUnknown
+			return nvml.CodeUnknown
 		}
 		return nil
 	}
 	_, err := nvidia.New(nvidia.WithLibrary(m)).Discover(context.Background())
-	if !errors.Is(err, nvidia.ErrDiscovery) || !errors.Is(err, nvidia.CodeUnknown) {
+	if !errors.Is(err, nvidia.ErrDiscovery) || !errors.Is(err, nvml.CodeUnknown) {
 		t.Fatalf("err = %v, want ErrDiscovery", err)
 	}
 	checkBalanced(t, m)
@@ -155,7 +157,7 @@ func TestContextCancelled(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	ctx, cancel := context.WithCancel(context.Background())
 	m.Hook = func(c nvidiatest.Call) error {
-		if c.Method == "NvLinkState" && c.GPU == 3 {
+		if c.Method == "NVLinkState" && c.GPU == 3 {
 			cancel()
 		}
 		return nil
@@ -170,7 +172,7 @@ func TestContextCancelled(t *testing.T) {
 // checkUnhealthy asserts GPU bad is unhealthy with a reason wrapping
 // ErrDeviceUnreadable, its links are all "no path", and every other pair
 // kept the reference link.
-func checkUnhealthy(t *testing.T, want *topology.Node, inv *nvidia.Inventory, bad int, code nvidia.Code) {
+func checkUnhealthy(t *testing.T, want *topology.Node, inv *nvidia.Inventory, bad int, code nvml.Code) {
 	t.Helper()
 	got := inv.Node
 	d := got.Device(bad)
@@ -213,7 +215,7 @@ func TestGPUOffTheBus(t *testing.T) {
 			want, m := machine(t, name)
 			m.GPUs[2].Lost = true
 			inv := inspect(t, m)
-			checkUnhealthy(t, want, inv, 2, nvidia.CodeGPUIsLost)
+			checkUnhealthy(t, want, inv, 2, nvml.CodeGPUIsLost)
 		})
 	}
 }
@@ -225,16 +227,16 @@ func TestGPUFailsMidDiscovery(t *testing.T) {
 		name   string
 		method string
 		after  int
-		code   nvidia.Code
+		code   nvml.Code
 	}{
-		{"during NVLink walk", "NvLinkState", 4, nvidia.CodeGPUIsLost},
-		{"during fabric read", "FabricInfo", 0, nvidia.CodeGPUNotFound},
-		{"during pair reads", "TopologyCommonAncestor", 3, nvidia.CodeGPUIsLost},
-		{"during MIG read", "GPUInstanceProfileInfo", 2, nvidia.CodeResetRequired},
-		{"during utilization read", "UtilizationRates", 0, nvidia.CodeGPUIsLost},
-		{"during temperature read", "Temperature", 0, nvidia.CodeGPUNotFound},
-		{"handle", "DeviceByIndex", 0, nvidia.CodeGPUIsLost},
-		{"UUID", "UUID", 0, nvidia.CodeUnknown},
+		{"during NVLink walk", "NVLinkState", 4, nvml.CodeGPUIsLost},
+		{"during fabric read", "FabricInfo", 0, nvml.CodeGPUNotFound},
+		{"during pair reads", "TopologyCommonAncestor", 3, nvml.CodeGPUIsLost},
+		{"during MIG read", "GPUInstanceProfileInfo", 2, nvml.CodeResetRequired},
+		{"during utilization read", "UtilizationRates", 0, nvml.CodeGPUIsLost},
+		{"during temperature read", "Temperature", 0, nvml.CodeGPUNotFound},
+		{"handle", "DeviceByIndex", 0, nvml.CodeGPUIsLost},
+		{"UUID", "UUID", 0, nvml.CodeUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, m := machine(t, "dgx-h100")
@@ -262,9 +264,9 @@ func TestAsymmetricAnswers(t *testing.T) {
 		t.Fatalf("fixture: want 0-5 SYS, 0-3 NV2, 0-1 NVLink; got %v %v %v", want.Link(0, 5), want.Link(0, 3), want.Link(0, 1))
 	}
 	// PCIe only: GPU 0 says PIX to GPU 5, GPU 5 says SYS back.
-	m.GPUs[0].Ancestor[5] = nvidia.TopologySingle
+	m.GPUs[0].Ancestor[5] = nvml.TopologySingle
 	// PCIe class under an NVLink: GPU 1 says SYS back to GPU 0.
-	m.GPUs[1].Ancestor[0] = nvidia.TopologySystem
+	m.GPUs[1].Ancestor[0] = nvml.TopologySystem
 	// NVLink: GPU 0 reports its NV2 to GPU 3, GPU 3 sees one link up.
 	for k, l := range m.GPUs[3].Links {
 		if l.RemoteBusID == m.GPUs[0].BusID {
@@ -305,13 +307,13 @@ func TestOptionalCallsFail(t *testing.T) {
 	m.Hook = func(c nvidiatest.Call) error {
 		switch {
 		case c.Method == "MemoryAffinity" && c.GPU == 1:
-			return nvidia.CodeUnknown
+			return nvml.CodeUnknown
 		case c.Method == "CPUAffinity" && c.GPU == 1:
-			return nvidia.CodeNoPermission
+			return nvml.CodeNoPermission
 		case c.Method == "Architecture":
-			return nvidia.CodeNotSupported
+			return nvml.CodeNotSupported
 		case c.Method == "P2PStatus" && c.GPU == 0:
-			return nvidia.CodeUnknown
+			return nvml.CodeUnknown
 		}
 		return nil
 	}
@@ -350,8 +352,8 @@ func TestOlderDriver(t *testing.T) {
 		}
 	}
 	m.Hook = func(c nvidiatest.Call) error {
-		if c.Method == "NvLinkRemoteDeviceType" {
-			return nvidia.CodeFunctionNotFound
+		if c.Method == "NVLinkRemoteDeviceType" {
+			return nvml.CodeFunctionNotFound
 		}
 		return nil
 	}
@@ -360,8 +362,8 @@ func TestOlderDriver(t *testing.T) {
 		t.Errorf("node differs:\n%s", d)
 	}
 	for _, g := range inv.GPUs {
-		for _, l := range g.NvLinks {
-			if l.Active && (!l.RemoteTypeInferred || l.RemoteType != nvidia.NvLinkDeviceSwitch) {
+		for _, l := range g.NVLinks {
+			if l.Active && (!l.RemoteTypeInferred || l.RemoteType != nvml.NVLinkDeviceSwitch) {
 				t.Fatalf("GPU %d link %d: type %v inferred %v, want inferred switch", g.Index, l.Link, l.RemoteType, l.RemoteTypeInferred)
 			}
 		}
@@ -382,7 +384,7 @@ func TestFabricDomain(t *testing.T) {
 		t.Fatalf("fabric %v, want %v", inv.Node.Fabric(), want.Fabric())
 	}
 	// Registration still in progress on one GPU: the others still agree.
-	m.GPUs[0].Fabric.State = nvidia.FabricInProgress
+	m.GPUs[0].Fabric.State = nvml.FabricInProgress
 	if inv := inspect(t, m); inv.Node.Fabric() != want.Fabric() {
 		t.Errorf("fabric %v with one GPU registering, want %v", inv.Node.Fabric(), want.Fabric())
 	}
@@ -487,7 +489,7 @@ func TestNVSwitchNeverNoNVLink(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
 	for _, g := range m.GPUs {
 		for _, l := range g.Links {
-			if l.RemoteType != nvidia.NvLinkDeviceSwitch {
+			if l.RemoteType != nvml.NVLinkDeviceSwitch {
 				t.Fatalf("fixture has a non-switch link: %+v", l)
 			}
 		}
@@ -529,18 +531,18 @@ func TestDegradedSwitchLinks(t *testing.T) {
 	}
 }
 
-// TestDetectSkipsNoDriver: provider.Detect reports a machine without an
+// TestDetectSkipsNoDriver: detect.Detect reports a machine without an
 // NVIDIA driver as "not detected" and moves on to the next provider.
 func TestDetectSkipsNoDriver(t *testing.T) {
 	_, m := machine(t, "dgx-h100")
-	m.InitErr = nvidia.CodeDriverNotLoaded
+	m.InitErr = nvml.CodeDriverNotLoaded
 	fallback, _ := catalog.Get("pcie-8gpu-2numa")
-	n, rep, err := provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m)), provider.Static("static", fallback))
+	n, rep, err := detect.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m)), provider.Static("static", fallback))
 	if err != nil || n != fallback || len(rep.Attempts) != 2 || !rep.Attempts[0].NotDetected() {
 		t.Fatalf("Detect: %v, report %+v", err, rep)
 	}
 	_, m = machine(t, "dgx-h100")
-	n, rep, err = provider.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName("x")))
+	n, rep, err = detect.Detect(context.Background(), nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName("x")))
 	if err != nil || n.Len() != 8 || rep.Chosen != "nvidia" {
 		t.Fatalf("Detect with a driver: %v %v %+v", n, err, rep)
 	}
@@ -560,7 +562,7 @@ func TestSwitchesWithoutAddresses(t *testing.T) {
 	}
 	m.Hook = func(c nvidiatest.Call) error {
 		if c.Method == "P2PStatus" {
-			return nvidia.CodeNotSupported
+			return nvml.CodeNotSupported
 		}
 		return nil
 	}

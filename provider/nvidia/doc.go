@@ -3,7 +3,7 @@
 //
 // [New] returns a [Provider]; [Provider.Discover] returns the node as a
 // vendor-neutral topology.Node (it satisfies provider.TopologyProvider) and
-// [Provider.Inspect] the full [Inventory] with what the model has no field
+// [Provider.Scan] the full [Inventory] with what the model has no field
 // for: architecture, memory in use, utilisation, temperature, per-link
 // NVLink state, P2P status, MIG profiles and instances (with each instance's
 // memory), fabric registration.
@@ -47,7 +47,7 @@
 //     PCI.
 //   - MIG: mode, every GPU-instance profile the GPU answers for with every
 //     legal placement (read from NVML, never from a shipped table), and the
-//     live GPU and compute instances with their placements. [Provider.Inspect]
+//     live GPU and compute instances with their placements. [Provider.Scan]
 //     also reads each GPU instance's memory (total, used, free) through a MIG
 //     device handle of one of its compute instances
 //     (nvmlDeviceGetMigDeviceHandleByIndex, then nvmlDeviceGetMemoryInfo on
@@ -98,13 +98,28 @@
 // warning), never by a panic. Failures of optional reads become warnings in
 // the [Inventory].
 //
+// # Limits
+//
+// Discovery iterates over NVML's enumerations within fixed bounds, so a
+// driver answering garbage cannot make it loop or allocate without end:
+//
+//	limit                   value   bounds
+//	maxNVLinks              36      NVLinks read per GPU (NVML_NVLINK_MAX_LINKS)
+//	maxMIGDevices           64      MIG devices read per GPU (7 on A100, H100, B200)
+//	giProfileCount          18      GPU-instance profiles probed (NVML_GPU_INSTANCE_PROFILE_COUNT)
+//	ciProfileCount          9       compute-instance profiles probed (NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+//	affinityMaxNUMANodes    1,024   NUMA ids of a GPU's memory affinity
+//	affinityMaxCPUs         8,192   CPUs of a GPU's CPU affinity
+//
+// The node it builds is bounded by topology.MaxDevices.
+//
 // # Builds and tests
 //
 // This is the project's only package with cgo. The go-nvml binding is
 // compiled only with cgo on Linux; elsewhere [New] without [WithLibrary]
 // yields a provider whose Discover fails with an error wrapping [ErrNoNVML]
 // and errors.ErrUnsupported. Everything else is pure Go behind the narrow
-// [Library] interface, so package nvidiatest's fake NVML exercises all of it
+// nvml.Library interface (package provider/nvidia/nvml), so package nvidiatest's fake NVML exercises all of it
 // in any build. The integration test against a real driver is behind the
 // build tag nvml and is read-only.
 package nvidia

@@ -9,6 +9,7 @@ import (
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // Discover the GPUs of this machine. Without an NVIDIA driver (or in a
@@ -54,7 +55,7 @@ func ExampleProvider_Inspect() {
 	ref, _ := catalog.Get("dgx-h100")
 	fake := nvidiatest.FromNode(ref)
 	fake.GPUs[3].Lost = true
-	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0")).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithNodeName("hgx-0")).Scan(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -77,11 +78,11 @@ func ExampleProvider_Inspect() {
 func ExampleMIGManager() {
 	fake := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{
 		UUID: "GPU-0", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:18:00.0", DeviceID: 0x233010DE,
-		Memory: nvidia.MemoryInfo{Total: 81559 << 20}, MemoryNUMA: -1, MIG: nvidiatest.H100SXM580GB(),
+		Memory: nvml.MemoryInfo{Total: 81559 << 20}, MemoryNUMA: -1, MIG: nvidiatest.H100SXM580GB(),
 	}}}
 	fake.GPUs[0].MIG.Enabled = true
-	_ = fake.AddInstance(0, 0, nvidia.Placement{Start: 0, Size: 1}) // a 1g.10gb at slot 0
-	mgr := nvidia.New(nvidia.WithLibrary(fake)).MIGManager()
+	_ = fake.AddInstance(0, 0, mig.Placement{Start: 0, Size: 1}) // a 1g.10gb at slot 0
+	mgr := nvidia.New(nvidia.WithLibrary(fake)).PartitionManager()
 	ctx := context.Background()
 	layouts, err := mgr.Layouts(ctx)
 	if err != nil {
@@ -116,10 +117,10 @@ func ExampleMIGManager() {
 func ExampleGPU_utilization() {
 	ref, _ := catalog.Get("dgx-a100")
 	fake := nvidiatest.FromNode(ref)
-	fake.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
+	fake.GPUs[0].Utilization = &nvml.Utilization{GPU: 97, Memory: 41}
 	fake.GPUs[0].TemperatureC = new(64)
 	fake.GPUs[1].MIG.Enabled = true
-	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -137,16 +138,16 @@ func ExampleGPU_utilization() {
 	// GPU 1: 30 °C, utilisation not reported (MIG mode)
 }
 
-// Inspect reads each MIG GPU instance's memory through a MIG device handle
+// Scan reads each MIG GPU instance's memory through a MIG device handle
 // of its compute instance: the exact size and what is in use now.
 func ExampleMIGInstance() {
 	ref, _ := catalog.Get("dgx-h100")
 	fake := nvidiatest.FromNode(ref)
 	fake.GPUs[0].MIG.Enabled = true
-	_ = fake.AddInstance(0, 2, nvidia.Placement{Start: 0, Size: 4}) // 3g.40gb
-	_ = fake.AddInstance(0, 0, nvidia.Placement{Start: 4, Size: 1}) // 1g.10gb
-	fake.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40448 << 20, Used: 30 << 30, Free: 10496 << 20}}
-	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Inspect(context.Background())
+	_ = fake.AddInstance(0, 2, mig.Placement{Start: 0, Size: 4}) // 3g.40gb
+	_ = fake.AddInstance(0, 0, mig.Placement{Start: 4, Size: 1}) // 1g.10gb
+	fake.GPUs[0].MIG.InstanceMemory = map[int]nvml.MemoryInfo{0: {Total: 40448 << 20, Used: 30 << 30, Free: 10496 << 20}}
+	inv, err := nvidia.New(nvidia.WithLibrary(fake), nvidia.WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return

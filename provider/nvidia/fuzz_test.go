@@ -6,8 +6,10 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -23,14 +25,14 @@ func FuzzNVMLStrings(f *testing.F) {
 	f.Add("00000000:3B:20.0", "1:2:3:4", "GPU", "\xff\xfe")
 	f.Fuzz(func(t *testing.T, bus, remote, uuid, name string) {
 		m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{
-			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvidia.NvLinkDeviceGPU}},
-				Ancestor: map[int]nvidia.TopologyLevel{1: nvidia.TopologySystem}},
-			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvidia.NvLinkDeviceUnknown}},
-				Ancestor: map[int]nvidia.TopologyLevel{0: nvidia.TopologySystem}},
+			{UUID: uuid, Name: name, BusID: bus, MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: remote, RemoteType: nvml.NVLinkDeviceGPU}},
+				Ancestor: map[int]nvml.TopologyLevel{1: nvml.TopologySystem}},
+			{UUID: "GPU-b", Name: "b", BusID: "00000000:3C:00.0", MemoryNUMA: -1, Links: []nvidiatest.Link{{Active: true, RemoteBusID: bus, RemoteType: nvml.NVLinkDeviceUnknown}},
+				Ancestor: map[int]nvml.TopologyLevel{0: nvml.TopologySystem}},
 		}}
-		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
+		inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
 		if err != nil {
-			t.Fatalf("Inspect: %v", err)
+			t.Fatalf("Scan: %v", err)
 		}
 		if _, perr := topology.ParsePCIAddress(bus); perr != nil && inv.Node.Device(0).Health != topology.Unhealthy {
 			t.Errorf("bus id %q does not parse but GPU 0 is healthy", bus)
@@ -103,9 +105,9 @@ func checkInvariants(t fataler, inv *nvidia.Inventory, m *nvidiatest.Machine) {
 }
 
 var (
-	codes  = []nvidia.Code{nvidia.CodeNotSupported, nvidia.CodeGPUIsLost, nvidia.CodeUnknown, nvidia.CodeFunctionNotFound, nvidia.CodeArgumentVersionMismatch, nvidia.CodeInvalidArgument, nvidia.CodeNoPermission, nvidia.CodeTimeout}
-	levels = []nvidia.TopologyLevel{0, 10, 20, 30, 40, 50, 7, -3, 1 << 20}
-	kinds  = []nvidia.NvLinkDeviceType{nvidia.NvLinkDeviceGPU, nvidia.NvLinkDeviceSwitch, nvidia.NvLinkDeviceIBMNPU, nvidia.NvLinkDeviceUnknown, 77}
+	codes  = []nvml.Code{nvml.CodeNotSupported, nvml.CodeGPUIsLost, nvml.CodeUnknown, nvml.CodeFunctionNotFound, nvml.CodeArgumentVersionMismatch, nvml.CodeInvalidArgument, nvml.CodeNoPermission, nvml.CodeTimeout}
+	levels = []nvml.TopologyLevel{0, 10, 20, 30, 40, 50, 7, -3, 1 << 20}
+	kinds  = []nvml.NVLinkDeviceType{nvml.NVLinkDeviceGPU, nvml.NVLinkDeviceSwitch, nvml.NVLinkDeviceIBMNPU, nvml.NVLinkDeviceUnknown, 77}
 )
 
 // randomMachine draws a small machine whose answers are arbitrary: lost
@@ -123,7 +125,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			Name:          "NVIDIA H100 80GB HBM3",
 			BusID:         buses[rapid.IntRange(0, len(buses)-1).Draw(t, "bus")],
 			MemoryNUMA:    rapid.IntRange(-1, 3).Draw(t, "memnuma"),
-			Ancestor:      map[int]nvidia.TopologyLevel{},
+			Ancestor:      map[int]nvml.TopologyLevel{},
 			Lost:          rapid.IntRange(0, 9).Draw(t, "lost") == 0,
 			FabricVersion: rapid.IntRange(0, 3).Draw(t, "fabricv"),
 		}
@@ -146,10 +148,10 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			}
 		}
 		if rapid.Bool().Draw(t, "fabric") {
-			g.Fabric = &nvidia.FabricInfo{ClusterUUID: [16]byte{byte(rapid.IntRange(0, 2).Draw(t, "cluster"))}, CliqueID: uint32(rapid.IntRange(0, 1).Draw(t, "clique")), State: nvidia.FabricState(rapid.IntRange(0, 4).Draw(t, "state"))}
+			g.Fabric = &nvml.FabricInfo{ClusterUUID: [16]byte{byte(rapid.IntRange(0, 2).Draw(t, "cluster"))}, CliqueID: uint32(rapid.IntRange(0, 1).Draw(t, "clique")), State: nvml.FabricState(rapid.IntRange(0, 4).Draw(t, "state"))}
 		}
 		if rapid.Bool().Draw(t, "util") {
-			g.Utilization = &nvidia.Utilization{GPU: uint32(rapid.IntRange(0, 120).Draw(t, "utilgpu")), Memory: uint32(rapid.IntRange(0, 120).Draw(t, "utilmem"))}
+			g.Utilization = &nvml.Utilization{GPU: uint32(rapid.IntRange(0, 120).Draw(t, "utilgpu")), Memory: uint32(rapid.IntRange(0, 120).Draw(t, "utilmem"))}
 		}
 		if rapid.Bool().Draw(t, "temp") {
 			g.TemperatureC = new(rapid.IntRange(-100, 300).Draw(t, "tempc"))
@@ -160,7 +162,7 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 			g.MIG.InfoVersion = rapid.IntRange(0, 3).Draw(t, "infov")
 			if rapid.Bool().Draw(t, "gimem") {
 				total := rapid.Uint64Range(0, 80<<30).Draw(t, "gimemtotal")
-				g.MIG.InstanceMemory = map[int]nvidia.MemoryInfo{rapid.IntRange(0, 7).Draw(t, "gimemstart"): {
+				g.MIG.InstanceMemory = map[int]nvml.MemoryInfo{rapid.IntRange(0, 7).Draw(t, "gimemstart"): {
 					Total: total, Used: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemused"), Free: rapid.Uint64Range(0, 90<<30).Draw(t, "gimemfree"),
 				}}
 			}
@@ -169,17 +171,17 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 	}
 	for i, g := range m.GPUs {
 		if g.MIG != nil && g.MIG.Enabled {
-			_ = m.AddInstance(i, rapid.IntRange(0, 9).Draw(t, "giprofile"), nvidia.Placement{Start: rapid.IntRange(0, 7).Draw(t, "gistart"), Size: rapid.IntRange(1, 8).Draw(t, "gisize")})
+			_ = m.AddInstance(i, rapid.IntRange(0, 9).Draw(t, "giprofile"), mig.Placement{Start: rapid.IntRange(0, 7).Draw(t, "gistart"), Size: rapid.IntRange(1, 8).Draw(t, "gisize")})
 		}
 	}
 	type fault struct {
 		gpu    int
 		method string
 		after  int
-		code   nvidia.Code
+		code   nvml.Code
 	}
 	methods := []string{"DeviceByIndex", "UUID", "Name", "PCIInfo", "Architecture", "MemoryInfo", "UtilizationRates", "Temperature", "NUMANodeID", "MemoryAffinity", "CPUAffinity",
-		"NvLinkState", "NvLinkRemotePCIInfo", "NvLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
+		"NVLinkState", "NVLinkRemotePCIInfo", "NVLinkRemoteDeviceType", "TopologyCommonAncestor", "P2PStatus", "FabricInfo", "MIGMode",
 		"GPUInstanceProfileInfo", "GPUInstancePossiblePlacements", "GPUInstances", "GPUInstance.Info", "GPUInstance.ComputeInstanceProfileInfo",
 		"GPUInstance.ComputeInstances", "ComputeInstance.Info", "MaxMIGDeviceCount", "MIGDeviceByIndex", "MIGDevice.GPUInstanceID",
 		"MIGDevice.MemoryInfo", "DriverVersion"}
@@ -208,9 +210,9 @@ func randomMachine(t *rapid.T) *nvidiatest.Machine {
 
 func discoverRandom(t *rapid.T) {
 	m := randomMachine(t)
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(context.Background())
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(context.Background())
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	checkInvariants(t, inv, m)
 }

@@ -7,10 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// GPMDevice is the optional part of a [Device] for GPU Performance
+// GPMDevice is the optional part of an [nvml.Device] for GPU Performance
 // Monitoring (GPM), which NVML offers on Hopper and newer GPUs with driver
 // R520 and later. A Device that does not implement it has no GPM; the
 // implementation over go-nvml implements it and answers
@@ -78,7 +79,7 @@ type GPMGPU struct {
 	Index int
 	UUID  string
 	// Err is nil when GPM works on the GPU; otherwise it wraps [ErrNoGPM]
-	// and the NVML [Code] and Instances is empty.
+	// and the NVML [nvml.Code] and Instances is empty.
 	Err error
 	// Instances holds an entry per GPU instance with a compute instance
 	// (a MIG device), in the order NVML lists the MIG devices.
@@ -108,7 +109,7 @@ type GPMInstance struct {
 // before. It keeps NVML initialised from its first successful Sample until
 // Close. It is safe for concurrent use.
 type GPMSampler struct {
-	lib Library
+	lib nvml.Library
 	now func() time.Time
 
 	mu     sync.Mutex
@@ -222,7 +223,7 @@ func (s *GPMSampler) sampleGPU(i int, seen map[gpmKey]bool) (GPMGPU, bool) {
 		g.Err = fmt.Errorf("%w: GPU %d: GPM support: %w", ErrNoGPM, i, err)
 		return g, true
 	case !sup:
-		g.Err = fmt.Errorf("%w: GPU %d does not support GPM: %w", ErrNoGPM, i, CodeNotSupported)
+		g.Err = fmt.Errorf("%w: GPU %d does not support GPM: %w", ErrNoGPM, i, nvml.CodeNotSupported)
 		return g, true
 	}
 	ids, err := gpuInstanceIDs(h)
@@ -275,7 +276,7 @@ func (s *GPMSampler) sampleInstance(gd GPMDevice, k gpmKey, seen map[gpmKey]bool
 
 // gpuInstanceIDs lists the ids of the GPU instances that have a MIG device
 // (a compute instance), each once, in MIG device order.
-func gpuInstanceIDs(h Device) ([]int, error) {
+func gpuInstanceIDs(h nvml.Device) ([]int, error) {
 	n, err := h.MaxMIGDeviceCount()
 	if err != nil {
 		return nil, err

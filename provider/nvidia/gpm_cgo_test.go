@@ -5,10 +5,12 @@ package nvidia
 import (
 	"testing"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // TestAdapterGPM: over a go-nvml mock, the adapter queries support,
@@ -19,25 +21,25 @@ import (
 func TestAdapterGPM(t *testing.T) {
 	lib, devs := mockGPUs(t)
 	freed := 0
-	lib.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
-		return &mock.GpmSample{FreeFunc: func() nvml.Return { freed++; return nvml.SUCCESS }}, nvml.SUCCESS
+	lib.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
+		return &mock.GpmSample{FreeFunc: func() gonvml.Return { freed++; return gonvml.SUCCESS }}, gonvml.SUCCESS
 	}
 	var gotIDs []int
-	devs[0].GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
-		return nvml.GpmSupport{Version: nvml.GPM_SUPPORT_VERSION, IsSupportedDevice: 1}, nvml.SUCCESS
+	devs[0].GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{Version: gonvml.GPM_SUPPORT_VERSION, IsSupportedDevice: 1}, gonvml.SUCCESS
 	}
-	devs[0].GpmMigSampleGetFunc = func(id int, _ nvml.GpmSample) nvml.Return {
+	devs[0].GpmMigSampleGetFunc = func(id int, _ gonvml.GpmSample) gonvml.Return {
 		gotIDs = append(gotIDs, id)
-		return nvml.SUCCESS
+		return gonvml.SUCCESS
 	}
-	var first, second nvml.GpmSample
-	lib.GpmMetricsGetFunc = func(mg *nvml.GpmMetricsGetType) nvml.Return {
+	var first, second gonvml.GpmSample
+	lib.GpmMetricsGetFunc = func(mg *gonvml.GpmMetricsGetType) gonvml.Return {
 		if mg.Sample1 != first || mg.Sample2 != second || mg.NumMetrics != 2 {
-			return nvml.ERROR_INVALID_ARGUMENT
+			return gonvml.ERROR_INVALID_ARGUMENT
 		}
 		mg.Metrics[0].Value, mg.Metrics[1].Value = 37.5, 12
-		mg.Metrics[1].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
-		return nvml.SUCCESS
+		mg.Metrics[1].NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+		return gonvml.SUCCESS
 	}
 	a := newNVMLLibrary(lib)
 	d, err := a.DeviceByIndex(0)
@@ -55,16 +57,16 @@ func TestAdapterGPM(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	assert.Equal(t, GPMMetric{ID: GPMSMUtilization, Value: 37.5}, ms[0])
-	assert.ErrorIs(t, ms[1].Err, CodeNotSupported)
+	assert.ErrorIs(t, ms[1].Err, nvml.CodeNotSupported)
 	assert.Equal(t, []int{3, 3}, gotIDs)
 	require.NoError(t, s1.Free())
 	require.NoError(t, s1.Free(), "a second Free is not passed on")
 	_, err = s2.Metrics(s1, []GPMMetricID{GPMSMUtilization})
-	assert.ErrorIs(t, err, CodeInvalidArgument, "a freed sample is refused")
+	assert.ErrorIs(t, err, nvml.CodeInvalidArgument, "a freed sample is refused")
 	require.NoError(t, s2.Free())
 	assert.Equal(t, 2, freed)
 	_, err = gd.GPMMIGSample(-1)
-	assert.ErrorIs(t, err, CodeInvalidArgument)
+	assert.ErrorIs(t, err, nvml.CodeInvalidArgument)
 
 	for _, sym := range []string{symGPMSupport, symGPMSampleAll, symGPMSampleFree, symGPMMIGSample, symGPMMetrics} {
 		lib, devs := mockGPUs(t, sym) // no GPM function set: any call panics
@@ -76,7 +78,7 @@ func TestAdapterGPM(t *testing.T) {
 		} else {
 			_, err = gd.GPMMIGSample(1)
 		}
-		assert.ErrorIs(t, err, CodeFunctionNotFound, sym)
+		assert.ErrorIs(t, err, nvml.CodeFunctionNotFound, sym)
 		assert.Empty(t, devs[0].GpmMigSampleGetCalls())
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // gpmValues is a GPM instance reading as percentages by placement start of
@@ -69,12 +70,12 @@ func TestGPMSamplerPresent(t *testing.T) {
 		assert.Zero(t, in.Interval)
 	}
 	assert.ErrorIs(t, g1.Err, nvidia.ErrNoGPM)
-	assert.ErrorIs(t, g1.Err, nvidia.CodeNotSupported)
+	assert.ErrorIs(t, g1.Err, nvml.CodeNotSupported)
 	assert.Empty(t, g1.Instances)
 	assert.Equal(t, 3, m.LiveGPMSamples(), "one kept sample per instance with a MIG device")
 
-	// Inspect between samples: NVML stays initialised for the sampler.
-	_, err = nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(ctx)
+	// Scan between samples: NVML stays initialised for the sampler.
+	_, err = nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(ctx)
 	require.NoError(t, err)
 	assert.True(t, m.Initialized())
 
@@ -88,11 +89,11 @@ func TestGPMSamplerPresent(t *testing.T) {
 	}, gpmByStart(t, m, r.GPUs[0]))
 	assert.Equal(t, 3, m.LiveGPMSamples(), "each earlier sample is freed once compared")
 
-	m.GPUs[0].GPM.MetricsErr = nvidia.CodeUnknown
+	m.GPUs[0].GPM.MetricsErr = nvml.CodeUnknown
 	r, err = s.Sample(ctx)
 	require.NoError(t, err)
 	for _, in := range r.GPUs[0].Instances {
-		assert.ErrorIs(t, in.Err, nvidia.CodeUnknown)
+		assert.ErrorIs(t, in.Err, nvml.CodeUnknown)
 		assert.Nil(t, in.SMUtilization)
 	}
 
@@ -113,15 +114,15 @@ func TestGPMSamplerAbsent(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hook func(nvidiatest.Call) error
-		code nvidia.Code
+		code nvml.Code
 	}{
-		{"unsupported GPU", nil, nvidia.CodeNotSupported},
+		{"unsupported GPU", nil, nvml.CodeNotSupported},
 		{"driver without GPM", func(c nvidiatest.Call) error {
 			if c.Method == "GPMSupported" || c.Method == "GPMMIGSample" {
-				return nvidia.CodeFunctionNotFound
+				return nvml.CodeFunctionNotFound
 			}
 			return nil
-		}, nvidia.CodeFunctionNotFound},
+		}, nvml.CodeFunctionNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := migMemoryMachine(t)
@@ -180,11 +181,11 @@ func TestGPMSamplerGone(t *testing.T) {
 // shut down; a done context reads nothing.
 func TestGPMSamplerInitFails(t *testing.T) {
 	m := migMemoryMachine(t)
-	m.InitErr = nvidia.CodeLibraryNotFound
+	m.InitErr = nvml.CodeLibraryNotFound
 	s := nvidia.New(nvidia.WithLibrary(m)).GPMSampler()
 	_, err := s.Sample(context.Background())
 	assert.ErrorIs(t, err, nvidia.ErrNoNVML)
-	assert.ErrorIs(t, err, nvidia.CodeLibraryNotFound)
+	assert.ErrorIs(t, err, nvml.CodeLibraryNotFound)
 	require.NoError(t, s.Close())
 	assert.Empty(t, m.Violations())
 

@@ -7,7 +7,7 @@ package nvidia_test
 //
 //	go test -tags nvml -run TestRealDriver -v ./provider/nvidia
 //
-// It is read-only: it only discovers (Inspect and Layouts); it never
+// It is read-only: it only discovers (Scan and Layouts); it never
 // changes MIG mode, never creates or destroys instances, never resets.
 
 import (
@@ -18,18 +18,19 @@ import (
 
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
 func TestRealDriver(t *testing.T) {
 	ctx := context.Background()
 	p := nvidia.New()
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if errors.Is(err, nvidia.ErrNoNVML) || errors.Is(err, nvidia.ErrNoDevices) {
 		t.Skipf("no usable NVIDIA driver or GPU here: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("Inspect: %v", err)
+		t.Fatalf("Scan: %v", err)
 	}
 	n := inv.Node
 	t.Logf("driver %s: %v", inv.DriverVersion, n)
@@ -58,7 +59,7 @@ func TestRealDriver(t *testing.T) {
 		}
 		checkReadings(t, i, g)
 		active := 0
-		for _, l := range g.NvLinks {
+		for _, l := range g.NVLinks {
 			if l.Active {
 				active++
 			}
@@ -75,8 +76,8 @@ func TestRealDriver(t *testing.T) {
 			switch l.Kind {
 			case topology.LinkNVLink:
 				lanes += l.Lanes
-				if inv.P2P[i][j].NvLink != nvidia.P2POK {
-					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NvLink)
+				if inv.P2P[i][j].NVLink != nvml.P2POK {
+					t.Logf("GPU %d→%d: NVLink without NVLink P2P (%v)", i, j, inv.P2P[i][j].NVLink)
 				}
 			case topology.LinkNVSwitch:
 				if l.Lanes > g.SwitchLinks {
@@ -215,7 +216,7 @@ func checkMIGManager(t *testing.T, p *nvidia.Provider) {
 	if _, err := p.MIGCatalog(ctx); err != nil {
 		t.Errorf("MIGCatalog: %v", err)
 	}
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func checkMIGManager(t *testing.T, p *nvidia.Provider) {
 	for _, g := range inv.GPUs {
 		enabled[g.UUID] = g.MIG.Enabled
 	}
-	mgr := p.MIGManager()
+	mgr := p.PartitionManager()
 	for _, l := range layouts {
 		t.Logf("MIG layout: %s (model source %s)", l, l.Model.Source())
 		if !enabled[l.GPU] {

@@ -1,6 +1,8 @@
 package nvidia
 
 import (
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -37,15 +39,15 @@ type GPU struct {
 	// Name is the product name.
 	Name string
 	// Architecture is the GPU architecture; ArchUnknown when unread.
-	Architecture Architecture
+	Architecture nvml.Architecture
 	// Memory is the framebuffer total, reserved, used and free bytes.
-	Memory MemoryInfo
+	Memory nvml.MemoryInfo
 	// Utilization is the GPU and memory utilisation NVML sampled; nil when
 	// not reported: the product does not support it, the GPU is in MIG mode
 	// (NVML reports no device utilisation then; per-instance SM
 	// utilisation needs GPM: see [Provider.GPMSampler]), or the read
 	// failed (then Inventory.Warnings says why).
-	Utilization *Utilization
+	Utilization *nvml.Utilization
 	// TemperatureC is the GPU die temperature in degrees Celsius; nil when
 	// not reported (no sensor, or the read failed: see Inventory.Warnings).
 	TemperatureC *int
@@ -60,13 +62,13 @@ type GPU struct {
 	MemoryNUMA int
 	// CPUs is the CPU affinity; empty when unknown.
 	CPUs topology.CPUSet
-	// NvLinks lists every NVLink NVML answered for, active or not.
-	NvLinks []NvLink
+	// NVLinks lists every NVLink NVML answered for, active or not.
+	NVLinks []NVLink
 	// SwitchLinks is the number of active NVLinks into an NVSwitch.
 	SwitchLinks int
 	// Fabric is the fabric-manager registration; nil when the GPU has none
 	// (not supported, or not a multi-node NVLink system).
-	Fabric *FabricInfo
+	Fabric *nvml.FabricInfo
 	// MIG is the GPU's MIG capability and state.
 	MIG MIG
 	// Err is why the GPU is unhealthy (wrapping ErrDeviceUnreadable and the
@@ -74,8 +76,8 @@ type GPU struct {
 	Err error
 }
 
-// NvLink is one NVLink of a GPU.
-type NvLink struct {
+// NVLink is one NVLink of a GPU.
+type NVLink struct {
 	// Link is the link number, 0..35.
 	Link int
 	// Active reports the link state.
@@ -84,7 +86,7 @@ type NvLink struct {
 	// zero when unread.
 	RemotePCI topology.PCIAddress
 	// RemoteType is what is at the far end.
-	RemoteType NvLinkDeviceType
+	RemoteType nvml.NVLinkDeviceType
 	// RemoteTypeInferred is true when the driver could not say
 	// (nvmlDeviceGetNvLinkRemoteDeviceType missing or unsupported) and the
 	// type was inferred: a GPU of this node when RemotePCI is one, an
@@ -97,9 +99,9 @@ type NvLink struct {
 
 // P2P is the peer-to-peer status of an ordered GPU pair, per capability.
 type P2P struct {
-	// Read, Write, NvLink, Atomics and PCI are the statuses of the P2P
+	// Read, Write, NVLink, Atomics and PCI are the statuses of the P2P
 	// capabilities P2PRead ... P2PPCI.
-	Read, Write, NvLink, Atomics, PCI P2PStatus
+	Read, Write, NVLink, Atomics, PCI nvml.P2PStatus
 }
 
 // MIG is a GPU's Multi-Instance GPU capability and state, read from NVML.
@@ -115,7 +117,7 @@ type MIG struct {
 	Instances []MIGInstance
 	// Processes lists the compute processes on the GPU, read when MIG is
 	// on.
-	Processes []Process
+	Processes []nvml.Process
 	// ProcessesKnown is false when NVML would not list the processes
 	// (older driver, no permission).
 	ProcessesKnown bool
@@ -123,9 +125,9 @@ type MIG struct {
 
 // MIGProfile is one GPU-instance profile and its legal placements.
 type MIGProfile struct {
-	GPUInstanceProfileInfo
+	nvml.GPUInstanceProfileInfo
 	// Placements lists every legal placement, free or not.
-	Placements []Placement
+	Placements []mig.Placement
 	// NameDerived is true when the driver gave no name (profile info
 	// version 1) and Name was derived from the slice and memory counts as
 	// go-nvlib does.
@@ -134,18 +136,18 @@ type MIGProfile struct {
 
 // MIGInstance is a live GPU instance and its compute instances.
 type MIGInstance struct {
-	GPUInstanceInfo
+	nvml.GPUInstanceInfo
 	// ProfileIndex is the NVML profile index of its profile.
 	ProfileIndex int
 	// ComputeInstances lists its compute instances.
-	ComputeInstances []ComputeInstanceInfo
+	ComputeInstances []nvml.ComputeInstanceInfo
 	// Memory is the instance's memory in bytes as NVML reports it on a
 	// MIG device handle of the instance (total, used, free; reserved from
 	// nvmlDeviceGetMemoryInfo_v2): the exact size, where the profile's
-	// MemorySizeMB is in MiB. Inspect reads it; nil when not read: the
+	// MemorySizeMB is in MiB. Scan reads it; nil when not read: the
 	// instance has no compute instance (so no MIG device), the driver lacks
 	// the MIG device calls or answers not supported or no permission, the
 	// reading was implausible, or the read failed (then Inventory.Warnings
 	// says why). The MIG manager does not read it.
-	Memory *MemoryInfo
+	Memory *nvml.MemoryInfo
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // ErrReadOnly: a MIGManager built without [AllowChanges] was asked to
@@ -41,14 +42,23 @@ type MIGManager struct {
 
 var _ mig.PartitionManager = (*MIGManager)(nil)
 
-// MIGOption configures a [MIGManager].
-type MIGOption func(*MIGManager)
+// ManagerOption configures a [MIGManager] (amd.ManagerOption is its AMD
+// counterpart: every hardware provider has Option for New and
+// ManagerOption for PartitionManager).
+type ManagerOption func(*MIGManager)
+
+// MIGOption is [ManagerOption].
+//
+// Deprecated: use ManagerOption.
+type MIGOption = ManagerOption
 
 // AllowChanges lets the manager commit steps to the hardware.
-func AllowChanges() MIGOption { return func(m *MIGManager) { m.commit = true } }
+func AllowChanges() ManagerOption { return func(m *MIGManager) { m.commit = true } }
 
-// MIGManager returns a MIG partition manager over the provider's NVML.
-func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager {
+// PartitionManager returns a MIG partition manager over the provider's
+// NVML. Every hardware provider with partitions makes its manager this way
+// (amd.Provider.PartitionManager too).
+func (p *Provider) PartitionManager(opts ...ManagerOption) *MIGManager {
 	m := &MIGManager{p: p}
 	for _, o := range opts {
 		o(m)
@@ -56,10 +66,16 @@ func (p *Provider) MIGManager(opts ...MIGOption) *MIGManager {
 	return m
 }
 
+// MIGManager is [Provider.PartitionManager].
+//
+// Deprecated: use PartitionManager, the constructor every hardware
+// provider shares.
+func (p *Provider) MIGManager(opts ...ManagerOption) *MIGManager { return p.PartitionManager(opts...) }
+
 // MIGLayouts returns the current MIG layout of every MIG-capable GPU, with
 // profile tables read from NVML (see GPU.MIGLayout).
 func (p *Provider) MIGLayouts(ctx context.Context) ([]*mig.Layout, error) {
-	return p.MIGManager().Layouts(ctx)
+	return p.PartitionManager().Layouts(ctx)
 }
 
 // MIGCatalog returns mig.DefaultCatalog with the profile tables of this
@@ -214,7 +230,7 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 		n = min(n, maxMIGDevices)
 		for j := range n {
 			md, err := h.MIGDeviceByIndex(j)
-			if codeOf(err) == CodeNotFound {
+			if codeOf(err) == nvml.CodeNotFound {
 				continue
 			}
 			if err != nil {
@@ -227,7 +243,7 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 			if gi != id {
 				continue
 			}
-			u, ok := md.(MIGDeviceUUID)
+			u, ok := md.(nvml.MIGDeviceUUID)
 			if !ok {
 				return fmt.Errorf("%w: this NVML library's MIG devices report no UUID", mig.ErrUnsupported)
 			}
@@ -242,14 +258,14 @@ func (m *MIGManager) InstanceUUID(ctx context.Context, gpu string, pl mig.Placem
 }
 
 // commitStep performs a validated step on GPU g through its handle h.
-func commitStep(h Device, g *GPU, step mig.Step) error {
+func commitStep(h nvml.Device, g *GPU, step mig.Step) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("%w: %s on GPU %d at %v: %w", nvmlSentinel(err), what, g.Index, step.Placement, err)
 	}
 	if step.Kind == mig.StepCreateGPUInstance {
 		for _, p := range g.MIG.Profiles {
 			if name, err := mig.ParseProfileName(p.Name); err == nil && name == step.Profile {
-				if _, err := h.CreateGPUInstanceWithPlacement(p.GPUInstanceProfileInfo, Placement{Start: step.Placement.Start, Size: step.Placement.Size}); err != nil {
+				if _, err := h.CreateGPUInstanceWithPlacement(p.GPUInstanceProfileInfo, mig.Placement{Start: step.Placement.Start, Size: step.Placement.Size}); err != nil {
 					return fail("create GPU instance", err)
 				}
 				return nil
@@ -257,7 +273,7 @@ func commitStep(h Device, g *GPU, step mig.Step) error {
 		}
 		return fmt.Errorf("%w: %s on GPU %d", mig.ErrUnknownProfile, step.Profile, g.Index)
 	}
-	var gi GPUInstance
+	var gi nvml.GPUInstance
 	var info MIGInstance
 	for _, p := range g.MIG.Profiles {
 		gis, err := h.GPUInstances(p.GPUInstanceProfileInfo)
@@ -325,8 +341,8 @@ func commitStep(h Device, g *GPU, step mig.Step) error {
 }
 
 // computeInstances lists every compute instance of gi.
-func computeInstances(gi GPUInstance) ([]ComputeInstance, error) {
-	var out []ComputeInstance
+func computeInstances(gi nvml.GPUInstance) ([]nvml.ComputeInstance, error) {
+	var out []nvml.ComputeInstance
 	for idx := range ciProfileCount {
 		cp, err := gi.ComputeInstanceProfileInfo(idx)
 		if err != nil {
@@ -353,13 +369,13 @@ func computeInstances(gi GPUInstance) ([]ComputeInstance, error) {
 // nvmlSentinel maps an NVML refusal to mig's sentinel for it.
 func nvmlSentinel(err error) error {
 	switch codeOf(err) {
-	case CodeInUse:
+	case nvml.CodeInUse:
 		return mig.ErrInUse
-	case CodeInsufficientResources:
+	case nvml.CodeInsufficientResources:
 		return mig.ErrOverlap
-	case CodeInvalidArgument:
+	case nvml.CodeInvalidArgument:
 		return mig.ErrIllegalPlacement
-	case CodeNotSupported, CodeFunctionNotFound:
+	case nvml.CodeNotSupported, nvml.CodeFunctionNotFound:
 		return mig.ErrUnsupported
 	}
 	return ErrMIGOperation

@@ -14,6 +14,7 @@ import (
 	"github.com/gputopo/gputopo/mig/migtest"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // migMachine returns a fake node of two H100 80GB GPUs with MIG on (GPU 0
@@ -25,25 +26,25 @@ func migMachine(t fataler, instances ...[3]int) *nvidiatest.Machine {
 	for i := range 3 {
 		g := &nvidiatest.GPU{
 			UUID: fmt.Sprintf("GPU-%d", i), Name: "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("00000000:%02X:00.0", 0x10+i),
-			DeviceID: 0x233010DE, Memory: nvidia.MemoryInfo{Total: 81559 << 20}, MemoryNUMA: -1, MIG: nvidiatest.H100SXM580GB(),
-			Ancestor: map[int]nvidia.TopologyLevel{},
+			DeviceID: 0x233010DE, Memory: nvml.MemoryInfo{Total: 81559 << 20}, MemoryNUMA: -1, MIG: nvidiatest.H100SXM580GB(),
+			Ancestor: map[int]nvml.TopologyLevel{},
 		}
 		g.MIG.Enabled = i < 2
 		for j := range 3 {
-			g.Ancestor[j] = nvidia.TopologySystem
+			g.Ancestor[j] = nvml.TopologySystem
 		}
 		m.GPUs = append(m.GPUs, g)
 	}
 	for _, in := range instances {
-		if err := m.AddInstance(0, in[0], nvidia.Placement{Start: in[1], Size: in[2]}); err != nil {
+		if err := m.AddInstance(0, in[0], mig.Placement{Start: in[1], Size: in[2]}); err != nil {
 			t.Fatalf("fixture instance %v: %v", in, err)
 		}
 	}
 	return m
 }
 
-func manager(m *nvidiatest.Machine, opts ...nvidia.MIGOption) *nvidia.MIGManager {
-	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).MIGManager(opts...)
+func manager(m *nvidiatest.Machine, opts ...nvidia.ManagerOption) *nvidia.MIGManager {
+	return nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).PartitionManager(opts...)
 }
 
 func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
@@ -65,7 +66,7 @@ func layoutStrings(t testing.TB, ls []*mig.Layout, err error) []string {
 func TestMIGTablesFromNVML(t *testing.T) {
 	m := migMachine(t)
 	ctx := context.Background()
-	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Inspect(ctx)
+	inv, err := nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestMIGTablesFromNVML(t *testing.T) {
 			}
 		}
 	}
-	inv, _ = nvidia.New(nvidia.WithLibrary(m)).Inspect(ctx)
+	inv, _ = nvidia.New(nvidia.WithLibrary(m)).Scan(ctx)
 	models, _, _ = inv.MIGModels()
 	if p, _ := models[0].Profile("3g.40gb"); len(p.Placements) != 1 {
 		t.Errorf("3g.40gb placements %v, want the one NVML reports", p.Placements)
@@ -134,7 +135,7 @@ func TestMIGLayouts(t *testing.T) {
 func TestMIGInUse(t *testing.T) {
 	m := migMachine(t, [3]int{2, 0, 4}, [3]int{0, 5, 1})
 	in := m.Instances(0)
-	m.GPUs[0].Processes = []nvidia.Process{{PID: 4242, GPUInstanceID: in[0].ID, ComputeInstanceID: 0}}
+	m.GPUs[0].Processes = []nvml.Process{{PID: 4242, GPUInstanceID: in[0].ID, ComputeInstanceID: 0}}
 	ls, err := manager(m).Layouts(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestMIGInUse(t *testing.T) {
 	}
 	m.Hook = func(c nvidiatest.Call) error {
 		if c.Method == "ComputeProcesses" {
-			return nvidia.CodeNoPermission
+			return nvml.CodeNoPermission
 		}
 		return nil
 	}
@@ -264,7 +265,7 @@ func TestMIGPlanCommitted(t *testing.T) {
 func TestMIGDrainWaitsForProcesses(t *testing.T) {
 	m := migMachine(t, [3]int{2, 4, 4})
 	in := m.Instances(0)[0]
-	m.GPUs[0].Processes = []nvidia.Process{{PID: 7, GPUInstanceID: in.ID}}
+	m.GPUs[0].Processes = []nvml.Process{{PID: 7, GPUInstanceID: in.ID}}
 	mgr := manager(m, nvidia.AllowChanges())
 	ctx := context.Background()
 	at := mig.Placement{Start: 4, Size: 4}
@@ -343,17 +344,17 @@ func TestMIGManagerAgainstMigFake(t *testing.T) {
 func TestMIGManagerNVMLErrors(t *testing.T) {
 	ctx := context.Background()
 	m := migMachine(t)
-	m.InitErr = nvidia.CodeDriverNotLoaded
+	m.InitErr = nvml.CodeDriverNotLoaded
 	if _, err := manager(m).Layouts(ctx); !errors.Is(err, nvidia.ErrNoNVML) {
 		t.Errorf("Layouts without a driver: %v", err)
 	}
 	checkBalanced(t, m)
 	m = migMachine(t)
 	step := mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "GPU-0", Profile: mustName(t, "7g.80gb"), Placement: mig.Placement{Start: 0, Size: 8}}
-	for code, want := range map[nvidia.Code]error{
-		nvidia.CodeNoPermission:          nvidia.ErrMIGOperation,
-		nvidia.CodeInsufficientResources: mig.ErrOverlap,
-		nvidia.CodeInUse:                 mig.ErrInUse,
+	for code, want := range map[nvml.Code]error{
+		nvml.CodeNoPermission:          nvidia.ErrMIGOperation,
+		nvml.CodeInsufficientResources: mig.ErrOverlap,
+		nvml.CodeInUse:                 mig.ErrInUse,
 	} {
 		m.Hook = func(c nvidiatest.Call) error {
 			if c.Method == "CreateGPUInstanceWithPlacement" {
@@ -424,15 +425,15 @@ func TestMIGInstanceUUID(t *testing.T) {
 	// NVML failing on the MIG device handle is reported, not guessed past.
 	m.Hook = func(c nvidiatest.Call) error {
 		if c.Method == "MIGDevice.UUID" {
-			return nvidia.CodeNoPermission
+			return nvml.CodeNoPermission
 		}
 		return nil
 	}
-	if _, err := mgr.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, nvidia.CodeNoPermission) {
+	if _, err := mgr.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, nvml.CodeNoPermission) {
 		t.Errorf("NVML refusal: %v", err)
 	}
 	m.Hook = nil
-	old := nvidia.New(nvidia.WithLibrary(noMIGUUID{m}), nvidia.WithoutSysfs()).MIGManager()
+	old := nvidia.New(nvidia.WithLibrary(noMIGUUID{m}), nvidia.WithoutSysfs()).PartitionManager()
 	if _, err := old.InstanceUUID(ctx, "GPU-0", at0); !errors.Is(err, mig.ErrUnsupported) {
 		t.Errorf("MIG devices without UUID: %v", err)
 	}
@@ -443,7 +444,7 @@ func TestMIGInstanceUUID(t *testing.T) {
 // have no UUID method.
 type noMIGUUID struct{ *nvidiatest.Machine }
 
-func (l noMIGUUID) DeviceByIndex(i int) (nvidia.Device, error) {
+func (l noMIGUUID) DeviceByIndex(i int) (nvml.Device, error) {
 	d, err := l.Machine.DeviceByIndex(i)
 	if err != nil {
 		return nil, err
@@ -451,12 +452,12 @@ func (l noMIGUUID) DeviceByIndex(i int) (nvidia.Device, error) {
 	return noMIGUUIDDevice{d}, nil
 }
 
-type noMIGUUIDDevice struct{ nvidia.Device }
+type noMIGUUIDDevice struct{ nvml.Device }
 
-func (d noMIGUUIDDevice) MIGDeviceByIndex(j int) (nvidia.MIGDevice, error) {
+func (d noMIGUUIDDevice) MIGDeviceByIndex(j int) (nvml.MIGDevice, error) {
 	md, err := d.Device.MIGDeviceByIndex(j)
 	if err != nil {
 		return nil, err
 	}
-	return struct{ nvidia.MIGDevice }{md}, nil
+	return struct{ nvml.MIGDevice }{md}, nil
 }

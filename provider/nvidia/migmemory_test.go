@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -30,7 +32,7 @@ func migMemoryMachine(t *testing.T) *nvidiatest.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 4, Size: 1}); err != nil {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 4, Size: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Shutdown(); err != nil {
@@ -82,7 +84,7 @@ func checkInstanceMemory(t *testing.T, inv *nvidia.Inventory, want map[int]strin
 func TestMIGInstanceMemory(t *testing.T) {
 	m := migMemoryMachine(t)
 	g := m.GPUs[0].MIG
-	g.InstanceMemory = map[int]nvidia.MemoryInfo{
+	g.InstanceMemory = map[int]nvml.MemoryInfo{
 		0: {Total: 40320 << 20, Reserved: 64 << 20, Used: 12288 << 20, Free: (40320 - 12288 - 64) << 20},
 		5: {Total: 9856 << 20, Used: 9000 << 20, Free: 856 << 20},
 	}
@@ -105,10 +107,10 @@ func TestMIGInstanceMemory(t *testing.T) {
 // nvmlDeviceGetMemoryInfo_v2 answers version 1 (no reserved figure).
 func TestMIGInstanceMemoryVersion1(t *testing.T) {
 	m := migMemoryMachine(t)
-	m.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 40320 << 20, Reserved: 64 << 20, Used: 1 << 30}}
+	m.GPUs[0].MIG.InstanceMemory = map[int]nvml.MemoryInfo{0: {Total: 40320 << 20, Reserved: 64 << 20, Used: 1 << 30}}
 	m.Hook = func(c nvidiatest.Call) error {
 		if strings.HasSuffix(c.Method, "MemoryInfo") && c.Version == 2 {
-			return nvidia.CodeFunctionNotFound
+			return nvml.CodeFunctionNotFound
 		}
 		return nil
 	}
@@ -126,23 +128,23 @@ func TestMIGInstanceMemoryNotAvailable(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		method string // the call that answers code; "" for per-instance errors
-		code   nvidia.Code
+		code   nvml.Code
 		want   map[int]string
 	}{
 		{"instance memory not supported or no permission", "", 0, map[int]string{0: "-", 4: "-", 5: "-", 6: "0/9984 MiB"}},
-		{"older driver: no MIG device count", "MaxMIGDeviceCount", nvidia.CodeFunctionNotFound, nil},
-		{"older driver: no MIG device handles", "MIGDeviceByIndex", nvidia.CodeFunctionNotFound, nil},
-		{"older driver: no GPU instance id", "MIGDevice.GPUInstanceID", nvidia.CodeFunctionNotFound, nil},
-		{"MIG device handles not supported", "MIGDeviceByIndex", nvidia.CodeNotSupported, nil},
-		{"MIG device handles not permitted", "MIGDeviceByIndex", nvidia.CodeNoPermission, nil},
-		{"MIG device count not permitted", "MaxMIGDeviceCount", nvidia.CodeNoPermission, nil},
-		{"memory not supported", "MIGDevice.MemoryInfo", nvidia.CodeNotSupported, nil},
-		{"memory not permitted", "MIGDevice.MemoryInfo", nvidia.CodeNoPermission, nil},
+		{"older driver: no MIG device count", "MaxMIGDeviceCount", nvml.CodeFunctionNotFound, nil},
+		{"older driver: no MIG device handles", "MIGDeviceByIndex", nvml.CodeFunctionNotFound, nil},
+		{"older driver: no GPU instance id", "MIGDevice.GPUInstanceID", nvml.CodeFunctionNotFound, nil},
+		{"MIG device handles not supported", "MIGDeviceByIndex", nvml.CodeNotSupported, nil},
+		{"MIG device handles not permitted", "MIGDeviceByIndex", nvml.CodeNoPermission, nil},
+		{"MIG device count not permitted", "MaxMIGDeviceCount", nvml.CodeNoPermission, nil},
+		{"memory not supported", "MIGDevice.MemoryInfo", nvml.CodeNotSupported, nil},
+		{"memory not permitted", "MIGDevice.MemoryInfo", nvml.CodeNoPermission, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := migMemoryMachine(t)
 			if tc.method == "" {
-				m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{0: nvidia.CodeNotSupported, 5: nvidia.CodeNoPermission}
+				m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{0: nvml.CodeNotSupported, 5: nvml.CodeNoPermission}
 			} else {
 				m.Hook = func(c nvidiatest.Call) error {
 					if c.Method == tc.method {
@@ -178,21 +180,21 @@ func TestMIGInstanceMemoryFails(t *testing.T) {
 		warn  string
 	}{
 		{"memory read fails", func(m *nvidiatest.Machine) {
-			m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{5: nvidia.CodeUnknown}
+			m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{5: nvml.CodeUnknown}
 		}, map[int]string{0: "0/40448 MiB", 4: "-", 5: "-", 6: "0/9984 MiB"}, "memory of MIG GPU instance"},
 		{"second MIG device handle fails", func(m *nvidiatest.Machine) {
 			m.Hook = func(c nvidiatest.Call) error {
 				if c.Method == "MIGDeviceByIndex" && c.Arg == 1 {
-					return nvidia.CodeTimeout
+					return nvml.CodeTimeout
 				}
 				return nil
 			}
-		}, map[int]string{0: "0/40448 MiB", 4: "-", 5: "-", 6: "0/9984 MiB"}, "MIG device 1: " + nvidia.CodeTimeout.Error()},
+		}, map[int]string{0: "0/40448 MiB", 4: "-", 5: "-", 6: "0/9984 MiB"}, "MIG device 1: " + nvml.CodeTimeout.Error()},
 		{"GPU instance id fails", func(m *nvidiatest.Machine) {
 			first := m.Instances(0)[0].ID // the 3g.40gb at slice 0, MIG device 0
 			m.Hook = func(c nvidiatest.Call) error {
 				if c.Method == "MIGDevice.GPUInstanceID" && c.Arg == first {
-					return nvidia.CodeUnknown
+					return nvml.CodeUnknown
 				}
 				return nil
 			}
@@ -200,16 +202,16 @@ func TestMIGInstanceMemoryFails(t *testing.T) {
 		{"MIG device count fails", func(m *nvidiatest.Machine) {
 			m.Hook = func(c nvidiatest.Call) error {
 				if c.Method == "MaxMIGDeviceCount" {
-					return nvidia.CodeUnknown
+					return nvml.CodeUnknown
 				}
 				return nil
 			}
 		}, map[int]string{0: "-", 4: "-", 5: "-", 6: "-"}, "MIG device count"},
 		{"more used than total", func(m *nvidiatest.Machine) {
-			m.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{6: {Total: 1 << 30, Used: 2 << 30}}
+			m.GPUs[0].MIG.InstanceMemory = map[int]nvml.MemoryInfo{6: {Total: 1 << 30, Used: 2 << 30}}
 		}, map[int]string{0: "0/40448 MiB", 4: "-", 5: "0/9984 MiB", 6: "-"}, "is implausible; dropped"},
 		{"zero total", func(m *nvidiatest.Machine) {
-			m.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {}}
+			m.GPUs[0].MIG.InstanceMemory = map[int]nvml.MemoryInfo{0: {}}
 		}, map[int]string{0: "-", 4: "-", 5: "0/9984 MiB", 6: "0/9984 MiB"}, "is implausible; dropped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,14 +238,14 @@ func TestMIGInstanceMemoryGPULost(t *testing.T) {
 			m.Hook = func(c nvidiatest.Call) error {
 				if c.GPU == 0 && c.Method == method {
 					if seen++; seen > 1 || method == "MaxMIGDeviceCount" {
-						return nvidia.CodeGPUIsLost
+						return nvml.CodeGPUIsLost
 					}
 				}
 				return nil
 			}
 			inv := inspect(t, m)
 			err := inv.GPUs[0].Err
-			if !errors.Is(err, nvidia.ErrDeviceUnreadable) || !errors.Is(err, nvidia.CodeGPUIsLost) {
+			if !errors.Is(err, nvidia.ErrDeviceUnreadable) || !errors.Is(err, nvml.CodeGPUIsLost) {
 				t.Errorf("GPU 0 error %v, want ErrDeviceUnreadable wrapping GPU-is-lost", err)
 			}
 			if d := inv.Node.Device(0); d.Health != topology.Unhealthy {

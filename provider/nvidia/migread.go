@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // readMIG reads GPU i's MIG mode, its GPU-instance profiles with their legal
@@ -70,7 +72,7 @@ func (s *session) readMIGMemory(i int) {
 	}
 	// check is s.ok with no permission silent too.
 	check := func(what string, err error) bool {
-		if codeOf(err) == CodeNoPermission {
+		if codeOf(err) == nvml.CodeNoPermission {
 			return false
 		}
 		return s.ok(i, what, err)
@@ -122,10 +124,10 @@ func (s *session) readMIGMemory(i int) {
 // readProfiles reads every GPU-instance profile index the GPU answers for.
 // An index the GPU lacks answers not-supported or invalid-argument and is
 // skipped; any other error aborts.
-func readProfiles(h Device, totalMemory uint64) ([]MIGProfile, error) {
+func readProfiles(h nvml.Device, totalMemory uint64) ([]MIGProfile, error) {
 	var out []MIGProfile
 	for idx := range giProfileCount {
-		info, err := versioned([]int{3, 2, 1}, func(v int) (GPUInstanceProfileInfo, error) {
+		info, err := versioned([]int{3, 2, 1}, func(v int) (nvml.GPUInstanceProfileInfo, error) {
 			return h.GPUInstanceProfileInfo(idx, v)
 		})
 		if err != nil {
@@ -153,7 +155,7 @@ func readProfiles(h Device, totalMemory uint64) ([]MIGProfile, error) {
 	return out, nil
 }
 
-func readInstance(gi GPUInstance, profileIndex int) (MIGInstance, error) {
+func readInstance(gi nvml.GPUInstance, profileIndex int) (MIGInstance, error) {
 	info, err := gi.Info()
 	if err != nil {
 		return MIGInstance{}, err
@@ -194,7 +196,7 @@ func readInstance(gi GPUInstance, profileIndex int) (MIGInstance, error) {
 // figure is the memory fraction rounded up to eighths, times the GPU's
 // memory in whole GiB rounded up, rounded to the nearest integer; the suffix
 // comes from the NVML profile index.
-func profileName(p GPUInstanceProfileInfo, totalMemory uint64) string {
+func profileName(p nvml.GPUInstanceProfileInfo, totalMemory uint64) string {
 	gb := uint64(0)
 	if totalMemory > 0 {
 		const mib, gib = 1 << 20, 1 << 30

@@ -5,31 +5,34 @@ package nvidia
 import (
 	"sync"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // systemLibrary returns the machine's NVML (libnvidia-ml.so.1, or path).
-func systemLibrary(path string) Library {
-	var opts []nvml.LibraryOption
+func systemLibrary(path string) nvml.Library {
+	var opts []gonvml.LibraryOption
 	if path != "" {
-		opts = append(opts, nvml.WithLibraryPath(path))
+		opts = append(opts, gonvml.WithLibraryPath(path))
 	}
-	return newNVMLLibrary(nvml.New(opts...))
+	return newNVMLLibrary(gonvml.New(opts...))
 }
 
 // newNVMLLibrary adapts a go-nvml interface (the real library, or one of
 // go-nvml's mocks in tests) to Library.
-func newNVMLLibrary(l nvml.Interface) *nvmlLibrary {
+func newNVMLLibrary(l gonvml.Interface) *nvmlLibrary {
 	return &nvmlLibrary{l: l, syms: map[string]bool{}}
 }
 
-// nvmlLibrary implements Library over go-nvml. Every function newer than
+// nvmlLibrary implements Library over go-gonvml. Every function newer than
 // the oldest driver we support (R450, the first with MIG) is called only
 // after its symbol is found in the loaded library: with lazy binding a
 // missing symbol is not an error return but a dynamic-linker abort of the
 // whole process. Such calls answer CodeFunctionNotFound instead.
 type nvmlLibrary struct {
-	l    nvml.Interface
+	l    gonvml.Interface
 	mu   sync.Mutex
 	syms map[string]bool
 }
@@ -81,11 +84,11 @@ func (a *nvmlLibrary) has(name string) bool {
 	return ok
 }
 
-func code(r nvml.Return) error {
-	if r == nvml.SUCCESS {
+func code(r gonvml.Return) error {
+	if r == gonvml.SUCCESS {
 		return nil
 	}
-	return Code(r)
+	return nvml.Code(r)
 }
 
 func (a *nvmlLibrary) Init() error     { return code(a.l.Init()) }
@@ -101,19 +104,19 @@ func (a *nvmlLibrary) DeviceCount() (int, error) {
 	return n, code(r)
 }
 
-func (a *nvmlLibrary) DeviceByIndex(i int) (Device, error) {
+func (a *nvmlLibrary) DeviceByIndex(i int) (nvml.Device, error) {
 	d, r := a.l.DeviceGetHandleByIndex(i)
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	return &nvmlDevice{a: a, d: d}, nil
 }
 
-// nvmlDevice implements Device. It calls methods on the nvml.Device value
+// nvmlDevice implements Device. It calls methods on the gonvml.Device value
 // (not the Interface-level forwarders) so go-nvml's mocks work too.
 type nvmlDevice struct {
 	a *nvmlLibrary
-	d nvml.Device
+	d gonvml.Device
 }
 
 func (x *nvmlDevice) UUID() (string, error) {
@@ -126,77 +129,77 @@ func (x *nvmlDevice) Name() (string, error) {
 	return s, code(r)
 }
 
-func pciInfo(p nvml.PciInfo) PCIInfo {
+func pciInfo(p gonvml.PciInfo) nvml.PCIInfo {
 	id := cString(p.BusId[:])
 	if id == "" {
 		id = cString(p.BusIdLegacy[:])
 	}
-	return PCIInfo{BusID: id, DeviceID: p.PciDeviceId}
+	return nvml.PCIInfo{BusID: id, DeviceID: p.PciDeviceId}
 }
 
-func (x *nvmlDevice) PCIInfo() (PCIInfo, error) {
+func (x *nvmlDevice) PCIInfo() (nvml.PCIInfo, error) {
 	p, r := x.d.GetPciInfo()
 	return pciInfo(p), code(r)
 }
 
-func (x *nvmlDevice) Architecture() (Architecture, error) {
+func (x *nvmlDevice) Architecture() (nvml.Architecture, error) {
 	if !x.a.has(symArchitecture) {
-		return ArchUnknown, CodeFunctionNotFound
+		return nvml.ArchUnknown, nvml.CodeFunctionNotFound
 	}
 	v, r := x.d.GetArchitecture()
-	return Architecture(v), code(r)
+	return nvml.Architecture(v), code(r)
 }
 
-func (x *nvmlDevice) MemoryInfo(version int) (MemoryInfo, error) {
+func (x *nvmlDevice) MemoryInfo(version int) (nvml.MemoryInfo, error) {
 	return memoryInfo(x.a, x.d, version)
 }
 
 // memoryInfo reads the memory of a GPU or MIG device handle.
-func memoryInfo(a *nvmlLibrary, d nvml.Device, version int) (MemoryInfo, error) {
+func memoryInfo(a *nvmlLibrary, d gonvml.Device, version int) (nvml.MemoryInfo, error) {
 	switch version {
 	case 1:
 		m, r := d.GetMemoryInfo()
-		return MemoryInfo{Total: m.Total, Free: m.Free, Used: m.Used}, code(r)
+		return nvml.MemoryInfo{Total: m.Total, Free: m.Free, Used: m.Used}, code(r)
 	case 2:
 		if !a.has(symMemoryInfoV2) {
-			return MemoryInfo{}, CodeFunctionNotFound
+			return nvml.MemoryInfo{}, nvml.CodeFunctionNotFound
 		}
 		m, r := d.GetMemoryInfo_v2()
-		return MemoryInfo{Total: m.Total, Reserved: m.Reserved, Free: m.Free, Used: m.Used}, code(r)
+		return nvml.MemoryInfo{Total: m.Total, Reserved: m.Reserved, Free: m.Free, Used: m.Used}, code(r)
 	}
-	return MemoryInfo{}, CodeArgumentVersionMismatch
+	return nvml.MemoryInfo{}, nvml.CodeArgumentVersionMismatch
 }
 
 // UtilizationRates is not guarded: nvmlDeviceGetUtilizationRates is in
 // every NVML (Fermi era, long before R450) and not deprecated.
-func (x *nvmlDevice) UtilizationRates() (Utilization, error) {
+func (x *nvmlDevice) UtilizationRates() (nvml.Utilization, error) {
 	u, r := x.d.GetUtilizationRates()
-	return Utilization{GPU: u.Gpu, Memory: u.Memory}, code(r)
+	return nvml.Utilization{GPU: u.Gpu, Memory: u.Memory}, code(r)
 }
 
 func (x *nvmlDevice) Temperature(version int) (int, error) {
 	switch version {
 	case 1:
 		if !x.a.has(symTemperature) {
-			return 0, CodeFunctionNotFound
+			return 0, nvml.CodeFunctionNotFound
 		}
-		t, r := x.d.GetTemperature(nvml.TEMPERATURE_GPU) // deprecated; the V call is tried first
+		t, r := x.d.GetTemperature(gonvml.TEMPERATURE_GPU) // deprecated; the V call is tried first
 		return int(t), code(r)
 	case 2:
 		if !x.a.has(symTemperatureV) {
-			return 0, CodeFunctionNotFound
+			return 0, nvml.CodeFunctionNotFound
 		}
 		// go-nvml's handler leaves the sensor type zero, which is
 		// NVML_TEMPERATURE_GPU (pinned by TestConstantsMatchNVML).
 		t, r := x.d.GetTemperatureV().V1()
 		return int(t.Temperature), code(r)
 	}
-	return 0, CodeArgumentVersionMismatch
+	return 0, nvml.CodeArgumentVersionMismatch
 }
 
 func (x *nvmlDevice) NUMANodeID() (int, error) {
 	if !x.a.has(symNUMANodeID) {
-		return -1, CodeFunctionNotFound
+		return -1, nvml.CodeFunctionNotFound
 	}
 	n, r := x.d.GetNumaNodeId()
 	return n, code(r)
@@ -212,9 +215,9 @@ func words(w []uint) []uint64 {
 
 func (x *nvmlDevice) MemoryAffinity(maxNodes int) ([]uint64, error) {
 	if !x.a.has(symMemoryAffinity) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
-	w, r := x.d.GetMemoryAffinity(maxNodes, nvml.AFFINITY_SCOPE_NODE)
+	w, r := x.d.GetMemoryAffinity(maxNodes, gonvml.AFFINITY_SCOPE_NODE)
 	return words(w), code(r)
 }
 
@@ -223,85 +226,85 @@ func (x *nvmlDevice) CPUAffinity(maxCPUs int) ([]uint64, error) {
 	return words(w), code(r)
 }
 
-func (x *nvmlDevice) NvLinkState(link int) (bool, error) {
+func (x *nvmlDevice) NVLinkState(link int) (bool, error) {
 	s, r := x.d.GetNvLinkState(link)
-	return s == nvml.FEATURE_ENABLED, code(r)
+	return s == gonvml.FEATURE_ENABLED, code(r)
 }
 
-func (x *nvmlDevice) NvLinkRemotePCIInfo(link int) (PCIInfo, error) {
+func (x *nvmlDevice) NVLinkRemotePCIInfo(link int) (nvml.PCIInfo, error) {
 	p, r := x.d.GetNvLinkRemotePciInfo(link)
 	return pciInfo(p), code(r)
 }
 
-func (x *nvmlDevice) NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error) {
+func (x *nvmlDevice) NVLinkRemoteDeviceType(link int) (nvml.NVLinkDeviceType, error) {
 	if !x.a.has(symRemoteDeviceType) {
-		return NvLinkDeviceUnknown, CodeFunctionNotFound
+		return nvml.NVLinkDeviceUnknown, nvml.CodeFunctionNotFound
 	}
 	t, r := x.d.GetNvLinkRemoteDeviceType(link)
-	return NvLinkDeviceType(t), code(r)
+	return nvml.NVLinkDeviceType(t), code(r)
 }
 
-func (x *nvmlDevice) TopologyCommonAncestor(other Device) (TopologyLevel, error) {
+func (x *nvmlDevice) TopologyCommonAncestor(other nvml.Device) (nvml.TopologyLevel, error) {
 	o, ok := other.(*nvmlDevice)
 	if !ok {
-		return 0, CodeInvalidArgument
+		return 0, nvml.CodeInvalidArgument
 	}
 	l, r := x.d.GetTopologyCommonAncestor(o.d)
-	return TopologyLevel(l), code(r)
+	return nvml.TopologyLevel(l), code(r)
 }
 
-func (x *nvmlDevice) P2PStatus(other Device, kind P2PCapability) (P2PStatus, error) {
+func (x *nvmlDevice) P2PStatus(other nvml.Device, kind nvml.P2PCapability) (nvml.P2PStatus, error) {
 	o, ok := other.(*nvmlDevice)
 	if !ok {
-		return P2PUnknown, CodeInvalidArgument
+		return nvml.P2PUnknown, nvml.CodeInvalidArgument
 	}
 	if !x.a.has(symP2PStatus) {
-		return P2PUnknown, CodeFunctionNotFound
+		return nvml.P2PUnknown, nvml.CodeFunctionNotFound
 	}
-	s, r := x.d.GetP2PStatus(o.d, nvml.GpuP2PCapsIndex(kind))
-	return P2PStatus(s), code(r)
+	s, r := x.d.GetP2PStatus(o.d, gonvml.GpuP2PCapsIndex(kind))
+	return nvml.P2PStatus(s), code(r)
 }
 
-func (x *nvmlDevice) FabricInfo(version int) (FabricInfo, error) {
+func (x *nvmlDevice) FabricInfo(version int) (nvml.FabricInfo, error) {
 	switch version {
 	case 1:
 		if !x.a.has(symFabricInfo) {
-			return FabricInfo{}, CodeFunctionNotFound
+			return nvml.FabricInfo{}, nvml.CodeFunctionNotFound
 		}
 		f, r := x.d.GetGpuFabricInfo()
-		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State)}, code(r)
+		return nvml.FabricInfo{ClusterUUID: f.ClusterUuid, Status: nvml.Code(f.Status), CliqueID: f.CliqueId, State: nvml.FabricState(f.State)}, code(r)
 	case 2:
 		if !x.a.has(symFabricInfoV) {
-			return FabricInfo{}, CodeFunctionNotFound
+			return nvml.FabricInfo{}, nvml.CodeFunctionNotFound
 		}
 		f, r := x.d.GetGpuFabricInfoV().V2()
-		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State), HealthMask: f.HealthMask}, code(r)
+		return nvml.FabricInfo{ClusterUUID: f.ClusterUuid, Status: nvml.Code(f.Status), CliqueID: f.CliqueId, State: nvml.FabricState(f.State), HealthMask: f.HealthMask}, code(r)
 	case 3:
 		if !x.a.has(symFabricInfoV) {
-			return FabricInfo{}, CodeFunctionNotFound
+			return nvml.FabricInfo{}, nvml.CodeFunctionNotFound
 		}
 		f, r := x.d.GetGpuFabricInfoV().V3()
-		return FabricInfo{ClusterUUID: f.ClusterUuid, Status: Code(f.Status), CliqueID: f.CliqueId, State: FabricState(f.State), HealthMask: f.HealthMask, HealthSummary: f.HealthSummary}, code(r)
+		return nvml.FabricInfo{ClusterUUID: f.ClusterUuid, Status: nvml.Code(f.Status), CliqueID: f.CliqueId, State: nvml.FabricState(f.State), HealthMask: f.HealthMask, HealthSummary: f.HealthSummary}, code(r)
 	}
-	return FabricInfo{}, CodeArgumentVersionMismatch
+	return nvml.FabricInfo{}, nvml.CodeArgumentVersionMismatch
 }
 
 func (x *nvmlDevice) MIGMode() (bool, bool, error) {
 	if !x.a.has(symMIGMode) {
-		return false, false, CodeFunctionNotFound
+		return false, false, nvml.CodeFunctionNotFound
 	}
 	cur, pend, r := x.d.GetMigMode()
-	return cur == nvml.DEVICE_MIG_ENABLE, pend == nvml.DEVICE_MIG_ENABLE, code(r)
+	return cur == gonvml.DEVICE_MIG_ENABLE, pend == gonvml.DEVICE_MIG_ENABLE, code(r)
 }
 
-func (x *nvmlDevice) GPUInstanceProfileInfo(index, version int) (GPUInstanceProfileInfo, error) {
+func (x *nvmlDevice) GPUInstanceProfileInfo(index, version int) (nvml.GPUInstanceProfileInfo, error) {
 	switch version {
 	case 1:
 		if !x.a.has(symGIProfileInfo) {
-			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+			return nvml.GPUInstanceProfileInfo{}, nvml.CodeFunctionNotFound
 		}
 		p, r := x.d.GetGpuInstanceProfileInfo(index)
-		return GPUInstanceProfileInfo{
+		return nvml.GPUInstanceProfileInfo{
 			Index: index, ID: int(p.Id), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
 			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
 			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
@@ -309,10 +312,10 @@ func (x *nvmlDevice) GPUInstanceProfileInfo(index, version int) (GPUInstanceProf
 		}, code(r)
 	case 2:
 		if !x.a.has(symGIProfileInfoV) {
-			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+			return nvml.GPUInstanceProfileInfo{}, nvml.CodeFunctionNotFound
 		}
 		p, r := x.d.GetGpuInstanceProfileInfoV(index).V2()
-		return GPUInstanceProfileInfo{
+		return nvml.GPUInstanceProfileInfo{
 			Index: index, ID: int(p.Id), Name: cString(p.Name[:]), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
 			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
 			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
@@ -320,70 +323,70 @@ func (x *nvmlDevice) GPUInstanceProfileInfo(index, version int) (GPUInstanceProf
 		}, code(r)
 	case 3:
 		if !x.a.has(symGIProfileInfoV) {
-			return GPUInstanceProfileInfo{}, CodeFunctionNotFound
+			return nvml.GPUInstanceProfileInfo{}, nvml.CodeFunctionNotFound
 		}
 		p, r := x.d.GetGpuInstanceProfileInfoV(index).V3()
-		return GPUInstanceProfileInfo{
+		return nvml.GPUInstanceProfileInfo{
 			Index: index, ID: int(p.Id), Name: cString(p.Name[:]), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount),
 			MultiprocessorCount: int(p.MultiprocessorCount), MemorySizeMB: p.MemorySizeMB,
 			CopyEngines: int(p.CopyEngineCount), Decoders: int(p.DecoderCount), Encoders: int(p.EncoderCount),
 			JPEGs: int(p.JpegCount), OFAs: int(p.OfaCount), P2P: p.Capabilities&giCapP2P != 0, Capabilities: p.Capabilities,
 		}, code(r)
 	}
-	return GPUInstanceProfileInfo{}, CodeArgumentVersionMismatch
+	return nvml.GPUInstanceProfileInfo{}, nvml.CodeArgumentVersionMismatch
 }
 
 // giProfile is the go-nvml struct the placement and instance calls read:
 // they use only the id and the instance count (the output buffer size).
-func giProfile(p GPUInstanceProfileInfo) *nvml.GpuInstanceProfileInfo {
-	return &nvml.GpuInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
+func giProfile(p nvml.GPUInstanceProfileInfo) *gonvml.GpuInstanceProfileInfo {
+	return &gonvml.GpuInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
 }
 
-func (x *nvmlDevice) GPUInstancePossiblePlacements(p GPUInstanceProfileInfo) ([]Placement, error) {
+func (x *nvmlDevice) GPUInstancePossiblePlacements(p nvml.GPUInstanceProfileInfo) ([]mig.Placement, error) {
 	if !x.a.has(symGIPlacements) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	pl, r := x.d.GetGpuInstancePossiblePlacements(giProfile(p))
-	out := make([]Placement, len(pl))
+	out := make([]mig.Placement, len(pl))
 	for i, q := range pl {
-		out[i] = Placement{Start: int(q.Start), Size: int(q.Size)}
+		out[i] = mig.Placement{Start: int(q.Start), Size: int(q.Size)}
 	}
 	return out, code(r)
 }
 
-func (x *nvmlDevice) GPUInstances(p GPUInstanceProfileInfo) ([]GPUInstance, error) {
+func (x *nvmlDevice) GPUInstances(p nvml.GPUInstanceProfileInfo) ([]nvml.GPUInstance, error) {
 	if !x.a.has(symGIs) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	gis, r := x.d.GetGpuInstances(giProfile(p))
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
-	out := make([]GPUInstance, len(gis))
+	out := make([]nvml.GPUInstance, len(gis))
 	for i, gi := range gis {
 		out[i] = &nvmlGPUInstance{a: x.a, gi: gi}
 	}
 	return out, nil
 }
 
-func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p GPUInstanceProfileInfo, pl Placement) (GPUInstance, error) {
+func (x *nvmlDevice) CreateGPUInstanceWithPlacement(p nvml.GPUInstanceProfileInfo, pl mig.Placement) (nvml.GPUInstance, error) {
 	if !x.a.has(symCreateGIPlacement) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
-	gi, r := x.d.CreateGpuInstanceWithPlacement(giProfile(p), &nvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	gi, r := x.d.CreateGpuInstanceWithPlacement(giProfile(p), &gonvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	return &nvmlGPUInstance{a: x.a, gi: gi}, nil
 }
 
-func (x *nvmlDevice) ComputeProcesses() ([]Process, error) {
+func (x *nvmlDevice) ComputeProcesses() ([]nvml.Process, error) {
 	if !x.a.has(symProcesses) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	ps, r := x.d.GetComputeRunningProcesses()
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	id := func(v uint32) int {
 		if v == 0xFFFFFFFF {
@@ -391,31 +394,31 @@ func (x *nvmlDevice) ComputeProcesses() ([]Process, error) {
 		}
 		return int(v)
 	}
-	out := make([]Process, len(ps))
+	out := make([]nvml.Process, len(ps))
 	for i, p := range ps {
-		out[i] = Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory, GPUInstanceID: id(p.GpuInstanceId), ComputeInstanceID: id(p.ComputeInstanceId)}
+		out[i] = nvml.Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory, GPUInstanceID: id(p.GpuInstanceId), ComputeInstanceID: id(p.ComputeInstanceId)}
 	}
 	return out, nil
 }
 
 func (x *nvmlDevice) MaxMIGDeviceCount() (int, error) {
 	if !x.a.has(symMaxMIGDevices) {
-		return 0, CodeFunctionNotFound
+		return 0, nvml.CodeFunctionNotFound
 	}
 	n, r := x.d.GetMaxMigDeviceCount()
 	return n, code(r)
 }
 
-func (x *nvmlDevice) MIGDeviceByIndex(j int) (MIGDevice, error) {
+func (x *nvmlDevice) MIGDeviceByIndex(j int) (nvml.MIGDevice, error) {
 	if j < 0 {
-		return nil, CodeInvalidArgument // NVML takes an unsigned index
+		return nil, nvml.CodeInvalidArgument // NVML takes an unsigned index
 	}
 	if !x.a.has(symMIGDeviceByIndex) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	d, r := x.d.GetMigDeviceHandleByIndex(j)
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	return &nvmlMIGDevice{a: x.a, d: d}, nil
 }
@@ -424,14 +427,14 @@ func (x *nvmlDevice) MIGDeviceByIndex(j int) (MIGDevice, error) {
 // handle.
 type nvmlMIGDevice struct {
 	a *nvmlLibrary
-	d nvml.Device
+	d gonvml.Device
 }
 
-var _ MIGDeviceUUID = (*nvmlMIGDevice)(nil)
+var _ nvml.MIGDeviceUUID = (*nvmlMIGDevice)(nil)
 
 func (x *nvmlMIGDevice) GPUInstanceID() (int, error) {
 	if !x.a.has(symGPUInstanceID) {
-		return -1, CodeFunctionNotFound
+		return -1, nvml.CodeFunctionNotFound
 	}
 	id, r := x.d.GetGpuInstanceId()
 	return id, code(r)
@@ -446,84 +449,84 @@ func (x *nvmlMIGDevice) UUID() (string, error) {
 
 // MemoryInfo calls nvmlDeviceGetMemoryInfo(_v2) on the MIG device handle,
 // which NVML answers with the GPU instance's memory.
-func (x *nvmlMIGDevice) MemoryInfo(version int) (MemoryInfo, error) {
+func (x *nvmlMIGDevice) MemoryInfo(version int) (nvml.MemoryInfo, error) {
 	return memoryInfo(x.a, x.d, version)
 }
 
 type nvmlGPUInstance struct {
 	a  *nvmlLibrary
-	gi nvml.GpuInstance
+	gi gonvml.GpuInstance
 }
 
-func (x *nvmlGPUInstance) Info() (GPUInstanceInfo, error) {
+func (x *nvmlGPUInstance) Info() (nvml.GPUInstanceInfo, error) {
 	if !x.a.has(symGIInfo) {
-		return GPUInstanceInfo{}, CodeFunctionNotFound
+		return nvml.GPUInstanceInfo{}, nvml.CodeFunctionNotFound
 	}
 	i, r := x.gi.GetInfo()
-	return GPUInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+	return nvml.GPUInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: mig.Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
 }
 
-func (x *nvmlGPUInstance) ComputeInstanceProfileInfo(index int) (ComputeInstanceProfileInfo, error) {
+func (x *nvmlGPUInstance) ComputeInstanceProfileInfo(index int) (nvml.ComputeInstanceProfileInfo, error) {
 	if !x.a.has(symCIProfileInfo) {
-		return ComputeInstanceProfileInfo{}, CodeFunctionNotFound
+		return nvml.ComputeInstanceProfileInfo{}, nvml.CodeFunctionNotFound
 	}
-	p, r := x.gi.GetComputeInstanceProfileInfo(index, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	return ComputeInstanceProfileInfo{Index: index, ID: int(p.Id), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount), MultiprocessorCount: int(p.MultiprocessorCount)}, code(r)
+	p, r := x.gi.GetComputeInstanceProfileInfo(index, gonvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	return nvml.ComputeInstanceProfileInfo{Index: index, ID: int(p.Id), SliceCount: int(p.SliceCount), InstanceCount: int(p.InstanceCount), MultiprocessorCount: int(p.MultiprocessorCount)}, code(r)
 }
 
-func ciProfile(p ComputeInstanceProfileInfo) *nvml.ComputeInstanceProfileInfo {
-	return &nvml.ComputeInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
+func ciProfile(p nvml.ComputeInstanceProfileInfo) *gonvml.ComputeInstanceProfileInfo {
+	return &gonvml.ComputeInstanceProfileInfo{Id: uint32(p.ID), InstanceCount: uint32(p.InstanceCount), SliceCount: uint32(p.SliceCount)}
 }
 
-func (x *nvmlGPUInstance) ComputeInstances(p ComputeInstanceProfileInfo) ([]ComputeInstance, error) {
+func (x *nvmlGPUInstance) ComputeInstances(p nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, error) {
 	if !x.a.has(symCIs) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	cis, r := x.gi.GetComputeInstances(ciProfile(p))
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
-	out := make([]ComputeInstance, len(cis))
+	out := make([]nvml.ComputeInstance, len(cis))
 	for i, ci := range cis {
 		out[i] = &nvmlComputeInstance{a: x.a, ci: ci}
 	}
 	return out, nil
 }
 
-func (x *nvmlGPUInstance) CreateComputeInstance(p ComputeInstanceProfileInfo) (ComputeInstance, error) {
+func (x *nvmlGPUInstance) CreateComputeInstance(p nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, error) {
 	if !x.a.has(symCreateCI) {
-		return nil, CodeFunctionNotFound
+		return nil, nvml.CodeFunctionNotFound
 	}
 	ci, r := x.gi.CreateComputeInstance(ciProfile(p))
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	return &nvmlComputeInstance{a: x.a, ci: ci}, nil
 }
 
 func (x *nvmlGPUInstance) Destroy() error {
 	if !x.a.has(symGIDestroy) {
-		return CodeFunctionNotFound
+		return nvml.CodeFunctionNotFound
 	}
 	return code(x.gi.Destroy())
 }
 
 type nvmlComputeInstance struct {
 	a  *nvmlLibrary
-	ci nvml.ComputeInstance
+	ci gonvml.ComputeInstance
 }
 
-func (x *nvmlComputeInstance) Info() (ComputeInstanceInfo, error) {
+func (x *nvmlComputeInstance) Info() (nvml.ComputeInstanceInfo, error) {
 	if !x.a.has(symCIInfo) {
-		return ComputeInstanceInfo{}, CodeFunctionNotFound
+		return nvml.ComputeInstanceInfo{}, nvml.CodeFunctionNotFound
 	}
 	i, r := x.ci.GetInfo()
-	return ComputeInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
+	return nvml.ComputeInstanceInfo{ID: int(i.Id), ProfileID: int(i.ProfileId), Placement: mig.Placement{Start: int(i.Placement.Start), Size: int(i.Placement.Size)}}, code(r)
 }
 
 func (x *nvmlComputeInstance) Destroy() error {
 	if !x.a.has(symCIDestroy) {
-		return CodeFunctionNotFound
+		return nvml.CodeFunctionNotFound
 	}
 	return code(x.ci.Destroy())
 }
@@ -542,11 +545,11 @@ var _ GPMDevice = (*nvmlDevice)(nil)
 // GPMSupported calls nvmlGpmQueryDeviceSupport.
 func (x *nvmlDevice) GPMSupported() (bool, error) {
 	if !x.a.has(symGPMSupport) {
-		return false, CodeFunctionNotFound
+		return false, nvml.CodeFunctionNotFound
 	}
 	s, r := x.d.GpmQueryDeviceSupport()
-	if r != nvml.SUCCESS {
-		return false, Code(r)
+	if r != gonvml.SUCCESS {
+		return false, nvml.Code(r)
 	}
 	return s.IsSupportedDevice != 0, nil
 }
@@ -556,20 +559,20 @@ func (x *nvmlDevice) GPMSupported() (bool, error) {
 // compared.
 func (x *nvmlDevice) GPMMIGSample(id int) (GPMSample, error) {
 	if id < 0 {
-		return nil, CodeInvalidArgument // NVML takes an unsigned id
+		return nil, nvml.CodeInvalidArgument // NVML takes an unsigned id
 	}
 	for _, sym := range []string{symGPMSampleAll, symGPMSampleFree, symGPMMIGSample, symGPMMetrics} {
 		if !x.a.has(sym) {
-			return nil, CodeFunctionNotFound
+			return nil, nvml.CodeFunctionNotFound
 		}
 	}
 	s, r := x.a.l.GpmSampleAlloc()
-	if r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
-	if r := x.d.GpmMigSampleGet(id, s); r != nvml.SUCCESS {
+	if r := x.d.GpmMigSampleGet(id, s); r != gonvml.SUCCESS {
 		_ = s.Free()
-		return nil, Code(r)
+		return nil, nvml.Code(r)
 	}
 	return &nvmlGPMSample{a: x.a, s: s}, nil
 }
@@ -577,28 +580,28 @@ func (x *nvmlDevice) GPMMIGSample(id int) (GPMSample, error) {
 // nvmlGPMSample implements GPMSample over an nvmlGpmSample_t.
 type nvmlGPMSample struct {
 	a     *nvmlLibrary
-	s     nvml.GpmSample
+	s     gonvml.GpmSample
 	freed bool
 }
 
 // Metrics calls nvmlGpmMetricsGet with earlier as the first sample.
 func (x *nvmlGPMSample) Metrics(earlier GPMSample, ids []GPMMetricID) ([]GPMMetric, error) {
 	e, ok := earlier.(*nvmlGPMSample)
-	var mg nvml.GpmMetricsGetType
+	var mg gonvml.GpmMetricsGetType
 	if !ok || e.a != x.a || e.freed || x.freed || len(ids) > len(mg.Metrics) {
-		return nil, CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	mg.NumMetrics, mg.Sample1, mg.Sample2 = uint32(len(ids)), e.s, x.s
 	for i, id := range ids {
 		mg.Metrics[i].MetricId = uint32(id)
 	}
-	if r := x.a.l.GpmMetricsGet(&mg); r != nvml.SUCCESS {
-		return nil, Code(r)
+	if r := x.a.l.GpmMetricsGet(&mg); r != gonvml.SUCCESS {
+		return nil, nvml.Code(r)
 	}
 	out := make([]GPMMetric, len(ids))
 	for i, id := range ids {
 		m := mg.Metrics[i]
-		out[i] = GPMMetric{ID: id, Value: m.Value, Err: code(nvml.Return(m.NvmlReturn))}
+		out[i] = GPMMetric{ID: id, Value: m.Value, Err: code(gonvml.Return(m.NvmlReturn))}
 	}
 	return out, nil
 }

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -25,66 +26,69 @@ func TestConstantsMatchNVML(t *testing.T) {
 			t.Errorf("%s = %d, NVML says %d", name, ours, theirs)
 		}
 	}
-	codes := map[Code]nvml.Return{
-		CodeSuccess: nvml.SUCCESS, CodeUninitialized: nvml.ERROR_UNINITIALIZED, CodeInvalidArgument: nvml.ERROR_INVALID_ARGUMENT,
-		CodeNotSupported: nvml.ERROR_NOT_SUPPORTED, CodeNoPermission: nvml.ERROR_NO_PERMISSION, CodeAlreadyInitialized: nvml.ERROR_ALREADY_INITIALIZED,
-		CodeNotFound: nvml.ERROR_NOT_FOUND, CodeInsufficientSize: nvml.ERROR_INSUFFICIENT_SIZE, CodeInsufficientPower: nvml.ERROR_INSUFFICIENT_POWER,
-		CodeDriverNotLoaded: nvml.ERROR_DRIVER_NOT_LOADED, CodeTimeout: nvml.ERROR_TIMEOUT, CodeIRQIssue: nvml.ERROR_IRQ_ISSUE,
-		CodeLibraryNotFound: nvml.ERROR_LIBRARY_NOT_FOUND, CodeFunctionNotFound: nvml.ERROR_FUNCTION_NOT_FOUND,
-		CodeCorruptedInfoROM: nvml.ERROR_CORRUPTED_INFOROM, CodeGPUIsLost: nvml.ERROR_GPU_IS_LOST, CodeResetRequired: nvml.ERROR_RESET_REQUIRED,
-		CodeOperatingSystem: nvml.ERROR_OPERATING_SYSTEM, CodeLibRMVersionMismatch: nvml.ERROR_LIB_RM_VERSION_MISMATCH, CodeInUse: nvml.ERROR_IN_USE,
-		CodeMemory: nvml.ERROR_MEMORY, CodeNoData: nvml.ERROR_NO_DATA, CodeVGPUECCNotSupported: nvml.ERROR_VGPU_ECC_NOT_SUPPORTED,
-		CodeInsufficientResources: nvml.ERROR_INSUFFICIENT_RESOURCES, CodeFreqNotSupported: nvml.ERROR_FREQ_NOT_SUPPORTED,
-		CodeArgumentVersionMismatch: nvml.ERROR_ARGUMENT_VERSION_MISMATCH, CodeDeprecated: nvml.ERROR_DEPRECATED, CodeNotReady: nvml.ERROR_NOT_READY,
-		CodeGPUNotFound: nvml.ERROR_GPU_NOT_FOUND, CodeInvalidState: nvml.ERROR_INVALID_STATE, CodeUnknown: nvml.ERROR_UNKNOWN,
+	codes := map[nvml.Code]gonvml.Return{
+		nvml.CodeSuccess: gonvml.SUCCESS, nvml.CodeUninitialized: gonvml.ERROR_UNINITIALIZED, nvml.CodeInvalidArgument: gonvml.ERROR_INVALID_ARGUMENT,
+		nvml.CodeNotSupported: gonvml.ERROR_NOT_SUPPORTED, nvml.CodeNoPermission: gonvml.ERROR_NO_PERMISSION, nvml.CodeAlreadyInitialized: gonvml.ERROR_ALREADY_INITIALIZED,
+		nvml.CodeNotFound: gonvml.ERROR_NOT_FOUND, nvml.CodeInsufficientSize: gonvml.ERROR_INSUFFICIENT_SIZE, nvml.CodeInsufficientPower: gonvml.ERROR_INSUFFICIENT_POWER,
+		nvml.CodeDriverNotLoaded: gonvml.ERROR_DRIVER_NOT_LOADED, nvml.CodeTimeout: gonvml.ERROR_TIMEOUT, nvml.CodeIRQIssue: gonvml.ERROR_IRQ_ISSUE,
+		nvml.CodeLibraryNotFound: gonvml.ERROR_LIBRARY_NOT_FOUND, nvml.CodeFunctionNotFound: gonvml.ERROR_FUNCTION_NOT_FOUND,
+		nvml.CodeCorruptedInfoROM: gonvml.ERROR_CORRUPTED_INFOROM, nvml.CodeGPUIsLost: gonvml.ERROR_GPU_IS_LOST, nvml.CodeResetRequired: gonvml.ERROR_RESET_REQUIRED,
+		nvml.CodeOperatingSystem: gonvml.ERROR_OPERATING_SYSTEM, nvml.CodeLibRMVersionMismatch: gonvml.ERROR_LIB_RM_VERSION_MISMATCH, nvml.CodeInUse: gonvml.ERROR_IN_USE,
+		nvml.CodeMemory: gonvml.ERROR_MEMORY, nvml.CodeNoData: gonvml.ERROR_NO_DATA, nvml.CodeVGPUECCNotSupported: gonvml.ERROR_VGPU_ECC_NOT_SUPPORTED,
+		nvml.CodeInsufficientResources: gonvml.ERROR_INSUFFICIENT_RESOURCES, nvml.CodeFreqNotSupported: gonvml.ERROR_FREQ_NOT_SUPPORTED,
+		nvml.CodeArgumentVersionMismatch: gonvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.CodeDeprecated: gonvml.ERROR_DEPRECATED, nvml.CodeNotReady: gonvml.ERROR_NOT_READY,
+		nvml.CodeGPUNotFound: gonvml.ERROR_GPU_NOT_FOUND, nvml.CodeInvalidState: gonvml.ERROR_INVALID_STATE, nvml.CodeUnknown: gonvml.ERROR_UNKNOWN,
 	}
 	for ours, theirs := range codes {
 		eq(ours.Error(), int64(ours), int64(theirs))
 	}
-	if len(codes) != len(codeNames) {
-		t.Errorf("%d codes checked, %d named", len(codes), len(codeNames))
+	// Every code with a name (its Error is not "return code N") is checked.
+	for c := nvml.Code(0); c <= 1000; c++ {
+		if _, checked := codes[c]; !checked && !strings.Contains(c.Error(), "return code") {
+			t.Errorf("code %d (%v) is named but not checked against go-nvml", int(c), c)
+		}
 	}
 	for _, c := range []struct {
 		name         string
 		ours, theirs int64
 	}{
-		{"TopologyInternal", int64(TopologyInternal), int64(nvml.TOPOLOGY_INTERNAL)},
-		{"TopologySingle", int64(TopologySingle), int64(nvml.TOPOLOGY_SINGLE)},
-		{"TopologyMultiple", int64(TopologyMultiple), int64(nvml.TOPOLOGY_MULTIPLE)},
-		{"TopologyHostBridge", int64(TopologyHostBridge), int64(nvml.TOPOLOGY_HOSTBRIDGE)},
-		{"TopologyNode", int64(TopologyNode), int64(nvml.TOPOLOGY_NODE)},
-		{"TopologySystem", int64(TopologySystem), int64(nvml.TOPOLOGY_SYSTEM)},
-		{"NvLinkDeviceGPU", int64(NvLinkDeviceGPU), int64(nvml.NVLINK_DEVICE_TYPE_GPU)},
-		{"NvLinkDeviceIBMNPU", int64(NvLinkDeviceIBMNPU), int64(nvml.NVLINK_DEVICE_TYPE_IBMNPU)},
-		{"NvLinkDeviceSwitch", int64(NvLinkDeviceSwitch), int64(nvml.NVLINK_DEVICE_TYPE_SWITCH)},
-		{"NvLinkDeviceUnknown", int64(NvLinkDeviceUnknown), int64(nvml.NVLINK_DEVICE_TYPE_UNKNOWN)},
-		{"P2PRead", int64(P2PRead), int64(nvml.P2P_CAPS_INDEX_READ)},
-		{"P2PWrite", int64(P2PWrite), int64(nvml.P2P_CAPS_INDEX_WRITE)},
-		{"P2PNvLink", int64(P2PNvLink), int64(nvml.P2P_CAPS_INDEX_NVLINK)},
-		{"P2PAtomics", int64(P2PAtomics), int64(nvml.P2P_CAPS_INDEX_ATOMICS)},
-		{"P2PPCI", int64(P2PPCI), int64(nvml.P2P_CAPS_INDEX_PCI)},
-		{"P2POK", int64(P2POK), int64(nvml.P2P_STATUS_OK)},
-		{"P2PChipsetNotSupported", int64(P2PChipsetNotSupported), int64(nvml.P2P_STATUS_CHIPSET_NOT_SUPPORTED)},
-		{"P2PGPUNotSupported", int64(P2PGPUNotSupported), int64(nvml.P2P_STATUS_GPU_NOT_SUPPORTED)},
-		{"P2PIOHTopologyNotSupported", int64(P2PIOHTopologyNotSupported), int64(nvml.P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED)},
-		{"P2PDisabledByRegkey", int64(P2PDisabledByRegkey), int64(nvml.P2P_STATUS_DISABLED_BY_REGKEY)},
-		{"P2PNotSupported", int64(P2PNotSupported), int64(nvml.P2P_STATUS_NOT_SUPPORTED)},
-		{"P2PUnknown", int64(P2PUnknown), int64(nvml.P2P_STATUS_UNKNOWN)},
-		{"ArchVolta", int64(ArchVolta), int64(nvml.DEVICE_ARCH_VOLTA)},
-		{"ArchAmpere", int64(ArchAmpere), int64(nvml.DEVICE_ARCH_AMPERE)},
-		{"ArchHopper", int64(ArchHopper), int64(nvml.DEVICE_ARCH_HOPPER)},
-		{"ArchBlackwell", int64(ArchBlackwell), int64(nvml.DEVICE_ARCH_BLACKWELL)},
-		{"ArchRubin", int64(ArchRubin), int64(nvml.DEVICE_ARCH_RUBIN)},
-		{"ArchUnknown", int64(ArchUnknown), int64(nvml.DEVICE_ARCH_UNKNOWN)},
-		{"FabricCompleted", int64(FabricCompleted), int64(nvml.GPU_FABRIC_STATE_COMPLETED)},
+		{"TopologyInternal", int64(nvml.TopologyInternal), int64(gonvml.TOPOLOGY_INTERNAL)},
+		{"TopologySingle", int64(nvml.TopologySingle), int64(gonvml.TOPOLOGY_SINGLE)},
+		{"TopologyMultiple", int64(nvml.TopologyMultiple), int64(gonvml.TOPOLOGY_MULTIPLE)},
+		{"TopologyHostBridge", int64(nvml.TopologyHostBridge), int64(gonvml.TOPOLOGY_HOSTBRIDGE)},
+		{"TopologyNode", int64(nvml.TopologyNode), int64(gonvml.TOPOLOGY_NODE)},
+		{"TopologySystem", int64(nvml.TopologySystem), int64(gonvml.TOPOLOGY_SYSTEM)},
+		{"NVLinkDeviceGPU", int64(nvml.NVLinkDeviceGPU), int64(gonvml.NVLINK_DEVICE_TYPE_GPU)},
+		{"NVLinkDeviceIBMNPU", int64(nvml.NVLinkDeviceIBMNPU), int64(gonvml.NVLINK_DEVICE_TYPE_IBMNPU)},
+		{"NVLinkDeviceSwitch", int64(nvml.NVLinkDeviceSwitch), int64(gonvml.NVLINK_DEVICE_TYPE_SWITCH)},
+		{"NVLinkDeviceUnknown", int64(nvml.NVLinkDeviceUnknown), int64(gonvml.NVLINK_DEVICE_TYPE_UNKNOWN)},
+		{"P2PRead", int64(nvml.P2PRead), int64(gonvml.P2P_CAPS_INDEX_READ)},
+		{"P2PWrite", int64(nvml.P2PWrite), int64(gonvml.P2P_CAPS_INDEX_WRITE)},
+		{"P2PNVLink", int64(nvml.P2PNVLink), int64(gonvml.P2P_CAPS_INDEX_NVLINK)},
+		{"P2PAtomics", int64(nvml.P2PAtomics), int64(gonvml.P2P_CAPS_INDEX_ATOMICS)},
+		{"P2PPCI", int64(nvml.P2PPCI), int64(gonvml.P2P_CAPS_INDEX_PCI)},
+		{"P2POK", int64(nvml.P2POK), int64(gonvml.P2P_STATUS_OK)},
+		{"P2PChipsetNotSupported", int64(nvml.P2PChipsetNotSupported), int64(gonvml.P2P_STATUS_CHIPSET_NOT_SUPPORTED)},
+		{"P2PGPUNotSupported", int64(nvml.P2PGPUNotSupported), int64(gonvml.P2P_STATUS_GPU_NOT_SUPPORTED)},
+		{"P2PIOHTopologyNotSupported", int64(nvml.P2PIOHTopologyNotSupported), int64(gonvml.P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED)},
+		{"P2PDisabledByRegkey", int64(nvml.P2PDisabledByRegkey), int64(gonvml.P2P_STATUS_DISABLED_BY_REGKEY)},
+		{"P2PNotSupported", int64(nvml.P2PNotSupported), int64(gonvml.P2P_STATUS_NOT_SUPPORTED)},
+		{"P2PUnknown", int64(nvml.P2PUnknown), int64(gonvml.P2P_STATUS_UNKNOWN)},
+		{"ArchVolta", int64(nvml.ArchVolta), int64(gonvml.DEVICE_ARCH_VOLTA)},
+		{"ArchAmpere", int64(nvml.ArchAmpere), int64(gonvml.DEVICE_ARCH_AMPERE)},
+		{"ArchHopper", int64(nvml.ArchHopper), int64(gonvml.DEVICE_ARCH_HOPPER)},
+		{"ArchBlackwell", int64(nvml.ArchBlackwell), int64(gonvml.DEVICE_ARCH_BLACKWELL)},
+		{"ArchRubin", int64(nvml.ArchRubin), int64(gonvml.DEVICE_ARCH_RUBIN)},
+		{"ArchUnknown", int64(nvml.ArchUnknown), int64(gonvml.DEVICE_ARCH_UNKNOWN)},
+		{"FabricCompleted", int64(nvml.FabricCompleted), int64(gonvml.GPU_FABRIC_STATE_COMPLETED)},
 		// Temperature version 2 relies on go-nvml's zero sensor type.
-		{"TEMPERATURE_GPU is zero", 0, int64(nvml.TEMPERATURE_GPU)},
-		{"FabricInProgress", int64(FabricInProgress), int64(nvml.GPU_FABRIC_STATE_IN_PROGRESS)},
-		{"maxNvLinks", maxNvLinks, nvml.NVLINK_MAX_LINKS},
-		{"giProfileCount", giProfileCount, nvml.GPU_INSTANCE_PROFILE_COUNT},
-		{"ciProfileCount", ciProfileCount, nvml.COMPUTE_INSTANCE_PROFILE_COUNT},
-		{"giCapP2P", giCapP2P, nvml.GPU_INSTANCE_PROFILE_CAPS_P2P},
-		{"giCapGfx", giCapGfx, nvml.GPU_INSTANCE_PROFILE_CAPS_GFX},
+		{"TEMPERATURE_GPU is zero", 0, int64(gonvml.TEMPERATURE_GPU)},
+		{"FabricInProgress", int64(nvml.FabricInProgress), int64(gonvml.GPU_FABRIC_STATE_IN_PROGRESS)},
+		{"maxNVLinks", maxNVLinks, gonvml.NVLINK_MAX_LINKS},
+		{"giProfileCount", giProfileCount, gonvml.GPU_INSTANCE_PROFILE_COUNT},
+		{"ciProfileCount", ciProfileCount, gonvml.COMPUTE_INSTANCE_PROFILE_COUNT},
+		{"giCapP2P", giCapP2P, gonvml.GPU_INSTANCE_PROFILE_CAPS_P2P},
+		{"giCapGfx", giCapGfx, gonvml.GPU_INSTANCE_PROFILE_CAPS_GFX},
 	} {
 		eq(c.name, c.ours, c.theirs)
 	}
@@ -107,91 +111,93 @@ func mockGPUs(t *testing.T, missing ...string) (*mock.Interface, []*mock.Device)
 		}
 		return nil
 	}}
-	lib.InitFunc = func() nvml.Return { return nvml.SUCCESS }
-	lib.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
-	lib.ExtensionsFunc = func() nvml.ExtendedInterface { return ext }
-	lib.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "550.54.15", nvml.SUCCESS }
-	lib.DeviceGetCountFunc = func() (int, nvml.Return) { return len(devs), nvml.SUCCESS }
-	lib.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) { return devs[i], nvml.SUCCESS }
-	profiles := map[int]nvml.GpuInstanceProfileInfo{
-		nvml.GPU_INSTANCE_PROFILE_1_SLICE: {Id: 19, SliceCount: 1, InstanceCount: 7, MemorySizeMB: 9984},
-		nvml.GPU_INSTANCE_PROFILE_3_SLICE: {Id: 9, SliceCount: 3, InstanceCount: 2, MemorySizeMB: 40448},
-		nvml.GPU_INSTANCE_PROFILE_7_SLICE: {Id: 0, SliceCount: 7, InstanceCount: 1, MemorySizeMB: 81152},
+	lib.InitFunc = func() gonvml.Return { return gonvml.SUCCESS }
+	lib.ShutdownFunc = func() gonvml.Return { return gonvml.SUCCESS }
+	lib.ExtensionsFunc = func() gonvml.ExtendedInterface { return ext }
+	lib.SystemGetDriverVersionFunc = func() (string, gonvml.Return) { return "550.54.15", gonvml.SUCCESS }
+	lib.DeviceGetCountFunc = func() (int, gonvml.Return) { return len(devs), gonvml.SUCCESS }
+	lib.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) { return devs[i], gonvml.SUCCESS }
+	profiles := map[int]gonvml.GpuInstanceProfileInfo{
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE: {Id: 19, SliceCount: 1, InstanceCount: 7, MemorySizeMB: 9984},
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE: {Id: 9, SliceCount: 3, InstanceCount: 2, MemorySizeMB: 40448},
+		gonvml.GPU_INSTANCE_PROFILE_7_SLICE: {Id: 0, SliceCount: 7, InstanceCount: 1, MemorySizeMB: 81152},
 	}
-	placements := map[uint32][]nvml.GpuInstancePlacement{
+	placements := map[uint32][]gonvml.GpuInstancePlacement{
 		19: nvmlPlacements(1, 0, 1, 2, 3, 4, 5, 6), 9: nvmlPlacements(4, 0, 4), 0: nvmlPlacements(8, 0),
 	}
 	for i := range devs {
 		bus := fmt.Sprintf("00000000:%02X:00.0", 0x18+i)
 		d := &mock.Device{}
-		d.GetUUIDFunc = func() (string, nvml.Return) {
-			return fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), nvml.SUCCESS
+		d.GetUUIDFunc = func() (string, gonvml.Return) {
+			return fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), gonvml.SUCCESS
 		}
-		d.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA H100 80GB HBM3", nvml.SUCCESS }
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
+		d.GetNameFunc = func() (string, gonvml.Return) { return "NVIDIA H100 80GB HBM3", gonvml.SUCCESS }
+		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+			var p gonvml.PciInfo
 			for k := range bus {
 				p.BusId[k] = int8(bus[k])
 			}
 			p.PciDeviceId = 0x233010DE
-			return p, nvml.SUCCESS
+			return p, gonvml.SUCCESS
 		}
-		d.GetArchitectureFunc = func() (nvml.DeviceArchitecture, nvml.Return) { return nvml.DEVICE_ARCH_HOPPER, nvml.SUCCESS }
-		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: 81559 << 20, Free: 81559 << 20}, nvml.SUCCESS
+		d.GetArchitectureFunc = func() (gonvml.DeviceArchitecture, gonvml.Return) { return gonvml.DEVICE_ARCH_HOPPER, gonvml.SUCCESS }
+		d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+			return gonvml.Memory{Total: 81559 << 20, Free: 81559 << 20}, gonvml.SUCCESS
 		}
-		d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d.GetNvLinkStateFunc = func(int) (gonvml.EnableState, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 		// GPU 7 is busy; GPU 6 answers not-supported for utilisation (as
 		// in MIG mode) and has no temperature sensor.
-		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
 			switch i {
 			case 6:
-				return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+				return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
 			case 7:
-				return nvml.Utilization{Gpu: 97, Memory: 41}, nvml.SUCCESS
+				return gonvml.Utilization{Gpu: 97, Memory: 41}, gonvml.SUCCESS
 			}
-			return nvml.Utilization{}, nvml.SUCCESS
+			return gonvml.Utilization{}, gonvml.SUCCESS
 		}
-		d.GetTemperatureFunc = func(s nvml.TemperatureSensors) (uint32, nvml.Return) {
+		d.GetTemperatureFunc = func(s gonvml.TemperatureSensors) (uint32, gonvml.Return) {
 			switch {
-			case s != nvml.TEMPERATURE_GPU:
-				return 0, nvml.ERROR_INVALID_ARGUMENT
+			case s != gonvml.TEMPERATURE_GPU:
+				return 0, gonvml.ERROR_INVALID_ARGUMENT
 			case i == 6:
-				return 0, nvml.ERROR_NOT_SUPPORTED
+				return 0, gonvml.ERROR_NOT_SUPPORTED
 			}
-			return uint32(30 + i), nvml.SUCCESS
+			return uint32(30 + i), gonvml.SUCCESS
 		}
-		d.GetCpuAffinityFunc = func(int) ([]uint, nvml.Return) { return []uint{0xff << (8 * (i / 4))}, nvml.SUCCESS }
-		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+		d.GetCpuAffinityFunc = func(int) ([]uint, gonvml.Return) { return []uint{0xff << (8 * (i / 4))}, gonvml.SUCCESS }
+		d.GetTopologyCommonAncestorFunc = func(o gonvml.Device) (gonvml.GpuTopologyLevel, gonvml.Return) {
 			for j, e := range devs {
 				if e == o && j/4 == i/4 {
-					return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+					return gonvml.TOPOLOGY_NODE, gonvml.SUCCESS
 				}
 			}
-			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
+			return gonvml.TOPOLOGY_SYSTEM, gonvml.SUCCESS
 		}
-		d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS }
-		d.GetGpuInstanceProfileInfoFunc = func(idx int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-			if idx >= nvml.GPU_INSTANCE_PROFILE_COUNT {
-				return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_INVALID_ARGUMENT
+		d.GetMigModeFunc = func() (int, int, gonvml.Return) {
+			return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
+		}
+		d.GetGpuInstanceProfileInfoFunc = func(idx int) (gonvml.GpuInstanceProfileInfo, gonvml.Return) {
+			if idx >= gonvml.GPU_INSTANCE_PROFILE_COUNT {
+				return gonvml.GpuInstanceProfileInfo{}, gonvml.ERROR_INVALID_ARGUMENT
 			}
 			if p, ok := profiles[idx]; ok {
-				return p, nvml.SUCCESS
+				return p, gonvml.SUCCESS
 			}
-			return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+			return gonvml.GpuInstanceProfileInfo{}, gonvml.ERROR_NOT_SUPPORTED
 		}
-		d.GetGpuInstancePossiblePlacementsFunc = func(p *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
-			return placements[p.Id], nvml.SUCCESS
+		d.GetGpuInstancePossiblePlacementsFunc = func(p *gonvml.GpuInstanceProfileInfo) ([]gonvml.GpuInstancePlacement, gonvml.Return) {
+			return placements[p.Id], gonvml.SUCCESS
 		}
 		devs[i] = d
 	}
 	return lib, devs
 }
 
-func nvmlPlacements(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
-	out := make([]nvml.GpuInstancePlacement, len(starts))
+func nvmlPlacements(size uint32, starts ...uint32) []gonvml.GpuInstancePlacement {
+	out := make([]gonvml.GpuInstancePlacement, len(starts))
 	for i, s := range starts {
-		out[i] = nvml.GpuInstancePlacement{Start: s, Size: size}
+		out[i] = gonvml.GpuInstancePlacement{Start: s, Size: size}
 	}
 	return out
 }
@@ -202,7 +208,7 @@ func nvmlPlacements(size uint32, starts ...uint32) []nvml.GpuInstancePlacement {
 // process), and discovery must still describe the node.
 func TestAdapterGuardsSymbols(t *testing.T) {
 	lib, devs := mockGPUs(t, "*")
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithoutSysfs()).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithNodeName("mock"), WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +227,7 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 		}
 	}
 	// nvmlDeviceGetUtilizationRates is in every driver: not guarded.
-	if u := inv.GPUs[7].Utilization; u == nil || *u != (Utilization{GPU: 97, Memory: 41}) {
+	if u := inv.GPUs[7].Utilization; u == nil || *u != (nvml.Utilization{GPU: 97, Memory: 41}) {
 		t.Errorf("GPU 7 utilization %v, want 97%% / 41%%", u)
 	}
 	n := inv.Node
@@ -240,12 +246,12 @@ func TestAdapterGuardsSymbols(t *testing.T) {
 // MIG table (IDs, placements) from NVML, deriving the names.
 func TestAdapterVersionFallback(t *testing.T) {
 	lib, _ := mockGPUs(t, symGIProfileInfoV, symFabricInfoV, symFabricInfo, symMemoryInfoV2, symMemoryAffinity, symNUMANodeID, symP2PStatus, symRemoteDeviceType, symTemperatureV)
-	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithoutSysfs()).Inspect(context.Background())
+	inv, err := New(WithLibrary(newNVMLLibrary(lib)), WithoutSysfs()).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := inv.GPUs[0]
-	if !g.MIG.Capable || g.MIG.Enabled || g.Architecture != ArchHopper {
+	if !g.MIG.Capable || g.MIG.Enabled || g.Architecture != nvml.ArchHopper {
 		t.Fatalf("GPU 0: arch %v MIG %+v", g.Architecture, g.MIG)
 	}
 	var got []string
@@ -253,7 +259,11 @@ func TestAdapterVersionFallback(t *testing.T) {
 		if !p.NameDerived {
 			t.Errorf("profile %d: name %q not derived", p.ID, p.Name)
 		}
-		got = append(got, fmt.Sprintf("%s id%d %v", p.Name, p.ID, p.Placements))
+		var pl []string
+		for _, q := range p.Placements {
+			pl = append(pl, fmt.Sprintf("%d:%d", q.Start, q.Size))
+		}
+		got = append(got, fmt.Sprintf("%s id%d %v", p.Name, p.ID, pl))
 	}
 	want := []string{"1g.10gb id19 [0:1 1:1 2:1 3:1 4:1 5:1 6:1]", "3g.40gb id9 [0:4 4:4]", "7g.80gb id0 [0:8]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -283,21 +293,21 @@ func TestAdapterVersionFallback(t *testing.T) {
 // was not given).
 func TestAdapterMIGDevices(t *testing.T) {
 	migDev := &mock.Device{
-		GetGpuInstanceIdFunc: func() (int, nvml.Return) { return 3, nvml.SUCCESS },
-		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
-			return nvml.Memory_v2{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}, nvml.SUCCESS
+		GetGpuInstanceIdFunc: func() (int, gonvml.Return) { return 3, gonvml.SUCCESS },
+		GetMemoryInfo_v2Func: func() (gonvml.Memory_v2, gonvml.Return) {
+			return gonvml.Memory_v2{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}, gonvml.SUCCESS
 		},
-		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: 40320 << 20, Used: 12<<30 + 64<<20, Free: 40320<<20 - 64<<20 - 12<<30}, nvml.SUCCESS
+		GetMemoryInfoFunc: func() (gonvml.Memory, gonvml.Return) {
+			return gonvml.Memory{Total: 40320 << 20, Used: 12<<30 + 64<<20, Free: 40320<<20 - 64<<20 - 12<<30}, gonvml.SUCCESS
 		},
 	}
 	withMIG := func(devs []*mock.Device) {
-		devs[0].GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
-		devs[0].GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		devs[0].GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 7, gonvml.SUCCESS }
+		devs[0].GetMigDeviceHandleByIndexFunc = func(j int) (gonvml.Device, gonvml.Return) {
 			if j == 0 {
-				return migDev, nvml.SUCCESS
+				return migDev, gonvml.SUCCESS
 			}
-			return nil, nvml.ERROR_NOT_FOUND
+			return nil, gonvml.ERROR_NOT_FOUND
 		}
 	}
 	lib, devs := mockGPUs(t)
@@ -316,16 +326,16 @@ func TestAdapterMIGDevices(t *testing.T) {
 	if id, err := md.GPUInstanceID(); err != nil || id != 3 {
 		t.Errorf("GPU instance id %d %v", id, err)
 	}
-	if m, err := md.MemoryInfo(2); err != nil || m != (MemoryInfo{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}) {
+	if m, err := md.MemoryInfo(2); err != nil || m != (nvml.MemoryInfo{Total: 40320 << 20, Reserved: 64 << 20, Used: 12 << 30, Free: 40320<<20 - 64<<20 - 12<<30}) {
 		t.Errorf("memory v2 %+v %v", m, err)
 	}
 	if m, err := md.MemoryInfo(1); err != nil || m.Reserved != 0 || m.Used != 12<<30+64<<20 {
 		t.Errorf("memory v1 %+v %v", m, err)
 	}
-	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, CodeNotFound) {
+	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, nvml.CodeNotFound) {
 		t.Errorf("empty index: %v, want not found", err)
 	}
-	if _, err := d.MIGDeviceByIndex(-1); !errors.Is(err, CodeInvalidArgument) {
+	if _, err := d.MIGDeviceByIndex(-1); !errors.Is(err, nvml.CodeInvalidArgument) {
 		t.Errorf("negative index: %v, want invalid argument", err)
 	}
 
@@ -335,17 +345,17 @@ func TestAdapterMIGDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.MaxMIGDeviceCount(); !errors.Is(err, CodeFunctionNotFound) {
+	if _, err := d.MaxMIGDeviceCount(); !errors.Is(err, nvml.CodeFunctionNotFound) {
 		t.Errorf("max MIG devices without the symbol: %v", err)
 	}
-	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, CodeFunctionNotFound) {
+	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, nvml.CodeFunctionNotFound) {
 		t.Errorf("MIG device without the symbol: %v", err)
 	}
 	md = &nvmlMIGDevice{a: a, d: migDev}
-	if _, err := md.GPUInstanceID(); !errors.Is(err, CodeFunctionNotFound) {
+	if _, err := md.GPUInstanceID(); !errors.Is(err, nvml.CodeFunctionNotFound) {
 		t.Errorf("GPU instance id without the symbol: %v", err)
 	}
-	if _, err := md.MemoryInfo(2); !errors.Is(err, CodeFunctionNotFound) {
+	if _, err := md.MemoryInfo(2); !errors.Is(err, nvml.CodeFunctionNotFound) {
 		t.Errorf("memory v2 without the symbol: %v", err)
 	}
 	if n := len(devs[0].GetMaxMigDeviceCountCalls()) + len(devs[0].GetMigDeviceHandleByIndexCalls()); n != 0 {
@@ -363,13 +373,13 @@ func TestAdapterMIGDevices(t *testing.T) {
 // fails cleanly (no crash) and nothing else is called.
 func TestSystemLibraryMissing(t *testing.T) {
 	_, err := New(WithLibraryPath("/nonexistent/libnvidia-ml.so.1")).Discover(context.Background())
-	if !errors.Is(err, ErrNoNVML) || !errors.Is(err, CodeLibraryNotFound) {
+	if !errors.Is(err, ErrNoNVML) || !errors.Is(err, nvml.CodeLibraryNotFound) {
 		t.Fatalf("err = %v, want ErrNoNVML wrapping CodeLibraryNotFound", err)
 	}
 }
 
 func TestSentinelsWrapNotDetected(t *testing.T) {
-	for _, e := range []error{ErrNoNVML, ErrNoDevices, fmt.Errorf("%w: init: %w", ErrNoNVML, CodeLibraryNotFound)} {
+	for _, e := range []error{ErrNoNVML, ErrNoDevices, fmt.Errorf("%w: init: %w", ErrNoNVML, nvml.CodeLibraryNotFound)} {
 		if !errors.Is(e, detecterr.ErrNotDetected) {
 			t.Errorf("%v does not wrap detecterr.ErrNotDetected", e)
 		}

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // systemLibrary returns the NVML of this machine; without cgo on Linux
 // there is none, and Init says so.
-func systemLibrary(string) Library { return unsupportedLibrary{} }
+func systemLibrary(string) nvml.Library { return unsupportedLibrary{} }
 
 // unsupportedLibrary is the system library of a build without cgo or off
 // Linux. Init fails, so nothing else is ever called.
@@ -20,7 +22,7 @@ func (unsupportedLibrary) Init() error {
 	return fmt.Errorf("NVML needs a cgo-enabled build on linux (this one: %s/%s, cgo off or not linux): %w",
 		runtime.GOOS, runtime.GOARCH, errors.ErrUnsupported)
 }
-func (unsupportedLibrary) Shutdown() error                   { return CodeUninitialized }
-func (unsupportedLibrary) DriverVersion() (string, error)    { return "", CodeUninitialized }
-func (unsupportedLibrary) DeviceCount() (int, error)         { return 0, CodeUninitialized }
-func (unsupportedLibrary) DeviceByIndex(int) (Device, error) { return nil, CodeUninitialized }
+func (unsupportedLibrary) Shutdown() error                        { return nvml.CodeUninitialized }
+func (unsupportedLibrary) DriverVersion() (string, error)         { return "", nvml.CodeUninitialized }
+func (unsupportedLibrary) DeviceCount() (int, error)              { return 0, nvml.CodeUninitialized }
+func (unsupportedLibrary) DeviceByIndex(int) (nvml.Device, error) { return nil, nvml.CodeUninitialized }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -16,7 +17,7 @@ import (
 // safe for concurrent use. A nil or zero Provider (not made by New) fails
 // with an error wrapping topology.ErrInvalidRequest.
 type Provider struct {
-	lib      Library
+	lib      nvml.Library
 	libPath  string
 	nodeName string
 	fsys     fs.FS  // the filesystem root for the sysfs fallback
@@ -29,7 +30,7 @@ type Option func(*Provider)
 
 // WithLibrary makes the provider use lib instead of the system's NVML:
 // a fake in tests, or a recording of a real machine.
-func WithLibrary(lib Library) Option { return func(p *Provider) { p.lib = lib } }
+func WithLibrary(lib nvml.Library) Option { return func(p *Provider) { p.lib = lib } }
 
 // WithLibraryPath loads NVML from path instead of the default
 // libnvidia-ml.so.1 (ignored when [WithLibrary] is given).
@@ -106,7 +107,7 @@ func (p *Provider) Name() string { return "nvidia" }
 // rest of the node still comes back. Errors wrap [ErrNoNVML] (no usable
 // driver), [ErrNoDevices] or [ErrDiscovery].
 func (p *Provider) Discover(ctx context.Context) (*topology.Node, error) {
-	inv, err := p.Inspect(ctx)
+	inv, err := p.Scan(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +123,10 @@ func (p *Provider) usable() error {
 	return nil
 }
 
-// Inspect is Discover returning the full [Inventory]: the node plus the
-// NVML details the node has no field for.
-func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
+// Scan is Discover returning the full [Inventory]: the node plus the
+// NVML details the node has no field for. It is the verb of every hardware
+// provider (amd and sysfs have a Scan too).
+func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if err := p.usable(); err != nil {
 		return nil, err
 	}
@@ -143,3 +145,8 @@ func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) {
 	s := &session{ctx: ctx, lib: p.lib, fsys: p.fsys, sys: p.sys}
 	return s.inspect(ctx, name)
 }
+
+// Inspect is [Provider.Scan].
+//
+// Deprecated: use Scan, the verb every hardware provider shares.
+func (p *Provider) Inspect(ctx context.Context) (*Inventory, error) { return p.Scan(ctx) }

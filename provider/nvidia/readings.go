@@ -7,7 +7,7 @@ import (
 )
 
 // Readings returns what the inventory read of the node's use, in package
-// live's vendor-neutral form, for live.State and live.Layouts: per healthy
+// live's vendor-neutral form, for live.Usage and live.Layouts: per healthy
 // GPU its memory (NVML's used and total bytes; on a MIG GPU, the whole
 // GPU's), its compute processes when NVML listed them (it does so for MIG
 // GPUs), and for a GPU in MIG mode its GPU instances, in use when NVML

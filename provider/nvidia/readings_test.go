@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/live"
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // TestReadingsFromInventory: an inventory's readings give the same MIG
@@ -14,7 +15,7 @@ import (
 // unavailable and the plain GPU carries its memory in use.
 func TestReadingsFromInventory(t *testing.T) {
 	m := migMachine(t, [3]int{2, 0, 4}, [3]int{0, 5, 1}) // 3g.40gb@0, 1g.10gb@5 on GPU 0
-	m.GPUs[0].Processes = []nvidia.Process{{PID: 4242, UsedMemory: 1 << 30, GPUInstanceID: 1, ComputeInstanceID: 0}}
+	m.GPUs[0].Processes = []nvml.Process{{PID: 4242, UsedMemory: 1 << 30, GPUInstanceID: 1, ComputeInstanceID: 0}}
 	m.GPUs[2].Memory.Used = 30 << 30
 	inv := inspect(t, m)
 
@@ -34,12 +35,12 @@ func TestReadingsFromInventory(t *testing.T) {
 	// whole, so no partitions in the readings).
 	require.Equal(t, layoutStrings(t, want[:2], nil), layoutStrings(t, got, nil))
 
-	st, err := live.State(inv.Node, r, live.Options{IdleMemory: 512 << 20})
+	st, err := live.Usage(inv.Node, r, live.Options{IdleMemory: 512 << 20})
 	require.NoError(t, err)
-	require.True(t, st.Usage(0).Allocated)
-	require.True(t, st.Usage(1).Allocated) // MIG mode on, no instances
-	require.Equal(t, uint64(30<<30), st.Usage(2).MemoryUsed)
-	require.False(t, st.Usage(2).Allocated)
+	require.True(t, st[0].Allocated)
+	require.True(t, st[1].Allocated) // MIG mode on, no instances
+	require.Equal(t, uint64(30<<30), st[2].MemoryUsed)
+	require.False(t, st[2].Allocated)
 }
 
 // TestReadingsSkipUnhealthy: a GPU NVML could not read has no reading, and

@@ -9,6 +9,7 @@ import (
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -96,9 +97,9 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 			}
 			m := nvidiatest.FromNode(want)
 			p := nvidia.New(nvidia.WithLibrary(m), nvidia.WithNodeName(f.ID), nvidia.WithoutSysfs())
-			inv, err := p.Inspect(context.Background())
+			inv, err := p.Scan(context.Background())
 			if err != nil {
-				t.Fatalf("Inspect: %v", err)
+				t.Fatalf("Scan: %v", err)
 			}
 			got := inv.Node
 			if d := diff(normalize(t, got, false), normalize(t, want, false)); d != "" {
@@ -111,7 +112,7 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 				t.Errorf("NVML misuse: %q", v)
 			}
 			if m.Initialized() {
-				t.Error("NVML left initialised after Inspect")
+				t.Error("NVML left initialised after Scan")
 			}
 			// What normalize dropped must still match the fake's answers.
 			for i, d := range got.Devices() {
@@ -137,10 +138,10 @@ func TestRoundTripSharedTopologies(t *testing.T) {
 	}
 }
 
-func levelName(l nvidia.TopologyLevel) string {
-	return map[nvidia.TopologyLevel]string{
-		nvidia.TopologySingle: "PIX", nvidia.TopologyMultiple: "PXB", nvidia.TopologyHostBridge: "PHB",
-		nvidia.TopologyNode: "NODE", nvidia.TopologySystem: "SYS",
+func levelName(l nvml.TopologyLevel) string {
+	return map[nvml.TopologyLevel]string{
+		nvml.TopologySingle: "PIX", nvml.TopologyMultiple: "PXB", nvml.TopologyHostBridge: "PHB",
+		nvml.TopologyNode: "NODE", nvml.TopologySystem: "SYS",
 	}[l]
 }
 
@@ -151,8 +152,8 @@ func levelName(l nvidia.TopologyLevel) string {
 func checkSwitchesNeverPeers(t *testing.T, want *topology.Node, inv *nvidia.Inventory) {
 	t.Helper()
 	for i, g := range inv.GPUs {
-		for _, l := range g.NvLinks {
-			if l.RemoteType == nvidia.NvLinkDeviceSwitch && l.Peer >= 0 {
+		for _, l := range g.NVLinks {
+			if l.RemoteType == nvml.NVLinkDeviceSwitch && l.Peer >= 0 {
 				t.Errorf("GPU %d link %d: switch remote resolved to GPU %d", i, l.Link, l.Peer)
 			}
 		}

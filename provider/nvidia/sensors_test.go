@@ -8,6 +8,7 @@ import (
 
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -30,31 +31,31 @@ func warningsAbout(inv *nvidia.Inventory, i int, what string) []string {
 // failure is a warning; not-supported is silent; the node is unchanged.
 func TestSensors(t *testing.T) {
 	want, m := machine(t, "dgx-h100")
-	m.GPUs[0].Utilization = &nvidia.Utilization{GPU: 97, Memory: 41}
+	m.GPUs[0].Utilization = &nvml.Utilization{GPU: 97, Memory: 41}
 	m.GPUs[0].TemperatureC = new(64)
 	if m.GPUs[1].MIG == nil {
 		t.Fatal("fixture: GPU 1 of a DGX H100 is not MIG-capable")
 	}
 	m.GPUs[1].MIG.Enabled = true // NVML reports no device utilisation in MIG mode
 	m.GPUs[2].Utilization, m.GPUs[2].TemperatureC = nil, nil
-	m.GPUs[3].UtilizationErr = nvidia.CodeUnknown
-	m.GPUs[3].TemperatureErr = nvidia.CodeNoPermission
-	m.GPUs[4].Utilization = &nvidia.Utilization{GPU: 101}
+	m.GPUs[3].UtilizationErr = nvml.CodeUnknown
+	m.GPUs[3].TemperatureErr = nvml.CodeNoPermission
+	m.GPUs[4].Utilization = &nvml.Utilization{GPU: 101}
 	m.GPUs[5].TemperatureC = new(4294967295) // an unsigned -1
 	m.GPUs[6].TemperatureC = new(-41)
 	inv := inspect(t, m, nvidia.WithNodeName(want.Name()))
 
 	type reading struct {
-		util *nvidia.Utilization
+		util *nvml.Utilization
 		temp *int
 		warn []string // substrings of the GPU's warnings, in any order
 	}
-	idle := &nvidia.Utilization{}
+	idle := &nvml.Utilization{}
 	wantGPU := []reading{
-		0: {util: &nvidia.Utilization{GPU: 97, Memory: 41}, temp: new(64)},
+		0: {util: &nvml.Utilization{GPU: 97, Memory: 41}, temp: new(64)},
 		1: {temp: new(30)},
 		2: {},
-		3: {warn: []string{"utilization: " + nvidia.CodeUnknown.Error(), "temperature: " + nvidia.CodeNoPermission.Error()}},
+		3: {warn: []string{"utilization: " + nvml.CodeUnknown.Error(), "temperature: " + nvml.CodeNoPermission.Error()}},
 		4: {temp: new(30), warn: []string{"utilization 101% GPU, 0% memory is out of range"}},
 		5: {util: idle, warn: []string{"temperature 4294967295 °C is implausible"}},
 		6: {util: idle, warn: []string{"temperature -41 °C is implausible"}},
@@ -114,7 +115,7 @@ func TestTemperatureVersions(t *testing.T) {
 			m.Record = true
 			m.Hook = func(c nvidiatest.Call) error {
 				if c.Method == "Temperature" && c.Version == tc.missing {
-					return nvidia.CodeFunctionNotFound
+					return nvml.CodeFunctionNotFound
 				}
 				return nil
 			}
@@ -144,7 +145,7 @@ func TestSensorsBothVersionsMissing(t *testing.T) {
 	_, m := machine(t, "pcie-8gpu-2numa")
 	m.Hook = func(c nvidiatest.Call) error {
 		if c.Method == "Temperature" {
-			return nvidia.CodeFunctionNotFound
+			return nvml.CodeFunctionNotFound
 		}
 		return nil
 	}
@@ -167,7 +168,7 @@ func TestSensorReadFailsMidDiscovery(t *testing.T) {
 	want, m := machine(t, "dgx-h100")
 	m.Hook = func(c nvidiatest.Call) error {
 		if (c.Method == "UtilizationRates" || c.Method == "Temperature") && c.GPU >= 3 {
-			return nvidia.CodeTimeout
+			return nvml.CodeTimeout
 		}
 		return nil
 	}
@@ -186,7 +187,7 @@ func TestSensorReadFailsMidDiscovery(t *testing.T) {
 		t.Errorf("failed readings changed the node:\n%s", d)
 	}
 	for _, w := range inv.Warnings {
-		if strings.Contains(w, "temperature") && !strings.Contains(w, nvidia.CodeTimeout.Error()) {
+		if strings.Contains(w, "temperature") && !strings.Contains(w, nvml.CodeTimeout.Error()) {
 			t.Errorf("warning %q does not name NVML's answer", w)
 		}
 	}

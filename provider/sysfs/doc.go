@@ -22,7 +22,7 @@
 // NVSwitch and xGMI links (every pair is a PCIe link, however the GPUs are
 // really joined), MIG or AMD partitions, device memory and UUIDs. Those
 // need the vendor providers (provider/nvidia, provider/amd), which
-// provider.Detect tries first.
+// detect.Detect tries first.
 //
 // A machine without accelerators gives an error wrapping [ErrNotDetected],
 // so the fallback never claims an empty node. Attributes that exist but

@@ -30,7 +30,7 @@ import (
 // Sentinel errors.
 var (
 	// ErrNotDetected is wrapped when sysfs shows no accelerator (or no PCI
-	// bus at all). It is the sentinel provider.Detect's report maps to
+	// bus at all). It is the sentinel detect.Detect's report maps to
 	// provider.ErrNotDetected.
 	ErrNotDetected = detecterr.ErrNotDetected
 	// ErrParse is topology.ErrParse, re-exported: it is wrapped when a sysfs

@@ -1,6 +1,7 @@
 // Package formats converts gputopo models to and from the formats other
 // tools read and write:
 //
+//   - [WriteDOT] renders a node as a Graphviz graph (dot -Tsvg).
 //   - [NCCLTopologyXML] writes a node as an NCCL topology file
 //     (NCCL_TOPO_FILE): the <system>/<cpu>/<pci>/<gpu>/<nvlink> tree that
 //     NCCL's src/graph/xml.cc loads.

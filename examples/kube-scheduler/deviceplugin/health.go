@@ -60,7 +60,7 @@ type Discoverer interface {
 // is reported unhealthy. A failed discovery is reported through OnError and
 // changes nothing.
 type DetectHealth struct {
-	// Provider discovers the topology (provider.DefaultProviders' first
+	// Provider discovers the topology (detect.DefaultProviders' first
 	// working one, a file, ...).
 	Provider Discoverer
 	// Interval is the time between discoveries (default 30 s).

@@ -65,7 +65,7 @@ var (
 // Config configures a Plugin. Node and NodeName are required; every other
 // zero value takes a default.
 type Config struct {
-	// Node is this node's topology (provider.Detect, a file or a catalogue
+	// Node is this node's topology (detect.Detect, a file or a catalogue
 	// machine). Its devices are what the plugin offers.
 	Node *topology.Node
 	// NodeName is the Kubernetes node the plugin runs on; Allocate looks

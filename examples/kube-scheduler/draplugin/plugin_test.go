@@ -45,7 +45,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 		g.MIG.Enabled = true
 		gpus[i] = g.UUID
 	}
-	return &fakeNode{machine: m, manager: nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).MIGManager(nvidia.AllowChanges()), gpus: gpus}
+	return &fakeNode{machine: m, manager: nvidia.New(nvidia.WithLibrary(m), nvidia.WithoutSysfs()).PartitionManager(nvidia.AllowChanges()), gpus: gpus}
 }
 
 func (f *fakeNode) layout(t *testing.T, gpu int) *mig.Layout {

@@ -197,7 +197,7 @@ func startFakeDRAPlugin(t *testing.T, client kubernetes.Interface, node string, 
 		g.MIG.Enabled = true
 		fp.gpus[i] = g.UUID
 	}
-	fp.manager = nvidia.New(nvidia.WithLibrary(machine), nvidia.WithoutSysfs()).MIGManager(nvidia.AllowChanges())
+	fp.manager = nvidia.New(nvidia.WithLibrary(machine), nvidia.WithoutSysfs()).PartitionManager(nvidia.AllowChanges())
 
 	// Short socket paths (unix sockets: about 100 bytes).
 	base, err := os.MkdirTemp("", "dra")

@@ -52,7 +52,7 @@ const (
 type Options struct {
 	// NodeName is the Node object to publish on; it must exist.
 	NodeName string
-	// Source discovers the topology: provider.Detect's providers wrapped
+	// Source discovers the topology: detect.Detect's providers wrapped
 	// with provider.Static, provider.File, provider.Catalog, or a
 	// HealthOverlay over any of them.
 	Source provider.TopologyProvider

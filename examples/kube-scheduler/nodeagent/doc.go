@@ -3,7 +3,7 @@
 // plain node selectors) see it without a person applying
 // `gputopo kube --output patch`.
 //
-// An Agent reads the topology from a source (provider.Detect's hardware
+// An Agent reads the topology from a source (detect.Detect's hardware
 // providers on a real node; provider.File or provider.Catalog for tests and
 // machines without GPUs) and publishes, with server-side apply under one
 // field manager ("gputopo-node-agent"):

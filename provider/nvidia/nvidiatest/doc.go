@@ -1,6 +1,6 @@
 // Package nvidiatest provides a fake NVML for testing code that uses
 // package nvidia: a Machine is an in-memory set of GPUs that answers every
-// call of nvidia.Library, including the versioned calls (fabric info and MIG
+// call of nvml.Library (package provider/nvidia/nvml), including the versioned calls (fabric info and MIG
 // profile info v2/v3) that go-nvml's mocks cannot fake. It is pure Go and
 // builds without cgo.
 //

@@ -5,15 +5,15 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // Call identifies one NVML call made to a Machine, for Hook.
 type Call struct {
 	// GPU is the device index, -1 for library-level calls.
 	GPU int
-	// Method is the nvidia.Device (or Library, GPUInstance,
-	// ComputeInstance) method name, e.g. "NvLinkState".
+	// Method is the nvml.Device (or Library, GPUInstance,
+	// ComputeInstance) method name, e.g. "NVLinkState".
 	Method string
 	// Version is the struct version of a versioned call, else 0.
 	Version int
@@ -59,13 +59,13 @@ type GPU struct {
 	// DeviceID is the combined PCI device and vendor id.
 	DeviceID uint32
 	// Arch is the architecture.
-	Arch nvidia.Architecture
+	Arch nvml.Architecture
 	// Memory is the framebuffer memory.
-	Memory nvidia.MemoryInfo
+	Memory nvml.MemoryInfo
 	// Utilization is what UtilizationRates answers; nil means not
 	// supported. A GPU whose MIG mode is on answers not supported whatever
 	// this holds, as NVML does.
-	Utilization *nvidia.Utilization
+	Utilization *nvml.Utilization
 	// UtilizationErr, when non-nil, is what UtilizationRates answers
 	// instead of a value (a failed read).
 	UtilizationErr error
@@ -86,12 +86,12 @@ type GPU struct {
 	// Links are the NVLinks, by link number; nil means no NVLink.
 	Links []Link
 	// Ancestor maps a peer GPU index to the common-ancestor level.
-	Ancestor map[int]nvidia.TopologyLevel
+	Ancestor map[int]nvml.TopologyLevel
 	// P2P maps a peer GPU index to the P2P status per capability; a
 	// missing capability answers P2PNotSupported.
-	P2P map[int]map[nvidia.P2PCapability]nvidia.P2PStatus
+	P2P map[int]map[nvml.P2PCapability]nvml.P2PStatus
 	// Fabric is the fabric registration; nil means not supported.
-	Fabric *nvidia.FabricInfo
+	Fabric *nvml.FabricInfo
 	// FabricVersion is the newest fabric-info struct version the driver
 	// knows (1..3); newer versions answer "argument version mismatch".
 	FabricVersion int
@@ -106,7 +106,7 @@ type GPU struct {
 	// Processes are the compute processes running on the GPU. A process
 	// pins its MIG GPU instance: destroying that instance's compute
 	// instance answers "in use".
-	Processes []nvidia.Process
+	Processes []nvml.Process
 }
 
 // Link is one NVLink of a fake GPU.
@@ -116,7 +116,7 @@ type Link struct {
 	// RemoteBusID is the far end's bus id in NVML form.
 	RemoteBusID string
 	// RemoteType is what the far end is.
-	RemoteType nvidia.NvLinkDeviceType
+	RemoteType nvml.NVLinkDeviceType
 }
 
 // Calls returns the number of calls answered or refused since the Machine
@@ -159,7 +159,7 @@ func (m *Machine) enter(c Call) error {
 	m.calls++
 	if m.inits == 0 {
 		m.violations = append(m.violations, fmt.Sprintf("%s (GPU %d) called while NVML is not initialised", c.Method, c.GPU))
-		return nvidia.CodeUninitialized
+		return nvml.CodeUninitialized
 	}
 	if m.Record {
 		m.log = append(m.log, c)
@@ -172,7 +172,7 @@ func (m *Machine) enter(c Call) error {
 	return nil
 }
 
-// Init implements nvidia.Library.
+// Init implements nvml.Library.
 func (m *Machine) Init() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,20 +184,20 @@ func (m *Machine) Init() error {
 	return nil
 }
 
-// Shutdown implements nvidia.Library.
+// Shutdown implements nvml.Library.
 func (m *Machine) Shutdown() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
 	if m.inits == 0 {
 		m.violations = append(m.violations, "Shutdown called without a successful Init")
-		return nvidia.CodeUninitialized
+		return nvml.CodeUninitialized
 	}
 	m.inits--
 	return nil
 }
 
-// DriverVersion implements nvidia.Library.
+// DriverVersion implements nvml.Library.
 func (m *Machine) DriverVersion() (string, error) {
 	err := m.enter(Call{GPU: -1, Method: "DriverVersion", Arg: -1})
 	defer m.mu.Unlock()
@@ -207,7 +207,7 @@ func (m *Machine) DriverVersion() (string, error) {
 	return m.Driver, nil
 }
 
-// DeviceCount implements nvidia.Library.
+// DeviceCount implements nvml.Library.
 func (m *Machine) DeviceCount() (int, error) {
 	err := m.enter(Call{GPU: -1, Method: "DeviceCount", Arg: -1})
 	defer m.mu.Unlock()
@@ -217,15 +217,15 @@ func (m *Machine) DeviceCount() (int, error) {
 	return len(m.GPUs), nil
 }
 
-// DeviceByIndex implements nvidia.Library.
-func (m *Machine) DeviceByIndex(i int) (nvidia.Device, error) {
+// DeviceByIndex implements nvml.Library.
+func (m *Machine) DeviceByIndex(i int) (nvml.Device, error) {
 	err := m.enter(Call{GPU: i, Method: "DeviceByIndex", Arg: -1})
 	defer m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if i < 0 || i >= len(m.GPUs) {
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	return &device{m: m, i: i}, nil
 }
@@ -236,14 +236,14 @@ type device struct {
 	i int
 }
 
-var _ nvidia.Device = (*device)(nil)
+var _ nvml.Device = (*device)(nil)
 
 // call enters m for a device call and returns the GPU (with m.mu held).
 func (d *device) call(method string, version, arg int) (*GPU, error) {
 	err := d.m.enter(Call{GPU: d.i, Method: method, Version: version, Arg: arg})
 	g := d.m.GPUs[d.i]
 	if err == nil && g.Lost {
-		err = nvidia.CodeGPUIsLost
+		err = nvml.CodeGPUIsLost
 	}
 	return g, err
 }
@@ -260,30 +260,30 @@ func (d *device) Name() (string, error) {
 	return g.Name, err
 }
 
-func (d *device) PCIInfo() (nvidia.PCIInfo, error) {
+func (d *device) PCIInfo() (nvml.PCIInfo, error) {
 	g, err := d.call("PCIInfo", 0, -1)
 	defer d.m.mu.Unlock()
 	if err != nil {
-		return nvidia.PCIInfo{}, err
+		return nvml.PCIInfo{}, err
 	}
-	return nvidia.PCIInfo{BusID: g.BusID, DeviceID: g.DeviceID}, nil
+	return nvml.PCIInfo{BusID: g.BusID, DeviceID: g.DeviceID}, nil
 }
 
-func (d *device) Architecture() (nvidia.Architecture, error) {
+func (d *device) Architecture() (nvml.Architecture, error) {
 	g, err := d.call("Architecture", 0, -1)
 	defer d.m.mu.Unlock()
 	if err != nil {
-		return nvidia.ArchUnknown, err
+		return nvml.ArchUnknown, err
 	}
 	return g.Arch, nil
 }
 
-func (d *device) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
+func (d *device) MemoryInfo(version int) (nvml.MemoryInfo, error) {
 	g, err := d.call("MemoryInfo", version, -1)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.MemoryInfo{}, err
+		return nvml.MemoryInfo{}, err
 	case version == 1:
 		mem := g.Memory
 		mem.Reserved = 0
@@ -291,19 +291,19 @@ func (d *device) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
 	case version == 2:
 		return g.Memory, nil
 	}
-	return nvidia.MemoryInfo{}, nvidia.CodeArgumentVersionMismatch
+	return nvml.MemoryInfo{}, nvml.CodeArgumentVersionMismatch
 }
 
-func (d *device) UtilizationRates() (nvidia.Utilization, error) {
+func (d *device) UtilizationRates() (nvml.Utilization, error) {
 	g, err := d.call("UtilizationRates", 0, -1)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.Utilization{}, err
+		return nvml.Utilization{}, err
 	case g.UtilizationErr != nil:
-		return nvidia.Utilization{}, g.UtilizationErr
+		return nvml.Utilization{}, g.UtilizationErr
 	case g.Utilization == nil || g.MIG != nil && g.MIG.Enabled:
-		return nvidia.Utilization{}, nvidia.CodeNotSupported
+		return nvml.Utilization{}, nvml.CodeNotSupported
 	}
 	return *g.Utilization, nil
 }
@@ -315,11 +315,11 @@ func (d *device) Temperature(version int) (int, error) {
 	case err != nil:
 		return 0, err
 	case version != 1 && version != 2:
-		return 0, nvidia.CodeArgumentVersionMismatch
+		return 0, nvml.CodeArgumentVersionMismatch
 	case g.TemperatureErr != nil:
 		return 0, g.TemperatureErr
 	case g.TemperatureC == nil:
-		return 0, nvidia.CodeNotSupported
+		return 0, nvml.CodeNotSupported
 	}
 	return *g.TemperatureC, nil
 }
@@ -331,7 +331,7 @@ func (d *device) NUMANodeID() (int, error) {
 	case err != nil:
 		return 0, err
 	case g.MemoryNUMA < 0:
-		return 0, nvidia.CodeNotSupported
+		return 0, nvml.CodeNotSupported
 	}
 	return g.MemoryNUMA, nil
 }
@@ -354,7 +354,7 @@ func (d *device) MemoryAffinity(maxNodes int) ([]uint64, error) {
 	case err != nil:
 		return nil, err
 	case g.NUMANodes == nil:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	return mask(g.NUMANodes, maxNodes), nil
 }
@@ -366,7 +366,7 @@ func (d *device) CPUAffinity(maxCPUs int) ([]uint64, error) {
 	case err != nil:
 		return nil, err
 	case g.CPUs == nil:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	return mask(g.CPUs, maxCPUs), nil
 }
@@ -378,36 +378,36 @@ func (d *device) link(method string, l int) (Link, error) {
 	case err != nil:
 		return Link{}, err
 	case g.Links == nil:
-		return Link{}, nvidia.CodeNotSupported
+		return Link{}, nvml.CodeNotSupported
 	case l < 0 || l >= len(g.Links):
-		return Link{}, nvidia.CodeInvalidArgument
+		return Link{}, nvml.CodeInvalidArgument
 	}
 	return g.Links[l], nil
 }
 
-func (d *device) NvLinkState(l int) (bool, error) {
-	ln, err := d.link("NvLinkState", l)
+func (d *device) NVLinkState(l int) (bool, error) {
+	ln, err := d.link("NVLinkState", l)
 	return ln.Active, err
 }
 
-func (d *device) NvLinkRemotePCIInfo(l int) (nvidia.PCIInfo, error) {
-	ln, err := d.link("NvLinkRemotePCIInfo", l)
+func (d *device) NVLinkRemotePCIInfo(l int) (nvml.PCIInfo, error) {
+	ln, err := d.link("NVLinkRemotePCIInfo", l)
 	if err == nil && !ln.Active {
-		err = nvidia.CodeNotSupported
+		err = nvml.CodeNotSupported
 	}
-	return nvidia.PCIInfo{BusID: ln.RemoteBusID}, err
+	return nvml.PCIInfo{BusID: ln.RemoteBusID}, err
 }
 
-func (d *device) NvLinkRemoteDeviceType(l int) (nvidia.NvLinkDeviceType, error) {
-	ln, err := d.link("NvLinkRemoteDeviceType", l)
+func (d *device) NVLinkRemoteDeviceType(l int) (nvml.NVLinkDeviceType, error) {
+	ln, err := d.link("NVLinkRemoteDeviceType", l)
 	if err == nil && !ln.Active {
-		err = nvidia.CodeNotSupported
+		err = nvml.CodeNotSupported
 	}
 	return ln.RemoteType, err
 }
 
 // peer returns the index of another handle of the same machine.
-func (d *device) peer(other nvidia.Device) (int, bool) {
+func (d *device) peer(other nvml.Device) (int, bool) {
 	o, ok := other.(*device)
 	if !ok || o.m != d.m {
 		return 0, false
@@ -415,7 +415,7 @@ func (d *device) peer(other nvidia.Device) (int, bool) {
 	return o.i, true
 }
 
-func (d *device) TopologyCommonAncestor(other nvidia.Device) (nvidia.TopologyLevel, error) {
+func (d *device) TopologyCommonAncestor(other nvml.Device) (nvml.TopologyLevel, error) {
 	j, ok := d.peer(other)
 	if !ok {
 		j = -1
@@ -427,12 +427,12 @@ func (d *device) TopologyCommonAncestor(other nvidia.Device) (nvidia.TopologyLev
 	}
 	lvl, known := g.Ancestor[j]
 	if !ok || !known {
-		return 0, nvidia.CodeInvalidArgument
+		return 0, nvml.CodeInvalidArgument
 	}
 	return lvl, nil
 }
 
-func (d *device) P2PStatus(other nvidia.Device, kind nvidia.P2PCapability) (nvidia.P2PStatus, error) {
+func (d *device) P2PStatus(other nvml.Device, kind nvml.P2PCapability) (nvml.P2PStatus, error) {
 	j, ok := d.peer(other)
 	if !ok {
 		j = -1
@@ -441,26 +441,26 @@ func (d *device) P2PStatus(other nvidia.Device, kind nvidia.P2PCapability) (nvid
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.P2PUnknown, err
+		return nvml.P2PUnknown, err
 	case !ok || j == d.i:
-		return nvidia.P2PUnknown, nvidia.CodeInvalidArgument
+		return nvml.P2PUnknown, nvml.CodeInvalidArgument
 	}
 	if st, ok := g.P2P[j][kind]; ok {
 		return st, nil
 	}
-	return nvidia.P2PNotSupported, nil
+	return nvml.P2PNotSupported, nil
 }
 
-func (d *device) FabricInfo(version int) (nvidia.FabricInfo, error) {
+func (d *device) FabricInfo(version int) (nvml.FabricInfo, error) {
 	g, err := d.call("FabricInfo", version, -1)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.FabricInfo{}, err
+		return nvml.FabricInfo{}, err
 	case g.Fabric == nil:
-		return nvidia.FabricInfo{}, nvidia.CodeNotSupported
+		return nvml.FabricInfo{}, nvml.CodeNotSupported
 	case version < 1 || version > max(g.FabricVersion, 1):
-		return nvidia.FabricInfo{}, nvidia.CodeArgumentVersionMismatch
+		return nvml.FabricInfo{}, nvml.CodeArgumentVersionMismatch
 	}
 	f := *g.Fabric
 	if version < 2 {
@@ -472,7 +472,7 @@ func (d *device) FabricInfo(version int) (nvidia.FabricInfo, error) {
 	return f, nil
 }
 
-func (d *device) ComputeProcesses() ([]nvidia.Process, error) {
+func (d *device) ComputeProcesses() ([]nvml.Process, error) {
 	g, err := d.call("ComputeProcesses", 0, -1)
 	defer d.m.mu.Unlock()
 	if err != nil {

@@ -9,8 +9,9 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/provider/nvidia/nvidiatest"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // tb is what the helpers need of *testing.T and *rapid.T.
@@ -20,7 +21,7 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
-func a100(t tb, enabled bool) (*nvidiatest.Machine, nvidia.Device) {
+func a100(t tb, enabled bool) (*nvidiatest.Machine, nvml.Device) {
 	t.Helper()
 	mig := nvidiatest.A100SXM440GB()
 	mig.Enabled = enabled
@@ -35,7 +36,7 @@ func a100(t tb, enabled bool) (*nvidiatest.Machine, nvidia.Device) {
 	return m, d
 }
 
-func profile(t tb, d nvidia.Device, index int) nvidia.GPUInstanceProfileInfo {
+func profile(t tb, d nvml.Device, index int) nvml.GPUInstanceProfileInfo {
 	t.Helper()
 	p, err := d.GPUInstanceProfileInfo(index, 3)
 	if err != nil {
@@ -58,7 +59,7 @@ const (
 func TestMIGRulesEnforced(t *testing.T) {
 	m, d := a100(t, true)
 	create := func(index, start, size int) error {
-		_, err := d.CreateGPUInstanceWithPlacement(profile(t, d, index), nvidia.Placement{Start: start, Size: size})
+		_, err := d.CreateGPUInstanceWithPlacement(profile(t, d, index), mig.Placement{Start: start, Size: size})
 		return err
 	}
 	if err := create(idx3g, 0, 4); err != nil {
@@ -67,14 +68,14 @@ func TestMIGRulesEnforced(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		index, start, sz int
-		want             nvidia.Code
+		want             nvml.Code
 	}{
-		{"1g inside the 3g", idx1g, 2, 1, nvidia.CodeInsufficientResources},
-		{"7g over the 3g", idx7g, 0, 8, nvidia.CodeInsufficientResources},
-		{"4g over the 3g", idx4g, 0, 4, nvidia.CodeInsufficientResources},
-		{"1g at slot 7 (no such placement)", idx1g, 7, 1, nvidia.CodeInvalidArgument},
-		{"3g at 2 (no such placement)", idx3g, 2, 4, nvidia.CodeInvalidArgument},
-		{"2g with the wrong size", idx2g, 4, 1, nvidia.CodeInvalidArgument},
+		{"1g inside the 3g", idx1g, 2, 1, nvml.CodeInsufficientResources},
+		{"7g over the 3g", idx7g, 0, 8, nvml.CodeInsufficientResources},
+		{"4g over the 3g", idx4g, 0, 4, nvml.CodeInsufficientResources},
+		{"1g at slot 7 (no such placement)", idx1g, 7, 1, nvml.CodeInvalidArgument},
+		{"3g at 2 (no such placement)", idx3g, 2, 4, nvml.CodeInvalidArgument},
+		{"2g with the wrong size", idx2g, 4, 1, nvml.CodeInvalidArgument},
 	} {
 		if err := create(c.index, c.start, c.sz); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
@@ -83,7 +84,7 @@ func TestMIGRulesEnforced(t *testing.T) {
 	if err := create(idx3g, 4, 4); err != nil {
 		t.Fatalf("3g@4: %v", err)
 	}
-	if err := create(idx3g, 4, 4); !errors.Is(err, nvidia.CodeInsufficientResources) {
+	if err := create(idx3g, 4, 4); !errors.Is(err, nvml.CodeInsufficientResources) {
 		t.Errorf("third 3g: %v", err)
 	}
 	if got := m.Instances(0); len(got) != 2 || got[0].Placement.Start != 0 || got[1].Placement.Start != 4 {
@@ -95,21 +96,21 @@ func TestMIGRulesEnforced(t *testing.T) {
 func TestMIGOneOpticalFlowEngine(t *testing.T) {
 	_, d := a100(t, true)
 	p := profile(t, d, idx1gme)
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 0, Size: 1}); err != nil {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 0, Size: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.CreateGPUInstanceWithPlacement(p, nvidia.Placement{Start: 1, Size: 1}); !errors.Is(err, nvidia.CodeInsufficientResources) {
+	if _, err := d.CreateGPUInstanceWithPlacement(p, mig.Placement{Start: 1, Size: 1}); !errors.Is(err, nvml.CodeInsufficientResources) {
 		t.Errorf("second +me: %v, want insufficient resources", err)
 	}
 }
 
 func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	_, d := a100(t, false)
-	if _, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx1g), nvidia.Placement{Start: 0, Size: 1}); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx1g), mig.Placement{Start: 0, Size: 1}); !errors.Is(err, nvml.CodeNotSupported) {
 		t.Errorf("create with MIG off: %v", err)
 	}
 	m, d := a100(t, true)
-	gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx7g), nvidia.Placement{Start: 0, Size: 8})
+	gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, idx7g), mig.Placement{Start: 0, Size: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +122,10 @@ func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gi.CreateComputeInstance(cp); !errors.Is(err, nvidia.CodeInsufficientResources) {
+	if _, err := gi.CreateComputeInstance(cp); !errors.Is(err, nvml.CodeInsufficientResources) {
 		t.Errorf("second full-size CI: %v", err)
 	}
-	if err := gi.Destroy(); !errors.Is(err, nvidia.CodeInUse) {
+	if err := gi.Destroy(); !errors.Is(err, nvml.CodeInUse) {
 		t.Errorf("destroy GI with a CI: %v, want in use", err)
 	}
 	if err := ci.Destroy(); err != nil {
@@ -133,7 +134,7 @@ func TestMIGDisabledAndDestroyOrder(t *testing.T) {
 	if err := gi.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gi.Info(); !errors.Is(err, nvidia.CodeInvalidArgument) {
+	if _, err := gi.Info(); !errors.Is(err, nvml.CodeInvalidArgument) {
 		t.Errorf("info of a destroyed GI: %v", err)
 	}
 	if len(m.Instances(0)) != 0 {
@@ -151,7 +152,7 @@ func TestMIGDeviceAnswers(t *testing.T) {
 	if n, err := d.MaxMIGDeviceCount(); err != nil || n != 0 {
 		t.Errorf("MIG off: %d MIG devices, %v; want 0", n, err)
 	}
-	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.MIGDeviceByIndex(0); !errors.Is(err, nvml.CodeNotSupported) {
 		t.Errorf("MIG device with MIG off: %v", err)
 	}
 	m, d := a100(t, true)
@@ -159,7 +160,7 @@ func TestMIGDeviceAnswers(t *testing.T) {
 		t.Errorf("A100: %d MIG devices at most, %v; want 7", n, err)
 	}
 	for _, in := range []struct{ index, start, size int }{{idx3g, 4, 4}, {idx1g, 0, 1}} {
-		gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, in.index), nvidia.Placement{Start: in.start, Size: in.size})
+		gi, err := d.CreateGPUInstanceWithPlacement(profile(t, d, in.index), mig.Placement{Start: in.start, Size: in.size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,13 +176,13 @@ func TestMIGDeviceAnswers(t *testing.T) {
 	for _, in := range m.Instances(0) {
 		ids[in.Placement.Start] = in.ID
 	}
-	m.GPUs[0].MIG.InstanceMemory = map[int]nvidia.MemoryInfo{0: {Total: 4864 << 20, Reserved: 1 << 20, Used: 100 << 20, Free: 4763 << 20}}
+	m.GPUs[0].MIG.InstanceMemory = map[int]nvml.MemoryInfo{0: {Total: 4864 << 20, Reserved: 1 << 20, Used: 100 << 20, Free: 4763 << 20}}
 	for j, want := range []struct {
 		start int
-		v1    nvidia.MemoryInfo
+		v1    nvml.MemoryInfo
 	}{
-		{4, nvidia.MemoryInfo{Total: 19968 << 20, Free: 19968 << 20}},
-		{0, nvidia.MemoryInfo{Total: 4864 << 20, Used: 100 << 20, Free: 4763 << 20}},
+		{4, nvml.MemoryInfo{Total: 19968 << 20, Free: 19968 << 20}},
+		{0, nvml.MemoryInfo{Total: 4864 << 20, Used: 100 << 20, Free: 4763 << 20}},
 	} {
 		md, err := d.MIGDeviceByIndex(j)
 		if err != nil {
@@ -193,7 +194,7 @@ func TestMIGDeviceAnswers(t *testing.T) {
 		if mem, err := md.MemoryInfo(1); err != nil || mem != want.v1 {
 			t.Errorf("MIG device %d memory v1 %+v %v, want %+v", j, mem, err, want.v1)
 		}
-		if _, err := md.MemoryInfo(3); !errors.Is(err, nvidia.CodeArgumentVersionMismatch) {
+		if _, err := md.MemoryInfo(3); !errors.Is(err, nvml.CodeArgumentVersionMismatch) {
 			t.Errorf("MIG device %d memory v3: %v", j, err)
 		}
 	}
@@ -201,17 +202,17 @@ func TestMIGDeviceAnswers(t *testing.T) {
 	if mem, err := md.MemoryInfo(2); err != nil || mem.Reserved != 1<<20 {
 		t.Errorf("memory v2 %+v %v, want 1 MiB reserved", mem, err)
 	}
-	for j, want := range map[int]nvidia.Code{2: nvidia.CodeNotFound, 6: nvidia.CodeNotFound, 7: nvidia.CodeInvalidArgument, -1: nvidia.CodeInvalidArgument} {
+	for j, want := range map[int]nvml.Code{2: nvml.CodeNotFound, 6: nvml.CodeNotFound, 7: nvml.CodeInvalidArgument, -1: nvml.CodeInvalidArgument} {
 		if _, err := d.MIGDeviceByIndex(j); !errors.Is(err, want) {
 			t.Errorf("MIG device %d: %v, want %v", j, err, want)
 		}
 	}
-	m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{0: nvidia.CodeNoPermission}
-	if _, err := md.MemoryInfo(2); !errors.Is(err, nvidia.CodeNoPermission) {
+	m.GPUs[0].MIG.InstanceMemoryErr = map[int]error{0: nvml.CodeNoPermission}
+	if _, err := md.MemoryInfo(2); !errors.Is(err, nvml.CodeNoPermission) {
 		t.Errorf("configured error: %v", err)
 	}
 	m.GPUs[0].Lost = true
-	if _, err := md.GPUInstanceID(); !errors.Is(err, nvidia.CodeGPUIsLost) {
+	if _, err := md.GPUInstanceID(); !errors.Is(err, nvml.CodeGPUIsLost) {
 		t.Errorf("lost GPU: %v", err)
 	}
 	m.GPUs[0].Lost = false
@@ -228,10 +229,10 @@ func TestMIGDeviceAnswers(t *testing.T) {
 	if err := cis[0].Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := md.MemoryInfo(2); !errors.Is(err, nvidia.CodeInvalidArgument) {
+	if _, err := md.MemoryInfo(2); !errors.Is(err, nvml.CodeInvalidArgument) {
 		t.Errorf("stale MIG device: %v", err)
 	}
-	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, nvidia.CodeNotFound) {
+	if _, err := d.MIGDeviceByIndex(1); !errors.Is(err, nvml.CodeNotFound) {
 		t.Errorf("MIG device 1 after its compute instance went: %v", err)
 	}
 }
@@ -242,14 +243,14 @@ func TestMIGDeviceAnswers(t *testing.T) {
 func TestSensorAnswers(t *testing.T) {
 	m, d := a100(t, false)
 	g := m.GPUs[0]
-	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvml.CodeNotSupported) {
 		t.Errorf("unset utilization: %v", err)
 	}
-	if _, err := d.Temperature(2); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.Temperature(2); !errors.Is(err, nvml.CodeNotSupported) {
 		t.Errorf("unset temperature: %v", err)
 	}
-	g.Utilization, g.TemperatureC = &nvidia.Utilization{GPU: 12, Memory: 3}, new(45)
-	if u, err := d.UtilizationRates(); err != nil || u != (nvidia.Utilization{GPU: 12, Memory: 3}) {
+	g.Utilization, g.TemperatureC = &nvml.Utilization{GPU: 12, Memory: 3}, new(45)
+	if u, err := d.UtilizationRates(); err != nil || u != (nvml.Utilization{GPU: 12, Memory: 3}) {
 		t.Errorf("utilization %+v %v", u, err)
 	}
 	for _, v := range []int{1, 2} {
@@ -257,33 +258,33 @@ func TestSensorAnswers(t *testing.T) {
 			t.Errorf("temperature v%d: %d %v", v, c, err)
 		}
 	}
-	if _, err := d.Temperature(3); !errors.Is(err, nvidia.CodeArgumentVersionMismatch) {
+	if _, err := d.Temperature(3); !errors.Is(err, nvml.CodeArgumentVersionMismatch) {
 		t.Errorf("temperature v3: %v", err)
 	}
-	g.UtilizationErr, g.TemperatureErr = nvidia.CodeNoPermission, nvidia.CodeUnknown
-	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNoPermission) {
+	g.UtilizationErr, g.TemperatureErr = nvml.CodeNoPermission, nvml.CodeUnknown
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvml.CodeNoPermission) {
 		t.Errorf("utilization error: %v", err)
 	}
-	if _, err := d.Temperature(1); !errors.Is(err, nvidia.CodeUnknown) {
+	if _, err := d.Temperature(1); !errors.Is(err, nvml.CodeUnknown) {
 		t.Errorf("temperature error: %v", err)
 	}
 	g.UtilizationErr, g.TemperatureErr = nil, nil
 	g.MIG.Enabled = true
-	if _, err := d.UtilizationRates(); !errors.Is(err, nvidia.CodeNotSupported) {
+	if _, err := d.UtilizationRates(); !errors.Is(err, nvml.CodeNotSupported) {
 		t.Errorf("utilization in MIG mode: %v", err)
 	}
 	if c, err := d.Temperature(2); err != nil || c != 45 {
 		t.Errorf("temperature in MIG mode: %d %v", c, err)
 	}
 	g.Lost = true
-	if _, err := d.Temperature(2); !errors.Is(err, nvidia.CodeGPUIsLost) {
+	if _, err := d.Temperature(2); !errors.Is(err, nvml.CodeGPUIsLost) {
 		t.Errorf("temperature of a lost GPU: %v", err)
 	}
 }
 
 func TestCallsBeforeInitAreViolations(t *testing.T) {
 	m := &nvidiatest.Machine{GPUs: []*nvidiatest.GPU{{UUID: "GPU-0"}}}
-	if _, err := m.DeviceCount(); !errors.Is(err, nvidia.CodeUninitialized) {
+	if _, err := m.DeviceCount(); !errors.Is(err, nvml.CodeUninitialized) {
 		t.Errorf("DeviceCount before Init: %v", err)
 	}
 	if err := m.Shutdown(); err == nil {
@@ -292,8 +293,8 @@ func TestCallsBeforeInitAreViolations(t *testing.T) {
 	if v := m.Violations(); len(v) != 2 {
 		t.Errorf("violations %q, want 2", v)
 	}
-	m.InitErr = nvidia.CodeDriverNotLoaded
-	if err := m.Init(); !errors.Is(err, nvidia.CodeDriverNotLoaded) || m.Initialized() {
+	m.InitErr = nvml.CodeDriverNotLoaded
+	if err := m.Init(); !errors.Is(err, nvml.CodeDriverNotLoaded) || m.Initialized() {
 		t.Errorf("Init = %v, initialised %v", err, m.Initialized())
 	}
 }
@@ -318,12 +319,12 @@ func checkNoOverlap(t interface{ Fatalf(string, ...any) }, m *nvidiatest.Machine
 func TestMIGFakeAgainstSlotModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m, d := a100(t, true)
-		mig := nvidiatest.A100SXM440GB()
+		model := nvidiatest.A100SXM440GB()
 		type inst struct {
-			gi nvidia.GPUInstance
-			ci nvidia.ComputeInstance
+			gi nvml.GPUInstance
+			ci nvml.ComputeInstance
 			p  nvidiatest.MIGProfile
-			pl nvidia.Placement
+			pl mig.Placement
 		}
 		var live []inst
 		for range rapid.IntRange(1, 40).Draw(t, "steps") {
@@ -338,8 +339,8 @@ func TestMIGFakeAgainstSlotModel(t *testing.T) {
 				live = slices.Delete(live, k, k+1)
 				continue
 			}
-			p := mig.Profiles[rapid.IntRange(0, len(mig.Profiles)-1).Draw(t, "profile")]
-			pl := nvidia.Placement{Start: rapid.IntRange(0, 7).Draw(t, "start"), Size: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "size")}
+			p := model.Profiles[rapid.IntRange(0, len(model.Profiles)-1).Draw(t, "profile")]
+			pl := mig.Placement{Start: rapid.IntRange(0, 7).Draw(t, "start"), Size: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "size")}
 			// Oracle.
 			want := slices.Contains(p.Placements, pl)
 			count, ofa := 0, 0

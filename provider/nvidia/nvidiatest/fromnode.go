@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -50,12 +50,12 @@ func FromNode(n *topology.Node) *Machine {
 			BusID:         bus[i],
 			DeviceID:      0x10DE,
 			Arch:          ArchitectureOf(d.Model),
-			Memory:        nvidia.MemoryInfo{Total: d.MemoryBytes, Free: d.MemoryBytes},
-			Utilization:   &nvidia.Utilization{},
+			Memory:        nvml.MemoryInfo{Total: d.MemoryBytes, Free: d.MemoryBytes},
+			Utilization:   &nvml.Utilization{},
 			TemperatureC:  new(30),
 			MemoryNUMA:    -1,
-			Ancestor:      map[int]nvidia.TopologyLevel{},
-			P2P:           map[int]map[nvidia.P2PCapability]nvidia.P2PStatus{},
+			Ancestor:      map[int]nvml.TopologyLevel{},
+			P2P:           map[int]map[nvml.P2PCapability]nvml.P2PStatus{},
 			FabricVersion: 3,
 			Lost:          d.Health == topology.Unhealthy,
 		}
@@ -88,10 +88,10 @@ func FromNode(n *topology.Node) *Machine {
 			m.GPUs[i].P2P[j] = p2pFor(l)
 			if i < j && l.Kind == topology.LinkNVLink {
 				for range l.Lanes {
-					m.GPUs[i].Links = append(m.GPUs[i].Links, Link{Active: true, RemoteBusID: bus[j], RemoteType: nvidia.NvLinkDeviceGPU})
+					m.GPUs[i].Links = append(m.GPUs[i].Links, Link{Active: true, RemoteBusID: bus[j], RemoteType: nvml.NVLinkDeviceGPU})
 				}
 				for range n.Link(j, i).Lanes {
-					m.GPUs[j].Links = append(m.GPUs[j].Links, Link{Active: true, RemoteBusID: bus[i], RemoteType: nvidia.NvLinkDeviceGPU})
+					m.GPUs[j].Links = append(m.GPUs[j].Links, Link{Active: true, RemoteBusID: bus[i], RemoteType: nvml.NVLinkDeviceGPU})
 				}
 			}
 		}
@@ -104,7 +104,7 @@ func FromNode(n *topology.Node) *Machine {
 			copy(uuid[:], f.ClusterUUID)
 		}
 		for _, g := range m.GPUs {
-			g.Fabric = &nvidia.FabricInfo{ClusterUUID: uuid, CliqueID: f.CliqueID, State: nvidia.FabricCompleted, Status: nvidia.CodeSuccess}
+			g.Fabric = &nvml.FabricInfo{ClusterUUID: uuid, CliqueID: f.CliqueID, State: nvml.FabricCompleted, Status: nvml.CodeSuccess}
 		}
 	}
 	return m
@@ -158,7 +158,7 @@ func addSwitches(m *Machine, n *topology.Node) {
 			nsw = min(nsw, lanes[g])
 			for l := range lanes[g] {
 				sw := fmt.Sprintf("%08X:%02X:%02X.0", 0x100+bi, 0xC0+board, l%nsw)
-				m.GPUs[g].Links = append(m.GPUs[g].Links, Link{Active: true, RemoteBusID: sw, RemoteType: nvidia.NvLinkDeviceSwitch})
+				m.GPUs[g].Links = append(m.GPUs[g].Links, Link{Active: true, RemoteBusID: sw, RemoteType: nvml.NVLinkDeviceSwitch})
 			}
 			maxLanes = max(maxLanes, lanes[g])
 		}
@@ -185,32 +185,32 @@ func pcieUnder(l topology.Link, a, b topology.Device) topology.LinkKind {
 	return topology.LinkNODE
 }
 
-func levelOf(k topology.LinkKind) (nvidia.TopologyLevel, bool) {
+func levelOf(k topology.LinkKind) (nvml.TopologyLevel, bool) {
 	switch k {
 	case topology.LinkPIX:
-		return nvidia.TopologySingle, true
+		return nvml.TopologySingle, true
 	case topology.LinkPXB:
-		return nvidia.TopologyMultiple, true
+		return nvml.TopologyMultiple, true
 	case topology.LinkPHB:
-		return nvidia.TopologyHostBridge, true
+		return nvml.TopologyHostBridge, true
 	case topology.LinkNODE:
-		return nvidia.TopologyNode, true
+		return nvml.TopologyNode, true
 	case topology.LinkSYS:
-		return nvidia.TopologySystem, true
+		return nvml.TopologySystem, true
 	}
 	return 0, false
 }
 
-func p2pFor(l topology.Link) map[nvidia.P2PCapability]nvidia.P2PStatus {
-	ok := map[nvidia.P2PCapability]nvidia.P2PStatus{nvidia.P2PRead: nvidia.P2POK, nvidia.P2PWrite: nvidia.P2POK, nvidia.P2PAtomics: nvidia.P2POK, nvidia.P2PPCI: nvidia.P2POK}
+func p2pFor(l topology.Link) map[nvml.P2PCapability]nvml.P2PStatus {
+	ok := map[nvml.P2PCapability]nvml.P2PStatus{nvml.P2PRead: nvml.P2POK, nvml.P2PWrite: nvml.P2POK, nvml.P2PAtomics: nvml.P2POK, nvml.P2PPCI: nvml.P2POK}
 	switch {
 	case l.Kind.IsFabric():
-		ok[nvidia.P2PNvLink] = nvidia.P2POK
+		ok[nvml.P2PNVLink] = nvml.P2POK
 		return ok
 	case l.Kind == topology.LinkSYS || l.Kind == topology.LinkNone:
-		return map[nvidia.P2PCapability]nvidia.P2PStatus{
-			nvidia.P2PRead: nvidia.P2PIOHTopologyNotSupported, nvidia.P2PWrite: nvidia.P2PIOHTopologyNotSupported,
-			nvidia.P2PAtomics: nvidia.P2PIOHTopologyNotSupported, nvidia.P2PPCI: nvidia.P2PIOHTopologyNotSupported,
+		return map[nvml.P2PCapability]nvml.P2PStatus{
+			nvml.P2PRead: nvml.P2PIOHTopologyNotSupported, nvml.P2PWrite: nvml.P2PIOHTopologyNotSupported,
+			nvml.P2PAtomics: nvml.P2PIOHTopologyNotSupported, nvml.P2PPCI: nvml.P2PIOHTopologyNotSupported,
 		}
 	}
 	return ok
@@ -223,19 +223,19 @@ func BusID(a topology.PCIAddress) string {
 
 // ArchitectureOf guesses a GPU's architecture from its product name, for
 // fakes built from topology files that name the model only.
-func ArchitectureOf(model string) nvidia.Architecture {
+func ArchitectureOf(model string) nvml.Architecture {
 	m := strings.ToUpper(model)
 	for _, c := range []struct {
 		keys []string
-		arch nvidia.Architecture
+		arch nvml.Architecture
 	}{
-		{[]string{"B200", "GB200", "B300", "GB300", "RTX PRO 6000"}, nvidia.ArchBlackwell},
-		{[]string{"H100", "H200", "H800", "H20", "GH200"}, nvidia.ArchHopper},
-		{[]string{"RTX 4090", "L40", "L4", "RTX 6000 ADA"}, nvidia.ArchAda},
-		{[]string{"A100", "A800", "A30", "A10", "A40", "A6000", "RTX 30"}, nvidia.ArchAmpere},
-		{[]string{"V100", "TITAN V"}, nvidia.ArchVolta},
-		{[]string{"T4", "RTX 20"}, nvidia.ArchTuring},
-		{[]string{"P100", "P40", "P4"}, nvidia.ArchPascal},
+		{[]string{"B200", "GB200", "B300", "GB300", "RTX PRO 6000"}, nvml.ArchBlackwell},
+		{[]string{"H100", "H200", "H800", "H20", "GH200"}, nvml.ArchHopper},
+		{[]string{"RTX 4090", "L40", "L4", "RTX 6000 ADA"}, nvml.ArchAda},
+		{[]string{"A100", "A800", "A30", "A10", "A40", "A6000", "RTX 30"}, nvml.ArchAmpere},
+		{[]string{"V100", "TITAN V"}, nvml.ArchVolta},
+		{[]string{"T4", "RTX 20"}, nvml.ArchTuring},
+		{[]string{"P100", "P40", "P4"}, nvml.ArchPascal},
 	} {
 		for _, k := range c.keys {
 			if strings.Contains(m, k) {
@@ -243,7 +243,7 @@ func ArchitectureOf(model string) nvidia.Architecture {
 			}
 		}
 	}
-	return nvidia.ArchUnknown
+	return nvml.ArchUnknown
 }
 
 // ParseUUID parses a UUID in the 8-4-4-4-12 hex form, with or without a

@@ -2,13 +2,14 @@ package nvidiatest
 
 import (
 	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // GPM is a fake GPU's GPU Performance Monitoring (Hopper and newer). A GPU
 // whose GPM is nil answers GPMSupported false, as NVML does for older
 // GPUs; make the GPM functions missing from an older driver with Hook
 // (Method "GPMSupported" or "GPMMIGSample" answering
-// nvidia.CodeFunctionNotFound).
+// nvml.CodeFunctionNotFound).
 type GPM struct {
 	// SMUtilization and SMOccupancy are the percentages Metrics answers
 	// for the GPU instance whose placement starts at each memory slice; an
@@ -42,7 +43,7 @@ func (d *device) GPMMIGSample(id int) (nvidia.GPMSample, error) {
 	case err != nil:
 		return nil, err
 	case g.GPM == nil || g.MIG == nil || !g.MIG.Enabled:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	for _, gi := range g.MIG.live() {
 		if gi.id == id {
@@ -51,7 +52,7 @@ func (d *device) GPMMIGSample(id int) (nvidia.GPMSample, error) {
 			return &gpmSample{d: d, gi: gi, seq: g.GPM.taken}, nil
 		}
 	}
-	return nil, nvidia.CodeNotFound
+	return nil, nvml.CodeNotFound
 }
 
 // gpmSample is a fake GPM sample of one GPU instance.
@@ -73,9 +74,9 @@ func (s *gpmSample) Metrics(earlier nvidia.GPMSample, ids []nvidia.GPMMetricID) 
 	case err != nil:
 		return nil, err
 	case !ok || e.d.m != s.d.m || e.d.i != s.d.i || e.gi != s.gi || e.freed || s.freed || e.seq >= s.seq:
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	case g.GPM == nil:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	case g.GPM.MetricsErr != nil:
 		return nil, g.GPM.MetricsErr
 	}
@@ -91,7 +92,7 @@ func (s *gpmSample) Metrics(earlier nvidia.GPMSample, ids []nvidia.GPMMetricID) 
 		v, ok := vals[s.gi.placement.Start]
 		out[i] = nvidia.GPMMetric{ID: id, Value: v}
 		if !ok {
-			out[i].Err = nvidia.CodeNotSupported
+			out[i].Err = nvml.CodeNotSupported
 		}
 	}
 	return out, nil
@@ -104,7 +105,7 @@ func (s *gpmSample) Free() error {
 	g, err := s.d.call("GPMSample.Free", 0, s.gi.id)
 	defer s.d.m.mu.Unlock()
 	if s.freed {
-		return nvidia.CodeInvalidArgument
+		return nvml.CodeInvalidArgument
 	}
 	s.freed = true
 	if g.GPM != nil {

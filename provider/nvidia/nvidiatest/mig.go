@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // MIG is a fake GPU's MIG state: its mode, its profile table and its live
@@ -24,7 +25,7 @@ type MIG struct {
 	// of the live GPU instance whose placement starts at each memory slice
 	// (its compute instances share its memory). An instance missing from
 	// it answers its profile's memory, all free.
-	InstanceMemory map[int]nvidia.MemoryInfo
+	InstanceMemory map[int]nvml.MemoryInfo
 	// InstanceMemoryErr, keyed the same way, is what MemoryInfo answers
 	// instead of a value on that instance's MIG device handles (e.g.
 	// CodeNotSupported, CodeNoPermission or a failure).
@@ -37,22 +38,22 @@ type MIG struct {
 // MIGProfile is one GPU-instance profile of a fake GPU.
 type MIGProfile struct {
 	// Info is what profile-info calls answer (Name only from version 2).
-	Info nvidia.GPUInstanceProfileInfo
+	Info nvml.GPUInstanceProfileInfo
 	// Placements are the legal placements.
-	Placements []nvidia.Placement
+	Placements []mig.Placement
 }
 
 type gpuInstance struct {
 	id        int
 	profile   *MIGProfile
-	placement nvidia.Placement
+	placement mig.Placement
 	cis       []*computeInstance
 	nextCI    int
 	destroyed bool
 }
 
 type computeInstance struct {
-	info      nvidia.ComputeInstanceInfo
+	info      nvml.ComputeInstanceInfo
 	destroyed bool
 }
 
@@ -63,7 +64,7 @@ type Instance struct {
 	// ProfileIndex and ProfileID identify its profile.
 	ProfileIndex, ProfileID int
 	// Placement is where it sits.
-	Placement nvidia.Placement
+	Placement mig.Placement
 	// ComputeInstances is the number of live compute instances.
 	ComputeInstances int
 	// UUIDs are the "MIG-" UUIDs of the live compute instances' MIG
@@ -104,18 +105,18 @@ func (g *MIG) live() []*gpuInstance {
 }
 
 // create enforces the hardware rules of CreateGpuInstanceWithPlacement.
-func (g *MIG) create(p *MIGProfile, pl nvidia.Placement) (*gpuInstance, error) {
+func (g *MIG) create(p *MIGProfile, pl mig.Placement) (*gpuInstance, error) {
 	if !g.Enabled {
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	if !slices.Contains(p.Placements, pl) {
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	count := 0
 	ofa := 0
 	for _, gi := range g.live() {
 		if gi.placement.Overlaps(pl) {
-			return nil, nvidia.CodeInsufficientResources
+			return nil, nvml.CodeInsufficientResources
 		}
 		if gi.profile.Info.ID == p.Info.ID {
 			count++
@@ -123,11 +124,11 @@ func (g *MIG) create(p *MIGProfile, pl nvidia.Placement) (*gpuInstance, error) {
 		ofa += gi.profile.Info.OFAs
 	}
 	if count >= p.Info.InstanceCount {
-		return nil, nvidia.CodeInsufficientResources
+		return nil, nvml.CodeInsufficientResources
 	}
 	// One optical-flow engine per GPU: at most one instance holding it.
 	if p.Info.OFAs > 0 && ofa+p.Info.OFAs > g.ofaBudget() {
-		return nil, nvidia.CodeInsufficientResources
+		return nil, nvml.CodeInsufficientResources
 	}
 	gi := &gpuInstance{id: g.nextGI, profile: p, placement: pl}
 	g.nextGI++
@@ -147,7 +148,7 @@ func (g *MIG) ofaBudget() int {
 // on GPU gpu at the placement, with its full-size compute instance, under
 // the same rules as the NVML call. It is for setting up a test's starting
 // state and needs no Init.
-func (m *Machine) AddInstance(gpu, profileIndex int, pl nvidia.Placement) error {
+func (m *Machine) AddInstance(gpu, profileIndex int, pl mig.Placement) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if gpu < 0 || gpu >= len(m.GPUs) || m.GPUs[gpu].MIG == nil {
@@ -202,23 +203,23 @@ func (d *device) MIGMode() (bool, bool, error) {
 	case err != nil:
 		return false, false, err
 	case g.MIG == nil:
-		return false, false, nvidia.CodeNotSupported
+		return false, false, nvml.CodeNotSupported
 	}
 	return g.MIG.Enabled, g.MIG.Pending, nil
 }
 
-func (d *device) GPUInstanceProfileInfo(index, version int) (nvidia.GPUInstanceProfileInfo, error) {
+func (d *device) GPUInstanceProfileInfo(index, version int) (nvml.GPUInstanceProfileInfo, error) {
 	g, err := d.call("GPUInstanceProfileInfo", version, index)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.GPUInstanceProfileInfo{}, err
+		return nvml.GPUInstanceProfileInfo{}, err
 	case g.MIG == nil:
-		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeNotSupported
+		return nvml.GPUInstanceProfileInfo{}, nvml.CodeNotSupported
 	case index < 0 || index >= 18:
-		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeInvalidArgument
+		return nvml.GPUInstanceProfileInfo{}, nvml.CodeInvalidArgument
 	case version < 1 || version > max(g.MIG.InfoVersion, 1):
-		return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeArgumentVersionMismatch
+		return nvml.GPUInstanceProfileInfo{}, nvml.CodeArgumentVersionMismatch
 	}
 	for _, p := range g.MIG.Profiles {
 		if p.Info.Index != index {
@@ -237,37 +238,37 @@ func (d *device) GPUInstanceProfileInfo(index, version int) (nvidia.GPUInstanceP
 		}
 		return info, nil
 	}
-	return nvidia.GPUInstanceProfileInfo{}, nvidia.CodeNotSupported
+	return nvml.GPUInstanceProfileInfo{}, nvml.CodeNotSupported
 }
 
-func (d *device) GPUInstancePossiblePlacements(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.Placement, error) {
+func (d *device) GPUInstancePossiblePlacements(profile nvml.GPUInstanceProfileInfo) ([]mig.Placement, error) {
 	g, err := d.call("GPUInstancePossiblePlacements", 0, profile.ID)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case g.MIG == nil:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	p := g.MIG.profileByID(profile.ID)
 	if p == nil {
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	return slices.Clone(p.Placements), nil
 }
 
-func (d *device) GPUInstances(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.GPUInstance, error) {
+func (d *device) GPUInstances(profile nvml.GPUInstanceProfileInfo) ([]nvml.GPUInstance, error) {
 	g, err := d.call("GPUInstances", 0, profile.ID)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case g.MIG == nil || !g.MIG.Enabled:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	case g.MIG.profileByID(profile.ID) == nil:
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
-	var out []nvidia.GPUInstance
+	var out []nvml.GPUInstance
 	for _, gi := range g.MIG.live() {
 		if gi.profile.Info.ID == profile.ID {
 			out = append(out, &giHandle{d: d, gi: gi})
@@ -276,18 +277,18 @@ func (d *device) GPUInstances(profile nvidia.GPUInstanceProfileInfo) ([]nvidia.G
 	return out, nil
 }
 
-func (d *device) CreateGPUInstanceWithPlacement(profile nvidia.GPUInstanceProfileInfo, pl nvidia.Placement) (nvidia.GPUInstance, error) {
+func (d *device) CreateGPUInstanceWithPlacement(profile nvml.GPUInstanceProfileInfo, pl mig.Placement) (nvml.GPUInstance, error) {
 	g, err := d.call("CreateGPUInstanceWithPlacement", 0, profile.ID)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case g.MIG == nil:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	}
 	p := g.MIG.profileByID(profile.ID)
 	if p == nil {
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	gi, err := g.MIG.create(p, pl)
 	if err != nil {
@@ -302,54 +303,54 @@ type giHandle struct {
 	gi *gpuInstance
 }
 
-var _ nvidia.GPUInstance = (*giHandle)(nil)
+var _ nvml.GPUInstance = (*giHandle)(nil)
 
 func (h *giHandle) enter(method string, arg int) error {
 	err := h.d.m.enter(Call{GPU: h.d.i, Method: method, Arg: arg})
 	if err == nil && h.gi.destroyed {
-		err = nvidia.CodeInvalidArgument
+		err = nvml.CodeInvalidArgument
 	}
 	return err
 }
 
-func (h *giHandle) Info() (nvidia.GPUInstanceInfo, error) {
+func (h *giHandle) Info() (nvml.GPUInstanceInfo, error) {
 	err := h.enter("GPUInstance.Info", h.gi.id)
 	defer h.d.m.mu.Unlock()
 	if err != nil {
-		return nvidia.GPUInstanceInfo{}, err
+		return nvml.GPUInstanceInfo{}, err
 	}
-	return nvidia.GPUInstanceInfo{ID: h.gi.id, ProfileID: h.gi.profile.Info.ID, Placement: h.gi.placement}, nil
+	return nvml.GPUInstanceInfo{ID: h.gi.id, ProfileID: h.gi.profile.Info.ID, Placement: h.gi.placement}, nil
 }
 
 // ciProfile returns the full-size compute-instance profile of gi, the one
 // the fake offers (at the NVML index for its slice count).
-func (gi *gpuInstance) ciProfile() nvidia.ComputeInstanceProfileInfo {
+func (gi *gpuInstance) ciProfile() nvml.ComputeInstanceProfileInfo {
 	s := gi.profile.Info.SliceCount
-	return nvidia.ComputeInstanceProfileInfo{Index: ciIndexBySlices[s], ID: ciIndexBySlices[s], SliceCount: s, InstanceCount: 1, MultiprocessorCount: gi.profile.Info.MultiprocessorCount}
+	return nvml.ComputeInstanceProfileInfo{Index: ciIndexBySlices[s], ID: ciIndexBySlices[s], SliceCount: s, InstanceCount: 1, MultiprocessorCount: gi.profile.Info.MultiprocessorCount}
 }
 
-func (h *giHandle) ComputeInstanceProfileInfo(index int) (nvidia.ComputeInstanceProfileInfo, error) {
+func (h *giHandle) ComputeInstanceProfileInfo(index int) (nvml.ComputeInstanceProfileInfo, error) {
 	err := h.enter("GPUInstance.ComputeInstanceProfileInfo", index)
 	defer h.d.m.mu.Unlock()
 	if err != nil {
-		return nvidia.ComputeInstanceProfileInfo{}, err
+		return nvml.ComputeInstanceProfileInfo{}, err
 	}
 	if index < 0 || index >= 9 {
-		return nvidia.ComputeInstanceProfileInfo{}, nvidia.CodeInvalidArgument
+		return nvml.ComputeInstanceProfileInfo{}, nvml.CodeInvalidArgument
 	}
 	if p := h.gi.ciProfile(); p.Index == index {
 		return p, nil
 	}
-	return nvidia.ComputeInstanceProfileInfo{}, nvidia.CodeNotSupported
+	return nvml.ComputeInstanceProfileInfo{}, nvml.CodeNotSupported
 }
 
-func (h *giHandle) ComputeInstances(profile nvidia.ComputeInstanceProfileInfo) ([]nvidia.ComputeInstance, error) {
+func (h *giHandle) ComputeInstances(profile nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, error) {
 	err := h.enter("GPUInstance.ComputeInstances", profile.ID)
 	defer h.d.m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	var out []nvidia.ComputeInstance
+	var out []nvml.ComputeInstance
 	for _, ci := range h.gi.cis {
 		if !ci.destroyed && ci.info.ProfileID == profile.ID {
 			out = append(out, &ciHandle{gi: h, ci: ci})
@@ -377,23 +378,23 @@ func (gi *gpuInstance) createCI(slices int) (*computeInstance, error) {
 		}
 		if free {
 			p := gi.ciProfile()
-			ci := &computeInstance{info: nvidia.ComputeInstanceInfo{ID: gi.nextCI, ProfileID: p.ID, Placement: nvidia.Placement{Start: start, Size: slices}}}
+			ci := &computeInstance{info: nvml.ComputeInstanceInfo{ID: gi.nextCI, ProfileID: p.ID, Placement: mig.Placement{Start: start, Size: slices}}}
 			gi.nextCI++
 			gi.cis = append(gi.cis, ci)
 			return ci, nil
 		}
 	}
-	return nil, nvidia.CodeInsufficientResources
+	return nil, nvml.CodeInsufficientResources
 }
 
-func (h *giHandle) CreateComputeInstance(profile nvidia.ComputeInstanceProfileInfo) (nvidia.ComputeInstance, error) {
+func (h *giHandle) CreateComputeInstance(profile nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, error) {
 	err := h.enter("GPUInstance.CreateComputeInstance", profile.ID)
 	defer h.d.m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if p := h.gi.ciProfile(); profile.ID != p.ID {
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	ci, err := h.gi.createCI(h.gi.profile.Info.SliceCount)
 	if err != nil {
@@ -410,7 +411,7 @@ func (h *giHandle) Destroy() error {
 	}
 	for _, ci := range h.gi.cis {
 		if !ci.destroyed {
-			return nvidia.CodeInUse
+			return nvml.CodeInUse
 		}
 	}
 	h.gi.destroyed = true
@@ -423,14 +424,14 @@ type ciHandle struct {
 	ci *computeInstance
 }
 
-func (h *ciHandle) Info() (nvidia.ComputeInstanceInfo, error) {
+func (h *ciHandle) Info() (nvml.ComputeInstanceInfo, error) {
 	err := h.gi.enter("ComputeInstance.Info", h.ci.info.ID)
 	defer h.gi.d.m.mu.Unlock()
 	if err == nil && h.ci.destroyed {
-		err = nvidia.CodeInvalidArgument
+		err = nvml.CodeInvalidArgument
 	}
 	if err != nil {
-		return nvidia.ComputeInstanceInfo{}, err
+		return nvml.ComputeInstanceInfo{}, err
 	}
 	return h.ci.info, nil
 }
@@ -439,14 +440,14 @@ func (h *ciHandle) Destroy() error {
 	err := h.gi.enter("ComputeInstance.Destroy", h.ci.info.ID)
 	defer h.gi.d.m.mu.Unlock()
 	if err == nil && h.ci.destroyed {
-		err = nvidia.CodeInvalidArgument
+		err = nvml.CodeInvalidArgument
 	}
 	if err != nil {
 		return err
 	}
 	for _, p := range h.gi.d.m.GPUs[h.gi.d.i].Processes {
 		if p.GPUInstanceID == h.gi.gi.id {
-			return nvidia.CodeInUse
+			return nvml.CodeInUse
 		}
 	}
 	h.ci.destroyed = true
@@ -487,16 +488,16 @@ func (g *MIG) maxMIGDevices() int {
 // instances in creation order and each one's compute instances in turn;
 // an index past them answers not found, one past MaxMIGDeviceCount
 // invalid argument.
-func (d *device) MIGDeviceByIndex(j int) (nvidia.MIGDevice, error) {
+func (d *device) MIGDeviceByIndex(j int) (nvml.MIGDevice, error) {
 	g, err := d.call("MIGDeviceByIndex", 0, j)
 	defer d.m.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case g.MIG == nil || !g.MIG.Enabled:
-		return nil, nvidia.CodeNotSupported
+		return nil, nvml.CodeNotSupported
 	case j < 0 || j >= g.MIG.maxMIGDevices():
-		return nil, nvidia.CodeInvalidArgument
+		return nil, nvml.CodeInvalidArgument
 	}
 	k := 0
 	for _, gi := range g.MIG.live() {
@@ -510,7 +511,7 @@ func (d *device) MIGDeviceByIndex(j int) (nvidia.MIGDevice, error) {
 			k++
 		}
 	}
-	return nil, nvidia.CodeNotFound
+	return nil, nvml.CodeNotFound
 }
 
 // migDevice is a MIG device handle of a fake GPU: one compute instance.
@@ -521,8 +522,8 @@ type migDevice struct {
 }
 
 var (
-	_ nvidia.MIGDevice     = (*migDevice)(nil)
-	_ nvidia.MIGDeviceUUID = (*migDevice)(nil)
+	_ nvml.MIGDevice     = (*migDevice)(nil)
+	_ nvml.MIGDeviceUUID = (*migDevice)(nil)
 )
 
 // enter enters the machine for a MIG device call (Arg is the GPU instance
@@ -531,7 +532,7 @@ var (
 func (h *migDevice) enter(method string, version int) (*GPU, error) {
 	g, err := h.d.call(method, version, h.gi.id)
 	if err == nil && (h.ci.destroyed || h.gi.destroyed) {
-		err = nvidia.CodeInvalidArgument
+		err = nvml.CodeInvalidArgument
 	}
 	return g, err
 }
@@ -555,23 +556,23 @@ func (h *migDevice) UUID() (string, error) {
 	return MIGUUID(g.UUID, h.gi.id, h.ci.info.ID), nil
 }
 
-func (h *migDevice) MemoryInfo(version int) (nvidia.MemoryInfo, error) {
+func (h *migDevice) MemoryInfo(version int) (nvml.MemoryInfo, error) {
 	g, err := h.enter("MIGDevice.MemoryInfo", version)
 	defer h.d.m.mu.Unlock()
 	switch {
 	case err != nil:
-		return nvidia.MemoryInfo{}, err
+		return nvml.MemoryInfo{}, err
 	case version != 1 && version != 2:
-		return nvidia.MemoryInfo{}, nvidia.CodeArgumentVersionMismatch
+		return nvml.MemoryInfo{}, nvml.CodeArgumentVersionMismatch
 	}
 	start := h.gi.placement.Start
 	if err := g.MIG.InstanceMemoryErr[start]; err != nil {
-		return nvidia.MemoryInfo{}, err
+		return nvml.MemoryInfo{}, err
 	}
 	mem, ok := g.MIG.InstanceMemory[start]
 	if !ok {
 		total := h.gi.profile.Info.MemorySizeMB << 20
-		mem = nvidia.MemoryInfo{Total: total, Free: total}
+		mem = nvml.MemoryInfo{Total: total, Free: total}
 	}
 	if version == 1 {
 		mem.Reserved = 0

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gputopo/gputopo/provider/nvidia"
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/provider/nvidia/nvml"
 )
 
 // Profile tables of real GPUs, written from nvidia-smi mig -lgip/-lgipp
@@ -12,10 +13,10 @@ import (
 // 5, 0), memory-slice placements and engine counts. They are test fixtures;
 // the provider itself reads tables from NVML.
 
-func placements(size int, starts ...int) []nvidia.Placement {
-	out := make([]nvidia.Placement, len(starts))
+func placements(size int, starts ...int) []mig.Placement {
+	out := make([]mig.Placement, len(starts))
 	for i, s := range starts {
-		out[i] = nvidia.Placement{Start: s, Size: size}
+		out[i] = mig.Placement{Start: s, Size: size}
 	}
 	return out
 }
@@ -33,7 +34,7 @@ func table(rows []row) *MIG {
 	g := &MIG{InfoVersion: 3}
 	for _, r := range rows {
 		g.Profiles = append(g.Profiles, MIGProfile{
-			Info: nvidia.GPUInstanceProfileInfo{
+			Info: nvml.GPUInstanceProfileInfo{
 				Index: r.index, ID: r.id, Name: "MIG " + r.name, SliceCount: r.cs, InstanceCount: r.max,
 				MultiprocessorCount: r.sm, MemorySizeMB: r.mib,
 				CopyEngines: r.ce, Decoders: r.dec, JPEGs: r.jpeg, OFAs: r.ofa, P2P: true,

@@ -29,6 +29,7 @@ import (
 	"github.com/gputopo/gputopo/examples/kube-scheduler/deviceplugin"
 	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -113,14 +114,14 @@ func run(ctx context.Context, args []string) error {
 	if src != nil {
 		providers = []provider.TopologyProvider{src}
 	}
-	node, report, err := provider.Detect(ctx, providers...)
+	node, report, err := detect.Detect(ctx, providers...)
 	if err != nil {
 		return fmt.Errorf("discovering the node's topology: %w (%s)", err, report)
 	}
 	logger.Info("Topology discovered", "provider", report.Chosen, "devices", node.Len(), "degraded", report.Degraded())
 	if src == nil {
 		// Rediscover with the provider that answered, not the whole list.
-		for _, p := range provider.DefaultProviders() {
+		for _, p := range detect.DefaultProviders() {
 			if p.Name() == report.Chosen {
 				src = p
 			}

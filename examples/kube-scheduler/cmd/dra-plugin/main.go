@@ -130,11 +130,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	if c.cfg.GPUs, err = nvidiaGPUs(ctx, p); err != nil {
 		return fail(err)
 	}
-	var opts []nvidia.MIGOption
+	var opts []nvidia.ManagerOption
 	if !c.cfg.DryRun {
 		opts = append(opts, nvidia.AllowChanges())
 	}
-	c.cfg.Manager = p.MIGManager(opts...)
+	c.cfg.Manager = p.PartitionManager(opts...)
 	rc, err := kubeconfig.RESTConfig(c.kubeconfig)
 	if err != nil {
 		return fail(err)

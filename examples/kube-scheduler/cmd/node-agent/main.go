@@ -53,6 +53,7 @@ import (
 	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
 	"github.com/gputopo/gputopo/examples/kube-scheduler/nodeagent"
 	"github.com/gputopo/gputopo/provider"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube/dra"
 )
@@ -70,14 +71,14 @@ type config struct {
 	dryRun     bool
 }
 
-// detectSource runs provider.Detect on every poll, so a driver that comes
+// detectSource runs detect.Detect on every poll, so a driver that comes
 // up late is found.
 type detectSource struct{}
 
 func (detectSource) Name() string { return "detect" }
 
 func (detectSource) Discover(ctx context.Context) (*topology.Node, error) {
-	n, report, err := provider.Detect(ctx)
+	n, report, err := detect.Detect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, report)
 	}

@@ -1,4 +1,4 @@
-package topology
+package formats
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gputopo/gputopo/topology"
 )
 
 // WriteDOT renders the node as a Graphviz graph.
@@ -25,9 +27,9 @@ import (
 //     PCIe path class.
 //
 // Labels are DOT strings whose line breaks are Graphviz's \n escape.
-func WriteDOT(w io.Writer, n *Node) error {
+func WriteDOT(w io.Writer, n *topology.Node) error {
 	if w == nil {
-		return fmt.Errorf("%w: WriteDOT to a nil writer", ErrInvalidRequest)
+		return fmt.Errorf("%w: WriteDOT to a nil writer", topology.ErrInvalidRequest)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "graph %s {\n", dotQuote(n.Name()))
@@ -47,17 +49,17 @@ func WriteDOT(w io.Writer, n *Node) error {
 		}
 		byNUMA[numa] = append(byNUMA[numa], m)
 	}
-	for i, d := range n.devices {
+	for i, d := range n.Devices() {
 		label := fmt.Sprintf("GPU%d", i)
 		if d.Model != "" {
 			label += "\n" + d.Model
 		}
-		if d.Health == Unhealthy {
+		if d.Health == topology.Unhealthy {
 			label += "\n(unhealthy)"
 		}
 		add(d.NUMA, member{id: fmt.Sprintf("d%d", i), label: label})
 	}
-	for k, nic := range n.nics {
+	for k, nic := range n.NICs() {
 		add(nic.NUMA, member{id: fmt.Sprintf("n%d", k), label: nicLabel(nic), attrs: ", shape=ellipse, style=solid"})
 	}
 	slices.Sort(order)
@@ -75,16 +77,16 @@ func WriteDOT(w io.Writer, n *Node) error {
 		}
 	}
 
-	size := len(n.devices)
+	size := n.Len()
 	sw := nvSwitchGroups(n)
 	for k, group := range sw {
 		fmt.Fprintf(&b, "  s%d [label=%s, shape=hexagon, style=solid];\n", k, dotQuote("NVSwitch"))
 		for _, i := range group {
 			// The device's link into the fabric: the same to every peer.
-			var l Link
+			var l topology.Link
 			for _, j := range group {
 				if j != i {
-					l = n.links[i*size+j]
+					l = n.Link(i, j)
 					break
 				}
 			}
@@ -94,18 +96,18 @@ func WriteDOT(w io.Writer, n *Node) error {
 	}
 	for i := 0; i < size; i++ {
 		for j := i + 1; j < size; j++ {
-			l := n.links[i*size+j]
+			l := n.Link(i, j)
 			switch {
-			case l.Kind == LinkNVSwitch:
+			case l.Kind == topology.LinkNVSwitch:
 				// drawn through the switch vertex
 			case l.Kind.IsFabric():
 				fmt.Fprintf(&b, "  d%d -- d%d [label=%s, penwidth=2];\n", i, j, dotQuote(l.String()))
-			case l.Kind == LinkPIX || l.Kind == LinkPXB:
+			case l.Kind == topology.LinkPIX || l.Kind == topology.LinkPXB:
 				fmt.Fprintf(&b, "  d%d -- d%d [label=%s, style=dashed];\n", i, j, dotQuote(l.Kind.String()))
 			}
 		}
 	}
-	if len(n.nics) > 0 {
+	if len(n.NICs()) > 0 {
 		for i := 0; i < size; i++ {
 			for _, k := range n.NearestNICs(i) {
 				fmt.Fprintf(&b, "  d%d -- n%d [label=%s, style=dotted];\n", i, k, dotQuote(n.NICLink(i, k).String()))
@@ -119,7 +121,7 @@ func WriteDOT(w io.Writer, n *Node) error {
 
 // nicLabel names a NIC by its RDMA device (mlx5_0) when known, with the
 // column name nvidia-smi gave it when that differs, and its speed.
-func nicLabel(nic NIC) string {
+func nicLabel(nic topology.NIC) string {
 	label := nic.Name
 	if nic.Device != "" && nic.Device != nic.Name {
 		label = nic.Device + "\n(" + nic.Name + ")"
@@ -133,8 +135,8 @@ func nicLabel(nic NIC) string {
 // nvSwitchGroups returns the sets of devices joined by NVSwitch links (the
 // connected components of the NVSwitch edges), each sorted, in order of
 // their smallest device; devices without NVSwitch links are in none.
-func nvSwitchGroups(n *Node) [][]int {
-	size := len(n.devices)
+func nvSwitchGroups(n *topology.Node) [][]int {
+	size := n.Len()
 	seen := make([]bool, size)
 	var out [][]int
 	for s := 0; s < size; s++ {
@@ -146,7 +148,7 @@ func nvSwitchGroups(n *Node) [][]int {
 		for q := 0; q < len(group); q++ {
 			i := group[q]
 			for j := 0; j < size; j++ {
-				if !seen[j] && j != i && n.links[i*size+j].Kind == LinkNVSwitch {
+				if !seen[j] && j != i && n.Link(i, j).Kind == topology.LinkNVSwitch {
 					seen[j] = true
 					group = append(group, j)
 				}

@@ -1,15 +1,16 @@
-package nvidia
+package nvml
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/gputopo/gputopo/mig"
 )
 
 // Library is the narrow slice of NVML the provider uses, in plain Go types
 // so it can be faked completely, including the versioned calls (fabric info
 // v2/v3, MIG profile info v2/v3) whose go-nvml handler structs cannot be
 // mocked. Production code gets an implementation over go-nvml (cgo, Linux);
-// tests inject a fake with [WithLibrary].
+// tests inject a fake with nvidia.WithLibrary.
 //
 // Methods return nil on success and otherwise an error that wraps a [Code]
 // (errors.Is(err, CodeNotSupported) works). No method is called before Init
@@ -61,13 +62,13 @@ type Device interface {
 	// CPUAffinity returns the bitmask (64 CPUs per word) of the CPUs
 	// closest to the GPU, for up to maxCPUs CPUs.
 	CPUAffinity(maxCPUs int) ([]uint64, error)
-	// NvLinkState reports whether NVLink link is active.
-	NvLinkState(link int) (bool, error)
-	// NvLinkRemotePCIInfo returns the PCI identity of the device at the
+	// NVLinkState reports whether NVLink link is active.
+	NVLinkState(link int) (bool, error)
+	// NVLinkRemotePCIInfo returns the PCI identity of the device at the
 	// far end of link.
-	NvLinkRemotePCIInfo(link int) (PCIInfo, error)
-	// NvLinkRemoteDeviceType returns what is at the far end of link.
-	NvLinkRemoteDeviceType(link int) (NvLinkDeviceType, error)
+	NVLinkRemotePCIInfo(link int) (PCIInfo, error)
+	// NVLinkRemoteDeviceType returns what is at the far end of link.
+	NVLinkRemoteDeviceType(link int) (NVLinkDeviceType, error)
 	// TopologyCommonAncestor returns the closest common PCIe ancestor level
 	// of this device and other (a Device of the same Library).
 	TopologyCommonAncestor(other Device) (TopologyLevel, error)
@@ -87,12 +88,12 @@ type Device interface {
 	GPUInstanceProfileInfo(index, version int) (GPUInstanceProfileInfo, error)
 	// GPUInstancePossiblePlacements lists every legal placement of the
 	// profile, whether or not MIG is enabled and whether or not it is free.
-	GPUInstancePossiblePlacements(profile GPUInstanceProfileInfo) ([]Placement, error)
+	GPUInstancePossiblePlacements(profile GPUInstanceProfileInfo) ([]mig.Placement, error)
 	// GPUInstances returns the live GPU instances of the profile.
 	GPUInstances(profile GPUInstanceProfileInfo) ([]GPUInstance, error)
 	// CreateGPUInstanceWithPlacement creates a GPU instance of the profile
 	// at exactly the given placement.
-	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p Placement) (GPUInstance, error)
+	CreateGPUInstanceWithPlacement(profile GPUInstanceProfileInfo, p mig.Placement) (GPUInstance, error)
 	// ComputeProcesses lists the compute processes running on the GPU; in
 	// MIG mode each names its GPU and compute instance (when the caller
 	// may see them).
@@ -197,21 +198,6 @@ type FabricInfo struct {
 	HealthSummary uint8
 }
 
-// Placement is a run of MIG memory slices [Start, Start+Size).
-type Placement struct {
-	// Start is the first memory slice; Size the number of slices.
-	Start, Size int
-}
-
-// End returns the first slice after the placement.
-func (p Placement) End() int { return p.Start + p.Size }
-
-// Overlaps reports whether p and q share a memory slice.
-func (p Placement) Overlaps(q Placement) bool { return p.Start < q.End() && q.Start < p.End() }
-
-// String formats the placement as nvidia-smi does, "start:size".
-func (p Placement) String() string { return fmt.Sprintf("%d:%d", p.Start, p.Size) }
-
 // GPUInstanceProfileInfo describes one GPU-instance profile as NVML reports
 // it on this GPU.
 type GPUInstanceProfileInfo struct {
@@ -272,7 +258,7 @@ type GPUInstanceInfo struct {
 	// ProfileID is its profile's id (GPUInstanceProfileInfo.ID).
 	ProfileID int
 	// Placement is the run of memory slices it occupies.
-	Placement Placement
+	Placement mig.Placement
 }
 
 // ComputeInstanceInfo identifies a live compute instance.
@@ -282,7 +268,7 @@ type ComputeInstanceInfo struct {
 	// ProfileID is its compute-instance profile's id.
 	ProfileID int
 	// Placement is in compute slices of the parent GPU instance.
-	Placement Placement
+	Placement mig.Placement
 }
 
 // Architecture is NVML's GPU architecture (nvmlDeviceArchitecture_t).
@@ -331,26 +317,26 @@ const (
 	TopologySystem     TopologyLevel = 50 // across sockets (SYS)
 )
 
-// NvLinkDeviceType is what sits at the far end of an NVLink
+// NVLinkDeviceType is what sits at the far end of an NVLink
 // (nvmlIntNvLinkDeviceType_t).
-type NvLinkDeviceType int
+type NVLinkDeviceType int
 
 // NVLink remote device types, with NVML's values.
 const (
-	NvLinkDeviceGPU     NvLinkDeviceType = 0
-	NvLinkDeviceIBMNPU  NvLinkDeviceType = 1
-	NvLinkDeviceSwitch  NvLinkDeviceType = 2
-	NvLinkDeviceUnknown NvLinkDeviceType = 255
+	NVLinkDeviceGPU     NVLinkDeviceType = 0
+	NVLinkDeviceIBMNPU  NVLinkDeviceType = 1
+	NVLinkDeviceSwitch  NVLinkDeviceType = 2
+	NVLinkDeviceUnknown NVLinkDeviceType = 255
 )
 
 // String returns "gpu", "ibmnpu", "switch" or "unknown".
-func (t NvLinkDeviceType) String() string {
+func (t NVLinkDeviceType) String() string {
 	switch t {
-	case NvLinkDeviceGPU:
+	case NVLinkDeviceGPU:
 		return "gpu"
-	case NvLinkDeviceIBMNPU:
+	case NVLinkDeviceIBMNPU:
 		return "ibmnpu"
-	case NvLinkDeviceSwitch:
+	case NVLinkDeviceSwitch:
 		return "switch"
 	}
 	return "unknown"
@@ -364,7 +350,7 @@ type P2PCapability int
 const (
 	P2PRead    P2PCapability = 0
 	P2PWrite   P2PCapability = 1
-	P2PNvLink  P2PCapability = 2
+	P2PNVLink  P2PCapability = 2
 	P2PAtomics P2PCapability = 3
 	P2PPCI     P2PCapability = 4
 )
@@ -427,33 +413,4 @@ func (s FabricState) String() string {
 		return "completed"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
-// NVML enumeration bounds the provider iterates over.
-const (
-	maxNvLinks           = 36 // NVML_NVLINK_MAX_LINKS
-	maxMIGDevices        = 64 // far above any GPU's (7 on A100, H100, B200); bounds a garbage count
-	giProfileCount       = 18 // NVML_GPU_INSTANCE_PROFILE_COUNT
-	ciProfileCount       = 9  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT
-	affinityMaxNUMANodes = 1024
-	affinityMaxCPUs      = 8192
-)
-
-// GPU-instance profile capability bits (version 3).
-const (
-	giCapP2P = 1
-	giCapGfx = 2
-)
-
-// cString returns the NUL-terminated prefix of a C char array, as NVML
-// fills bus ids and names.
-func cString[T ~int8 | ~uint8](b []T) string {
-	var sb strings.Builder
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		sb.WriteByte(byte(c))
-	}
-	return sb.String()
 }

@@ -1,4 +1,4 @@
-package nvidia
+package nvml
 
 import (
 	"encoding"
@@ -14,8 +14,8 @@ import (
 var (
 	_ encoding.TextMarshaler   = Architecture(0)
 	_ encoding.TextUnmarshaler = (*Architecture)(nil)
-	_ encoding.TextMarshaler   = NvLinkDeviceType(0)
-	_ encoding.TextUnmarshaler = (*NvLinkDeviceType)(nil)
+	_ encoding.TextMarshaler   = NVLinkDeviceType(0)
+	_ encoding.TextUnmarshaler = (*NVLinkDeviceType)(nil)
 	_ encoding.TextMarshaler   = P2PStatus(0)
 	_ encoding.TextUnmarshaler = (*P2PStatus)(nil)
 	_ encoding.TextMarshaler   = FabricState(0)
@@ -39,7 +39,7 @@ func roundTrip[T interface {
 func TestEnumTextRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		roundTrip(t, Architecture(rapid.Uint32().Draw(t, "arch")))
-		roundTrip(t, NvLinkDeviceType(rapid.Int().Draw(t, "nvlink")))
+		roundTrip(t, NVLinkDeviceType(rapid.Int().Draw(t, "nvlink")))
 		roundTrip(t, P2PStatus(rapid.Int().Draw(t, "p2p")))
 		roundTrip(t, FabricState(rapid.Uint8().Draw(t, "fabric")))
 	})
@@ -55,7 +55,7 @@ func TestEnumText(t *testing.T) {
 	require.NoError(t, a.UnmarshalText([]byte("arch(17)")))
 	require.Equal(t, Architecture(17), a)
 
-	out, err := json.Marshal(map[string]any{"remote": NvLinkDeviceSwitch, "p2p": P2PNotSupported, "fabric": FabricCompleted})
+	out, err := json.Marshal(map[string]any{"remote": NVLinkDeviceSwitch, "p2p": P2PNotSupported, "fabric": FabricCompleted})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"remote":"switch","p2p":"not supported","fabric":"completed"}`, string(out))
 

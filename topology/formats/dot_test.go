@@ -1,4 +1,4 @@
-package topology_test
+package formats_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/topology"
+	"github.com/gputopo/gputopo/topology/formats"
 )
 
 var dotEdge = regexp.MustCompile(`(?m)^\s*(\w+) -- (\w+) \[`)
@@ -70,7 +71,7 @@ func TestWriteDOTSharedTopologies(t *testing.T) {
 			n, err := f.Node()
 			require.NoError(t, err)
 			var out bytes.Buffer
-			require.NoError(t, topology.WriteDOT(&out, n))
+			require.NoError(t, formats.WriteDOT(&out, n))
 			s := out.String()
 			assert.NotContains(t, s, `\\n`, "a label line break escaped twice")
 			assert.Equal(t, strings.Count(s, "{"), strings.Count(s, "}"))
@@ -146,7 +147,7 @@ func TestWriteDOTBoards(t *testing.T) {
 	h200, err := shareddata.Topology(t, "dgx-h200").Node()
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, topology.WriteDOT(&out, h200))
+	require.NoError(t, formats.WriteDOT(&out, h200))
 	s := out.String()
 	assert.Equal(t, 8, strings.Count(s, " -- s0 ["), s)
 	assert.NotContains(t, s, " s1 [")
@@ -158,7 +159,7 @@ func TestWriteDOTBoards(t *testing.T) {
 	v100, err := shareddata.Topology(t, "dgx1-v100").Node()
 	require.NoError(t, err)
 	out.Reset()
-	require.NoError(t, topology.WriteDOT(&out, v100))
+	require.NoError(t, formats.WriteDOT(&out, v100))
 	s = out.String()
 	assert.NotContains(t, s, "NVSwitch")
 	assert.Contains(t, s, `label="mlx5_0`)
@@ -192,10 +193,41 @@ func TestWriteDOTQuoting(t *testing.T) {
 	n, err := b.Build()
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, topology.WriteDOT(&out, n))
+	require.NoError(t, formats.WriteDOT(&out, n))
 	s := out.String()
 	assert.Contains(t, s, `graph "a \"b\" \\ c\nd" {`)
 	assert.Contains(t, s, `d0 [label="GPU0\nM\"x"];`)
 	assert.Contains(t, s, "  d1 [label=\"GPU1\"];", "NUMA unknown: outside the clusters")
 	renderDOT(t, s)
 }
+
+func TestWriteDOT(t *testing.T) {
+	b := topology.NewBuilder().SetName("t")
+	for i := range 3 {
+		b.AddDevice(topology.Device{Index: i, Vendor: topology.VendorNVIDIA, Model: "NVIDIA H100 80GB HBM3", NUMA: 0})
+	}
+	b.SetLinkPair(0, 2, topology.Link{Kind: topology.LinkNODE})
+	b.SetLinkPair(0, 1, topology.Link{Kind: topology.LinkNVLink, Lanes: 4})
+	b.SetLinkPair(1, 2, topology.Link{Kind: topology.LinkPIX})
+	n, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := formats.WriteDOT(&out, n); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{`graph "t" {`, `subgraph "cluster_numa0"`, `d0 -- d1 [label="NV4 (100 GB/s)", penwidth=2]`, `d1 -- d2 [label="PIX", style=dashed]`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("DOT lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "d0 -- d2") {
+		t.Error("NODE pair drawn")
+	}
+}
+
+// Two domains of different levels may not share a path: a node that skips
+// a level another node has (leaf=x without a spine, beside spine=x,
+// leaf=x) is refused instead of merged silently.

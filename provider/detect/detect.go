@@ -1,4 +1,12 @@
-package provider
+// Package detect finds the GPUs of the machine it runs on: [Detect] tries
+// the hardware providers in order (NVIDIA through NVML, AMD through KFD
+// sysfs, then any PCI accelerator through sysfs) and reports why each one
+// before the answer did not answer.
+//
+// It is a package of its own so that importing the provider interface
+// (package provider) links no vendor library: importing detect links
+// go-nvml (cgo, or its stub without cgo) and ghw.
+package detect
 
 import (
 	"context"
@@ -6,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/internal/detecterr"
 	"github.com/gputopo/gputopo/provider/nvidia"
@@ -18,29 +27,22 @@ type Attempt struct {
 	// Provider is the provider's name.
 	Provider string
 	// Err is why the provider did not answer; nil for the one that did.
-	// It wraps [ErrNotDetected] when the provider found nothing of its kind
+	// It wraps [provider.ErrNotDetected] when the provider found nothing of its kind
 	// here (see [Attempt.NotDetected]); any other error is a real failure.
 	Err error
 	// Notes qualify the answer of the provider that answered: what it
-	// cannot see (from [Annotator]) and what its node's builder repaired
+	// cannot see (from [provider.Annotator]) and what its node's builder repaired
 	// (topology.Node.Warnings).
 	Notes []string
 }
 
 // NotDetected reports whether the provider did not answer because it found
 // nothing of its kind (no driver, no library, no devices).
-func (a Attempt) NotDetected() bool { return a.Err != nil && errors.Is(a.Err, ErrNotDetected) }
+func (a Attempt) NotDetected() bool { return a.Err != nil && errors.Is(a.Err, provider.ErrNotDetected) }
 
 // Failed reports whether the provider did not answer for a real reason: it
 // found its devices, driver or library but could not read them.
-func (a Attempt) Failed() bool { return a.Err != nil && !errors.Is(a.Err, ErrNotDetected) }
-
-// Annotator is implemented by providers whose answers need caveats, such
-// as the sysfs fallback, which sees PCIe paths but no NVLink or xGMI.
-// [Detect] copies the notes into the report.
-type Annotator interface {
-	Notes(n *topology.Node) []string
-}
+func (a Attempt) Failed() bool { return a.Err != nil && !errors.Is(a.Err, provider.ErrNotDetected) }
 
 // Report says which provider answered [Detect] and why each one before it
 // did not.
@@ -102,22 +104,22 @@ func (r Report) String() string {
 // DefaultProviders returns the hardware providers [Detect] tries when given
 // none, in order: NVIDIA (NVML), AMD (KFD sysfs), then the sysfs fallback
 // for any PCI accelerator, each reading the live system.
-func DefaultProviders() []TopologyProvider {
-	return []TopologyProvider{nvidia.New(), amd.New(), sysfs.New()}
+func DefaultProviders() []provider.TopologyProvider {
+	return []provider.TopologyProvider{nvidia.New(), amd.New(), sysfs.New()}
 }
 
-// notDetected marks a subpackage's "nothing here" error as ErrNotDetected
+// notDetected marks a subpackage's "nothing here" error as provider.ErrNotDetected
 // without changing its message.
 type notDetected struct{ err error }
 
 func (e notDetected) Error() string   { return e.err.Error() }
-func (e notDetected) Unwrap() []error { return []error{ErrNotDetected, e.err} }
+func (e notDetected) Unwrap() []error { return []error{provider.ErrNotDetected, e.err} }
 
 // classify makes every "nothing of my kind here" error match
-// ErrNotDetected: the hardware subpackages cannot import this package (it
+// provider.ErrNotDetected: the hardware subpackages cannot import this package (it
 // imports them), so they wrap their own sentinels.
 func classify(err error) error {
-	if err == nil || errors.Is(err, ErrNotDetected) {
+	if err == nil || errors.Is(err, provider.ErrNotDetected) {
 		return err
 	}
 	if errors.Is(err, detecterr.ErrNotDetected) || errors.Is(err, nvidia.ErrNoNVML) || errors.Is(err, nvidia.ErrNoDevices) {
@@ -128,14 +130,14 @@ func classify(err error) error {
 
 // Detect tries the providers in order (the [DefaultProviders] when none are
 // given) and returns the first node discovered. A provider that finds
-// nothing of its kind ([ErrNotDetected], or a subpackage's own "no NVML",
+// nothing of its kind ([provider.ErrNotDetected], or a subpackage's own "no NVML",
 // "no KFD", "no accelerator" error) is skipped; any other error is also
 // recorded and the next provider tried, so one broken driver does not hide
 // another vendor's devices, and the report shows both (see
 // [Report.Degraded]). A node of more than topology.MaxDevices devices is
 // such an error (wrapping topology.ErrLimit). When none answers, the error
-// wraps ErrNotDetected and the report says why each failed.
-func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node, Report, error) {
+// wraps provider.ErrNotDetected and the report says why each failed.
+func Detect(ctx context.Context, providers ...provider.TopologyProvider) (*topology.Node, Report, error) {
 	if len(providers) == 0 {
 		providers = DefaultProviders()
 	}
@@ -147,7 +149,7 @@ func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node,
 		}
 		n, err := p.Discover(ctx)
 		if err == nil && n == nil {
-			err = fmt.Errorf("%w: provider returned no topology", ErrNotDetected)
+			err = fmt.Errorf("%w: provider returned no topology", provider.ErrNotDetected)
 		}
 		if err == nil && n.Len() > topology.MaxDevices {
 			err = fmt.Errorf("provider returned %d devices, more than topology.MaxDevices (%d): %w", n.Len(), topology.MaxDevices, topology.ErrLimit)
@@ -155,7 +157,7 @@ func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node,
 		err = classify(err)
 		a := Attempt{Provider: p.Name(), Err: err}
 		if err == nil {
-			if an, ok := p.(Annotator); ok {
+			if an, ok := p.(provider.Annotator); ok {
 				a.Notes = append(a.Notes, an.Notes(n)...)
 			}
 			a.Notes = append(a.Notes, n.Warnings()...)
@@ -167,7 +169,7 @@ func Detect(ctx context.Context, providers ...TopologyProvider) (*topology.Node,
 		errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
 	}
 	if len(providers) == 0 {
-		return nil, rep, fmt.Errorf("%w: no hardware providers are built into this binary", ErrNotDetected)
+		return nil, rep, fmt.Errorf("%w: no hardware providers are built into this binary", provider.ErrNotDetected)
 	}
-	return nil, rep, fmt.Errorf("%w: %w", ErrNotDetected, errors.Join(errs...))
+	return nil, rep, fmt.Errorf("%w: %w", provider.ErrNotDetected, errors.Join(errs...))
 }

@@ -1,4 +1,4 @@
-package nvidia
+package nvml
 
 import (
 	"fmt"
@@ -27,19 +27,19 @@ func (a *Architecture) UnmarshalText(b []byte) error {
 	return err
 }
 
-var nvLinkDeviceNames = map[NvLinkDeviceType]string{
-	NvLinkDeviceGPU: "gpu", NvLinkDeviceIBMNPU: "ibmnpu", NvLinkDeviceSwitch: "switch", NvLinkDeviceUnknown: "unknown",
+var nvLinkDeviceNames = map[NVLinkDeviceType]string{
+	NVLinkDeviceGPU: "gpu", NVLinkDeviceIBMNPU: "ibmnpu", NVLinkDeviceSwitch: "switch", NVLinkDeviceUnknown: "unknown",
 }
 
 // MarshalText implements encoding.TextMarshaler: "gpu", "ibmnpu",
 // "switch", "unknown" (255), or "nvlinkdevice(<n>)" for any other value.
-func (t NvLinkDeviceType) MarshalText() ([]byte, error) {
+func (t NVLinkDeviceType) MarshalText() ([]byte, error) {
 	return []byte(enumText(t, "nvlinkdevice", nvLinkDeviceNames)), nil
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler; it accepts what
 // MarshalText writes.
-func (t *NvLinkDeviceType) UnmarshalText(b []byte) error {
+func (t *NVLinkDeviceType) UnmarshalText(b []byte) error {
 	v, err := parseEnum(string(b), "an NVLink device type", "nvlinkdevice", nvLinkDeviceNames, strconv.IntSize)
 	if err == nil {
 		*t = v

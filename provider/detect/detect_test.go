@@ -1,4 +1,4 @@
-package provider_test
+package detect_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/provider/detect"
 	"github.com/gputopo/gputopo/provider/nvidia"
 	"github.com/gputopo/gputopo/provider/sysfs"
 	"github.com/gputopo/gputopo/provider/sysfstest"
@@ -54,7 +55,7 @@ func node(t *testing.T) *topology.Node {
 func TestDetectOrder(t *testing.T) {
 	n := node(t)
 	var later int
-	got, rep, err := provider.Detect(context.Background(),
+	got, rep, err := detect.Detect(context.Background(),
 		fake{name: "a", err: fmt.Errorf("%w: no driver", provider.ErrNotDetected)},
 		fake{name: "b", node: n},
 		fake{name: "c", node: n, calls: &later})
@@ -84,7 +85,7 @@ func TestDetectSubpackageSentinels(t *testing.T) {
 		ps = append(ps, fake{name: fmt.Sprint(i), err: e})
 	}
 	ps = append(ps, fake{name: "broken", err: fmt.Errorf("%w: garbage", amd.ErrParse)})
-	_, rep, err := provider.Detect(context.Background(), ps...)
+	_, rep, err := detect.Detect(context.Background(), ps...)
 	if !errors.Is(err, provider.ErrNotDetected) || !errors.Is(err, amd.ErrParse) {
 		t.Fatalf("err = %v", err)
 	}
@@ -102,21 +103,21 @@ func TestDetectSubpackageSentinels(t *testing.T) {
 }
 
 func TestDetectNilNodeAndCancel(t *testing.T) {
-	_, rep, err := provider.Detect(context.Background(), fake{name: "nil"})
+	_, rep, err := detect.Detect(context.Background(), fake{name: "nil"})
 	if !errors.Is(err, provider.ErrNotDetected) || !rep.Attempts[0].NotDetected() {
 		t.Errorf("nil node: %v %+v", err, rep)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var calls int
-	if _, _, err := provider.Detect(ctx, fake{name: "x", node: node(t), calls: &calls}); !errors.Is(err, context.Canceled) || calls != 0 {
+	if _, _, err := detect.Detect(ctx, fake{name: "x", node: node(t), calls: &calls}); !errors.Is(err, context.Canceled) || calls != 0 {
 		t.Errorf("canceled: %v, %d calls", err, calls)
 	}
 }
 
 func TestDefaultProviders(t *testing.T) {
 	var names []string
-	for _, p := range provider.DefaultProviders() {
+	for _, p := range detect.DefaultProviders() {
 		names = append(names, p.Name())
 	}
 	if strings.Join(names, ",") != "nvidia,amd,sysfs" {
@@ -153,7 +154,7 @@ func TestDetectGeneratedTrees(t *testing.T) {
 		if err := tr.AddAMD(sysfstest.MI300X8("SPX", "NPS1")); err != nil {
 			t.Fatal(err)
 		}
-		n, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
+		n, rep, err := detect.Detect(context.Background(), hardware(written(t, tr))...)
 		if err != nil || rep.Chosen != "amd" || n.Len() != 8 || len(rep.Attempts[1].Notes) != 0 {
 			t.Fatalf("%v %v\n%s", n, err, rep)
 		}
@@ -167,7 +168,7 @@ func TestDetectGeneratedTrees(t *testing.T) {
 			}
 		}
 		root := written(t, tr)
-		n, rep, err := provider.Detect(context.Background(), hardware(root)...)
+		n, rep, err := detect.Detect(context.Background(), hardware(root)...)
 		if err != nil || rep.Chosen != "sysfs" || n.Len() != 2 || rep.Degraded() {
 			t.Fatalf("%v %v\n%s", n, err, rep)
 		}
@@ -185,7 +186,7 @@ func TestDetectGeneratedTrees(t *testing.T) {
 		if err := tr.AddPCI(sysfstest.PCIFunc{Path: []string{"pci0000:00", "0000:00:1c.0", "0000:02:00.0"}, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000, NUMA: -1}); err != nil {
 			t.Fatal(err)
 		}
-		_, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
+		_, rep, err := detect.Detect(context.Background(), hardware(written(t, tr))...)
 		if !errors.Is(err, provider.ErrNotDetected) || rep.Chosen != "" {
 			t.Fatalf("err %v, chosen %q", err, rep.Chosen)
 		}
@@ -211,7 +212,7 @@ func TestDetectDegraded(t *testing.T) {
 	if err := tr.File(sysfstest.PCIDevices+"/0000:23:00.0/current_compute_partition", "BOGUS\n"); err != nil {
 		t.Fatal(err)
 	}
-	n, rep, err := provider.Detect(context.Background(), hardware(written(t, tr))...)
+	n, rep, err := detect.Detect(context.Background(), hardware(written(t, tr))...)
 	if err != nil || rep.Chosen != "sysfs" || n.Len() != 2 || !rep.Degraded() {
 		t.Fatalf("%v %v\n%s", n, err, rep)
 	}
@@ -234,7 +235,7 @@ func TestDetectDegraded(t *testing.T) {
 func TestDetectSharedKFD(t *testing.T) {
 	for _, dump := range [][]string{{"kfd", "mi210-8gpu-2hives"}, {"kfd", "mi308x-cpx", "topology"}} {
 		dir := shareddata.Path(t, dump...)
-		n, rep, err := provider.Detect(context.Background(),
+		n, rep, err := detect.Detect(context.Background(),
 			fake{name: "nvidia", err: nvidia.ErrNoNVML},
 			amd.New(amd.WithRoot(t.TempDir()), amd.WithKFDTopology(dir)),
 			sysfs.New(sysfs.WithRoot(t.TempDir())))
@@ -252,7 +253,7 @@ func TestDetectSharedKFD(t *testing.T) {
 // the next one answers.
 func ExampleDetect() {
 	n, _ := catalog.Get("mi250x-8gcd")
-	_, rep, err := provider.Detect(context.Background(),
+	_, rep, err := detect.Detect(context.Background(),
 		fake{name: "nvidia", err: fmt.Errorf("nvidia: init: %w", nvidia.ErrNoNVML)},
 		provider.Static("static", n))
 	if err != nil {
