@@ -29,23 +29,26 @@ import (
 // (FGD's task shapes) with two changes, both derived from the node and pod
 // lists alone:
 //
-//   - Memory quartiles. Each shape is split into four by its pods' memory,
-//     each quarter with its own median memory and a quarter of the
-//     shape's popularity, so the pods of a shape that need more memory
-//     than most nodes have are seen as such (one median hides them).
 //   - Pressure. Each GPU task's popularity is divided by the share of the
 //     cluster's GPUs on nodes where it fits when empty (the GPU models it
 //     accepts, enough GPUs, CPU and memory), then all are renormalised: a
 //     task that only a few nodes can host weighs more on exactly those
-//     nodes, so they are kept for it.
+//     nodes, so they are kept for it. For memory, each shape is judged in
+//     four quarters by its pods' memory (each with its own median memory
+//     and a quarter of the popularity), so the pods of a shape that need
+//     more memory than most nodes have are seen as such.
+//   - The fragment is FGD's, without memory: a task that needs more memory
+//     than a node has would count all the node's free GPU as fragment, so
+//     every placement on a memory-poor node would seem to reduce
+//     fragmentation, and small pods were drawn there.
 //
 // Why it wins: FGD only counts a GPU as lost once no typical task fits
 // beside it, so it happily spends a node's CPU or memory on pods that use
 // few GPUs (CPU-only pods above all) and finds the node's remaining GPUs
 // stranded later. S_n sees that at once and, among the nodes FGD rates
 // alike, steers CPU-heavy pods to nodes with CPU to spare per GPU.
-// Pressure and memory quartiles make F_n(M') charge for breaking exactly
-// the nodes that pods with much memory, or pinned to a scarce model, need.
+// Pressure makes F_n(M') charge for breaking exactly the nodes that pods
+// with much memory, or pinned to a scarce model, need.
 //
 // Why S_n is capped and ranks last: added to F_n at the demand's mean
 // ratios, S_n called "stranded" the GPUs of every node whose own shape has
@@ -55,7 +58,8 @@ import (
 // the mean "fed" those GPUs, so single-GPU and shared pods were drawn onto
 // exactly the 4-GPU slots the 4-GPU pods needed; those then broke whole
 // 8-GPU nodes, and 8-GPU pods found none. With half the GPU pods asking
-// several GPUs, Lookahead trailed FGD by 2.6 points at 110% arrival.
+// several GPUs, Lookahead trailed FGD by 2.6 points at 110% arrival; the
+// memory in the fragment (above) drew small pods the same way.
 //
 // Being continuous, S_n also breaks most ties that FGD's integer scores
 // leave to node order, so Lookahead barely depends on [TieBreak].
@@ -241,8 +245,9 @@ func (l *lookaheadScorer) feedable(gpu float64, cpu, mem int64) float64 {
 // the shapes of typical (a typical workload without memory, as
 // [TypicalWorkload] returns it) each split into four by the memory of its
 // pods in pods, then each GPU task's popularity divided by the share of the
-// GPUs of nodes on which it fits when empty (see Lookahead). It returns
-// typical itself when there is nothing to reweight.
+// GPUs of nodes on which it fits when empty (see Lookahead); the tasks
+// carry no memory. It returns typical itself when there is nothing to
+// reweight.
 func demandWorkload(typical *fgd.Workload, pods []Pod, nodes []Node) *fgd.Workload {
 	type key struct {
 		cpu, milli int64
@@ -290,6 +295,13 @@ func demandWorkload(typical *fgd.Workload, pods []Pod, nodes []Node) *fgd.Worklo
 		if fit > 0 {
 			tasks[i].Weight *= total / fit
 		}
+	}
+	// The fragment itself is measured without memory, as FGD's: a task
+	// that needs more memory than a node has would count all of the
+	// node's free GPU as fragment, so any placement there would seem to
+	// reduce fragmentation. The quarters then merge back into their shape.
+	for i := range tasks {
+		tasks[i].MemoryBytes = 0
 	}
 	w, err := fgd.NewWorkload(tasks)
 	if err != nil {
