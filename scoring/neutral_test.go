@@ -671,3 +671,104 @@ func TestRichAndTextAgree(t *testing.T) {
 	t.Logf("%d topologies read both ways: %d identical choices, %d different but equal on everything the text holds", pairs, same, tied)
 	require.Positive(t, pairs)
 }
+
+// subsetLevels returns the full order's levels of set on node, brute
+// force: ring class, fabric lanes, same-NUMA pairs, PCIe closeness.
+func subsetLevels(node *topology.Node, set []int) [4]int {
+	k := len(set)
+	var lv [4]int
+	for a, i := range set {
+		for _, j := range set[a+1:] {
+			l := node.Link(i, j)
+			lv[1] += laneOf(l)
+			if la, lb := localityOf(node.Device(i)), localityOf(node.Device(j)); la != "" && la == lb {
+				lv[2]++
+			}
+			lv[3] += pcieCloseness(l)
+		}
+	}
+	if k == 2 {
+		lv[0] = classOf(ringValue(node.Link(set[0], set[1])))
+		return lv
+	}
+	// bottleneck Hamiltonian cycle through set[0]
+	N := 1 << k
+	reach := make([]int64, N*k)
+	for i := range reach {
+		reach[i] = -1
+	}
+	reach[1*k+0] = math.MaxInt64
+	for mask := 1; mask < N; mask += 2 {
+		for v := range k {
+			b := reach[mask*k+v]
+			if b < 0 {
+				continue
+			}
+			for u := 1; u < k; u++ {
+				if mask&(1<<u) == 0 {
+					nb := min(b, ringValue(node.Link(set[v], set[u])))
+					if idx := (mask|1<<u)*k + u; nb > reach[idx] {
+						reach[idx] = nb
+					}
+				}
+			}
+		}
+	}
+	best := int64(0)
+	for v := 1; v < k; v++ {
+		if b := reach[(N-1)*k+v]; b >= 0 {
+			best = max(best, min(b, ringValue(node.Link(set[v], set[0]))))
+		}
+	}
+	lv[0] = classOf(best)
+	return lv
+}
+
+// TestLocalityLargeSharedSampled: on the shared machines of more than 16
+// devices (beyond the brute force above), for random free states and
+// requests of 2 to 6 devices, none of 2,000 random free sets of the
+// request's size is strictly better than the answer on (ring class, lanes,
+// same-NUMA pairs, PCIe closeness).
+func TestLocalityLargeSharedSampled(t *testing.T) {
+	if _, ok := shareddata.Dir(); !ok {
+		t.Skip("shared data absent")
+	}
+	rng := rand.New(rand.NewPCG(27, 16))
+	cases := 0
+	for _, f := range shareddata.Topologies(t) {
+		node, err := f.Node()
+		require.NoError(t, err, f.ID)
+		n := node.Len()
+		if n <= 16 {
+			continue
+		}
+		for range 30 {
+			st := scoring.NewState(n)
+			var free []int
+			for i := range n {
+				if rng.IntN(3) == 0 {
+					require.NoError(t, st.Allocate(i))
+				} else {
+					free = append(free, i)
+				}
+			}
+			k := 2 + rng.IntN(5)
+			if len(free) < k {
+				continue
+			}
+			r, err := scoring.SelectDevices(node, st, scoring.Request{Count: k})
+			require.NoError(t, err, "%s k=%d", f.ID, k)
+			got := subsetLevels(node, r.Devices())
+			cases++
+			for range 2000 {
+				rng.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+				set := slices.Clone(free[:k])
+				slices.Sort(set)
+				other := subsetLevels(node, set)
+				require.LessOrEqual(t, slices.Compare(other[:], got[:]), 0,
+					"%s k=%d: chose %v %v, %v is better %v", f.ID, k, r.Devices(), got, set, other)
+			}
+		}
+	}
+	t.Logf("%d cases on the shared machines of more than 16 devices", cases)
+}

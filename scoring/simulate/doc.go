@@ -75,9 +75,10 @@
 // A [Policy] makes a [Scorer] per replay; implement one to try your own.
 // The built-ins ([Policies], [PolicyByName]) are the paper's [Random],
 // [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
-// [Lookahead], which adds to FGD's fragmentation a look-ahead term for GPUs
-// that CPU or memory will strand, and measures both against the demand
-// that can actually use each node (see its doc). The fragmentation
+// [Lookahead], which measures FGD's fragmentation against the demand that
+// can actually use each node and ranks the nodes FGD's score rates alike
+// by a look-ahead term for GPUs that CPU or memory will strand (see its
+// doc). The fragmentation
 // maths itself lives in package scoring/fgd, where node scoring (package
 // scoring) uses it too.
 package simulate
