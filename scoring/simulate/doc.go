@@ -67,8 +67,8 @@
 // for FGD, 91.82 to 88.52% for Clustering, 91.88 to 88.60% for Packing,
 // 90.60 to 90.13% for DotProd and 92.94 to 92.89% for BestFit: ties
 // resolved in a fixed order consolidate pods on the same nodes. Random
-// ignores the tie-break (its scores are random); [Lookahead] moves only
-// from 95.82 to 95.70%. Within a node, equal GPUs go to the lowest index.
+// ignores the tie-break (its scores are random); [Lookahead] moves from
+// 95.77 to 95.34%. Within a node, equal GPUs go to the lowest index.
 //
 // # Policies
 //

@@ -61,8 +61,10 @@ import (
 // several GPUs, Lookahead trailed FGD by 2.6 points at 110% arrival; the
 // memory in the fragment (above) drew small pods the same way.
 //
-// Being continuous, S_n also breaks most ties that FGD's integer scores
-// leave to node order, so Lookahead barely depends on [TieBreak].
+// Being continuous, S_n also breaks many ties that FGD's integer scores
+// leave to node order, so Lookahead depends less on [TieBreak] than FGD:
+// with TieRandom it allocates 95.34% of the trace's GPUs at 100% arrival
+// (95.77% with TieFirst), FGD 89.77% (95.28%).
 // Everything is derived from the node and pod lists; there are no
 // trace-specific constants. Measured results are in docs/quality.md.
 func Lookahead() Policy { return lookaheadPolicy }
