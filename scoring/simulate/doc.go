@@ -77,8 +77,7 @@
 // [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
 // [Lookahead], which measures FGD's fragmentation against the demand that
 // can actually use each node and ranks the nodes FGD's score rates alike
-// by a look-ahead term for GPUs that CPU or memory will strand (see its
-// doc). The fragmentation
-// maths itself lives in package scoring/fgd, where node scoring (package
-// scoring) uses it too.
+// by a look-ahead term for GPUs that CPU will strand (see its doc). The
+// fragmentation maths itself lives in package scoring/fgd, where node
+// scoring (package scoring) uses it too.
 package simulate

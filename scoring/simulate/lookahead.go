@@ -10,17 +10,17 @@ import (
 
 // Lookahead is gputopo's default policy: FGD's fragmentation gradient
 // measured against the demand that can actually use each node, with a
-// look-ahead term for GPUs that CPU or memory will strand. A pod's score on
-// a node is
+// look-ahead term for GPUs that CPU will strand. A pod's score on a node
+// is
 //
 //	int(100·sigmoid(−ΔF/1000)) + 0.99·sigmoid(−ΔS/1000)
 //
 // where ΔF is the change of F_n(M'), FGD's expected fragment under the
 // demand workload M' (below), less a reservation for the demand only the
 // node's GPU model can serve, and ΔS the change of S_n, the free GPU that
-// the node's free CPU and memory cannot feed at the demand's CPU-per-GPU
-// and memory-per-GPU ratios, each capped at the node's own capacity per
-// GPU. The integer part is FGD's score under M'; S_n only ranks nodes of
+// the node's free CPU cannot feed at the demand's CPU per GPU, capped at
+// the node's own CPU per GPU (M' carries no memory, so memory does not
+// enter S_n). The integer part is FGD's score under M'; S_n only ranks nodes of
 // equal integer score, so it anticipates stranding but never outweighs a
 // fragmentation difference. Equal scores go to the first node in the
 // replay's order; a GPU-sharing pod tries each GPU with room.
