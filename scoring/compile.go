@@ -147,7 +147,7 @@ func newShape(key shapeKey, m *model) *shape {
 			shapeCache.charge(key, func(v *shape) bool { return v == sh }, delta)
 		}
 		N := int64(1) << m.n
-		sh.bytes += N*(int64(unsafe.Sizeof(own{}))+8+4*scopeKinds+4) + sh.def.bytes()
+		sh.bytes += N*(int64(unsafe.Sizeof(own{}))+8+4*scopeKinds+4+8) + sh.def.bytes()
 	} else {
 		sh.large = newLargeModel(m)
 		sh.bytes += n*n*(8+1+1) + n*64 + largeRingCacheMax*48

@@ -118,33 +118,47 @@
 // compare lexicographically by
 //
 //  1. the ring class of S (below): a higher class always wins;
-//  2. the own quality of S: the weighted mean of ring, aggregate, numa and
-//     pcie (c) and, when active, affinity and scope, quantised to steps of
-//     2^-20 (about 1e-6), so that qualities that differ only by rounding
-//     tie;
-//  3. the score (the weighted mean of all components), so look-ahead,
-//     packing, fit and fragmentation (d) break ties among sets of equal
-//     quality;
-//  4. the lexicographically smallest sorted index list.
+//  2. when active, the weighted mean of affinity and preferred scope,
+//     quantised to steps of 2^-20 (about 1e-6);
+//  3. the fabric lanes of S: the sum over its pairs of the lanes of a
+//     fabric link (NVLink, NVSwitch, xGMI; at least 1 per fabric link),
+//     PCIe and no path counting 0 (when Weights.Aggregate > 0);
+//  4. the number of its pairs whose devices share a known NUMA node (or,
+//     both without one, the same CPU affinity; unknown pairs count as not
+//     shared) (when Weights.NUMA > 0);
+//  5. the summed PCIe closeness of its pairs, as in the pcie component (a
+//     fabric pair is the closest) (when Weights.PCIe > 0);
+//  6. the score (the weighted mean of all components), so the bandwidth
+//     within a ring class and the aggregate bandwidth, then look-ahead,
+//     packing, fit and fragmentation (d) break ties among sets equal on
+//     all of the above;
+//  7. the lexicographically smallest sorted index list.
+//
+// Levels 3 to 5 are exact sums on nodes of up to 16 devices; on larger
+// nodes a sum that could exceed its 12- or 8-bit field is scaled to it.
+// So among the sets with the request's best ring, its own NUMA locality,
+// then PCIe closeness, come before look-ahead and packing: a 4-GPU job
+// on an 8-GPU node of two NUMA nodes stays inside one when a NUMA node
+// has 4 free GPUs of the best ring class.
 //
 // The ring class orders the bottleneck link of S's best ring: a ring of
 // fabric links (NVLink, NVSwitch, xGMI) beats any ring with a PCIe hop,
 // which beats any ring with a hop of no known path; within each group, by
 // bandwidth in tiers of 1/16 octave, tier = ⌊16·log2(1 + GB/s)⌋. That is
 // the tolerance: bottlenecks less than about 4.4% apart may share a class
-// (and then the ring component, part of the own quality, still prefers
-// the stronger), bottlenecks further apart never do. A single device has
+// (and then the ring component, part of the score, still prefers the
+// stronger among sets equal on the levels after the class), bottlenecks further apart never do. A single device has
 // the highest class. So a request never gets a weaker ring than a free set
 // of its size offers, nor a PCIe hop when an all-fabric ring is free, to
 // protect a later request.
 //
 // Weights trade: with Weights.Trade set (or Weights.Ring = 0) the order is
 // the score alone, the weighted mean of every component, and a user may
-// give up some of this request's ring for look-ahead or packing (see the
-// Weights example). Result.Score is the weighted mean either way, so
-// scores compare across nodes; request first, a runner-up may score
-// higher than the winner when it loses on class or own quality, and
-// RunnerUp.Why says so.
+// give up some of this request's ring, lanes or locality for look-ahead or
+// packing (see the Weights example). Result.Score is the weighted mean
+// either way, so scores compare across nodes; request first, a runner-up
+// may score higher than the winner when it loses on one of the levels
+// above, and RunnerUp.Why says which.
 //
 // # Fragmentation
 //

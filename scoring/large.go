@@ -479,6 +479,10 @@ func (s *largeSearch) statsNoRing(x []int) setStats {
 			st.numaSpan++
 		}
 		in := int64(ca * (ca - 1) / 2)
+		st.laneSum += int(in) * int(lm.m.lanes[cl.members[0]*lm.m.n+cl.members[min(1, len(cl.members)-1)]])
+		if lm.m.numaKnown[cl.members[0]] {
+			st.numaPairs += int(in)
+		}
 		if cl.intraSW {
 			st.switched += in * cl.intraBW
 		} else {
@@ -491,6 +495,10 @@ func (s *largeSearch) statsNoRing(x []int) setStats {
 				continue
 			}
 			p := int64(ca * cb)
+			st.laneSum += int(p) * int(lm.m.lanes[cl.members[0]*lm.m.n+lm.cls[b].members[0]])
+			if rb := lm.cls[b].members[0]; lm.m.numaKnown[cl.members[0]] && lm.m.numaKnown[rb] && cl.numa == lm.cls[b].numa {
+				st.numaPairs += int(p)
+			}
 			if lm.csw[a*C+b] {
 				st.switched += p * lm.cbw[a*C+b]
 			} else {
@@ -609,14 +617,16 @@ func (s *largeSearch) score() (int64, float64, bool) {
 	st := s.statsNoRing(s.x)
 	if st.k >= 2 {
 		st.ringRV = s.ringUpper(s.x)
-		u := unitScore(st.components(), &q.w)
-		if !s.mayWin(q.key(st.class(), q.ownRaw(u, aff, scope)), q.combine(u, u, pack, aff, scope, fit, frag)) {
+		o := st.components()
+		u := unitScore(o, &q.w)
+		if !s.mayWin(q.key(st, aff, scope), q.combine(u, u, pack, aff, scope, fit, frag)) {
 			return 0, 0, false
 		}
 		st.ringRV = s.ringOfCounts(s.x)
 	}
-	u := unitScore(st.components(), &q.w)
-	key := q.key(st.class(), q.ownRaw(u, aff, scope))
+	o := st.components()
+	u := unitScore(o, &q.w)
+	key := q.key(st, aff, scope)
 	if q.wLA == 0 {
 		return key, q.combine(u, u, pack, aff, scope, fit, frag), true
 	}

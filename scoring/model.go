@@ -117,6 +117,10 @@ type model struct {
 	// useful[k] reports whether some scope of kind k+1 holds 2+ devices.
 	useful [scopeKinds]bool
 	numa   []int // NUMA locality group id (scopeID[ScopeNUMA-1])
+	// lanes is a pair's fabric lanes, n*n: max(Link.Lanes, 1) for a fabric
+	// link, 0 otherwise; maxLanes the most of any pair.
+	lanes    []int16
+	maxLanes int
 	// numaKnown[i]: device i has a NUMA node or a CPU affinity. Unknown
 	// devices do not count towards a set's NUMA span.
 	numaKnown []bool
@@ -130,7 +134,7 @@ func newModel(node *topology.Node) (*model, error) {
 	if n > MaxDevices {
 		return nil, reqErr(ErrTooManyDevices, nil, "node %q has %d devices, more than scoring.MaxDevices (%d)", node.Name(), n, MaxDevices)
 	}
-	m := &model{node: node, n: n, bw: make([]int64, n*n), rv: make([]int64, n*n), sw: make([]bool, n*n), pcie: make([]int8, n*n),
+	m := &model{node: node, n: n, bw: make([]int64, n*n), rv: make([]int64, n*n), sw: make([]bool, n*n), pcie: make([]int8, n*n), lanes: make([]int16, n*n),
 		memory: make([]uint64, n), healthy: make([]bool, n), nics: len(node.NICs())}
 	tree := make([]bool, n*n) // PIX or PXB beneath the pair: one switch tree
 	for i := range n {
@@ -159,6 +163,8 @@ func newModel(node *topology.Node) (*model, error) {
 			m.pcie[i*n+j] = int8(pcieScore(pc))
 			if l.Kind.IsFabric() {
 				m.pcie[i*n+j] = 5
+				m.lanes[i*n+j] = int16(min(max(l.Lanes, 1), math.MaxInt16))
+				m.maxLanes = max(m.maxLanes, int(m.lanes[i*n+j]))
 			}
 		}
 	}
@@ -263,7 +269,11 @@ type setStats struct {
 	direct   int64 // sum of non-NVSwitch pair bandwidths, MB/s
 	switched int64 // sum of NVSwitch pair bandwidths, MB/s
 	numaSpan int   // distinct known NUMA groups (at least 1)
-	pcieSum  int   // sum of pair PCIe scores
+	// numaPairs counts the pairs whose devices share a known NUMA locality
+	// group (a NUMA node, else a CPU affinity).
+	numaPairs int
+	pcieSum   int // sum of pair PCIe scores
+	laneSum   int // sum of pair fabric lanes
 }
 
 // own holds the set's own components, each in [0,1].

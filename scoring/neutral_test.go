@@ -2,6 +2,7 @@ package scoring_test
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -20,8 +21,12 @@ import (
 // ring bottleneck in fabric lanes (NVLink, NVSwitch, xGMI; a PCIe hop or no
 // path counts 0), then its total lanes over all pairs, then its number of
 // same-NUMA pairs. For every case it asks whether another free set of the
-// same size is strictly better on the ring bottleneck, on (ring, lanes), and
-// on the whole triple.
+// same size is strictly better on the ring bottleneck, on (ring, lanes), on
+// (ring, lanes, same-NUMA pairs), and on the whole quadruple with PCIe
+// closeness last: the sum over pairs of the closeness of the path a pair's
+// traffic takes (a fabric link is the closest, 5; else PIX 5, PXB 4, PHB 3,
+// NODE 2, SYS or unknown 1). A pair is same-NUMA when both devices have one
+// known NUMA node, or, with none, the same known CPU affinity.
 
 // neutralMachine holds the neutral per-subset values of one node of at most
 // 16 devices.
@@ -30,6 +35,68 @@ type neutralMachine struct {
 	ring  []int // best ring bottleneck in lanes, per subset mask (2+ devices)
 	lanes []int // total lanes over the subset's pairs
 	numa  []int // same-NUMA pairs (both NUMA nodes known and equal)
+	pcie  []int // summed PCIe closeness of the pairs
+	// class is the ring class of the best ring as the package documents it
+	// (fabric before PCIe before no path, then bandwidth in tiers of 1/16
+	// octave), from topology.Link alone: the ring level of the full order.
+	class []int
+}
+
+// ringValue orders a link for the ring bottleneck: group (fabric 2, PCIe 1,
+// none 0) then bandwidth in MB/s.
+func ringValue(l topology.Link) int64 {
+	bw := int64(math.Round(max(l.Bandwidth, 0) * 1000))
+	switch {
+	case l.Kind.IsFabric():
+		return 2<<40 | bw
+	case l.Kind.IsPCIe():
+		return 1<<40 | bw
+	}
+	return bw
+}
+
+// classOf is the documented ring class of a bottleneck ring value.
+func classOf(rv int64) int {
+	g := int(rv >> 40)
+	if g == 0 {
+		return 0
+	}
+	tier := 0
+	if bw := float64(rv&(1<<40-1)) / 1000; bw > 0 {
+		tier = min(int(16*math.Log2(1+bw)), 255)
+	}
+	return 1 + (g-1)*256 + tier
+}
+
+// pcieCloseness is a pair's closeness: 5 for a fabric link, else its PCIe
+// class, PIX 5 down to SYS 1; unknown counts as SYS.
+func pcieCloseness(l topology.Link) int {
+	if l.Kind.IsFabric() {
+		return 5
+	}
+	switch l.Kind {
+	case topology.LinkPIX:
+		return 5
+	case topology.LinkPXB:
+		return 4
+	case topology.LinkPHB:
+		return 3
+	case topology.LinkNODE:
+		return 2
+	}
+	return 1
+}
+
+// localityOf is a device's NUMA locality: its NUMA node, else its CPU
+// affinity, else "" (unknown).
+func localityOf(d topology.Device) string {
+	switch {
+	case d.NUMA >= 0:
+		return fmt.Sprint("numa", d.NUMA)
+	case !d.CPUs.IsEmpty():
+		return "cpus" + d.CPUs.String()
+	}
+	return ""
 }
 
 func laneOf(l topology.Link) int {
@@ -51,7 +118,24 @@ func newNeutralMachine(node *topology.Node) *neutralMachine {
 			}
 		}
 	}
-	nm := &neutralMachine{n: n, ring: make([]int, N), lanes: make([]int, N), numa: make([]int, N)}
+	nm := &neutralMachine{n: n, ring: make([]int, N), lanes: make([]int, N), numa: make([]int, N), pcie: make([]int, N), class: make([]int, N)}
+	rv := make([][]int64, n)
+	for i := range n {
+		rv[i] = make([]int64, n)
+		for j := range n {
+			if i != j {
+				rv[i][j] = ringValue(node.Link(i, j))
+			}
+		}
+	}
+	// reachRV is reach over ring values.
+	reachRV := make([][]int64, N)
+	for mask := 1; mask < N; mask++ {
+		reachRV[mask] = make([]int64, n)
+		for v := range n {
+			reachRV[mask][v] = -1
+		}
+	}
 	// reach[mask][v]: the best bottleneck of a path that starts at mask's
 	// lowest device, visits every device of mask and ends at v (-1: none).
 	reach := make([][]int, N)
@@ -65,18 +149,31 @@ func newNeutralMachine(node *topology.Node) *neutralMachine {
 		low := bits.TrailingZeros(uint(mask))
 		if mask == 1<<low {
 			reach[mask][low] = 1 << 30
+			reachRV[mask][low] = math.MaxInt64
+		}
+		for v := range n {
+			b := reachRV[mask][v]
+			if b < 0 {
+				continue
+			}
+			for u := low + 1; u < n; u++ {
+				if mask&(1<<u) == 0 {
+					reachRV[mask|1<<u][u] = max(reachRV[mask|1<<u][u], min(b, rv[v][u]))
+				}
+			}
 		}
 		// Totals: add the highest device to the rest.
 		hi := bits.Len(uint(mask)) - 1
 		rest := mask &^ (1 << hi)
-		nm.lanes[mask], nm.numa[mask] = nm.lanes[rest], nm.numa[rest]
+		nm.lanes[mask], nm.numa[mask], nm.pcie[mask] = nm.lanes[rest], nm.numa[rest], nm.pcie[rest]
 		for j := range n {
 			if rest&(1<<j) != 0 {
 				nm.lanes[mask] += lane[hi][j]
-				a, b := node.Device(hi).NUMA, node.Device(j).NUMA
-				if a >= 0 && a == b {
+				a, b := localityOf(node.Device(hi)), localityOf(node.Device(j))
+				if a != "" && a == b {
 					nm.numa[mask]++
 				}
+				nm.pcie[mask] += pcieCloseness(node.Link(hi, j))
 			}
 		}
 		for v := range n {
@@ -90,6 +187,20 @@ func newNeutralMachine(node *topology.Node) *neutralMachine {
 					reach[mask|1<<u][u] = max(reach[mask|1<<u][u], nb)
 				}
 			}
+		}
+		switch c := bits.OnesCount(uint(mask)); {
+		case c == 1:
+			nm.class[mask] = 513
+		case c == 2:
+			nm.class[mask] = classOf(rv[low][hi])
+		default:
+			best := int64(0)
+			for v := range n {
+				if v != low && reachRV[mask][v] >= 0 {
+					best = max(best, min(reachRV[mask][v], rv[v][low]))
+				}
+			}
+			nm.class[mask] = classOf(best)
 		}
 		switch c := bits.OnesCount(uint(mask)); {
 		case c == 2:
@@ -110,28 +221,33 @@ func newNeutralMachine(node *topology.Node) *neutralMachine {
 // scorecard counts, over cases, how often another free set beats the
 // answer strictly.
 type scorecard struct {
-	cases, ringBetter, lanesBetter, allBetter int
-	examples                                  []string
+	cases, ringBetter, lanesBetter, numaBetter, allBetter int
+	examples, allExamples                                 []string
 }
 
 func (s *scorecard) String() string {
-	return fmt.Sprintf("%d cases: a strictly better free set exists on the ring bottleneck in %d, on (ring, total lanes) in %d, on (ring, lanes, same-NUMA pairs) in %d",
-		s.cases, s.ringBetter, s.lanesBetter, s.allBetter)
+	return fmt.Sprintf("%d cases: a strictly better free set exists on the ring bottleneck in %d, on (ring, total lanes) in %d, on (ring, lanes, same-NUMA pairs) in %d, on (ring class, lanes, same-NUMA pairs, PCIe closeness) in %d",
+		s.cases, s.ringBetter, s.lanesBetter, s.numaBetter, s.allBetter)
 }
 
 // judge scores answer (a mask) against every k-subset of free.
 func (s *scorecard) judge(nm *neutralMachine, free, answer uint, name string) {
 	k := bits.OnesCount(answer)
-	a := [3]int{nm.ring[answer], nm.lanes[answer], nm.numa[answer]}
-	var ring, lanes, all bool
+	a := [4]int{nm.ring[answer], nm.lanes[answer], nm.numa[answer], nm.pcie[answer]}
+	full := [4]int{nm.class[answer], nm.lanes[answer], nm.numa[answer], nm.pcie[answer]}
+	var ring, lanes, numa, all bool
+	var better uint
 	for sub := free; sub != 0; sub = (sub - 1) & free {
 		if bits.OnesCount(sub) != k {
 			continue
 		}
-		b := [3]int{nm.ring[sub], nm.lanes[sub], nm.numa[sub]}
+		b := [4]int{nm.ring[sub], nm.lanes[sub], nm.numa[sub], nm.pcie[sub]}
 		ring = ring || b[0] > a[0]
 		lanes = lanes || slices.Compare(b[:2], a[:2]) > 0
-		all = all || slices.Compare(b[:], a[:]) > 0
+		numa = numa || slices.Compare(b[:3], a[:3]) > 0
+		if f := [4]int{nm.class[sub], b[1], b[2], b[3]}; slices.Compare(f[:], full[:]) > 0 {
+			all, better = true, sub
+		}
 	}
 	s.cases++
 	if ring {
@@ -143,8 +259,15 @@ func (s *scorecard) judge(nm *neutralMachine, free, answer uint, name string) {
 	if lanes {
 		s.lanesBetter++
 	}
+	if numa {
+		s.numaBetter++
+	}
 	if all {
 		s.allBetter++
+		if len(s.allExamples) < 5 {
+			s.allExamples = append(s.allExamples, fmt.Sprintf("%s: free %b, k=%d, chose %b %v, %b is better %v", name, free, k, answer, full,
+				better, [4]int{nm.class[better], nm.lanes[better], nm.numa[better], nm.pcie[better]}))
+		}
 	}
 }
 
@@ -246,7 +369,9 @@ func neutralRandom(t *testing.T, machines, perMachine int, w *scoring.Weights) *
 
 // TestNeutralScorecardRandom: on random machines, under default weights,
 // no free set of the requested size has a strictly better ring bottleneck
-// in fabric lanes than the answer. 10,000+ cases without -short (about
+// in fabric lanes than the answer, nor one strictly better on (ring class,
+// fabric lanes, same-NUMA pairs, PCIe closeness) compared level by level:
+// the request's own locality comes before look-ahead and packing. 10,000+ cases without -short (about
 // 2,000 with it).
 func TestNeutralScorecardRandom(t *testing.T) {
 	machines := 2400
@@ -259,6 +384,7 @@ func TestNeutralScorecardRandom(t *testing.T) {
 		require.GreaterOrEqual(t, s.cases, 10000)
 	}
 	require.Zero(t, s.ringBetter, "answers with a strictly better free ring: %v", s.examples)
+	require.Zero(t, s.allBetter, "answers with a strictly better free set on (ring class, lanes, same-NUMA pairs, PCIe closeness): %v", s.allExamples)
 }
 
 // realNodes returns every shared topology of at most 16 devices as built
@@ -296,7 +422,8 @@ func realNodes(t *testing.T) (rich, text map[string]*topology.Node, ids []string
 // TestNeutralScorecardReal: every real topology of up to 16 devices, read
 // from JSON and from its nvidia-smi text, every request size with all
 // devices free and 200 random free states each: no free set has a strictly
-// better ring bottleneck than the answer under default weights.
+// better ring bottleneck than the answer under default weights, nor one
+// strictly better on (ring class, lanes, same-NUMA pairs, PCIe closeness).
 func TestNeutralScorecardReal(t *testing.T) {
 	if _, ok := shareddata.Dir(); !ok {
 		t.Skip("shared data absent")
@@ -326,6 +453,7 @@ func TestNeutralScorecardReal(t *testing.T) {
 	}
 	t.Logf("default weights, %d real topologies (JSON and nvidia-smi text): %v", len(ids), &s)
 	require.Zero(t, s.ringBetter, "answers with a strictly better free ring: %v", s.examples)
+	require.Zero(t, s.allBetter, "answers with a strictly better free set on (ring class, lanes, same-NUMA pairs, PCIe closeness): %v", s.allExamples)
 }
 
 // smiText renders node as `nvidia-smi topo -m` prints it: NV# for NVLink
@@ -542,4 +670,105 @@ func TestRichAndTextAgree(t *testing.T) {
 	}
 	t.Logf("%d topologies read both ways: %d identical choices, %d different but equal on everything the text holds", pairs, same, tied)
 	require.Positive(t, pairs)
+}
+
+// subsetLevels returns the full order's levels of set on node, brute
+// force: ring class, fabric lanes, same-NUMA pairs, PCIe closeness.
+func subsetLevels(node *topology.Node, set []int) [4]int {
+	k := len(set)
+	var lv [4]int
+	for a, i := range set {
+		for _, j := range set[a+1:] {
+			l := node.Link(i, j)
+			lv[1] += laneOf(l)
+			if la, lb := localityOf(node.Device(i)), localityOf(node.Device(j)); la != "" && la == lb {
+				lv[2]++
+			}
+			lv[3] += pcieCloseness(l)
+		}
+	}
+	if k == 2 {
+		lv[0] = classOf(ringValue(node.Link(set[0], set[1])))
+		return lv
+	}
+	// bottleneck Hamiltonian cycle through set[0]
+	N := 1 << k
+	reach := make([]int64, N*k)
+	for i := range reach {
+		reach[i] = -1
+	}
+	reach[1*k+0] = math.MaxInt64
+	for mask := 1; mask < N; mask += 2 {
+		for v := range k {
+			b := reach[mask*k+v]
+			if b < 0 {
+				continue
+			}
+			for u := 1; u < k; u++ {
+				if mask&(1<<u) == 0 {
+					nb := min(b, ringValue(node.Link(set[v], set[u])))
+					if idx := (mask|1<<u)*k + u; nb > reach[idx] {
+						reach[idx] = nb
+					}
+				}
+			}
+		}
+	}
+	best := int64(0)
+	for v := 1; v < k; v++ {
+		if b := reach[(N-1)*k+v]; b >= 0 {
+			best = max(best, min(b, ringValue(node.Link(set[v], set[0]))))
+		}
+	}
+	lv[0] = classOf(best)
+	return lv
+}
+
+// TestLocalityLargeSharedSampled: on the shared machines of more than 16
+// devices (beyond the brute force above), for random free states and
+// requests of 2 to 6 devices, none of 2,000 random free sets of the
+// request's size is strictly better than the answer on (ring class, lanes,
+// same-NUMA pairs, PCIe closeness).
+func TestLocalityLargeSharedSampled(t *testing.T) {
+	if _, ok := shareddata.Dir(); !ok {
+		t.Skip("shared data absent")
+	}
+	rng := rand.New(rand.NewPCG(27, 16))
+	cases := 0
+	for _, f := range shareddata.Topologies(t) {
+		node, err := f.Node()
+		require.NoError(t, err, f.ID)
+		n := node.Len()
+		if n <= 16 {
+			continue
+		}
+		for range 30 {
+			st := scoring.NewState(n)
+			var free []int
+			for i := range n {
+				if rng.IntN(3) == 0 {
+					require.NoError(t, st.Allocate(i))
+				} else {
+					free = append(free, i)
+				}
+			}
+			k := 2 + rng.IntN(5)
+			if len(free) < k {
+				continue
+			}
+			r, err := scoring.SelectDevices(node, st, scoring.Request{Count: k})
+			require.NoError(t, err, "%s k=%d", f.ID, k)
+			got := subsetLevels(node, r.Devices())
+			cases++
+			for range 2000 {
+				rng.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+				set := slices.Clone(free[:k])
+				slices.Sort(set)
+				other := subsetLevels(node, set)
+				require.LessOrEqual(t, slices.Compare(other[:], got[:]), 0,
+					"%s k=%d: chose %v %v, %v is better %v", f.ID, k, r.Devices(), got, set, other)
+			}
+		}
+	}
+	t.Logf("%d cases on the shared machines of more than 16 devices", cases)
 }

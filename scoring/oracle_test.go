@@ -444,35 +444,61 @@ func (o *oracle) candidateOK(s []int) bool {
 // oEval is a candidate's place in the documented order.
 type oEval struct {
 	class int     // ring class
-	own   float64 // own quality
-	ownQ  int64   // own quality quantised to 2^-20
+	own   float64 // affinity and preferred scope, weighted mean (0 when inactive)
+	lanes float64 // fabric lanes over the pairs (0 when the Aggregate weight is 0)
+	pairs float64 // same-NUMA pairs (0 when the NUMA weight is 0)
+	pcie  float64 // summed PCIe closeness of the pairs (0 when the PCIe weight is 0)
 	score float64 // weighted mean of all components
 	lex   bool    // request first
 }
 
 // atLeast reports whether a is at least as good as b, up to the
-// tolerances of floating point (own qualities within 1e-9 straddling a
-// quantisation step count as equal).
+// tolerances of floating point (affinity levels within 1e-9 straddling a
+// quantisation step of 2^-20 count as equal).
 func atLeast(a, b oEval) bool {
 	if a.lex {
 		if a.class != b.class {
 			return a.class > b.class
 		}
-		if math.Abs(a.own-b.own) < 1e-9 {
-			return true
+		if math.Abs(a.own-b.own) >= 1e-9 {
+			if qa, qb := math.Floor(a.own*(1<<20)+0.5), math.Floor(b.own*(1<<20)+0.5); qa != qb {
+				return qa > qb
+			}
 		}
-		if a.ownQ != b.ownQ {
-			return a.ownQ > b.ownQ
+		for _, l := range [][2]float64{{a.lanes, b.lanes}, {a.pairs, b.pairs}, {a.pcie, b.pcie}} {
+			if math.Abs(l[0]-l[1]) > 1e-9 {
+				return l[0] > l[1]
+			}
 		}
 	}
 	return a.score >= b.score-tol
 }
 
+// levels returns s's fabric lanes (max(Lanes, 1) per fabric pair),
+// same-NUMA pairs (a known locality group shared) and summed PCIe
+// closeness (5 for a fabric pair, else PIX 5 ... SYS or unknown 1).
+func (o *oracle) levels(s []int) (lanes, pairs, pcie float64) {
+	for a, i := range s {
+		for _, j := range s[a+1:] {
+			l := o.node.Link(i, j)
+			if l.Kind.IsFabric() {
+				lanes += float64(max(l.Lanes, 1))
+				pcie += 5
+			} else {
+				pcie += 5 * pcieOf(l)
+			}
+			if ki := o.numaKey(i); ki != "?" && ki == o.numaKey(j) {
+				pairs++
+			}
+		}
+	}
+	return lanes, pairs, pcie
+}
+
 // eval places s in the documented order.
 func (o *oracle) eval(s []int, free []int) oEval {
 	w := o.w
-	num, den := w.Ring+w.Aggregate+w.NUMA+w.PCIe, w.Ring+w.Aggregate+w.NUMA+w.PCIe
-	num *= o.unit(s)
+	var num, den float64
 	if len(o.req.Affinity.NUMA) > 0 || len(o.req.Affinity.NICs) > 0 {
 		a := 0.0
 		for _, i := range s {
@@ -487,11 +513,20 @@ func (o *oracle) eval(s []int, free []int) oEval {
 		}
 		den += w.Scope
 	}
-	e := oEval{class: o.class(s), own: 1, score: o.score(s, free), lex: !w.Trade && w.Ring > 0}
+	e := oEval{class: o.class(s), score: o.score(s, free), lex: !w.Trade && w.Ring > 0}
 	if den > 0 {
 		e.own = num / den
 	}
-	e.ownQ = int64(math.Floor(e.own*(1<<20) + 0.5))
+	lanes, pairs, pcie := o.levels(s)
+	if w.Aggregate > 0 {
+		e.lanes = lanes
+	}
+	if w.NUMA > 0 {
+		e.pairs = pairs
+	}
+	if w.PCIe > 0 {
+		e.pcie = pcie
+	}
 	return e
 }
 

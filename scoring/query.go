@@ -44,16 +44,70 @@ type query struct {
 	fit                                             []float64 // per device, for shared slices (large nodes)
 	explain                                         bool
 	// lex: request first (Weights.Trade unset and Weights.Ring > 0): sets
-	// compare by key (ring class, then quantised own quality) before score.
+	// compare by key (see packKey) before score.
 	lex      bool
-	ownScale float64 // ownSteps / (wU + wAff + wScope), 0 when that is 0
+	ownScale float64 // ownSteps / (wAff + wScope), 0 when that is 0
 }
 
-// ownSteps quantises the request's own quality (a weighted mean in [0,1])
-// for the request-first order: own qualities in different steps of
-// 1/ownSteps never tie, so look-ahead and packing decide only between sets
-// whose own quality agrees to about 1e-6.
+// ownSteps quantises the request's affinity and preferred-scope level (a
+// weighted mean in [0,1]) for the request-first order: values in
+// different steps of 1/ownSteps never tie.
 const ownSteps = 1 << 20
+
+// The request-first key packs, most significant first: the ring class
+// (10 bits), affinity and preferred scope (21 bits, 0..ownSteps), the
+// set's fabric lanes (12 bits), its same-NUMA pairs (8 bits) and its
+// summed PCIe closeness (12 bits). The last three are exact sums on nodes
+// of up to 16 devices; on larger ones a sum that can exceed its field is
+// scaled to it.
+const (
+	keyPCIeBits   = 12
+	keyNUMAShift  = keyPCIeBits
+	keyNUMABits   = 8
+	keyLaneShift  = keyNUMAShift + keyNUMABits
+	keyLaneBits   = 12
+	keyOwnShift   = keyLaneShift + keyLaneBits // 32
+	keyClassShift = keyOwnShift + 21           // 53
+	keyLevelMask  = 1<<keyOwnShift - 1
+)
+
+// field fits v, at most vmax, into bits bits: v itself when vmax fits,
+// else v scaled (monotone, so the order of sets is kept up to ties).
+func field(v, vmax, bits int) int64 {
+	lim := 1<<bits - 1
+	if vmax <= lim {
+		return int64(v)
+	}
+	return int64(v) * int64(lim) / int64(vmax)
+}
+
+// levels packs the lower request-first levels of a set with stats st on
+// model m: fabric lanes, same-NUMA pairs and PCIe closeness.
+func levels(m *model, st setStats) int64 {
+	if st.k <= 1 {
+		return keyLevelMask
+	}
+	pairs := st.k * (st.k - 1) / 2
+	return field(st.laneSum, pairs*m.maxLanes, keyLaneBits)<<keyLaneShift |
+		field(st.numaPairs, pairs, keyNUMABits)<<keyNUMAShift |
+		field(st.pcieSum, 5*pairs, keyPCIeBits)
+}
+
+// packKey builds a request-first key from a ring class, the quantised
+// affinity and preferred-scope level and the packed lower levels; a level
+// whose weight is 0 (Aggregate for the lanes, NUMA, PCIe) does not count.
+func packKey(class int, own, lv int64, w *Weights) int64 {
+	if w.Aggregate == 0 {
+		lv &^= (1<<keyLaneBits - 1) << keyLaneShift
+	}
+	if w.NUMA == 0 {
+		lv &^= (1<<keyNUMABits - 1) << keyNUMAShift
+	}
+	if w.PCIe == 0 {
+		lv &^= 1<<keyPCIeBits - 1
+	}
+	return int64(class)<<keyClassShift | own<<keyOwnShift | lv
+}
 
 // prepare validates req against c and state. With perDevice set it also
 // fills q.aff and q.fit (the small-node search keeps them in stack arrays
@@ -239,25 +293,25 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	q.wSum = q.wU + q.wLA + q.wPack + q.wAff + q.wScope + q.wFit + q.wFrag
 	q.lex = !w.Trade && w.Ring > 0
 	q.ownScale = 0
-	if wo := q.wU + q.wAff + q.wScope; wo > 0 {
+	if wo := q.wAff + q.wScope; wo > 0 {
 		q.ownScale = ownSteps / wo
 	}
 	return nil
 }
 
-// ownRaw is the weighted sum of the request's own terms: its unit quality
-// u (ring, aggregate, NUMA, PCIe), affinity and preferred scope.
-func (q *query) ownRaw(u, aff, scope float64) float64 {
-	return q.wU*u + q.wAff*aff + q.wScope*scope
+// ownQ is the quantised affinity and preferred-scope level of a set.
+func (q *query) ownQ(aff, scope float64) int64 {
+	return int64((q.wAff*aff+q.wScope*scope)*q.ownScale + 0.5)
 }
 
-// key is the request-first sort key of a set of ring class class and own
-// terms ownRaw: 0 when the request trades (no request-first order).
-func (q *query) key(class int, ownRaw float64) int64 {
+// key is the request-first sort key of a set with stats st, affinity aff
+// and scope term scope: 0 when the request trades (no request-first
+// order).
+func (q *query) key(st setStats, aff, scope float64) int64 {
 	if !q.lex {
 		return 0
 	}
-	return int64(class)<<32 | int64(ownRaw*q.ownScale+0.5)
+	return packKey(st.class(), q.ownQ(aff, scope), levels(q.m, st), &q.w)
 }
 
 // fragTerm maps a change of expected fragment (milli-GPU) to [0,1] like

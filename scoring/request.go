@@ -238,16 +238,16 @@ type Weights struct {
 	// own ring: a user who wants to protect future requests at the expense
 	// of this one sets it. When false (the zero value and DefaultWeights),
 	// the request comes first: with Ring > 0, sets compare by their ring
-	// class, then by their own quality (ring, aggregate, NUMA, PCIe,
-	// affinity and preferred scope, weighted), and the weighted mean of all
-	// components decides only among sets equal on both (see "Request first"
+	// class, then affinity and preferred scope, fabric lanes, same-NUMA
+	// pairs and PCIe closeness, and the weighted mean of all components
+	// decides only among sets equal on all of those (see "Request first"
 	// in the package documentation).
 	Trade bool
 }
 
 // DefaultWeights returns the default policy: the request first (Trade is
-// false: the ring class, then the set's own quality decide before anything
-// else), and among sets equal on those, the look-ahead as heavy as the set's
+// false: the ring class, then the set's own lanes and locality decide
+// before anything else), and among sets equal on those, the look-ahead as heavy as the set's
 // own quality, then packing. Within the own quality a doubling of ring
 // bandwidth is worth 10 points of 100 on the Ring term.
 func DefaultWeights() Weights {

@@ -14,8 +14,8 @@ type Result struct {
 	// Score is the objective value of Set, the weighted mean of its
 	// components, in [0,1]. Scores are comparable across nodes for the same
 	// request (no component is normalised by the node's own best). Within a
-	// node, request first (the default), the set is chosen by ring class
-	// and own quality before Score (see "Request first" in the package
+	// node, request first (the default), the set is chosen by ring class,
+	// lanes and locality before Score (see "Request first" in the package
 	// documentation).
 	Score float64
 	// Exact reports whether Set is proven optimal under the objective
@@ -55,13 +55,13 @@ type RunnerUp struct {
 	// Set is the runner-up devices.
 	Set DeviceSet
 	// Score is its objective value. Request first (the default), it may
-	// exceed the winner's Score when the runner-up has a lower ring class
-	// or own quality; Why then says so.
+	// exceed the winner's Score when the runner-up loses on the ring class,
+	// lanes or locality; Why then says so.
 	Score float64
 	// Components are its named terms, in the same order as the winner's.
 	Components []Component
-	// Why explains the loss: a lower ring class or own quality (request
-	// first), else the components where it scored lower, largest weighted
+	// Why explains the loss: the request-first level it lost on (ring
+	// class, affinity and scope, lanes, same-NUMA pairs, PCIe), else the components where it scored lower, largest weighted
 	// loss first, or the tie-break when scores are equal.
 	Why string
 }
@@ -112,14 +112,23 @@ func explainLoss(winSet, loseSet DeviceSet, winScore, loseScore float64, winKey,
 			losses = append(losses, loss{win[i].Name, d, compareValues(lose[i], win[i])})
 		}
 	}
-	if wc, lc := winKey>>32, loseKey>>32; wc > lc {
+	if wc, lc := winKey>>keyClassShift, loseKey>>keyClassShift; wc > lc {
 		return fmt.Sprintf("request first: weaker ring class %d < %d (%s vs %s)", lc, wc, lose[0].Detail, win[0].Detail)
 	}
-	if winKey > loseKey {
-		lo, wo := float64(loseKey&(1<<32-1))/ownSteps, float64(winKey&(1<<32-1))/ownSteps
-		p := distinctDigits(lo, wo, 4)
-		return fmt.Sprintf("request first: same ring class, lower own quality (ring, aggregate, NUMA, PCIe, affinity, scope) %.*f < %.*f",
-			p, lo, p, wo)
+	level := func(key int64, shift, bits int) int64 { return key >> shift & (1<<bits - 1) }
+	if wo, lo := level(winKey, keyOwnShift, keyClassShift-keyOwnShift), level(loseKey, keyOwnShift, keyClassShift-keyOwnShift); wo > lo {
+		l, w := float64(lo)/ownSteps, float64(wo)/ownSteps
+		p := distinctDigits(l, w, 4)
+		return fmt.Sprintf("request first: same ring class, lower affinity and preferred scope %.*f < %.*f", p, l, p, w)
+	}
+	if wl, ll := level(winKey, keyLaneShift, keyLaneBits), level(loseKey, keyLaneShift, keyLaneBits); wl > ll {
+		return fmt.Sprintf("request first: same ring class, fewer fabric lanes over its pairs (%d < %d)", ll, wl)
+	}
+	if wn, ln := level(winKey, keyNUMAShift, keyNUMABits), level(loseKey, keyNUMAShift, keyNUMABits); wn > ln {
+		return fmt.Sprintf("request first: same ring class and fabric lanes, fewer same-NUMA pairs (%d < %d)", ln, wn)
+	}
+	if wp, lp := level(winKey, 0, keyPCIeBits), level(loseKey, 0, keyPCIeBits); wp > lp {
+		return fmt.Sprintf("request first: same ring class, fabric lanes and same-NUMA pairs, farther PCIe (summed pair closeness %d < %d)", lp, wp)
 	}
 	if winScore == loseScore || len(losses) == 0 {
 		return fmt.Sprintf("tied at score %.4f; %v comes first in device order", winScore, winSet)

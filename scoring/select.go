@@ -118,7 +118,6 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[2 * smallMax]
 	if q.lex {
 		keyMask = -1
 	}
-	ownScale := q.ownScale
 	// Without affinity or a preferred scope the own quality is u and its
 	// key is tabulated.
 	ownOnly := q.wAff == 0 && q.wScope == 0
@@ -193,7 +192,8 @@ func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[2 * smallMax]
 			if q.wScope > 0 && scopeT[S] == scopeMask[bits.TrailingZeros32(S)] {
 				raw += q.wScope
 			}
-			key = (key>>32<<32 | int64(raw*ownScale+0.5)) & keyMask
+			own := int64((raw-q.wU*us)*q.ownScale + 0.5)
+			key = (key&^(1<<keyClassShift-1<<keyOwnShift) | own<<keyOwnShift) & keyMask
 		}
 		if key < limKey {
 			continue

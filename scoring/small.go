@@ -21,13 +21,16 @@ type smallTables struct {
 	own     []own
 	ringRV  []int64  // ring value of the best ring's bottleneck
 	class   []uint16 // ring class (ringClass; ringClassSingle below 2 devices)
+	// level holds each mask's lower request-first levels, packed as
+	// packKey does (fabric lanes, same-NUMA pairs, PCIe closeness).
+	level   []int64
 	touched [scopeKinds][]uint32
 }
 
 func newSmallTables(m *model) *smallTables {
 	n := m.n
 	N := 1 << n
-	t := &smallTables{n: n, own: make([]own, N), ringRV: make([]int64, N), class: make([]uint16, N)}
+	t := &smallTables{n: n, own: make([]own, N), ringRV: make([]int64, N), class: make([]uint16, N), level: make([]int64, N)}
 	for k := range t.touched {
 		t.touched[k] = make([]uint32, N)
 	}
@@ -69,13 +72,19 @@ func newSmallTables(m *model) *smallTables {
 	direct := make([]int64, N)
 	switched := make([]int64, N)
 	pcie := make([]int32, N)
+	numaPairs := make([]uint8, N) // at most 120 pairs on 16 devices
+	laneSum := make([]int32, N)
 	numaBits := make([]uint64, N)
 	for mask := 1; mask < N; mask++ {
 		h := 63 - bits.LeadingZeros64(uint64(mask))
 		prev := mask &^ (1 << h)
-		d, s, p := direct[prev], switched[prev], pcie[prev]
+		d, s, p, np, ls := direct[prev], switched[prev], pcie[prev], numaPairs[prev], laneSum[prev]
 		for r := uint64(prev); r != 0; r &= r - 1 {
 			j := bits.TrailingZeros64(r)
+			ls += int32(m.lanes[h*n+j])
+			if m.numaKnown[h] && m.numaKnown[j] && m.numa[h] == m.numa[j] {
+				np++
+			}
 			if m.sw[h*n+j] {
 				s += m.bw[h*n+j]
 			} else {
@@ -83,7 +92,7 @@ func newSmallTables(m *model) *smallTables {
 			}
 			p += int32(m.pcie[h*n+j])
 		}
-		direct[mask], switched[mask], pcie[mask] = d, s, p
+		direct[mask], switched[mask], pcie[mask], numaPairs[mask], laneSum[mask] = d, s, p, np, ls
 		numaBits[mask] = numaBits[prev]
 		if m.numaKnown[h] {
 			numaBits[mask] |= 1 << uint(m.numa[h]&63)
@@ -92,13 +101,14 @@ func newSmallTables(m *model) *smallTables {
 			t.touched[k][mask] = t.touched[k][prev] | uint32(m.scope[k][h].lowBits())
 		}
 		k := bits.OnesCount64(uint64(mask))
-		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), pcieSum: int(p)}
+		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), numaPairs: int(np), pcieSum: int(p), laneSum: int(ls)}
 		if k >= 2 {
 			st.ringRV = vals[ringRank[mask]-1]
 		}
 		t.ringRV[mask] = st.ringRV
 		t.class[mask] = uint16(st.class())
 		t.own[mask] = st.components()
+		t.level[mask] = levels(m, st)
 	}
 	return t
 }
@@ -213,8 +223,8 @@ func sortInt64(v []int64) {
 type weightedTables struct {
 	key unitWeights
 	// uk[mask] holds the unit score and the request-first key of a set
-	// without affinity or preferred scope (ring class << 32 | u quantised
-	// to 2^-20), side by side so the search reads both at once.
+	// without affinity or preferred scope (see packKey), side by side so
+	// the search reads both at once.
 	uk []uKey
 	// charge, when set, reports the bytes of a look-ahead table as it is
 	// built to the cache that holds these tables.
@@ -272,7 +282,7 @@ func newWeightedTables(t *smallTables, key unitWeights) *weightedTables {
 		if bits.OnesCount32(uint32(mask)) > 1 {
 			u = unitScore(t.own[mask], &w)
 		}
-		wt.uk[mask] = uKey{u, int64(t.class[mask])<<32 | int64(u*ownSteps+0.5)}
+		wt.uk[mask] = uKey{u, packKey(int(t.class[mask]), 0, t.level[mask], &w)}
 	}
 	return wt
 }

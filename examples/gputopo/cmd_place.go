@@ -88,7 +88,7 @@ func renderPlacement(w io.Writer, origin string, ns scoring.NodeScore, trade boo
 	if trade {
 		fmt.Fprintf(w, "Policy: trade (the weighted mean of every component decides)\n\n")
 	} else {
-		fmt.Fprintf(w, "Policy: request first (ring class, then own quality; look-ahead and packing break ties)\n\n")
+		fmt.Fprintf(w, "Policy: request first (ring class, then the set's own lanes, NUMA and PCIe locality; look-ahead and packing break ties)\n\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tVALUE\tWEIGHT\tDETAIL")

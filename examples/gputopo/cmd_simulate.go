@@ -71,7 +71,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.BoolVar(&f.quiet, "q", false, "no progress on stderr")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary (per policy, at 100% and 110% arrival) as JSON; the other lines go to stderr")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "replays to run at once (at least 1)")
-	fs.StringVar(&f.mix, "mix", "", "with --synthetic: the pod `mix` as shares of the GPU pods, e.g. pinned=25%,shared=50%,multi=20% (pinned: accept one GPU model; shared: part of one GPU; multi: several whole GPUs); default: the trace's shape")
+	fs.StringVar(&f.mix, "mix", "", "with --synthetic: the pod `mix` as shares of the GPU pods, e.g. pinned=25%,shared=50%,multi=20% (pinned: accept one GPU model; shared: part of one GPU; multi: several whole GPUs), and cpu= the CPU-only share of all pods; default: the trace's shape")
 	fs.StringVar(&f.topology, "topology", "", "replay on topology-rich nodes: `machines` from the catalogue (comma-separated names, or \"mix\" for "+strings.Join(topologyMix, ", ")+"), each node taking in turn one with its GPU count; reports the bandwidth multi-GPU pods got")
 	fs.IntVar(&f.chartFrom, "chart-from", defaultChartFrom, "first arrived-workload `percent` the chart draws (0 for the whole replay)")
 	maxWork := fs.Float64("max-work", defaultMaxSimWork, "refuse an experiment of more than `N` node scorings (GPU nodes x replayed pods x runs) before it starts")
@@ -293,11 +293,16 @@ func parseSimMix(s string) (simulate.Mix, error) {
 			m.Shared = v * scale
 		case "multi":
 			m.Multi = v * scale
+		case "cpu":
+			m.CPU = v * scale
 		default:
-			return m, fmt.Errorf("--mix: unknown key %q (want pinned, shared or multi)", key)
+			return m, fmt.Errorf("--mix: unknown key %q (want pinned, shared, multi or cpu)", key)
 		}
 	}
 	if err := m.Validate(); err != nil {
+		if !(m.CPU <= 0.9) {
+			return m, fmt.Errorf("--mix %s: cpu is a share of all pods from 0 to 90%%", s)
+		}
 		return m, fmt.Errorf("--mix %s: shared + multi is more than 100%% of the GPU pods", s)
 	}
 	return m, nil

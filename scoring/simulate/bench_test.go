@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -39,5 +40,23 @@ func BenchmarkSummarize(b *testing.B) {
 		if len(Summarize(rs, 100)) != 1 {
 			b.Fatal("no summary")
 		}
+	}
+}
+
+// BenchmarkReplayScale is one FGD replay of the synthetic workload (the
+// trace's shape, inflated to 130%) at growing node counts, to show how a
+// replay's cost grows with the cluster: pods grow with the nodes, so
+// scoring every node for every pod would grow with their square.
+// Run one size with -bench 'ReplayScale/nodes=2400$' -benchtime 1x.
+func BenchmarkReplayScale(b *testing.B) {
+	for _, n := range []int{1200, 2400, 4800, 10000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes, pods := synthetic(b, n, 1)
+			for b.Loop() {
+				if _, err := Replay(context.Background(), nodes, pods, FGD(), Config{Seed: 42}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

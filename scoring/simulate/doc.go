@@ -67,17 +67,17 @@
 // for FGD, 91.82 to 88.52% for Clustering, 91.88 to 88.60% for Packing,
 // 90.60 to 90.13% for DotProd and 92.94 to 92.89% for BestFit: ties
 // resolved in a fixed order consolidate pods on the same nodes. Random
-// ignores the tie-break (its scores are random); [Lookahead] moves only
-// from 95.82 to 95.70%. Within a node, equal GPUs go to the lowest index.
+// ignores the tie-break (its scores are random); [Lookahead] moves from
+// 95.77 to 95.34%. Within a node, equal GPUs go to the lowest index.
 //
 // # Policies
 //
 // A [Policy] makes a [Scorer] per replay; implement one to try your own.
 // The built-ins ([Policies], [PolicyByName]) are the paper's [Random],
 // [DotProd], [Clustering], [Packing], [BestFit] and [FGD], and gputopo's
-// [Lookahead], which adds to FGD's fragmentation a look-ahead term for GPUs
-// that CPU or memory will strand, and measures both against the demand
-// that can actually use each node (see its doc). The fragmentation
-// maths itself lives in package scoring/fgd, where node scoring (package
-// scoring) uses it too.
+// [Lookahead], which measures FGD's fragmentation against the demand that
+// can actually use each node and ranks the nodes FGD's score rates alike
+// by a look-ahead term for GPUs that CPU will strand (see its doc). The
+// fragmentation maths itself lives in package scoring/fgd, where node
+// scoring (package scoring) uses it too.
 package simulate

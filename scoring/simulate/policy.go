@@ -268,27 +268,17 @@ func normalizeInt(scores []float64) {
 type fgdScorer struct{ s *State }
 
 func (f *fgdScorer) Score(p *Pod, i int) (float64, GPUSet) {
-	return fragmentDeltaScore(f.s, p, i, f.s.frag[i], f.s.evaluator(i), false)
-}
-
-// nodeCost is FGD's cost of a node's free CPU, memory and GPUs, the expected
-// fragment F_n(M), plus, when stranded is set, the Lookahead policy's
-// stranded-GPU term.
-func nodeCost(e *fgd.Evaluator, stranded bool, cpu, mem int64, gpus []int64) float64 {
-	c := e.Fragment(cpu, mem, gpus)
-	if stranded {
-		c += e.Stranded(cpu, mem, gpus)
-	}
-	return c
+	return fragmentDeltaScore(f.s, p, i, f.s.frag[i], f.s.evaluator(i))
 }
 
 // fragmentDeltaScore scores placing p on node i the FGD way: the change of
-// the node's cost (see nodeCost) from before (its cost now) to after the
-// placement, mapped through fgd.Score and truncated to an integer as
-// the paper's scheduler does. A sharing pod tries each GPU with a distinct
-// free share (equal free shares score equally) and keeps the best; a
-// whole-GPU pod takes the node's first free GPUs.
-func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluator, stranded bool) (float64, GPUSet) {
+// the node's expected fragment F_n(M) under e from before (its fragment
+// now, less any charge the caller adds) to after the placement, mapped
+// through fgd.Score and truncated to an integer as the paper's scheduler
+// does. A sharing pod tries each GPU with a distinct free share (equal free
+// shares score equally) and keeps the best; a whole-GPU pod takes the
+// node's first free GPUs.
+func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluator) (float64, GPUSet) {
 	free := s.FreeGPUs(i)
 	var buf [MaxGPUsPerNode]int64
 	after := buf[:len(free)]
@@ -306,7 +296,7 @@ func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluato
 			tried[n] = v
 			n++
 			after[g] = v - p.GPUMilli
-			if sc := score(nodeCost(e, stranded, cpu, mem, after)); bestG < 0 || sc > best {
+			if sc := score(e.Fragment(cpu, mem, after)); bestG < 0 || sc > best {
 				best, bestG = sc, g
 			}
 			after[g] = v
@@ -317,5 +307,5 @@ func fragmentDeltaScore(s *State, p *Pod, i int, before float64, e *fgd.Evaluato
 	for v := uint64(g); v != 0; v &= v - 1 {
 		after[bits.TrailingZeros64(v)] = 0
 	}
-	return score(nodeCost(e, stranded, cpu, mem, after)), g
+	return score(e.Fragment(cpu, mem, after)), g
 }

@@ -239,8 +239,9 @@ func TestLookaheadSparesTightNodes(t *testing.T) {
 	if !(la[1].score > la[0].score) {
 		t.Errorf("Lookahead scores tight %v, roomy %v: want roomy higher", la[0].score, la[1].score)
 	}
-	// Δ on tight: stranded 8000 − 72000/10 = 800 -> int(100·sigmoid(−0.8)) = 31
-	wantScores(t, "Lookahead", la, 31, 50)
+	// FGD's 50 on both; S_n on tight: stranded 8000 − 72000/10 = 800
+	// milli-GPU, so the fraction 0.99·sigmoid(−0.8); none on roomy.
+	wantScores(t, "Lookahead", la, 50+0.99/(1+math.Exp(0.8)), 50+0.99/2)
 	wantScores(t, "FGD", scoreAll(st, FGD().NewScorer(env), pod), 50, 50)
 }
 

@@ -372,6 +372,17 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		Steps:      make([]Step, 0, len(order)),
 		Placements: make([]Placement, 0, len(order)),
 	}
+	// Untouched nodes of one shape are in the same state, and the
+	// deterministic built-in policies score them alike; with TieFirst only
+	// the first of them in node order can win, so the others are skipped.
+	var shapeOf, shapeSeen []int
+	if cfg.TieBreak == TieFirst && dedupeUntouched && deterministicScorer(scorer) {
+		shapeOf = untouchedShapes(gpuNodes)
+		shapeSeen = make([]int, len(gpuNodes))
+		for j := range shapeSeen {
+			shapeSeen[j] = -1
+		}
+	}
 	var arrived int64
 	var cand []candidate
 	var scores []float64
@@ -386,6 +397,12 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		arrived += p.TotalGPUMilli()
 		cand, scores = cand[:0], scores[:0]
 		for _, i := range nodeOrder {
+			if shapeOf != nil && st.pods[i] == 0 {
+				if shapeSeen[shapeOf[i]] == k {
+					continue
+				}
+				shapeSeen[shapeOf[i]] = k
+			}
 			if !st.Fits(p, i) {
 				continue
 			}
@@ -430,6 +447,44 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		}
 	}
 	return res, nil
+}
+
+// dedupeUntouched enables the untouched-node shortcut; tests turn it off
+// to check that it changes nothing.
+var dedupeUntouched = true
+
+// deterministicScorer reports whether sc is a built-in scorer whose score
+// of a node depends only on the node's shape and state (not its index, not
+// a random stream).
+func deterministicScorer(sc Scorer) bool {
+	switch sc.(type) {
+	case *dotProdScorer, *clusteringScorer, *packingScorer, *bestFitScorer, *fgdScorer, *lookaheadScorer:
+		return true
+	}
+	return false
+}
+
+// untouchedShapes numbers the nodes' shapes: nodes with the same CPU,
+// memory, GPU count, model and topology get the same number.
+func untouchedShapes(nodes []Node) []int {
+	type key struct {
+		cpu, mem int64
+		gpus     int
+		model    string
+		topo     *topology.Node
+	}
+	ids := map[key]int{}
+	out := make([]int, len(nodes))
+	for i, n := range nodes {
+		k := key{n.CPUMilli, n.MemoryBytes, n.GPUs, n.Model, n.Topology}
+		id, ok := ids[k]
+		if !ok {
+			id = len(ids)
+			ids[k] = id
+		}
+		out[i] = id
+	}
+	return out
 }
 
 type candidate struct {

@@ -28,8 +28,9 @@ func Synthetic(ctx context.Context, nodes int, seed uint64) ([]Node, []Pod, erro
 }
 
 // Mix sets the pod classes of [SyntheticMix]. Shared and Multi are shares
-// of the GPU pods (the CPU-only pods stay about 13% of all pods); the GPU
-// pods neither shared nor multi ask one whole GPU. Pinned is the share of
+// of the GPU pods; the GPU pods neither shared nor multi ask one whole
+// GPU. CPU is the share of all pods that ask no GPU (0 keeps the trace's
+// 13.3%). Pinned is the share of
 // GPU pods that accept only one GPU model, drawn in proportion to the GPU
 // capacity of the models whose nodes have enough GPUs for the pod (the
 // trace's gpu_spec column; the default trace pins none).
@@ -37,6 +38,7 @@ type Mix struct {
 	Pinned float64 // GPU pods that pin one GPU model, 0..1
 	Shared float64 // GPU pods asking part of one GPU, 0..1
 	Multi  float64 // GPU pods asking several whole GPUs, 0..1-Shared
+	CPU    float64 // CPU-only pods among all pods, 0..0.9; 0 means the trace's 13.3%
 }
 
 // DefaultMix is the mix of [Synthetic], the trace's shape: no pinned pods,
@@ -62,15 +64,23 @@ func (m Mix) Validate() error {
 			return fmt.Errorf("%w: mix %s share %v outside 0..1", ErrInvalidConfig, v.name, v.v)
 		}
 	}
+	if !(m.CPU >= 0 && m.CPU <= 0.9) {
+		return fmt.Errorf("%w: mix CPU share %v outside 0..0.9", ErrInvalidConfig, m.CPU)
+	}
 	if m.Shared+m.Multi > 1+1e-9 {
 		return fmt.Errorf("%w: mix Shared %v + Multi %v is more than 1", ErrInvalidConfig, m.Shared, m.Multi)
 	}
 	return nil
 }
 
-// String names the mix as "pinned 25% shared 50% multi 20%".
+// String names the mix as "pinned 25% shared 50% multi 20%", with " cpu
+// 40%" when CPU is set.
 func (m Mix) String() string {
-	return fmt.Sprintf("pinned %.0f%% shared %.0f%% multi %.0f%%", 100*m.Pinned, 100*m.Shared, 100*m.Multi)
+	s := fmt.Sprintf("pinned %.0f%% shared %.0f%% multi %.0f%%", 100*m.Pinned, 100*m.Shared, 100*m.Multi)
+	if m.CPU > 0 {
+		s += fmt.Sprintf(" cpu %.0f%%", 100*m.CPU)
+	}
+	return s
 }
 
 // SyntheticMix is [Synthetic] with the pod classes of mix: the same nodes,
@@ -153,9 +163,13 @@ func generate(ctx context.Context, nodes int, seed uint64, mix *Mix) ([]Node, []
 	}
 	// class boundaries on one uniform draw: CPU-only, sharing, whole, multi
 	tShared, tWhole := 0.511, 0.991
+	tCPU := cpuOnly
 	if mix != nil {
-		tShared = cpuOnly + (1-cpuOnly)*mix.Shared
-		tWhole = cpuOnly + (1-cpuOnly)*(1-mix.Multi)
+		if mix.CPU > 0 {
+			tCPU = mix.CPU
+		}
+		tShared = tCPU + (1-tCPU)*mix.Shared
+		tWhole = tCPU + (1-tCPU)*(1-mix.Multi)
 	}
 	// GPU capacity per model among nodes of at least k GPUs, for pinning
 	type capacityOf struct {
@@ -201,7 +215,7 @@ func generate(ctx context.Context, nodes int, seed uint64, mix *Mix) ([]Node, []
 		}
 		p := Pod{Name: fmt.Sprintf("synth-pod-%05d", len(pods))}
 		switch x := rng.Float64(); {
-		case x < cpuOnly: // CPU-only
+		case x < tCPU: // CPU-only
 			p.CPUMilli = pickInt([]int64{2000, 4000, 8000, 16000, 32000, 64000}, []float64{10, 20, 30, 20, 15, 5})
 			p.MemoryBytes = memFor(p.CPUMilli, 2.7)
 		case x < tShared: // GPU-sharing
