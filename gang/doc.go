@@ -18,6 +18,9 @@
 // gang (or each of its clique-sized slices) to one NVLink partition. Levels
 // are named by the cluster's label keys, HyperNode tiers, or the short names
 // "node", "clique", "rack", "block".
+// A preference never places fewer pods than the same job without it: a
+// preferred domain that holds the thresholds but fewer pods than the
+// looser placement is passed over.
 //
 // A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
 // [NodeInfo] (CPU, memory, cordon, MIG mode, pre-created MIG instances) and the running pods
@@ -57,7 +60,10 @@
 // single pod set this is one integer per domain, computed in one pass over
 // the nodes. The gang fits exactly when some domain of the job's level holds
 // the thresholds. The placement descends from the tightest such domain
-// (BestFit: fewest free; or Balanced), splitting the counts over children so
+// (BestFit: the least capacity for the job, then the fewest free GPUs,
+// then the least room for the job's pods with every resource they ask for
+// counted: devices, MIG slices, shared memory, CPU, memory; or Balanced),
+// splitting the counts over children so
 // that what remains stays feasible at every step, and reads each node's
 // devices off its cached sequence.
 //

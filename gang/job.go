@@ -14,7 +14,9 @@ import (
 //
 // The gang threshold is MinCount pods overall (0 means every replica) and,
 // per pod set, PodSet.MinReplicas. A placement places at least the
-// thresholds and as many more replicas as fit in the same domains.
+// thresholds and as many more replicas as fit in the same domains. A
+// preferred constraint never costs replicas: it is honoured only where its
+// domain holds as many pods as the job without the preference would place.
 type Job struct {
 	// Name identifies the job; allocations whose Job equals it are its
 	// members already placed.

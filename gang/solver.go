@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 )
@@ -58,6 +59,16 @@ type solver struct {
 	// memo, when set, keeps one-set capacity passes between solves
 	// (solver_memo.go)
 	memo *capMemo
+
+	// most: the pods every placement must place (setMost; 0: any);
+	// onlyReq: choose looks at the job's required level only
+	most    int64
+	onlyReq bool
+
+	// rooms (nodeRoom, domRoom) of the current attempt, stamped roomGen
+	roomGen               uint32
+	nodeRoomAt, domRoomAt []uint32
+	nodeRoomV, domRoomV   []room
 
 	attemptState
 }
@@ -123,7 +134,11 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 	if err := sv.prepare(s, poll, p, q); err != nil {
 		return nil, nil, err
 	}
-	for _, at := range p.attempts() {
+	atts := p.attempts()
+	if err := sv.setMost(atts); err != nil {
+		return nil, nil, err
+	}
+	for _, at := range atts {
 		if err := sv.run(at); err != nil {
 			return nil, nil, err
 		}
@@ -156,6 +171,37 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 		return pl, sv, nil
 	}
 	return nil, sv, nil
+}
+
+// setMost sets sv.most, the pods a placement must place: a preference
+// (a preferred job or pod-set level, preferred slices) is honoured only
+// where it costs no pods, so when the job may place more than its
+// thresholds, most is what the loosest attempt at the job's required level
+// (the job without its preferences) places. It is 0 when every placement
+// places the same number.
+func (sv *solver) setMost(atts []attempt) error {
+	sv.most, sv.onlyReq = 0, false
+	p := sv.p
+	var want int64
+	for _, sp := range p.sets {
+		want += sp.want
+	}
+	if p.minCount >= want || (len(atts) == 1 && p.jobPref == p.jobReq) {
+		return nil
+	}
+	if err := sv.run(atts[len(atts)-1]); err != nil {
+		return err
+	}
+	sv.onlyReq = true
+	ch, ok, err := sv.choose()
+	sv.onlyReq = false
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range ch.t {
+		sv.most += v
+	}
+	return nil
 }
 
 // prepare sets sv up for job p and search q, keeping its buffers.
@@ -348,4 +394,95 @@ func resize(s []int64, n int) []int64 {
 		return s[:n]
 	}
 	return make([]int64, n)
+}
+
+// room is how many pods of a job's shape a node or domain takes beyond
+// what it holds, every resource the pods ask for counted (devices, MIG
+// slices, shared memory, CPU, memory): the fewest that any resource
+// allows, uncapped by the replicas. BestFit ranks by it: fewer is tighter.
+type room int64
+
+func (r room) add(o room) room { return min(r+o, unlimited) }
+
+func (r room) compare(o room) int { return cmp.Compare(r, o) }
+
+// roomOf returns node n's room for set i.
+func (sv *solver) roomOf(i int, n int32) room {
+	st := &sv.s.nodes[n]
+	if st.info.Unschedulable || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+		return 0
+	}
+	sp := &sv.p.sets[i]
+	c := int64(unlimited)
+	if sp.shape.devices() {
+		c = min(c, sv.devCap(i, int32(sv.nodeClass[n])))
+	}
+	if cpu := sv.nodeCPU[n]; sp.cpu > 0 && cpu >= 0 {
+		c = min(c, cpu/sp.cpu)
+	}
+	if mem := sv.nodeMem[n]; sp.mem > 0 && mem >= 0 {
+		c = min(c, mem/int64(sp.mem))
+	}
+	return room(max(c, 0))
+}
+
+// nodeRoom is roomOf summed over the job's pod sets, remembered for the
+// current attempt.
+func (sv *solver) nodeRoom(n int32) room {
+	if len(sv.nodeRoomAt) != len(sv.s.nodes) {
+		sv.nodeRoomAt, sv.nodeRoomV = make([]uint32, len(sv.s.nodes)), make([]room, len(sv.s.nodes))
+	}
+	if sv.nodeRoomAt[n] == sv.roomGen {
+		return sv.nodeRoomV[n]
+	}
+	var r room
+	if !sv.outside(n) {
+		for i := range sv.sets {
+			r = r.add(sv.roomOf(i, n))
+		}
+	}
+	sv.nodeRoomAt[n], sv.nodeRoomV[n] = sv.roomGen, r
+	return r
+}
+
+// domRoom is nodeRoom summed over domain d's subtree, remembered for the
+// current attempt.
+func (sv *solver) domRoom(d int32) room {
+	t := sv.s.tree
+	if len(sv.domRoomAt) != len(t.doms) {
+		sv.domRoomAt, sv.domRoomV = make([]uint32, len(t.doms)), make([]room, len(t.doms))
+	}
+	if sv.domRoomAt[d] == sv.roomGen {
+		return sv.domRoomV[d]
+	}
+	var r room
+	for _, n := range t.doms[d].nodes {
+		r = r.add(sv.nodeRoom(n))
+	}
+	for _, k := range t.doms[d].children {
+		r = r.add(sv.domRoom(k))
+	}
+	sv.domRoomAt[d], sv.domRoomV[d] = sv.roomGen, r
+	return r
+}
+
+// gpuFree is a free GPU count as BestFit ranks it: 0 for a job whose pods
+// ask for no device (free GPUs do not make a domain looser for them).
+func (sv *solver) gpuFree(free int64) int64 {
+	for i := range sv.p.sets {
+		if sv.p.sets[i].shape.devices() {
+			return free
+		}
+	}
+	return 0
+}
+
+// resetRoom forgets the rooms of the previous attempt.
+func (sv *solver) resetRoom() {
+	sv.roomGen++
+	if sv.roomGen == 0 { // wrapped: stale stamps could match
+		clear(sv.nodeRoomAt)
+		clear(sv.domRoomAt)
+		sv.roomGen = 1
+	}
 }

@@ -6,6 +6,7 @@ import "slices"
 // the job, and the free and member counts the later steps rank by.
 func (sv *solver) run(at attempt) error {
 	sv.at = at
+	sv.resetRoom()
 	if key, ok := sv.memoKey(); ok {
 		sv.scalar = true
 		v := sv.search.view

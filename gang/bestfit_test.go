@@ -1,0 +1,279 @@
+package gang
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// bfNode is one node of a BestFit test cluster: its GPUs (an NVSwitch
+// machine, or none), CPU and memory, in a rack.
+type bfNode struct {
+	name      string
+	rack      string
+	gpus      int
+	busy      int // GPUs held by a running pod
+	info      NodeInfo
+	busyCPU   int64
+	busyBytes uint64
+}
+
+func bfSnapshot(tb require.TestingT, nodes []bfNode) *Snapshot {
+	var cn []topology.ClusterNode
+	var infos []NodeInfo
+	var allocs []Allocation
+	for _, n := range nodes {
+		c := topology.ClusterNode{Name: n.name, Labels: map[string]string{lRack: n.rack}}
+		if n.gpus > 0 {
+			c.Topology = nvswitchNode(tb.(fataler), fmt.Sprintf("nv%d", n.gpus), n.gpus, "NVIDIA H100 80GB HBM3", h100Mem, false)
+		}
+		cn = append(cn, c)
+		infos = append(infos, n.info)
+		if n.busy > 0 || n.busyCPU > 0 || n.busyBytes > 0 {
+			a := Allocation{Job: "other-" + n.name, Pod: "other-" + n.name, Node: n.name, CPUMilli: n.busyCPU, MemoryBytes: n.busyBytes}
+			for d := range n.busy {
+				a.Devices = append(a.Devices, d)
+			}
+			allocs = append(allocs, a)
+		}
+	}
+	c, err := topology.NewClusterFromLabels(cn, []string{lRack})
+	require.NoError(tb, err)
+	s, err := NewSnapshot(c, infos, allocs)
+	require.NoError(tb, err)
+	return s
+}
+
+func placedNodes(p *Placement) map[string]int {
+	out := map[string]int{}
+	for _, pp := range p.Pods {
+		out[pp.Node]++
+	}
+	return out
+}
+
+// TestBestFitCountsCPU: two 1-core pods go to the 2-core host they fill
+// exactly, not to the 3-core host listed first (Kueue's BestFit).
+func TestBestFitCountsCPU(t *testing.T) {
+	s := bfSnapshot(t, []bfNode{
+		{name: "host3", rack: "r0", info: NodeInfo{CPUMilli: 3000}},
+		{name: "host2", rack: "r0", info: NodeInfo{CPUMilli: 2000}},
+	})
+	for _, c := range []Constraint{{}, {Level: LevelNode}, {Level: "rack"}} {
+		j := &Job{Name: "cpu", Topology: c, PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{CPUMilli: 1000}}}}
+		r := mustCheck(t, s, j)
+		require.Equal(t, Fits, r.Verdict, c.String())
+		require.Equal(t, map[string]int{"host2": 2}, placedNodes(r.Placement), c.String())
+	}
+}
+
+// TestBestFitCountsCPUOnGPUNodes: two pods of (1 GPU, 8 cores) go to the
+// 16-core node they fill exactly, not to the 64-core DGX with as many
+// free GPUs.
+func TestBestFitCountsCPUOnGPUNodes(t *testing.T) {
+	s := bfSnapshot(t, []bfNode{
+		{name: "dgx", rack: "r0", gpus: 8, info: NodeInfo{CPUMilli: 64000}},
+		{name: "small", rack: "r0", gpus: 8, info: NodeInfo{CPUMilli: 16000}},
+	})
+	for _, c := range []Constraint{{}, {Level: LevelNode}, {Level: "rack"}} {
+		j := &Job{Name: "gpu", Topology: c, PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}, CPUMilli: 8000}}}}
+		r := mustCheck(t, s, j)
+		require.Equal(t, Fits, r.Verdict, c.String())
+		require.Equal(t, map[string]int{"small": 2}, placedNodes(r.Placement), c.String())
+	}
+}
+
+// TestPreferredNeverPlacesFewer: a job of 4 pods (minimum 2) preferring
+// one rack, where each rack holds 2: the preference would cost 2 pods, so
+// the job places all 4 over both racks, as it does without the
+// preference.
+func TestPreferredNeverPlacesFewer(t *testing.T) {
+	s := bfSnapshot(t, []bfNode{
+		{name: "a", rack: "r0", gpus: 2},
+		{name: "b", rack: "r1", gpus: 2},
+	})
+	for _, c := range []Constraint{{}, {Level: "rack", Mode: Preferred}, {Level: LevelNode, Mode: Preferred}} {
+		j := &Job{Name: "pref", MinCount: 2, Topology: c, PodSets: []PodSet{{Name: "w", Replicas: 4, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
+		r := mustCheck(t, s, j)
+		require.Equal(t, Fits, r.Verdict, c.String())
+		require.Len(t, r.Placement.Pods, 4, c.String())
+	}
+	// Where the preferred domain holds every pod, the preference holds.
+	j := &Job{Name: "pref", MinCount: 1, Topology: Constraint{Level: "rack", Mode: Preferred},
+		PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
+	r := mustCheck(t, s, j)
+	require.Len(t, r.Placement.Pods, 2)
+	require.Len(t, placedNodes(r.Placement), 1)
+}
+
+// bfKey is how BestFit ranks a domain, computed from first principles:
+// the pods of the job it holds (capped at the replicas), the free GPUs
+// (when the pods ask for GPUs), and the pods of the job's shape it takes
+// uncapped, every resource counted.
+type bfKey struct{ cap, free, room int64 }
+
+func (a bfKey) compare(b bfKey) int {
+	return cmp.Or(cmp.Compare(a.cap, b.cap), cmp.Compare(a.free, b.free), cmp.Compare(a.room, b.room))
+}
+
+// TestBestFitRanksEveryResourceProperty: on small clusters of NVSwitch
+// nodes (and CPU-only nodes) with CPU and memory tracked, a job of one
+// pod set confined to one node or one rack lands in a domain that no
+// other domain holding the job beats, by brute force counting GPUs, CPU
+// and memory per node.
+func TestBestFitRanksEveryResourceProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		N := rapid.IntRange(2, 5).Draw(t, "nodes")
+		nodes := make([]bfNode, N)
+		for i := range nodes {
+			n := bfNode{name: fmt.Sprintf("n%d", i), rack: fmt.Sprintf("r%d", rapid.IntRange(0, 1).Draw(t, "rack")),
+				gpus: rapid.SampledFrom([]int{0, 2, 4, 8}).Draw(t, "gpus")}
+			n.info.CPUMilli = int64(rapid.SampledFrom([]int{0, 2000, 3000, 8000, 16000}).Draw(t, "cpu"))
+			n.info.MemoryBytes = uint64(rapid.SampledFrom([]int{0, 8, 16, 64}).Draw(t, "mem")) * gib
+			n.info.Unschedulable = rapid.IntRange(0, 9).Draw(t, "cordon") == 0
+			if n.gpus > 0 {
+				n.busy = rapid.IntRange(0, n.gpus).Draw(t, "busy")
+			}
+			if n.info.CPUMilli > 0 {
+				n.busyCPU = int64(rapid.IntRange(0, int(n.info.CPUMilli/1000)).Draw(t, "busycpu")) * 1000
+			}
+			if n.info.MemoryBytes > 0 {
+				n.busyBytes = uint64(rapid.IntRange(0, int(n.info.MemoryBytes/gib)).Draw(t, "busymem")) * gib
+			}
+			nodes[i] = n
+		}
+		s := bfSnapshot(t, nodes)
+		pod := Pod{Devices: scoring.Request{Count: rapid.IntRange(0, 2).Draw(t, "pgpus")},
+			CPUMilli:    int64(rapid.SampledFrom([]int{0, 1000, 2000, 4000}).Draw(t, "pcpu")),
+			MemoryBytes: uint64(rapid.SampledFrom([]int{0, 4, 8}).Draw(t, "pmem")) * gib}
+		replicas := rapid.IntRange(1, 3).Draw(t, "replicas")
+		minCount := rapid.IntRange(0, replicas).Draw(t, "min")
+		level := rapid.SampledFrom([]string{LevelNode, "rack"}).Draw(t, "level")
+		j := &Job{Name: "job", MinCount: minCount, Topology: Constraint{Level: level},
+			PodSets: []PodSet{{Name: "w", Replicas: replicas, Pod: pod}}}
+		if minCount == 0 {
+			minCount = replicas
+		}
+		r, err := Check(context.Background(), s, j, WithStrategy(BestFit))
+		require.NoError(t, err)
+
+		// brute force, per node
+		room := func(n bfNode) int64 {
+			if n.info.Unschedulable {
+				return 0
+			}
+			r := int64(unlimited)
+			take := func(k int64) { r = min(r, k) }
+			if g := pod.Devices.Count; g > 0 {
+				take(int64((n.gpus - n.busy) / g))
+			}
+			if pod.CPUMilli > 0 && n.info.CPUMilli > 0 {
+				take((n.info.CPUMilli - n.busyCPU) / pod.CPUMilli)
+			}
+			if pod.MemoryBytes > 0 && n.info.MemoryBytes > 0 {
+				take(int64((n.info.MemoryBytes - n.busyBytes) / pod.MemoryBytes))
+			}
+			return r
+		}
+		keys := map[string]bfKey{}
+		for _, n := range nodes {
+			dom := n.name
+			if level == "rack" {
+				dom = n.rack
+			}
+			k := keys[dom]
+			rm := room(n)
+			k.cap += min(rm, int64(replicas))
+			k.room = min(k.room+rm, unlimited)
+			if pod.Devices.Count > 0 {
+				k.free += int64(n.gpus-n.busy) * 8
+			}
+			keys[dom] = k
+		}
+		var feasible []string
+		for dom, k := range keys {
+			if k.cap >= int64(minCount) {
+				feasible = append(feasible, dom)
+			}
+		}
+		if len(feasible) == 0 {
+			require.NotEqual(t, Fits, r.Verdict)
+			return
+		}
+		require.Equal(t, Fits, r.Verdict, r.Reasons)
+		doms := map[string]bool{}
+		byName := map[string]bfNode{}
+		for _, n := range nodes {
+			byName[n.name] = n
+		}
+		for _, pp := range r.Placement.Pods {
+			if level == "rack" {
+				doms[byName[pp.Node].rack] = true
+			} else {
+				doms[pp.Node] = true
+			}
+		}
+		require.Len(t, doms, 1)
+		var got string
+		for d := range doms {
+			got = d
+		}
+		for _, d := range feasible {
+			if keys[d].compare(keys[got]) < 0 {
+				t.Fatalf("placed in %s %v, but %s %v is tighter", got, keys[got], d, keys[d])
+			}
+		}
+	})
+}
+
+// unpreferred returns j without its preferences: its twin.
+func unpreferred(j *Job) *Job {
+	tw := *j
+	tw.PodSets = append([]PodSet(nil), j.PodSets...)
+	if tw.Topology.Mode == Preferred {
+		tw.Topology = Constraint{}
+	}
+	for i := range tw.PodSets {
+		ps := &tw.PodSets[i]
+		if ps.Topology.Mode == Preferred {
+			ps.Topology = Constraint{}
+		}
+		if ps.Slices != nil && ps.Slices.Mode == Preferred {
+			ps.Slices = nil
+		}
+	}
+	return &tw
+}
+
+// TestPreferenceNeverPlacesFewerProperty: on the oracle's small random
+// clusters and jobs, a job with preferred constraints gets the same
+// verdict as its twin without them, and places at least as many pods.
+func TestPreferenceNeverPlacesFewerProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c, _, infos, allocs := genCluster(t)
+		j := genJob(t)
+		if err := j.Validate(); err != nil {
+			t.Skip(err)
+		}
+		tw := unpreferred(j)
+		s, err := NewSnapshot(c, infos, allocs)
+		require.NoError(t, err)
+		strategy := rapid.SampledFrom([]Strategy{BestFit, Balanced}).Draw(t, "strategy")
+		r, err := Check(context.Background(), s, j, WithStrategy(strategy))
+		require.NoError(t, err)
+		rt, err := Check(context.Background(), s, tw, WithStrategy(strategy))
+		require.NoError(t, err)
+		if (r.Placement == nil) != (rt.Placement == nil) {
+			t.Fatalf("with preferences %v, without %v", r.Verdict, rt.Verdict)
+		}
+		if rt.Placement != nil && len(r.Placement.Pods) < len(rt.Placement.Pods) {
+			t.Fatalf("with preferences %d pods, without %d\njob %+v", len(r.Placement.Pods), len(rt.Placement.Pods), j)
+		}
+	})
+}
