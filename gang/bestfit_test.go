@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/gputopo/gputopo/scoring"
@@ -247,6 +248,8 @@ func unpreferred(j *Job) *Job {
 		if ps.Slices != nil && ps.Slices.Mode == Preferred {
 			ps.Slices = nil
 		}
+		ps.Pod.PreferredNodeAffinity = nil
+		ps.Pod.Tolerations = append(slices.Clone(ps.Pod.Tolerations), Toleration{Operator: TolerateExists, Effect: TaintPreferNoSchedule})
 	}
 	return &tw
 }
@@ -276,4 +279,65 @@ func TestPreferenceNeverPlacesFewerProperty(t *testing.T) {
 			t.Fatalf("with preferences %d pods, without %d\njob %+v", len(r.Placement.Pods), len(rt.Placement.Pods), j)
 		}
 	})
+}
+
+// TestNodePreferences: a pod avoids a node with a PreferNoSchedule taint it
+// does not tolerate, and goes to the rack its preferred node affinity
+// names, while those nodes hold it; otherwise it uses the others.
+func TestNodePreferences(t *testing.T) {
+	nodes := []bfNode{
+		{name: "tainted", rack: "r0", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "spot", Effect: TaintPreferNoSchedule}}}},
+		{name: "plain", rack: "r0", gpus: 2},
+		{name: "far", rack: "r1", gpus: 2},
+	}
+	s := bfSnapshot(t, nodes)
+	one := func(replicas int, pod Pod) *Result {
+		return mustCheck(t, s, &Job{Name: "j", MinCount: 1, PodSets: []PodSet{{Name: "w", Replicas: replicas, Pod: pod}}})
+	}
+	gpu := scoring.Request{Count: 1}
+	r := one(2, Pod{Devices: gpu})
+	require.NotContains(t, placedNodes(r.Placement), "tainted")
+	r0 := []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r0"}}}}}
+	r = one(2, Pod{Devices: gpu, RequiredNodeAffinity: r0})
+	require.Equal(t, map[string]int{"plain": 2}, placedNodes(r.Placement))
+	r = one(2, Pod{Devices: gpu, RequiredNodeAffinity: r0, Tolerations: []Toleration{{Key: "spot", Operator: TolerateExists}}})
+	require.Equal(t, map[string]int{"tainted": 2}, placedNodes(r.Placement), "tolerated: the first of two equal nodes")
+	r = one(2, Pod{Devices: gpu, PreferredNodeAffinity: []PreferredTerm{{Weight: 1, Term: SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}}}}})
+	require.Equal(t, map[string]int{"far": 2}, placedNodes(r.Placement))
+	// 6 pods: the preferred nodes hold 4, so every node is used
+	r = one(6, Pod{Devices: gpu})
+	require.Len(t, r.Placement.Pods, 6)
+	require.Contains(t, placedNodes(r.Placement), "tainted")
+}
+
+// TestNodeRules: NoSchedule and NoExecute taints, required node affinity,
+// NotReady nodes and pod counts keep pods off nodes; a job no node takes
+// names the taint.
+func TestNodeRules(t *testing.T) {
+	nodes := []bfNode{
+		{name: "a", rack: "r0", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: TaintNoSchedule}}}},
+		{name: "b", rack: "r1", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "maint", Effect: TaintNoExecute}}}},
+	}
+	s := bfSnapshot(t, nodes)
+	j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
+	r := mustCheck(t, s, j)
+	require.Equal(t, NeverFits, r.Verdict)
+	require.Contains(t, fmt.Sprint(r.Reasons), "nvidia.com/gpu=present:NoSchedule")
+	j.PodSets[0].Pod.Tolerations = []Toleration{{Key: "nvidia.com/gpu", Value: "present"}}
+	r = mustCheck(t, s, j)
+	require.Equal(t, map[string]int{"a": 2}, placedNodes(r.Placement))
+
+	nodes = []bfNode{
+		{name: "down", rack: "r0", gpus: 2, info: NodeInfo{NotReady: true}},
+		{name: "full", rack: "r0", gpus: 2, busy: 1, info: NodeInfo{MaxPods: 1}},
+		{name: "one", rack: "r1", gpus: 2, info: NodeInfo{MaxPods: 1}},
+		{name: "ok", rack: "r1", gpus: 2},
+	}
+	s = bfSnapshot(t, nodes)
+	j = &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 3, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
+	r = mustCheck(t, s, j)
+	require.Equal(t, map[string]int{"one": 1, "ok": 2}, placedNodes(r.Placement))
+	j.PodSets[0].Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectNotIn, Values: []string{"r1"}}}}}
+	r = mustCheck(t, s, j)
+	require.Equal(t, NeverFits, r.Verdict, r.Reasons)
 }

@@ -9,7 +9,8 @@
 //
 // A [Job] has pod sets ([PodSet]: replicas, a per-pod [Pod] request of whole
 // GPUs with scoring's node-level constraints, GPU memory, a MIG profile, CPU,
-// memory, a node selector), a gang threshold (Job.MinCount overall,
+// memory, a node selector, node affinity expressions required and
+// preferred, tolerations), a gang threshold (Job.MinCount overall,
 // PodSet.MinReplicas per set), a priority, a queue, an arrival order and a
 // declared run time. Topology constraints ([Constraint]) confine the whole
 // job or one pod set to one domain of a level of the cluster tree, required
@@ -23,7 +24,8 @@
 // looser placement is passed over.
 //
 // A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
-// [NodeInfo] (CPU, memory, cordon, MIG mode, pre-created MIG instances) and the running pods
+// [NodeInfo] (CPU, memory, pod count, cordon, readiness, taints, MIG
+// mode, pre-created MIG instances) and the running pods
 // ([Allocation]), some of which may be terminating (Allocation.Releasing).
 // Planners read snapshots and never change them; Snapshot.Assume,
 // Snapshot.Add, Snapshot.RemovePod and Snapshot.RemoveJob update one as pods

@@ -99,6 +99,18 @@ type Pod struct {
 	MemoryBytes uint64
 	// NodeSelector lists labels a node must carry (equal values).
 	NodeSelector map[string]string
+	// RequiredNodeAffinity: when set, a node must meet one of the terms
+	// (each a conjunction of label expressions: In, NotIn, Exists,
+	// DoesNotExist, Gt, Lt).
+	RequiredNodeAffinity []SelectorTerm
+	// PreferredNodeAffinity: terms the pod prefers its node to meet. The
+	// placement first tries the nodes that meet every term of positive
+	// weight (and carry no untolerated PreferNoSchedule taint), and uses
+	// the others only when that would place fewer pods.
+	PreferredNodeAffinity []PreferredTerm
+	// Tolerations let the pod use nodes with matching taints
+	// (NodeInfo.Taints).
+	Tolerations []Toleration
 }
 
 // IsShared reports whether the pod asks for a shared slice of one device
@@ -427,6 +439,9 @@ func (p *Pod) validate(where string) error {
 		}
 	} else if d.Count == 0 && d.Shared == nil && (d.MinFreeMemory > 0 || d.Scope != scoring.ScopeNone) {
 		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a shared slice", where)
+	}
+	if err := p.validateNodeRules(where); err != nil {
+		return err
 	}
 	for k, v := range p.NodeSelector {
 		if k == "" {

@@ -47,7 +47,10 @@ type solver struct {
 	sets     int  // the job's pod sets
 	exact    bool // false once a front was cut short: a miss is not proven
 	members  placedMembers
-	eligible [][]bool // per set: per node, whether its selector matches (nil: every node)
+	eligible [][]bool // per set: per node, whether its pods may use it (selector, affinity, taints; nil: every node)
+	// preferred, when set: per set, the nodes its pods prefer (affinity
+	// preferences, PreferNoSchedule taints), tried first
+	preferred [][]bool
 
 	// per set: per node class, how many pods its devices take (-1: not
 	// computed yet); remembered per pod shape across the solves that share
@@ -118,6 +121,7 @@ type nodeKey struct {
 	class int32
 	cpu   int64
 	mem   uint64
+	pods  int64
 	sets  uint32 // bit i: set i may use the node
 }
 
@@ -138,13 +142,35 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 	if err := sv.setMost(atts); err != nil {
 		return nil, nil, err
 	}
+	stages := [][][]bool{sv.eligible}
+	if sv.preferred != nil {
+		stages = [][][]bool{sv.preferred, sv.eligible}
+	}
+	for stage, el := range stages {
+		sv.eligible = el
+		pl, err := sv.placeStage(p, atts)
+		if err != nil || pl != nil {
+			if pl != nil && stage < len(stages)-1 {
+				sv.eligible = stages[len(stages)-1]
+			} else if pl != nil && len(stages) > 1 {
+				pl.Notes = append(pl.Notes, "the nodes the pods prefer (node affinity preferences, PreferNoSchedule taints) hold fewer of them; other nodes used")
+			}
+			return pl, sv, err
+		}
+	}
+	return nil, sv, nil
+}
+
+// placeStage runs the attempts with the current node eligibility.
+func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
+	s := sv.s
 	for _, at := range atts {
 		if err := sv.run(at); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ch, ok, err := sv.choose()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !ok {
 			continue
@@ -152,14 +178,14 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 		var shares []assign
 		if ch.dom >= 0 {
 			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
-				return nil, nil, fmt.Errorf("gang: %w", err)
+				return nil, fmt.Errorf("gang: %w", err)
 			}
 		} else {
 			shares = []assign{{node: ch.node, t: ch.t}}
 		}
 		pl, err := sv.build(ch, shares)
 		if err != nil {
-			return nil, nil, fmt.Errorf("gang: %w", err)
+			return nil, fmt.Errorf("gang: %w", err)
 		}
 		pl.Notes = append(pl.Notes, p.notes...)
 		if at.note != "" {
@@ -168,9 +194,9 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 		if ch.level < p.jobPref {
 			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
 		}
-		return pl, sv, nil
+		return pl, nil
 	}
-	return nil, sv, nil
+	return nil, nil
 }
 
 // setMost sets sv.most, the pods a placement must place: a preference
@@ -186,7 +212,7 @@ func (sv *solver) setMost(atts []attempt) error {
 	for _, sp := range p.sets {
 		want += sp.want
 	}
-	if p.minCount >= want || (len(atts) == 1 && p.jobPref == p.jobReq) {
+	if p.minCount >= want || (len(atts) == 1 && p.jobPref == p.jobReq && sv.preferred == nil) {
 		return nil
 	}
 	if err := sv.run(atts[len(atts)-1]); err != nil {
@@ -210,22 +236,44 @@ func (sv *solver) prepare(s *Snapshot, poll *poller, p *problem, q search) error
 	if err := sv.findMembers(q.withMembers); err != nil {
 		return err
 	}
-	sv.eligible = make([][]bool, sv.sets)
+	sv.eligible, sv.preferred = make([][]bool, sv.sets), nil
 	for i, sp := range p.sets {
-		if len(sp.sel) == 0 {
+		pod := &sp.ps.Pod
+		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard
+		soft := pod.hasPreferences() || s.rules.soft
+		if !hard && !soft {
 			continue
 		}
 		e := make([]bool, len(s.nodes))
+		var pe []bool
+		if soft {
+			pe = make([]bool, len(s.nodes))
+		}
+		differs := false
 		for n := range s.nodes {
-			e[n] = true
-			for k, want := range sp.sel {
-				if s.nodes[n].labels[k] != want {
-					e[n] = false
-					break
-				}
+			st := &s.nodes[n]
+			e[n] = pod.nodeAllows(st.labels, &st.info)
+			if pe != nil {
+				pe[n] = e[n] && pod.nodePrefers(st.labels, &st.info)
+				differs = differs || pe[n] != e[n]
 			}
 		}
-		sv.eligible[i] = e
+		if hard {
+			sv.eligible[i] = e
+		}
+		if differs {
+			if sv.preferred == nil {
+				sv.preferred = make([][]bool, sv.sets)
+			}
+			sv.preferred[i] = pe
+		}
+	}
+	if sv.preferred != nil {
+		for i := range sv.preferred {
+			if sv.preferred[i] == nil {
+				sv.preferred[i] = sv.eligible[i]
+			}
+		}
 	}
 	if sv.capsCache != s.cache || sv.capsByShape == nil {
 		sv.capsByShape, sv.capsCache = map[shapeKey][]int32{}, s.cache
@@ -314,14 +362,17 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 }
 
 // fitsMore returns how many more pods of set i fit node n at class cl with
-// cpu and mem left (negative: untracked).
-func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft int64, memLeft int64) int64 {
+// cpu, mem and pod slots left (negative: untracked).
+func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft, memLeft, podsLeft int64) int64 {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := min(sv.devCap(i, cl), sp.want)
+	if podsLeft >= 0 {
+		c = min(c, podsLeft)
+	}
 	if sp.cpu > 0 && cpuLeft >= 0 {
 		c = min(c, cpuLeft/sp.cpu)
 	}
@@ -346,6 +397,15 @@ func (sv *solver) left(n int32, u *nodeUsage) (cpu, mem int64) {
 		}
 	}
 	return
+}
+
+// podsLeft returns the pod slots free on node n with usage u (-1 where the
+// node does not declare its pod count).
+func (sv *solver) podsLeft(n int32, u *nodeUsage) int64 {
+	if m := sv.s.nodes[n].info.MaxPods; m > 0 {
+		return max(int64(m)-int64(u.pods), 0)
+	}
+	return -1
 }
 
 // anyEligible says whether some pod set may use node n.
@@ -398,7 +458,7 @@ func resize(s []int64, n int) []int64 {
 
 // room is how many pods of a job's shape a node or domain takes beyond
 // what it holds, every resource the pods ask for counted (devices, MIG
-// slices, shared memory, CPU, memory): the fewest that any resource
+// slices, shared memory, CPU, memory, pod slots): the fewest that any resource
 // allows, uncapped by the replicas. BestFit ranks by it: fewer is tighter.
 type room int64
 
@@ -409,11 +469,14 @@ func (r room) compare(o room) int { return cmp.Compare(r, o) }
 // roomOf returns node n's room for set i.
 func (sv *solver) roomOf(i int, n int32) room {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := int64(unlimited)
+	if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
+		c = pl
+	}
 	if sp.shape.devices() {
 		c = min(c, sv.devCap(i, int32(sv.nodeClass[n])))
 	}
