@@ -337,6 +337,12 @@ func (info *NodeInfo) validateNodeRules(node string) error {
 		return limitErr(ErrInvalidSnapshot, "node %s: %d taints, more than MaxLabels (%d)", node, len(info.Taints), MaxLabels)
 	}
 	for i, t := range info.Taints {
+		switch t.Effect {
+		case TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute:
+			if t.Key != "" && len(t.Key) <= MaxNameBytes && len(t.Value) <= MaxNameBytes {
+				continue // valid: no message to build
+			}
+		}
 		w := fmt.Sprintf("node %s taint %d", node, i)
 		if t.Key == "" {
 			return snapErr("%s: empty key", w)

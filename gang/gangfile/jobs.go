@@ -38,6 +38,10 @@ import (
 //	        cpu: "16"          # cores, or "500m"
 //	        memory: 256Gi
 //	        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+//	        nodeAffinity:      # required: a node meets one term; preferred: tried first
+//	          required: [{matchExpressions: [{key: example.com/gen, operator: Gt, values: ["3"]}]}]
+//	          preferred: [{weight: 10, matchExpressions: [{key: example.com/pool, operator: In, values: [a]}]}]
+//	        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //	        topology: {level: clique, mode: preferred}
 //	        slices: {size: 16, level: clique, mode: required}
 //
@@ -142,6 +146,8 @@ type PodSet struct {
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	NodeAffinity *NodeAffinity     `json:"nodeAffinity,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	Topology     *Constraint       `json:"topology,omitempty"`
 	Slices       *Slices           `json:"slices,omitempty"`
 }
@@ -187,7 +193,8 @@ func (js *Job) job() (gang.Job, error) {
 // pod converts a pod set's pod request.
 func (ps *PodSet) pod(where string) (gang.Pod, error) {
 	p := gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
-		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}
+		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector, Tolerations: tolerations(ps.Tolerations)}
+	ps.NodeAffinity.apply(&p)
 	if ps.Scope != "" {
 		sc, err := scoring.ParseScope(ps.Scope)
 		if err != nil {
