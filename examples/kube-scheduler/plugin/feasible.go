@@ -20,9 +20,12 @@ import (
 // in its topology annotation), the devices its pods hold (with their gang
 // as the job, their priority, and terminating pods as releasing), and the
 // capacity other gangs hold (holds: see gangTracker) on devices still free.
-// It looks at GPUs, node selectors and cordons only; the other plugins
-// still filter each member, and Permit still holds members until the gang
-// is complete, so a "fits" is necessary, not sufficient.
+// Each node carries its allocatable CPU, memory and pod count and what its
+// pods request (NodeInfo), and its taints; each member its CPU and memory
+// requests, node selector, node affinity and tolerations. Other Filter
+// plugins of the profile (pod affinity, volumes, ports, ...) still filter
+// each member, and Permit still holds members until the gang is complete,
+// so a "fits" is necessary, not sufficient.
 func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
@@ -56,17 +59,25 @@ func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snap
 			labels[topology.LabelClique] = topo.Fabric().String()
 		}
 		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: labels, Topology: topo})
-		info = append(info, gang.NodeInfo{Unschedulable: node.Spec.Unschedulable, MIG: []int{}})
+		var devs []podAlloc
+		if topo != nil {
+			devs = p.podDevices(topo, ni)
+		}
+		ninfo, others := nodeCapacity(node, ni, len(devs))
+		info = append(info, ninfo)
+		if others != nil {
+			allocs = append(allocs, *others)
+		}
 		if topo == nil {
 			continue
 		}
 		u := make([]bool, topo.Len())
 		used[node.Name] = u
-		for _, a := range p.podDevices(topo, ni) {
+		for _, a := range devs {
 			alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node.Name, Devices: a.devices,
 				Shared: a.shared, Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
 			if k, ok := gangKeyOf(a.pod); ok {
-				alloc.Job, alloc.Set = k, "members"
+				alloc.Job, alloc.Set = k, p.memberSet(a.pod)
 			}
 			for _, d := range a.devices {
 				u[d] = true
@@ -116,12 +127,9 @@ func gangJob(pod *v1.Pod, spec gangSpec, members int, req scoring.Request, arriv
 	if spec.slice != nil && replicas%spec.slice.Size != 0 {
 		replicas += spec.slice.Size - replicas%spec.slice.Size
 	}
+	g := gangPod(pod, req)
 	return &gang.Job{Name: spec.key, MinCount: spec.min, Priority: podPriority(pod), Arrival: arrival, Topology: spec.topo,
-		PodSets: []gang.PodSet{{
-			Name: "members", Replicas: replicas, Slices: spec.slice,
-			Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
-				Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
-		}}}
+		PodSets: []gang.PodSet{{Name: podSetName(&g), Replicas: replicas, Slices: spec.slice, Pod: g}}}
 }
 
 // gangCheck asks package gang whether the gang can be completed on the

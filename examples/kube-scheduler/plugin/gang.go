@@ -412,7 +412,10 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 	me := &hold{key: key, priority: podPriority(pod), arrival: arrival, members: len(members)}
 	others := g.countedLocked(me)
 	g.mu.Unlock()
-	job := gangJob(pod, spec, len(members), req, arrival)
+	job, ok := g.p.gangJobOf(pod, spec, members, arrival)
+	if !ok {
+		job = gangJob(pod, spec, len(members), req, arrival)
+	}
 	res, snap, err := g.p.gangCheck(ctx, job, others)
 	if err != nil {
 		if errors.Is(err, gang.ErrInvalidJob) {
