@@ -164,6 +164,9 @@ func (p *Plugin) memberSet(pod *v1.Pod) string {
 	return podSetName(&g)
 }
 
+// usesGPUs reports whether a gang pod asks for GPUs (whole or a slice).
+func usesGPUs(g *gang.Pod) bool { return g.Devices.Count > 0 || g.Devices.Shared != nil }
+
 // podSetsOf groups pods by template into pod sets (one per distinct
 // gang.Pod, by name), slices applied to the sets that use GPUs (their
 // replicas rounded up to whole slices). ok is false when a pod's request
@@ -197,7 +200,7 @@ func (p *Plugin) podSetsOf(pods []*v1.Pod, slice *gang.Slices) (sets []gang.PodS
 	for _, name := range names {
 		s := byName[name]
 		ps := gang.PodSet{Name: name, Replicas: s.pods, Pod: s.pod}
-		uses := s.pod.Devices.Count > 0 || s.pod.Devices.Shared != nil
+		uses := usesGPUs(&s.pod)
 		gpus = gpus || uses
 		if slice != nil && uses {
 			ps.Slices = slice
@@ -222,6 +225,17 @@ func (p *Plugin) gangJobOf(pod *v1.Pod, spec gangSpec, members []*v1.Pod, arriva
 		return nil, false
 	}
 	j := &gang.Job{Name: spec.key, MinCount: spec.min, Priority: podPriority(pod), Arrival: arrival, Topology: spec.topo, PodSets: sets}
+	if gpuless := slices.IndexFunc(sets, func(s gang.PodSet) bool { return !usesGPUs(&s.Pod) }); gpuless >= 0 && len(sets) > 1 && !spec.topo.IsZero() {
+		// The topology constraint is the GPU pods' (a launcher without
+		// GPUs may run anywhere the scheduler puts it): each GPU set is
+		// confined to one domain of the level.
+		for i := range sets {
+			if usesGPUs(&sets[i].Pod) {
+				sets[i].Topology = spec.topo
+			}
+		}
+		j.Topology = gang.Constraint{}
+	}
 	if len(sets) == 1 {
 		// one template: as gangJob, the minimum is the replicas' floor
 		sets[0].Replicas = max(sets[0].Replicas, j.MinCount)
