@@ -27,15 +27,26 @@ import (
 // each member, and Permit still holds members until the gang is complete,
 // so a "fits" is necessary, not sufficient.
 func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotMarked(holds, nil)
+}
+
+// gangSnapshotMarked is gangSnapshot with the nodes in filtered carrying
+// filteredLabel.
+func (p *Plugin) gangSnapshotMarked(holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
 	}
-	return p.gangSnapshotOf(infos, holds)
+	return p.gangSnapshotOfMarked(infos, holds, filtered)
 }
 
 // gangSnapshotOf is gangSnapshot of the given nodes only.
 func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotOfMarked(infos, holds, nil)
+}
+
+// gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
+func (p *Plugin) gangSnapshotOfMarked(infos []fwk.NodeInfo, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
@@ -51,12 +62,17 @@ func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snap
 			topo = nil // no GPUs the gang could use
 		}
 		labels := node.Labels
-		if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
+		if (topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero()) || filtered[node.Name] {
 			labels = maps.Clone(labels)
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			labels[topology.LabelClique] = topo.Fabric().String()
+			if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
+				labels[topology.LabelClique] = topo.Fabric().String()
+			}
+			if filtered[node.Name] {
+				labels[filteredLabel] = "true"
+			}
 		}
 		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: labels, Topology: topo})
 		var devs []podAlloc
@@ -136,7 +152,12 @@ func gangJob(pod *v1.Pod, spec gangSpec, members int, req scoring.Request, arriv
 // scheduler's current snapshot, members already placed (bound, or waiting
 // at Permit) counted as members, with the capacity of holds taken.
 func (p *Plugin) gangCheck(ctx context.Context, job *gang.Job, holds []*hold) (*gang.Result, *gang.Snapshot, error) {
-	snap, err := p.gangSnapshot(holds)
+	return p.gangCheckMarked(ctx, job, holds, nil)
+}
+
+// gangCheckMarked is gangCheck on gangSnapshotMarked.
+func (p *Plugin) gangCheckMarked(ctx context.Context, job *gang.Job, holds []*hold, filtered map[string]bool) (*gang.Result, *gang.Snapshot, error) {
+	snap, err := p.gangSnapshotMarked(holds, filtered)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -84,9 +84,19 @@ func TestGangSnapshotNodeRules(t *testing.T) {
 		}
 		return 0
 	})
+	// the workers' trays (the launcher asks for no GPU: it may go anywhere)
+	workerRacks := func(res *gang.Result) map[byte]int {
+		out := map[byte]int{}
+		for _, pp := range res.Placement.Pods {
+			if len(pp.Devices) > 0 {
+				out[pp.Node[0]]++
+			}
+		}
+		return out
+	}
 	res := check()
 	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)
-	assert.Equal(t, "r2", res.Placement.Domain)
+	assert.Equal(t, map[byte]int{'b': 2}, workerRacks(res))
 	// tolerating the taint, either rack will do; tainting r2 too, it fits nowhere and says why
 	trayRacks(t, p, func(name string, node *v1.Node) int64 {
 		node.Spec.Taints = []v1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: v1.TaintEffectNoSchedule}}
@@ -104,5 +114,55 @@ func TestGangSnapshotNodeRules(t *testing.T) {
 	})
 	res = check()
 	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)
+	assert.Equal(t, map[byte]int{'a': 2}, workerRacks(res))
+}
+
+// filterHandle is fakeHandle whose other Filter plugins reject some nodes
+// (by name, the plugin that rejects).
+type filterHandle struct {
+	*fakeHandle
+	reject map[string]string
+	calls  int
+}
+
+func (h *filterHandle) RunFilterPlugins(_ context.Context, _ fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	h.calls++
+	if pl, ok := h.reject[ni.Node().Name]; ok {
+		return fwk.NewStatus(fwk.Unschedulable, "rejected").WithPlugin(pl)
+	}
+	return nil
+}
+
+// TestGangAdmitRunsOtherFilters: the member being admitted runs through
+// the profile's other Filter plugins; the nodes one of them rejects take
+// none of its pod set (GPUTopology's own rejections are the gang check's
+// business and ignored).
+func TestGangAdmitRunsOtherFilters(t *testing.T) {
+	p := newPlugin(t, `{"topologyLevels": ["example.com/rack"]}`)
+	trayRacks(t, p, func(string, *v1.Node) int64 { return 0 })
+	h := &filterHandle{fakeHandle: p.handle.(*fakeHandle), reject: map[string]string{"a1": "NodePorts", "a2": Name}}
+	p.handle = h
+	members := gangWorkers(2, 4, "", "w")
+	for _, m := range members {
+		m.Labels[LabelGangMinCount] = "2"
+	}
+	spec, _, err := gangSpecOf(members[0])
+	require.NoError(t, err)
+	req, _, err := podRequest(members[0], p.names)
+	require.NoError(t, err)
+
+	out := p.filteredOut(context.Background(), newState(), members[0])
+	assert.Equal(t, map[string]bool{"a1": true}, out, "NodePorts rejects a1; GPUTopology's own answer on a2 is not taken")
+	assert.Equal(t, 4, h.calls)
+
+	job := gangJob(members[0], spec, 2, req, 0)
+	excludeFiltered(job, job.PodSets[0].Name, out)
+	res, _, err := p.gangCheckMarked(context.Background(), job, nil, out)
+	require.NoError(t, err)
+	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)
+	assert.Equal(t, "r2", res.Placement.Domain, "r1 has one tray the workers may use")
+	// Without the filters, r1 (first, as tight) is chosen.
+	res, _, err = p.gangCheck(context.Background(), gangJob(members[0], spec, 2, req, 0), nil)
+	require.NoError(t, err)
 	assert.Equal(t, "r1", res.Placement.Domain)
 }
