@@ -341,3 +341,77 @@ func TestNodeRules(t *testing.T) {
 	r = mustCheck(t, s, j)
 	require.Equal(t, NeverFits, r.Verdict, r.Reasons)
 }
+
+// TestAllOrNothingSubGroups: a job of 4 pods whose two sub-groups of 4
+// start whole or not at all: with room for one sub-group it places that
+// one whole; a set below its threshold is never placed in part.
+func TestAllOrNothingSubGroups(t *testing.T) {
+	s := bfSnapshot(t, []bfNode{{name: "a", rack: "r0", gpus: 4}, {name: "b", rack: "r0", gpus: 2}})
+	pod := Pod{Devices: scoring.Request{Count: 1}}
+	j := &Job{Name: "aon", MinCount: 4, PodSets: []PodSet{
+		{Name: "x", Replicas: 4, MinReplicas: 4, AllOrNothing: true, Pod: pod, Topology: Constraint{Level: LevelNode}},
+		{Name: "y", Replicas: 4, MinReplicas: 4, AllOrNothing: true, Pod: pod, Topology: Constraint{Level: LevelNode}},
+	}}
+	require.NoError(t, j.Validate())
+	r := mustCheck(t, s, j)
+	require.Equal(t, Fits, r.Verdict, r.Reasons)
+	require.Len(t, r.Placement.Pods, 4)
+	sets := map[string]int{}
+	for _, pp := range r.Placement.Pods {
+		sets[pp.Set]++
+		require.Equal(t, "a", pp.Node)
+	}
+	require.Len(t, sets, 1, "one sub-group, whole")
+	// Without AllOrNothing the minimums add up past MinCount: refused.
+	j.PodSets[0].AllOrNothing, j.PodSets[1].AllOrNothing = false, false
+	require.ErrorIs(t, j.Validate(), ErrInvalidJob)
+}
+
+// TestAllOrNothingOracle: TestCheckMatchesOracle's comparison with every
+// multi-set job drawn with all-or-nothing sub-groups (the oracle accepts a
+// sub-group at 0 pods or at its threshold and more).
+func TestAllOrNothingOracle(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c, on, infos, allocs := genCluster(t)
+		j := genJob(t)
+		if len(j.PodSets) < 2 {
+			j.PodSets = append(j.PodSets, PodSet{Name: "extra", Replicas: 2, MinReplicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}})
+		}
+		for i := range j.PodSets {
+			ps := &j.PodSets[i]
+			ps.AllOrNothing = true
+			if ps.MinReplicas == 0 {
+				ps.MinReplicas = ps.Replicas
+				if ps.Slices != nil {
+					ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+				}
+			}
+		}
+		if j.MinCount == 0 || rapid.Bool().Draw(t, "smallmin") {
+			j.MinCount = rapid.IntRange(1, j.Pods()).Draw(t, "aonmin")
+		}
+		if err := j.Validate(); err != nil {
+			t.Skip(err)
+		}
+		s, err := NewSnapshot(c, infos, allocs)
+		require.NoError(t, err)
+		r, err := Check(context.Background(), s, j)
+		require.NoError(t, err)
+		o := &oracle{c: c, nodes: on, job: j}
+		members := make([][]int, len(on))
+		for i := range members {
+			members[i] = make([]int, len(j.PodSets))
+		}
+		states := make([]oState, len(on))
+		for i := range on {
+			states[i] = o.state(t, i, allocs, func(*Allocation) bool { return true })
+		}
+		now := o.feasible(states, members)
+		if now != (r.Verdict == Fits) {
+			t.Fatalf("verdict %v (%v), oracle fits now: %v\njob %+v", r.Verdict, r.Reasons, now, j)
+		}
+		if r.Placement != nil && r.Verdict == Fits {
+			require.NoError(t, s.Validate(j, r.Placement))
+		}
+	})
+}

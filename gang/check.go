@@ -294,7 +294,9 @@ func minDemand(p *problem) Resources {
 		count += n
 	}
 	for i := range p.sets {
-		add(&p.sets[i], p.sets[i].need)
+		if !p.sets[i].optional {
+			add(&p.sets[i], p.sets[i].need)
+		}
 	}
 	order := make([]int, len(p.sets))
 	for i := range order {
@@ -309,6 +311,11 @@ func minDemand(p *problem) Resources {
 			break
 		}
 		sp := &p.sets[i]
+		if sp.optional {
+			// an all-or-nothing sub-group counts whole or not at all
+			add(sp, min(sp.want, max(p.minCount-count, sp.need)))
+			continue
+		}
 		add(sp, min(sp.want-sp.need, p.minCount-count))
 	}
 	return d

@@ -19,6 +19,10 @@
 // gang (or each of its clique-sized slices) to one NVLink partition. Levels
 // are named by the cluster's label keys, HyperNode tiers, or the short names
 // "node", "clique", "rack", "block".
+// A pod set marked AllOrNothing is a sub-group that starts with at least
+// its MinReplicas or not at all, so a job's MinCount may be below its
+// sub-groups' minimums; sub-groups of a fixed size with a minimum number
+// of them (segments) are Slices with MinReplicas a multiple of the size.
 // A preference never places fewer pods than the same job without it: a
 // preferred domain that holds the thresholds but fewer pods than the
 // looser placement is passed over.

@@ -61,6 +61,11 @@ type PodSet struct {
 	// confined to one domain of a level (Kueue's podset slices, Volcano's
 	// sub-groups).
 	Slices *Slices
+	// AllOrNothing makes the set an all-or-nothing sub-group of the job:
+	// it is placed with at least MinReplicas pods or not at all, and the
+	// job's MinCount may be below the sum of such sets' MinReplicas (a job
+	// of 4 whose two sub-groups of 4 each start whole, either one will do).
+	AllOrNothing bool
 }
 
 // Pod is the request of one pod.
@@ -304,7 +309,9 @@ func (j *Job) Validate() error {
 			}
 		}
 		total += s.Replicas
-		mins += s.MinReplicas
+		if !s.AllOrNothing {
+			mins += s.MinReplicas
+		}
 	}
 	if total > MaxJobPods {
 		return limitErr(ErrInvalidJob, "job %q has %d pods, more than MaxJobPods (%d)", j.Name, total, MaxJobPods)

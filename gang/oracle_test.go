@@ -310,7 +310,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		}
 	}
 	for s, ps := range j.PodSets {
-		if per[s] > ps.Replicas || per[s] < ps.MinReplicas {
+		if per[s] > ps.Replicas || (per[s] < ps.MinReplicas && !(ps.AllOrNothing && per[s] == 0)) {
 			return false
 		}
 		total += per[s]
@@ -605,9 +605,26 @@ func genJob(t *rapid.T) *Job {
 			j.NVLink = &NVLink{}
 		}
 	}
+	if len(j.PodSets) > 1 && rapid.IntRange(0, 3).Draw(t, "aon") == 0 {
+		// all-or-nothing sub-groups, each of at least one pod
+		for i := range j.PodSets {
+			ps := &j.PodSets[i]
+			if rapid.Bool().Draw(t, "aonset") {
+				ps.AllOrNothing = true
+				if ps.MinReplicas == 0 {
+					ps.MinReplicas = ps.Replicas
+					if ps.Slices != nil {
+						ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+					}
+				}
+			}
+		}
+	}
 	total, mins := j.Pods(), 0
 	for _, ps := range j.PodSets {
-		mins += ps.MinReplicas
+		if !ps.AllOrNothing {
+			mins += ps.MinReplicas
+		}
 	}
 	if mins < total && rapid.Bool().Draw(t, "mincount") {
 		j.MinCount = rapid.IntRange(max(mins, 1), total).Draw(t, "minCount")

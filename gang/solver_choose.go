@@ -41,7 +41,10 @@ func (sv *solver) target(f front) ([]int64, bool) {
 			if z, _ := sv.sliceOf(i); z > 1 {
 				v = roundDown(v, z)
 			}
-			if v < f.low[i] || v < sp.need {
+			if sp.optional && v < sp.need && f.low[i] == 0 {
+				v = 0 // an all-or-nothing sub-group that does not fit whole: left out
+			}
+			if v < f.low[i] || (v < sp.need && !(sp.optional && v == 0)) {
 				ok = false
 				break
 			}

@@ -334,3 +334,13 @@ nodes:
 	}
 	require.Equal(t, map[string]int{"s0": 2}, nodes, "p0 holds one pod of the two: the preference gives way, BestFit takes the one node that holds both")
 }
+
+// TestAllOrNothingInFiles: allOrNothing reaches gang.PodSet, and lets the
+// job's minCount be below the sets' minReplicas.
+func TestAllOrNothingInFiles(t *testing.T) {
+	jobs, _, err := ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: x, replicas: 2, minReplicas: 2, allOrNothing: true}, {name: y, replicas: 2, minReplicas: 2, allOrNothing: true}]}`))
+	require.NoError(t, err)
+	require.True(t, jobs[0].PodSets[0].AllOrNothing)
+	_, _, err = ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: x, replicas: 2, minReplicas: 2}, {name: y, replicas: 2, minReplicas: 2}]}`))
+	require.ErrorIs(t, err, gang.ErrInvalidJob)
+}

@@ -44,6 +44,7 @@ import (
 //	        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //	        topology: {level: clique, mode: preferred}
 //	        slices: {size: 16, level: clique, mode: required}
+//	        allOrNothing: false # true: placed with minReplicas or more, or not at all
 //
 // A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
 // shared slice of one GPU (shared: memory and compute, compute in
@@ -150,6 +151,7 @@ type PodSet struct {
 	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	Topology     *Constraint       `json:"topology,omitempty"`
 	Slices       *Slices           `json:"slices,omitempty"`
+	AllOrNothing bool              `json:"allOrNothing,omitempty"`
 }
 
 // ParseJobs reads a job file (see Jobs): one job or a list, with queue
@@ -178,7 +180,7 @@ func (js *Job) job() (gang.Job, error) {
 		if err != nil {
 			return j, err
 		}
-		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: pod}
+		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: pod, AllOrNothing: ps.AllOrNothing}
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
 		}
