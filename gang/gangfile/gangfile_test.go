@@ -338,9 +338,9 @@ nodes:
 // TestAllOrNothingInFiles: allOrNothing reaches gang.PodSet, and lets the
 // job's minCount be below the sets' minReplicas.
 func TestAllOrNothingInFiles(t *testing.T) {
-	jobs, _, err := ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: x, replicas: 2, minReplicas: 2, allOrNothing: true}, {name: y, replicas: 2, minReplicas: 2, allOrNothing: true}]}`))
+	jobs, _, err := ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: sx, replicas: 2, minReplicas: 2, allOrNothing: true}, {name: sy, replicas: 2, minReplicas: 2, allOrNothing: true}]}`))
 	require.NoError(t, err)
 	require.True(t, jobs[0].PodSets[0].AllOrNothing)
-	_, _, err = ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: x, replicas: 2, minReplicas: 2}, {name: y, replicas: 2, minReplicas: 2}]}`))
+	_, _, err = ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: sx, replicas: 2, minReplicas: 2}, {name: sy, replicas: 2, minReplicas: 2}]}`))
 	require.ErrorIs(t, err, gang.ErrInvalidJob)
 }
