@@ -415,3 +415,75 @@ func TestAllOrNothingOracle(t *testing.T) {
 		}
 	})
 }
+
+// TestLeastFreeCapacityProperty: on one rack of small nodes (NVSwitch or
+// CPU-only, CPU and memory tracked), a job of one pod set without a
+// topology request placed with LeastFreeCapacity fills the nodes with the
+// least room first: for every room r, the pods on nodes of room at most r
+// are as many as any placement of the same pods could put there (by
+// brute force: every node of room ≤ r full, up to the total).
+func TestLeastFreeCapacityProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		N := rapid.IntRange(2, 5).Draw(t, "nodes")
+		nodes := make([]bfNode, N)
+		for i := range nodes {
+			n := bfNode{name: fmt.Sprintf("n%d", i), rack: "r0", gpus: rapid.SampledFrom([]int{0, 2, 4, 8}).Draw(t, "gpus")}
+			n.info.CPUMilli = int64(rapid.SampledFrom([]int{0, 2000, 4000, 8000}).Draw(t, "cpu"))
+			n.info.Unschedulable = rapid.IntRange(0, 9).Draw(t, "cordon") == 0
+			if n.gpus > 0 {
+				n.busy = rapid.IntRange(0, n.gpus).Draw(t, "busy")
+			}
+			if n.info.CPUMilli > 0 {
+				n.busyCPU = int64(rapid.IntRange(0, int(n.info.CPUMilli/1000)).Draw(t, "busycpu")) * 1000
+			}
+			nodes[i] = n
+		}
+		s := bfSnapshot(t, nodes)
+		pod := Pod{Devices: scoring.Request{Count: rapid.IntRange(0, 2).Draw(t, "pgpus")},
+			CPUMilli: int64(rapid.SampledFrom([]int{0, 1000, 2000}).Draw(t, "pcpu"))}
+		if pod.Devices.Count == 0 && pod.CPUMilli == 0 {
+			pod.CPUMilli = 1000
+		}
+		replicas := rapid.IntRange(1, 6).Draw(t, "replicas")
+		j := &Job{Name: "lfc", MinCount: 1, PodSets: []PodSet{{Name: "w", Replicas: replicas, Pod: pod}}}
+		r, err := Check(context.Background(), s, j, WithStrategy(LeastFreeCapacity))
+		require.NoError(t, err)
+		room := map[string]int64{}
+		var total int64
+		for _, n := range nodes {
+			rm := int64(0)
+			if !n.info.Unschedulable {
+				rm = int64(unlimited)
+				if g := pod.Devices.Count; g > 0 {
+					rm = min(rm, int64((n.gpus-n.busy)/g))
+				}
+				if pod.CPUMilli > 0 && n.info.CPUMilli > 0 {
+					rm = min(rm, (n.info.CPUMilli-n.busyCPU)/pod.CPUMilli)
+				}
+			}
+			room[n.name] = rm
+			total += min(rm, int64(replicas))
+		}
+		if total == 0 {
+			require.NotEqual(t, Fits, r.Verdict)
+			return
+		}
+		require.Equal(t, Fits, r.Verdict, r.Reasons)
+		placed := placedNodes(r.Placement)
+		T := int64(len(r.Placement.Pods))
+		require.Equal(t, min(total, int64(replicas)), T, "the most pods that fit")
+		for _, n := range nodes {
+			lim := room[n.name]
+			var got, best int64
+			for _, m := range nodes {
+				if room[m.name] <= lim {
+					got += int64(placed[m.name])
+					best += min(room[m.name], int64(replicas))
+				}
+			}
+			if got != min(best, T) {
+				t.Fatalf("nodes of room ≤ %d hold %d pods; they could hold %d (rooms %v, placed %v)", lim, got, min(best, T), room, placed)
+			}
+		}
+	})
+}

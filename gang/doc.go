@@ -68,7 +68,9 @@
 // the thresholds. The placement descends from the tightest such domain
 // (BestFit: the least capacity for the job, then the fewest free GPUs,
 // then the least room for the job's pods with every resource they ask for
-// counted: devices, MIG slices, shared memory, CPU, memory; or Balanced),
+// counted: devices, MIG slices, shared memory, CPU, memory; or Balanced,
+// or LeastFreeCapacity, which fills the sub-domains with the least room
+// first),
 // splitting the counts over children so
 // that what remains stays feasible at every step, and reads each node's
 // devices off its cached sequence.

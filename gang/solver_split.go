@@ -34,6 +34,13 @@ func compareChildren(a, b *child) int {
 		a.room.compare(b.room), cmp.Compare(a.order, b.order))
 }
 
+// compareLeastFree orders the children LeastFreeCapacity fills first:
+// those with members, then the least room for the job's pods, the least
+// terminating capacity, the least free GPU capacity, then tree order.
+func compareLeastFree(a, b *child) int {
+	return cmp.Or(cmp.Compare(b.low, a.low), a.room.compare(b.room), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+}
+
 // usedChildren returns the indices of the n children that used says the
 // split gives pods or that hold members: Balanced spreads over those.
 func usedChildren(n int, at func(j int) *child, used func(j int) bool) []int {
@@ -159,7 +166,11 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 			gran[i] = z
 		}
 	}
-	slices.SortStableFunc(items, func(a, b item) int { return compareChildren(&a.child, &b.child) })
+	order := compareChildren
+	if sv.search.strategy == LeastFreeCapacity {
+		order = compareLeastFree
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return order(&a.child, &b.child) })
 	split, err := sv.split(items, t, excl, gran)
 	if err != nil {
 		return fmt.Errorf("domain %q: %w", tr.path(d), err)
@@ -187,6 +198,9 @@ func (sv *solver) split(items []item, t []int64, excl []bool, gran []int64) ([][
 	}
 	at := func(j int) *child { return &items[j].child }
 	used := func(j int) bool { return nonzero(res[j]) }
+	if sv.search.strategy == LeastFreeCapacity {
+		return res, nil // each child as far as it goes, least room first
+	}
 	if sv.search.strategy == BestFit {
 		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].f.holds(res[last]) })
 		if best >= 0 {
@@ -338,7 +352,11 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 	if z, zl := sv.sliceOf(0); z > 1 && lv < zl {
 		g = z
 	}
-	slices.SortStableFunc(items, func(a, b sitem) int { return compareChildren(&a.child, &b.child) })
+	order := compareChildren
+	if sv.search.strategy == LeastFreeCapacity {
+		order = compareLeastFree
+	}
+	slices.SortStableFunc(items, func(a, b sitem) int { return order(&a.child, &b.child) })
 	if !splitScalar(items, t, g, nil) {
 		return fmt.Errorf("domain %q: %w", tr.path(d), internalErr("target %d not held by the sub-domains", t))
 	}
@@ -357,7 +375,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		}) {
 			items = sub
 		}
-	} else {
+	} else if sv.search.strategy == BestFit {
 		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].cap >= items[last].share })
 		if best >= 0 {
 			items[best].share, items[last].share = items[last].share, 0
