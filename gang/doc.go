@@ -70,10 +70,9 @@
 // then the least room for the job's pods with every resource they ask for
 // counted: devices, MIG slices, shared memory, CPU, memory; or Balanced,
 // or LeastFreeCapacity, which fills the sub-domains with the least room
-// first),
-// splitting the counts over children so
-// that what remains stays feasible at every step, and reads each node's
-// devices off its cached sequence.
+// first), splitting the counts over children so that what remains stays
+// feasible at every step, and reads each node's devices off its cached
+// sequence.
 //
 // The verdicts are exact relative to each node's capacity; Result.Proven is
 // false only when a pod-count frontier exceeded its bound (jobs with several
