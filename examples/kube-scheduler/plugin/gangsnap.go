@@ -76,6 +76,28 @@ func nodeTaints(node *v1.Node) []gang.Taint {
 // required affinity with one is left out, which keeps the check a
 // necessary one.
 func podRules(pod *v1.Pod, g *gang.Pod) {
+	podRulesRaw(pod, g)
+	// Rules beyond what package gang takes (more than gang.MaxLabels
+	// tolerations or terms, ...) are widened, never narrowed: all taints
+	// tolerated, any node meeting the affinity. The check stays a
+	// necessary one; the scheduler's own filters still apply.
+	valid := func(p gang.Pod) bool {
+		j := gang.Job{Name: "probe", PodSets: []gang.PodSet{{Name: "probe", Replicas: 1, Pod: p}}}
+		return j.Validate() == nil
+	}
+	if len(g.Tolerations) > 0 && !valid(gang.Pod{Tolerations: g.Tolerations}) {
+		g.Tolerations = []gang.Toleration{{Operator: gang.TolerateExists}}
+	}
+	if len(g.RequiredNodeAffinity) > 0 && !valid(gang.Pod{RequiredNodeAffinity: g.RequiredNodeAffinity}) {
+		g.RequiredNodeAffinity = nil
+	}
+	if len(g.PreferredNodeAffinity) > 0 && !valid(gang.Pod{PreferredNodeAffinity: g.PreferredNodeAffinity}) {
+		g.PreferredNodeAffinity = nil
+	}
+}
+
+// podRulesRaw is podRules without the widening.
+func podRulesRaw(pod *v1.Pod, g *gang.Pod) {
 	g.CPUMilli, g.MemoryBytes = podCPUMem(pod)
 	for _, t := range pod.Spec.Tolerations {
 		g.Tolerations = append(g.Tolerations, gang.Toleration{Key: t.Key, Operator: gang.TolerationOperator(t.Operator),

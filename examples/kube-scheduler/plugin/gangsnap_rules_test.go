@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,7 @@ import (
 	schedfw "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -165,4 +167,25 @@ func TestGangAdmitRunsOtherFilters(t *testing.T) {
 	res, _, err = p.gangCheck(context.Background(), gangJob(members[0], spec, 2, req, 0), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "r1", res.Placement.Domain)
+}
+
+// TestPodRulesWidened: tolerations and affinity beyond what package gang
+// takes are widened (every taint tolerated, any node), never turned into
+// an invalid gang job.
+func TestPodRulesWidened(t *testing.T) {
+	pod := gpuPod("w", 1, nil)
+	for i := range gang.MaxLabels + 1 {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Key: fmt.Sprintf("k%d", i), Operator: v1.TolerationOpExists})
+	}
+	var values []string
+	for i := range gang.MaxLabels + 1 {
+		values = append(values, fmt.Sprint(i))
+	}
+	pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "k", Operator: v1.NodeSelectorOpIn, Values: values}}}}}}}
+	g := gangPod(pod, scoring.Request{Count: 1})
+	assert.Equal(t, []gang.Toleration{{Operator: gang.TolerateExists}}, g.Tolerations)
+	assert.Nil(t, g.RequiredNodeAffinity)
+	j := gang.Job{Name: "j", PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: g}}}
+	require.NoError(t, j.Validate())
 }
