@@ -284,7 +284,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 			continue
 		}
 		i, ok := setIdx[a.Set]
-		if !ok && a.Set == "" && len(prob.sets) == 1 {
+		if !ok && len(prob.sets) == 1 {
 			i, ok = 0, true
 		}
 		if !ok {

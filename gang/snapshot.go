@@ -69,7 +69,8 @@ type Allocation struct {
 	// its own, named Pod. Preemption evicts whole jobs.
 	Job string
 	// Set is the pod set within the job (for members of a gang that is
-	// still being placed).
+	// still being placed); a job of one pod set counts every member in it,
+	// whatever its Set.
 	Set string
 	// Pod names the pod.
 	Pod string

@@ -315,7 +315,7 @@ func (sv *solver) findMembers(withMembers bool) error {
 		}
 		si := -1
 		for i, sp := range p.sets {
-			if sp.ps.Name == a.Set || (a.Set == "" && sv.sets == 1) {
+			if sp.ps.Name == a.Set || sv.sets == 1 {
 				si = i
 			}
 		}
