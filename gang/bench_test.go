@@ -159,3 +159,38 @@ func BenchmarkPreemptNVL72(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckNodeRules places a 64-pod × 8-GPU gang on the 1,000 nodes
+// of BenchmarkCheck64x8 with node rules: a third of the nodes tainted
+// (NoSchedule, the gang tolerates none; PreferNoSchedule on another third),
+// pod counts tracked, a required node affinity expression, and with the
+// LeastFreeCapacity strategy. What the rules cost beside "any".
+func BenchmarkCheckNodeRules(b *testing.B) {
+	sp := busy(fourTier(b, 4, 5, 5, 10), 0.4, 1)
+	sp.info = func(i int) NodeInfo {
+		info := NodeInfo{CPUMilli: 224000, MemoryBytes: 2048 * gib, MaxPods: 110}
+		switch i % 3 {
+		case 0:
+			info.Taints = []Taint{{Key: "reserved", Effect: TaintNoSchedule}}
+		case 1:
+			info.Taints = []Taint{{Key: "spot", Effect: TaintPreferNoSchedule}}
+		}
+		return info
+	}
+	s := sp.build(b)
+	j := workers("train", 64, 8)
+	j.PodSets[0].Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lBlock, Operator: SelectNotIn, Values: []string{"b9"}}}}}
+	b.Run("rules", func(b *testing.B) { benchCheck(b, s, j, Fits) })
+	b.Run("least-free-capacity", func(b *testing.B) {
+		r, err := Check(context.Background(), s, workers("train", 64, 8), WithStrategy(LeastFreeCapacity))
+		if err != nil || r.Verdict != Fits {
+			b.Fatalf("%v %v", r, err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Check(context.Background(), s, workers("train", 64, 8), WithStrategy(LeastFreeCapacity)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -301,7 +301,9 @@ func minDemand(p *problem) Resources {
 		count += n
 	}
 	for i := range p.sets {
-		add(&p.sets[i], p.sets[i].need)
+		if !p.sets[i].optional {
+			add(&p.sets[i], p.sets[i].need)
+		}
 	}
 	order := make([]int, len(p.sets))
 	for i := range order {
@@ -316,6 +318,11 @@ func minDemand(p *problem) Resources {
 			break
 		}
 		sp := &p.sets[i]
+		if sp.optional {
+			// an all-or-nothing sub-group counts whole or not at all
+			add(sp, min(sp.want, max(p.minCount-count, sp.need)))
+			continue
+		}
 		add(sp, min(sp.want-sp.need, p.minCount-count))
 	}
 	return d
@@ -553,7 +560,7 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 		for n := range s.nodes {
 			u := s.idle[n]
 			cpu, mem := sv.left(int32(n), u)
-			c := sv.fitsMore(i, int32(n), u.class, cpu, mem)
+			c := sv.fitsMore(i, int32(n), u.class, cpu, mem, sv.podsLeft(int32(n), u))
 			if c > best {
 				best = c
 			}
@@ -565,6 +572,9 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 			line := fmt.Sprintf("no node can hold one pod of set %q", sp.ps.Name)
 			if why != "" {
 				line += " (" + why + ")"
+			}
+			if taints := s.untoleratedTaints(&sp.ps.Pod); taints != "" {
+				line += "; " + taints
 			}
 			out = append(out, line)
 		}
@@ -616,4 +626,32 @@ func sharedFree(st *nodeStatic, state *scoring.State) int64 {
 		}
 	}
 	return free
+}
+
+// untoleratedTaints names the taints that keep pod p off nodes, with the
+// count of nodes each one keeps it off ("" when none does).
+func (s *Snapshot) untoleratedTaints(p *Pod) string {
+	count := map[string]int{}
+	var order []string
+	for n := range s.nodes {
+		if t := p.untolerated(&s.nodes[n].info, false); t != nil {
+			k := t.String()
+			if count[k] == 0 {
+				order = append(order, k)
+			}
+			count[k]++
+		}
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, min(len(order), 4))
+	for i, k := range order {
+		if i == 4 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(order)-4))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d nodes with taint %s", count[k], k))
+	}
+	return "not tolerated: " + strings.Join(parts, ", ")
 }

@@ -9,7 +9,8 @@
 //
 // A [Job] has pod sets ([PodSet]: replicas, a per-pod [Pod] request of whole
 // GPUs with scoring's node-level constraints, GPU memory, a MIG profile, CPU,
-// memory, a node selector), a gang threshold (Job.MinCount overall,
+// memory, a node selector, node affinity expressions required and
+// preferred, tolerations), a gang threshold (Job.MinCount overall,
 // PodSet.MinReplicas per set), a priority, a queue, an arrival order and a
 // declared run time. Topology constraints ([Constraint]) confine the whole
 // job or one pod set to one domain of a level of the cluster tree, required
@@ -18,9 +19,17 @@
 // gang (or each of its clique-sized slices) to one NVLink partition. Levels
 // are named by the cluster's label keys, HyperNode tiers, or the short names
 // "node", "clique", "rack", "block".
+// A pod set marked AllOrNothing is a sub-group that starts with at least
+// its MinReplicas or not at all, so a job's MinCount may be below its
+// sub-groups' minimums; sub-groups of a fixed size with a minimum number
+// of them (segments) are Slices with MinReplicas a multiple of the size.
+// A preference never places fewer pods than the same job without it: a
+// preferred domain that holds the thresholds but fewer pods than the
+// looser placement is passed over.
 //
 // A [Snapshot] is the cluster at one moment: a topology.Cluster, per node
-// [NodeInfo] (CPU, memory, cordon, MIG mode, pre-created MIG instances) and the running pods
+// [NodeInfo] (CPU, memory, pod count, cordon, readiness, taints, MIG
+// mode, pre-created MIG instances) and the running pods
 // ([Allocation]), some of which may be terminating (Allocation.Releasing).
 // Planners read snapshots and never change them; Snapshot.Assume,
 // Snapshot.Add, Snapshot.RemovePod and Snapshot.RemoveJob update one as pods
@@ -57,9 +66,13 @@
 // single pod set this is one integer per domain, computed in one pass over
 // the nodes. The gang fits exactly when some domain of the job's level holds
 // the thresholds. The placement descends from the tightest such domain
-// (BestFit: fewest free; or Balanced), splitting the counts over children so
-// that what remains stays feasible at every step, and reads each node's
-// devices off its cached sequence.
+// (BestFit: the least capacity for the job, then the fewest free GPUs,
+// then the least room for the job's pods with every resource they ask for
+// counted: devices, MIG slices, shared memory, CPU, memory; or Balanced,
+// or LeastFreeCapacity, which fills the sub-domains with the least room
+// first), splitting the counts over children so that what remains stays
+// feasible at every step, and reads each node's devices off its cached
+// sequence.
 //
 // The verdicts are exact relative to each node's capacity; Result.Proven is
 // false only when a pod-count frontier exceeded its bound (jobs with several

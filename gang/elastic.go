@@ -73,7 +73,7 @@ func ScaleUp(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result,
 	for _, a := range s.JobAllocations(j.Name) {
 		if !a.Releasing {
 			set := a.Set
-			if set == "" && len(j.PodSets) == 1 {
+			if len(j.PodSets) == 1 {
 				set = j.PodSets[0].Name
 			}
 			running[set]++

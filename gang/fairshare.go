@@ -573,6 +573,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		}
 		q.pending = append(q.pending, j)
 	}
+	fp.sortPending()
 	fp.usage()
 	fp.fairShares()
 	plan := &FairPlan{byJob: map[string]int{}, Reservations: []Reservation{}, Evictions: []Eviction{}}
@@ -651,12 +652,17 @@ func (fp *fairPass) buildQueues() error {
 		slices.SortFunc(q.kids, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	}
 	slices.SortFunc(fp.roots, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	return nil
+}
+
+// sortPending puts every queue's pending jobs in their order: priority
+// (larger first), then arrival, then name.
+func (fp *fairPass) sortPending() {
 	for _, q := range fp.qs {
 		slices.SortStableFunc(q.pending, func(a, b *Job) int {
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), strings.Compare(a.Name, b.Name))
 		})
 	}
-	return nil
 }
 
 // demandAmounts is what a pending job's thresholds ask for.

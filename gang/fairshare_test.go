@@ -447,7 +447,7 @@ func TestFairShare10kPlan(t *testing.T) {
 }
 
 // fairPlan10kDigest is fairPlanDigest of the 10k instance's plan.
-const fairPlan10kDigest = "fe4db252d996445c7ce7397a73a4dd7b0be1b3952f9525ad19dd1a1225e438d2"
+const fairPlan10kDigest = "6d4ee0675282adbcedc52406f7b66a8ba1f142b3d9883b4ec432df0bf31b3665"
 
 // fairGen shapes the random fair-share instances of TestFairShareOracle
 // and TestFairShareIncremental (drawFairInstance).

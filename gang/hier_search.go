@@ -333,7 +333,7 @@ func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int, only [
 		hs.free[n] = int64(u.free)*8 + int64(u.freeMIG)
 		if hs.m == 1 {
 			cpu, mem := sv.left(int32(n), u)
-			hs.bcap[n] = sv.fitsMore(0, int32(n), u.class, cpu, mem)
+			hs.bcap[n] = sv.fitsMore(0, int32(n), u.class, cpu, mem, sv.podsLeft(int32(n), u))
 		} else {
 			f := sv.vectorNode(int32(n), L)
 			hs.base[n] = f.pts

@@ -14,7 +14,9 @@ import (
 //
 // The gang threshold is MinCount pods overall (0 means every replica) and,
 // per pod set, PodSet.MinReplicas. A placement places at least the
-// thresholds and as many more replicas as fit in the same domains.
+// thresholds and as many more replicas as fit in the same domains. A
+// preferred constraint never costs replicas: it is honoured only where its
+// domain holds as many pods as the job without the preference would place.
 type Job struct {
 	// Name identifies the job; allocations whose Job equals it are its
 	// members already placed.
@@ -59,6 +61,11 @@ type PodSet struct {
 	// confined to one domain of a level (Kueue's podset slices, Volcano's
 	// sub-groups).
 	Slices *Slices
+	// AllOrNothing makes the set an all-or-nothing sub-group of the job:
+	// it is placed with at least MinReplicas pods or not at all, and the
+	// job's MinCount may be below the sum of such sets' MinReplicas (a job
+	// of 4 whose two sub-groups of 4 each start whole, either one will do).
+	AllOrNothing bool
 }
 
 // Pod is the request of one pod.
@@ -97,6 +104,18 @@ type Pod struct {
 	MemoryBytes uint64
 	// NodeSelector lists labels a node must carry (equal values).
 	NodeSelector map[string]string
+	// RequiredNodeAffinity: when set, a node must meet one of the terms
+	// (each a conjunction of label expressions: In, NotIn, Exists,
+	// DoesNotExist, Gt, Lt).
+	RequiredNodeAffinity []SelectorTerm
+	// PreferredNodeAffinity: terms the pod prefers its node to meet. The
+	// placement first tries the nodes that meet every term of positive
+	// weight (and carry no untolerated PreferNoSchedule taint), and uses
+	// the others only when that would place fewer pods.
+	PreferredNodeAffinity []PreferredTerm
+	// Tolerations let the pod use nodes with matching taints
+	// (NodeInfo.Taints).
+	Tolerations []Toleration
 }
 
 // IsShared reports whether the pod asks for a shared slice of one device
@@ -296,7 +315,9 @@ func (j *Job) Validate() error {
 			}
 		}
 		total += s.Replicas
-		mins += s.MinReplicas
+		if !s.AllOrNothing {
+			mins += s.MinReplicas
+		}
 	}
 	if total > MaxJobPods {
 		return limitErr(ErrInvalidJob, "job %q has %d pods, more than MaxJobPods (%d)", j.Name, total, MaxJobPods)
@@ -431,6 +452,9 @@ func (p *Pod) validate(where string) error {
 		}
 	} else if d.Count == 0 && d.Shared == nil && (d.MinFreeMemory > 0 || d.Scope != scoring.ScopeNone) {
 		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a shared slice", where)
+	}
+	if err := p.validateNodeRules(where); err != nil {
+		return err
 	}
 	for k, v := range p.NodeSelector {
 		if k == "" {

@@ -31,6 +31,7 @@ type oState struct {
 	state   *scoring.State
 	layouts map[int]*mig.Layout
 	cpu     int64
+	pods    int
 }
 
 type oracle struct {
@@ -76,6 +77,7 @@ func (o *oracle) state(t *rapid.T, i int, allocs []Allocation, keep func(*Alloca
 			}
 		}
 		st.cpu += a.CPUMilli
+		st.pods++
 	}
 	return st
 }
@@ -85,10 +87,12 @@ func (o *oracle) state(t *rapid.T, i int, allocs []Allocation, keep func(*Alloca
 func (o *oracle) fits(i int, st oState, counts []int) bool {
 	n := &o.nodes[i]
 	var need int64
+	pods := 0
 	for s, c := range counts {
 		need += int64(c) * o.job.PodSets[s].Pod.CPUMilli
+		pods += c
 		if c > 0 {
-			if n.info.Unschedulable {
+			if n.info.Unschedulable || n.info.NotReady {
 				return false
 			}
 			for k, v := range o.job.PodSets[s].Pod.NodeSelector {
@@ -96,7 +100,13 @@ func (o *oracle) fits(i int, st oState, counts []int) bool {
 					return false
 				}
 			}
+			if !oAllows(&o.job.PodSets[s].Pod, n) {
+				return false
+			}
 		}
+	}
+	if n.info.MaxPods > 0 && st.pods+pods > n.info.MaxPods {
+		return false
 	}
 	if n.info.CPUMilli > 0 && st.cpu+need > n.info.CPUMilli {
 		return false
@@ -120,6 +130,61 @@ func (o *oracle) fits(i int, st oState, counts []int) bool {
 		return false
 	}
 	return try(0)
+}
+
+// oAllows is the oracle's reading of a pod's taint and affinity rules on
+// node n: every NoSchedule or NoExecute taint tolerated, some required
+// term met (when there are terms).
+func oAllows(p *Pod, n *oNode) bool {
+	for _, t := range n.info.Taints {
+		if t.Effect == TaintPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for _, tl := range p.Tolerations {
+			effect := tl.Effect == "" || tl.Effect == t.Effect
+			key := tl.Key == t.Key || (tl.Key == "" && tl.Operator == TolerateExists)
+			value := tl.Operator == TolerateExists || tl.Value == t.Value
+			ok = ok || (effect && key && value)
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(p.RequiredNodeAffinity) == 0 {
+		return true
+	}
+	for _, term := range p.RequiredNodeAffinity {
+		all := true
+		for _, r := range term.Expressions {
+			v, has := n.labels[r.Key]
+			in := false
+			for _, w := range r.Values {
+				in = in || (has && v == w)
+			}
+			var ok bool
+			switch r.Operator {
+			case SelectIn:
+				ok = in
+			case SelectNotIn:
+				ok = !in
+			case SelectExists:
+				ok = has
+			case SelectDoesNotExist:
+				ok = !has
+			case SelectGt, SelectLt:
+				var x, y int
+				_, e1 := fmt.Sscan(v, &x)
+				_, e2 := fmt.Sscan(r.Values[0], &y)
+				ok = has && e1 == nil && e2 == nil && ((r.Operator == SelectGt && x > y) || (r.Operator == SelectLt && x < y))
+			}
+			all = all && ok
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
@@ -245,7 +310,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		}
 	}
 	for s, ps := range j.PodSets {
-		if per[s] > ps.Replicas || per[s] < ps.MinReplicas {
+		if per[s] > ps.Replicas || (per[s] < ps.MinReplicas && !(ps.AllOrNothing && per[s] == 0)) {
 			return false
 		}
 		total += per[s]
@@ -396,6 +461,13 @@ func genCluster(t *rapid.T) (*topology.Cluster, []oNode, []NodeInfo, []Allocatio
 		name := fmt.Sprintf("n%d", i)
 		cn = append(cn, topology.ClusterNode{Name: name, Labels: labels, Topology: topo})
 		info := NodeInfo{CPUMilli: int64(rapid.SampledFrom([]int{0, 4000, 8000}).Draw(t, "cpu")), Unschedulable: rapid.IntRange(0, 9).Draw(t, "cordon") == 0}
+		info.NotReady = rapid.IntRange(0, 9).Draw(t, "notready") == 0
+		info.MaxPods = rapid.SampledFrom([]int{0, 0, 1, 2, 3}).Draw(t, "maxpods")
+		if rapid.IntRange(0, 3).Draw(t, "tainted") == 0 {
+			info.Taints = append(info.Taints, Taint{Key: "gpu", Value: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "taintval"),
+				Effect: rapid.SampledFrom([]TaintEffect{TaintNoSchedule, TaintNoExecute, TaintPreferNoSchedule}).Draw(t, "effect")})
+		}
+		labels["tier"] = fmt.Sprint(rapid.IntRange(1, 3).Draw(t, "tier"))
 		infos = append(infos, info)
 		node := oNode{name: name, topo: topo, info: info, labels: labels}
 		if topo != nil {
@@ -496,6 +568,29 @@ func genJob(t *rapid.T) *Job {
 		if rapid.IntRange(0, 5).Draw(t, "sel") == 0 {
 			ps.Pod.NodeSelector = map[string]string{lRack: "r0"}
 		}
+		switch rapid.IntRange(0, 4).Draw(t, "tol") {
+		case 0:
+			ps.Pod.Tolerations = []Toleration{{Key: "gpu", Operator: TolerateExists}}
+		case 1:
+			ps.Pod.Tolerations = []Toleration{{Key: "gpu", Value: "a", Effect: rapid.SampledFrom([]TaintEffect{"", TaintNoSchedule}).Draw(t, "toleffect")}}
+		}
+		if rapid.IntRange(0, 3).Draw(t, "aff") == 0 {
+			req := SelectorRequirement{Key: rapid.SampledFrom([]string{"tier", lRack, topology.LabelClique}).Draw(t, "affkey"),
+				Operator: rapid.SampledFrom([]SelectorOperator{SelectIn, SelectNotIn, SelectExists, SelectDoesNotExist, SelectGt, SelectLt}).Draw(t, "affop")}
+			switch req.Operator {
+			case SelectIn, SelectNotIn:
+				req.Values = []string{rapid.SampledFrom([]string{"1", "2", "r0", "r1"}).Draw(t, "affval")}
+			case SelectGt, SelectLt:
+				req.Values = []string{fmt.Sprint(rapid.IntRange(0, 3).Draw(t, "affnum"))}
+			}
+			ps.Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{req}}}
+			if rapid.Bool().Draw(t, "affor") {
+				ps.Pod.RequiredNodeAffinity = append(ps.Pod.RequiredNodeAffinity, SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}})
+			}
+		}
+		if rapid.IntRange(0, 3).Draw(t, "pref") == 0 {
+			ps.Pod.PreferredNodeAffinity = []PreferredTerm{{Weight: 10, Term: SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}}}}
+		}
 		j.PodSets = append(j.PodSets, ps)
 	}
 	j.Topology = genConstraint(t, "jobtopo")
@@ -510,9 +605,26 @@ func genJob(t *rapid.T) *Job {
 			j.NVLink = &NVLink{}
 		}
 	}
+	if len(j.PodSets) > 1 && rapid.IntRange(0, 3).Draw(t, "aon") == 0 {
+		// all-or-nothing sub-groups, each of at least one pod
+		for i := range j.PodSets {
+			ps := &j.PodSets[i]
+			if rapid.Bool().Draw(t, "aonset") {
+				ps.AllOrNothing = true
+				if ps.MinReplicas == 0 {
+					ps.MinReplicas = ps.Replicas
+					if ps.Slices != nil {
+						ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+					}
+				}
+			}
+		}
+	}
 	total, mins := j.Pods(), 0
 	for _, ps := range j.PodSets {
-		mins += ps.MinReplicas
+		if !ps.AllOrNothing {
+			mins += ps.MinReplicas
+		}
 	}
 	if mins < total && rapid.Bool().Draw(t, "mincount") {
 		j.MinCount = rapid.IntRange(max(mins, 1), total).Draw(t, "minCount")

@@ -299,7 +299,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 			continue
 		}
 		i, ok := setIdx[a.Set]
-		if !ok && a.Set == "" && len(prob.sets) == 1 {
+		if !ok && len(prob.sets) == 1 {
 			i, ok = 0, true
 		}
 		if !ok {
@@ -417,7 +417,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 		if count[i] > sp.want {
 			return placeErr("pod set %q: %d pods, more than its %d replicas", sp.ps.Name, count[i], sp.want)
 		}
-		if count[i] < sp.need {
+		if count[i] < sp.need && !(sp.optional && count[i] == 0) {
 			return placeErr("pod set %q: %d pods, below its threshold %d", sp.ps.Name, count[i], sp.need)
 		}
 		total += count[i]

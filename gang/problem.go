@@ -13,6 +13,7 @@ type setPlan struct {
 	shape    shapeKey
 	want     int64 // replicas
 	need     int64 // per-set threshold
+	optional bool  // all or nothing: need applies only when the set places a pod
 	cpu      int64
 	mem      uint64
 	sel      map[string]string
@@ -87,7 +88,7 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 	}
 	for i := range j.PodSets {
 		ps := &j.PodSets[i]
-		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas),
+		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas), optional: ps.AllOrNothing,
 			cpu: ps.Pod.CPUMilli, mem: ps.Pod.MemoryBytes, sel: ps.Pod.NodeSelector}
 		sp.gpuUnits = int64(ps.Pod.wholeGPUs())
 		if sp.shape.migN > 0 {
@@ -233,6 +234,7 @@ func (p *problem) demand() demand {
 type setSig struct {
 	shape           shapeKey
 	want, need      int64
+	optional        bool
 	cpu             int64
 	mem             uint64
 	sel             string
@@ -248,7 +250,7 @@ func (p *problem) setSig(i int) setSig {
 	if len(s.sel) > 0 {
 		sel = fmt.Sprint(s.sel)
 	}
-	return setSig{s.shape, s.want, s.need, s.cpu, s.mem, sel, s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
+	return setSig{s.shape, s.want, s.need, s.optional, s.cpu, s.mem, sel, s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
 }
 
 // signature identifies what decides p's feasibility on an empty cluster

@@ -21,6 +21,16 @@ type NodeInfo struct {
 	MemoryBytes uint64
 	// Unschedulable marks a cordoned node: nothing new is placed on it.
 	Unschedulable bool
+	// NotReady marks a node that is not ready: nothing new is placed on it
+	// (its running pods still hold what they hold).
+	NotReady bool
+	// MaxPods is the node's allocatable pod count, running pods included;
+	// 0 means not tracked.
+	MaxPods int
+	// Taints keep pods off the node unless they tolerate them
+	// (Pod.Tolerations): NoSchedule and NoExecute always, PreferNoSchedule
+	// as a preference.
+	Taints []Taint
 	// MIG lists the devices in MIG mode. nil means as the topology says
 	// (Device.Partition: kind mig and enabled); an empty non-nil list means
 	// none.
@@ -59,7 +69,8 @@ type Allocation struct {
 	// its own, named Pod. Preemption evicts whole jobs.
 	Job string
 	// Set is the pod set within the job (for members of a gang that is
-	// still being placed).
+	// still being placed); a job of one pod set counts every member in it,
+	// whatever its Set.
 	Set string
 	// Pod names the pod.
 	Pod string
@@ -149,6 +160,7 @@ type nodeUsage struct {
 	layouts []*mig.Layout  // aligned with nodeStatic.migDevs
 	cpu     int64
 	mem     uint64
+	pods    int32 // pods running (or releasing) on the node
 	class   int32
 	gpus    int32 // whole GPUs held by allocations
 	slots   int32 // MIG memory slices held
@@ -182,6 +194,9 @@ type Snapshot struct {
 	idle    []*nodeUsage // usage with nothing allocated; shared by clones
 	warn    []string
 	nwarn   int // warnings, including those beyond MaxWarnings
+	// rules: some node has a taint of effect NoSchedule or NoExecute, or
+	// is not ready (hard); some node has a PreferNoSchedule taint (soft)
+	rules struct{ hard, soft bool }
 }
 
 // usable returns an error wrapping ErrInvalidSnapshot for a nil or zero
@@ -242,6 +257,14 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 			return nil, err
 		}
 		s.nodes[i] = st
+		for _, t := range info.Taints {
+			if t.Effect == TaintPreferNoSchedule {
+				s.rules.soft = true
+			} else {
+				s.rules.hard = true
+			}
+		}
+		s.rules.hard = s.rules.hard || info.NotReady
 		for d := range st.devices {
 			if st.migOn[d] && st.migModel[d] == nil {
 				s.warnf("node %s gpu%d is in MIG mode but its model %q has no known profile table; it takes no pods",
@@ -288,6 +311,9 @@ func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, can
 	}
 	if info.CPUMilli > MaxCPUMilli || info.MemoryBytes > MaxBytes {
 		return st, limitErr(ErrInvalidSnapshot, "node %s: CPU %d / memory %d, more than MaxCPUMilli (%d) / MaxBytes (%d)", cn.Name, info.CPUMilli, info.MemoryBytes, int64(MaxCPUMilli), int64(MaxBytes))
+	}
+	if err := info.validateNodeRules(cn.Name); err != nil {
+		return st, err
 	}
 	if len(info.MIG) > topology.MaxDevices {
 		return st, limitErr(ErrInvalidSnapshot, "node %s: %d MIG devices listed, more than topology.MaxDevices (%d)", cn.Name, len(info.MIG), topology.MaxDevices)
@@ -628,6 +654,7 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 		}
 		u.cpu = satAdd(u.cpu, a.CPUMilli)
 		u.mem = satAddU(u.mem, a.MemoryBytes)
+		u.pods++
 	}
 	if st.info.CPUMilli > 0 && u.cpu > st.info.CPUMilli {
 		return nil, snapErr("node %s: allocations hold %d mCPU, the node has %d", st.name, u.cpu, st.info.CPUMilli)
@@ -919,7 +946,7 @@ func (s *Snapshot) hasReleasing() bool {
 func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, migs []MIGSlot, cpu int64, mem uint64) *nodeUsage {
 	base := v.usage(n)
 	st := &s.nodes[n]
-	u := &nodeUsage{cpu: base.cpu + cpu, mem: base.mem + mem, gpus: base.gpus, slots: base.slots}
+	u := &nodeUsage{cpu: base.cpu + cpu, mem: base.mem + mem, pods: base.pods, gpus: base.gpus, slots: base.slots}
 	if base.state != nil {
 		u.state = base.state.Clone()
 		u.layouts = make([]*mig.Layout, len(base.layouts))

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 )
@@ -46,7 +47,10 @@ type solver struct {
 	sets     int  // the job's pod sets
 	exact    bool // false once a front was cut short: a miss is not proven
 	members  placedMembers
-	eligible [][]bool // per set: per node, whether its selector matches (nil: every node)
+	eligible [][]bool // per set: per node, whether its pods may use it (selector, affinity, taints; nil: every node)
+	// preferred, when set: per set, the nodes its pods prefer (affinity
+	// preferences, PreferNoSchedule taints), tried first
+	preferred [][]bool
 
 	// per set: per node class, how many pods its devices take (-1: not
 	// computed yet); remembered per pod shape across the solves that share
@@ -58,6 +62,16 @@ type solver struct {
 	// memo, when set, keeps one-set capacity passes between solves
 	// (solver_memo.go)
 	memo *capMemo
+
+	// most: the pods every placement must place (setMost; 0: any);
+	// onlyReq: choose looks at the job's required level only
+	most    int64
+	onlyReq bool
+
+	// rooms (nodeRoom, domRoom) of the current attempt, stamped roomGen
+	roomGen               uint32
+	nodeRoomAt, domRoomAt []uint32
+	nodeRoomV, domRoomV   []room
 
 	attemptState
 }
@@ -107,6 +121,7 @@ type nodeKey struct {
 	class int32
 	cpu   int64
 	mem   uint64
+	pods  int64
 	sets  uint32 // bit i: set i may use the node
 }
 
@@ -123,13 +138,39 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 	if err := sv.prepare(s, poll, p, q); err != nil {
 		return nil, nil, err
 	}
-	for _, at := range p.attempts() {
+	atts := p.attempts()
+	if err := sv.setMost(atts); err != nil {
+		return nil, nil, err
+	}
+	stages := [][][]bool{sv.eligible}
+	if sv.preferred != nil {
+		stages = [][][]bool{sv.preferred, sv.eligible}
+	}
+	for stage, el := range stages {
+		sv.eligible = el
+		pl, err := sv.placeStage(p, atts)
+		if err != nil || pl != nil {
+			if pl != nil && stage < len(stages)-1 {
+				sv.eligible = stages[len(stages)-1]
+			} else if pl != nil && len(stages) > 1 {
+				pl.Notes = append(pl.Notes, "the nodes the pods prefer (node affinity preferences, PreferNoSchedule taints) hold fewer of them; other nodes used")
+			}
+			return pl, sv, err
+		}
+	}
+	return nil, sv, nil
+}
+
+// placeStage runs the attempts with the current node eligibility.
+func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
+	s := sv.s
+	for _, at := range atts {
 		if err := sv.run(at); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ch, ok, err := sv.choose()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !ok {
 			continue
@@ -137,14 +178,14 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 		var shares []assign
 		if ch.dom >= 0 {
 			if err := sv.descend(ch.dom, ch.t, &shares); err != nil {
-				return nil, nil, fmt.Errorf("gang: %w", err)
+				return nil, fmt.Errorf("gang: %w", err)
 			}
 		} else {
 			shares = []assign{{node: ch.node, t: ch.t}}
 		}
 		pl, err := sv.build(ch, shares)
 		if err != nil {
-			return nil, nil, fmt.Errorf("gang: %w", err)
+			return nil, fmt.Errorf("gang: %w", err)
 		}
 		pl.Notes = append(pl.Notes, p.notes...)
 		if at.note != "" {
@@ -153,9 +194,40 @@ func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Place
 		if ch.level < p.jobPref {
 			pl.Notes = append(pl.Notes, fmt.Sprintf("no %s domain holds the gang; placed in one %s domain", s.tree.levelName(p.jobPref), s.tree.levelName(ch.level)))
 		}
-		return pl, sv, nil
+		return pl, nil
 	}
-	return nil, sv, nil
+	return nil, nil
+}
+
+// setMost sets sv.most, the pods a placement must place: a preference
+// (a preferred job or pod-set level, preferred slices) is honoured only
+// where it costs no pods, so when the job may place more than its
+// thresholds, most is what the loosest attempt at the job's required level
+// (the job without its preferences) places. It is 0 when every placement
+// places the same number.
+func (sv *solver) setMost(atts []attempt) error {
+	sv.most, sv.onlyReq = 0, false
+	p := sv.p
+	var want int64
+	for _, sp := range p.sets {
+		want += sp.want
+	}
+	if p.minCount >= want || (len(atts) == 1 && p.jobPref == p.jobReq && sv.preferred == nil) {
+		return nil
+	}
+	if err := sv.run(atts[len(atts)-1]); err != nil {
+		return err
+	}
+	sv.onlyReq = true
+	ch, ok, err := sv.choose()
+	sv.onlyReq = false
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range ch.t {
+		sv.most += v
+	}
+	return nil
 }
 
 // prepare sets sv up for job p and search q, keeping its buffers.
@@ -164,22 +236,44 @@ func (sv *solver) prepare(s *Snapshot, poll *poller, p *problem, q search) error
 	if err := sv.findMembers(q.withMembers); err != nil {
 		return err
 	}
-	sv.eligible = make([][]bool, sv.sets)
+	sv.eligible, sv.preferred = make([][]bool, sv.sets), nil
 	for i, sp := range p.sets {
-		if len(sp.sel) == 0 {
+		pod := &sp.ps.Pod
+		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard
+		soft := pod.hasPreferences() || s.rules.soft
+		if !hard && !soft {
 			continue
 		}
 		e := make([]bool, len(s.nodes))
+		var pe []bool
+		if soft {
+			pe = make([]bool, len(s.nodes))
+		}
+		differs := false
 		for n := range s.nodes {
-			e[n] = true
-			for k, want := range sp.sel {
-				if s.nodes[n].labels[k] != want {
-					e[n] = false
-					break
-				}
+			st := &s.nodes[n]
+			e[n] = pod.nodeAllows(st.labels, &st.info)
+			if pe != nil {
+				pe[n] = e[n] && pod.nodePrefers(st.labels, &st.info)
+				differs = differs || pe[n] != e[n]
 			}
 		}
-		sv.eligible[i] = e
+		if hard {
+			sv.eligible[i] = e
+		}
+		if differs {
+			if sv.preferred == nil {
+				sv.preferred = make([][]bool, sv.sets)
+			}
+			sv.preferred[i] = pe
+		}
+	}
+	if sv.preferred != nil {
+		for i := range sv.preferred {
+			if sv.preferred[i] == nil {
+				sv.preferred[i] = sv.eligible[i]
+			}
+		}
 	}
 	if sv.capsCache != s.cache || sv.capsByShape == nil {
 		sv.capsByShape, sv.capsCache = map[shapeKey][]int32{}, s.cache
@@ -221,7 +315,7 @@ func (sv *solver) findMembers(withMembers bool) error {
 		}
 		si := -1
 		for i, sp := range p.sets {
-			if sp.ps.Name == a.Set || (a.Set == "" && sv.sets == 1) {
+			if sp.ps.Name == a.Set || sv.sets == 1 {
 				si = i
 			}
 		}
@@ -268,14 +362,17 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 }
 
 // fitsMore returns how many more pods of set i fit node n at class cl with
-// cpu and mem left (negative: untracked).
-func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft int64, memLeft int64) int64 {
+// cpu, mem and pod slots left (negative: untracked).
+func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft, memLeft, podsLeft int64) int64 {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := min(sv.devCap(i, cl), sp.want)
+	if podsLeft >= 0 {
+		c = min(c, podsLeft)
+	}
 	if sp.cpu > 0 && cpuLeft >= 0 {
 		c = min(c, cpuLeft/sp.cpu)
 	}
@@ -300,6 +397,15 @@ func (sv *solver) left(n int32, u *nodeUsage) (cpu, mem int64) {
 		}
 	}
 	return
+}
+
+// podsLeft returns the pod slots free on node n with usage u (-1 where the
+// node does not declare its pod count).
+func (sv *solver) podsLeft(n int32, u *nodeUsage) int64 {
+	if m := sv.s.nodes[n].info.MaxPods; m > 0 {
+		return max(int64(m)-int64(u.pods), 0)
+	}
+	return -1
 }
 
 // anyEligible says whether some pod set may use node n.
@@ -348,4 +454,98 @@ func resize(s []int64, n int) []int64 {
 		return s[:n]
 	}
 	return make([]int64, n)
+}
+
+// room is how many pods of a job's shape a node or domain takes beyond
+// what it holds, every resource the pods ask for counted (devices, MIG
+// slices, shared memory, CPU, memory, pod slots): the fewest that any resource
+// allows, uncapped by the replicas. BestFit ranks by it: fewer is tighter.
+type room int64
+
+func (r room) add(o room) room { return min(r+o, unlimited) }
+
+func (r room) compare(o room) int { return cmp.Compare(r, o) }
+
+// roomOf returns node n's room for set i.
+func (sv *solver) roomOf(i int, n int32) room {
+	st := &sv.s.nodes[n]
+	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+		return 0
+	}
+	sp := &sv.p.sets[i]
+	c := int64(unlimited)
+	if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
+		c = pl
+	}
+	if sp.shape.devices() {
+		c = min(c, sv.devCap(i, int32(sv.nodeClass[n])))
+	}
+	if cpu := sv.nodeCPU[n]; sp.cpu > 0 && cpu >= 0 {
+		c = min(c, cpu/sp.cpu)
+	}
+	if mem := sv.nodeMem[n]; sp.mem > 0 && mem >= 0 {
+		c = min(c, mem/int64(sp.mem))
+	}
+	return room(max(c, 0))
+}
+
+// nodeRoom is roomOf summed over the job's pod sets, remembered for the
+// current attempt.
+func (sv *solver) nodeRoom(n int32) room {
+	if len(sv.nodeRoomAt) != len(sv.s.nodes) {
+		sv.nodeRoomAt, sv.nodeRoomV = make([]uint32, len(sv.s.nodes)), make([]room, len(sv.s.nodes))
+	}
+	if sv.nodeRoomAt[n] == sv.roomGen {
+		return sv.nodeRoomV[n]
+	}
+	var r room
+	if !sv.outside(n) {
+		for i := range sv.sets {
+			r = r.add(sv.roomOf(i, n))
+		}
+	}
+	sv.nodeRoomAt[n], sv.nodeRoomV[n] = sv.roomGen, r
+	return r
+}
+
+// domRoom is nodeRoom summed over domain d's subtree, remembered for the
+// current attempt.
+func (sv *solver) domRoom(d int32) room {
+	t := sv.s.tree
+	if len(sv.domRoomAt) != len(t.doms) {
+		sv.domRoomAt, sv.domRoomV = make([]uint32, len(t.doms)), make([]room, len(t.doms))
+	}
+	if sv.domRoomAt[d] == sv.roomGen {
+		return sv.domRoomV[d]
+	}
+	var r room
+	for _, n := range t.doms[d].nodes {
+		r = r.add(sv.nodeRoom(n))
+	}
+	for _, k := range t.doms[d].children {
+		r = r.add(sv.domRoom(k))
+	}
+	sv.domRoomAt[d], sv.domRoomV[d] = sv.roomGen, r
+	return r
+}
+
+// gpuFree is a free GPU count as BestFit ranks it: 0 for a job whose pods
+// ask for no device (free GPUs do not make a domain looser for them).
+func (sv *solver) gpuFree(free int64) int64 {
+	for i := range sv.p.sets {
+		if sv.p.sets[i].shape.devices() {
+			return free
+		}
+	}
+	return 0
+}
+
+// resetRoom forgets the rooms of the previous attempt.
+func (sv *solver) resetRoom() {
+	sv.roomGen++
+	if sv.roomGen == 0 { // wrapped: stale stamps could match
+		clear(sv.nodeRoomAt)
+		clear(sv.domRoomAt)
+		sv.roomGen = 1
+	}
 }

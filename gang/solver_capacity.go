@@ -6,6 +6,7 @@ import "slices"
 // the job, and the free and member counts the later steps rank by.
 func (sv *solver) run(at attempt) error {
 	sv.at = at
+	sv.resetRoom()
 	if key, ok := sv.memoKey(); ok {
 		sv.scalar = true
 		v := sv.search.view
@@ -124,7 +125,8 @@ func (sv *solver) capacityScalar() error {
 			sv.nodeCap[n], sv.nodeLow[n] = members, members
 			continue
 		}
-		capacity, low := members+sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n]), members
+		pods := sv.podsLeft(int32(n), sv.search.view.usage(int32(n)))
+		capacity, low := members+sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n], pods), members
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
@@ -289,6 +291,7 @@ func (sv *solver) vectorNode(n int32, L int) front {
 	}
 	u := sv.search.view.usage(n)
 	cpu, mem := sv.left(n, u)
+	pods := sv.podsLeft(n, u)
 	var key nodeKey
 	useMemo := sv.members.perNode[n] == nil
 	if useMemo {
@@ -298,10 +301,10 @@ func (sv *solver) vectorNode(n int32, L int) front {
 				mask |= 1 << i
 			}
 		}
-		if sv.s.nodes[n].info.Unschedulable {
+		if sv.s.nodes[n].info.Unschedulable || sv.s.nodes[n].info.NotReady {
 			mask = 0
 		}
-		key = nodeKey{class: u.class, cpu: cpu, mem: uint64(mem), sets: mask}
+		key = nodeKey{class: u.class, cpu: cpu, mem: uint64(mem), pods: pods, sets: mask}
 		if f, ok := sv.nodeFrontMemo[key]; ok {
 			return f
 		}
@@ -309,15 +312,15 @@ func (sv *solver) vectorNode(n int32, L int) front {
 	var pts [][]int64
 	cur := make([]int64, m)
 	budget := maxFront * 8
-	var rec func(k int, cl int32, cpu, mem int64)
-	rec = func(k int, cl int32, cpu, mem int64) {
+	var rec func(k int, cl int32, cpu, mem, pods int64)
+	rec = func(k int, cl int32, cpu, mem, pods int64) {
 		if budget <= 0 {
 			sv.exact = false
 			return
 		}
 		i := sv.p.order[k]
 		sp := &sv.p.sets[i]
-		most := min(sv.fitsMore(i, n, cl, cpu, mem), max(sp.want-members[i], 0))
+		most := min(sv.fitsMore(i, n, cl, cpu, mem, pods), max(sp.want-members[i], 0))
 		if k == m-1 {
 			cur[i] = most
 			p := make([]int64, m)
@@ -334,18 +337,21 @@ func (sv *solver) vectorNode(n int32, L int) front {
 				nc = sv.s.cache.after(cl, sp.shape, int(c))
 			}
 			cur[i] = c
-			nextCPU, nextMem := cpu, mem
+			nextCPU, nextMem, nextPods := cpu, mem, pods
 			if cpu >= 0 {
 				nextCPU -= c * sp.cpu
 			}
 			if mem >= 0 {
 				nextMem -= c * int64(sp.mem)
 			}
-			rec(k+1, nc, nextCPU, nextMem)
+			if pods >= 0 {
+				nextPods -= c
+			}
+			rec(k+1, nc, nextCPU, nextMem, nextPods)
 		}
 		cur[i] = 0
 	}
-	rec(0, u.class, cpu, mem)
+	rec(0, u.class, cpu, mem, pods)
 	f := front{low: slices.Clone(members), pts: prune(members, pts)}
 	if len(f.pts) > maxFront {
 		f.pts = f.pts[:maxFront]

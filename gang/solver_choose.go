@@ -8,8 +8,23 @@ type choice struct {
 	node  int32
 	level int
 	t     []int64 // pods per set to place there, members included
-	cap   int64   // what the domain holds in all: the tighter, the better
+	room  room    // pods of the job's shape it takes, every resource counted: the fewer, the tighter
+	cap   int64   // what the domain holds of the job (capped at its replicas)
 	free  int64
+}
+
+// tighter says whether BestFit prefers a to b: less capacity for the job,
+// then fewer free GPUs, then room for fewer pods of the job's shape
+// (every resource the pods ask for counted: CPU, memory, pod slots,
+// devices).
+func (a *choice) tighter(b *choice) bool {
+	if a.cap != b.cap {
+		return a.cap < b.cap
+	}
+	if a.free != b.free {
+		return a.free < b.free
+	}
+	return a.room.compare(b.room) < 0
 }
 
 // target picks the vector to place in a subtree with front f: the most
@@ -26,7 +41,10 @@ func (sv *solver) target(f front) ([]int64, bool) {
 			if z, _ := sv.sliceOf(i); z > 1 {
 				v = roundDown(v, z)
 			}
-			if v < f.low[i] || v < sp.need {
+			if sp.optional && v < sp.need && f.low[i] == 0 {
+				v = 0 // an all-or-nothing sub-group that does not fit whole: left out
+			}
+			if v < f.low[i] || (v < sp.need && !(sp.optional && v == 0)) {
 				ok = false
 				break
 			}
@@ -64,7 +82,11 @@ func (sv *solver) choose() (choice, bool, error) {
 	t := sv.s.tree
 	L := t.nodeLevel()
 	restrict := sv.search.restrict
-	for lv := sv.p.jobPref; lv >= sv.p.jobReq; lv-- {
+	top := sv.p.jobPref
+	if sv.onlyReq {
+		top = sv.p.jobReq
+	}
+	for lv := top; lv >= sv.p.jobReq; lv-- {
 		var best choice
 		found := false
 		consider := func(f front, c choice) {
@@ -75,8 +97,22 @@ func (sv *solver) choose() (choice, bool, error) {
 			if !ok {
 				return
 			}
+			if sv.most > 0 {
+				var sum int64
+				for _, v := range tt {
+					sum += v
+				}
+				if sum < sv.most { // the preference would cost pods
+					return
+				}
+			}
 			c.t, c.cap, c.level = tt, f.total(), lv
-			if !found || c.cap < best.cap || (c.cap == best.cap && c.free < best.free) {
+			if c.dom >= 0 {
+				c.room = sv.domRoom(c.dom)
+			} else {
+				c.room = sv.nodeRoom(c.node)
+			}
+			if !found || c.tighter(&best) {
 				best, found = c, true
 			}
 		}
@@ -89,7 +125,7 @@ func (sv *solver) choose() (choice, bool, error) {
 					continue
 				}
 				f := sv.within(sv.frontOfNode(int32(n)), lv, func(l int) bool { return t.ancestorAt(int32(n), l) >= 0 })
-				consider(f, choice{dom: -1, node: int32(n), free: sv.nodeFree[n]})
+				consider(f, choice{dom: -1, node: int32(n), free: sv.gpuFree(sv.nodeFree[n])})
 			}
 		} else {
 			for d := range t.doms {
@@ -103,7 +139,7 @@ func (sv *solver) choose() (choice, bool, error) {
 					continue
 				}
 				f := sv.within(sv.frontOfDom(int32(d)), lv, func(l int) bool { return t.domainAbove(int32(d), l) })
-				consider(f, choice{dom: int32(d), node: -1, free: sv.domFree[d]})
+				consider(f, choice{dom: int32(d), node: -1, free: sv.gpuFree(sv.domFree[d])})
 			}
 		}
 		if found {

@@ -228,7 +228,7 @@ func (sv *solver) runMemo(st *capState) error {
 		st.nodeFree[n] = int64(u.free)*8 + int64(u.freeMIG)
 		st.nodeCPU[n], st.nodeMem[n] = sv.left(n, u)
 		st.nodeClass[n] = int64(u.class)
-		capacity, low := sv.fitsMore(0, n, u.class, st.nodeCPU[n], st.nodeMem[n]), int64(0)
+		capacity, low := sv.fitsMore(0, n, u.class, st.nodeCPU[n], st.nodeMem[n], sv.podsLeft(n, u)), int64(0)
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}

@@ -17,6 +17,7 @@ type child struct {
 	node  int32 // -1 for a domain
 	dom   int32
 	cap   int64 // pods it holds in all
+	room  room  // pods of the job's shape it takes, every resource counted (nodeRoom)
 	low   int64 // members it already holds
 	free  int64 // free capacity, in eighths of a GPU
 	rel   int64 // terminating capacity, in eighths of a GPU
@@ -25,10 +26,19 @@ type child struct {
 
 // compareChildren orders the children a split fills first: those with
 // members, then the most capacity (fewest children used), the least
-// terminating capacity (free now beats free soon), the least free
-// capacity (the tightest), then tree order.
+// terminating capacity (free now beats free soon), the least free GPU
+// capacity (the tightest), the least room for the job's pods (every
+// resource counted: CPU, memory, pod slots), then tree order.
 func compareChildren(a, b *child) int {
-	return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.cap, a.cap), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+	return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.cap, a.cap), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free),
+		a.room.compare(b.room), cmp.Compare(a.order, b.order))
+}
+
+// compareLeastFree orders the children LeastFreeCapacity fills first:
+// those with members, then the least room for the job's pods, the least
+// terminating capacity, the least free GPU capacity, then tree order.
+func compareLeastFree(a, b *child) int {
+	return cmp.Or(cmp.Compare(b.low, a.low), a.room.compare(b.room), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
 }
 
 // usedChildren returns the indices of the n children that used says the
@@ -44,9 +54,9 @@ func usedChildren(n int, at func(j int) *child, used func(j int) bool) []int {
 }
 
 // tighterHome finds the last child the split gives pods (used) and a
-// later child without members that is smaller and still holds that share
-// (holds(j, last)): the smallest, then the least free. Kueue's BestFit
-// moves the last share there. best is -1 when there is none or the last
+// later child without members that holds less for the job and still
+// holds that share (holds(j, last)): the tightest (tighterChild). Kueue's
+// BestFit moves the last share there. best is -1 when there is none or the last
 // child holds members.
 func tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func(j, last int) bool) (last, best int) {
 	last, best = -1, -1
@@ -64,11 +74,18 @@ func tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func
 		if c.low > 0 || c.cap >= lc.cap || !holds(j, last) {
 			continue
 		}
-		if best < 0 || c.cap < at(best).cap || (c.cap == at(best).cap && c.free < at(best).free) {
+		if best < 0 || tighterChild(c, at(best)) {
 			best = j
 		}
 	}
 	return last, best
+}
+
+// tighterChild says whether BestFit finds a tighter than b: less capacity
+// for the job, then less free GPU capacity, then less room for its pods
+// (every resource counted: CPU, memory, pod slots, devices).
+func tighterChild(a, b *child) bool {
+	return cmp.Or(cmp.Compare(a.cap, b.cap), cmp.Compare(a.free, b.free), a.room.compare(b.room)) < 0
 }
 
 // shareWithin rounds the feasible range [lo, hi] of a child's share
@@ -135,10 +152,10 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 		items = append(items, it)
 	}
 	for _, k := range tr.doms[d].children {
-		add(item{child: child{node: -1, dom: k, free: sv.domFree[k], rel: sv.releasing(k, -1)}, f: sv.edge(sv.frontOfDom(k), lv, tr.doms[k].level)})
+		add(item{child: child{node: -1, dom: k, room: sv.domRoom(k), free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, f: sv.edge(sv.frontOfDom(k), lv, tr.doms[k].level)})
 	}
 	for _, n := range tr.doms[d].nodes {
-		add(item{child: child{node: n, dom: -1, free: sv.nodeFree[n], rel: sv.releasing(-1, n)}, f: sv.edge(sv.frontOfNode(n), lv, L)})
+		add(item{child: child{node: n, dom: -1, room: sv.nodeRoom(n), free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, f: sv.edge(sv.frontOfNode(n), lv, L)})
 	}
 	excl := make([]bool, sv.sets)
 	gran := make([]int64, sv.sets)
@@ -149,7 +166,11 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 			gran[i] = z
 		}
 	}
-	slices.SortStableFunc(items, func(a, b item) int { return compareChildren(&a.child, &b.child) })
+	order := compareChildren
+	if sv.search.strategy == LeastFreeCapacity {
+		order = compareLeastFree
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return order(&a.child, &b.child) })
 	split, err := sv.split(items, t, excl, gran)
 	if err != nil {
 		return fmt.Errorf("domain %q: %w", tr.path(d), err)
@@ -177,6 +198,9 @@ func (sv *solver) split(items []item, t []int64, excl []bool, gran []int64) ([][
 	}
 	at := func(j int) *child { return &items[j].child }
 	used := func(j int) bool { return nonzero(res[j]) }
+	if sv.search.strategy == LeastFreeCapacity {
+		return res, nil // each child as far as it goes, least room first
+	}
 	if sv.search.strategy == BestFit {
 		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].f.holds(res[last]) })
 		if best >= 0 {
@@ -319,16 +343,20 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		}
 	}
 	for _, k := range tr.doms[d].children {
-		add(child{node: -1, dom: k, cap: sv.domCap[k], low: sv.domLow[k], free: sv.domFree[k], rel: sv.releasing(k, -1)}, tr.doms[k].level)
+		add(child{node: -1, dom: k, cap: sv.domCap[k], low: sv.domLow[k], room: sv.domRoom(k), free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, tr.doms[k].level)
 	}
 	for _, n := range tr.doms[d].nodes {
-		add(child{node: n, dom: -1, cap: sv.nodeCap[n], low: sv.nodeLow[n], free: sv.nodeFree[n], rel: sv.releasing(-1, n)}, L)
+		add(child{node: n, dom: -1, cap: sv.nodeCap[n], low: sv.nodeLow[n], room: sv.nodeRoom(n), free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, L)
 	}
 	g := int64(1)
 	if z, zl := sv.sliceOf(0); z > 1 && lv < zl {
 		g = z
 	}
-	slices.SortStableFunc(items, func(a, b sitem) int { return compareChildren(&a.child, &b.child) })
+	order := compareChildren
+	if sv.search.strategy == LeastFreeCapacity {
+		order = compareLeastFree
+	}
+	slices.SortStableFunc(items, func(a, b sitem) int { return order(&a.child, &b.child) })
 	if !splitScalar(items, t, g, nil) {
 		return fmt.Errorf("domain %q: %w", tr.path(d), internalErr("target %d not held by the sub-domains", t))
 	}
@@ -347,7 +375,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		}) {
 			items = sub
 		}
-	} else {
+	} else if sv.search.strategy == BestFit {
 		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].cap >= items[last].share })
 		if best >= 0 {
 			items[best].share, items[last].share = items[last].share, 0

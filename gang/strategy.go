@@ -15,15 +15,22 @@ const (
 	// evenly over them (Kueue's BalancedPlacement: 12 pods over two racks
 	// of 10 free go 6 and 6, not 10 and 2).
 	Balanced
+	// LeastFreeCapacity fills the sub-domains with the least room for the
+	// job's pods first, each as far as it goes (Kueue's LeastFreeCapacity
+	// profile for pod sets without a topology request): the pods pack the
+	// fullest nodes and leave the emptiest whole.
+	LeastFreeCapacity
 )
 
-// String returns "bestfit" or "balanced".
+// String returns "bestfit", "balanced" or "leastfreecapacity".
 func (s Strategy) String() string {
 	switch s {
 	case BestFit:
 		return "bestfit"
 	case Balanced:
 		return "balanced"
+	case LeastFreeCapacity:
+		return "leastfreecapacity"
 	}
 	return fmt.Sprintf("Strategy(%d)", s)
 }
@@ -36,14 +43,16 @@ func ParseStrategy(name string) (Strategy, error) {
 		return BestFit, nil
 	case "balanced", "Balanced":
 		return Balanced, nil
+	case "leastfreecapacity", "least-free-capacity", "LeastFreeCapacity":
+		return LeastFreeCapacity, nil
 	}
-	return 0, parseErr("unknown strategy %q (want bestfit or balanced)", name)
+	return 0, parseErr("unknown strategy %q (want bestfit, balanced or leastfreecapacity)", name)
 }
 
 // MarshalText implements encoding.TextMarshaler: the name String returns.
 // An unknown value is an error wrapping ErrInvalidJob.
 func (s Strategy) MarshalText() ([]byte, error) {
-	if s > Balanced {
+	if s > LeastFreeCapacity {
 		return nil, jobErr("unknown strategy %d", s)
 	}
 	return []byte(s.String()), nil

@@ -51,7 +51,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	jobFile := fs.String("job", "", "job file `FILE` (YAML or JSON): one job, or jobs and queues")
 	fs.StringVar(jobFile, "jobs", "", "same as --job")
 	clusterFile := fs.String("cluster", "", "cluster file `FILE` (YAML or JSON): nodes, labels, topologies, running pods")
-	strategy := fs.String("strategy", "bestfit", "how a gang spreads inside its domain: `bestfit` or balanced")
+	strategy := fs.String("strategy", "bestfit", "how a gang spreads inside its domain: `bestfit`, balanced or leastfreecapacity")
 	queue := fs.Bool("queue", false, "run a queue pass even for a single job")
 	preempt := fs.Bool("preempt", false, "when the job does not fit, find the fewest lower-priority jobs to evict (a hierarchical job: the cheapest domain to clear)")
 	noResv := fs.Bool("no-reservation", false, "queue pass without head-of-line reservation")

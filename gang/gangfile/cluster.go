@@ -27,6 +27,8 @@ type MachineFunc func(name string) (*topology.Node, error)
 //	     labels: {example.com/rack: r0, nvidia.com/gpu.clique: "nvl72-0.1"}}
 //	  - {name: h100-0, machine: dgx-h100, mig: [0, 1], labels: {example.com/rack: r1}}
 //	  - {name: cpu-0, cpu: "64", unschedulable: true, labels: {example.com/rack: r1}}
+//	  - {name: h100-1, machine: dgx-h100, maxPods: 110, notReady: false,
+//	     taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
 //	  - {name: h200-7, topologyRef: 8xH200-3f2a9c1d5e7b, labels: {example.com/rack: r2}}
 //	topologies:                # shared topologies nodes refer to by name (fields as on SharedTopology)
 //	  8xH200-3f2a9c1d5e7b:
@@ -74,6 +76,9 @@ type Node struct {
 	CPU           CPU               `json:"cpu,omitempty"`           // allocatable cores ("500m" form too); 0: not tracked
 	Memory        Bytes             `json:"memory,omitempty"`        // allocatable memory; 0: not tracked
 	Unschedulable bool              `json:"unschedulable,omitempty"` // cordoned
+	NotReady      bool              `json:"notReady,omitempty"`      // not ready: takes no new pods
+	MaxPods       int               `json:"maxPods,omitempty"`       // allocatable pod count; 0: not tracked
+	Taints        []Taint           `json:"taints,omitempty"`        // keep pods that do not tolerate them off
 	MIG           []int             `json:"mig,omitempty"`           // devices in MIG mode (default: as the topology says)
 }
 
@@ -172,7 +177,8 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 		if ns.CPU < 0 {
 			return nil, parseErr("%s: negative cpu", where)
 		}
-		perNode := false // labels differ between the copies
+		nodeTaints := taints(ns.Taints) // shared, read-only, by the copies
+		perNode := false                // labels differ between the copies
 		for _, lv := range ns.Labels {
 			perNode = perNode || strings.Contains(lv, "{i}")
 		}
@@ -187,7 +193,8 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 				}
 			}
 			cn = append(cn, topology.ClusterNode{Name: name, Labels: labels, Topology: topo})
-			infos = append(infos, gang.NodeInfo{CPUMilli: int64(ns.CPU), MemoryBytes: uint64(ns.Memory), Unschedulable: ns.Unschedulable, MIG: ns.MIG})
+			infos = append(infos, gang.NodeInfo{CPUMilli: int64(ns.CPU), MemoryBytes: uint64(ns.Memory), Unschedulable: ns.Unschedulable,
+				NotReady: ns.NotReady, MaxPods: ns.MaxPods, Taints: nodeTaints, MIG: ns.MIG})
 		}
 	}
 	var c *topology.Cluster

@@ -21,6 +21,9 @@ func FuzzParseJobs(f *testing.F) {
 	f.Add([]byte("name: m\npodSets: [{name: w, replicas: 2, migProfile: 1g.10gb, gpus: 2, cpu: 0.5}]\n"))
 	f.Add([]byte("queues: [{name: q, weight: 1}]\njobs: [{name: a, runTime: 30, podSets: [{name: w, replicas: 1}]}]"))
 	f.Add([]byte("name: inf\npodSets: [{name: s, replicas: 8, shared: {memory: 20Gi, compute: 250}}, {name: t, replicas: 1, gpus: 2}]\n"))
+	f.Add([]byte("name: t\npodSets: [{name: w, replicas: 2, gpus: 1, tolerations: [{key: k, operator: Exists}, {key: j, value: v, effect: NoExecute}],\n" +
+		"  nodeAffinity: {required: [{matchExpressions: [{key: gen, operator: Gt, values: [\"3\"]}, {key: r, operator: NotIn, values: [a, b]}]}],\n" +
+		"  preferred: [{weight: 10, matchExpressions: [{key: z, operator: DoesNotExist}]}]}}]\n"))
 	s, err := ParseCluster([]byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
 nodes: [{name: "n{i}", count: 8, machine: hgx-h100, cpu: 224, memory: 2048Gi,
   labels: {example.com/block: b0, example.com/rack: "r{i}", nvidia.com/gpu.clique: "c{i}"}}]`), machines(f))
@@ -76,6 +79,7 @@ func FuzzParseCluster(f *testing.F) {
 	f.Add([]byte(`{"hyperNodes": [{"name": "h", "tier": 1, "members": ["x"]}], "nodes": [{"name": "x", "topology": ` + string(mig) + `, "mig": [0]}],
 		"allocations": [{"job": "m", "node": "x", "mig": [{"gpu": 0, "profile": "3g.40gb", "start": 0}], "releasing": true}]}`))
 	f.Add([]byte("nodes: [{name: c, cpu: 500m, memory: 1Gi, unschedulable: true, mig: []}]"))
+	f.Add([]byte("nodes: [{name: n{i}, count: 2, machine: hgx-h100, maxPods: 3, notReady: true, taints: [{key: k, value: v, effect: NoSchedule}, {key: s, effect: PreferNoSchedule}]}]"))
 	f.Add([]byte("nodes: [{name: n{i}, count: 2, machine: hgx-h100}]\n" +
 		"allocations: [{job: a, node: n1, gpus: [1], shared: {memory: 30Gi, compute: 500}}, {job: b, node: n1, gpus: [1, 2], shared: {memory: 10Gi}}]"))
 	resolve := machines(f)

@@ -1,6 +1,7 @@
 package gangfile
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -282,4 +283,64 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 	_, err = ParseCluster([]byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations: [{job: a, node: n0, gpus: [1], shared: {compute: 2000}}]\n"), machines(t))
 	require.ErrorIs(t, err, gang.ErrParse)
 	assert.Contains(t, err.Error(), "allocations[0].shared.compute 2000")
+}
+
+// TestNodeRulesInFiles: taints, readiness and pod counts of cluster files,
+// tolerations and node affinity of job files reach gang and decide where
+// pods go.
+func TestNodeRulesInFiles(t *testing.T) {
+	s, err := ParseCluster([]byte(`levels: [example.com/rack]
+nodes:
+  - {name: t0, machine: hgx-h100, labels: {example.com/rack: r0, gen: "4"}, taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+  - {name: d0, machine: hgx-h100, labels: {example.com/rack: r0, gen: "4"}, notReady: true}
+  - {name: p0, machine: hgx-h100, labels: {example.com/rack: r1, gen: "3"}, maxPods: 1}
+  - {name: s0, machine: hgx-h100, labels: {example.com/rack: r1, gen: "5"}, taints: [{key: spot, effect: PreferNoSchedule}]}
+`), machines(t))
+	require.NoError(t, err)
+	jobs, _, err := ParseJobs([]byte(`jobs:
+  - name: tolerant
+    podSets:
+      - name: w
+        replicas: 2
+        gpus: 1
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+        nodeAffinity:
+          required: [{matchExpressions: [{key: gen, operator: Gt, values: ["3"]}, {key: example.com/rack, operator: In, values: [r0]}]}]
+  - name: plain
+    podSets:
+      - {name: w, replicas: 2, gpus: 1, nodeAffinity: {preferred: [{weight: 5, matchExpressions: [{key: gen, operator: Lt, values: ["4"]}]}]}}
+`))
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	w := jobs[0].PodSets[0].Pod
+	require.Equal(t, []gang.Toleration{{Key: "nvidia.com/gpu", Operator: gang.TolerateExists, Effect: gang.TaintNoSchedule}}, w.Tolerations)
+	require.Len(t, w.RequiredNodeAffinity, 1)
+	require.Equal(t, gang.SelectGt, w.RequiredNodeAffinity[0].Expressions[0].Operator)
+
+	r, err := gang.Check(context.Background(), s, &jobs[0])
+	require.NoError(t, err)
+	require.Equal(t, gang.Fits, r.Verdict)
+	for _, p := range r.Placement.Pods {
+		require.Equal(t, "t0", p.Node, "the only ready r0 node newer than gen 3 it tolerates")
+	}
+	// plain prefers gen < 4 (p0, one pod slot): two pods need s0 too,
+	// which it avoids only as a preference
+	r, err = gang.Check(context.Background(), s, &jobs[1])
+	require.NoError(t, err)
+	require.Equal(t, gang.Fits, r.Verdict)
+	nodes := map[string]int{}
+	for _, p := range r.Placement.Pods {
+		nodes[p.Node]++
+	}
+	require.Equal(t, map[string]int{"s0": 2}, nodes, "p0 holds one pod of the two: the preference gives way, BestFit takes the one node that holds both")
+}
+
+// TestAllOrNothingInFiles: allOrNothing reaches gang.PodSet, and lets the
+// job's minCount be below the sets' minReplicas.
+func TestAllOrNothingInFiles(t *testing.T) {
+	jobs, _, err := ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: sx, replicas: 2, minReplicas: 2, allOrNothing: true}, {name: sy, replicas: 2, minReplicas: 2, allOrNothing: true}]}`))
+	require.NoError(t, err)
+	require.True(t, jobs[0].PodSets[0].AllOrNothing)
+	_, _, err = ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: sx, replicas: 2, minReplicas: 2}, {name: sy, replicas: 2, minReplicas: 2}]}`))
+	require.ErrorIs(t, err, gang.ErrInvalidJob)
 }

@@ -38,8 +38,13 @@ import (
 //	        cpu: "16"          # cores, or "500m"
 //	        memory: 256Gi
 //	        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+//	        nodeAffinity:      # required: a node meets one term; preferred: tried first
+//	          required: [{matchExpressions: [{key: example.com/gen, operator: Gt, values: ["3"]}]}]
+//	          preferred: [{weight: 10, matchExpressions: [{key: example.com/pool, operator: In, values: [a]}]}]
+//	        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //	        topology: {level: clique, mode: preferred}
 //	        slices: {size: 16, level: clique, mode: required}
+//	        allOrNothing: false # true: placed with minReplicas or more, or not at all
 //
 // A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
 // shared slice of one GPU (shared: memory and compute, compute in
@@ -142,8 +147,11 @@ type PodSet struct {
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	NodeAffinity *NodeAffinity     `json:"nodeAffinity,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	Topology     *Constraint       `json:"topology,omitempty"`
 	Slices       *Slices           `json:"slices,omitempty"`
+	AllOrNothing bool              `json:"allOrNothing,omitempty"`
 }
 
 // ParseJobs reads a job file (see Jobs): one job or a list, with queue
@@ -172,7 +180,7 @@ func (js *Job) job() (gang.Job, error) {
 		if err != nil {
 			return j, err
 		}
-		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: pod}
+		s := gang.PodSet{Name: ps.Name, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: pod, AllOrNothing: ps.AllOrNothing}
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
 		}
@@ -187,7 +195,8 @@ func (js *Job) job() (gang.Job, error) {
 // pod converts a pod set's pod request.
 func (ps *PodSet) pod(where string) (gang.Pod, error) {
 	p := gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
-		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector}
+		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector, Tolerations: tolerations(ps.Tolerations)}
+	ps.NodeAffinity.apply(&p)
 	if ps.Scope != "" {
 		sc, err := scoring.ParseScope(ps.Scope)
 		if err != nil {

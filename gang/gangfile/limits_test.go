@@ -78,6 +78,14 @@ nodes: [{name: "n{i}", count: 60000, labels: {a: "` + strings.Repeat("{i}", 60) 
 		{"billion laughs", billionLaughs(), false},
 		{"deep nesting", strings.Repeat("[", 100000), false},
 		{"deep maps", strings.Repeat("{a: ", 100000), false},
+		{"too many taints", `nodes: [{name: x0, taints: [` + strings.TrimSuffix(strings.Repeat("{key: k, effect: NoSchedule},", gang.MaxLabels+1), ",") + `]}]`, true},
+		{"long taint key", `nodes: [{name: x0, taints: [{key: ` + long + `, effect: NoSchedule}]}]`, true},
+		{"long taint value", `nodes: [{name: x0, taints: [{key: k, value: ` + long + `, effect: NoSchedule}]}]`, true},
+		{"unknown taint effect", `nodes: [{name: x0, taints: [{key: k, effect: Evict}]}]`, false},
+		{"taint without key", `nodes: [{name: x0, taints: [{effect: NoSchedule}]}]`, false},
+		{"maxPods 1e18", `nodes: [{name: x0, maxPods: 1000000000000000000}]`, true},
+		{"negative maxPods", `nodes: [{name: x0, maxPods: -1}]`, true},
+		{"maxPods over int64", `nodes: [{name: x0, maxPods: 99999999999999999999999}]`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,6 +153,22 @@ func TestHostileJobFiles(t *testing.T) {
 		{"gpu memory 1e30", `{name: a, podSets: [{name: w, replicas: 1, gpus: 1, gpuMemory: 1e30}]}`, true},
 		{"run time 1e30", `{name: a, runTime: 1e30, podSets: [{name: w, replicas: 1}]}`, false},
 		{"billion laughs", billionLaughs(), false},
+		{"too many tolerations", `{name: a, podSets: [{name: w, replicas: 1, tolerations: [` + strings.TrimSuffix(strings.Repeat("{operator: Exists},", gang.MaxLabels+1), ",") + `]}]}`, true},
+		{"long toleration key", `{name: a, podSets: [{name: w, replicas: 1, tolerations: [{key: ` + long + `}]}]}`, true},
+		{"unknown toleration operator", `{name: a, podSets: [{name: w, replicas: 1, tolerations: [{key: k, operator: Like}]}]}`, false},
+		{"Exists toleration with a value", `{name: a, podSets: [{name: w, replicas: 1, tolerations: [{key: k, operator: Exists, value: v}]}]}`, false},
+		{"unknown toleration effect", `{name: a, podSets: [{name: w, replicas: 1, tolerations: [{key: k, effect: Evict}]}]}`, false},
+		{"too many affinity terms", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [` + strings.TrimSuffix(strings.Repeat("{matchExpressions: [{key: k, operator: Exists}]},", gang.MaxLabels+1), ",") + `]}}]}`, true},
+		{"too many expressions", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [` + strings.TrimSuffix(strings.Repeat("{key: k, operator: Exists},", gang.MaxLabels+1), ",") + `]}]}}]}`, true},
+		{"too many values", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: In, values: [` + strings.TrimSuffix(strings.Repeat("v,", gang.MaxLabels+1), ",") + `]}]}]}}]}`, true},
+		{"long affinity value", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: In, values: [` + long + `]}]}]}}]}`, true},
+		{"Gt of a word", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: Gt, values: [many]}]}]}}]}`, false},
+		{"Gt of two values", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: Lt, values: ["1", "2"]}]}]}}]}`, false},
+		{"In without values", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: In}]}]}}]}`, false},
+		{"Exists with values", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: Exists, values: [v]}]}]}}]}`, false},
+		{"unknown affinity operator", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: [{key: k, operator: Near}]}]}}]}`, false},
+		{"empty term", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {required: [{matchExpressions: []}]}}]}`, false},
+		{"preferred weight 1e9", `{name: a, podSets: [{name: w, replicas: 1, nodeAffinity: {preferred: [{weight: 1000000000, matchExpressions: [{key: k, operator: Exists}]}]}}]}`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,6 +178,26 @@ func TestHostileJobFiles(t *testing.T) {
 			}, gang.ErrParse, gang.ErrInvalidJob)
 		})
 	}
+}
+
+// TestTaintedNodeTemplate: a node template of 60,000 nodes with the most
+// taints a node may carry shares one taint list: parsing it allocates
+// little more than the untainted template.
+func TestTaintedNodeTemplate(t *testing.T) {
+	resolve := machines(t)
+	src := func(taints string) string {
+		return `nodes: [{name: "n{i}", count: 60000, taints: [` + taints + `]}]`
+	}
+	plain := hostile.Allocated(func() {
+		_, err := ParseCluster([]byte(src("")), resolve)
+		require.NoError(t, err)
+	})
+	tainted := hostile.Allocated(func() {
+		_, err := ParseCluster([]byte(src(strings.TrimSuffix(strings.Repeat("{key: k, effect: NoSchedule},", gang.MaxLabels), ","))), resolve)
+		require.NoError(t, err)
+	})
+	t.Logf("60,000 nodes: %d MB untainted, %d MB with %d taints each", plain>>20, tainted>>20, gang.MaxLabels)
+	assert.Less(t, tainted, plain+plain/4+(1<<20))
 }
 
 // TestLargestClusterFile: the largest cluster a small file may describe

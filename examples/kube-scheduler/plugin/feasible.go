@@ -20,19 +20,33 @@ import (
 // in its topology annotation), the devices its pods hold (with their gang
 // as the job, their priority, and terminating pods as releasing), and the
 // capacity other gangs hold (holds: see gangTracker) on devices still free.
-// It looks at GPUs, node selectors and cordons only; the other plugins
-// still filter each member, and Permit still holds members until the gang
-// is complete, so a "fits" is necessary, not sufficient.
+// Each node carries its allocatable CPU, memory and pod count and what its
+// pods request (NodeInfo), and its taints; each member its CPU and memory
+// requests, node selector, node affinity and tolerations. Other Filter
+// plugins of the profile (pod affinity, volumes, ports, ...) still filter
+// each member, and Permit still holds members until the gang is complete,
+// so a "fits" is necessary, not sufficient.
 func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotMarked(holds, nil)
+}
+
+// gangSnapshotMarked is gangSnapshot with the nodes in filtered carrying
+// filteredLabel.
+func (p *Plugin) gangSnapshotMarked(holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
 	}
-	return p.gangSnapshotOf(infos, holds)
+	return p.gangSnapshotOfMarked(infos, holds, filtered)
 }
 
 // gangSnapshotOf is gangSnapshot of the given nodes only.
 func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotOfMarked(infos, holds, nil)
+}
+
+// gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
+func (p *Plugin) gangSnapshotOfMarked(infos []fwk.NodeInfo, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
@@ -48,25 +62,38 @@ func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snap
 			topo = nil // no GPUs the gang could use
 		}
 		labels := node.Labels
-		if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
+		if (topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero()) || filtered[node.Name] {
 			labels = maps.Clone(labels)
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			labels[topology.LabelClique] = topo.Fabric().String()
+			if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
+				labels[topology.LabelClique] = topo.Fabric().String()
+			}
+			if filtered[node.Name] {
+				labels[filteredLabel] = "true"
+			}
 		}
 		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: labels, Topology: topo})
-		info = append(info, gang.NodeInfo{Unschedulable: node.Spec.Unschedulable, MIG: []int{}})
+		var devs []podAlloc
+		if topo != nil {
+			devs = p.podDevices(topo, ni)
+		}
+		ninfo, others := nodeCapacity(node, ni, len(devs))
+		info = append(info, ninfo)
+		if others != nil {
+			allocs = append(allocs, *others)
+		}
 		if topo == nil {
 			continue
 		}
 		u := make([]bool, topo.Len())
 		used[node.Name] = u
-		for _, a := range p.podDevices(topo, ni) {
+		for _, a := range devs {
 			alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node.Name, Devices: a.devices,
 				Shared: a.shared, Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
 			if k, ok := gangKeyOf(a.pod); ok {
-				alloc.Job, alloc.Set = k, "members"
+				alloc.Job, alloc.Set = k, p.memberSet(a.pod)
 			}
 			for _, d := range a.devices {
 				u[d] = true
@@ -116,19 +143,21 @@ func gangJob(pod *v1.Pod, spec gangSpec, members int, req scoring.Request, arriv
 	if spec.slice != nil && replicas%spec.slice.Size != 0 {
 		replicas += spec.slice.Size - replicas%spec.slice.Size
 	}
+	g := gangPod(pod, req)
 	return &gang.Job{Name: spec.key, MinCount: spec.min, Priority: podPriority(pod), Arrival: arrival, Topology: spec.topo,
-		PodSets: []gang.PodSet{{
-			Name: "members", Replicas: replicas, Slices: spec.slice,
-			Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
-				Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}, NodeSelector: pod.Spec.NodeSelector},
-		}}}
+		PodSets: []gang.PodSet{{Name: podSetName(&g), Replicas: replicas, Slices: spec.slice, Pod: g}}}
 }
 
 // gangCheck asks package gang whether the gang can be completed on the
 // scheduler's current snapshot, members already placed (bound, or waiting
 // at Permit) counted as members, with the capacity of holds taken.
 func (p *Plugin) gangCheck(ctx context.Context, job *gang.Job, holds []*hold) (*gang.Result, *gang.Snapshot, error) {
-	snap, err := p.gangSnapshot(holds)
+	return p.gangCheckMarked(ctx, job, holds, nil)
+}
+
+// gangCheckMarked is gangCheck on gangSnapshotMarked.
+func (p *Plugin) gangCheckMarked(ctx context.Context, job *gang.Job, holds []*hold, filtered map[string]bool) (*gang.Result, *gang.Snapshot, error) {
+	snap, err := p.gangSnapshotMarked(holds, filtered)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -358,6 +358,13 @@ const planReuse = 2 * time.Second
 // can be completed beside the gangs assembling and those ahead of it.
 // The result confines the member to the nodes of the gang's placement.
 func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req scoring.Request) (*fwk.PreFilterResult, *fwk.Status) {
+	return g.admitWith(ctx, nil, pod, spec, req)
+}
+
+// admitWith is admit with the pod's cycle state: the pod then runs
+// through the profile's other Filter plugins on every node, and the nodes
+// they reject take no new pod of its pod set in the gang check.
+func (g *gangTracker) admitWith(ctx context.Context, state fwk.CycleState, pod *v1.Pod, spec gangSpec, req scoring.Request) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	key := spec.key
 	members, err := g.members(pod.Namespace, spec)
@@ -412,8 +419,13 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 	me := &hold{key: key, priority: podPriority(pod), arrival: arrival, members: len(members)}
 	others := g.countedLocked(me)
 	g.mu.Unlock()
-	job := gangJob(pod, spec, len(members), req, arrival)
-	res, snap, err := g.p.gangCheck(ctx, job, others)
+	job, ok := g.p.gangJobOf(pod, spec, members, arrival)
+	if !ok {
+		job = gangJob(pod, spec, len(members), req, arrival)
+	}
+	filtered := g.p.filteredOut(ctx, state, pod)
+	excludeFiltered(job, podSetName(new(gangPod(pod, req))), filtered)
+	res, snap, err := g.p.gangCheckMarked(ctx, job, others, filtered)
 	if err != nil {
 		if errors.Is(err, gang.ErrInvalidJob) {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())

@@ -291,7 +291,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	var res *fwk.PreFilterResult
 	if inGang {
 		var st *fwk.Status
-		if res, st = p.gangs.admit(ctx, pod, spec, req); !st.IsSuccess() {
+		if res, st = p.gangs.admitWith(ctx, state, pod, spec, req); !st.IsSuccess() {
 			return nil, st
 		}
 	}

@@ -57,6 +57,11 @@ func (n fakeNodeInfo) GetPods() []fwk.PodInfo { return n.pods }
 // GetGeneration is 0: every call is a NodeInfo the plugin has not verified.
 func (n fakeNodeInfo) GetGeneration() int64 { return 0 }
 
+// GetAllocatable and GetRequested are nil: the node's CPU, memory and pod
+// count are not tracked.
+func (n fakeNodeInfo) GetAllocatable() fwk.Resource { return nil }
+func (n fakeNodeInfo) GetRequested() fwk.Resource   { return nil }
+
 func newState() *fakeState { return &fakeState{data: map[fwk.StateKey]fwk.StateData{}} }
 
 func gpuPod(name string, gpus int64, ann map[string]string) *v1.Pod {

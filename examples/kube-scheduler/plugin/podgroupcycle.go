@@ -11,7 +11,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
-	"github.com/gputopo/gputopo/scoring"
 )
 
 // The Kubernetes 1.37 pod-group scheduling cycle (feature gates
@@ -24,13 +23,27 @@ var (
 	_ fwk.PlacementScorePlugin    = (*Plugin)(nil)
 )
 
-// podGroupTopologyKey returns the PodGroup's topology constraint key, or
-// "" when it has none.
+// podGroupTopologyKey returns the PodGroup's first topology constraint
+// key, or "" when it has none.
 func podGroupTopologyKey(pg fwk.PodGroupInfo) string {
-	if g := pg.GetPodGroup(); g != nil && g.Spec.SchedulingConstraints != nil && len(g.Spec.SchedulingConstraints.Topology) > 0 {
-		return g.Spec.SchedulingConstraints.Topology[0].Key
+	if keys := podGroupTopologyKeys(pg); len(keys) > 0 {
+		return keys[0]
 	}
 	return ""
+}
+
+// podGroupTopologyKeys returns the keys of every topology constraint of
+// the PodGroup.
+func podGroupTopologyKeys(pg fwk.PodGroupInfo) []string {
+	g := pg.GetPodGroup()
+	if g == nil || g.Spec.SchedulingConstraints == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range g.Spec.SchedulingConstraints.Topology {
+		keys = append(keys, t.Key)
+	}
+	return keys
 }
 
 // GeneratePlacements implements fwk.PlacementGeneratePlugin: like the
@@ -49,12 +62,14 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 	if len(pods) == 0 || key == "" || parent == nil {
 		return all, nil
 	}
-	req, count, err := podRequest(pods[0], p.names)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	for _, pod := range pods {
+		if _, _, err := podRequest(pod, p.names); err != nil {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
 	}
-	if count == 0 {
-		return all, nil
+	sets, _, gpus, ok := p.podSetsOf(pods, nil)
+	if !ok || !gpus {
+		return all, nil // no pod needs a GPU (or more templates than gang takes)
 	}
 	byDomain := map[string][]fwk.NodeInfo{}
 	for _, ni := range parent.Nodes {
@@ -64,9 +79,14 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 			}
 		}
 	}
-	job := &gang.Job{Name: pg.GetKey(), MinCount: p.podGroupNeeds(pg, len(pods)), PodSets: []gang.PodSet{{Name: "members", Replicas: len(pods),
-		Pod: gang.Pod{Devices: scoring.Request{Count: req.Count, MinFreeMemory: req.MinFreeMemory, Shared: req.Shared,
-			Scope: req.Scope, ScopeMode: req.ScopeMode, Weights: req.Weights}}}}}
+	job := &gang.Job{Name: pg.GetKey(), MinCount: p.podGroupNeeds(pg, len(pods)), PodSets: sets}
+	// Every further topology constraint confines the whole group to one
+	// domain of its key as well (when the key is a level of the cluster).
+	for _, k := range podGroupTopologyKeys(pg)[1:] {
+		if k != key && slices.Contains(p.levels, k) && job.Topology.IsZero() {
+			job.Topology = gang.Constraint{Level: k}
+		}
+	}
 	// One snapshot of the parent's nodes; each domain is checked by
 	// confining the pods to its nodes with a node selector on the key.
 	var nodes []fwk.NodeInfo
@@ -78,16 +98,23 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 		return nil, fwk.AsStatus(err)
 	}
 	out := &fwk.GeneratePlacementsResult{}
+	own := make([]map[string]string, len(sets))
+	for i := range sets {
+		own[i] = sets[i].Pod.NodeSelector
+	}
+domains:
 	for _, name := range slices.Sorted(maps.Keys(byDomain)) {
-		sel := maps.Clone(pods[0].Spec.NodeSelector)
-		if v, ok := sel[key]; ok && v != name {
-			continue // the pods' own selector excludes the domain
+		for i := range job.PodSets {
+			sel := maps.Clone(own[i])
+			if v, ok := sel[key]; ok && v != name {
+				continue domains // the pods' own selector excludes the domain
+			}
+			if sel == nil {
+				sel = map[string]string{}
+			}
+			sel[key] = name
+			job.PodSets[i].Pod.NodeSelector = sel
 		}
-		if sel == nil {
-			sel = map[string]string{}
-		}
-		sel[key] = name
-		job.PodSets[0].Pod.NodeSelector = sel
 		res, err := gang.Check(ctx, snap, job)
 		if err != nil {
 			return nil, fwk.AsStatus(err)

@@ -1,0 +1,90 @@
+package gangfile
+
+import "github.com/gputopo/gputopo/gang"
+
+// Taint is a node's taint in a cluster file (gang.Taint): effect is
+// NoSchedule, PreferNoSchedule or NoExecute.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Toleration is a pod set's toleration in a job file (gang.Toleration):
+// operator Equal (default) or Exists; an empty effect tolerates every
+// effect.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"`
+}
+
+// NodeAffinity is a pod set's node affinity in a job file: required
+// terms (a node must meet one) and preferred ones (tried first).
+type NodeAffinity struct {
+	Required  []SelectorTerm  `json:"required,omitempty"`
+	Preferred []PreferredTerm `json:"preferred,omitempty"`
+}
+
+// SelectorTerm holds when all its expressions hold.
+type SelectorTerm struct {
+	MatchExpressions []SelectorRequirement `json:"matchExpressions"`
+}
+
+// PreferredTerm is a preferred term with its weight (1..100).
+type PreferredTerm struct {
+	Weight           int                   `json:"weight"`
+	MatchExpressions []SelectorRequirement `json:"matchExpressions"`
+}
+
+// SelectorRequirement is one expression: operator In, NotIn, Exists,
+// DoesNotExist, Gt or Lt.
+type SelectorRequirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values,omitempty"`
+}
+
+func taints(ts []Taint) []gang.Taint {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]gang.Taint, len(ts))
+	for i, t := range ts {
+		out[i] = gang.Taint{Key: t.Key, Value: t.Value, Effect: gang.TaintEffect(t.Effect)}
+	}
+	return out
+}
+
+func tolerations(ts []Toleration) []gang.Toleration {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]gang.Toleration, len(ts))
+	for i, t := range ts {
+		out[i] = gang.Toleration{Key: t.Key, Operator: gang.TolerationOperator(t.Operator), Value: t.Value, Effect: gang.TaintEffect(t.Effect)}
+	}
+	return out
+}
+
+func term(rs []SelectorRequirement) gang.SelectorTerm {
+	t := gang.SelectorTerm{Expressions: make([]gang.SelectorRequirement, len(rs))}
+	for i, r := range rs {
+		t.Expressions[i] = gang.SelectorRequirement{Key: r.Key, Operator: gang.SelectorOperator(r.Operator), Values: r.Values}
+	}
+	return t
+}
+
+// apply sets the pod's node affinity.
+func (a *NodeAffinity) apply(p *gang.Pod) {
+	if a == nil {
+		return
+	}
+	for _, t := range a.Required {
+		p.RequiredNodeAffinity = append(p.RequiredNodeAffinity, term(t.MatchExpressions))
+	}
+	for _, t := range a.Preferred {
+		p.PreferredNodeAffinity = append(p.PreferredNodeAffinity, gang.PreferredTerm{Weight: t.Weight, Term: term(t.MatchExpressions)})
+	}
+}
