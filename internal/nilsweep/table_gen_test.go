@@ -229,6 +229,7 @@ var types = map[string]any{
 	"type gang.Result":              (*gang.Result)(nil),
 	"type gang.Snapshot":            (*gang.Snapshot)(nil),
 	"type gang.Strategy":            (*gang.Strategy)(nil),
+	"type gang.Taint":               (*gang.Taint)(nil),
 	"type gang.TargetState":         (*gang.TargetState)(nil),
 	"type gang.Verdict":             (*gang.Verdict)(nil),
 	"type gang.WaitPolicy":          (*gang.WaitPolicy)(nil),
