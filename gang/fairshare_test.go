@@ -447,7 +447,7 @@ func TestFairShare10kPlan(t *testing.T) {
 }
 
 // fairPlan10kDigest is fairPlanDigest of the 10k instance's plan.
-const fairPlan10kDigest = "6d4ee0675282adbcedc52406f7b66a8ba1f142b3d9883b4ec432df0bf31b3665"
+const fairPlan10kDigest = "7ac61b118840b3688b914c398750298d539d79a5e0a5e4a4a74ae446a015da54"
 
 // fairGen shapes the random fair-share instances of TestFairShareOracle
 // and TestFairShareIncremental (drawFairInstance).
