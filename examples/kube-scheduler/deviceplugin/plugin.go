@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -120,11 +119,12 @@ type Plugin struct {
 	mu      sync.Mutex
 	healthy []bool
 	reasons []string
-	changed chan struct{} // closed and replaced when health changes
-	claims  map[types.UID]claim
+	changed chan struct{}    // closed and replaced when health changes
+	claims  map[string]claim // pod UID + "/" + container name
 }
 
-// claim records a pod whose choice Allocate handed out.
+// claim records a container that kubelet started on its share of the
+// scheduler's choice.
 type claim struct {
 	at      time.Time
 	devices []int
@@ -190,7 +190,7 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, err
 	}
 	p := &Plugin{cfg: cfg, node: cfg.Node, vendor: vendor, index: map[string]int{},
-		changed: make(chan struct{}), claims: map[types.UID]claim{}}
+		changed: make(chan struct{}), claims: map[string]claim{}}
 	if cfg.Logger != nil {
 		p.log = *cfg.Logger
 	} else {
