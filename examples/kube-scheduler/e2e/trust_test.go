@@ -290,4 +290,3 @@ func TestGangPreemptionHonoursPDB(t *testing.T) {
 	}
 	deletePods(t, cp, "pdb-h1", "pdb-h2")
 }
-
