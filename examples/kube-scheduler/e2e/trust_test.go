@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,12 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/gputopo/gputopo/examples/kube-scheduler/nodeagent"
 	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
+	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
+	"github.com/gputopo/gputopo/topology"
+	"github.com/gputopo/gputopo/topology/kube"
 )
 
 const nodeClaim = "authentication.kubernetes.io/node-name"
@@ -289,4 +294,90 @@ func TestGangPreemptionHonoursPDB(t *testing.T) {
 		assert.True(t, apierrors.IsNotFound(err), "victim %s still exists (%v)", n, err)
 	}
 	deletePods(t, cp, "pdb-h1", "pdb-h2")
+}
+
+// TestNodeAgentLeastPrivilege loads deploy/node-agent.yaml and
+// deploy/node-agent-policy.yaml into an API server that enforces RBAC.
+// The agent of node A, acting as the manifest's service account with A's
+// node claim, publishes and cleans up node A; pointed at node B it is
+// refused. Every verb of its ClusterRole is needed: without any one of
+// them, publishing, republishing or cleaning up fails.
+func TestNodeAgentLeastPrivilege(t *testing.T) {
+	ctx := context.Background()
+	admin, cfg := startAPIServer(t, "--authorization-mode=Node,RBAC")
+	sa, _ := loadManifest(t, ctx, admin, "../deploy/node-agent.yaml")
+	applyPolicies(t, &controlPlane{config: cfg, client: admin}, "node-agent-policy.yaml")
+	for _, n := range []string{"agent-a", "agent-b"} {
+		_, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	src, err := provider.Catalog("dgx-h100")
+	require.NoError(t, err)
+	onNodeA := rest.CopyConfig(cfg)
+	onNodeA.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + sa.Namespace + ":" + sa.Name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.Namespace, "system:authenticated"},
+		Extra:  map[string][]string{nodeClaim: {"agent-a"}}}
+	client, err := kubernetes.NewForConfig(onNodeA)
+	require.NoError(t, err)
+	agent := func(node string) *nodeagent.Agent {
+		overlay := nodeagent.NewHealthOverlay(src)
+		a, err := nodeagent.New(client, nodeagent.Options{NodeName: node, Source: overlay})
+		require.NoError(t, err)
+		return a
+	}
+	// The RBAC authorizer and the policy see their objects through
+	// informers.
+	var syncErr error
+	require.Eventually(t, func() bool { _, syncErr = agent("agent-a").Sync(ctx); return syncErr == nil }, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, agent("agent-a").Cleanup(ctx))
+
+	_, err = agent("agent-b").Sync(ctx)
+	require.ErrorIs(t, err, nodeagent.ErrPublish)
+	assert.Contains(t, err.Error(), "may change only its own Node")
+	t.Logf("agent of node A publishing node B: %v", err)
+	node, err := admin.CoreV1().Nodes().Get(ctx, "agent-b", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, node.Annotations, kube.AnnotationTopology)
+
+	role, err := admin.RbacV1().ClusterRoles().Get(ctx, sa.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	full := role.DeepCopy()
+	// cycle publishes, republishes after a health change, and cleans up.
+	cycle := func() error {
+		overlay := nodeagent.NewHealthOverlay(src)
+		a, err := nodeagent.New(client, nodeagent.Options{NodeName: "agent-a", Source: overlay})
+		require.NoError(t, err)
+		if _, err := a.Sync(ctx); err != nil {
+			return err
+		}
+		overlay.SetHealth(0, topology.Unhealthy, "XID 79")
+		if _, err := a.Sync(ctx); err != nil {
+			return err
+		}
+		return a.Cleanup(ctx)
+	}
+	for i, rule := range full.Rules {
+		for _, verb := range rule.Verbs {
+			narrowed := full.DeepCopy()
+			narrowed.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })
+			cur, err := admin.RbacV1().ClusterRoles().Get(ctx, sa.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			narrowed.ResourceVersion = cur.ResourceVersion
+			_, err = admin.RbacV1().ClusterRoles().Update(ctx, narrowed, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			// Wait for the authorizer to see the narrowed role.
+			require.Eventually(t, func() bool { return cycle() != nil }, 10*time.Second, 200*time.Millisecond,
+				"the agent needs no %s on %v", verb, rule.Resources)
+			_ = agentCleanupAsAdmin(ctx, admin, src)
+		}
+	}
+}
+
+// agentCleanupAsAdmin removes what a failed cycle left on agent-a.
+func agentCleanupAsAdmin(ctx context.Context, admin kubernetes.Interface, src provider.TopologyProvider) error {
+	a, err := nodeagent.New(admin, nodeagent.Options{NodeName: "agent-a", Source: src})
+	if err != nil {
+		return err
+	}
+	return a.Cleanup(ctx)
 }
