@@ -90,9 +90,11 @@ type Config struct {
 	// Health reports health changes while Run runs (nil: devices keep the
 	// health the topology gives them, unless SetHealth is called).
 	Health HealthSource
-	// ClaimTTL is how long a pod whose choice Allocate handed out is not
-	// matched again (default 10 minutes). Kubelet reports the pod's
-	// containers soon after admission, which ends its candidacy anyway.
+	// ClaimTTL is how long a container that kubelet started on its share
+	// of the scheduler's choice is not offered again by
+	// GetPreferredAllocation (default 10 minutes). Kubelet reports the
+	// pod's containers soon after admission, which ends its candidacy
+	// anyway.
 	ClaimTTL time.Duration
 	// CheckInterval is how often Run checks that its socket still exists
 	// (kubelet restarted otherwise) and retries a failed registration
