@@ -147,10 +147,11 @@ const maxBudgetRounds = 8
 
 // preemptWithinBudgets is gang.Preempt whose victims never include a job
 // whose eviction would break a PodDisruptionBudget: such a job is made
-// unevictable in snap (its pods' priority raised to gang.MaxPriority) and
-// the search runs again. blocked says which jobs were left out and why.
+// unevictable in a copy of snap (its pods' priority raised to
+// gang.MaxPriority) and the search runs again. blocked says which jobs were left out and why.
 func (p *Plugin) preemptWithinBudgets(ctx context.Context, snap *gang.Snapshot, job *gang.Job) (*gang.Preemption, []string, error) {
 	var blocked []string
+	cloned := false
 	budgets := map[string][]policyv1.PodDisruptionBudget{} // namespace -> its budgets
 	for range maxBudgetRounds {
 		plan, err := gang.Preempt(ctx, snap, job)
@@ -163,6 +164,9 @@ func (p *Plugin) preemptWithinBudgets(ctx context.Context, snap *gang.Snapshot, 
 		}
 		if len(why) == 0 {
 			return plan, blocked, nil
+		}
+		if !cloned {
+			snap, cloned = snap.Clone(), true // the caller's snapshot stays as it was
 		}
 		for _, v := range plan.Victims {
 			reason, ok := why[v.Job]
