@@ -51,14 +51,6 @@ type mPod struct {
 	held [][]int
 }
 
-func (p *mPod) count() int {
-	n := 0
-	for _, c := range p.containers {
-		n += c
-	}
-	return n
-}
-
 type handshake struct {
 	t       require.TestingT
 	node    *topology.Node
