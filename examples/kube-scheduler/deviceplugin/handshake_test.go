@@ -335,7 +335,9 @@ func TestHandshake(t *testing.T) {
 				if len(h.order) > 0 {
 					h.remove(rapid.SampledFrom(h.order).Draw(t, "remove"))
 				}
-			case 7: // the device plugin restarts
+			case 7: // the device plugin restarts (as it does when kubelet
+				// restarts and it registers again: kubelet keeps its
+				// checkpoint, the plugin's claims are gone)
 				h.restartPlugin()
 			case 8, 9:
 				h.reconcile()
