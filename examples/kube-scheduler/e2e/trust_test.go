@@ -326,7 +326,11 @@ func TestNodeAgentLeastPrivilege(t *testing.T) {
 		return a
 	}
 	// The RBAC authorizer and the policy see their objects through
-	// informers.
+	// informers: wait until the policy refuses a patch of node B.
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().Nodes().Patch(ctx, "agent-b", types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`), metav1.PatchOptions{})
+		return err != nil && strings.Contains(err.Error(), "may change only its own Node")
+	}, 30*time.Second, 100*time.Millisecond, "the node agent policy never refused a patch of node B")
 	var syncErr error
 	require.Eventually(t, func() bool { _, syncErr = agent("agent-a").Sync(ctx); return syncErr == nil }, 30*time.Second, 100*time.Millisecond)
 	require.NoError(t, agent("agent-a").Cleanup(ctx))
