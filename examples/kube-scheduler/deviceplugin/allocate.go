@@ -139,9 +139,9 @@ func (p *Plugin) preferred(ctx context.Context, cr *pluginapi.ContainerPreferred
 	size := int(cr.GetAllocationSize())
 	// A pod about to start whose choice fits: answering with it keeps
 	// kubelet's accounting equal to the scheduler's.
-	if pod, devs, ok := p.pendingChoice(ctx, available, must, size); ok {
-		p.log.Info("Preferred allocation follows the scheduler's choice", "pod", pod, "devices", p.idsOf(devs), "indices", devs)
-		return devs, nil
+	if s, ok := p.pendingChoice(ctx, available, must, size); ok {
+		p.log.Info("Preferred allocation follows the scheduler's choice", "pod", klogRef(s.pod), "container", s.container, "devices", p.idsOf(s.devs), "indices", s.devs)
+		return slices.Clone(s.devs), nil
 	}
 	res, err := p.Preferred(available, must, size)
 	if err != nil {
@@ -185,10 +185,14 @@ func fallbackSet(available, must []int, size int) []int {
 	return out
 }
 
-// Allocate implements pluginapi.DevicePluginServer: each container gets
-// the devices the scheduler chose for the pod being started (see the
-// package documentation), or kubelet's devices, with a warning, when no
-// pod matches. Unknown device IDs are an InvalidArgument error.
+// Allocate implements pluginapi.DevicePluginServer. Each container gets
+// exactly the devices kubelet passed in (see the package documentation):
+// kubelet is the one allocator, so no device is ever named for two live
+// containers. When kubelet's devices are the scheduler's choice for a
+// waiting container, that container is claimed (GetPreferredAllocation
+// does not offer its choice again); otherwise the difference is logged and
+// left to the reconciler, which records kubelet's devices on the pod.
+// Unknown device IDs are an InvalidArgument error.
 func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
@@ -196,20 +200,13 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		if err != nil {
 			return nil, grpcError(err)
 		}
-		devs := kubelet
-		if pod, chosen, ok := p.claim(ctx, kubelet); ok {
-			if !sameSet(chosen, kubelet) {
-				p.log.Info("Warning: kubelet picked other devices than the scheduler; the container gets the scheduler's",
-					"pod", pod, "kubelet", p.idsOf(kubelet), "scheduler", p.idsOf(chosen))
-			} else {
-				p.log.Info("Allocated the scheduler's choice", "pod", pod, "devices", p.idsOf(chosen))
-			}
-			devs = chosen
+		if s, ok := p.claim(ctx, kubelet); ok {
+			p.log.Info("Allocated the scheduler's choice", "pod", klogRef(s.pod), "container", s.container, "devices", p.idsOf(kubelet))
 		} else {
-			p.log.Info("Warning: no pod about to start on this node has a matching "+AnnotationDevices+" choice; using kubelet's devices",
+			p.log.Info("Warning: kubelet's devices are no waiting container's "+AnnotationDevices+" choice; the container gets kubelet's, which the reconciler records on the pod",
 				"node", p.cfg.NodeName, "devices", p.idsOf(kubelet))
 		}
-		resp.ContainerResponses = append(resp.ContainerResponses, p.containerResponse(devs))
+		resp.ContainerResponses = append(resp.ContainerResponses, p.containerResponse(kubelet))
 	}
 	return resp, nil
 }
@@ -226,15 +223,21 @@ func (p *Plugin) containerResponse(devs []int) *pluginapi.ContainerAllocateRespo
 	return r
 }
 
-// candidate is a pod about to start with its choice.
-type candidate struct {
-	pod  *v1.Pod
-	devs []int
+// slot is one container's share of a waiting pod's choice: the pod's
+// devices in index order are dealt to its containers that ask for the
+// resource, in spec order, each as many as it asks for.
+type slot struct {
+	pod       *v1.Pod
+	container string
+	devs      []int
 }
 
-// candidates lists the pods on the node that are about to start and carry
-// a choice of n devices, oldest first, leaving out claimed pods.
-func (p *Plugin) candidates(ctx context.Context, n int) []candidate {
+func (s slot) key() string { return string(s.pod.UID) + "/" + s.container }
+
+// slots lists the containers of pods on the node that are about to start
+// and whose share of the choice has n devices, oldest pod first, then in
+// container order, leaving out claimed containers.
+func (p *Plugin) slots(ctx context.Context, n int) []slot {
 	if p.cfg.Pods == nil {
 		return nil
 	}
@@ -244,10 +247,14 @@ func (p *Plugin) candidates(ctx context.Context, n int) []candidate {
 	defer cancel()
 	pods, err := p.cfg.Pods.PodsOnNode(ctx, p.cfg.NodeName)
 	if err != nil {
-		p.log.Error(err, "Cannot list the node's pods; the scheduler's choices are not honoured")
+		p.log.Error(err, "Cannot list the node's pods; the scheduler's choices are not preferred")
 		return nil
 	}
-	var out []candidate
+	slices.SortFunc(pods, func(a, b v1.Pod) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var out []slot
 	for i := range pods {
 		pod := &pods[i]
 		if !p.aboutToStart(pod) {
@@ -258,18 +265,61 @@ func (p *Plugin) candidates(ctx context.Context, n int) []candidate {
 			p.log.Error(err, "Ignoring the pod's device choice", "pod", klogRef(pod))
 			continue
 		}
-		if len(devs) == n {
-			out = append(out, candidate{pod, devs})
+		shares, err := p.split(pod, devs)
+		if err != nil {
+			p.log.V(2).Info("Not preferring the pod's device choice", "pod", klogRef(pod), "reason", err.Error())
+			continue
+		}
+		for _, s := range shares {
+			if len(s.devs) == n {
+				out = append(out, s)
+			}
 		}
 	}
-	slices.SortFunc(out, func(a, b candidate) int {
-		return cmp.Or(a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time),
-			cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name))
-	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expireClaims()
-	return slices.DeleteFunc(out, func(c candidate) bool { _, claimed := p.claims[c.pod.UID]; return claimed })
+	return slices.DeleteFunc(out, func(s slot) bool { _, claimed := p.claims[s.key()]; return claimed })
+}
+
+// split deals the pod's choice devs (any order) to its containers that
+// ask for the resource. Pods whose init containers ask for it (kubelet
+// reuses their devices for the app containers) and pods whose containers
+// ask for another count than the choice has are not split.
+func (p *Plugin) split(pod *v1.Pod, devs []int) ([]slot, error) {
+	name := v1.ResourceName(p.cfg.ResourceName)
+	count := func(c v1.Container) int {
+		if q, ok := c.Resources.Limits[name]; ok {
+			return int(q.Value())
+		}
+		if q, ok := c.Resources.Requests[name]; ok {
+			return int(q.Value())
+		}
+		return 0
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if count(c) != 0 {
+			return nil, fmt.Errorf("init container %s asks for %s", c.Name, name)
+		}
+	}
+	devs = slices.Sorted(slices.Values(devs))
+	var out []slot
+	next := 0
+	for _, c := range pod.Spec.Containers {
+		n := count(c)
+		if n <= 0 {
+			continue
+		}
+		if next+n > len(devs) {
+			return nil, fmt.Errorf("containers ask for more than the %d devices of the choice", len(devs))
+		}
+		out = append(out, slot{pod: pod, container: c.Name, devs: devs[next : next+n]})
+		next += n
+	}
+	if next != len(devs) {
+		return nil, fmt.Errorf("containers ask for %d devices, the choice has %d", next, len(devs))
+	}
+	return out, nil
 }
 
 // aboutToStart: bound here, Pending, not being deleted, not yet reported
@@ -282,7 +332,11 @@ func (p *Plugin) aboutToStart(pod *v1.Pod) bool {
 	if _, ok := pod.Annotations[AnnotationDevices]; !ok {
 		return false
 	}
-	name := v1.ResourceName(p.cfg.ResourceName)
+	return asksFor(pod, v1.ResourceName(p.cfg.ResourceName))
+}
+
+// asksFor reports whether a container of the pod asks for the resource.
+func asksFor(pod *v1.Pod, name v1.ResourceName) bool {
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
 			if _, ok := c.Resources.Limits[name]; ok {
@@ -299,12 +353,15 @@ func (p *Plugin) aboutToStart(pod *v1.Pod) bool {
 // choiceOf reads the scheduler's choice: gputopo.io/device-ids when every
 // ID is one of this node's devices, else the gputopo.io/devices indices.
 func (p *Plugin) choiceOf(pod *v1.Pod) ([]int, error) {
-	if v := pod.Annotations[AnnotationDeviceIDs]; v != "" {
+	if v := pod.Annotations[AnnotationDeviceIDs]; v != "" && len(v) <= maxChoiceBytes {
 		if devs, err := p.indices(strings.Split(v, ",")); err == nil {
 			return devs, nil
 		}
 	}
 	v := pod.Annotations[AnnotationDevices]
+	if len(v) > maxChoiceBytes {
+		return nil, fmt.Errorf("annotation %s is %d bytes, more than %d", AnnotationDevices, len(v), maxChoiceBytes)
+	}
 	var out []int
 	for _, f := range strings.Split(v, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))
@@ -319,39 +376,56 @@ func (p *Plugin) choiceOf(pod *v1.Pod) ([]int, error) {
 	return out, nil
 }
 
-// pendingChoice finds the oldest unclaimed pod about to start whose choice
-// has size devices, all available, including every must-include device.
-// It claims nothing (Allocate does).
-func (p *Plugin) pendingChoice(ctx context.Context, available, must []int, size int) (string, []int, bool) {
-	for _, c := range p.candidates(ctx, size) {
-		if subset(c.devs, available) && subset(must, c.devs) {
-			return klogRef(c.pod), slices.Sorted(slices.Values(c.devs)), true
+// maxChoiceBytes bounds the device annotations read: far more than any
+// node's device list needs.
+const maxChoiceBytes = 64 << 10
+
+// pendingChoice finds the first unclaimed waiting container (oldest pod
+// first) whose share of the choice has size devices, all available,
+// including every must-include device. It claims nothing (Allocate does).
+//
+// A pod some of whose containers were started on their shares comes
+// first: kubelet allocates a pod's containers one after another.
+func (p *Plugin) pendingChoice(ctx context.Context, available, must []int, size int) (slot, bool) {
+	var fit []slot
+	for _, s := range p.slots(ctx, size) {
+		if subset(s.devs, available) && subset(must, s.devs) {
+			fit = append(fit, s)
 		}
 	}
-	return "", nil, false
-}
-
-// claim picks the pod being started for a container that kubelet gave
-// the devices kubelet (see the package documentation) and records it.
-func (p *Plugin) claim(ctx context.Context, kubelet []int) (string, []int, bool) {
-	cands := p.candidates(ctx, len(kubelet))
+	if len(fit) == 0 {
+		return slot{}, false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Pods claimed since candidates() looked (a concurrent Allocate) are
-	// out.
-	cands = slices.DeleteFunc(cands, func(c candidate) bool { _, claimed := p.claims[c.pod.UID]; return claimed })
-	if len(cands) == 0 {
-		return "", nil, false
-	}
-	pick := cands[0]
-	for _, c := range cands {
-		if sameSet(c.devs, kubelet) {
-			pick = c
-			break
+	for _, s := range fit {
+		for k := range p.claims {
+			if strings.HasPrefix(k, string(s.pod.UID)+"/") {
+				return s, true
+			}
 		}
 	}
-	p.claims[pick.pod.UID] = claim{at: p.cfg.Now(), devices: pick.devs}
-	return klogRef(pick.pod), slices.Sorted(slices.Values(pick.devs)), true
+	return fit[0], true
+}
+
+// claim finds the waiting container whose share of the choice is exactly
+// kubelet's devices and records it as started.
+func (p *Plugin) claim(ctx context.Context, kubelet []int) (slot, bool) {
+	for _, s := range p.slots(ctx, len(kubelet)) {
+		if !sameSet(s.devs, kubelet) {
+			continue
+		}
+		p.mu.Lock()
+		_, taken := p.claims[s.key()] // by a concurrent Allocate since slots() looked
+		if !taken {
+			p.claims[s.key()] = claim{at: p.cfg.Now(), devices: slices.Clone(s.devs)}
+		}
+		p.mu.Unlock()
+		if !taken {
+			return s, true
+		}
+	}
+	return slot{}, false
 }
 
 // expireClaims drops claims older than ClaimTTL; p.mu is held.
@@ -364,7 +438,7 @@ func (p *Plugin) expireClaims() {
 	}
 }
 
-// Claims returns how many pods' choices are claimed now (for tests and
+// Claims returns how many containers' shares of a choice are claimed now (for tests and
 // debugging).
 func (p *Plugin) Claims() int {
 	p.mu.Lock()

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -91,9 +90,11 @@ type Config struct {
 	// Health reports health changes while Run runs (nil: devices keep the
 	// health the topology gives them, unless SetHealth is called).
 	Health HealthSource
-	// ClaimTTL is how long a pod whose choice Allocate handed out is not
-	// matched again (default 10 minutes). Kubelet reports the pod's
-	// containers soon after admission, which ends its candidacy anyway.
+	// ClaimTTL is how long a container that kubelet started on its share
+	// of the scheduler's choice is not offered again by
+	// GetPreferredAllocation (default 10 minutes). Kubelet reports the
+	// pod's containers soon after admission, which ends its candidacy
+	// anyway.
 	ClaimTTL time.Duration
 	// CheckInterval is how often Run checks that its socket still exists
 	// (kubelet restarted otherwise) and retries a failed registration
@@ -120,11 +121,12 @@ type Plugin struct {
 	mu      sync.Mutex
 	healthy []bool
 	reasons []string
-	changed chan struct{} // closed and replaced when health changes
-	claims  map[types.UID]claim
+	changed chan struct{}    // closed and replaced when health changes
+	claims  map[string]claim // pod UID + "/" + container name
 }
 
-// claim records a pod whose choice Allocate handed out.
+// claim records a container that kubelet started on its share of the
+// scheduler's choice.
 type claim struct {
 	at      time.Time
 	devices []int
@@ -190,7 +192,7 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, err
 	}
 	p := &Plugin{cfg: cfg, node: cfg.Node, vendor: vendor, index: map[string]int{},
-		changed: make(chan struct{}), claims: map[types.UID]claim{}}
+		changed: make(chan struct{}), claims: map[string]claim{}}
 	if cfg.Logger != nil {
 		p.log = *cfg.Logger
 	} else {

@@ -371,61 +371,77 @@ func TestGetPreferredAllocationFollowsPendingPod(t *testing.T) {
 	assert.Contains(t, got, "0")
 }
 
-// TestAllocateHonoursTheSchedulersChoice: kubelet picked other devices;
-// the container gets the scheduler's, named as CDI devices and in
-// NVIDIA_VISIBLE_DEVICES. The pod is then claimed: a second container
-// request of the same size finds no pod and gets kubelet's devices.
-func TestAllocateHonoursTheSchedulersChoice(t *testing.T) {
+// TestAllocateNeverSubstitutes: kubelet picked other devices than the
+// scheduler; the container gets kubelet's (kubelet's accounting is what
+// keeps devices apart), named as CDI devices and in
+// NVIDIA_VISIBLE_DEVICES, and nothing is claimed. Kubelet's devices equal
+// to the choice claim the pod's container once.
+func TestAllocateNeverSubstitutes(t *testing.T) {
 	node := withUUIDs(t, catalogNode(t, "dgx-h100"))
 	pods := &fakePods{pods: []v1.Pod{pendingPod("p", "nvidia.com/gpu", 4, []int{4, 5, 6, 7}, time.Now())}}
 	p := newPlugin(t, node, pods, nil)
 	r := allocate(t, p, idsOf(p, 0, 1, 2, 3)...)
+	assert.Equal(t, idsOf(p, 0, 1, 2, 3), named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"))
+	assert.Zero(t, p.Claims())
+	r = allocate(t, p, idsOf(p, 7, 6, 5, 4)...)
 	assert.Equal(t, idsOf(p, 4, 5, 6, 7), named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"))
 	assert.Equal(t, 1, p.Claims())
-	r = allocate(t, p, idsOf(p, 0, 1, 2, 3)...)
-	assert.Equal(t, idsOf(p, 0, 1, 2, 3), named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"), "claimed pod matched twice")
+	got, err := preferred(t, p, idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7), nil, 4)
+	require.NoError(t, err)
+	res, err := p.Preferred([]int{0, 1, 2, 3, 4, 5, 6, 7}, nil, 4)
+	require.NoError(t, err)
+	assert.Equal(t, idsOf(p, res.Devices()...), got, "claimed container: scoring decides")
 }
 
-// TestAllocateDeviceIDsAnnotation: the UUID annotation wins over the
+// TestPreferredDeviceIDsAnnotation: the UUID annotation wins over the
 // indices when every UUID is this node's; unknown UUIDs fall back to the
 // indices.
-func TestAllocateDeviceIDsAnnotation(t *testing.T) {
+func TestPreferredDeviceIDsAnnotation(t *testing.T) {
 	node := withUUIDs(t, catalogNode(t, "dgx-h100"))
 	a := pendingPod("a", "nvidia.com/gpu", 2, []int{0, 1}, time.Now())
 	a.Annotations[deviceplugin.AnnotationDeviceIDs] = "GPU-dgx-h100-6,GPU-dgx-h100-7"
 	pods := &fakePods{pods: []v1.Pod{a}}
 	p := newPlugin(t, node, pods, nil)
-	r := allocate(t, p, idsOf(p, 2, 3)...)
-	assert.Equal(t, idsOf(p, 6, 7), named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"))
+	all := idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7)
+	got, err := preferred(t, p, all, nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, idsOf(p, 6, 7), got)
 
-	b := pendingPod("b", "nvidia.com/gpu", 2, []int{0, 1}, time.Now())
+	b := pendingPod("b", "nvidia.com/gpu", 2, []int{2, 3}, time.Now())
 	b.Annotations[deviceplugin.AnnotationDeviceIDs] = "GPU-elsewhere-0,GPU-elsewhere-1"
 	pods.pods = []v1.Pod{b}
-	r = allocate(t, p, idsOf(p, 2, 3)...)
-	assert.Equal(t, idsOf(p, 0, 1), named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"))
+	got, err = preferred(t, p, all, nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, idsOf(p, 2, 3), got)
 }
 
-// TestAllocatePicksThePodBeingStarted: of several candidates, the pod
-// whose choice equals kubelet's devices wins, else the oldest; pods that
-// are not about to start on this node with this resource never match.
-func TestAllocatePicksThePodBeingStarted(t *testing.T) {
+// TestPreferredPicksTheOldestWaitingPod: of several waiting pods, the
+// oldest unclaimed one's choice is preferred; a container started on a
+// choice claims it; pods that are not about to start on this node with
+// this resource never match.
+func TestPreferredPicksTheOldestWaitingPod(t *testing.T) {
 	node := catalogNode(t, "dgx-h100")
 	t0 := time.Now().Add(-time.Hour)
-	old := pendingPod("old", "nvidia.com/gpu", 2, []int{0, 1}, t0)
-	exact := pendingPod("exact", "nvidia.com/gpu", 2, []int{2, 3}, t0.Add(time.Minute))
-	young := pendingPod("young", "nvidia.com/gpu", 2, []int{4, 5}, t0.Add(2*time.Minute))
-	pods := &fakePods{pods: []v1.Pod{young, exact, old}}
+	old := pendingPod("old", "nvidia.com/gpu", 2, []int{2, 3}, t0)
+	mid := pendingPod("mid", "nvidia.com/gpu", 2, []int{4, 5}, t0.Add(time.Minute))
+	young := pendingPod("young", "nvidia.com/gpu", 2, []int{6, 7}, t0.Add(2*time.Minute))
+	pods := &fakePods{pods: []v1.Pod{young, mid, old}}
 	p := newPlugin(t, node, pods, nil)
-	get := func(ids ...string) []string {
-		return named(t, allocate(t, p, ids...), "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu")
+	all := idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7)
+	pref := func() []string {
+		got, err := preferred(t, p, all, nil, 2)
+		require.NoError(t, err)
+		return got
 	}
-	assert.Equal(t, []string{"2", "3"}, get("3", "2"), "exact match")
-	assert.Equal(t, []string{"0", "1"}, get("6", "7"), "oldest")
-	assert.Equal(t, []string{"4", "5"}, get("6", "7"), "next oldest")
-	assert.Equal(t, []string{"6", "7"}, get("6", "7"), "all claimed: kubelet's devices")
+	assert.Equal(t, []string{"2", "3"}, pref(), "oldest")
+	allocate(t, p, "4", "5") // kubelet started mid first
+	assert.Equal(t, []string{"2", "3"}, pref(), "still the oldest")
+	allocate(t, p, "3", "2")
+	assert.Equal(t, []string{"6", "7"}, pref(), "the only one left")
+	assert.Equal(t, 2, p.Claims())
 
 	never := func(mod func(*v1.Pod)) v1.Pod {
-		pod := pendingPod("never", "nvidia.com/gpu", 2, []int{0, 1}, t0)
+		pod := pendingPod("never", "nvidia.com/gpu", 2, []int{6, 7}, t0)
 		mod(&pod)
 		return pod
 	}
@@ -436,17 +452,42 @@ func TestAllocatePicksThePodBeingStarted(t *testing.T) {
 		never(func(p *v1.Pod) { p.DeletionTimestamp = &now }),
 		never(func(p *v1.Pod) { p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c"}} }),
 		never(func(p *v1.Pod) { delete(p.Annotations, deviceplugin.AnnotationDevices) }),
-		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "0,x" }),
-		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "0,8" }),
-		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "1,1" }),
-		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "0,1,2" }),
-		pendingPod("amd", "amd.com/gpu", 2, []int{0, 1}, t0),
+		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "6,x" }),
+		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "6,8" }),
+		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "7,7" }),
+		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = "5,6,7" }),
+		never(func(p *v1.Pod) { p.Annotations[deviceplugin.AnnotationDevices] = strings.Repeat("6,", 40000) + "7" }),
+		pendingPod("amd", "amd.com/gpu", 2, []int{6, 7}, t0),
 	}
-	assert.Equal(t, []string{"6", "7"}, get("6", "7"))
-	assert.Zero(t, p.Claims()-3, "no new claim")
+	res, err := p.Preferred([]int{0, 1, 2, 3, 4, 5, 6, 7}, nil, 2)
+	require.NoError(t, err)
+	require.NotEqual(t, []int{6, 7}, res.Devices(), "the test needs scoring to prefer other devices")
+	assert.Equal(t, idsOf(p, res.Devices()...), pref())
+	allocate(t, p, "6", "7")
+	assert.Equal(t, 2, p.Claims(), "no new claim")
 
-	pods.pods, pods.err = []v1.Pod{pendingPod("p", "nvidia.com/gpu", 2, []int{0, 1}, t0)}, errors.New("apiserver down")
-	assert.Equal(t, []string{"6", "7"}, get("6", "7"), "listing failed: kubelet's devices")
+	pods.pods, pods.err = []v1.Pod{pendingPod("p", "nvidia.com/gpu", 2, []int{6, 7}, t0)}, errors.New("apiserver down")
+	assert.Equal(t, idsOf(p, res.Devices()...), pref(), "listing failed: scoring decides")
+}
+
+// TestPreferredSplitsAPodOverItsContainers: a pod of two GPU containers
+// (2 + 2) gets its choice dealt in container order; kubelet asking for
+// each in turn is steered to each share.
+func TestPreferredSplitsAPodOverItsContainers(t *testing.T) {
+	node := catalogNode(t, "dgx-h100")
+	pod := pendingPod("two", "nvidia.com/gpu", 2, []int{5, 4, 1, 0}, time.Now())
+	second := pod.Spec.Containers[0]
+	second.Name = "d"
+	pod.Spec.Containers = append(pod.Spec.Containers, second)
+	p := newPlugin(t, node, &fakePods{pods: []v1.Pod{pod}}, nil)
+	all := idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7)
+	got, err := preferred(t, p, all, nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0", "1"}, got)
+	allocate(t, p, got...)
+	got, err = preferred(t, p, idsOf(p, 2, 3, 4, 5, 6, 7), nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"4", "5"}, got)
 }
 
 func TestAllocateClaimsExpire(t *testing.T) {
@@ -455,21 +496,31 @@ func TestAllocateClaimsExpire(t *testing.T) {
 	p := newPlugin(t, catalogNode(t, "dgx-h100"), pods, func(c *deviceplugin.Config) {
 		c.ClaimTTL, c.Now = time.Minute, func() time.Time { return now }
 	})
-	get := func() []string { return named(t, allocate(t, p, "0"), "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu") }
-	assert.Equal(t, []string{"3"}, get())
-	assert.Equal(t, []string{"0"}, get())
+	pref := func() []string {
+		got, err := preferred(t, p, idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7), nil, 1)
+		require.NoError(t, err)
+		return got
+	}
+	assert.Equal(t, []string{"3"}, pref())
+	allocate(t, p, "3")
+	assert.Equal(t, 1, p.Claims())
+	assert.NotEqual(t, []string{"3"}, pref(), "claimed")
 	now = now.Add(time.Minute)
 	assert.Zero(t, p.Claims())
-	assert.Equal(t, []string{"3"}, get(), "claim expired: a pod still waiting (kubelet never reported it) matches again")
+	assert.Equal(t, []string{"3"}, pref(), "claim expired: a pod still waiting (kubelet never reported it) matches again")
 }
 
 func TestAllocateAMD(t *testing.T) {
 	node := catalogNode(t, "mi300x-8gpu")
 	pods := &fakePods{pods: []v1.Pod{pendingPod("p", "amd.com/gpu", 2, []int{6, 7}, time.Now())}}
 	p := newPlugin(t, node, pods, func(c *deviceplugin.Config) { c.ResourceName = "amd.com/gpu" })
-	r := allocate(t, p, "0", "1")
+	got, err := preferred(t, p, idsOf(p, 0, 1, 2, 3, 4, 5, 6, 7), nil, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"6", "7"}, got)
+	r := allocate(t, p, got...)
 	assert.Equal(t, []string{"6", "7"}, named(t, r, "AMD_VISIBLE_DEVICES", "amd.com/gpu"))
 	assert.NotContains(t, r.Envs, "NVIDIA_VISIBLE_DEVICES")
+	assert.Equal(t, 1, p.Claims())
 }
 
 func TestAllocateRejectsUnknownDevices(t *testing.T) {
@@ -477,7 +528,7 @@ func TestAllocateRejectsUnknownDevices(t *testing.T) {
 	_, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0", "GPU-x"}}}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	r := allocate(t, p, "1", "0")
-	assert.Equal(t, []string{"0", "1"}, named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"), "no pod lister: kubelet's devices, in index order")
+	assert.Equal(t, []string{"0", "1"}, named(t, r, "NVIDIA_VISIBLE_DEVICES", "nvidia.com/gpu"), "kubelet's devices, in index order")
 }
 
 // TestClientPods lists through a (fake) clientset with the field selector
@@ -503,21 +554,22 @@ func TestClientPods(t *testing.T) {
 	assert.Equal(t, []string{"spec.nodeName=" + nodeName}, selectors)
 }
 
-// TestAllocateConcurrentContainersGetDistinctChoices: four pods of two
-// GPUs wait; four Allocate calls at once (kubelet's IDs all the same)
-// hand out each pod's choice exactly once.
-func TestAllocateConcurrentContainersGetDistinctChoices(t *testing.T) {
+// TestAllocateConcurrentContainersClaimOnce: four pods of two GPUs wait;
+// Allocate calls at once, two for each pod's devices, claim each pod's
+// container exactly once and always answer kubelet's devices.
+func TestAllocateConcurrentContainersClaimOnce(t *testing.T) {
 	t0 := time.Now()
 	var pods []v1.Pod
 	for i := range 4 {
 		pods = append(pods, pendingPod(fmt.Sprintf("p%d", i), "nvidia.com/gpu", 2, []int{2 * i, 2*i + 1}, t0.Add(time.Duration(i)*time.Second)))
 	}
 	p := newPlugin(t, catalogNode(t, "dgx-h100"), &fakePods{pods: pods}, nil)
-	got := make([]string, 4)
+	got := make([]string, 8)
 	var wg sync.WaitGroup
-	for i := range 4 {
+	for i := range 8 {
 		wg.Go(func() {
-			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0", "1"}}}})
+			ids := []string{fmt.Sprint(2 * (i / 2)), fmt.Sprint(2*(i/2) + 1)}
+			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
 			if assert.NoError(t, err) {
 				got[i] = resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]
 			}
@@ -525,6 +577,6 @@ func TestAllocateConcurrentContainersGetDistinctChoices(t *testing.T) {
 	}
 	wg.Wait()
 	slices.Sort(got)
-	assert.Equal(t, []string{"0,1", "2,3", "4,5", "6,7"}, got)
+	assert.Equal(t, []string{"0,1", "0,1", "2,3", "2,3", "4,5", "4,5", "6,7", "6,7"}, got)
 	assert.Equal(t, 4, p.Claims())
 }

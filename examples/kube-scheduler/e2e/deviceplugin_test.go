@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/deviceplugin"
@@ -129,7 +130,7 @@ func (k *kubeletSide) healthyIndices(t *testing.T, msg *pluginapi.ListAndWatchRe
 func TestDevicePlugin(t *testing.T) {
 	cp := startControlPlane(t, permitTimeout)
 	t.Run("GetPreferredAllocation returns scoring's proven best set on real topologies", func(t *testing.T) { testDevicePluginPreferred(t, cp) })
-	t.Run("Allocate hands a pod placed by the scheduler plugin exactly the devices it chose", func(t *testing.T) { testDevicePluginAllocate(t, cp) })
+	t.Run("Allocate hands out kubelet's devices and the reconciler records them on the pod", func(t *testing.T) { testDevicePluginAllocate(t, cp) })
 }
 
 // testDevicePluginPreferred plays kubelet against the plugin on catalogue
@@ -199,8 +200,10 @@ func testDevicePluginPreferred(t *testing.T, cp *controlPlane) {
 // kubelet. ListAndWatch streams the devices and a health flip. A pod is
 // placed by the scheduler plugin, which writes gputopo.io/devices;
 // GetPreferredAllocation steers kubelet to that choice; an Allocate with
-// other devices still names exactly the chosen ones. A second pod, with
-// kubelet following the plugin, gets its choice too; a container no pod
+// other devices names kubelet's, and the reconciler, reading a
+// PodResources API on a unix socket, records them on the pod with an
+// event. A second pod is placed beside what the first really holds and,
+// with kubelet following the plugin, gets its choice; a container no pod
 // matches gets kubelet's devices.
 func testDevicePluginAllocate(t *testing.T, cp *controlPlane) {
 	const node, scenario = "dp-alloc", "dp"
@@ -245,34 +248,50 @@ func testDevicePluginAllocate(t *testing.T, cp *controlPlane) {
 	t.Logf("scheduler chose %v for dp-p1 (%s=%q)", chosen1, plugin.AnnotationDeviceIDs, p1.Annotations[plugin.AnnotationDeviceIDs])
 	// Kubelet asks for its preference: the pod's choice.
 	require.Equal(t, k.ids(chosen1...), k.preferred(t, all, nil, 2))
-	// Kubelet picks other devices anyway: the container still gets the
-	// scheduler's.
+	// Kubelet picks other devices anyway: the container gets kubelet's
+	// (kubelet's accounting is what keeps devices apart).
 	var other []int
 	for _, d := range all {
 		if !slices.Contains(chosen1, d) && len(other) < 2 {
 			other = append(other, d)
 		}
 	}
-	require.Equal(t, k.ids(chosen1...), k.allocate(t, other...), "kubelet gave %v", other)
+	require.Equal(t, k.ids(other...), k.allocate(t, other...), "kubelet gave %v", other)
+	// The reconciler reads kubelet's PodResources API (over a unix socket)
+	// and records on the pod what it holds, with an event.
+	pr := servePodResources(t, "nvidia.com/gpu", map[string][]string{"dp-p1": k.ids(other...)})
+	ms, err := k.plugin.Reconcile(context.Background(), pr, deviceplugin.ClientWriter{Client: cp.client, Host: node})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Equal(t, deviceplugin.ReasonDevicesMismatch, ms[0].Reason)
+	require.Equal(t, other, devicesOf(t, getPod(t, cp, "dp-p1")))
+	evs, err := cp.client.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=dp-p1,reason=" + deviceplugin.ReasonDevicesMismatch})
+	require.NoError(t, err)
+	require.Len(t, evs.Items, 1)
+	t.Logf("event: %s", evs.Items[0].Message)
+	// The scheduler's tracker follows the recorded devices (once its
+	// informer has the update).
+	time.Sleep(time.Second)
 
-	// Pod 2: kubelet follows the plugin's preference.
+	// Pod 2: placed beside what dp-p1 really holds; kubelet follows the
+	// plugin's preference.
 	createPod(t, cp, scenario, podSpec{name: "dp-p2", gpus: 4})
 	p2 := waitBound(t, cp, "dp-p2", 30*time.Second)
 	chosen2 := devicesOf(t, p2)
-	require.Empty(t, slices.DeleteFunc(slices.Clone(chosen2), func(d int) bool { return !slices.Contains(chosen1, d) }),
-		"the scheduler gave dp-p2 devices of dp-p1: %v and %v", chosen2, chosen1)
-	free := slices.DeleteFunc(slices.Clone(all), func(d int) bool { return slices.Contains(chosen1, d) })
+	require.Empty(t, slices.DeleteFunc(slices.Clone(chosen2), func(d int) bool { return !slices.Contains(other, d) }),
+		"the scheduler gave dp-p2 devices dp-p1 holds: %v and %v", chosen2, other)
+	free := slices.DeleteFunc(slices.Clone(all), func(d int) bool { return slices.Contains(other, d) })
 	pref := k.preferred(t, free, nil, 4)
 	require.Equal(t, k.ids(chosen2...), pref)
 	prefIdx := indicesOf(t, k, pref)
 	require.Equal(t, k.ids(chosen2...), k.allocate(t, prefIdx...))
 
-	// Both pods are claimed: a further container of either size gets
-	// kubelet's devices.
+	// dp-p2 is claimed, dp-p1's choice (now kubelet's devices) is not
+	// offered: a further container gets kubelet's devices.
 	rest := slices.DeleteFunc(slices.Clone(free), func(d int) bool { return slices.Contains(chosen2, d) })
 	require.Equal(t, k.ids(rest[:2]...), k.allocate(t, rest[:2]...))
-	require.Equal(t, 2, k.plugin.Claims())
-	t.Logf("dp-p1 got %v through Allocate although kubelet picked %v; dp-p2 got %v", k.ids(chosen1...), k.ids(other...), k.ids(chosen2...))
+	require.Equal(t, 1, k.plugin.Claims())
+	t.Logf("dp-p1 got kubelet's %v (the scheduler chose %v) and its annotation was corrected; dp-p2 got its choice %v", k.ids(other...), k.ids(chosen1...), k.ids(chosen2...))
 	deletePods(t, cp, "dp-p1", "dp-p2")
 }
 

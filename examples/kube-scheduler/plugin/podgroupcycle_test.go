@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,7 +53,7 @@ func rackNodes(t *testing.T, spec []struct {
 		node.Labels["example.com/rack"] = s.rack
 		ni := fakeNodeInfo{node: node}
 		if s.used != "" {
-			ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod("on-"+s.name, 1, map[string]string{AnnotationDevices: s.used})}}
+			ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod("on-"+s.name, int64(strings.Count(s.used, ",")+1), map[string]string{AnnotationDevices: s.used})}}
 		}
 		out = append(out, ni)
 	}

@@ -35,12 +35,13 @@ type signature struct {
 // The fragment holds the parsed request (count, memory per device, shared
 // slice, scope and mode, required devices) and every gputopo.io/
 // annotation of the pod; the GPU count also follows from the container
-// resources, which the resource signer covers. Gang members, pods with a
-// malformed request and pods the plugin holds a reservation for are not
-// signed (Unschedulable: no batching for them): a gang member's outcome
-// depends on its gang, not only on the pod.
+// resources, which the resource signer covers. Gang members (by any gang
+// key the plugin recognises: LabelGang, LabelPodGroup, a 1.37 PodGroup),
+// pods with a malformed request and pods the plugin holds a reservation
+// for are not signed (Unschedulable: no batching for them): a gang
+// member's outcome depends on its gang, not only on the pod.
 func (p *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if _, ok := pod.Labels[LabelGang]; ok {
+	if inGang(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "gang members are not batched")
 	}
 	if _, ok := p.reservation(pod.UID); ok {
@@ -66,6 +67,20 @@ func (p *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, 
 		}
 	}
 	return []fwk.SignFragment{{Key: SignerName, Value: sig}}, nil
+}
+
+// inGang reports whether the pod is a member of a gang by any key the
+// plugin recognises: LabelGang, LabelPodGroup (valid or not: a malformed
+// gang is rejected at PreFilter, never batched), or a 1.37 PodGroup
+// (spec.schedulingGroup).
+func inGang(pod *v1.Pod) bool {
+	if _, ok, _ := gangSpecOf(pod); ok {
+		return true
+	}
+	if _, ok := pod.Labels[LabelGang]; ok {
+		return true // an empty gang name: still not a plain pod
+	}
+	return pod.Spec.SchedulingGroup != nil
 }
 
 // signatureOf is SignPod's fragment value (for tests); ok is false when

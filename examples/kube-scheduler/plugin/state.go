@@ -3,6 +3,7 @@ package plugin
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +31,16 @@ type podUse struct {
 
 // useOf says what pod holds on node, given the plugin's reservation for it
 // (resv, when resvOK). ok is false for a pod that holds no GPU.
+//
+// A pod is never charged more than it asks for: its whole-GPU count, or
+// one shared slice of its requested size. Its AnnotationDevices is
+// trusted only when it matches that request (as many distinct devices as
+// the pod's GPUs, or one device for a shared slice); for a pod bound to
+// node such an annotation wins over the reservation, since after the
+// binding it is the record the node's device plugin keeps equal to what
+// kubelet assigned. Any other annotation is ignored: a GPU pod is then
+// charged its count on devices of the plugin's choosing (as a pod placed
+// by another scheduler), a pod that asks for no GPU nothing.
 func useOf(pod *v1.Pod, names []v1.ResourceName, node string, resv reservation, resvOK bool) (podUse, bool) {
 	u := podUse{pod: pod}
 	req, count, err := podRequest(pod, names)
@@ -39,15 +50,14 @@ func useOf(pod *v1.Pod, names []v1.ResourceName, node string, resv reservation, 
 		req, count = scoring.Request{}, int(min(max(gpuCount(pod, names), 0), scoring.MaxDevices))
 	}
 	u.count, u.shared = count, req.Shared
+	annotated, annOK := annotatedDevices(pod, count)
 	switch {
+	case annOK && pod.Spec.NodeName == node:
+		u.devices = annotated
 	case resvOK && resv.node == node:
 		u.devices = resv.devices
-	default:
-		if v, ok := pod.Annotations[AnnotationDevices]; ok {
-			if d, err := parseDevices(v); err == nil && d != nil {
-				u.devices = d
-			}
-		}
+	case annOK:
+		u.devices = annotated
 	}
 	if u.devices == nil && u.count == 0 {
 		return u, false
@@ -57,6 +67,33 @@ func useOf(pod *v1.Pod, names []v1.ResourceName, node string, resv reservation, 
 		return u, false
 	}
 	return u, true
+}
+
+// MaxDevicesAnnotationBytes bounds the AnnotationDevices value the plugin
+// reads; a longer one is ignored (every index of scoring.MaxDevices
+// devices fits in a quarter of it).
+const MaxDevicesAnnotationBytes = 4096
+
+// annotatedDevices reads the pod's AnnotationDevices when it matches a
+// request of count devices: count distinct indices below
+// scoring.MaxDevices.
+func annotatedDevices(pod *v1.Pod, count int) ([]int, bool) {
+	v, ok := pod.Annotations[AnnotationDevices]
+	if !ok || count == 0 || len(v) > MaxDevicesAnnotationBytes || strings.Count(v, ",")+1 != count {
+		return nil, false
+	}
+	d, err := parseDevices(v)
+	if err != nil || len(d) != count {
+		return nil, false
+	}
+	seen := make(map[int]bool, len(d))
+	for _, i := range d {
+		if i >= scoring.MaxDevices || seen[i] {
+			return nil, false
+		}
+		seen[i] = true
+	}
+	return d, true
 }
 
 // nodeView is what the pods on a node hold: the scoring state and each

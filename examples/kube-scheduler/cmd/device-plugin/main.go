@@ -23,8 +23,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/deviceplugin"
 	"github.com/gputopo/gputopo/examples/kube-scheduler/internal/kubeconfig"
@@ -56,6 +59,8 @@ type options struct {
 	healthInterval time.Duration
 	claimTTL       time.Duration
 	checkInterval  time.Duration
+	podResources   string
+	reconcile      time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -71,6 +76,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.healthInterval, "health-interval", 30*time.Second, "how often the topology is discovered again to update device health (0: never)")
 	fs.DurationVar(&o.claimTTL, "claim-ttl", deviceplugin.DefaultClaimTTL, "how long a pod whose device choice was handed out is not matched again")
 	fs.DurationVar(&o.checkInterval, "check-interval", deviceplugin.DefaultCheckInterval, "how often the plugin checks its socket (kubelet restarts) and retries registration")
+	fs.StringVar(&o.podResources, "pod-resources-socket", deviceplugin.DefaultPodResourcesSocket, "kubelet's PodResources API socket, read to record on each pod the devices kubelet assigned")
+	fs.DurationVar(&o.reconcile, "reconcile-interval", 10*time.Second, "how often the pods' device annotations are reconciled with kubelet's PodResources API (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -79,6 +86,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.nodeName == "" {
 		return o, errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if o.reconcile < 0 {
+		return o, fmt.Errorf("--reconcile-interval %v is negative", o.reconcile)
 	}
 	if o.healthInterval < 0 {
 		return o, fmt.Errorf("--health-interval %v is negative", o.healthInterval)
@@ -154,5 +164,14 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	logger.Info("Serving", "resource", p.ResourceName(), "socket", p.SocketPath(), "devices", p.DeviceIDs())
+	if o.reconcile > 0 {
+		conn, err := grpc.NewClient("unix://"+o.podResources, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("kubelet's PodResources API at %s: %w", o.podResources, err)
+		}
+		defer conn.Close()
+		go p.RunReconciler(ctx, podresourcesv1.NewPodResourcesListerClient(conn),
+			deviceplugin.ClientWriter{Client: client, Host: o.nodeName}, o.reconcile)
+	}
 	return p.Run(ctx)
 }

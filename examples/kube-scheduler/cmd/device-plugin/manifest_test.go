@@ -17,7 +17,8 @@ import (
 
 // TestManifest decodes deploy/device-plugin.yaml with the API types: the
 // DaemonSet mounts kubelet's device-plugin directory where the plugin looks
-// for it and passes only flags the command knows; the role may list pods.
+// for it, and kubelet's PodResources directory, and passes only flags the
+// command knows; the role may list and patch pods and create events.
 func TestManifest(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/device-plugin.yaml")
 	require.NoError(t, err)
@@ -47,7 +48,14 @@ func TestManifest(t *testing.T) {
 	}
 	_, err = parseFlags(args)
 	require.NoError(t, err, "the DaemonSet's args")
-	require.Len(t, role.Rules, 1)
-	assert.Contains(t, role.Rules[0].Resources, "pods")
-	assert.Contains(t, role.Rules[0].Verbs, "list")
+	require.Len(t, role.Rules, 2)
+	assert.Equal(t, []string{"pods"}, role.Rules[0].Resources)
+	assert.Equal(t, []string{"get", "list", "patch"}, role.Rules[0].Verbs, "list to find choices, patch to record kubelet's devices")
+	assert.Equal(t, []string{"events"}, role.Rules[1].Resources)
+	assert.Equal(t, []string{"create"}, role.Rules[1].Verbs)
+	var podResources bool
+	for _, m := range c.VolumeMounts {
+		podResources = podResources || m.MountPath+"/kubelet.sock" == deviceplugin.DefaultPodResourcesSocket
+	}
+	assert.True(t, podResources, "kubelet's PodResources socket directory is not mounted")
 }
