@@ -1,0 +1,287 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// untilMemo is the view reserve tests at one time t: per node, w's usage
+// once the pods that end by t have ended, with every reservation held
+// (nil: as w now), kept up to date through the touch log.
+type untilMemo struct {
+	over   []*nodeUsage
+	pos    int // fp.log entries applied
+	follow follow
+}
+
+// untilEntry is a node's usage once the pods ending by end have ended
+// (end: the latest end among them; the terminating pods end too), or,
+// with held set, base plus the reservations' holds, at one nodeGen.
+type untilEntry struct {
+	gen  uint32
+	end  time.Duration
+	held bool
+	base *nodeUsage
+	u    *nodeUsage
+}
+
+// until is w without the pods that end by t (and terminating ones), with
+// every reservation's capacity held: the view reserve tests at t,
+// recomputed only on nodes touched since the last time it was asked for
+// t. A node's usage is shared between the times that end the same pods.
+func (fp *fairPass) until(t time.Duration) (*view, error) {
+	w := fp.w
+	m := fp.untilM[t]
+	if m == nil {
+		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes))}
+		fp.untilM[t] = m
+		for n := range w.nodes {
+			if err := fp.untilNode(m, int32(n), t); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, n := range fp.log.nodes[m.pos:] {
+			if err := fp.untilNode(m, n, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.pos = len(fp.log.nodes)
+	m.follow = follow{log: &fp.log, at: t}
+	v := &view{s: w, name: "until", over: m.over, follow: &m.follow}
+	if checkUntil != nil {
+		checkUntil(fp, t, v)
+	}
+	return v, nil
+}
+
+// untilNode recomputes node n of m, the view at t.
+func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
+	w := fp.w
+	gen := fp.nodeGen[n]
+	entry := func(find func(e *untilEntry) bool, make func() (*nodeUsage, error), e untilEntry) (*nodeUsage, error) {
+		es := fp.untilU[n]
+		if len(es) > 0 && es[0].gen != gen {
+			es = es[:0]
+		}
+		for i := range es {
+			if find(&es[i]) {
+				return es[i].u, nil
+			}
+		}
+		u, err := make()
+		if err != nil {
+			return nil, err
+		}
+		e.gen, e.u = gen, u
+		fp.untilU[n] = append(es, e)
+		return u, nil
+	}
+	// the pods that end by t: the terminating ones and those ending by
+	// end, the latest end among them
+	var end time.Duration
+	ends := false
+	for _, k := range w.byNode[n] {
+		if a := &w.allocs[k]; a.Remaining > 0 && a.Remaining <= t {
+			ends, end = true, max(end, a.Remaining)
+		} else if a.Releasing {
+			ends = true
+		}
+	}
+	var base *nodeUsage // nil: as now
+	if ends {
+		var err error
+		base, err = entry(func(e *untilEntry) bool { return !e.held && e.end == end }, func() (*nodeUsage, error) {
+			var keep []int32
+			for _, k := range w.byNode[n] {
+				if a := &w.allocs[k]; !(a.Releasing || (a.Remaining > 0 && a.Remaining <= end)) {
+					keep = append(keep, k)
+				}
+			}
+			u, err := w.buildUsage(int(n), keep)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reservation view: %w", ErrInternal, err)
+			}
+			return u, nil
+		}, untilEntry{end: end})
+		if err != nil {
+			return err
+		}
+	}
+	m.over[n] = base
+	if len(fp.resvs) > 0 && len(fp.heldOn(n)) > 0 {
+		b := base
+		if b == nil {
+			b = w.usage[n]
+		}
+		u, _ := entry(func(e *untilEntry) bool { return e.held && e.base == b }, func() (*nodeUsage, error) {
+			return fp.reheld(&view{s: w, name: "until", over: m.over}, n, ""), nil
+		}, untilEntry{held: true, base: b})
+		m.over[n] = u
+	}
+	return nil
+}
+
+// resvChanged records that reservation r was made or dropped.
+func (fp *fairPass) resvChanged(r *fresv) {
+	fp.heldIdx = nil
+	for _, pp := range r.pl.Pods {
+		ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+		fp.touched(ni)
+	}
+}
+
+// touched records that w's pods, or the reservations' holds, on node n
+// changed.
+func (fp *fairPass) touched(n int) {
+	fp.nodeGen[n]++
+	fp.dirty = append(fp.dirty, int32(n))
+	fp.log.nodes = append(fp.log.nodes, int32(n))
+}
+
+// freeIn counts the free whole GPUs and MIG slices of v's schedulable
+// nodes: w's totals, kept per node and updated on the nodes touched since,
+// plus v's differences.
+func (fp *fairPass) freeIn(v *view) (g, sl int) {
+	w := fp.w
+	if v.s != w || v.all {
+		for n := range w.nodes {
+			if !w.nodes[n].info.Unschedulable {
+				u := v.usage(int32(n))
+				g += int(u.free)
+				sl += int(u.freeMIG)
+			}
+		}
+		return g, sl
+	}
+	count := func(n int) {
+		var fg, fs int32
+		if !w.nodes[n].info.Unschedulable {
+			fg, fs = w.usage[n].free, w.usage[n].freeMIG
+		}
+		fp.totG += int(fg - fp.freeG[n])
+		fp.totS += int(fs - fp.freeS[n])
+		if fp.freeView != nil && fp.freeIsOver[n] {
+			fp.freeBase[0] += int(fg - fp.freeG[n])
+			fp.freeBase[1] += int(fs - fp.freeS[n])
+		}
+		fp.freeG[n], fp.freeS[n] = fg, fs
+	}
+	if fp.freeG == nil {
+		fp.freeG, fp.freeS = make([]int32, len(w.nodes)), make([]int32, len(w.nodes))
+		for n := range w.nodes {
+			count(n)
+		}
+		fp.dirty = fp.dirty[:0]
+	}
+	for _, n := range fp.dirty {
+		count(int(n))
+	}
+	fp.dirty = fp.dirty[:0]
+	g, sl = fp.totG, fp.totS
+	if v.over == nil {
+		return g, sl
+	}
+	if fp.freeView != v {
+		// v's overrides, summed once per view (the views fits is given
+		// do not change): what they count, and what w counts there (kept
+		// up to date by count)
+		if fp.freeIsOver == nil {
+			fp.freeIsOver = make([]bool, len(w.nodes))
+		}
+		clear(fp.freeIsOver)
+		fp.freeView, fp.freeOver, fp.freeBase = v, [2]int{}, [2]int{}
+		for n, u := range v.over {
+			if u != nil && !w.nodes[n].info.Unschedulable {
+				fp.freeIsOver[n] = true
+				fp.freeOver[0] += int(u.free)
+				fp.freeOver[1] += int(u.freeMIG)
+				fp.freeBase[0] += int(fp.freeG[n])
+				fp.freeBase[1] += int(fp.freeS[n])
+			}
+		}
+	}
+	g, sl = g+fp.freeOver[0]-fp.freeBase[0], sl+fp.freeOver[1]-fp.freeBase[1]
+	if checkFree != nil {
+		checkFree(v, g, sl)
+	}
+	return g, sl
+}
+
+// heldPod is a reservation's pod, indexed by node (heldOn).
+type heldPod struct {
+	job string
+	pp  *PodPlacement
+}
+
+// heldOn lists the reservations' pods on node n, in reservation order.
+func (fp *fairPass) heldOn(n int32) []heldPod {
+	if fp.heldIdx == nil {
+		fp.heldIdx = map[int32][]heldPod{}
+		for _, r := range fp.resvs {
+			for i := range r.pl.Pods {
+				pp := &r.pl.Pods[i]
+				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+				fp.heldIdx[int32(ni)] = append(fp.heldIdx[int32(ni)], heldPod{job: r.job, pp: pp})
+			}
+		}
+	}
+	return fp.heldIdx[n]
+}
+
+// nowView is w as it is now. Like every view of w the pass tags with its
+// log (nowView, holdView(""), until), it changes only on nodes touched
+// (fp.log): solvers keeping capacity passes between searches recheck only
+// those.
+func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", follow: &fp.follow} }
+
+// holdView is w with every reservation's capacity held except skip's.
+func (fp *fairPass) holdView(skip string) *view {
+	if skip != "" && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == skip }) {
+		skip = ""
+	}
+	if skip == "" && fp.hold != nil {
+		return fp.hold
+	}
+	v := fp.nowView()
+	if len(fp.resvs) > 0 {
+		v = &view{s: fp.w, name: "held", follow: &fp.follow}
+		if skip != "" {
+			v.name, v.follow = "held-but", nil // one job's: not followed
+		}
+		now := fp.w.viewNow()
+		fp.heldOn(0)
+		if fp.holdM == nil {
+			fp.holdM, fp.holdMGen = map[int32]*nodeUsage{}, map[int32]uint32{}
+		}
+		for n, hps := range fp.heldIdx {
+			mine, others := false, false
+			for _, hp := range hps {
+				if hp.job == skip {
+					mine = true
+				} else {
+					others = true
+				}
+			}
+			switch {
+			case !others:
+				continue
+			case mine:
+				v.set(n, fp.reheld(now, n, skip))
+				continue
+			}
+			u, ok := fp.holdM[n]
+			if !ok || fp.holdMGen[n] != fp.nodeGen[n] {
+				u = fp.reheld(now, n, "")
+				fp.holdM[n], fp.holdMGen[n] = u, fp.nodeGen[n]
+			}
+			v.set(n, u)
+		}
+	}
+	if skip == "" {
+		fp.hold = v
+	}
+	return v
+}
