@@ -156,78 +156,78 @@ func (p *FairPlan) Entry(job string) (FairEntry, bool) {
 	return p.Entries[i], true
 }
 
-type fq struct {
-	spec    FairQueue
-	parent  *fq
-	kids    []*fq
-	depth   int
-	usage   Amounts            // current (running + started - evicted), subtree
-	decayed map[string]float64 // History, decayed, subtree
-	demand  Amounts
-	fair    Amounts
-	pending []*Job
-	next    int
-	resv    *fresv
+type queueState struct {
+	spec         FairQueue
+	parent       *queueState
+	children     []*queueState
+	depth        int
+	usage        Amounts            // current (running + started - evicted), subtree
+	decayedUsage map[string]float64 // History, decayed, subtree
+	demand       Amounts
+	fairShare    Amounts
+	pending      []*Job
+	nextPending  int
+	reservation  *headReservation
 }
 
-type fresv struct {
-	job   string
-	queue *fq
-	pl    *Placement
-	t     time.Duration
-	waits []string
+type headReservation struct {
+	job       string
+	queue     *queueState
+	placement *Placement
+	start     time.Duration
+	waitsFor  []string
 }
 
 type fairPass struct {
-	s, w      *Snapshot
-	poll      *poller
-	spent     func() bool // the pass's budget has run out
-	cfg       *FairShare
-	opts      config
-	qs        map[string]*fq
-	roots     []*fq
-	probs     map[string]*problem
-	need      map[string]Amounts
-	resvs     []*fresv
-	hold      *view
-	sv        solver
-	failed    map[string]int // signature -> version of w when it failed to fit
-	ver       int            // bumped when capacity grows (evictions, a reservation dropped)
-	state     int            // bumped on every change of the working snapshot or reservations
-	noReclaim map[string]int // queue|signature -> state when reclaim found nothing
-	never     map[string]bool
-	stats     FairPassStats
-	plan      *FairPlan
-	evicts    map[string]bool // running jobs evicted (whole)
-	noRel     bool            // no pod of s (so of w) is terminating
-	heldIdx   map[int32][]heldPod
-	sigs      map[*problem]string // each pending job's signature
+	input, working  *Snapshot
+	poll            *poller
+	spent           func() bool // the pass's budget has run out
+	settings        *FairShare
+	options         config
+	queues          map[string]*queueState
+	roots           []*queueState
+	problems        map[string]*problem
+	demands         map[string]Amounts
+	reservations    []*headReservation
+	heldView        *view
+	solver          solver
+	failedFits      map[string]int // signature -> version of w when it failed to fit
+	capacityVersion int            // bumped when capacity grows (evictions, a reservation dropped)
+	stateVersion    int            // bumped on every change of the working snapshot or reservations
+	reclaimFailed   map[string]int // queue|signature -> state when reclaim found nothing
+	neverFits       map[string]bool
+	stats           FairPassStats
+	plan            *FairPlan
+	evicted         map[string]bool // running jobs evicted (whole)
+	noneReleasing   bool            // no pod of s (so of w) is terminating
+	heldByNode      map[int32][]heldPod
+	signatures      map[*problem]string // each pending job's signature
 	// unitBase: per running job, what reclaim may take of it (built on the
 	// first reclaim, updated as evictions change jobs); unitNames: their
 	// names, sorted (a name may have left unitBase)
-	unitBase  map[string]*jobUnits
-	unitNames []string
-	overBuf   []*nodeUsage // reclaim's trial view, reused
-	nodeGen   []uint32     // per node: bumped when w's pods on it change
-	untilM    map[time.Duration]*untilMemo
-	untilU    [][]untilEntry // per node: usages of until views, shared by times
-	log       changeLog      // every touched call's node, in order
-	follow    follow         // of the views of w now and held: log
+	reclaimUnits   map[string]*jobUnits
+	reclaimJobs    []string
+	trialOverrides []*nodeUsage // reclaim's trial view, reused
+	nodeVersion    []uint32     // per node: bumped when w's pods on it change
+	untilMemos     map[time.Duration]*untilMemo
+	untilUsages    [][]untilEntry // per node: usages of until views, shared by times
+	touchLog       changeLog      // every touched call's node, in order
+	viewFollow     follow         // of the views of w now and held: log
 	// holdM: w's usage plus every reservation's hold, per held node, with
 	// the node's nodeGen
-	holdM    map[int32]*nodeUsage
-	holdMGen map[int32]uint32
+	heldUsage        map[int32]*nodeUsage
+	heldUsageVersion map[int32]uint32
 	// w's free whole GPUs and MIG slices per schedulable node, their
 	// totals, and the nodes touched since they were counted
-	freeG, freeS []int32
-	totG, totS   int
-	dirty        []int32
+	freeGPUs, freeSlices           []int32
+	totalFreeGPUs, totalFreeSlices int
+	dirtyNodes                     []int32
 	// freeView: the last view freeIn counted with overrides; freeIsOver:
 	// its schedulable overridden nodes; freeOver: their free GPUs and
 	// slices in it; freeBase: in w (freeG, freeS)
-	freeView           *view
-	freeIsOver         []bool
-	freeOver, freeBase [2]int
+	freeCountView                  *view
+	freeOverridden                 []bool
+	freeInOverrides, freeInWorking [2]int
 }
 
 // removeAllocs removes the allocations ks (live ones) from s: RemovePod
@@ -305,10 +305,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	}
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
-	fp := &fairPass{s: s, w: s.Clone(), noRel: !s.hasReleasing(), sigs: map[*problem]string{}, nodeGen: make([]uint32, len(s.nodes)), untilM: map[time.Duration]*untilMemo{}, untilU: make([][]untilEntry, len(s.nodes)), poll: newPoller(inner), spent: spent, cfg: &fs, opts: newConfig(opts), qs: map[string]*fq{},
-		probs: map[string]*problem{}, need: map[string]Amounts{}, failed: map[string]int{}, evicts: map[string]bool{}, never: map[string]bool{}, noReclaim: map[string]int{}}
-	fp.sv.memo = &capMemo{limit: memoLimit}
-	fp.follow = follow{log: &fp.log}
+	fp := &fairPass{input: s, working: s.Clone(), noneReleasing: !s.hasReleasing(), signatures: map[*problem]string{}, nodeVersion: make([]uint32, len(s.nodes)), untilMemos: map[time.Duration]*untilMemo{}, untilUsages: make([][]untilEntry, len(s.nodes)), poll: newPoller(inner), spent: spent, settings: &fs, options: newConfig(opts), queues: map[string]*queueState{},
+		problems: map[string]*problem{}, demands: map[string]Amounts{}, failedFits: map[string]int{}, evicted: map[string]bool{}, neverFits: map[string]bool{}, reclaimFailed: map[string]int{}}
+	fp.solver.memo = &capMemo{limit: memoLimit}
+	fp.viewFollow = follow{log: &fp.touchLog}
 	if fs.ReclaimBudget <= 0 {
 		fs.ReclaimBudget = 256
 	}
@@ -322,10 +322,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	sigMemo := map[sigKey]string{}
 	for i := range jobs {
 		j := &jobs[i]
-		if _, dup := fp.probs[j.Name]; dup {
+		if _, dup := fp.problems[j.Name]; dup {
 			return nil, jobErr("job name %q used twice in the queue", j.Name)
 		}
-		q := fp.qs[j.Queue]
+		q := fp.queues[j.Queue]
 		if q == nil {
 			return nil, jobErr("job %q: unknown queue %q", j.Name, j.Queue)
 		}
@@ -336,12 +336,12 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		if err != nil {
 			return nil, err
 		}
-		fp.probs[j.Name] = p
-		fp.sigs[p] = p.signatureIn(sigMemo)
-		fp.need[j.Name] = demandAmounts(p)
-		if g := fp.need[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
+		fp.problems[j.Name] = p
+		fp.signatures[p] = p.signatureIn(sigMemo)
+		fp.demands[j.Name] = demandAmounts(p)
+		if g := fp.demands[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
 			// whole GPUs of unknown memory: the cluster's average
-			fp.need[j.Name][ResourceGPUMemory] = max(fp.need[j.Name][ResourceGPUMemory], g*avgMem)
+			fp.demands[j.Name][ResourceGPUMemory] = max(fp.demands[j.Name][ResourceGPUMemory], g*avgMem)
 		}
 		q.pending = append(q.pending, j)
 	}
@@ -354,7 +354,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	perQueue := map[string]int{}
 	ahead := 0
 	for pos, j := range order {
-		p := fp.probs[j.Name]
+		p := fp.problems[j.Name]
 		perQueue[j.Queue]++
 		need := minDemand(p)
 		e := FairEntry{QueueEntry: QueueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1,
@@ -371,8 +371,8 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if err := fp.sweep(order); err != nil {
 		return nil, err
 	}
-	for _, r := range fp.resvs {
-		plan.Reservations = append(plan.Reservations, Reservation{Job: r.job, Placement: r.pl, WaitsFor: r.waits, Start: r.t, StartKnown: true})
+	for _, r := range fp.reservations {
+		plan.Reservations = append(plan.Reservations, Reservation{Job: r.job, Placement: r.placement, WaitsFor: r.waitsFor, Start: r.start, StartKnown: true})
 	}
 	plan.Queues = fp.status()
 	plan.Stats = fp.stats
@@ -380,12 +380,12 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 }
 
 func (fp *fairPass) buildQueues() error {
-	for i := range fp.cfg.Queues {
-		q := fp.cfg.Queues[i]
+	for i := range fp.settings.Queues {
+		q := fp.settings.Queues[i]
 		if err := checkName(ErrInvalidJob, "queue name", q.Name); err != nil {
 			return err
 		}
-		if _, dup := fp.qs[q.Name]; dup {
+		if _, dup := fp.queues[q.Name]; dup {
 			return jobErr("queue %q defined twice", q.Name)
 		}
 		for r, v := range q.Deserved {
@@ -398,21 +398,21 @@ func (fp *fairPass) buildQueues() error {
 				return jobErr("queue %q: over-quota weight %v for %s, want a finite number ≥ 0", q.Name, w, r)
 			}
 		}
-		fp.qs[q.Name] = &fq{spec: q, usage: Amounts{}, decayed: map[string]float64{}, demand: Amounts{}, fair: Amounts{}}
+		fp.queues[q.Name] = &queueState{spec: q, usage: Amounts{}, decayedUsage: map[string]float64{}, demand: Amounts{}, fairShare: Amounts{}}
 	}
-	for _, q := range fp.qs {
+	for _, q := range fp.queues {
 		if q.spec.Parent == "" {
 			fp.roots = append(fp.roots, q)
 			continue
 		}
-		p := fp.qs[q.spec.Parent]
+		p := fp.queues[q.spec.Parent]
 		if p == nil {
 			return jobErr("queue %q: unknown parent %q", q.spec.Name, q.spec.Parent)
 		}
 		q.parent = p
-		p.kids = append(p.kids, q)
+		p.children = append(p.children, q)
 	}
-	for _, q := range fp.qs {
+	for _, q := range fp.queues {
 		d := 0
 		for x := q; x != nil; x = x.parent {
 			d++
@@ -421,16 +421,16 @@ func (fp *fairPass) buildQueues() error {
 			}
 		}
 		q.depth = d
-		slices.SortFunc(q.kids, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+		slices.SortFunc(q.children, func(a, b *queueState) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	}
-	slices.SortFunc(fp.roots, func(a, b *fq) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	slices.SortFunc(fp.roots, func(a, b *queueState) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	return nil
 }
 
 // sortPending puts every queue's pending jobs in their order: priority
 // (larger first), then arrival, then name.
 func (fp *fairPass) sortPending() {
-	for _, q := range fp.qs {
+	for _, q := range fp.queues {
 		slices.SortStableFunc(q.pending, func(a, b *Job) int {
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), strings.Compare(a.Name, b.Name))
 		})

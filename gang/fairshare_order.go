@@ -7,19 +7,19 @@ import (
 // order interleaves the queues: hierarchical DRF, in-quota first.
 func (fp *fairPass) order(n int) []*Job {
 	// ordering works on a copy of the usage: it grows as jobs are taken
-	saved := map[*fq]Amounts{}
-	for _, q := range fp.qs {
+	saved := map[*queueState]Amounts{}
+	for _, q := range fp.queues {
 		saved[q] = maps(q.usage)
 	}
 	var out []*Job
-	var pick func(kids []*fq) *fq
-	pending := func(q *fq) bool {
-		var has func(x *fq) bool
-		has = func(x *fq) bool {
-			if x.next < len(x.pending) {
+	var pick func(kids []*queueState) *queueState
+	pending := func(q *queueState) bool {
+		var has func(x *queueState) bool
+		has = func(x *queueState) bool {
+			if x.nextPending < len(x.pending) {
 				return true
 			}
-			for _, k := range x.kids {
+			for _, k := range x.children {
 				if has(k) {
 					return true
 				}
@@ -28,11 +28,11 @@ func (fp *fairPass) order(n int) []*Job {
 		}
 		return has(q)
 	}
-	headDemand := func(q *fq) Amounts {
+	headDemand := func(q *queueState) Amounts {
 		// the next job of q's subtree, taken as the queue's own next job
 		// when it has one
-		if q.next < len(q.pending) {
-			return fp.need[q.pending[q.next].Name]
+		if q.nextPending < len(q.pending) {
+			return fp.demands[q.pending[q.nextPending].Name]
 		}
 		return nil
 	}
@@ -43,8 +43,8 @@ func (fp *fairPass) order(n int) []*Job {
 		tier    int
 		share   float64
 	}
-	ranks := map[*fq]rank{}
-	rankOf := func(q *fq) rank {
+	ranks := map[*queueState]rank{}
+	rankOf := func(q *queueState) rank {
 		if r, ok := ranks[q]; ok {
 			return r
 		}
@@ -57,8 +57,8 @@ func (fp *fairPass) order(n int) []*Job {
 		ranks[q] = r
 		return r
 	}
-	pick = func(kids []*fq) *fq {
-		var best *fq
+	pick = func(kids []*queueState) *queueState {
+		var best *queueState
 		bestTier, bestShare := 2, math.Inf(1)
 		for _, q := range kids {
 			r := rankOf(q)
@@ -78,31 +78,31 @@ func (fp *fairPass) order(n int) []*Job {
 		}
 		for {
 			// a queue's own jobs compete with its children as one more child
-			if q.next < len(q.pending) {
-				k := pick(q.kids)
+			if q.nextPending < len(q.pending) {
+				k := pick(q.children)
 				if k == nil || !(rankOf(k).share < rankOf(q).share) {
 					break
 				}
 				q = k
 				continue
 			}
-			k := pick(q.kids)
+			k := pick(q.children)
 			if k == nil {
 				break
 			}
 			q = k
 		}
-		j := q.pending[q.next]
-		q.next++
+		j := q.pending[q.nextPending]
+		q.nextPending++
 		out = append(out, j)
-		for r, v := range fp.need[j.Name] {
-			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
+		for r, v := range fp.demands[j.Name] {
+			addUp(q, r, v, func(x *queueState) Amounts { return x.usage })
 		}
 		for x := q; x != nil; x = x.parent {
 			delete(ranks, x)
 		}
 	}
-	for _, q := range fp.qs {
+	for _, q := range fp.queues {
 		q.usage = saved[q]
 	}
 	return out

@@ -52,44 +52,44 @@ func (s *Snapshot) allocAmounts(a *Allocation, add func(r string, v int64)) {
 }
 
 // addUp adds v of resource r to queue q and its ancestors.
-func addUp(q *fq, r string, v int64, field func(*fq) Amounts) {
+func addUp(q *queueState, r string, v int64, field func(*queueState) Amounts) {
 	for x := q; x != nil; x = x.parent {
 		field(x)[r] += v
 	}
 }
 
 func (fp *fairPass) usage() {
-	for k := range fp.s.allocs {
-		if !fp.s.live[k] {
+	for k := range fp.input.allocs {
+		if !fp.input.live[k] {
 			continue
 		}
-		a := &fp.s.allocs[k]
-		q := fp.qs[a.Queue]
+		a := &fp.input.allocs[k]
+		q := fp.queues[a.Queue]
 		if q == nil {
 			continue
 		}
-		fp.s.allocAmounts(a, func(r string, v int64) {
-			addUp(q, r, v, func(x *fq) Amounts { return x.usage })
-			addUp(q, r, v, func(x *fq) Amounts { return x.demand })
+		fp.input.allocAmounts(a, func(r string, v int64) {
+			addUp(q, r, v, func(x *queueState) Amounts { return x.usage })
+			addUp(q, r, v, func(x *queueState) Amounts { return x.demand })
 		})
 	}
-	for _, q := range fp.qs {
+	for _, q := range fp.queues {
 		for _, j := range q.pending {
-			for r, v := range fp.need[j.Name] {
-				addUp(q, r, v, func(x *fq) Amounts { return x.demand })
+			for r, v := range fp.demands[j.Name] {
+				addUp(q, r, v, func(x *queueState) Amounts { return x.demand })
 			}
 		}
 	}
-	if hl := fp.cfg.HalfLife; hl > 0 {
-		for _, h := range fp.cfg.History {
-			q := fp.qs[h.Queue]
+	if hl := fp.settings.HalfLife; hl > 0 {
+		for _, h := range fp.settings.History {
+			q := fp.queues[h.Queue]
 			if q == nil {
 				continue
 			}
 			f := math.Exp2(-float64(h.Age) / float64(hl))
 			for r, v := range h.Used {
 				for x := q; x != nil; x = x.parent {
-					x.decayed[r] += float64(v) * f
+					x.decayedUsage[r] += float64(v) * f
 				}
 			}
 		}
@@ -100,8 +100,8 @@ func (fp *fairPass) usage() {
 // healthy devices not in MIG mode); MIG profiles count their demand.
 func (fp *fairPass) capacity() Amounts {
 	out := Amounts{}
-	for n := range fp.s.nodes {
-		st := &fp.s.nodes[n]
+	for n := range fp.input.nodes {
+		st := &fp.input.nodes[n]
 		if st.info.Unschedulable {
 			continue
 		}
@@ -126,8 +126,8 @@ func (fp *fairPass) capacity() Amounts {
 // when over-committed), the rest by over-quota weight (water-filling), up
 // to demand and limit.
 func (fp *fairPass) fairShares() {
-	var divide func(kids []*fq, c Amounts)
-	divide = func(kids []*fq, c Amounts) {
+	var divide func(kids []*queueState, c Amounts)
+	divide = func(kids []*queueState, c Amounts) {
 		res := map[string]bool{}
 		for r := range c {
 			res[r] = true
@@ -182,17 +182,17 @@ func (fp *fairPass) fairShares() {
 				}
 			}
 			for i, q := range kids {
-				q.fair[r] = int64(math.Round(got[i]))
+				q.fairShare[r] = int64(math.Round(got[i]))
 			}
 		}
 		for _, q := range kids {
-			divide(q.kids, q.fair)
+			divide(q.children, q.fairShare)
 		}
 	}
 	divide(fp.roots, fp.capacity())
 }
 
-func weightOf(q *fq, r string) float64 {
+func weightOf(q *queueState, r string) float64 {
 	if w, ok := q.spec.OverQuotaWeight[r]; ok {
 		return w
 	}
@@ -202,7 +202,7 @@ func weightOf(q *fq, r string) float64 {
 // inQuota says whether queue q stays within its deserved quota with d
 // more (every resource d asks for that q has a deserved quota for; at
 // least one).
-func inQuota(q *fq, d Amounts) bool {
+func inQuota(q *queueState, d Amounts) bool {
 	any := false
 	for r, v := range d {
 		des, ok := q.spec.Deserved[r]
@@ -219,18 +219,18 @@ func inQuota(q *fq, d Amounts) bool {
 
 // share is q's dominant share: the largest ratio of usage (plus decayed
 // history) to fair share.
-func share(q *fq) float64 {
+func share(q *queueState) float64 {
 	var out float64
-	for r, f := range q.fair {
+	for r, f := range q.fairShare {
 		if f <= 0 {
 			continue // no share of r: it does not rank the queue
 		}
-		out = max(out, (float64(q.usage[r])+q.decayed[r])/float64(f))
+		out = max(out, (float64(q.usage[r])+q.decayedUsage[r])/float64(f))
 	}
 	return out
 }
 
-func belowDeserved(q *fq) bool {
+func belowDeserved(q *queueState) bool {
 	for r, v := range q.spec.Deserved {
 		if q.usage[r] < v {
 			return true
@@ -249,7 +249,7 @@ func maps(a Amounts) Amounts {
 
 // overLimit names the first queue from q up that d would take over its
 // limit ("" when none).
-func overLimit(q *fq, d Amounts) string {
+func overLimit(q *queueState, d Amounts) string {
 	for x := q; x != nil; x = x.parent {
 		for r, v := range d {
 			if l := x.spec.Limit[r]; l > 0 && x.usage[r]+v > l {
@@ -262,17 +262,17 @@ func overLimit(q *fq, d Amounts) string {
 
 func (fp *fairPass) status() []QueueStatus {
 	var out []QueueStatus
-	names := make([]string, 0, len(fp.qs))
-	for n := range fp.qs {
+	names := make([]string, 0, len(fp.queues))
+	for n := range fp.queues {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		q := fp.qs[n]
+		q := fp.queues[n]
 		st := QueueStatus{Name: n, Parent: q.spec.Parent, Deserved: q.spec.Deserved, Limit: q.spec.Limit,
-			Usage: maps(q.usage), Demand: maps(q.demand), FairShare: maps(q.fair), DominantShare: share(q)}
-		if q.resv != nil {
-			st.Reserved = q.resv.job
+			Usage: maps(q.usage), Demand: maps(q.demand), FairShare: maps(q.fairShare), DominantShare: share(q)}
+		if q.reservation != nil {
+			st.Reserved = q.reservation.job
 		}
 		out = append(out, st)
 	}

@@ -12,7 +12,7 @@ import (
 // elastic job's pods above its minimum.
 type reclaimUnit struct {
 	job   string
-	queue *fq
+	queue *queueState
 	pods  []int32 // allocation indices in w
 	whole bool
 	take  Amounts
@@ -22,10 +22,10 @@ type reclaimUnit struct {
 }
 
 // newUnit returns the unit of pods ks of running job name (queue vq).
-func (fp *fairPass) newUnit(name string, vq *fq, ks []int32, whole bool) reclaimUnit {
+func (fp *fairPass) newUnit(name string, vq *queueState, ks []int32, whole bool) reclaimUnit {
 	u := reclaimUnit{job: name, queue: vq, pods: ks, whole: whole, take: Amounts{}, simple: true}
 	for _, k := range ks {
-		fp.w.allocAmounts(&fp.w.allocs[k], func(r string, v int64) { u.take[r] += v })
+		fp.working.allocAmounts(&fp.working.allocs[k], func(r string, v int64) { u.take[r] += v })
 	}
 	for r, v := range u.take {
 		switch r {
@@ -42,7 +42,7 @@ func (fp *fairPass) newUnit(name string, vq *fq, ks []int32, whole bool) reclaim
 
 // roomOf is what queue q may give of GPUs and GPU memory while it and its
 // ancestors stay at or above their deserved quotas.
-func roomOf(q *fq) [2]int64 {
+func roomOf(q *queueState) [2]int64 {
 	r := [2]int64{math.MaxInt64, math.MaxInt64}
 	for x := q; x != nil; x = x.parent {
 		r[0] = min(r[0], max(x.usage[ResourceGPU]-x.spec.Deserved[ResourceGPU], 0))
@@ -55,7 +55,7 @@ func roomOf(q *fq) [2]int64 {
 // queue asking: the job's units when its running pods are all of one
 // known queue (uniform), else the job is listed per call (mixed).
 type jobUnits struct {
-	queue *fq
+	queue *queueState
 	units []reclaimUnit
 	prio  []int // per unit: its first pod's priority (it ranks the unit)
 	mixed bool
@@ -64,19 +64,19 @@ type jobUnits struct {
 // jobUnitsOf lists running job name's units (nil when it has none: no
 // running pod of a known queue, or a job of the pass).
 func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
-	w := fp.w
-	if _, pending := fp.probs[name]; pending {
+	w := fp.working
+	if _, pending := fp.problems[name]; pending {
 		return nil // started in this pass: not reclaimed
 	}
 	var ks []int32
-	var vq *fq
+	var vq *queueState
 	mixed := false
 	for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
 		a := &w.allocs[k]
 		if !w.live[k] || a.Releasing {
 			continue
 		}
-		q := fp.qs[a.Queue]
+		q := fp.queues[a.Queue]
 		switch {
 		case len(ks) == 0 && !mixed:
 			vq = q
@@ -105,10 +105,10 @@ func (fp *fairPass) jobUnitsOf(name string) *jobUnits {
 // unitsFrom returns the units of running job name whose pods ks (of
 // queue vq) reclaim may take: its surplus over its minimum (when it is
 // elastic), then the whole job.
-func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
-	w := fp.w
+func (fp *fairPass) unitsFrom(name string, ks []int32, vq *queueState) []reclaimUnit {
+	w := fp.working
 	var out []reclaimUnit
-	if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
+	if m, ok := fp.settings.RunningMin[name]; ok && m < len(ks) {
 		surplus := ShrinkOrder(w, name, len(ks)-m)
 		var sk []int32
 		for _, pod := range surplus {
@@ -125,13 +125,13 @@ func (fp *fairPass) unitsFrom(name string, ks []int32, vq *fq) []reclaimUnit {
 
 // unitsChanged records that running job name's pods changed (evicted).
 func (fp *fairPass) unitsChanged(name string) {
-	if fp.unitBase == nil {
+	if fp.reclaimUnits == nil {
 		return
 	}
 	if ju := fp.jobUnitsOf(name); ju != nil {
-		fp.unitBase[name] = ju
+		fp.reclaimUnits[name] = ju
 	} else {
-		delete(fp.unitBase, name)
+		delete(fp.reclaimUnits, name)
 	}
 }
 
@@ -139,23 +139,23 @@ func (fp *fairPass) unitsChanged(name string) {
 // of queues over their deserved quota, most over quota first, then
 // lowest priority, surplus before the whole job, then by name. Each
 // running job's units are listed once (and again when its pods change).
-func (fp *fairPass) units(q *fq) []reclaimUnit {
-	w := fp.w
-	if fp.unitBase == nil {
-		fp.unitBase = map[string]*jobUnits{}
+func (fp *fairPass) units(q *queueState) []reclaimUnit {
+	w := fp.working
+	if fp.reclaimUnits == nil {
+		fp.reclaimUnits = map[string]*jobUnits{}
 		for name, ks := range w.byJob {
 			if len(ks) == 0 {
 				continue
 			}
 			if ju := fp.jobUnitsOf(name); ju != nil {
-				fp.unitBase[name] = ju
-				fp.unitNames = append(fp.unitNames, name)
+				fp.reclaimUnits[name] = ju
+				fp.reclaimJobs = append(fp.reclaimJobs, name)
 			}
 		}
-		slices.Sort(fp.unitNames)
+		slices.Sort(fp.reclaimJobs)
 	}
-	over := map[*fq]bool{}
-	isOver := func(x *fq) bool {
+	over := map[*queueState]bool{}
+	isOver := func(x *queueState) bool {
 		o, ok := over[x]
 		if !ok {
 			o = overDeserved(x)
@@ -165,8 +165,8 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 	}
 	var out []reclaimUnit
 	var prio []int
-	for _, name := range fp.unitNames {
-		ju := fp.unitBase[name]
+	for _, name := range fp.reclaimJobs {
+		ju := fp.reclaimUnits[name]
 		if ju == nil {
 			continue
 		}
@@ -176,14 +176,14 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 			var ks []int32
 			for _, k := range slices.Sorted(slices.Values(w.byJob[name])) {
 				a := &w.allocs[k]
-				if vq := fp.qs[a.Queue]; w.live[k] && !a.Releasing && vq != nil && vq != q {
+				if vq := fp.queues[a.Queue]; w.live[k] && !a.Releasing && vq != nil && vq != q {
 					ks = append(ks, k)
 				}
 			}
 			if len(ks) == 0 {
 				continue
 			}
-			vq := fp.qs[w.allocs[ks[0]].Queue]
+			vq := fp.queues[w.allocs[ks[0]].Queue]
 			if !isOver(vq) {
 				continue
 			}
@@ -203,7 +203,7 @@ func (fp *fairPass) units(q *fq) []reclaimUnit {
 	}
 	// most over quota first, then lowest priority (a stable sort on the
 	// name order: the index breaks ties)
-	shares := map[*fq]float64{}
+	shares := map[*queueState]float64{}
 	type rank struct {
 		share float64
 		prio  int
@@ -239,7 +239,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func overDeserved(q *fq) bool {
+func overDeserved(q *queueState) bool {
 	for r, v := range q.usage {
 		if v > q.spec.Deserved[r] {
 			return true
@@ -251,11 +251,11 @@ func overDeserved(q *fq) bool {
 // taker adds reclaim units while every queue stays at or above its
 // deserved quota.
 type taker struct {
-	taken map[*fq]Amounts
+	taken map[*queueState]Amounts
 	jobs  map[string]bool
 }
 
-func newTaker() *taker { return &taker{taken: map[*fq]Amounts{}, jobs: map[string]bool{}} }
+func newTaker() *taker { return &taker{taken: map[*queueState]Amounts{}, jobs: map[string]bool{}} }
 
 // add takes u when allowed, and reports whether it did.
 func (t *taker) add(u reclaimUnit) bool {
@@ -297,7 +297,7 @@ func allowedAlone(u reclaimUnit) bool {
 // allowed says whether taking set from their queues keeps every queue at
 // or above its deserved quota (what it used below it stays).
 func allowed(set []reclaimUnit) bool {
-	taken := map[*fq]Amounts{}
+	taken := map[*queueState]Amounts{}
 	jobs := map[string]bool{}
 	for _, u := range set {
 		if jobs[u.job] {
@@ -326,24 +326,24 @@ func allowed(set []reclaimUnit) bool {
 // reclaim looks for units whose eviction lets j fit (beside every
 // reservation); greedy first, then every subset when there are few.
 func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
-	q := fp.qs[j.Queue]
-	p := fp.probs[j.Name]
-	key := j.Queue + "|" + fp.sigs[p]
-	if st, ok := fp.noReclaim[key]; ok && st == fp.state && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }) {
+	q := fp.queues[j.Queue]
+	p := fp.problems[j.Name]
+	key := j.Queue + "|" + fp.signatures[p]
+	if st, ok := fp.reclaimFailed[key]; ok && st == fp.stateVersion && !slices.ContainsFunc(fp.reservations, func(r *headReservation) bool { return r.job == j.Name }) {
 		fp.stats.Skipped++
 		return false, nil // nothing changed since the same shape found nothing
 	}
 	found := false
 	defer func() {
 		if !found {
-			fp.noReclaim[key] = fp.state
+			fp.reclaimFailed[key] = fp.stateVersion
 		}
 	}()
 	units := fp.units(q)
 	if len(units) == 0 {
 		return false, nil
 	}
-	budget := fp.cfg.ReclaimBudget
+	budget := fp.settings.ReclaimBudget
 	tests := 0
 	// w does not change during the search: the held view, and each node's
 	// usage without a given set of its pods, are computed once
@@ -359,20 +359,20 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 					continue
 				}
 				drop[k] = true
-				ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
+				ni, _ := fp.working.cluster.NodeIndex(fp.working.allocs[k].Node)
 				nodes[int32(ni)] = append(nodes[int32(ni)], k)
 			}
 		}
-		if len(fp.overBuf) != len(fp.w.nodes) {
-			fp.overBuf = make([]*nodeUsage, len(fp.w.nodes))
+		if len(fp.trialOverrides) != len(fp.working.nodes) {
+			fp.trialOverrides = make([]*nodeUsage, len(fp.working.nodes))
 		}
 		if base.over != nil {
-			copy(fp.overBuf, base.over)
+			copy(fp.trialOverrides, base.over)
 		} else {
-			clear(fp.overBuf)
+			clear(fp.trialOverrides)
 		}
 		// base's follower, but for the nodes of the dropped pods
-		v := &view{s: fp.w, name: "reclaim-" + base.name, over: fp.overBuf}
+		v := &view{s: fp.working, name: "reclaim-" + base.name, over: fp.trialOverrides}
 		if base.follow != nil {
 			v.follow = &follow{log: base.follow.log, at: base.follow.at}
 		}
@@ -392,12 +392,12 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 				continue
 			}
 			var keep []int32
-			for _, k := range fp.w.byNode[n] {
+			for _, k := range fp.working.byNode[n] {
 				if !drop[k] {
 					keep = append(keep, k)
 				}
 			}
-			u, err := fp.w.buildUsage(int(n), keep)
+			u, err := fp.working.buildUsage(int(n), keep)
 			if err != nil {
 				return nil, fmt.Errorf("%w: reclaim view: %w", ErrInternal, err)
 			}
@@ -416,8 +416,8 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	need := int64(minDemand(p).GPUs)
 	var freeNow int64
 	hv := base
-	for n := range fp.w.nodes {
-		if !fp.w.nodes[n].info.Unschedulable {
+	for n := range fp.working.nodes {
+		if !fp.working.nodes[n].info.Unschedulable {
 			freeNow += int64(hv.usage(int32(n)).free)
 		}
 	}
@@ -426,7 +426,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	var reclaimable int64
 	{
 		most := map[string]int64{}
-		room := map[*fq][2]int64{}
+		room := map[*queueState][2]int64{}
 		for _, u := range units {
 			ok := false
 			if u.simple {
@@ -541,27 +541,27 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	for _, u := range best {
 		ev := Eviction{Job: u.job, Queue: u.queue.spec.Name, Whole: u.whole, For: j.Name}
 		for _, k := range u.pods {
-			ev.Pods = append(ev.Pods, fp.w.allocs[k].Pod)
+			ev.Pods = append(ev.Pods, fp.working.allocs[k].Pod)
 		}
 		slices.Sort(ev.Pods)
 		for r, v := range u.take {
-			addUp(u.queue, r, -v, func(x *fq) Amounts { return x.usage })
+			addUp(u.queue, r, -v, func(x *queueState) Amounts { return x.usage })
 		}
 		for _, k := range u.pods {
-			ni, _ := fp.w.cluster.NodeIndex(fp.w.allocs[k].Node)
+			ni, _ := fp.working.cluster.NodeIndex(fp.working.allocs[k].Node)
 			fp.touched(ni)
 		}
-		fp.w.removeAllocs(u.pods)
+		fp.working.removeAllocs(u.pods)
 		fp.unitsChanged(u.job)
 		if u.whole {
-			fp.evicts[u.job] = true
+			fp.evicted[u.job] = true
 		}
 		e.Reclaimed = append(e.Reclaimed, u.job)
 		fp.plan.Evictions = append(fp.plan.Evictions, ev)
 	}
-	fp.ver++
-	fp.state++
-	fp.hold = nil
+	fp.capacityVersion++
+	fp.stateVersion++
+	fp.heldView = nil
 	found = true
 	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
 }
@@ -569,7 +569,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 // avoids says whether placement pl uses none of the nodes of u's pods.
 func (fp *fairPass) avoids(pl *Placement, u reclaimUnit) bool {
 	for _, k := range u.pods {
-		node := fp.w.allocs[k].Node
+		node := fp.working.allocs[k].Node
 		for i := range pl.Pods {
 			if pl.Pods[i].Node == node {
 				return false
@@ -599,7 +599,7 @@ func (fp *fairPass) reheld(v *view, n int32, skip string) *nodeUsage {
 		}
 		migs = append(migs, pp.MIG...)
 	}
-	return fp.w.plusUsage(v, n, devs, sh, migs, 0, 0)
+	return fp.working.plusUsage(v, n, devs, sh, migs, 0, 0)
 }
 
 // sweep retries reclaim for every job within its deserved quota that did
@@ -616,8 +616,8 @@ func (fp *fairPass) sweep(order []*Job) error {
 			if e.Action != Wait && e.Action != Reserve {
 				continue
 			}
-			q := fp.qs[j.Queue]
-			if !inQuota(q, fp.need[j.Name]) || overLimit(q, fp.need[j.Name]) != "" {
+			q := fp.queues[j.Queue]
+			if !inQuota(q, fp.demands[j.Name]) || overLimit(q, fp.demands[j.Name]) != "" {
 				continue
 			}
 			if e.Action == Reserve {
@@ -630,7 +630,7 @@ func (fp *fairPass) sweep(order []*Job) error {
 				continue
 			}
 			// it may fit outright now (evictions freed capacity)
-			if pl, err := fp.fits(fp.probs[j.Name], fp.holdView(""), "held"); err != nil {
+			if pl, err := fp.fits(fp.problems[j.Name], fp.holdView(""), "held"); err != nil {
 				return err
 			} else if pl != nil {
 				if err := fp.start(j, e, pl, Backfill, "fits beside the reservations once capacity was reclaimed"); err != nil {
@@ -651,7 +651,7 @@ func (fp *fairPass) sweep(order []*Job) error {
 
 func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 	// its own reservation's capacity may be free already
-	pl, err := fp.fits(fp.probs[j.Name], fp.holdView(j.Name), "")
+	pl, err := fp.fits(fp.problems[j.Name], fp.holdView(j.Name), "")
 	if err != nil {
 		return false, err
 	}
@@ -662,14 +662,14 @@ func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
 	} else if ok, err := fp.reclaim(j, e); err != nil || !ok {
 		return false, err
 	}
-	q := fp.qs[j.Queue]
-	if i := slices.IndexFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name }); i >= 0 {
-		fp.resvChanged(fp.resvs[i])
+	q := fp.queues[j.Queue]
+	if i := slices.IndexFunc(fp.reservations, func(r *headReservation) bool { return r.job == j.Name }); i >= 0 {
+		fp.resvChanged(fp.reservations[i])
 	}
-	fp.resvs = slices.DeleteFunc(fp.resvs, func(r *fresv) bool { return r.job == j.Name })
-	q.resv = nil
-	fp.hold = nil
-	fp.ver++
-	fp.state++
+	fp.reservations = slices.DeleteFunc(fp.reservations, func(r *headReservation) bool { return r.job == j.Name })
+	q.reservation = nil
+	fp.heldView = nil
+	fp.capacityVersion++
+	fp.stateVersion++
 	return true, nil
 }

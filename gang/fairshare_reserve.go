@@ -13,8 +13,8 @@ import (
 func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
 	key := ""
 	if tag != "" {
-		key = tag + "|" + fp.sigs[p]
-		if ver, ok := fp.failed[key]; ok && ver == fp.ver {
+		key = tag + "|" + fp.signatures[p]
+		if ver, ok := fp.failedFits[key]; ok && ver == fp.capacityVersion {
 			fp.stats.Skipped++
 			return nil, nil
 		}
@@ -26,35 +26,35 @@ func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
 		return nil, nil
 	}
 	fp.stats.Searches++
-	pl, _, err := fp.w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
+	pl, _, err := fp.working.place(&fp.solver, fp.poll, p, search{view: v, strategy: fp.options.strategy, restrict: -1, noReleasing: fp.noneReleasing})
 	if err != nil {
 		return nil, err
 	}
 	if pl == nil && tag != "" {
-		fp.failed[key] = fp.ver
+		fp.failedFits[key] = fp.capacityVersion
 	}
 	return pl, nil
 }
 
 func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why string) error {
-	p := fp.probs[j.Name]
-	if err := fp.w.Validate(j, pl); err != nil {
+	p := fp.problems[j.Name]
+	if err := fp.working.Validate(j, pl); err != nil {
 		return fmt.Errorf("%w: fair-share placement for %s does not validate: %w", ErrInternal, j.Name, err)
 	}
-	fp.w.assume(j, pl)
+	fp.working.assume(j, pl)
 	for _, name := range pl.Nodes() {
-		ni, _ := fp.w.cluster.NodeIndex(name)
+		ni, _ := fp.working.cluster.NodeIndex(name)
 		fp.touched(ni)
 	}
-	fp.state++ // capacity only shrank: cached fit failures stay valid
+	fp.stateVersion++ // capacity only shrank: cached fit failures stay valid
 	// only reserved nodes the job landed on change in the held view
-	if !heldStillValid(fp.hold, fp.w, pl) {
-		fp.hold = nil
+	if !heldStillValid(fp.heldView, fp.working, pl) {
+		fp.heldView = nil
 	}
-	q := fp.qs[j.Queue]
+	q := fp.queues[j.Queue]
 	for _, pp := range pl.Pods {
 		a := Allocation{Node: pp.Node, Devices: pp.Devices, Shared: pp.Shared, MIG: pp.MIG}
-		fp.w.allocAmounts(&a, func(r string, v int64) { addUp(q, r, v, func(x *fq) Amounts { return x.usage }) })
+		fp.working.allocAmounts(&a, func(r string, v int64) { addUp(q, r, v, func(x *queueState) Amounts { return x.usage }) })
 	}
 	_ = p
 	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
@@ -62,14 +62,14 @@ func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why str
 }
 
 func (fp *fairPass) decide(j *Job, e *FairEntry) error {
-	p := fp.probs[j.Name]
-	q := fp.qs[j.Queue]
-	d := fp.need[j.Name]
+	p := fp.problems[j.Name]
+	q := fp.queues[j.Queue]
+	d := fp.demands[j.Name]
 	if why := overLimit(q, d); why != "" {
 		e.Action, e.Verdict, e.Reason = Wait, Blocked, why
 		return nil
 	}
-	if len(fp.resvs) == 0 {
+	if len(fp.reservations) == 0 {
 		pl, err := fp.fits(p, fp.nowView(), "now")
 		if err != nil {
 			return err
@@ -83,7 +83,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			return err
 		}
 		if pl != nil {
-			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.resvs)))
+			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.reservations)))
 		}
 		if t := fp.earliest(); j.RunTime > 0 && j.RunTime <= t {
 			pl, err := fp.fits(p, fp.nowView(), "now")
@@ -99,15 +99,15 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster: "+p.never[0]
 		return nil
 	}
-	sig := fp.sigs[p]
-	never, ok := fp.never[sig]
+	sig := fp.signatures[p]
+	never, ok := fp.neverFits[sig]
 	if !ok {
-		pl, _, err := fp.s.place(&fp.sv, fp.poll, p, search{view: fp.s.viewEmpty(), strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
+		pl, _, err := fp.input.place(&fp.solver, fp.poll, p, search{view: fp.input.viewEmpty(), strategy: fp.options.strategy, restrict: -1, noReleasing: fp.noneReleasing})
 		if err != nil {
 			return err
 		}
 		never = pl == nil
-		fp.never[sig] = never
+		fp.neverFits[sig] = never
 	}
 	if never {
 		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster"
@@ -120,28 +120,28 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		}
 	}
 	e.Verdict = Blocked
-	if q.resv == nil {
+	if q.reservation == nil {
 		r, err := fp.reserve(j)
 		if err != nil {
 			return err
 		}
 		if r != nil {
-			fp.resvs = append(fp.resvs, r)
+			fp.reservations = append(fp.reservations, r)
 			fp.resvChanged(r)
-			q.resv = r
-			fp.hold = nil
-			fp.state++
-			e.Action, e.Placement = Reserve, r.pl
-			e.Reason = fmt.Sprintf("head of queue %s: capacity reserved, starts in %v", q.spec.Name, r.t)
+			q.reservation = r
+			fp.heldView = nil
+			fp.stateVersion++
+			e.Action, e.Placement = Reserve, r.placement
+			e.Reason = fmt.Sprintf("head of queue %s: capacity reserved, starts in %v", q.spec.Name, r.start)
 			return nil
 		}
 	}
 	e.Action = Wait
 	switch {
-	case q.resv != nil:
-		e.Reason = fmt.Sprintf("behind the reservation of %s in queue %s", q.resv.job, q.spec.Name)
-	case len(fp.resvs) > 0:
-		e.Reason = fmt.Sprintf("does not fit beside the %d reservations", len(fp.resvs))
+	case q.reservation != nil:
+		e.Reason = fmt.Sprintf("behind the reservation of %s in queue %s", q.reservation.job, q.spec.Name)
+	case len(fp.reservations) > 0:
+		e.Reason = fmt.Sprintf("does not fit beside the %d reservations", len(fp.reservations))
 	default:
 		e.Reason = "does not fit now"
 	}
@@ -151,17 +151,17 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 // earliest is the earliest reservation start.
 func (fp *fairPass) earliest() time.Duration {
 	t := time.Duration(math.MaxInt64)
-	for _, r := range fp.resvs {
-		t = min(t, r.t)
+	for _, r := range fp.reservations {
+		t = min(t, r.start)
 	}
 	return t
 }
 
 // reserve finds the earliest time, among the known ends of running pods,
 // at which j fits without overlapping another reservation.
-func (fp *fairPass) reserve(j *Job) (*fresv, error) {
-	p := fp.probs[j.Name]
-	w := fp.w
+func (fp *fairPass) reserve(j *Job) (*headReservation, error) {
+	p := fp.problems[j.Name]
+	w := fp.working
 	var times []time.Duration
 	for k := range w.allocs {
 		if w.live[k] && w.allocs[k].Remaining > 0 && !w.allocs[k].Releasing {
@@ -179,7 +179,7 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 			return nil, err
 		}
 		fp.stats.Searches++
-		pl, _, err := w.place(&fp.sv, fp.poll, p, search{view: v, strategy: fp.opts.strategy, restrict: -1, noReleasing: fp.noRel})
+		pl, _, err := w.place(&fp.solver, fp.poll, p, search{view: v, strategy: fp.options.strategy, restrict: -1, noReleasing: fp.noneReleasing})
 		return pl, err
 	}
 	last, err := at(times[len(times)-1])
@@ -217,10 +217,10 @@ func (fp *fairPass) reserve(j *Job) (*fresv, error) {
 			waits[a.jobName()] = true
 		}
 	}
-	r := &fresv{job: j.Name, queue: fp.qs[j.Queue], pl: pl, t: t, waits: []string{}}
+	r := &headReservation{job: j.Name, queue: fp.queues[j.Queue], placement: pl, start: t, waitsFor: []string{}}
 	for job := range waits {
-		r.waits = append(r.waits, job)
+		r.waitsFor = append(r.waitsFor, job)
 	}
-	slices.Sort(r.waits)
+	slices.Sort(r.waitsFor)
 	return r, nil
 }

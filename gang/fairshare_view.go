@@ -31,25 +31,25 @@ type untilEntry struct {
 // recomputed only on nodes touched since the last time it was asked for
 // t. A node's usage is shared between the times that end the same pods.
 func (fp *fairPass) until(t time.Duration) (*view, error) {
-	w := fp.w
-	m := fp.untilM[t]
+	w := fp.working
+	m := fp.untilMemos[t]
 	if m == nil {
 		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes))}
-		fp.untilM[t] = m
+		fp.untilMemos[t] = m
 		for n := range w.nodes {
 			if err := fp.untilNode(m, int32(n), t); err != nil {
 				return nil, err
 			}
 		}
 	} else {
-		for _, n := range fp.log.nodes[m.pos:] {
+		for _, n := range fp.touchLog.nodes[m.pos:] {
 			if err := fp.untilNode(m, n, t); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m.pos = len(fp.log.nodes)
-	m.follow = follow{log: &fp.log, at: t}
+	m.pos = len(fp.touchLog.nodes)
+	m.follow = follow{log: &fp.touchLog, at: t}
 	v := &view{s: w, name: "until", over: m.over, follow: &m.follow}
 	if checkUntil != nil {
 		checkUntil(fp, t, v)
@@ -59,10 +59,10 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 
 // untilNode recomputes node n of m, the view at t.
 func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
-	w := fp.w
-	gen := fp.nodeGen[n]
+	w := fp.working
+	gen := fp.nodeVersion[n]
 	entry := func(find func(e *untilEntry) bool, make func() (*nodeUsage, error), e untilEntry) (*nodeUsage, error) {
-		es := fp.untilU[n]
+		es := fp.untilUsages[n]
 		if len(es) > 0 && es[0].gen != gen {
 			es = es[:0]
 		}
@@ -76,7 +76,7 @@ func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
 			return nil, err
 		}
 		e.gen, e.u = gen, u
-		fp.untilU[n] = append(es, e)
+		fp.untilUsages[n] = append(es, e)
 		return u, nil
 	}
 	// the pods that end by t: the terminating ones and those ending by
@@ -111,7 +111,7 @@ func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
 		}
 	}
 	m.over[n] = base
-	if len(fp.resvs) > 0 && len(fp.heldOn(n)) > 0 {
+	if len(fp.reservations) > 0 && len(fp.heldOn(n)) > 0 {
 		b := base
 		if b == nil {
 			b = w.usage[n]
@@ -125,10 +125,10 @@ func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
 }
 
 // resvChanged records that reservation r was made or dropped.
-func (fp *fairPass) resvChanged(r *fresv) {
-	fp.heldIdx = nil
-	for _, pp := range r.pl.Pods {
-		ni, _ := fp.w.cluster.NodeIndex(pp.Node)
+func (fp *fairPass) resvChanged(r *headReservation) {
+	fp.heldByNode = nil
+	for _, pp := range r.placement.Pods {
+		ni, _ := fp.working.cluster.NodeIndex(pp.Node)
 		fp.touched(ni)
 	}
 }
@@ -136,16 +136,16 @@ func (fp *fairPass) resvChanged(r *fresv) {
 // touched records that w's pods, or the reservations' holds, on node n
 // changed.
 func (fp *fairPass) touched(n int) {
-	fp.nodeGen[n]++
-	fp.dirty = append(fp.dirty, int32(n))
-	fp.log.nodes = append(fp.log.nodes, int32(n))
+	fp.nodeVersion[n]++
+	fp.dirtyNodes = append(fp.dirtyNodes, int32(n))
+	fp.touchLog.nodes = append(fp.touchLog.nodes, int32(n))
 }
 
 // freeIn counts the free whole GPUs and MIG slices of v's schedulable
 // nodes: w's totals, kept per node and updated on the nodes touched since,
 // plus v's differences.
 func (fp *fairPass) freeIn(v *view) (g, sl int) {
-	w := fp.w
+	w := fp.working
 	if v.s != w || v.all {
 		for n := range w.nodes {
 			if !w.nodes[n].info.Unschedulable {
@@ -161,49 +161,49 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 		if !w.nodes[n].info.Unschedulable {
 			fg, fs = w.usage[n].free, w.usage[n].freeMIG
 		}
-		fp.totG += int(fg - fp.freeG[n])
-		fp.totS += int(fs - fp.freeS[n])
-		if fp.freeView != nil && fp.freeIsOver[n] {
-			fp.freeBase[0] += int(fg - fp.freeG[n])
-			fp.freeBase[1] += int(fs - fp.freeS[n])
+		fp.totalFreeGPUs += int(fg - fp.freeGPUs[n])
+		fp.totalFreeSlices += int(fs - fp.freeSlices[n])
+		if fp.freeCountView != nil && fp.freeOverridden[n] {
+			fp.freeInWorking[0] += int(fg - fp.freeGPUs[n])
+			fp.freeInWorking[1] += int(fs - fp.freeSlices[n])
 		}
-		fp.freeG[n], fp.freeS[n] = fg, fs
+		fp.freeGPUs[n], fp.freeSlices[n] = fg, fs
 	}
-	if fp.freeG == nil {
-		fp.freeG, fp.freeS = make([]int32, len(w.nodes)), make([]int32, len(w.nodes))
+	if fp.freeGPUs == nil {
+		fp.freeGPUs, fp.freeSlices = make([]int32, len(w.nodes)), make([]int32, len(w.nodes))
 		for n := range w.nodes {
 			count(n)
 		}
-		fp.dirty = fp.dirty[:0]
+		fp.dirtyNodes = fp.dirtyNodes[:0]
 	}
-	for _, n := range fp.dirty {
+	for _, n := range fp.dirtyNodes {
 		count(int(n))
 	}
-	fp.dirty = fp.dirty[:0]
-	g, sl = fp.totG, fp.totS
+	fp.dirtyNodes = fp.dirtyNodes[:0]
+	g, sl = fp.totalFreeGPUs, fp.totalFreeSlices
 	if v.over == nil {
 		return g, sl
 	}
-	if fp.freeView != v {
+	if fp.freeCountView != v {
 		// v's overrides, summed once per view (the views fits is given
 		// do not change): what they count, and what w counts there (kept
 		// up to date by count)
-		if fp.freeIsOver == nil {
-			fp.freeIsOver = make([]bool, len(w.nodes))
+		if fp.freeOverridden == nil {
+			fp.freeOverridden = make([]bool, len(w.nodes))
 		}
-		clear(fp.freeIsOver)
-		fp.freeView, fp.freeOver, fp.freeBase = v, [2]int{}, [2]int{}
+		clear(fp.freeOverridden)
+		fp.freeCountView, fp.freeInOverrides, fp.freeInWorking = v, [2]int{}, [2]int{}
 		for n, u := range v.over {
 			if u != nil && !w.nodes[n].info.Unschedulable {
-				fp.freeIsOver[n] = true
-				fp.freeOver[0] += int(u.free)
-				fp.freeOver[1] += int(u.freeMIG)
-				fp.freeBase[0] += int(fp.freeG[n])
-				fp.freeBase[1] += int(fp.freeS[n])
+				fp.freeOverridden[n] = true
+				fp.freeInOverrides[0] += int(u.free)
+				fp.freeInOverrides[1] += int(u.freeMIG)
+				fp.freeInWorking[0] += int(fp.freeGPUs[n])
+				fp.freeInWorking[1] += int(fp.freeSlices[n])
 			}
 		}
 	}
-	g, sl = g+fp.freeOver[0]-fp.freeBase[0], sl+fp.freeOver[1]-fp.freeBase[1]
+	g, sl = g+fp.freeInOverrides[0]-fp.freeInWorking[0], sl+fp.freeInOverrides[1]-fp.freeInWorking[1]
 	if checkFree != nil {
 		checkFree(v, g, sl)
 	}
@@ -218,45 +218,45 @@ type heldPod struct {
 
 // heldOn lists the reservations' pods on node n, in reservation order.
 func (fp *fairPass) heldOn(n int32) []heldPod {
-	if fp.heldIdx == nil {
-		fp.heldIdx = map[int32][]heldPod{}
-		for _, r := range fp.resvs {
-			for i := range r.pl.Pods {
-				pp := &r.pl.Pods[i]
-				ni, _ := fp.w.cluster.NodeIndex(pp.Node)
-				fp.heldIdx[int32(ni)] = append(fp.heldIdx[int32(ni)], heldPod{job: r.job, pp: pp})
+	if fp.heldByNode == nil {
+		fp.heldByNode = map[int32][]heldPod{}
+		for _, r := range fp.reservations {
+			for i := range r.placement.Pods {
+				pp := &r.placement.Pods[i]
+				ni, _ := fp.working.cluster.NodeIndex(pp.Node)
+				fp.heldByNode[int32(ni)] = append(fp.heldByNode[int32(ni)], heldPod{job: r.job, pp: pp})
 			}
 		}
 	}
-	return fp.heldIdx[n]
+	return fp.heldByNode[n]
 }
 
 // nowView is w as it is now. Like every view of w the pass tags with its
 // log (nowView, holdView(""), until), it changes only on nodes touched
 // (fp.log): solvers keeping capacity passes between searches recheck only
 // those.
-func (fp *fairPass) nowView() *view { return &view{s: fp.w, name: "now", follow: &fp.follow} }
+func (fp *fairPass) nowView() *view { return &view{s: fp.working, name: "now", follow: &fp.viewFollow} }
 
 // holdView is w with every reservation's capacity held except skip's.
 func (fp *fairPass) holdView(skip string) *view {
-	if skip != "" && !slices.ContainsFunc(fp.resvs, func(r *fresv) bool { return r.job == skip }) {
+	if skip != "" && !slices.ContainsFunc(fp.reservations, func(r *headReservation) bool { return r.job == skip }) {
 		skip = ""
 	}
-	if skip == "" && fp.hold != nil {
-		return fp.hold
+	if skip == "" && fp.heldView != nil {
+		return fp.heldView
 	}
 	v := fp.nowView()
-	if len(fp.resvs) > 0 {
-		v = &view{s: fp.w, name: "held", follow: &fp.follow}
+	if len(fp.reservations) > 0 {
+		v = &view{s: fp.working, name: "held", follow: &fp.viewFollow}
 		if skip != "" {
 			v.name, v.follow = "held-but", nil // one job's: not followed
 		}
-		now := fp.w.viewNow()
+		now := fp.working.viewNow()
 		fp.heldOn(0)
-		if fp.holdM == nil {
-			fp.holdM, fp.holdMGen = map[int32]*nodeUsage{}, map[int32]uint32{}
+		if fp.heldUsage == nil {
+			fp.heldUsage, fp.heldUsageVersion = map[int32]*nodeUsage{}, map[int32]uint32{}
 		}
-		for n, hps := range fp.heldIdx {
+		for n, hps := range fp.heldByNode {
 			mine, others := false, false
 			for _, hp := range hps {
 				if hp.job == skip {
@@ -272,16 +272,16 @@ func (fp *fairPass) holdView(skip string) *view {
 				v.set(n, fp.reheld(now, n, skip))
 				continue
 			}
-			u, ok := fp.holdM[n]
-			if !ok || fp.holdMGen[n] != fp.nodeGen[n] {
+			u, ok := fp.heldUsage[n]
+			if !ok || fp.heldUsageVersion[n] != fp.nodeVersion[n] {
 				u = fp.reheld(now, n, "")
-				fp.holdM[n], fp.holdMGen[n] = u, fp.nodeGen[n]
+				fp.heldUsage[n], fp.heldUsageVersion[n] = u, fp.nodeVersion[n]
 			}
 			v.set(n, u)
 		}
 	}
 	if skip == "" {
-		fp.hold = v
+		fp.heldView = v
 	}
 	return v
 }

@@ -8,16 +8,16 @@ import (
 )
 
 // build turns the installed assignment into a placement.
-func (hs *hsearch) build() (*Placement, []int, error) {
-	s, t := hs.s, hs.s.tree
-	located := map[int32][]hitem{}
+func (hs *hierSearch) build() (*Placement, []int, error) {
+	s, t := hs.snapshot, hs.snapshot.tree
+	located := map[int32][]hierItem{}
 	for k, u := range hs.units {
-		located[hs.pos[k]] = append(located[hs.pos[k]], u.items...)
+		located[hs.assigned[k]] = append(located[hs.assigned[k]], u.items...)
 	}
-	for _, e := range hs.extra {
+	for _, e := range hs.extras {
 		located[e.at] = append(located[e.at], e.item)
 	}
-	if hs.m > 1 && !hs.feasibleMulti() {
+	if hs.classes > 1 && !hs.feasibleMulti() {
 		return nil, nil, internalErr("hierarchical build: the assignment no longer fits")
 	}
 	hasLoc := map[int32]bool{}
@@ -26,53 +26,53 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 			hasLoc[y] = true
 		}
 	}
-	nodeItems := map[int32][]hitem{}
-	var split func(x int32, items []hitem) error
-	split = func(x int32, items []hitem) error {
+	nodeItems := map[int32][]hierItem{}
+	var split func(x int32, items []hierItem) error
+	split = func(x int32, items []hierItem) error {
 		items = append(items, located[x]...)
 		if len(items) == 0 && !hasLoc[x] {
 			return nil
 		}
-		if int(x) < hs.N {
+		if int(x) < hs.numNodes {
 			nodeItems[x] = items
 			return nil
 		}
-		td := &t.doms[int(x)-hs.N]
+		td := &t.doms[int(x)-hs.numNodes]
 		var kids []int32
 		kids = append(kids, td.nodes...)
 		for _, k := range td.children {
-			kids = append(kids, int32(hs.N)+k)
+			kids = append(kids, int32(hs.numNodes)+k)
 		}
 		// spare of each child once its own located demand is met
 		spare := make([][][]int64, len(kids))
 		for i, y := range kids {
-			if hs.m == 1 {
-				spare[i] = [][]int64{{hs.bcap[y] - hs.used[y]}}
-			} else if f, ok := hs.fronts[y]; ok {
+			if hs.classes == 1 {
+				spare[i] = [][]int64{{hs.capacity[y] - hs.subtreeDemand[y]}}
+			} else if f, ok := hs.subtreeFronts[y]; ok {
 				spare[i] = f
 			} else {
-				spare[i] = hs.base[y]
+				spare[i] = hs.capacityFront[y]
 			}
 		}
 		suffix := make([][][]int64, len(kids)+1)
 		suffix[len(kids)] = hs.zero()
 		for i := len(kids) - 1; i >= 0; i-- {
-			if hs.m == 1 {
+			if hs.classes == 1 {
 				suffix[i] = [][]int64{{suffix[i+1][0][0] + spare[i][0][0]}}
 			} else {
 				suffix[i] = hs.sum(suffix[i+1], spare[i])
 			}
 		}
-		need := make([]int64, hs.m)
+		need := make([]int64, hs.classes)
 		for _, it := range items {
-			need[it.class] += it.n
+			need[it.class] += it.pods
 		}
 		rest := items
 		for i, y := range kids {
 			var take []int64
 			for _, a := range spare[i] {
-				p := make([]int64, hs.m)
-				r := make([]int64, hs.m)
+				p := make([]int64, hs.classes)
+				r := make([]int64, hs.classes)
 				for c := range p {
 					p[c] = max(min(a[c], need[c]), 0)
 					r[c] = need[c] - p[c]
@@ -85,7 +85,7 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 			if take == nil {
 				return internalErr("hierarchical split: domain %s cannot take its share", hs.name(x))
 			}
-			var mine []hitem
+			var mine []hierItem
 			mine, rest = takeItems(rest, take)
 			for c := range need {
 				need[c] -= take[c]
@@ -105,8 +105,8 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 		return nil, nil, err
 	}
 	// devices, node by node, classes in the flat problem's packing order
-	p := hs.h.flat
-	placed := make([]int, len(hs.h.leaves))
+	p := hs.job.flatProblem
+	placed := make([]int, len(hs.job.leaves))
 	var pods []PodPlacement
 	nodes := make([]int32, 0, len(nodeItems))
 	for n := range nodeItems {
@@ -115,12 +115,12 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 	slices.Sort(nodes)
 	for _, n := range nodes {
 		items := nodeItems[n]
-		cl := hs.sv.search.view.usage(n).class
+		cl := hs.solver.search.view.usage(n).class
 		for _, ci := range p.order {
 			var k int64
 			for _, it := range items {
 				if it.class == ci {
-					k += it.n
+					k += it.pods
 				}
 			}
 			if k == 0 {
@@ -141,11 +141,11 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 				if it.class != ci {
 					continue
 				}
-				lf := hs.h.leaves[it.leaf]
-				for range it.n {
-					pp := PodPlacement{Set: lf.g.Name, Index: placed[it.leaf], Slice: it.slice, Node: s.nodes[n].name,
-						CPUMilli: lf.g.Pod.CPUMilli, MemoryBytes: lf.g.Pod.MemoryBytes}
-					pp.Name = fmt.Sprintf("%s-%s-%d", hs.h.j.Name, lf.g.Name, pp.Index)
+				lf := hs.job.leaves[it.leaf]
+				for range it.pods {
+					pp := PodPlacement{Set: lf.group.Name, Index: placed[it.leaf], Slice: it.slice, Node: s.nodes[n].name,
+						CPUMilli: lf.group.Pod.CPUMilli, MemoryBytes: lf.group.Pod.MemoryBytes}
+					pp.Name = fmt.Sprintf("%s-%s-%d", hs.job.job.Name, lf.group.Name, pp.Index)
 					if devs != nil {
 						pp.Devices = devs[j].set.Indices()
 						pp.MIG = slices.Clone(devs[j].mig)
@@ -166,27 +166,27 @@ func (hs *hsearch) build() (*Placement, []int, error) {
 	})
 	top := hs.root()
 	if len(hs.units) > 1 && hs.units[1].group == 0 {
-		top = hs.pos[1]
+		top = hs.assigned[1]
 	}
-	pl := &Placement{Job: hs.h.j.Name, Domain: hs.name(top), Level: t.levelName(hs.level[top]), Pods: pods}
-	pl.Notes = append(pl.Notes, hs.h.notes...)
+	pl := &Placement{Job: hs.job.job.Name, Domain: hs.name(top), Level: t.levelName(hs.level[top]), Pods: pods}
+	pl.Notes = append(pl.Notes, hs.job.notes...)
 	return pl, placed, nil
 }
 
 // takeItems splits take[c] pods of each class off the front of items.
-func takeItems(items []hitem, take []int64) (mine, rest []hitem) {
+func takeItems(items []hierItem, take []int64) (mine, rest []hierItem) {
 	left := slices.Clone(take)
 	for _, it := range items {
-		k := min(left[it.class], it.n)
+		k := min(left[it.class], it.pods)
 		if k > 0 {
 			a := it
-			a.n = k
+			a.pods = k
 			mine = append(mine, a)
 			left[it.class] -= k
 		}
-		if it.n > k {
+		if it.pods > k {
 			b := it
-			b.n = it.n - k
+			b.pods = it.pods - k
 			rest = append(rest, b)
 		}
 	}
@@ -194,9 +194,9 @@ func takeItems(items []hitem, take []int64) (mine, rest []hitem) {
 }
 
 // name returns a position's name: a node's, or a domain's path.
-func (hs *hsearch) name(x int32) string {
-	if int(x) < hs.N {
-		return hs.s.nodes[x].name
+func (hs *hierSearch) name(x int32) string {
+	if int(x) < hs.numNodes {
+		return hs.snapshot.nodes[x].name
 	}
-	return hs.s.tree.path(int32(int(x) - hs.N))
+	return hs.snapshot.tree.path(int32(int(x) - hs.numNodes))
 }

@@ -7,10 +7,10 @@ import (
 )
 
 // hOutcome is one attempt's result.
-type hOutcome struct {
+type hierOutcome struct {
 	pl       *Placement
 	placed   []int
-	hs       *hsearch
+	hs       *hierSearch
 	found    bool
 	complete bool // the search ran to its end
 	cost, lb int64
@@ -20,12 +20,12 @@ type hOutcome struct {
 
 // solveIn searches h in view v: the strict attempt, then (when it has
 // preferred constraints and the strict one found nothing) without them.
-func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool, only []bool) (*hOutcome, error) {
+func (s *Snapshot) solveIn(poll *poller, h *resolvedJob, v *view, budget int, flat bool, only []bool) (*hierOutcome, error) {
 	hs, err := s.newHSearch(poll, h, v, budget, only)
 	if err != nil {
 		return nil, err
 	}
-	out := &hOutcome{hs: hs, complete: true}
+	out := &hierOutcome{hs: hs, complete: true}
 	tries := []bool{false}
 	if !flat && h.hasPreferred() {
 		tries = append(tries, true)
@@ -41,7 +41,7 @@ func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool
 		}
 		out.work += hs.work
 		out.complete = out.complete && !hs.stopped && hs.exact
-		if hs.best == nil {
+		if hs.bestAssigned == nil {
 			continue
 		}
 		if err := hs.install(); err != nil {
@@ -62,7 +62,7 @@ func (s *Snapshot) solveIn(poll *poller, h *hjob, v *view, budget int, flat bool
 	return out, nil
 }
 
-func (h *hjob) hasPreferred() bool {
+func (h *resolvedJob) hasPreferred() bool {
 	for _, g := range h.groups {
 		if g.level > 0 && g.mode == Preferred {
 			return true
@@ -104,12 +104,12 @@ func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOpti
 // hierJobIn prepares j for a search on s by the function named what:
 // ctx not done, the job valid, and none of its pods in the snapshot
 // (hierarchical jobs are placed whole).
-func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*poller, *hjob, error) {
+func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*poller, *resolvedJob, error) {
 	poll := newPoller(ctx)
 	if err := poll.now(); err != nil {
 		return nil, nil, err
 	}
-	h, err := newHJob(s, j)
+	h, err := newResolvedJob(s, j)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,9 +119,9 @@ func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*pol
 	return poll, h, nil
 }
 
-func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierResult, error) {
-	r := &HierResult{Job: h.j.Name}
-	fill := func(o *hOutcome, v Verdict) {
+func (s *Snapshot) checkGroups(poll *poller, h *resolvedJob, cfg groupConfig) (*HierResult, error) {
+	r := &HierResult{Job: h.job.Name}
+	fill := func(o *hierOutcome, v Verdict) {
 		r.Verdict, r.Placement, r.Proven = v, o.pl, true
 		r.Optimal = o.complete
 		r.Cost, r.Work = o.cost, r.Work+o.work
@@ -130,8 +130,8 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 		}
 		r.Groups = groupResults(h, o)
 	}
-	if len(h.never) > 0 {
-		r.Verdict, r.Reasons, r.Proven = NeverFits, slices.Clone(h.never), true
+	if len(h.neverReasons) > 0 {
+		r.Verdict, r.Reasons, r.Proven = NeverFits, slices.Clone(h.neverReasons), true
 		r.Groups = groupResults(h, nil)
 		return r, nil
 	}
@@ -166,7 +166,7 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 	r.Work += empty.work
 	if !empty.found {
 		r.Verdict, r.Proven = NeverFits, empty.complete
-		r.Reasons = []string{fmt.Sprintf("the job's groups (%d pods at their minimums) do not fit together even on the empty cluster", h.j.MinPods())}
+		r.Reasons = []string{fmt.Sprintf("the job's groups (%d pods at their minimums) do not fit together even on the empty cluster", h.job.MinPods())}
 	} else {
 		loose, err := s.solveIn(poll, h, s.viewNow(), cfg.budget, true, nil)
 		if err != nil {
@@ -175,10 +175,10 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 		r.Proven = proven
 		if loose.found {
 			r.Verdict = Fragmented
-			r.Reasons = []string{fmt.Sprintf("the free capacity holds the job's %d pods, but no choice of domains holds its groups' constraints", h.j.MinPods())}
+			r.Reasons = []string{fmt.Sprintf("the free capacity holds the job's %d pods, but no choice of domains holds its groups' constraints", h.job.MinPods())}
 		} else {
 			r.Verdict = Blocked
-			r.Reasons = []string{fmt.Sprintf("not enough capacity is free for the job's %d pods at their minimums", h.j.MinPods())}
+			r.Reasons = []string{fmt.Sprintf("not enough capacity is free for the job's %d pods at their minimums", h.job.MinPods())}
 		}
 	}
 	if !r.Proven {
@@ -191,8 +191,8 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 	for i := range r.Groups {
 		gr := &r.Groups[i]
 		g := h.groups[i]
-		alone := &HierJob{Name: h.j.Name, Root: *g.g}
-		ah, err := newHJob(s, alone)
+		alone := &HierJob{Name: h.job.Name, Root: *g.group}
+		ah, err := newResolvedJob(s, alone)
 		if err != nil {
 			return nil, err
 		}
@@ -233,8 +233,8 @@ func (s *Snapshot) checkGroups(poll *poller, h *hjob, cfg groupConfig) (*HierRes
 
 // groupShortfall says how close the largest domain of a group's level
 // comes to holding it.
-func (s *Snapshot) groupShortfall(hs *hsearch, h *hjob, when string) string {
-	need := int64(h.j.MinPods())
+func (s *Snapshot) groupShortfall(hs *hierSearch, h *resolvedJob, when string) string {
+	need := int64(h.job.MinPods())
 	lv := h.groups[0].level
 	if lv == 0 {
 		return fmt.Sprintf("needs %d pods; the cluster holds at most %d %s", need, hs.total(hs.root()), when)
@@ -249,12 +249,12 @@ func (s *Snapshot) groupShortfall(hs *hsearch, h *hjob, when string) string {
 }
 
 // total returns the most pods position x holds, all classes together.
-func (hs *hsearch) total(x int32) int64 {
-	if hs.m == 1 {
-		return hs.bcap[x]
+func (hs *hierSearch) total(x int32) int64 {
+	if hs.classes == 1 {
+		return hs.capacity[x]
 	}
 	var best int64
-	for _, p := range hs.base[x] {
+	for _, p := range hs.capacityFront[x] {
 		var t int64
 		for _, v := range p {
 			t += v
@@ -266,13 +266,13 @@ func (hs *hsearch) total(x int32) int64 {
 
 // groupResults fills the per-group results (placed when o found a
 // placement).
-func groupResults(h *hjob, o *hOutcome) []GroupResult {
+func groupResults(h *resolvedJob, o *hierOutcome) []GroupResult {
 	out := make([]GroupResult, len(h.groups))
 	for i, g := range h.groups {
-		gr := GroupResult{Path: g.path, Constraint: g.g.Topology.String(), Verdict: Blocked}
+		gr := GroupResult{Path: g.path, Constraint: g.group.Topology.String(), Verdict: Blocked}
 		for _, li := range g.leaves {
-			gr.Min += int(h.leaves[li].min)
-			gr.Max += int(h.leaves[li].max)
+			gr.Min += int(h.leaves[li].minPods)
+			gr.Max += int(h.leaves[li].maxPods)
 			if o != nil && o.found {
 				gr.Pods += o.placed[li]
 			}
@@ -285,12 +285,12 @@ func groupResults(h *hjob, o *hOutcome) []GroupResult {
 			for x := i; x >= 0 && where == hs.root(); x = h.groups[x].parent {
 				for k := 1; k < len(hs.units); k++ {
 					if hs.units[k].group == x {
-						where = hs.pos[k]
+						where = hs.assigned[k]
 						break
 					}
 				}
 			}
-			gr.Domain, gr.Level = hs.name(where), hs.s.tree.levelName(hs.level[where])
+			gr.Domain, gr.Level = hs.name(where), hs.snapshot.tree.levelName(hs.level[where])
 		}
 		out[i] = gr
 	}

@@ -54,112 +54,112 @@ func newGroupConfig(opts []GroupOption) groupConfig {
 // extraSlice is demand placed above a leaf's minimum: a slice, or pods.
 type extraSlice struct {
 	at   int32
-	item hitem
+	item hierItem
 }
 
 // hsearch is one search of a hierarchical job in one view.
-type hsearch struct {
-	s    *Snapshot
-	h    *hjob
-	poll *poller
-	sv   *solver
-	m    int
-	N    int // nodes; positions N.. are domains
+type hierSearch struct {
+	snapshot *Snapshot
+	job      *resolvedJob
+	poll     *poller
+	solver   *solver
+	classes  int
+	numNodes int // nodes; positions N.. are domains
 	// per position (node or domain)
-	parent []int32
-	level  []int
-	depth  []int
-	bcap   []int64     // one class: capacity
-	base   [][][]int64 // several classes: the front
-	free   []int64     // free capacity, eighths of a GPU
-	cands  map[[2]int32][]int32
+	parent         []int32
+	level          []int
+	depth          []int
+	capacity       []int64     // one class: capacity
+	capacityFront  [][][]int64 // several classes: the front
+	free           []int64     // free capacity, eighths of a GPU
+	candidateCache map[[2]int32][]int32
 
-	units  []hunit
-	pos    []int32
-	ci     []int
-	used   []int64           // one class: demand located in the subtree
-	loc    map[int32][]int64 // several classes: demand located at a position
-	fronts map[int32][][]int64
-	exact  bool
+	units          []hierUnit
+	assigned       []int32
+	candidateIndex []int
+	subtreeDemand  []int64           // one class: demand located in the subtree
+	locatedDemand  map[int32][]int64 // several classes: demand located at a position
+	subtreeFronts  map[int32][][]int64
+	exact          bool
 
-	budget, work int
-	stopped      bool
-	best         []int32
-	bestCost     int64
-	lbSuffix     []int64
-	extra        []extraSlice // pods and slices added above the minimums
+	budget, work     int
+	stopped          bool
+	bestAssigned     []int32
+	bestCost         int64
+	lowerBoundSuffix []int64
+	extras           []extraSlice // pods and slices added above the minimums
 }
 
 // newHSearch prepares a search of h in view v; when only is not nil, nodes
 // it marks false hold nothing.
-func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int, only []bool) (*hsearch, error) {
-	hs := &hsearch{s: s, h: h, poll: poll, m: h.m, N: len(s.nodes), budget: budget, exact: true}
+func (s *Snapshot) newHSearch(poll *poller, h *resolvedJob, v *view, budget int, only []bool) (*hierSearch, error) {
+	hs := &hierSearch{snapshot: s, job: h, poll: poll, classes: h.classes, numNodes: len(s.nodes), budget: budget, exact: true}
 	sv := &solver{}
-	if err := sv.prepare(s, poll, h.flat, search{view: v, restrict: -1}); err != nil {
+	if err := sv.prepare(s, poll, h.flatProblem, search{view: v, restrict: -1}); err != nil {
 		return nil, err
 	}
-	sv.at = attempt{setLevel: make([]int, h.m), slice: make([]bool, h.m)}
-	sv.scalar = h.m == 1
+	sv.at = attempt{setLevel: make([]int, h.classes), slice: make([]bool, h.classes)}
+	sv.scalar = h.classes == 1
 	sv.nodeFrontMemo = map[nodeKey]front{}
-	hs.sv = sv
+	hs.solver = sv
 	t := s.tree
-	P := hs.N + len(t.doms)
+	P := hs.numNodes + len(t.doms)
 	hs.parent, hs.level, hs.depth, hs.free = make([]int32, P), make([]int, P), make([]int, P), make([]int64, P)
-	if hs.m == 1 {
-		hs.bcap = make([]int64, P)
+	if hs.classes == 1 {
+		hs.capacity = make([]int64, P)
 	} else {
-		hs.base = make([][][]int64, P)
+		hs.capacityFront = make([][][]int64, P)
 	}
 	L := t.nodeLevel()
-	for n := range hs.N {
+	for n := range hs.numNodes {
 		if err := poll.tick(1); err != nil {
 			return nil, err
 		}
-		hs.parent[n], hs.level[n] = int32(hs.N)+t.nodeDom[n], L
+		hs.parent[n], hs.level[n] = int32(hs.numNodes)+t.nodeDom[n], L
 		if only != nil && !only[n] {
-			if hs.m > 1 {
-				hs.base[n] = hs.zero()
+			if hs.classes > 1 {
+				hs.capacityFront[n] = hs.zero()
 			}
 			continue
 		}
 		u := v.usage(int32(n))
 		hs.free[n] = int64(u.free)*8 + int64(u.freeMIG)
-		if hs.m == 1 {
+		if hs.classes == 1 {
 			cpu, mem := sv.left(int32(n), u)
-			hs.bcap[n] = sv.fitsMore(0, int32(n), u.class, cpu, mem, sv.podsLeft(int32(n), u))
+			hs.capacity[n] = sv.fitsMore(0, int32(n), u.class, cpu, mem, sv.podsLeft(int32(n), u))
 		} else {
 			f := sv.vectorNode(int32(n), L)
-			hs.base[n] = f.pts
+			hs.capacityFront[n] = f.pts
 		}
 	}
 	if !sv.exact {
 		hs.exact = false
 	}
 	for d := range t.doms {
-		x := hs.N + d
+		x := hs.numNodes + d
 		td := &t.doms[d]
 		hs.level[x] = td.level
 		hs.parent[x] = -1
 		if td.parent >= 0 {
-			hs.parent[x] = int32(hs.N) + td.parent
+			hs.parent[x] = int32(hs.numNodes) + td.parent
 		}
 		acc := hs.zero()
 		add := func(y int) {
 			hs.free[x] += hs.free[y]
-			if hs.m == 1 {
-				hs.bcap[x] += hs.bcap[y]
+			if hs.classes == 1 {
+				hs.capacity[x] += hs.capacity[y]
 			} else {
-				acc = hs.sum(acc, hs.base[y])
+				acc = hs.sum(acc, hs.capacityFront[y])
 			}
 		}
 		for _, n := range td.nodes {
 			add(int(n))
 		}
 		for _, k := range td.children {
-			add(hs.N + int(k))
+			add(hs.numNodes + int(k))
 		}
-		if hs.m > 1 {
-			hs.base[x] = acc
+		if hs.classes > 1 {
+			hs.capacityFront[x] = acc
 		}
 		if err := poll.tick(1); err != nil {
 			return nil, err
@@ -170,30 +170,30 @@ func (s *Snapshot) newHSearch(poll *poller, h *hjob, v *view, budget int, only [
 			hs.depth[x] = hs.depth[p] + 1
 		}
 	}
-	hs.cands = map[[2]int32][]int32{}
+	hs.candidateCache = map[[2]int32][]int32{}
 	return hs, nil
 }
 
-func (hs *hsearch) root() int32 { return int32(hs.N) + hs.s.tree.root() }
+func (hs *hierSearch) root() int32 { return int32(hs.numNodes) + hs.snapshot.tree.root() }
 
-func (hs *hsearch) zero() [][]int64 { return [][]int64{make([]int64, hs.m)} }
+func (hs *hierSearch) zero() [][]int64 { return [][]int64{make([]int64, hs.classes)} }
 
 // sum is the Minkowski sum of two downward-closed fronts.
-func (hs *hsearch) sum(a, b [][]int64) [][]int64 {
+func (hs *hierSearch) sum(a, b [][]int64) [][]int64 {
 	if len(a) == 0 || len(b) == 0 {
 		return nil
 	}
 	pts := make([][]int64, 0, len(a)*len(b))
 	for _, p := range a {
 		for _, q := range b {
-			v := make([]int64, hs.m)
+			v := make([]int64, hs.classes)
 			for c := range v {
 				v[c] = p[c] + q[c]
 			}
 			pts = append(pts, v)
 		}
 	}
-	pts = prune(make([]int64, hs.m), pts)
+	pts = prune(make([]int64, hs.classes), pts)
 	if len(pts) > maxHierFront {
 		pts = pts[:maxHierFront]
 		hs.exact = false
@@ -227,16 +227,16 @@ func holdsVec(a [][]int64, d []int64) bool {
 }
 
 // holdsAt says whether position x, empty of this job, holds demand d.
-func (hs *hsearch) holdsAt(x int32, d []int64) bool {
-	if hs.m == 1 {
-		return hs.bcap[x] >= d[0]
+func (hs *hierSearch) holdsAt(x int32, d []int64) bool {
+	if hs.classes == 1 {
+		return hs.capacity[x] >= d[0]
 	}
-	return holdsVec(hs.base[x], d)
+	return holdsVec(hs.capacityFront[x], d)
 }
 
 // liesIn reports whether position x lies in a domain of every level of
 // levels (x itself counts).
-func (hs *hsearch) liesIn(x int32, levels []int) bool {
+func (hs *hierSearch) liesIn(x int32, levels []int) bool {
 	for _, lv := range levels {
 		y := x
 		for y >= 0 && hs.level[y] > lv {
@@ -250,7 +250,7 @@ func (hs *hsearch) liesIn(x int32, levels []int) bool {
 }
 
 // within reports whether position x lies in position p's subtree.
-func (hs *hsearch) within(x, p int32) bool {
+func (hs *hierSearch) within(x, p int32) bool {
 	for ; x >= 0; x = hs.parent[x] {
 		if x == p {
 			return true
@@ -264,15 +264,15 @@ func (hs *hsearch) within(x, p int32) bool {
 
 // candidates returns the positions of level lv in p's subtree, least
 // free first.
-func (hs *hsearch) candidates(lv int, p int32) []int32 {
+func (hs *hierSearch) candidates(lv int, p int32) []int32 {
 	key := [2]int32{int32(lv), p}
-	if c, ok := hs.cands[key]; ok {
+	if c, ok := hs.candidateCache[key]; ok {
 		return c
 	}
 	var out []int32
-	lo, hi := hs.N, len(hs.parent)
-	if lv == hs.s.tree.nodeLevel() {
-		lo, hi = 0, hs.N
+	lo, hi := hs.numNodes, len(hs.parent)
+	if lv == hs.snapshot.tree.nodeLevel() {
+		lo, hi = 0, hs.numNodes
 	}
 	for x := lo; x < hi; x++ {
 		if hs.level[x] == lv && hs.within(int32(x), p) {
@@ -280,35 +280,35 @@ func (hs *hsearch) candidates(lv int, p int32) []int32 {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b int32) int { return cmp.Compare(hs.free[a], hs.free[b]) })
-	hs.cands[key] = out
+	hs.candidateCache[key] = out
 	return out
 }
 
 // setUnits installs an attempt's units and the search's state.
-func (hs *hsearch) setUnits(units []hunit) bool {
+func (hs *hierSearch) setUnits(units []hierUnit) bool {
 	hs.units = units
 	U := len(units)
-	hs.pos, hs.ci = make([]int32, U), make([]int, U)
-	hs.pos[0] = hs.root()
-	hs.lbSuffix = make([]int64, U+1)
+	hs.assigned, hs.candidateIndex = make([]int32, U), make([]int, U)
+	hs.assigned[0] = hs.root()
+	hs.lowerBoundSuffix = make([]int64, U+1)
 	memo := map[string]int64{}
 	for u := U - 1; u >= 1; u-- {
-		key := fmt.Sprint(units[u].level, units[u].sub, units[u].need)
+		key := fmt.Sprint(units[u].level, units[u].subtreeDemand, units[u].mustLieIn)
 		if lb, ok := memo[key]; ok {
 			if lb < 0 {
 				return false
 			}
-			units[u].lb = lb
-			hs.lbSuffix[u] = hs.lbSuffix[u+1] + lb
+			units[u].minCost = lb
+			hs.lowerBoundSuffix[u] = hs.lowerBoundSuffix[u+1] + lb
 			continue
 		}
 		lb := int64(-1)
-		lo, hi := hs.N, len(hs.parent)
-		if units[u].level == hs.s.tree.nodeLevel() {
-			lo, hi = 0, hs.N
+		lo, hi := hs.numNodes, len(hs.parent)
+		if units[u].level == hs.snapshot.tree.nodeLevel() {
+			lo, hi = 0, hs.numNodes
 		}
 		for x := lo; x < hi; x++ {
-			if hs.level[x] == units[u].level && (lb < 0 || hs.free[x] < lb) && hs.holdsAt(int32(x), units[u].sub) && hs.liesIn(int32(x), units[u].need) {
+			if hs.level[x] == units[u].level && (lb < 0 || hs.free[x] < lb) && hs.holdsAt(int32(x), units[u].subtreeDemand) && hs.liesIn(int32(x), units[u].mustLieIn) {
 				lb = hs.free[x]
 			}
 		}
@@ -316,34 +316,34 @@ func (hs *hsearch) setUnits(units []hunit) bool {
 		if lb < 0 {
 			return false
 		}
-		units[u].lb = lb
-		hs.lbSuffix[u] = hs.lbSuffix[u+1] + lb
+		units[u].minCost = lb
+		hs.lowerBoundSuffix[u] = hs.lowerBoundSuffix[u+1] + lb
 	}
-	if hs.m == 1 {
-		hs.used = make([]int64, len(hs.parent))
+	if hs.classes == 1 {
+		hs.subtreeDemand = make([]int64, len(hs.parent))
 		for x := hs.root(); x >= 0; x = hs.parent[x] {
-			hs.used[x] = units[0].sub[0]
+			hs.subtreeDemand[x] = units[0].subtreeDemand[0]
 		}
-		return hs.used[hs.root()] <= hs.bcap[hs.root()]
+		return hs.subtreeDemand[hs.root()] <= hs.capacity[hs.root()]
 	}
-	hs.loc = map[int32][]int64{hs.root(): slices.Clone(units[0].sub)}
+	hs.locatedDemand = map[int32][]int64{hs.root(): slices.Clone(units[0].subtreeDemand)}
 	return hs.feasibleMulti()
 }
 
 // move moves demand d from position from to position to (in its subtree)
 // and reports whether everything still fits; it undoes itself when not.
-func (hs *hsearch) move(d []int64, from, to int32) bool {
-	if hs.m == 1 {
+func (hs *hierSearch) move(d []int64, from, to int32) bool {
+	if hs.classes == 1 {
 		ok := true
 		for y := to; y != from; y = hs.parent[y] {
-			hs.used[y] += d[0]
-			if hs.used[y] > hs.bcap[y] {
+			hs.subtreeDemand[y] += d[0]
+			if hs.subtreeDemand[y] > hs.capacity[y] {
 				ok = false
 			}
 		}
 		if !ok {
 			for y := to; y != from; y = hs.parent[y] {
-				hs.used[y] -= d[0]
+				hs.subtreeDemand[y] -= d[0]
 			}
 		}
 		return ok
@@ -359,10 +359,10 @@ func (hs *hsearch) move(d []int64, from, to int32) bool {
 }
 
 // unmove undoes a successful move.
-func (hs *hsearch) unmove(d []int64, from, to int32) {
-	if hs.m == 1 {
+func (hs *hierSearch) unmove(d []int64, from, to int32) {
+	if hs.classes == 1 {
 		for y := to; y != from; y = hs.parent[y] {
-			hs.used[y] -= d[0]
+			hs.subtreeDemand[y] -= d[0]
 		}
 		return
 	}
@@ -372,18 +372,18 @@ func (hs *hsearch) unmove(d []int64, from, to int32) {
 
 // add adds demand d at position x (a new slice or more pods of a leaf)
 // and reports whether everything still fits; it undoes itself when not.
-func (hs *hsearch) add(d []int64, x int32) bool {
-	if hs.m == 1 {
+func (hs *hierSearch) add(d []int64, x int32) bool {
+	if hs.classes == 1 {
 		ok := true
 		for y := x; y >= 0; y = hs.parent[y] {
-			hs.used[y] += d[0]
-			if hs.used[y] > hs.bcap[y] {
+			hs.subtreeDemand[y] += d[0]
+			if hs.subtreeDemand[y] > hs.capacity[y] {
 				ok = false
 			}
 		}
 		if !ok {
 			for y := x; y >= 0; y = hs.parent[y] {
-				hs.used[y] -= d[0]
+				hs.subtreeDemand[y] -= d[0]
 			}
 		}
 		return ok
@@ -396,11 +396,11 @@ func (hs *hsearch) add(d []int64, x int32) bool {
 	return false
 }
 
-func (hs *hsearch) addLoc(x int32, d []int64, sign int64) {
-	v := hs.loc[x]
+func (hs *hierSearch) addLoc(x int32, d []int64, sign int64) {
+	v := hs.locatedDemand[x]
 	if v == nil {
-		v = make([]int64, hs.m)
-		hs.loc[x] = v
+		v = make([]int64, hs.classes)
+		hs.locatedDemand[x] = v
 	}
 	zero := true
 	for c := range v {
@@ -408,16 +408,16 @@ func (hs *hsearch) addLoc(x int32, d []int64, sign int64) {
 		zero = zero && v[c] == 0
 	}
 	if zero {
-		delete(hs.loc, x)
+		delete(hs.locatedDemand, x)
 	}
 }
 
 // feasibleMulti recomputes, for every position with demand located in its
 // subtree, the front of what it still holds, and reports whether none is
 // empty.
-func (hs *hsearch) feasibleMulti() bool {
+func (hs *hierSearch) feasibleMulti() bool {
 	aff := map[int32]bool{}
-	for x := range hs.loc {
+	for x := range hs.locatedDemand {
 		for y := x; y >= 0 && !aff[y]; y = hs.parent[y] {
 			aff[y] = true
 		}
@@ -427,69 +427,69 @@ func (hs *hsearch) feasibleMulti() bool {
 		order = append(order, x)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return cmp.Or(cmp.Compare(hs.depth[b], hs.depth[a]), cmp.Compare(a, b)) })
-	hs.fronts = map[int32][][]int64{}
-	t := hs.s.tree
+	hs.subtreeFronts = map[int32][][]int64{}
+	t := hs.snapshot.tree
 	for _, x := range order {
 		var f [][]int64
-		if int(x) < hs.N {
-			f = hs.base[x]
+		if int(x) < hs.numNodes {
+			f = hs.capacityFront[x]
 		} else {
-			td := &t.doms[int(x)-hs.N]
+			td := &t.doms[int(x)-hs.numNodes]
 			f = hs.zero()
 			get := func(y int32) [][]int64 {
 				if aff[y] {
-					return hs.fronts[y]
+					return hs.subtreeFronts[y]
 				}
-				return hs.base[y]
+				return hs.capacityFront[y]
 			}
 			for _, n := range td.nodes {
 				f = hs.sum(f, get(n))
 			}
 			for _, k := range td.children {
-				f = hs.sum(f, get(int32(hs.N)+k))
+				f = hs.sum(f, get(int32(hs.numNodes)+k))
 			}
 		}
-		if d := hs.loc[x]; d != nil {
+		if d := hs.locatedDemand[x]; d != nil {
 			f = minus(f, d)
 		}
 		if len(f) == 0 {
 			return false
 		}
-		hs.fronts[x] = f
+		hs.subtreeFronts[x] = f
 	}
 	return true
 }
 
 // run searches the units of one attempt; best is nil when no assignment
 // was found.
-func (hs *hsearch) run(units []hunit) error {
-	hs.best, hs.bestCost, hs.stopped = nil, math.MaxInt64, false
+func (hs *hierSearch) run(units []hierUnit) error {
+	hs.bestAssigned, hs.bestCost, hs.stopped = nil, math.MaxInt64, false
 	if !hs.setUnits(units) {
 		return nil
 	}
 	return hs.dfs(1, 0)
 }
 
-func (hs *hsearch) dfs(k int, cost int64) error {
+func (hs *hierSearch) dfs(k int, cost int64) error {
 	if k == len(hs.units) {
 		if cost < hs.bestCost {
-			hs.bestCost, hs.best = cost, slices.Clone(hs.pos)
+			hs.bestCost, hs.bestAssigned = cost, slices.Clone(hs.assigned)
 		}
 		return nil
 	}
-	if cost+hs.lbSuffix[k] >= hs.bestCost {
+	if cost+hs.lowerBoundSuffix[k] >= hs.bestCost {
 		return nil
 	}
 	u := &hs.units[k]
-	pp := hs.pos[u.parent]
+	pp := hs.assigned[u.parent]
 	cands := hs.candidates(u.level, pp)
 	start := 0
-	if u.prevSib >= 0 {
-		start = hs.ci[u.prevSib]
+	if u.prevSlice >= 0 {
+		start = hs.candidateIndex[u.prevSlice]
 	}
 	for i := start; i < len(cands); i++ {
 		c := cands[i]
-		if cost+hs.free[c]+hs.lbSuffix[k+1] >= hs.bestCost {
+		if cost+hs.free[c]+hs.lowerBoundSuffix[k+1] >= hs.bestCost {
 			break
 		}
 		hs.work++
@@ -500,12 +500,12 @@ func (hs *hsearch) dfs(k int, cost int64) error {
 		if err := hs.poll.tick(1); err != nil {
 			return err
 		}
-		if !hs.holdsAt(c, u.sub) || !hs.liesIn(c, u.need) || !hs.move(u.sub, pp, c) {
+		if !hs.holdsAt(c, u.subtreeDemand) || !hs.liesIn(c, u.mustLieIn) || !hs.move(u.subtreeDemand, pp, c) {
 			continue
 		}
-		hs.pos[k], hs.ci[k] = c, i
+		hs.assigned[k], hs.candidateIndex[k] = c, i
 		err := hs.dfs(k+1, cost+hs.free[c])
-		hs.unmove(u.sub, pp, c)
+		hs.unmove(u.subtreeDemand, pp, c)
 		if err != nil || hs.stopped {
 			return err
 		}
@@ -514,12 +514,12 @@ func (hs *hsearch) dfs(k int, cost int64) error {
 }
 
 // install puts the best assignment in place (state as after its moves).
-func (hs *hsearch) install() error {
+func (hs *hierSearch) install() error {
 	hs.setUnits(hs.units)
-	copy(hs.pos, hs.best)
+	copy(hs.assigned, hs.bestAssigned)
 	for k := 1; k < len(hs.units); k++ {
 		u := &hs.units[k]
-		if !hs.move(u.sub, hs.pos[u.parent], hs.pos[k]) {
+		if !hs.move(u.subtreeDemand, hs.assigned[u.parent], hs.assigned[k]) {
 			return internalErr("hierarchical search: the best assignment no longer fits")
 		}
 	}
@@ -530,12 +530,12 @@ func (hs *hsearch) install() error {
 // assignment: leaves in order, pods of unsliced leaves where their unit
 // is, whole new slices of sliced ones in the tightest domain that takes
 // them.
-func (hs *hsearch) grow() {
-	hs.extra = nil
-	d := make([]int64, hs.m)
-	for li := range hs.h.leaves {
-		lf := &hs.h.leaves[li]
-		if lf.max == lf.min {
+func (hs *hierSearch) grow() {
+	hs.extras = nil
+	d := make([]int64, hs.classes)
+	for li := range hs.job.leaves {
+		lf := &hs.job.leaves[li]
+		if lf.maxPods == lf.minPods {
 			continue
 		}
 		// the unit holding the leaf's pods, or its slices' parent
@@ -559,12 +559,12 @@ func (hs *hsearch) grow() {
 		if sliced {
 			z := lf.sliceSize
 			d[lf.class] = z
-			next := int(lf.min / z)
-			for extra := (lf.max - lf.min) / z; extra > 0; extra-- {
+			next := int(lf.minPods / z)
+			for extra := (lf.maxPods - lf.minPods) / z; extra > 0; extra-- {
 				placed := false
-				for _, c := range hs.candidates(lf.sliceLevel, hs.pos[home]) {
+				for _, c := range hs.candidates(lf.sliceLevel, hs.assigned[home]) {
 					if hs.holdsAt(c, d) && hs.add(d, c) {
-						hs.extra = append(hs.extra, extraSlice{at: c, item: hitem{leaf: li, slice: next, class: lf.class, n: z}})
+						hs.extras = append(hs.extras, extraSlice{at: c, item: hierItem{leaf: li, slice: next, class: lf.class, pods: z}})
 						next++
 						placed = true
 						break
@@ -584,13 +584,13 @@ func (hs *hsearch) grow() {
 				step, next = lf.sliceSize, max(next, it.slice+1)
 			}
 		}
-		lo, hi := int64(0), (lf.max-lf.min)/step
+		lo, hi := int64(0), (lf.maxPods-lf.minPods)/step
 		for lo < hi {
 			mid := (lo + hi + 1) / 2
 			d[lf.class] = mid * step
-			if hs.add(d, hs.pos[home]) {
+			if hs.add(d, hs.assigned[home]) {
 				d[lf.class] = -mid * step
-				hs.add(d, hs.pos[home])
+				hs.add(d, hs.assigned[home])
 				lo = mid
 			} else {
 				hi = mid - 1
@@ -600,17 +600,17 @@ func (hs *hsearch) grow() {
 			continue
 		}
 		d[lf.class] = lo * step
-		hs.add(d, hs.pos[home])
+		hs.add(d, hs.assigned[home])
 		if next < 0 {
-			hs.extra = append(hs.extra, extraSlice{at: hs.pos[home], item: hitem{leaf: li, slice: -1, class: lf.class, n: lo}})
+			hs.extras = append(hs.extras, extraSlice{at: hs.assigned[home], item: hierItem{leaf: li, slice: -1, class: lf.class, pods: lo}})
 			continue
 		}
 		for k := range lo {
-			hs.extra = append(hs.extra, extraSlice{at: hs.pos[home], item: hitem{leaf: li, slice: next + int(k), class: lf.class, n: step}})
+			hs.extras = append(hs.extras, extraSlice{at: hs.assigned[home], item: hierItem{leaf: li, slice: next + int(k), class: lf.class, pods: step}})
 		}
 	}
 }
 
 // lowerBound is a bound on the best cost: every unit in the cheapest
 // domain of its level that holds it alone.
-func (hs *hsearch) lowerBound() int64 { return hs.lbSuffix[1] }
+func (hs *hierSearch) lowerBound() int64 { return hs.lowerBoundSuffix[1] }
