@@ -156,77 +156,181 @@ func (p *FairPlan) Entry(job string) (FairEntry, bool) {
 	return p.Entries[i], true
 }
 
+// queueState is one queue of the fair-share tree during a pass: its
+// configuration, its place in the tree, what its subtree uses, asks for and
+// deserves, and its pending jobs in the order they are tried.
 type queueState struct {
-	spec         FairQueue
-	parent       *queueState
-	children     []*queueState
-	depth        int
-	usage        Amounts            // current (running + started - evicted), subtree
-	decayedUsage map[string]float64 // History, decayed, subtree
-	demand       Amounts
-	fairShare    Amounts
-	pending      []*Job
-	nextPending  int
-	reservation  *headReservation
+	// spec is the queue as configured.
+	spec FairQueue
+	// parent is the enclosing queue (nil for a top-level queue).
+	parent *queueState
+	// children are the queues whose Parent is this one.
+	children []*queueState
+	// depth is the queue's depth in the tree (a top-level queue is 1).
+	depth int
+	// usage is what the subtree holds now: running jobs, plus jobs
+	// started in the pass, minus evictions.
+	usage Amounts
+	// decayedUsage is the subtree's History, each sample decayed by its
+	// age (empty when HalfLife is 0).
+	decayedUsage map[string]float64
+	// demand is the subtree's usage before the pass plus what its
+	// pending jobs ask for.
+	demand Amounts
+	// fairShare is the subtree's share of the cluster: deserved, then the
+	// rest by over-quota weight up to demand and limit.
+	fairShare Amounts
+	// pending are the queue's own pending jobs, by priority.
+	pending []*Job
+	// nextPending indexes the first of pending not yet decided.
+	nextPending int
+	// reservation is the queue's head-of-line reservation (nil: none).
+	reservation *headReservation
 }
 
+// headReservation holds capacity for the head job of one queue: the
+// placement it will take at start, once the pods it waits for have ended.
 type headReservation struct {
-	job       string
-	queue     *queueState
+	// job names the reserved (pending) job.
+	job string
+	// queue is the queue whose head the job is.
+	queue *queueState
+	// placement is where the job will start; its capacity is held from
+	// every job started later in the pass.
 	placement *Placement
-	start     time.Duration
-	waitsFor  []string
+	// start is when the placement frees up (from now).
+	start time.Duration
+	// waitsFor names the running jobs whose ending frees the placement.
+	waitsFor []string
 }
 
+// fairPass is the state of one PlanFairShare pass. The pass works on a
+// clone of the input snapshot (working), which starts jobs and evicts
+// running ones as it decides; views of working (now, with every
+// reservation held, at a future time) are kept up to date incrementally
+// through the touch log, and several caches remember failed searches
+// until the capacity or state they depended on changes.
 type fairPass struct {
-	input, working  *Snapshot
-	poll            *poller
-	spent           func() bool // the pass's budget has run out
-	settings        *FairShare
-	options         config
-	queues          map[string]*queueState
-	roots           []*queueState
-	problems        map[string]*problem
-	demands         map[string]Amounts
-	reservations    []*headReservation
-	heldView        *view
-	solver          solver
-	failedFits      map[string]int // signature -> version of w when it failed to fit
-	capacityVersion int            // bumped when capacity grows (evictions, a reservation dropped)
-	stateVersion    int            // bumped on every change of the working snapshot or reservations
-	reclaimFailed   map[string]int // queue|signature -> state when reclaim found nothing
-	neverFits       map[string]bool
-	stats           FairPassStats
-	plan            *FairPlan
-	evicted         map[string]bool // running jobs evicted (whole)
-	noneReleasing   bool            // no pod of s (so of w) is terminating
-	heldByNode      map[int32][]heldPod
-	signatures      map[*problem]string // each pending job's signature
-	// unitBase: per running job, what reclaim may take of it (built on the
-	// first reclaim, updated as evictions change jobs); unitNames: their
-	// names, sorted (a name may have left unitBase)
-	reclaimUnits   map[string]*jobUnits
-	reclaimJobs    []string
-	trialOverrides []*nodeUsage // reclaim's trial view, reused
-	nodeVersion    []uint32     // per node: bumped when w's pods on it change
-	untilMemos     map[time.Duration]*untilMemo
-	untilUsages    [][]untilEntry // per node: usages of until views, shared by times
-	touchLog       changeLog      // every touched call's node, in order
-	viewFollow     follow         // of the views of w now and held: log
-	// holdM: w's usage plus every reservation's hold, per held node, with
-	// the node's nodeGen
-	heldUsage        map[int32]*nodeUsage
+	// Inputs and configuration.
+
+	// input is the caller's snapshot, left as it was.
+	input *Snapshot
+	// working is the clone of input the pass changes: starts, evictions.
+	working *Snapshot
+	// poll checks the context's cancellation during searches.
+	poll *poller
+	// spent reports whether the pass's budget (the context's deadline) has
+	// run out.
+	spent func() bool
+	// settings is the fair-share configuration of the pass.
+	settings *FairShare
+	// options are the pass's Options (strategy and the rest).
+	options config
+
+	// The queue tree and the pending jobs.
+
+	// queues are the queues by name.
+	queues map[string]*queueState
+	// roots are the top-level queues.
+	roots []*queueState
+	// problems are the pending jobs, compiled, by job name.
+	problems map[string]*problem
+	// demands are the pending jobs' demands, by job name.
+	demands map[string]Amounts
+	// signatures are each pending job's signature: jobs alike in what
+	// they ask share cached fit results.
+	signatures map[*problem]string
+	// reservations are the head-of-line reservations made so far, in
+	// order.
+	reservations []*headReservation
+
+	// Search machinery and caches.
+
+	// solver is the placement solver, reused across the pass's searches.
+	solver solver
+	// failedFits maps a signature to the capacityVersion at which it
+	// last failed to fit: it cannot fit before capacity grows.
+	failedFits map[string]int
+	// capacityVersion is bumped when capacity grows (an eviction, a
+	// reservation dropped).
+	capacityVersion int
+	// stateVersion is bumped on every change of working or of the
+	// reservations.
+	stateVersion int
+	// reclaimFailed maps queue|signature to the stateVersion at which
+	// reclaim found nothing for it.
+	reclaimFailed map[string]int
+	// neverFits maps a signature to whether it fits an empty cluster
+	// nowhere.
+	neverFits map[string]bool
+	// stats counts the pass's searches and the ones its caches skipped.
+	stats FairPassStats
+	// plan is the outcome being built.
+	plan *FairPlan
+	// evicted are the running jobs evicted whole so far.
+	evicted map[string]bool
+	// noneReleasing: no pod of input (so of working) is terminating.
+	noneReleasing bool
+
+	// Reclaim.
+
+	// reclaimUnits is, per running job, what reclaim may take of it
+	// (built on the first reclaim, updated as evictions change jobs).
+	reclaimUnits map[string]*jobUnits
+	// reclaimJobs are the names of reclaimUnits, sorted (a name may have
+	// left reclaimUnits since).
+	reclaimJobs []string
+	// trialOverrides is reclaim's trial view (per-node usages), reused
+	// between trials.
+	trialOverrides []*nodeUsage
+
+	// Views of working, kept up to date incrementally.
+
+	// nodeVersion is, per node, bumped whenever working's pods on it
+	// change.
+	nodeVersion []uint32
+	// touchLog lists every touched node, in order; views replay it.
+	touchLog changeLog
+	// viewFollow is how the views of working now and with reservations
+	// held follow touchLog.
+	viewFollow follow
+	// heldView is working with every reservation's capacity held (nil:
+	// rebuild on next use).
+	heldView *view
+	// heldByNode is, per node, the reserved pods placed on it (built on
+	// first use).
+	heldByNode map[int32][]heldPod
+	// heldUsage is, per held node, working's usage plus every
+	// reservation's hold on it.
+	heldUsage map[int32]*nodeUsage
+	// heldUsageVersion is, per held node, the node's nodeVersion when its
+	// heldUsage was computed.
 	heldUsageVersion map[int32]uint32
-	// w's free whole GPUs and MIG slices per schedulable node, their
-	// totals, and the nodes touched since they were counted
-	freeGPUs, freeSlices           []int32
+	// untilMemos are the views reserve tests at each time: working once
+	// the pods ending by then have ended, with every reservation held.
+	untilMemos map[time.Duration]*untilMemo
+	// untilUsages is, per node, the usages of the until views, shared by
+	// times that end the same pods.
+	untilUsages [][]untilEntry
+
+	// Free-capacity counts, a cheap bound before a search.
+
+	// freeGPUs and freeSlices are working's free whole GPUs and MIG
+	// slices per schedulable node.
+	freeGPUs, freeSlices []int32
+	// totalFreeGPUs and totalFreeSlices are their sums.
 	totalFreeGPUs, totalFreeSlices int
-	dirtyNodes                     []int32
-	// freeView: the last view freeIn counted with overrides; freeIsOver:
-	// its schedulable overridden nodes; freeOver: their free GPUs and
-	// slices in it; freeBase: in w (freeG, freeS)
-	freeCountView                  *view
-	freeOverridden                 []bool
+	// dirtyNodes are the nodes touched since freeGPUs and freeSlices were
+	// counted.
+	dirtyNodes []int32
+	// freeCountView is the last view with overrides freeIn counted.
+	freeCountView *view
+	// freeOverridden marks the schedulable nodes freeCountView
+	// overrides.
+	freeOverridden []bool
+	// freeInOverrides is the free GPUs and slices of those nodes in
+	// freeCountView; freeInWorking is theirs in working (from freeGPUs,
+	// freeSlices).
 	freeInOverrides, freeInWorking [2]int
 }
 

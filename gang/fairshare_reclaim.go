@@ -13,7 +13,7 @@ import (
 type reclaimUnit struct {
 	job   string
 	queue *queueState
-	pods  []int32 // allocation indices in w
+	pods  []int32 // allocation indices in working
 	whole bool
 	take  Amounts
 	// simple: take holds GPUs and GPU memory only (gpus, mem)
@@ -345,7 +345,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	}
 	budget := fp.settings.ReclaimBudget
 	tests := 0
-	// w does not change during the search: the held view, and each node's
+	// working does not change during the search: the held view, and each node's
 	// usage without a given set of its pods, are computed once
 	base := fp.holdView(j.Name)
 	memo := map[string]*nodeUsage{}

@@ -6,18 +6,18 @@ import (
 	"time"
 )
 
-// untilMemo is the view reserve tests at one time t: per node, w's usage
+// untilMemo is the view reserve tests at one time t: per node, working's usage
 // once the pods that end by t have ended, with every reservation held
-// (nil: as w now), kept up to date through the touch log.
+// (nil: as working now), kept up to date through the touch log.
 type untilMemo struct {
 	over   []*nodeUsage
-	pos    int // fp.log entries applied
+	pos    int // fp.touchLog entries applied
 	follow follow
 }
 
 // untilEntry is a node's usage once the pods ending by end have ended
 // (end: the latest end among them; the terminating pods end too), or,
-// with held set, base plus the reservations' holds, at one nodeGen.
+// with held set, base plus the reservations' holds, at one nodeVersion.
 type untilEntry struct {
 	gen  uint32
 	end  time.Duration
@@ -26,7 +26,7 @@ type untilEntry struct {
 	u    *nodeUsage
 }
 
-// until is w without the pods that end by t (and terminating ones), with
+// until is working without the pods that end by t (and terminating ones), with
 // every reservation's capacity held: the view reserve tests at t,
 // recomputed only on nodes touched since the last time it was asked for
 // t. A node's usage is shared between the times that end the same pods.
@@ -133,7 +133,7 @@ func (fp *fairPass) resvChanged(r *headReservation) {
 	}
 }
 
-// touched records that w's pods, or the reservations' holds, on node n
+// touched records that working's pods, or the reservations' holds, on node n
 // changed.
 func (fp *fairPass) touched(n int) {
 	fp.nodeVersion[n]++
@@ -142,7 +142,7 @@ func (fp *fairPass) touched(n int) {
 }
 
 // freeIn counts the free whole GPUs and MIG slices of v's schedulable
-// nodes: w's totals, kept per node and updated on the nodes touched since,
+// nodes: working's totals, kept per node and updated on the nodes touched since,
 // plus v's differences.
 func (fp *fairPass) freeIn(v *view) (g, sl int) {
 	w := fp.working
@@ -186,7 +186,7 @@ func (fp *fairPass) freeIn(v *view) (g, sl int) {
 	}
 	if fp.freeCountView != v {
 		// v's overrides, summed once per view (the views fits is given
-		// do not change): what they count, and what w counts there (kept
+		// do not change): what they count, and what working counts there (kept
 		// up to date by count)
 		if fp.freeOverridden == nil {
 			fp.freeOverridden = make([]bool, len(w.nodes))
@@ -231,13 +231,13 @@ func (fp *fairPass) heldOn(n int32) []heldPod {
 	return fp.heldByNode[n]
 }
 
-// nowView is w as it is now. Like every view of w the pass tags with its
+// nowView is working as it is now. Like every view of working the pass tags with its
 // log (nowView, holdView(""), until), it changes only on nodes touched
-// (fp.log): solvers keeping capacity passes between searches recheck only
+// (fp.touchLog): solvers keeping capacity passes between searches recheck only
 // those.
 func (fp *fairPass) nowView() *view { return &view{s: fp.working, name: "now", follow: &fp.viewFollow} }
 
-// holdView is w with every reservation's capacity held except skip's.
+// holdView is working with every reservation's capacity held except skip's.
 func (fp *fairPass) holdView(skip string) *view {
 	if skip != "" && !slices.ContainsFunc(fp.reservations, func(r *headReservation) bool { return r.job == skip }) {
 		skip = ""

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// hOutcome is one attempt's result.
+// hierOutcome is one attempt's result.
 type hierOutcome struct {
 	pl       *Placement
 	placed   []int
@@ -21,7 +21,7 @@ type hierOutcome struct {
 // solveIn searches h in view v: the strict attempt, then (when it has
 // preferred constraints and the strict one found nothing) without them.
 func (s *Snapshot) solveIn(poll *poller, h *resolvedJob, v *view, budget int, flat bool, only []bool) (*hierOutcome, error) {
-	hs, err := s.newHSearch(poll, h, v, budget, only)
+	hs, err := s.newHierSearch(poll, h, v, budget, only)
 	if err != nil {
 		return nil, err
 	}

@@ -8,52 +8,109 @@ import (
 // search keeps the largest and reports its verdicts as unproven.
 const maxHierFront = 256
 
+// hierGroup is one group of a hierarchical job (inner or leaf), with its
+// topology constraint resolved to a level of the snapshot's tree.
 type hierGroup struct {
-	group  *Group
-	path   string
+	// group is the job's group.
+	group *Group
+	// path names the group: its ancestors' names and its own, joined by
+	// "/".
+	path string
+	// parent indexes the enclosing group in resolvedJob.groups (-1: the
+	// root group).
 	parent int
-	level  int // resolved constraint level (0: none)
-	mode   Mode
+	// level is the constraint's level in the tree (0: no constraint, or
+	// a preferred level the cluster lacks).
+	level int
+	// mode says whether the constraint is required or preferred.
+	mode Mode
+	// leaves index the leaf groups of its subtree in resolvedJob.leaves.
 	leaves []int
 }
 
+// hierLeaf is one leaf group of a hierarchical job: pods of one class, and
+// how they may be cut into slices that each take one domain.
 type hierLeaf struct {
-	group            *Group
-	class            int
+	// group is the job's leaf group.
+	group *Group
+	// class indexes the leaf's pod class (pods alike in devices, CPU,
+	// memory and selector), a pod set of resolvedJob.flatProblem.
+	class int
+	// minPods and maxPods are the pods the leaf needs at least and asks
+	// for at most.
 	minPods, maxPods int64
-	sliceSize        int64
-	sliceLevel       int
-	sliceMode        Mode
+	// sliceSize is the pods per slice (0: the leaf is not sliced).
+	sliceSize int64
+	// sliceLevel is the level each slice must (or should) lie in.
+	sliceLevel int
+	// sliceMode says whether slices are required or preferred.
+	sliceMode Mode
 }
 
-// hitem is part of a unit's demand: n pods of one leaf (one slice).
+// hierItem is part of a unit's demand: pods of one leaf (one slice).
 type hierItem struct {
-	leaf, slice, class int
-	pods               int64
+	// leaf indexes the leaf in resolvedJob.leaves.
+	leaf int
+	// slice numbers the slice of the leaf (-1: not a slice).
+	slice int
+	// class is the leaf's pod class.
+	class int
+	// pods is how many pods.
+	pods int64
 }
 
+// hierUnit is something the search gives one domain of its level, inside
+// its enclosing unit's domain: a group with a constraint deeper than its
+// enclosing group's, or one slice of a sliced leaf.
 type hierUnit struct {
-	group                    int // group index (-1: the root pseudo-unit or a slice)
-	leaf                     int // slice units: the leaf (else -1)
-	slice                    int
-	level                    int
-	parent                   int
-	ownDemand, subtreeDemand []int64
-	items                    []hierItem
-	prevSlice                int   // previous slice unit of the same leaf (-1: none)
-	mustLieIn                []int // broader levels its domain must lie in
-	minCost                  int64
+	// group indexes the unit's group (-1: the root pseudo-unit or a
+	// slice).
+	group int
+	// leaf indexes the leaf of a slice unit (else -1).
+	leaf int
+	// slice numbers a slice unit's slice.
+	slice int
+	// level is the level of the domain the unit takes.
+	level int
+	// parent indexes the enclosing unit (-1: the root pseudo-unit).
+	parent int
+	// ownDemand is, per pod class, the pods of the unit's leaves that no
+	// deeper unit covers (at their minimums).
+	ownDemand []int64
+	// subtreeDemand is ownDemand summed over the unit and every unit
+	// inside it.
+	subtreeDemand []int64
+	// items lists ownDemand per leaf and slice, to build placements.
+	items []hierItem
+	// prevSlice indexes the previous slice unit of the same leaf (-1:
+	// none): slices take candidates in order, to skip symmetric choices.
+	prevSlice int
+	// mustLieIn are broader levels the unit's domain must lie in
+	// (constraints of inner groups its own domain implies).
+	mustLieIn []int
+	// minCost is the least free capacity among the unit's candidate
+	// domains: a lower bound of what choosing one costs.
+	minCost int64
 }
 
-// hjob is a hierarchical job resolved against a snapshot's tree.
+// resolvedJob is a hierarchical job resolved against a snapshot's tree.
 type resolvedJob struct {
-	job          *HierJob
-	groups       []hierGroup
-	leaves       []hierLeaf
-	classes      int // pod classes
-	flatProblem  *problem
+	// job is the caller's job.
+	job *HierJob
+	// groups are the job's groups, in pre-order (0: the root group).
+	groups []hierGroup
+	// leaves are its leaf groups, in pre-order.
+	leaves []hierLeaf
+	// classes counts the pod classes.
+	classes int
+	// flatProblem is the job with every constraint dropped: one pod set
+	// per class.
+	flatProblem *problem
+	// neverReasons say why the job can never be placed (a required level
+	// the cluster lacks).
 	neverReasons []string
-	notes        []string
+	// notes are remarks for the result (preferred levels ignored).
+	notes []string
 }
 
 func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {

@@ -52,47 +52,95 @@ func newGroupConfig(opts []GroupOption) groupConfig {
 }
 
 // extraSlice is demand placed above a leaf's minimum: a slice, or pods.
+// extraSlice is pods the search adds above the minimums, at one position.
 type extraSlice struct {
 	at   int32
 	item hierItem
 }
 
-// hsearch is one search of a hierarchical job in one view.
+// hierSearch is one search of a hierarchical job in one view. Positions
+// number the nodes (0 to numNodes-1) and then the tree's domains (numNodes
+// on); per-position slices are indexed by position.
 type hierSearch struct {
+	// snapshot is the snapshot searched.
 	snapshot *Snapshot
-	job      *resolvedJob
-	poll     *poller
-	solver   *solver
-	classes  int
-	numNodes int // nodes; positions N.. are domains
-	// per position (node or domain)
-	parent         []int32
-	level          []int
-	depth          []int
-	capacity       []int64     // one class: capacity
-	capacityFront  [][][]int64 // several classes: the front
-	free           []int64     // free capacity, eighths of a GPU
+	// job is the job searched for.
+	job *resolvedJob
+	// poll checks the context's cancellation.
+	poll *poller
+	// solver computes what each node holds of the job's pod classes.
+	solver *solver
+	// classes counts the job's pod classes.
+	classes int
+	// numNodes counts the snapshot's nodes; positions from numNodes on
+	// are domains.
+	numNodes int
+
+	// Per position (node or domain).
+
+	// parent is the enclosing domain's position.
+	parent []int32
+	// level is the position's level in the tree.
+	level []int
+	// depth is the position's depth in the tree.
+	depth []int
+	// capacity (one class) is how many pods of the class the position's
+	// subtree holds.
+	capacity []int64
+	// capacityFront (several classes) is the front of per-class counts
+	// the position's subtree holds.
+	capacityFront [][][]int64
+	// free is the position's free capacity, in eighths of a GPU: the cost
+	// of choosing it.
+	free []int64
+	// candidateCache maps (level, position) to the positions of that
+	// level in the position's subtree, least free first.
 	candidateCache map[[2]int32][]int32
 
-	units          []hierUnit
-	assigned       []int32
-	candidateIndex []int
-	subtreeDemand  []int64           // one class: demand located in the subtree
-	locatedDemand  map[int32][]int64 // several classes: demand located at a position
-	subtreeFronts  map[int32][][]int64
-	exact          bool
+	// The assignment.
 
-	budget, work     int
-	stopped          bool
-	bestAssigned     []int32
-	bestCost         int64
+	// units are the units to assign, in pre-order (0: the root
+	// pseudo-unit, at the tree's root).
+	units []hierUnit
+	// assigned is, per unit, the position of its domain.
+	assigned []int32
+	// candidateIndex is, per unit, the index of its domain among its
+	// candidates.
+	candidateIndex []int
+	// subtreeDemand (one class) is, per position, the demand located in
+	// its subtree.
+	subtreeDemand []int64
+	// locatedDemand (several classes) is, per position, the demand
+	// located at it.
+	locatedDemand map[int32][]int64
+	// subtreeFronts (several classes) caches, per position, the front its
+	// subtree holds.
+	subtreeFronts map[int32][][]int64
+	// exact is false once a front was cut at maxHierFront or the solver
+	// was not exact: verdicts are then unproven.
+	exact bool
+
+	// Branch and bound.
+
+	// budget is how many domain choices the search may try; work is how
+	// many it has tried.
+	budget, work int
+	// stopped says the budget ran out.
+	stopped bool
+	// bestAssigned is the cheapest complete assignment found (nil: none).
+	bestAssigned []int32
+	// bestCost is its cost.
+	bestCost int64
+	// lowerBoundSuffix is, per unit k, a lower bound of the cost of units
+	// k on.
 	lowerBoundSuffix []int64
-	extras           []extraSlice // pods and slices added above the minimums
+	// extras are the pods and slices added above the minimums.
+	extras []extraSlice
 }
 
-// newHSearch prepares a search of h in view v; when only is not nil, nodes
+// newHierSearch prepares a search of h in view v; when only is not nil, nodes
 // it marks false hold nothing.
-func (s *Snapshot) newHSearch(poll *poller, h *resolvedJob, v *view, budget int, only []bool) (*hierSearch, error) {
+func (s *Snapshot) newHierSearch(poll *poller, h *resolvedJob, v *view, budget int, only []bool) (*hierSearch, error) {
 	hs := &hierSearch{snapshot: s, job: h, poll: poll, classes: h.classes, numNodes: len(s.nodes), budget: budget, exact: true}
 	sv := &solver{}
 	if err := sv.prepare(s, poll, h.flatProblem, search{view: v, restrict: -1}); err != nil {
