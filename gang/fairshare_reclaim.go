@@ -11,13 +11,21 @@ import (
 // reclaimUnit is capacity reclaim may take: a whole running job, or an
 // elastic job's pods above its minimum.
 type reclaimUnit struct {
-	job   string
+	// job names the running job.
+	job string
+	// queue is the queue charged for the job's pods.
 	queue *queueState
-	pods  []int32 // allocation indices in working
+	// pods are the pods evicted, as allocation indices in working.
+	pods []int32
+	// whole says the unit is the whole job (else its surplus over its
+	// minimum).
 	whole bool
-	take  Amounts
-	// simple: take holds GPUs and GPU memory only (gpus, mem)
-	simple    bool
+	// take is what evicting pods frees, per resource.
+	take Amounts
+	// simple says take holds GPUs and GPU memory only, counted in gpus
+	// and mem.
+	simple bool
+	// gpus and mem are take's GPUs and GPU memory.
 	gpus, mem int64
 }
 
@@ -55,9 +63,15 @@ func roomOf(q *queueState) [2]int64 {
 // queue asking: the job's units when its running pods are all of one
 // known queue (uniform), else the job is listed per call (mixed).
 type jobUnits struct {
+	// queue is the queue of every running pod of the job (uniform).
 	queue *queueState
+	// units are the job's units: its surplus (elastic jobs), then the
+	// whole job.
 	units []reclaimUnit
-	prio  []int // per unit: its first pod's priority (it ranks the unit)
+	// prio is, per unit, its first pod's priority (it ranks the unit).
+	prio []int
+	// mixed says the job's pods are of several queues (or of an unknown
+	// one): its units are listed per call, for the queue asking.
 	mixed bool
 }
 
@@ -251,8 +265,10 @@ func overDeserved(q *queueState) bool {
 // taker adds reclaim units while every queue stays at or above its
 // deserved quota.
 type taker struct {
+	// taken is, per queue, what the units added take of its subtree.
 	taken map[*queueState]Amounts
-	jobs  map[string]bool
+	// jobs are the jobs with a unit added (one unit per job).
+	jobs map[string]bool
 }
 
 func newTaker() *taker { return &taker{taken: map[*queueState]Amounts{}, jobs: map[string]bool{}} }

@@ -6,12 +6,16 @@ import (
 	"time"
 )
 
-// untilMemo is the view reserve tests at one time t: per node, working's usage
-// once the pods that end by t have ended, with every reservation held
-// (nil: as working now), kept up to date through the touch log.
+// untilMemo is the view reserve tests at one time t: per node, working's
+// usage once the pods that end by t have ended, with every reservation
+// held, kept up to date through the touch log.
 type untilMemo struct {
-	over   []*nodeUsage
-	pos    int // fp.touchLog entries applied
+	// overrides is, per node, its usage in the view (nil: as working
+	// now).
+	overrides []*nodeUsage
+	// applied counts the fp.touchLog entries applied to overrides.
+	applied int
+	// follow is how the view follows the touch log.
 	follow follow
 }
 
@@ -19,11 +23,16 @@ type untilMemo struct {
 // (end: the latest end among them; the terminating pods end too), or,
 // with held set, base plus the reservations' holds, at one nodeVersion.
 type untilEntry struct {
-	gen  uint32
-	end  time.Duration
+	// version is the node's nodeVersion the entry was computed at.
+	version uint32
+	// end is the latest end among the pods that ended.
+	end time.Duration
+	// held says usage has the reservations' holds added to base.
 	held bool
+	// base is the usage without the holds (held entries).
 	base *nodeUsage
-	u    *nodeUsage
+	// usage is the node's usage.
+	usage *nodeUsage
 }
 
 // until is working without the pods that end by t (and terminating ones), with
@@ -34,7 +43,7 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 	w := fp.working
 	m := fp.untilMemos[t]
 	if m == nil {
-		m = &untilMemo{over: make([]*nodeUsage, len(w.nodes))}
+		m = &untilMemo{overrides: make([]*nodeUsage, len(w.nodes))}
 		fp.untilMemos[t] = m
 		for n := range w.nodes {
 			if err := fp.untilNode(m, int32(n), t); err != nil {
@@ -42,15 +51,15 @@ func (fp *fairPass) until(t time.Duration) (*view, error) {
 			}
 		}
 	} else {
-		for _, n := range fp.touchLog.nodes[m.pos:] {
+		for _, n := range fp.touchLog.nodes[m.applied:] {
 			if err := fp.untilNode(m, n, t); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m.pos = len(fp.touchLog.nodes)
+	m.applied = len(fp.touchLog.nodes)
 	m.follow = follow{log: &fp.touchLog, at: t}
-	v := &view{s: w, name: "until", over: m.over, follow: &m.follow}
+	v := &view{s: w, name: "until", over: m.overrides, follow: &m.follow}
 	if checkUntil != nil {
 		checkUntil(fp, t, v)
 	}
@@ -63,19 +72,19 @@ func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
 	gen := fp.nodeVersion[n]
 	entry := func(find func(e *untilEntry) bool, make func() (*nodeUsage, error), e untilEntry) (*nodeUsage, error) {
 		es := fp.untilUsages[n]
-		if len(es) > 0 && es[0].gen != gen {
+		if len(es) > 0 && es[0].version != gen {
 			es = es[:0]
 		}
 		for i := range es {
 			if find(&es[i]) {
-				return es[i].u, nil
+				return es[i].usage, nil
 			}
 		}
 		u, err := make()
 		if err != nil {
 			return nil, err
 		}
-		e.gen, e.u = gen, u
+		e.version, e.usage = gen, u
 		fp.untilUsages[n] = append(es, e)
 		return u, nil
 	}
@@ -110,16 +119,16 @@ func (fp *fairPass) untilNode(m *untilMemo, n int32, t time.Duration) error {
 			return err
 		}
 	}
-	m.over[n] = base
+	m.overrides[n] = base
 	if len(fp.reservations) > 0 && len(fp.heldOn(n)) > 0 {
 		b := base
 		if b == nil {
 			b = w.usage[n]
 		}
 		u, _ := entry(func(e *untilEntry) bool { return e.held && e.base == b }, func() (*nodeUsage, error) {
-			return fp.reheld(&view{s: w, name: "until", over: m.over}, n, ""), nil
+			return fp.reheld(&view{s: w, name: "until", over: m.overrides}, n, ""), nil
 		}, untilEntry{held: true, base: b})
-		m.over[n] = u
+		m.overrides[n] = u
 	}
 	return nil
 }

@@ -8,14 +8,24 @@ import (
 
 // hierOutcome is one attempt's result.
 type hierOutcome struct {
-	pl       *Placement
-	placed   []int
-	hs       *hierSearch
-	found    bool
-	complete bool // the search ran to its end
+	// pl is the placement found (nil: none).
+	pl *Placement
+	// placed is, per leaf, the pods pl places.
+	placed []int
+	// hs is the search that ran.
+	hs *hierSearch
+	// found says an assignment was found.
+	found bool
+	// complete says every attempt ran to its end (not stopped by the
+	// budget) with exact verdicts.
+	complete bool
+	// cost is the found assignment's cost; lb a lower bound of the cost
+	// of any assignment in that attempt.
 	cost, lb int64
-	work     int
-	relaxed  bool
+	// work counts the domain choices tried, over every attempt.
+	work int
+	// relaxed says preferred constraints were dropped to find it.
+	relaxed bool
 }
 
 // solveIn searches h in view v: the strict attempt, then (when it has

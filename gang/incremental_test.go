@@ -16,7 +16,7 @@ import (
 )
 
 // The fair-share pass keeps structures up to date instead of recomputing
-// them per search (solver_memo.go, fairshare.go): the solver's capacity
+// them per search (solver_memo.go, fairshare_view.go): the solver's capacity
 // passes per job shape and view, the reservation views per time, the
 // reclaim units per running job, and the free GPUs of the views it tests. These tests check each
 // against its recomputation from scratch, on small random instances, at
