@@ -109,7 +109,7 @@ func GroupsOf(j *Job) (*HierJob, error) {
 type clearing struct {
 	s      *Snapshot
 	poll   *poller
-	h      *hjob
+	h      *resolvedJob
 	prio   map[string]int
 	budget int
 	tried  int
@@ -205,12 +205,12 @@ func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOpti
 	if err != nil {
 		return nil, err
 	}
-	if len(h.never) > 0 {
-		return nil, &NoVictimsError{Job: j.Name, Reasons: h.never}
+	if len(h.neverReasons) > 0 {
+		return nil, &NoVictimsError{Job: j.Name, Reasons: h.neverReasons}
 	}
 	c := &clearing{s: s, poll: poll, h: h, prio: s.jobPriorities(), budget: cfg.budget, exact: true}
 	for _, lf := range h.leaves {
-		c.needG += lf.min * int64(lf.g.Pod.wholeGPUs())
+		c.needG += lf.minPods * int64(lf.group.Pod.wholeGPUs())
 	}
 	return c.run()
 }
@@ -222,7 +222,7 @@ func (c *clearing) run() (*ClearingTarget, error) {
 	if pl, ok, err := c.fits(whole, nil); err != nil {
 		return nil, err
 	} else if ok {
-		return &ClearingTarget{Job: c.h.j.Name, Domain: pl.Domain, Level: pl.Level, Victims: []Victim{}, Placement: pl, Exact: c.exact, Tried: c.tried}, nil
+		return &ClearingTarget{Job: c.h.job.Name, Domain: pl.Domain, Level: pl.Level, Victims: []Victim{}, Placement: pl, Exact: c.exact, Tried: c.tried}, nil
 	}
 	lv := 0
 	if g := c.h.groups[0]; g.mode == Required {
@@ -277,7 +277,7 @@ func (c *clearing) run() (*ClearingTarget, error) {
 		if lv > 0 {
 			why = fmt.Sprintf("no %s domain holds the job even with every lower-priority job inside it gone", t.levelName(lv))
 		}
-		return nil, &NoVictimsError{Job: c.h.j.Name, Reasons: []string{why}}
+		return nil, &NoVictimsError{Job: c.h.job.Name, Reasons: []string{why}}
 	}
 	slices.SortStableFunc(cands, func(a, b *clearCand) int { return cmp.Or(cmp.Compare(a.klb, b.klb), cmp.Compare(b.free, a.free)) })
 	var best *clearBest
@@ -296,7 +296,7 @@ func (c *clearing) run() (*ClearingTarget, error) {
 		cd.done = done
 	}
 	if best == nil {
-		return nil, &NoVictimsError{Job: c.h.j.Name, Reasons: []string{fmt.Sprintf("no victim set found within the search budget (%d fit tests)", c.tried)}}
+		return nil, &NoVictimsError{Job: c.h.job.Name, Reasons: []string{fmt.Sprintf("no victim set found within the search budget (%d fit tests)", c.tried)}}
 	}
 	out := c.target(best)
 	lb := best.cost.Jobs
@@ -333,7 +333,7 @@ func (c *clearing) holders(nodes []int32) ([]held, int64) {
 		for _, k := range s.byNode[n] {
 			a := &s.allocs[k]
 			name := a.jobName()
-			if c.gone(a) || name == c.h.j.Name || c.prio[name] >= c.h.j.Priority {
+			if c.gone(a) || name == c.h.job.Name || c.prio[name] >= c.h.job.Priority {
 				continue
 			}
 			h := by[name]
@@ -507,7 +507,7 @@ func (c *clearing) jobCost(job string) Cost {
 
 func (c *clearing) target(b *clearBest) *ClearingTarget {
 	s := c.s
-	out := &ClearingTarget{Job: c.h.j.Name, Placement: b.pl, Cost: b.cost, Exact: c.exact, Tried: c.tried, Victims: []Victim{}}
+	out := &ClearingTarget{Job: c.h.job.Name, Placement: b.pl, Cost: b.cost, Exact: c.exact, Tried: c.tried, Victims: []Victim{}}
 	x := b.c.x
 	if int(x) < len(s.nodes) {
 		out.Domain, out.Level = s.nodes[x].name, LevelNode
@@ -525,7 +525,7 @@ func (c *clearing) target(b *clearBest) *ClearingTarget {
 // (TargetLost: plan again). Other jobs that started in the domain count.
 func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (TargetState, *Placement, error) {
 	poll := newPoller(ctx)
-	h, err := newHJob(s, j)
+	h, err := newResolvedJob(s, j)
 	if err != nil {
 		return TargetLost, nil, err
 	}

@@ -13,19 +13,19 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	h, err := newHJob(s, j)
+	h, err := newResolvedJob(s, j)
 	if err != nil {
 		return err
 	}
 	if err := s.Validate(j.FlatJob(), p); err != nil {
 		return err
 	}
-	if len(h.never) > 0 {
-		return placeErr("job %q: %s", j.Name, h.never[0])
+	if len(h.neverReasons) > 0 {
+		return placeErr("job %q: %s", j.Name, h.neverReasons[0])
 	}
 	leafOf := map[string]int{}
 	for i, l := range h.leaves {
-		leafOf[l.g.Name] = i
+		leafOf[l.group.Name] = i
 	}
 	t := s.tree
 	domAt := func(node string, lv int) (string, bool) {
@@ -77,21 +77,21 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 				continue
 			}
 			if pp.Slice < 0 {
-				return placeErr("job %q leaf %s: pod %s has no slice number", j.Name, lf.g.Name, pp.Name)
+				return placeErr("job %q leaf %s: pod %s has no slice number", j.Name, lf.group.Name, pp.Name)
 			}
 			d, ok := domAt(pp.Node, lf.sliceLevel)
 			if !ok {
-				return placeErr("job %q leaf %s: pod %s on node %s, which lies in no %s domain", j.Name, lf.g.Name, pp.Name, pp.Node, t.levelName(lf.sliceLevel))
+				return placeErr("job %q leaf %s: pod %s on node %s, which lies in no %s domain", j.Name, lf.group.Name, pp.Name, pp.Node, t.levelName(lf.sliceLevel))
 			}
 			if w, ok := where[pp.Slice]; ok && w != d {
-				return placeErr("job %q leaf %s: slice %d spans %q and %q", j.Name, lf.g.Name, pp.Slice, w, d)
+				return placeErr("job %q leaf %s: slice %d spans %q and %q", j.Name, lf.group.Name, pp.Slice, w, d)
 			}
 			where[pp.Slice] = d
 			count[pp.Slice]++
 		}
 		for k, c := range count {
 			if c != lf.sliceSize {
-				return placeErr("job %q leaf %s: slice %d has %d pods, want %d", j.Name, lf.g.Name, k, c, lf.sliceSize)
+				return placeErr("job %q leaf %s: slice %d has %d pods, want %d", j.Name, lf.group.Name, k, c, lf.sliceSize)
 			}
 		}
 	}

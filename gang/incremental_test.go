@@ -16,7 +16,7 @@ import (
 )
 
 // The fair-share pass keeps structures up to date instead of recomputing
-// them per search (solver_memo.go, fairshare.go): the solver's capacity
+// them per search (solver_memo.go, fairshare_view.go): the solver's capacity
 // passes per job shape and view, the reservation views per time, the
 // reclaim units per running job, and the free GPUs of the views it tests. These tests check each
 // against its recomputation from scratch, on small random instances, at
@@ -54,7 +54,7 @@ func memoScratch(t fataler, sv *solver) {
 // untilScratch is the reservation view at t recomputed from w: every
 // node without the pods that end by t, then every reservation held.
 func untilScratch(t fataler, fp *fairPass, at time.Duration, got *view) {
-	w := fp.w
+	w := fp.working
 	v := &view{s: w, over: make([]*nodeUsage, len(w.nodes))}
 	for n := range w.byNode {
 		var keep []int32
@@ -75,10 +75,10 @@ func untilScratch(t fataler, fp *fairPass, at time.Duration, got *view) {
 		}
 	}
 	held := map[int32][]*PodPlacement{}
-	for _, r := range fp.resvs {
-		for i := range r.pl.Pods {
-			ni, _ := w.cluster.NodeIndex(r.pl.Pods[i].Node)
-			held[int32(ni)] = append(held[int32(ni)], &r.pl.Pods[i])
+	for _, r := range fp.reservations {
+		for i := range r.placement.Pods {
+			ni, _ := w.cluster.NodeIndex(r.placement.Pods[i].Node)
+			held[int32(ni)] = append(held[int32(ni)], &r.placement.Pods[i])
 		}
 	}
 	for n, pps := range held {
@@ -106,8 +106,8 @@ func untilScratch(t fataler, fp *fairPass, at time.Duration, got *view) {
 
 // unitsScratch lists reclaim units for q by scanning every allocation
 // (the pass's listing before units were kept per job).
-func unitsScratch(fp *fairPass, q *fq) []reclaimUnit {
-	w := fp.w
+func unitsScratch(fp *fairPass, q *queueState) []reclaimUnit {
+	w := fp.working
 	byJob := map[string][]int32{}
 	var names []string
 	for k := range w.allocs {
@@ -115,10 +115,10 @@ func unitsScratch(fp *fairPass, q *fq) []reclaimUnit {
 			continue
 		}
 		a := &w.allocs[k]
-		if _, pending := fp.probs[a.jobName()]; pending {
+		if _, pending := fp.problems[a.jobName()]; pending {
 			continue
 		}
-		vq := fp.qs[a.Queue]
+		vq := fp.queues[a.Queue]
 		if vq == nil || vq == q {
 			continue
 		}
@@ -131,7 +131,7 @@ func unitsScratch(fp *fairPass, q *fq) []reclaimUnit {
 	var out []reclaimUnit
 	for _, name := range names {
 		ks := byJob[name]
-		vq := fp.qs[w.allocs[ks[0]].Queue]
+		vq := fp.queues[w.allocs[ks[0]].Queue]
 		if !overDeserved(vq) {
 			continue
 		}
@@ -142,7 +142,7 @@ func unitsScratch(fp *fairPass, q *fq) []reclaimUnit {
 			}
 			return am
 		}
-		if m, ok := fp.cfg.RunningMin[name]; ok && m < len(ks) {
+		if m, ok := fp.settings.RunningMin[name]; ok && m < len(ks) {
 			surplus := ShrinkOrder(w, name, len(ks)-m)
 			var sk []int32
 			for _, pod := range surplus {
@@ -156,7 +156,7 @@ func unitsScratch(fp *fairPass, q *fq) []reclaimUnit {
 		}
 		out = append(out, reclaimUnit{job: name, queue: vq, pods: ks, whole: true, take: amount(ks)})
 	}
-	shares := map[*fq]float64{}
+	shares := map[*queueState]float64{}
 	for _, u := range out {
 		if _, ok := shares[u.queue]; !ok {
 			shares[u.queue] = share(u.queue)
@@ -182,12 +182,12 @@ var checked [4]int
 func withIncrementalChecks(t fataler, limit int, f func()) {
 	checkMemo = func(sv *solver) { checked[0]++; memoScratch(t, sv) }
 	checkUntil = func(fp *fairPass, at time.Duration, v *view) {
-		if len(fp.resvs) > 0 {
+		if len(fp.reservations) > 0 {
 			checked[1]++ // (with holds)
 		}
 		untilScratch(t, fp, at, v)
 	}
-	checkUnits = func(fp *fairPass, q *fq, got []reclaimUnit) {
+	checkUnits = func(fp *fairPass, q *queueState, got []reclaimUnit) {
 		if len(got) > 0 {
 			checked[2]++
 		}

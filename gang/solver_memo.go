@@ -58,7 +58,7 @@ func (m *capMemo) maxStates(nn, nd int) int {
 var (
 	checkMemo  func(sv *solver)
 	checkUntil func(fp *fairPass, t time.Duration, v *view)
-	checkUnits func(fp *fairPass, q *fq, got []reclaimUnit)
+	checkUnits func(fp *fairPass, q *queueState, got []reclaimUnit)
 	checkFree  func(v *view, g, sl int)
 	// memoLimit is the state bound of PlanFairShare's memo (0: the default)
 	memoLimit int
