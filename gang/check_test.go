@@ -209,7 +209,7 @@ func TestCheck_HyperNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSnapshot(c, nil, nil)
+	s, err := NewSnapshot(context.Background(), c, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,10 +348,10 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 
 func TestNewSnapshot_Errors(t *testing.T) {
 	sp := flat(t, 2)
-	_, err := NewSnapshot(nil, nil, nil)
+	_, err := NewSnapshot(context.Background(), nil, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	s := sp.build(t)
-	_, err = NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil)
+	_, err = NewSnapshot(context.Background(), s.Cluster(), []NodeInfo{{}}, nil)
 	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	cases := map[string][]Allocation{
 		"no names":         {{Node: "n00"}},
@@ -374,7 +374,7 @@ func TestNewSnapshot_Errors(t *testing.T) {
 				allocs[0].MemoryBytes = 1 << 40
 				infos[0].MemoryBytes = 1 << 30
 			}
-			_, err := NewSnapshot(s.Cluster(), infos, allocs)
+			_, err := NewSnapshot(context.Background(), s.Cluster(), infos, allocs)
 			require.ErrorIs(t, err, ErrInvalidSnapshot)
 		})
 	}

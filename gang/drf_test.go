@@ -111,7 +111,7 @@ func TestFairShareDRFOracle(t *testing.T) {
 				}
 			}
 		}
-		s, err := NewSnapshot(c, nil, allocs)
+		s, err := NewSnapshot(context.Background(), c, nil, allocs)
 		require.NoError(t, err)
 
 		// pending jobs, each of a leaf queue

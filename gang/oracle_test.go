@@ -653,7 +653,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 				}
 			}
 		}
-		s, err := NewSnapshot(c, infos, allocs)
+		s, err := NewSnapshot(context.Background(), c, infos, allocs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -719,7 +719,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 						kept = append(kept, a)
 					}
 				}
-				if check, err = NewSnapshot(c, infos, kept); err != nil {
+				if check, err = NewSnapshot(context.Background(), c, infos, kept); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
@@ -34,7 +35,7 @@ func TestRealMachines(t *testing.T) {
 	// The captured DGX A100 does not print its memory size, so its model
 	// name matches no shipped MIG table: say which one it is.
 	a100 := node("dgx-a100").Device(0).Model
-	if s, err := NewSnapshot(c, infos, nil); err != nil || len(s.Warnings()) != 8 {
+	if s, err := NewSnapshot(context.Background(), c, infos, nil); err != nil || len(s.Warnings()) != 8 {
 		t.Fatalf("%v, warnings %v", err, s.Warnings())
 	}
 	base, err := mig.Lookup("A100-80GB")
@@ -43,7 +44,7 @@ func TestRealMachines(t *testing.T) {
 	}
 	spec := base.Spec()
 	spec.Aliases = append(spec.Aliases, a100)
-	s, err := NewSnapshot(c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(mig.MustNewModel(spec))))
+	s, err := NewSnapshot(context.Background(), c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(mig.MustNewModel(spec))))
 	if err != nil {
 		t.Fatal(err)
 	}
