@@ -87,7 +87,7 @@ func TestRealMachines(t *testing.T) {
 		t.Fatalf("%v %v", r.Verdict, per)
 	}
 	// 56 1g.10gb MIG pods fill the A100's 8 GPUs (7 each); a 57th does not.
-	m := &Job{Name: "mig", PodSets: []PodSet{{Name: "w", Replicas: 56, Pod: Pod{MIGProfile: "1g.10gb"}}}}
+	m := &Job{Name: "mig", PodSets: []PodSet{{Name: "w", Replicas: 56, Pod: Pod{MIGProfile: mig.MustParseProfileName("1g.10gb")}}}}
 	if r := mustCheck(t, s, m); r.Verdict != Fits || r.Placement.Nodes()[0] != "dgx-a100" {
 		t.Fatalf("%v %v", r.Verdict, r.Reasons)
 	}

@@ -959,16 +959,12 @@ func (s *Snapshot) migSlotTable() map[string]int64 {
 // takeIdleMIG takes the first idle (pre-created) instance of profile on
 // layouts (GPU devs[i] for layouts[i]), lowest device then slot first,
 // marking it in use; ok is false when there is none.
-func takeIdleMIG(layouts []*mig.Layout, devs []int, profile string) (MIGSlot, bool) {
+func takeIdleMIG(layouts []*mig.Layout, devs []int, profile mig.ProfileName) (MIGSlot, bool) {
 	for i, l := range layouts {
-		p, err := l.Model.Profile(profile)
-		if err != nil {
-			continue
-		}
 		for j, in := range l.Instances {
-			if in.State == mig.Idle && in.Profile == p.Name {
+			if in.State == mig.Idle && in.Profile == profile {
 				l.Instances[j].State = mig.InUse
-				return MIGSlot{Device: devs[i], Profile: p.Name.String(), Placement: in.Placement, Existing: true}, true
+				return MIGSlot{Device: devs[i], Profile: profile.String(), Placement: in.Placement, Existing: true}, true
 			}
 		}
 	}
