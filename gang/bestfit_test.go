@@ -46,7 +46,7 @@ func bfSnapshot(tb require.TestingT, nodes []bfNode) *Snapshot {
 	}
 	c, err := topology.NewClusterFromLabels(cn, []string{lRack})
 	require.NoError(tb, err)
-	s, err := NewSnapshot(c, infos, allocs)
+	s, err := NewSnapshot(context.Background(), c, infos, allocs)
 	require.NoError(tb, err)
 	return s
 }
@@ -265,7 +265,7 @@ func TestPreferenceNeverPlacesFewerProperty(t *testing.T) {
 			t.Skip(err)
 		}
 		tw := unpreferred(j)
-		s, err := NewSnapshot(c, infos, allocs)
+		s, err := NewSnapshot(context.Background(), c, infos, allocs)
 		require.NoError(t, err)
 		strategy := rapid.SampledFrom([]Strategy{BestFit, Balanced}).Draw(t, "strategy")
 		r, err := Check(context.Background(), s, j, WithStrategy(strategy))
@@ -393,7 +393,7 @@ func TestAllOrNothingOracle(t *testing.T) {
 		if err := j.Validate(); err != nil {
 			t.Skip(err)
 		}
-		s, err := NewSnapshot(c, infos, allocs)
+		s, err := NewSnapshot(context.Background(), c, infos, allocs)
 		require.NoError(t, err)
 		r, err := Check(context.Background(), s, j)
 		require.NoError(t, err)

@@ -34,7 +34,7 @@ type shapeKey struct {
 	mem     uint64
 	scope   scoring.Scope
 	mode    scoring.Mode
-	profile string
+	profile mig.ProfileName
 	// shared: one slice of shMem bytes and shMilli compute on one device
 	shared  bool
 	shMilli int32
@@ -51,7 +51,7 @@ func (p *Pod) shape() shapeKey {
 		k.wset, k.w = true, *d.Weights
 	}
 	switch {
-	case p.MIGProfile != "":
+	case p.wantsMIG():
 		k.migN = int32(p.migCount())
 		k.wset, k.w = false, scoring.Weights{}
 	case d.Shared != nil:
@@ -284,28 +284,18 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 					slots = append(slots, slot)
 					continue
 				}
-				name, err := mig.ParseProfileName(k.profile)
-				var a mig.Assignment
-				if err == nil {
-					a, err = mig.Place(context.TODO(), tmp, mig.Request{Profile: name}, mig.PlaceOptions{})
-				}
+				a, err := mig.Place(context.TODO(), tmp, mig.Request{Profile: k.profile}, mig.PlaceOptions{})
 				if err != nil {
-					p.why = whyMIG(err, k.profile)
+					p.why = whyMIG(err, k.profile.String())
 					ok = false
 					break
 				}
-				prof, err := tmp[a.Index].Model.Profile(k.profile)
-				if err != nil {
+				if err := tmp[a.Index].Add(mig.Instance{Profile: k.profile, Placement: a.Placement, State: mig.InUse}); err != nil {
 					p.why = err.Error()
 					ok = false
 					break
 				}
-				if err := tmp[a.Index].Add(mig.Instance{Profile: prof.Name, Placement: a.Placement, State: mig.InUse}); err != nil {
-					p.why = err.Error()
-					ok = false
-					break
-				}
-				slots = append(slots, MIGSlot{Device: devs[a.Index], Profile: prof.Name.String(), Placement: a.Placement})
+				slots = append(slots, MIGSlot{Device: devs[a.Index], Profile: k.profile.String(), Placement: a.Placement})
 			}
 			if !ok {
 				break

@@ -78,6 +78,7 @@ func TestCancel(t *testing.T) {
 	urgent.NVLink = &NVLink{}
 	urgent.Priority = 10
 	jobs := queueJobs(100, 4)
+	tiersSpec := busy(fourTier(t, 4, 5, 5, 10), 0.4, 1)
 	// nilIfNil keeps a typed nil result from looking like a non-nil any
 	nilIfNil := func(isNil bool, v any, err error) (any, error) {
 		if isNil {
@@ -89,6 +90,10 @@ func TestCancel(t *testing.T) {
 		name string
 		call func(ctx context.Context) (any, error)
 	}{
+		{"NewSnapshot", func(ctx context.Context) (any, error) {
+			s, err := tiersSpec.tryIn(ctx)
+			return nilIfNil(s == nil, s, err)
+		}},
 		{"Check", func(ctx context.Context) (any, error) {
 			r, err := Check(ctx, tiers, rackBound)
 			return nilIfNil(r == nil, r, err)

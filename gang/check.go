@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -193,10 +194,10 @@ func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, e
 	if err != nil {
 		return nil, err
 	}
-	return s.check(newPoller(ctx), p, cfg)
+	return s.check(ctxpoll.New(ctx, "gang:"), p, cfg)
 }
 
-func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) {
+func (s *Snapshot) check(poll *ctxpoll.Poller, p *problem, cfg config) (*Result, error) {
 	r := &Result{Job: p.job.Name, Proven: true}
 	if len(p.never) > 0 {
 		r.Verdict = NeverFits
@@ -243,7 +244,7 @@ func (s *Snapshot) check(poll *poller, p *problem, cfg config) (*Result, error) 
 	if nowSolver.members.count > 0 {
 		drop := p.job.Name
 		pl, _, err := s.place(nil, poll, p, search{view: s.viewWithout("without members", func(a *Allocation) bool { return a.jobName() == drop }), strategy: cfg.strategy, restrict: -1})
-		if err := poll.now(); err != nil {
+		if err := poll.Now(); err != nil {
 			return nil, err
 		}
 		if err == nil && pl != nil {

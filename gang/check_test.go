@@ -131,7 +131,7 @@ func TestCheck_MIG(t *testing.T) {
 	sp := spec{nodes: 2, topo: func(int) *topology.Node { return m }}
 	sp.allocs = []Allocation{{Job: "old", Pod: "old", Node: "n00", MIG: []MIGSlot{{Device: 0, Profile: "4g.40gb", Placement: mig.Placement{Start: 0}}}}}
 	s := sp.build(t)
-	j := &Job{Name: "inf", PodSets: []PodSet{{Name: "w", Replicas: 7, Pod: Pod{MIGProfile: "3g.40gb"}}}}
+	j := &Job{Name: "inf", PodSets: []PodSet{{Name: "w", Replicas: 7, Pod: Pod{MIGProfile: mig.MustParseProfileName("3g.40gb")}}}}
 	r := mustCheck(t, s, j)
 	// gpu0 of n00 has one 3g slot left (4..7), the other three GPUs two each
 	if r.Verdict != Fits || len(r.Placement.Pods) != 7 {
@@ -151,7 +151,7 @@ func TestCheck_MIG(t *testing.T) {
 	if err := s.Assume(j, r.Placement); err != nil {
 		t.Fatal(err)
 	}
-	if r := mustCheck(t, s, &Job{Name: "more", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{MIGProfile: "1g.10gb"}}}}); r.Verdict != Blocked {
+	if r := mustCheck(t, s, &Job{Name: "more", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{MIGProfile: mig.MustParseProfileName("1g.10gb")}}}}); r.Verdict != Blocked {
 		t.Fatalf("after assuming, a 1g still fits: %v", r.Verdict)
 	}
 	// whole GPUs never come from MIG devices
@@ -209,7 +209,7 @@ func TestCheck_HyperNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSnapshot(c, nil, nil)
+	s, err := NewSnapshot(context.Background(), c, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,9 +268,12 @@ func TestJob_Validate(t *testing.T) {
 		"slice without level": func(j *Job) {
 			j.PodSets[0].Slices = &Slices{Size: 2}
 		},
-		"slice misfit":    func(j *Job) { j.PodSets[0].Slices = &Slices{Size: 3, Level: "rack"} },
-		"MIG with memory": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "1g.10gb"; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
-		"bad MIG profile": func(j *Job) { j.PodSets[0].Pod.MIGProfile = "big" },
+		"slice misfit": func(j *Job) { j.PodSets[0].Slices = &Slices{Size: 3, Level: "rack"} },
+		"MIG with memory": func(j *Job) {
+			j.PodSets[0].Pod.MIGProfile = mig.MustParseProfileName("1g.10gb")
+			j.PodSets[0].Pod.Devices.MinFreeMemory = 1
+		},
+		"bad MIG profile": func(j *Job) { j.PodSets[0].Pod.MIGProfile = mig.ProfileName{MemoryGB: 5} },
 		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.Devices.Count = 0; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"nvlink and topo": func(j *Job) { j.NVLink = &NVLink{}; j.Topology = Constraint{Level: "rack"} },
 		"nvlink misfit":   func(j *Job) { j.NVLink = &NVLink{SliceSize: 3} },
@@ -348,10 +351,10 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 
 func TestNewSnapshot_Errors(t *testing.T) {
 	sp := flat(t, 2)
-	_, err := NewSnapshot(nil, nil, nil)
+	_, err := NewSnapshot(context.Background(), nil, nil, nil)
 	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	s := sp.build(t)
-	_, err = NewSnapshot(s.Cluster(), []NodeInfo{{}}, nil)
+	_, err = NewSnapshot(context.Background(), s.Cluster(), []NodeInfo{{}}, nil)
 	require.ErrorIs(t, err, ErrInvalidSnapshot)
 	cases := map[string][]Allocation{
 		"no names":         {{Node: "n00"}},
@@ -374,7 +377,7 @@ func TestNewSnapshot_Errors(t *testing.T) {
 				allocs[0].MemoryBytes = 1 << 40
 				infos[0].MemoryBytes = 1 << 30
 			}
-			_, err := NewSnapshot(s.Cluster(), infos, allocs)
+			_, err := NewSnapshot(context.Background(), s.Cluster(), infos, allocs)
 			require.ErrorIs(t, err, ErrInvalidSnapshot)
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 	"strings"
 )
@@ -108,7 +109,7 @@ func GroupsOf(j *Job) (*HierJob, error) {
 // clearing is one ClearDomain search.
 type clearing struct {
 	s      *Snapshot
-	poll   *poller
+	poll   *ctxpoll.Poller
 	h      *resolvedJob
 	prio   map[string]int
 	budget int
@@ -243,7 +244,7 @@ func (c *clearing) run() (*ClearingTarget, error) {
 	}
 	var cands []*clearCand
 	for _, x := range xs {
-		if err := c.poll.tick(1); err != nil {
+		if err := c.poll.Tick(1); err != nil {
 			return nil, err
 		}
 		var nodes []int32
@@ -408,7 +409,7 @@ func (c *clearing) searchDomain(cd *clearCand, best **clearBest) (bool, error) {
 	var dfs func(i int) error
 	dfs = func(i int) error {
 		c.steps++
-		if err := c.poll.tick(1); err != nil {
+		if err := c.poll.Tick(1); err != nil {
 			return err
 		}
 		if c.steps > 64*c.budget {
@@ -524,7 +525,7 @@ func (c *clearing) target(b *clearBest) *ClearingTarget {
 // victims' remaining pods are gone (TargetWaiting), or not even then
 // (TargetLost: plan again). Other jobs that started in the domain count.
 func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (TargetState, *Placement, error) {
-	poll := newPoller(ctx)
+	poll := ctxpoll.New(ctx, "gang:")
 	h, err := newResolvedJob(s, j)
 	if err != nil {
 		return TargetLost, nil, err

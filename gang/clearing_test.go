@@ -120,7 +120,7 @@ func TestClearDomainOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewSnapshot(c, nil, allocs)
+		s, err := NewSnapshot(context.Background(), c, nil, allocs)
 		if err != nil {
 			t.Fatal(err)
 		}

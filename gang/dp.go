@@ -191,12 +191,11 @@ func zeroCoord(f front, s int) front {
 // so aggregate checks never turn a job away that fits); else among the
 // default catalog's models; else 1. For aggregate demand only; slots
 // themselves come from mig.Place.
-func migSlotsOf(t *tree, profile string) int64 {
-	name, err := mig.ParseProfileName(profile)
-	if err != nil {
+func migSlotsOf(t *tree, profile mig.ProfileName) int64 {
+	if !profile.IsValid() {
 		return 1
 	}
-	key := name.String()
+	key := profile.String()
 	if t != nil {
 		if n, ok := t.migSlots[key]; ok {
 			return n

@@ -111,7 +111,7 @@ func TestFairShareDRFOracle(t *testing.T) {
 				}
 			}
 		}
-		s, err := NewSnapshot(c, nil, allocs)
+		s, err := NewSnapshot(context.Background(), c, nil, allocs)
 		require.NoError(t, err)
 
 		// pending jobs, each of a leaf queue
@@ -124,7 +124,7 @@ func TestFairShareDRFOracle(t *testing.T) {
 			reps := rapid.IntRange(1, 2).Draw(t, "reps")
 			d := Amounts{}
 			if nMIG > 0 && rapid.IntRange(0, 2).Draw(t, "migjob") == 0 {
-				j.PodSets = []PodSet{{Name: "w", Replicas: reps, Pod: Pod{MIGProfile: migProfile}}}
+				j.PodSets = []PodSet{{Name: "w", Replicas: reps, Pod: Pod{MIGProfile: mig.MustParseProfileName(migProfile)}}}
 				d[ResourceMIGPrefix+migProfile] = int64(reps)
 			} else {
 				g := rapid.IntRange(1, 2).Draw(t, "jobgpus")

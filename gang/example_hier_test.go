@@ -29,7 +29,7 @@ func ExampleCheckGroups() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := gang.NewSnapshot(c, nil, nil)
+	s, err := gang.NewSnapshot(context.Background(), c, nil, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +84,7 @@ func hgxRacks(racks int, allocs []gang.Allocation) *gang.Snapshot {
 	if err != nil {
 		panic(err)
 	}
-	s, err := gang.NewSnapshot(c, nil, allocs)
+	s, err := gang.NewSnapshot(context.Background(), c, nil, allocs)
 	if err != nil {
 		panic(err)
 	}

@@ -45,7 +45,7 @@ func racks(n int) *gang.Snapshot {
 	if err != nil {
 		panic(err)
 	}
-	s, err := gang.NewSnapshot(c, nil, []gang.Allocation{
+	s, err := gang.NewSnapshot(context.Background(), c, nil, []gang.Allocation{
 		{Job: "infer", Pod: "infer-0", Node: "r1-t0", Devices: []int{0, 1, 2, 3}, Priority: 1},
 		{Job: "infer", Pod: "infer-1", Node: "r1-t1", Devices: []int{0, 1, 2, 3}, Priority: 1},
 	})
@@ -108,7 +108,7 @@ func ExamplePreempt() {
 		allocs = append(allocs, gang.Allocation{Job: fmt.Sprint("batch-", i), Pod: fmt.Sprint("batch-", i), Node: fmt.Sprint("r0-t", i), Devices: []int{0}})
 	}
 	allocs = append(allocs, s.Allocations()...)
-	s, _ = gang.NewSnapshot(s.Cluster(), nil, allocs)
+	s, _ = gang.NewSnapshot(context.Background(), s.Cluster(), nil, allocs)
 	job := &gang.Job{Name: "urgent", Priority: 5, NVLink: &gang.NVLink{},
 		PodSets: []gang.PodSet{{Name: "worker", Replicas: 18, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}}
 	p, err := gang.Preempt(context.Background(), s, job)

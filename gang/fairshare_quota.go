@@ -23,7 +23,7 @@ func demandAmounts(p *problem) Amounts {
 			out[ResourceGPUMemory] += n * int64(sp.shape.shMem)
 		}
 		if sp.shape.migN > 0 {
-			out[ResourceMIGPrefix+sp.shape.profile] += n * int64(sp.shape.migN)
+			out[ResourceMIGPrefix+sp.shape.profile.String()] += n * int64(sp.shape.migN)
 		}
 	}
 	return out

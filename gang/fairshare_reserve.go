@@ -196,8 +196,8 @@ func (fp *fairPass) reserve(j *Job) (*headReservation, error) {
 		found[i] = pl
 		return pl != nil
 	})
-	if fp.poll.err != nil {
-		return nil, fp.poll.err
+	if fp.poll.Err() != nil {
+		return nil, fp.poll.Err()
 	}
 	pl := found[i]
 	if pl == nil {

@@ -549,7 +549,7 @@ func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, FairShare, map[s
 			fs.RunningMin[job] = rapid.IntRange(1, n-1).Draw(t, "min")
 		}
 	}
-	s, err := NewSnapshot(c, nil, allocs)
+	s, err := NewSnapshot(context.Background(), c, nil, allocs)
 	if err != nil {
 		t.Fatal(err)
 	}

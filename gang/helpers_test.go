@@ -105,7 +105,10 @@ func (sp spec) build(tb testing.TB) *Snapshot {
 	return s
 }
 
-func (sp spec) try() (*Snapshot, error) {
+func (sp spec) try() (*Snapshot, error) { return sp.tryIn(context.Background()) }
+
+// tryIn is try, building the snapshot under ctx.
+func (sp spec) tryIn(ctx context.Context) (*Snapshot, error) {
 	var cn []topology.ClusterNode
 	var infos []NodeInfo
 	for i := range sp.nodes {
@@ -125,7 +128,7 @@ func (sp spec) try() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSnapshot(c, infos, sp.allocs)
+	return NewSnapshot(ctx, c, infos, sp.allocs)
 }
 
 const (

@@ -232,7 +232,7 @@ func (j *HierJob) Validate() error {
 // podIsZero reports whether p asks for nothing (an internal group's Pod).
 func podIsZero(p *Pod) bool {
 	d := &p.Devices
-	return d.Count == 0 && d.MinFreeMemory == 0 && d.Shared == nil && p.MIGProfile == "" && p.CPUMilli == 0 &&
+	return d.Count == 0 && d.MinFreeMemory == 0 && d.Shared == nil && !p.wantsMIG() && p.CPUMilli == 0 &&
 		p.MemoryBytes == 0 && len(p.NodeSelector) == 0 && d.Scope == 0 && d.Weights == nil
 }
 

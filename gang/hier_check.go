@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 )
 
@@ -30,7 +31,7 @@ type hierOutcome struct {
 
 // solveIn searches h in view v: the strict attempt, then (when it has
 // preferred constraints and the strict one found nothing) without them.
-func (s *Snapshot) solveIn(poll *poller, h *resolvedJob, v *view, budget int, flat bool, only []bool) (*hierOutcome, error) {
+func (s *Snapshot) solveIn(poll *ctxpoll.Poller, h *resolvedJob, v *view, budget int, flat bool, only []bool) (*hierOutcome, error) {
 	hs, err := s.newHierSearch(poll, h, v, budget, only)
 	if err != nil {
 		return nil, err
@@ -114,9 +115,9 @@ func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOpti
 // hierJobIn prepares j for a search on s by the function named what:
 // ctx not done, the job valid, and none of its pods in the snapshot
 // (hierarchical jobs are placed whole).
-func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*poller, *resolvedJob, error) {
-	poll := newPoller(ctx)
-	if err := poll.now(); err != nil {
+func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*ctxpoll.Poller, *resolvedJob, error) {
+	poll := ctxpoll.New(ctx, "gang:")
+	if err := poll.Now(); err != nil {
 		return nil, nil, err
 	}
 	h, err := newResolvedJob(s, j)
@@ -129,7 +130,7 @@ func (s *Snapshot) hierJobIn(ctx context.Context, j *HierJob, what string) (*pol
 	return poll, h, nil
 }
 
-func (s *Snapshot) checkGroups(poll *poller, h *resolvedJob, cfg groupConfig) (*HierResult, error) {
+func (s *Snapshot) checkGroups(poll *ctxpoll.Poller, h *resolvedJob, cfg groupConfig) (*HierResult, error) {
 	r := &HierResult{Job: h.job.Name}
 	fill := func(o *hierOutcome, v Verdict) {
 		r.Verdict, r.Placement, r.Proven = v, o.pl, true

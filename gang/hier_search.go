@@ -3,6 +3,7 @@ package gang
 import (
 	"cmp"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
 	"slices"
 )
@@ -67,7 +68,7 @@ type hierSearch struct {
 	// job is the job searched for.
 	job *resolvedJob
 	// poll checks the context's cancellation.
-	poll *poller
+	poll *ctxpoll.Poller
 	// solver computes what each node holds of the job's pod classes.
 	solver *solver
 	// classes counts the job's pod classes.
@@ -140,7 +141,7 @@ type hierSearch struct {
 
 // newHierSearch prepares a search of h in view v; when only is not nil, nodes
 // it marks false hold nothing.
-func (s *Snapshot) newHierSearch(poll *poller, h *resolvedJob, v *view, budget int, only []bool) (*hierSearch, error) {
+func (s *Snapshot) newHierSearch(poll *ctxpoll.Poller, h *resolvedJob, v *view, budget int, only []bool) (*hierSearch, error) {
 	hs := &hierSearch{snapshot: s, job: h, poll: poll, classes: h.classes, numNodes: len(s.nodes), budget: budget, exact: true}
 	sv := &solver{}
 	if err := sv.prepare(s, poll, h.flatProblem, search{view: v, restrict: -1}); err != nil {
@@ -160,7 +161,7 @@ func (s *Snapshot) newHierSearch(poll *poller, h *resolvedJob, v *view, budget i
 	}
 	L := t.nodeLevel()
 	for n := range hs.numNodes {
-		if err := poll.tick(1); err != nil {
+		if err := poll.Tick(1); err != nil {
 			return nil, err
 		}
 		hs.parent[n], hs.level[n] = int32(hs.numNodes)+t.nodeDom[n], L
@@ -209,7 +210,7 @@ func (s *Snapshot) newHierSearch(poll *poller, h *resolvedJob, v *view, budget i
 		if hs.classes > 1 {
 			hs.capacityFront[x] = acc
 		}
-		if err := poll.tick(1); err != nil {
+		if err := poll.Tick(1); err != nil {
 			return nil, err
 		}
 	}
@@ -545,7 +546,7 @@ func (hs *hierSearch) dfs(k int, cost int64) error {
 			hs.stopped = true
 			return nil
 		}
-		if err := hs.poll.tick(1); err != nil {
+		if err := hs.poll.Tick(1); err != nil {
 			return err
 		}
 		if !hs.holdsAt(c, u.subtreeDemand) || !hs.liesIn(c, u.mustLieIn) || !hs.move(u.subtreeDemand, pp, c) {

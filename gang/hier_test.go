@@ -156,7 +156,7 @@ func TestCheckGroupsBeatsGreedy(t *testing.T) {
 	}
 	c, err := topology.NewClusterFromLabels(cn, []string{lRack, topology.LabelClique})
 	require.NoError(t, err)
-	s, err := NewSnapshot(c, nil, nil)
+	s, err := NewSnapshot(context.Background(), c, nil, nil)
 	require.NoError(t, err)
 	j := disagg(4, 2)
 	require.False(t, greedyPlace(t, s, j), "the greedy strategy should fail here")
@@ -381,7 +381,7 @@ func TestCheckGroupsOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewSnapshot(c, nil, allocs)
+		s, err := NewSnapshot(context.Background(), c, nil, allocs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -31,7 +32,7 @@ func sameUsage(a, b *nodeUsage) bool {
 // solver without a memo.
 func memoScratch(t fataler, sv *solver) {
 	ref := &solver{}
-	if err := ref.prepare(sv.s, newPoller(context.Background()), sv.p, sv.search); err != nil {
+	if err := ref.prepare(sv.s, ctxpoll.New(context.Background(), "gang:"), sv.p, sv.search); err != nil {
 		t.Fatal(err)
 	}
 	if err := ref.run(sv.at); err != nil {
@@ -330,11 +331,11 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 					}
 				}
 				q := search{view: v, strategy: BestFit, restrict: -1}
-				got, _, err := s.place(sv, newPoller(context.Background()), p, q)
+				got, _, err := s.place(sv, ctxpoll.New(context.Background(), "gang:"), p, q)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, _, err := s.place(nil, newPoller(context.Background()), p, q)
+				want, _, err := s.place(nil, ctxpoll.New(context.Background(), "gang:"), p, q)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -94,9 +94,11 @@ type Pod struct {
 	// a gang spread over a cluster cannot honour: Job.Validate rejects them
 	// with ErrInvalidJob.
 	Devices scoring.Request
-	// MIGProfile asks for MIG instances of this profile ("3g.40gb")
-	// instead of whole devices; slots are chosen by package mig.
-	MIGProfile string
+	// MIGProfile asks for MIG instances of this profile
+	// (mig.MustParseProfileName("3g.40gb")) instead of whole devices;
+	// slots are chosen by package mig. The zero value asks for none; a
+	// non-zero invalid name is an ErrInvalidJob.
+	MIGProfile mig.ProfileName
 	// CPUMilli and MemoryBytes are the pod's CPU (thousandths of a core)
 	// and memory. Nodes that do not track them (zero capacity) do not
 	// limit them.
@@ -120,12 +122,12 @@ type Pod struct {
 
 // IsShared reports whether the pod asks for a shared slice of one device
 // (Devices.Shared set, no MIG profile).
-func (p *Pod) IsShared() bool { return p != nil && p.Devices.Shared != nil && p.MIGProfile == "" }
+func (p *Pod) IsShared() bool { return p != nil && p.Devices.Shared != nil && !p.wantsMIG() }
 
 // wholeGPUs returns the whole devices the pod holds (0 for MIG and shared
 // pods).
 func (p *Pod) wholeGPUs() int {
-	if p.MIGProfile != "" || p.Devices.Shared != nil {
+	if p.wantsMIG() || p.Devices.Shared != nil {
 		return 0
 	}
 	return p.Devices.Count
@@ -134,8 +136,11 @@ func (p *Pod) wholeGPUs() int {
 // usesDevices reports whether the pod asks for any device: whole, shared or
 // MIG.
 func (p *Pod) usesDevices() bool {
-	return p.Devices.Count > 0 || p.Devices.Shared != nil || p.MIGProfile != ""
+	return p.Devices.Count > 0 || p.Devices.Shared != nil || p.wantsMIG()
 }
+
+// wantsMIG reports whether the pod names a MIG profile.
+func (p *Pod) wantsMIG() bool { return p.MIGProfile != (mig.ProfileName{}) }
 
 // Mode says how strictly a topology constraint applies: the one
 // required/preferred type of the library, scoring.Mode, under gang's names.
@@ -423,7 +428,7 @@ func (p *Pod) validate(where string) error {
 	}
 	if sh := d.Shared; sh != nil {
 		switch {
-		case p.MIGProfile != "":
+		case p.wantsMIG():
 			return jobErr("%s: a shared slice (Devices.Shared) and a MIG profile on one pod", where)
 		case d.Count > 1:
 			return jobErr("%s: a shared slice takes one device; Devices.Count is %d (want 0 or 1)", where, d.Count)
@@ -437,12 +442,9 @@ func (p *Pod) validate(where string) error {
 			return jobErr("%s: shared slice asks for neither memory nor compute", where)
 		}
 	}
-	if err := checkName(ErrInvalidJob, where+" MIG profile", p.MIGProfile); err != nil {
-		return err
-	}
-	if p.MIGProfile != "" {
-		if _, err := mig.ParseProfileName(p.MIGProfile); err != nil {
-			return jobErr("%s: %v", where, err)
+	if p.wantsMIG() {
+		if !p.MIGProfile.IsValid() {
+			return jobErr("%s: MIG profile %+v is not a valid profile name", where, p.MIGProfile)
 		}
 		if d.MinFreeMemory > 0 {
 			return jobErr("%s: Devices.MinFreeMemory (gpuMemory) does not apply to a MIG profile (the profile fixes the memory)", where)
@@ -469,7 +471,7 @@ func (p *Pod) validate(where string) error {
 
 // migCount returns the number of MIG instances a MIG pod asks for.
 func (p *Pod) migCount() int {
-	if p.MIGProfile == "" {
+	if !p.wantsMIG() {
 		return 0
 	}
 	return max(p.Devices.Count, 1)

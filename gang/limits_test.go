@@ -51,7 +51,7 @@ func TestHostileAPI(t *testing.T) {
 	}
 	for name, a := range allocs {
 		t.Run("allocation "+name, func(t *testing.T) {
-			hostile.Check(t, func() error { _, err := NewSnapshot(c, nil, []Allocation{a}); return err }, ErrInvalidSnapshot, topology.ErrLimit)
+			hostile.Check(t, func() error { _, err := NewSnapshot(context.Background(), c, nil, []Allocation{a}); return err }, ErrInvalidSnapshot, topology.ErrLimit)
 			hostile.Check(t, func() error { return s.Clone().Add(a) }, ErrInvalidSnapshot, topology.ErrLimit)
 		})
 	}
@@ -59,7 +59,7 @@ func TestHostileAPI(t *testing.T) {
 		for _, info := range []NodeInfo{{MIG: make([]int, 1_000_000)}, {CPUMilli: math.MaxInt64}, {MemoryBytes: math.MaxUint64}} {
 			infos := make([]NodeInfo, c.Len())
 			infos[0] = info
-			hostile.Check(t, func() error { _, err := NewSnapshot(c, infos, nil); return err }, ErrInvalidSnapshot, topology.ErrLimit)
+			hostile.Check(t, func() error { _, err := NewSnapshot(context.Background(), c, infos, nil); return err }, ErrInvalidSnapshot, topology.ErrLimit)
 		}
 	})
 }
@@ -77,7 +77,7 @@ func TestWarningsCapped(t *testing.T) {
 	}
 	c, err := topology.NewClusterFromLabels(cn, nil)
 	require.NoError(t, err)
-	s, err := NewSnapshot(c, nil, nil)
+	s, err := NewSnapshot(context.Background(), c, nil, nil)
 	require.NoError(t, err)
 	w := s.Warnings()
 	require.Len(t, w, MaxWarnings+1)

@@ -20,7 +20,7 @@ func idleSpec(t testing.TB, pre []MIGSlot, allocs ...Allocation) spec {
 }
 
 func migJob(profile string, n int) *Job {
-	return &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: n, Pod: Pod{MIGProfile: profile}}}}
+	return &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: n, Pod: Pod{MIGProfile: mig.MustParseProfileName(profile)}}}}
 }
 
 // TestMIGIdlePreferred: a MIG pod takes an idle pre-created instance of its

@@ -200,7 +200,7 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 		pod := o.job.PodSets[s].Pod
 		for range counts[s] {
 			switch {
-			case pod.MIGProfile != "":
+			case pod.MIGProfile != (mig.ProfileName{}):
 				var ls []*mig.Layout
 				for _, d := range n.migDevs {
 					if n.topo.Device(d).Health == topology.Healthy {
@@ -208,11 +208,11 @@ func (o *oracle) placeAll(n *oNode, st oState, counts []int, order []int) bool {
 					}
 				}
 				for range pod.migCount() {
-					a, err := mig.Place(context.Background(), ls, mig.Request{Profile: mig.MustParseProfileName(pod.MIGProfile)}, mig.PlaceOptions{})
+					a, err := mig.Place(context.Background(), ls, mig.Request{Profile: pod.MIGProfile}, mig.PlaceOptions{})
 					if err != nil {
 						return false
 					}
-					p, _ := ls[a.Index].Model.Profile(pod.MIGProfile)
+					p, _ := ls[a.Index].Model.Profile(pod.MIGProfile.String())
 					if err := ls[a.Index].Add(mig.Instance{Profile: p.Name, Placement: a.Placement, State: mig.InUse}); err != nil {
 						return false
 					}
@@ -378,7 +378,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 			return false
 		}
 		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != "") {
+		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
 			z = &Slices{Size: j.NVLink.SliceSize, Level: nv}
 		}
 		if z == nil || z.Mode != Required || z.Size <= 1 {
@@ -547,7 +547,7 @@ func genJob(t *rapid.T) *Job {
 		case 0:
 			ps.Pod.CPUMilli = 1000
 		case 1:
-			ps.Pod.MIGProfile = "3g.40gb"
+			ps.Pod.MIGProfile = mig.MustParseProfileName("3g.40gb")
 		case 2:
 			ps.Pod.Devices.Count = 2
 			ps.Pod.Devices.Scope, ps.Pod.Devices.ScopeMode = scoring.ScopePCIe, scoring.ModeRequired
@@ -653,7 +653,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 				}
 			}
 		}
-		s, err := NewSnapshot(c, infos, allocs)
+		s, err := NewSnapshot(context.Background(), c, infos, allocs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -719,7 +719,7 @@ func TestCheckMatchesOracle(t *testing.T) {
 						kept = append(kept, a)
 					}
 				}
-				if check, err = NewSnapshot(c, infos, kept); err != nil {
+				if check, err = NewSnapshot(context.Background(), c, infos, kept); err != nil {
 					t.Fatal(err)
 				}
 			}

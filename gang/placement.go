@@ -346,7 +346,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 			if err := validateShared(pp, pod, st, u.state, where); err != nil {
 				return err
 			}
-		} else if pod.MIGProfile == "" {
+		} else if !pod.wantsMIG() {
 			want := pod.Devices.Count
 			if len(pp.Devices) != want || len(pp.MIG) != 0 || pp.Shared != nil {
 				return placeErr("%s: %d devices, %d MIG instances and shared slice %v; the pod asks for %d whole GPUs", where, len(pp.Devices), len(pp.MIG), pp.Shared, want)
@@ -385,7 +385,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 				if !ok || !st.healthy[m.Device] {
 					return placeErr("%s: gpu%d of %s is not a healthy MIG GPU with a known profile table", where, m.Device, pp.Node)
 				}
-				prof, err := l.Model.Profile(pod.MIGProfile)
+				prof, err := l.Model.Profile(pod.MIGProfile.String())
 				if err != nil {
 					return placeErr("%s: %v", where, err)
 				}

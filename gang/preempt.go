@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 	"strings"
 )
@@ -119,7 +120,7 @@ func Preempt(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Preempt
 		return nil, &NoVictimsError{Job: j.Name, Reasons: p.never}
 	}
 	prio := s.jobPriorities()
-	rs := &removalSearch{s: s, poll: newPoller(ctx), p: p, strategy: cfg.strategy, budget: budgetFor(s, searchBudget),
+	rs := &removalSearch{s: s, poll: ctxpoll.New(ctx, "gang:"), p: p, strategy: cfg.strategy, budget: budgetFor(s, searchBudget),
 		gone:     func(a *Allocation) bool { return a.Releasing },
 		eligible: func(job string) bool { return job != j.Name && prio[job] < j.Priority },
 		prio:     prio}
@@ -164,7 +165,7 @@ func (s *Snapshot) jobPriorities() map[string]int {
 // a gang fit inside one domain.
 type removalSearch struct {
 	s        *Snapshot
-	poll     *poller
+	poll     *ctxpoll.Poller
 	p        *problem
 	strategy Strategy
 	budget   int
@@ -202,7 +203,7 @@ func (rs *removalSearch) fits(d int32, victims map[string]bool) (*Placement, err
 	rs.tried++
 	pl, _, err := rs.s.place(nil, rs.poll, rs.p, search{view: rs.view(victims), withMembers: true, strategy: rs.strategy, restrict: d})
 	if err != nil {
-		return nil, rs.poll.err
+		return nil, rs.poll.Err()
 	}
 	return pl, nil
 }
@@ -447,7 +448,7 @@ func (rs *removalSearch) combos(d int32, hs []held, k int, best **removal, bette
 		if rs.steps > 100*rs.budget {
 			return false, nil
 		}
-		if err := rs.poll.tick(1); err != nil {
+		if err := rs.poll.Tick(1); err != nil {
 			return false, err
 		}
 		vs := make([]string, k)

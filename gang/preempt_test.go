@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"pgregory.net/rapid"
 )
 
@@ -83,7 +84,7 @@ func TestPreemptMatchesOracle(t *testing.T) {
 				elig = append(elig, name)
 			}
 		}
-		rs := &removalSearch{s: s, poll: newPoller(context.Background()), p: p, gone: func(a *Allocation) bool { return a.Releasing }, prio: prio,
+		rs := &removalSearch{s: s, poll: ctxpoll.New(context.Background(), "gang:"), p: p, gone: func(a *Allocation) bool { return a.Releasing }, prio: prio,
 			eligible: func(string) bool { return true }}
 		fits := func(d int32, set map[string]bool) bool {
 			pl, err := rs.fits(d, set)

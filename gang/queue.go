@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
 	"slices"
 	"sort"
@@ -193,7 +194,7 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 	}
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
-	qp := &queuePass{s: s, poll: newPoller(inner), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
+	qp := &queuePass{s: s, poll: ctxpoll.New(inner, "gang:"), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}
@@ -219,7 +220,7 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 type queuePass struct {
 	sv    solver // reused by every placement search of the pass
 	sigs  map[string]bool
-	poll  *poller
+	poll  *ctxpoll.Poller
 	s     *Snapshot
 	w     *Snapshot // working copy: pods started and released in this pass
 	probs map[string]*problem
@@ -315,8 +316,8 @@ func (qp *queuePass) neverFits(p *problem) (bool, error) {
 		return v, nil
 	}
 	pl, _, err := qp.s.place(&qp.sv, qp.poll, p, search{view: qp.s.viewEmpty(), strategy: qp.cfg.strategy, restrict: -1})
-	if qp.poll.err != nil {
-		return false, qp.poll.err
+	if qp.poll.Err() != nil {
+		return false, qp.poll.Err()
 	}
 	never := err != nil || pl == nil
 	qp.sigs[sig] = never
@@ -571,8 +572,8 @@ func (qp *queuePass) reserve(p *problem) (*resvState, error) {
 				pl, _ := at(times[i])
 				return pl != nil
 			})
-			if qp.poll.err != nil {
-				return nil, qp.poll.err
+			if qp.poll.Err() != nil {
+				return nil, qp.poll.Err()
 			}
 			pl, err := at(times[i])
 			if err != nil || pl == nil {

@@ -26,7 +26,7 @@ func genQueueSnapshot(t *rapid.T, running bool) (*Snapshot, *topology.Cluster, [
 	if !running {
 		allocs = nil
 	}
-	s, err := NewSnapshot(c, infos, allocs)
+	s, err := NewSnapshot(context.Background(), c, infos, allocs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 			}
 			kept = append(kept, a)
 		}
-		at, err := NewSnapshot(c, infos, kept)
+		at, err := NewSnapshot(context.Background(), c, infos, kept)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func bindSome(s *Snapshot, j *Job, n int) {
 	if len(allocs) == 0 {
 		return
 	}
-	next, err := NewSnapshot(s.cluster, nodeInfos(s), append(s.Allocations(), allocs...))
+	next, err := NewSnapshot(context.Background(), s.cluster, nodeInfos(s), append(s.Allocations(), allocs...))
 	if err == nil {
 		*s = *next
 	}

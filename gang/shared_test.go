@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
@@ -34,7 +35,7 @@ func TestRealMachines(t *testing.T) {
 	// The captured DGX A100 does not print its memory size, so its model
 	// name matches no shipped MIG table: say which one it is.
 	a100 := node("dgx-a100").Device(0).Model
-	if s, err := NewSnapshot(c, infos, nil); err != nil || len(s.Warnings()) != 8 {
+	if s, err := NewSnapshot(context.Background(), c, infos, nil); err != nil || len(s.Warnings()) != 8 {
 		t.Fatalf("%v, warnings %v", err, s.Warnings())
 	}
 	base, err := mig.Lookup("A100-80GB")
@@ -43,7 +44,7 @@ func TestRealMachines(t *testing.T) {
 	}
 	spec := base.Spec()
 	spec.Aliases = append(spec.Aliases, a100)
-	s, err := NewSnapshot(c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(mig.MustNewModel(spec))))
+	s, err := NewSnapshot(context.Background(), c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(mig.MustNewModel(spec))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestRealMachines(t *testing.T) {
 		t.Fatalf("%v %v", r.Verdict, per)
 	}
 	// 56 1g.10gb MIG pods fill the A100's 8 GPUs (7 each); a 57th does not.
-	m := &Job{Name: "mig", PodSets: []PodSet{{Name: "w", Replicas: 56, Pod: Pod{MIGProfile: "1g.10gb"}}}}
+	m := &Job{Name: "mig", PodSets: []PodSet{{Name: "w", Replicas: 56, Pod: Pod{MIGProfile: mig.MustParseProfileName("1g.10gb")}}}}
 	if r := mustCheck(t, s, m); r.Verdict != Fits || r.Placement.Nodes()[0] != "dgx-a100" {
 		t.Fatalf("%v %v", r.Verdict, r.Reasons)
 	}

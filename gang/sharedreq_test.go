@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
@@ -341,7 +342,7 @@ func TestSharedJobValidation(t *testing.T) {
 		"shared memory": {Pod{Devices: scoring.Request{MinFreeMemory: gib, Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "MinFreeMemory"},
 		"shared empty":  {Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{}}}, "neither memory nor compute"},
 		"shared milli":  {Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{ComputeMilli: 1001}}}, "0..1000"},
-		"shared MIG":    {Pod{MIGProfile: "1g.10gb", Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "MIG profile"},
+		"shared MIG":    {Pod{MIGProfile: mig.MustParseProfileName("1g.10gb"), Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "MIG profile"},
 	}
 	for name, c := range cases {
 		j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: c.pod}}}

@@ -1,12 +1,14 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -219,11 +221,17 @@ func (s *Snapshot) warnf(format string, a ...any) {
 // NewSnapshot builds a snapshot of cluster c. nodes gives each cluster
 // node's NodeInfo in cluster order (nil: nothing tracked, all schedulable);
 // allocs lists the pods running or releasing. Errors wrap
-// ErrInvalidSnapshot and name the allocation or node at fault.
-func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opts ...SnapshotOption) (*Snapshot, error) {
+// ErrInvalidSnapshot and name the allocation or node at fault. It looks at
+// ctx every few hundred nodes and allocations and, once it is done, returns
+// an error wrapping ctx.Err().
+func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opts ...SnapshotOption) (*Snapshot, error) {
 	cfg := snapConfig{catalog: mig.DefaultCatalog()}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	poll := ctxpoll.New(ctx, "gang: NewSnapshot")
+	if err := poll.Now(); err != nil {
+		return nil, err
 	}
 	if c == nil {
 		return nil, snapErr("nil cluster")
@@ -247,6 +255,9 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 	s.idle = make([]*nodeUsage, c.Len())
 	canon := map[*topology.Node]*scoring.Compiled{}
 	for i := range c.Len() {
+		if err := poll.Tick(1); err != nil {
+			return nil, err
+		}
 		cn := c.Node(i)
 		var info NodeInfo
 		if nodes != nil {
@@ -274,6 +285,9 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 	}
 	s.tree.migSlots = s.migSlotTable()
 	for i := range s.nodes {
+		if err := poll.Tick(1); err != nil {
+			return nil, err
+		}
 		u, err := s.buildUsage(i, nil)
 		if err != nil {
 			return nil, err
@@ -281,6 +295,9 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 		s.idle[i] = u
 	}
 	for k := range allocs {
+		if err := poll.Tick(1); err != nil {
+			return nil, err
+		}
 		a, err := s.checkAlloc(&allocs[k], k)
 		if err != nil {
 			return nil, err
@@ -291,6 +308,9 @@ func NewSnapshot(c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opt
 		s.warn = append(s.warn, fmt.Sprintf("and %d more warnings", s.nwarn-MaxWarnings))
 	}
 	for i := range s.nodes {
+		if err := poll.Tick(1); err != nil {
+			return nil, err
+		}
 		if len(s.byNode[i]) == 0 {
 			s.usage[i] = s.idle[i] // immutable: shared
 			continue
@@ -939,16 +959,12 @@ func (s *Snapshot) migSlotTable() map[string]int64 {
 // takeIdleMIG takes the first idle (pre-created) instance of profile on
 // layouts (GPU devs[i] for layouts[i]), lowest device then slot first,
 // marking it in use; ok is false when there is none.
-func takeIdleMIG(layouts []*mig.Layout, devs []int, profile string) (MIGSlot, bool) {
+func takeIdleMIG(layouts []*mig.Layout, devs []int, profile mig.ProfileName) (MIGSlot, bool) {
 	for i, l := range layouts {
-		p, err := l.Model.Profile(profile)
-		if err != nil {
-			continue
-		}
 		for j, in := range l.Instances {
-			if in.State == mig.Idle && in.Profile == p.Name {
+			if in.State == mig.Idle && in.Profile == profile {
 				l.Instances[j].State = mig.InUse
-				return MIGSlot{Device: devs[i], Profile: p.Name.String(), Placement: in.Placement, Existing: true}, true
+				return MIGSlot{Device: devs[i], Profile: profile.String(), Placement: in.Placement, Existing: true}, true
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package gang
 import (
 	"cmp"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
 )
 
@@ -41,7 +42,7 @@ type search struct {
 // prepare) and, embedded, what the current attempt computed.
 type solver struct {
 	s        *Snapshot
-	poll     *poller // the caller's context
+	poll     *ctxpoll.Poller // the caller's context
 	p        *problem
 	search   search
 	sets     int  // the job's pod sets
@@ -128,8 +129,8 @@ type nodeKey struct {
 // place looks for a placement of p as q says, reusing sv's buffers (a new
 // solver when sv is nil). It returns the solver, holding the DP of the
 // last attempt, for explanations.
-func (s *Snapshot) place(sv *solver, poll *poller, p *problem, q search) (*Placement, *solver, error) {
-	if err := poll.now(); err != nil {
+func (s *Snapshot) place(sv *solver, poll *ctxpoll.Poller, p *problem, q search) (*Placement, *solver, error) {
+	if err := poll.Now(); err != nil {
 		return nil, nil, err
 	}
 	if sv == nil {
@@ -231,7 +232,7 @@ func (sv *solver) setMost(atts []attempt) error {
 }
 
 // prepare sets sv up for job p and search q, keeping its buffers.
-func (sv *solver) prepare(s *Snapshot, poll *poller, p *problem, q search) error {
+func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q search) error {
 	sv.s, sv.poll, sv.p, sv.search, sv.sets, sv.exact = s, poll, p, q, p.m(), true
 	if err := sv.findMembers(q.withMembers); err != nil {
 		return err

@@ -114,7 +114,7 @@ func (sv *solver) capacityScalar() error {
 	z, zl := sv.sliceOf(0)
 	L := t.nodeLevel()
 	for n := range nn {
-		if err := sv.poll.tick(1); err != nil {
+		if err := sv.poll.Tick(1); err != nil {
 			return err
 		}
 		var members int64
@@ -223,14 +223,14 @@ func (sv *solver) capacityVector() error {
 		limit[i] = sp.want
 	}
 	for n := range nn {
-		if err := sv.poll.tick(1); err != nil {
+		if err := sv.poll.Tick(1); err != nil {
 			return err
 		}
 		sv.nodeFront[n] = sv.vectorNode(int32(n), L)
 	}
 	excl := make([]bool, sv.sets)
 	for d := range nd {
-		if err := sv.poll.tick(1); err != nil {
+		if err := sv.poll.Tick(1); err != nil {
 			return err
 		}
 		td := &t.doms[d]

@@ -118,7 +118,7 @@ func (sv *solver) choose() (choice, bool, error) {
 		}
 		if lv == L {
 			for n := range sv.s.nodes {
-				if err := sv.poll.tick(1); err != nil {
+				if err := sv.poll.Tick(1); err != nil {
 					return choice{}, false, err
 				}
 				if sv.members.on(n) != sv.members.count || sv.outside(int32(n)) {
@@ -129,7 +129,7 @@ func (sv *solver) choose() (choice, bool, error) {
 			}
 		} else {
 			for d := range t.doms {
-				if err := sv.poll.tick(1); err != nil {
+				if err := sv.poll.Tick(1); err != nil {
 					return choice{}, false, err
 				}
 				if t.doms[d].level != lv || sv.domMembers[d] != sv.members.count {

@@ -277,7 +277,7 @@ func (sv *solver) runMemo(st *capState) error {
 		st.full = false
 	}
 	// (the state is whole again: a stop leaves nothing half-done)
-	if err := sv.poll.tick(1 + changed); err != nil {
+	if err := sv.poll.Tick(1 + changed); err != nil {
 		return err
 	}
 	sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow = st.nodeFree, st.nodeCPU, st.nodeMem, st.nodeClass, st.nodeCap, st.nodeLow

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -236,7 +237,7 @@ func PlanAMD(ctx context.Context, gpus []*AMDGPU, req AMDRequest, pol Policy) (*
 			return nil, err
 		}
 	}
-	ap := &amdPlanner{req: req, pol: pol, poll: newPoller(ctx, "PlanAMD"), gpus: gpus, hives: map[string][]int{}}
+	ap := &amdPlanner{req: req, pol: pol, poll: ctxpoll.New(ctx, "mig: PlanAMD"), gpus: gpus, hives: map[string][]int{}}
 	if err := ap.validate(); err != nil {
 		return nil, err
 	}
@@ -246,8 +247,8 @@ func PlanAMD(ctx context.Context, gpus []*AMDGPU, req AMDRequest, pol Policy) (*
 	ap.mark = make([]int, len(gpus))
 	ap.collectFree()
 	bc := ap.cheapest()
-	if ap.poll.err != nil {
-		return nil, ap.poll.err
+	if ap.poll.Err() != nil {
+		return nil, ap.poll.Err()
 	}
 	if bc == nil {
 		return nil, ap.reasons.err(req.String())
@@ -259,7 +260,7 @@ func PlanAMD(ctx context.Context, gpus []*AMDGPU, req AMDRequest, pol Policy) (*
 type amdPlanner struct {
 	req        AMDRequest
 	pol        Policy
-	poll       poller
+	poll       *ctxpoll.Poller
 	reasons    reasonLog
 	considered int // ways of making room weighed (Plan.Considered)
 	gpus       []*AMDGPU
@@ -272,7 +273,7 @@ type amdPlanner struct {
 
 // validate checks every GPU, distinct names, and one memory mode per hive.
 func (ap *amdPlanner) validate() error {
-	return validateGPUs(&ap.poll, ap.gpus, func(g *AMDGPU) string { return g.GPU }, func(i int, g *AMDGPU) error {
+	return validateGPUs(ap.poll, ap.gpus, func(g *AMDGPU) string { return g.GPU }, func(i int, g *AMDGPU) error {
 		if err := g.Validate(); err != nil {
 			return err
 		}
@@ -354,7 +355,7 @@ func (ap *amdPlanner) cheapest() *amdCand {
 	req := ap.req
 	var best *amdCand
 	for i, g := range ap.gpus {
-		if ap.poll.tick() {
+		if ap.poll.Tick(1) != nil {
 			return nil
 		}
 		if g.Model.Partitions(req.Compute) == 0 {

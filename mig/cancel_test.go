@@ -11,7 +11,7 @@ import (
 
 // lookCounter is a context that counts how often a call looks at it (Err)
 // and cancels itself at look number cancelAt (never when 0). Calls look
-// once every pollEvery units of work, so the looks count the work done.
+// once every ctxpoll.Every units of work, so the looks count the work done.
 type lookCounter struct {
 	context.Context
 	cancel   context.CancelFunc

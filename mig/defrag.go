@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 )
 
@@ -50,8 +51,8 @@ func PlanDefrag(ctx context.Context, layouts []*Layout, req Request, pol Policy)
 		return pn.build(s)
 	}
 	targets := pn.targets()
-	if pn.poll.err != nil {
-		return nil, pn.poll.err
+	if pn.poll.Err() != nil {
+		return nil, pn.poll.Err()
 	}
 	if len(targets) == 0 && pn.reasons.empty() {
 		pn.reasons.note(CauseNoProfile, "no GPU has profile "+req.Profile.String())
@@ -68,8 +69,8 @@ func PlanDefrag(ctx context.Context, layouts []*Layout, req Request, pol Policy)
 			break
 		}
 		pn.search(t)
-		if pn.poll.err != nil {
-			return nil, pn.poll.err
+		if pn.poll.Err() != nil {
+			return nil, pn.poll.Err()
 		}
 	}
 	if pn.best == nil {
@@ -83,7 +84,7 @@ type planner struct {
 	gpus    []dgpu
 	req     Request
 	pol     Policy
-	poll    poller
+	poll    *ctxpoll.Poller
 	reasons reasonLog
 	weighed int // ways of making room weighed in full (Plan.Considered)
 
@@ -133,9 +134,9 @@ func newPlanner(ctx context.Context, layouts []*Layout, req Request, pol Policy)
 	if !req.Profile.IsValid() {
 		return nil, fmt.Errorf("%w: the request has no valid profile (%+v)", ErrBadProfileName, req.Profile)
 	}
-	pn := &planner{req: req, pol: pol, poll: newPoller(ctx, "PlanDefrag")}
+	pn := &planner{req: req, pol: pol, poll: ctxpoll.New(ctx, "mig: PlanDefrag")}
 	pn.gpus = make([]dgpu, 0, len(layouts))
-	err := validateGPUs(&pn.poll, layouts, func(l *Layout) string { return l.GPU }, func(_ int, l *Layout) error {
+	err := validateGPUs(pn.poll, layouts, func(l *Layout) string { return l.GPU }, func(_ int, l *Layout) error {
 		if err := l.Validate(); err != nil {
 			return err
 		}
@@ -150,14 +151,14 @@ func newPlanner(ctx context.Context, layouts []*Layout, req Request, pol Policy)
 
 // validateGPUs validates every GPU of a fleet with validate and rejects
 // duplicate names, looking at the context as it goes.
-func validateGPUs[G any](p *poller, gpus []G, name func(G) string, validate func(int, G) error) error {
-	if err := p.check(); err != nil {
+func validateGPUs[G any](p *ctxpoll.Poller, gpus []G, name func(G) string, validate func(int, G) error) error {
+	if err := p.Now(); err != nil {
 		return err
 	}
 	seen := make(map[string]bool, len(gpus))
 	for i, g := range gpus {
-		if p.tick() {
-			return p.err
+		if p.Tick(1) != nil {
+			return p.Err()
 		}
 		if err := validate(i, g); err != nil {
 			return fmt.Errorf("gpu %d: %w", i, err)
@@ -174,7 +175,7 @@ func validateGPUs[G any](p *poller, gpus []G, name func(G) string, validate func
 // fitsAlready returns, when the request fits without disturbing anything,
 // the solution that creates it where Place would; nil when it does not fit.
 func (pn *planner) fitsAlready(layouts []*Layout) (*solution, error) {
-	fl, err := newFleet(&pn.poll, layouts, PlaceOptions{}, true)
+	fl, err := newFleet(pn.poll, layouts, PlaceOptions{}, true)
 	if err != nil {
 		return nil, err
 	}

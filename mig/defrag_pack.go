@@ -141,7 +141,7 @@ func (o option) below(p option) bool {
 // to the previous item takes an option no lower than the previous one's
 // (floor): the other orders are the same packing.
 func (pk *packer) place(j, cross int, floor option) {
-	if pk.pn.poll.tick() || (pk.bestCross >= 0 && cross >= pk.bestCross) {
+	if pk.pn.poll.Tick(1) != nil || (pk.bestCross >= 0 && cross >= pk.bestCross) {
 		return
 	}
 	if j == len(pk.items) {

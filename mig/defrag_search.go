@@ -24,12 +24,12 @@ func (pn *planner) search(t *target) {
 		if pn.best != nil && c.cost.Compare(pn.bestCost) >= 0 {
 			break
 		}
-		if pn.poll.tick() {
+		if pn.poll.Tick(1) != nil {
 			return
 		}
 		pn.weighed++
 		dest, cross, ok := pn.feasible(t, c.acts)
-		if pn.poll.err != nil {
+		if pn.poll.Err() != nil {
 			return
 		}
 		if !ok {

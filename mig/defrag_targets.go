@@ -77,7 +77,7 @@ func (pn *planner) targets() []*target {
 	var out []*target
 	var lbActs []action
 	for g := range pn.gpus {
-		if pn.poll.tick() {
+		if pn.poll.Tick(1) != nil {
 			return nil
 		}
 		l := pn.gpus[g].l

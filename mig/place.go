@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -139,24 +140,24 @@ type bestCand struct {
 // valid. Layouts may be of different models. It looks at ctx every few
 // hundred GPUs and, once it is done, returns an error wrapping ctx.Err().
 func NewFleet(ctx context.Context, layouts []*Layout, opts PlaceOptions) (*Fleet, error) {
-	p := newPoller(ctx, "NewFleet")
-	return newFleet(&p, layouts, opts, false)
+	p := ctxpoll.New(ctx, "mig: NewFleet")
+	return newFleet(p, layouts, opts, false)
 }
 
 // newFleet is NewFleet; trusted layouts (already validated, and not to be
 // changed through the fleet: only Choose is called) are neither validated
 // again nor copied.
-func newFleet(p *poller, layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
+func newFleet(p *ctxpoll.Poller, layouts []*Layout, opts PlaceOptions, trusted bool) (*Fleet, error) {
 	f := &Fleet{opts: opts, gpus: make([]fleetGPU, 0, len(layouts))}
 	if opts.Strategy > MostUsedFirst {
 		return nil, fmt.Errorf("%w: strategy %d", ErrParse, opts.Strategy)
 	}
-	if err := p.check(); err != nil {
+	if err := p.Now(); err != nil {
 		return nil, err
 	}
 	for i, l := range layouts {
-		if p.tick() {
-			return nil, p.err
+		if p.Tick(1) != nil {
+			return nil, p.Err()
 		}
 		if !trusted {
 			if err := l.Validate(); err != nil {
@@ -462,7 +463,7 @@ func (f *Fleet) PlaceBatch(ctx context.Context, reqs []Request) ([]Assignment, e
 	if f == nil {
 		f = &Fleet{}
 	}
-	p := newPoller(ctx, "PlaceBatch")
+	p := ctxpoll.New(ctx, "mig: PlaceBatch")
 	type item struct {
 		k, size int
 	}
@@ -487,12 +488,12 @@ func (f *Fleet) PlaceBatch(ctx context.Context, reqs []Request) ([]Assignment, e
 		out[k] = Assignment{Request: reqs[k], Index: -1}
 	}
 	var errs []error
-	if err := p.check(); err != nil {
+	if err := p.Now(); err != nil {
 		return out, err
 	}
 	for _, it := range items {
-		if p.tick() {
-			return out, errors.Join(append(errs, p.err)...)
+		if p.Tick(1) != nil {
+			return out, errors.Join(append(errs, p.Err())...)
 		}
 		a, err := f.Place(reqs[it.k])
 		out[it.k] = a

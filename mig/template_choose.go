@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -81,12 +82,12 @@ type TemplateChoice struct {
 // layout, duplicate GPU names, a bad mix (ErrBadMix), an invalid template
 // (ErrInvalidLayout), no template for the model (ErrNoTemplate).
 func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates []Template, priority int, pol Policy) (*TemplateChoice, error) {
-	poll := newPoller(ctx, "ChooseTemplate")
+	poll := ctxpoll.New(ctx, "mig: ChooseTemplate")
 	if len(layouts) == 0 {
 		return nil, fmt.Errorf("%w: no GPUs to choose a template for", ErrInvalidLayout)
 	}
 	var m *Model
-	err := validateGPUs(&poll, layouts, func(l *Layout) string { return l.GPU }, func(_ int, l *Layout) error {
+	err := validateGPUs(poll, layouts, func(l *Layout) string { return l.GPU }, func(_ int, l *Layout) error {
 		if err := l.Validate(); err != nil {
 			return err
 		}
@@ -126,9 +127,9 @@ func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates [
 		for k := range ins {
 			items[k] = m.byName[ins[k].Profile]
 		}
-		tr := newTransition(&poll, layouts, m.arrangements(items), priority, pol)
-		if poll.err != nil {
-			return nil, poll.err
+		tr := newTransition(poll, layouts, m.arrangements(items), priority, pol)
+		if poll.Err() != nil {
+			return nil, poll.Err()
 		}
 		if tr.cause != "" {
 			sc.Blocked = tr.why
@@ -210,7 +211,7 @@ type gpuTransition struct {
 // with cause and why set. Each GPU gets the arrangement that keeps the
 // most of its in-use instances in place (first those the policy protects
 // most), then the most idle ones, the earliest on a tie.
-func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int, pol Policy) *transition {
+func newTransition(poll *ctxpoll.Poller, layouts []*Layout, arrs [][]Instance, prio int, pol Policy) *transition {
 	tr := &transition{layouts: layouts, gpus: make([]gpuTransition, len(layouts)), prio: prio}
 	// at[a][s] is 1 + the index in arrs[a] of the instance starting at
 	// slice s (0: none), so matching an instance costs one look-up.
@@ -228,7 +229,7 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 	}
 	// Keep what already matches.
 	for g, l := range layouts {
-		if poll.tick() {
+		if poll.Tick(1) != nil {
 			return tr
 		}
 		// Weigh each instance by what displacing it would mean: work that
@@ -297,7 +298,7 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 	for g, l := range layouts {
 		gt := &tr.gpus[g]
 		for k := range l.Instances {
-			if poll.tick() {
+			if poll.Tick(1) != nil {
 				return tr
 			}
 			in := &l.Instances[k]
@@ -336,7 +337,7 @@ func newTransition(poll *poller, layouts []*Layout, arrs [][]Instance, prio int,
 		return 0
 	})
 	for _, d := range out {
-		if poll.tick() {
+		if poll.Tick(1) != nil {
 			return tr
 		}
 		g, in, l := d.g, d.in, layouts[d.g]

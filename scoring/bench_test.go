@@ -186,7 +186,7 @@ func BenchmarkCacheChurn(b *testing.B) {
 	heap := heapMiB()
 	// The caches' bounds (two table budgets, the evaluators) plus 64 MiB for
 	// the pinned nodes, the handles and the benchmark itself.
-	if limit := float64(2*CacheMaxTableBytes+CacheMaxEvaluatorBytes)/(1<<20) + 64; heap > limit {
+	if limit := float64(2*cacheMaxTableBytes+cacheMaxEvaluatorBytes)/(1<<20) + 64; heap > limit {
 		b.Errorf("live heap %.1f MiB after churn, want at most %.0f MiB", heap, limit)
 	}
 	b.ReportMetric(heap, "heap-MiB")

@@ -9,31 +9,31 @@ import (
 // Cache bounds. Compiled tables are kept in bounded caches (least recently
 // used first out, with a second chance for entries read since they were
 // last considered): a scheduler that runs for months on a churning fleet,
-// with many weight settings and workloads, holds at most CacheMaxNodes
-// small node handles (and the nodes they pin), 2×CacheMaxTableBytes of
+// with many weight settings and workloads, holds at most cacheMaxNodes
+// small node handles (and the nodes they pin), 2×cacheMaxTableBytes of
 // tables (counted as they are built, including the look-ahead tables built
-// on first use) and CacheMaxEvaluatorBytes of FGD evaluators.
+// on first use) and cacheMaxEvaluatorBytes of FGD evaluators.
 // An entry evicted while a caller still holds its *Compiled stays valid for
 // that caller; it is rebuilt on the next miss.
 const (
-	// CacheMaxNodes is the most node handles (a *topology.Node and a
+	// cacheMaxNodes is the most node handles (a *topology.Node and a
 	// pointer to its shape's tables) kept; a handle also pins its node.
-	CacheMaxNodes = 8192
-	// CacheMaxNodePairs bounds the sum over cached node handles of
+	cacheMaxNodes = 8192
+	// cacheMaxNodePairs bounds the sum over cached node handles of
 	// devices², so that the nodes the handles pin stay bounded whatever
 	// their size (8192 nodes of 8 devices, 101 of 72, 8 of 256).
-	CacheMaxNodePairs = CacheMaxNodes * 64
-	// CacheMaxTableBytes bounds the size of the tables of the cached
+	cacheMaxNodePairs = cacheMaxNodes * 64
+	// cacheMaxTableBytes bounds the size of the tables of the cached
 	// hardware shapes (per-subset tables, default-weight tables, the node
 	// model), and separately that of the weight-dependent tables for other
-	// weights: at most 2×CacheMaxTableBytes in all. A 16-device shape takes
+	// weights: at most 2×cacheMaxTableBytes in all. A 16-device shape takes
 	// about 4.5 MiB plus 0.5 MiB per look-ahead group size in use; an
 	// 8-device shape about 20 KiB.
-	CacheMaxTableBytes = 64 << 20
-	// CacheMaxEvaluators is the most FGD evaluators (per workload content
-	// and GPU model) kept, and CacheMaxEvaluatorBytes bounds their size.
-	CacheMaxEvaluators     = 1024
-	CacheMaxEvaluatorBytes = 16 << 20
+	cacheMaxTableBytes = 64 << 20
+	// cacheMaxEvaluators is the most FGD evaluators (per workload content
+	// and GPU model) kept, and cacheMaxEvaluatorBytes bounds their size.
+	cacheMaxEvaluators     = 1024
+	cacheMaxEvaluatorBytes = 16 << 20
 )
 
 // lru is a bounded map with an entry budget and a cost budget. Reads take

@@ -65,12 +65,12 @@ func cacheCounts() (nodes, shapes, weights, evals int, nodePairs, shapeBytes, we
 // points at evicted tables.
 func requireCacheBounds(t testing.TB) {
 	nodes, shapes, weights, evals, pairs, shapeBytes, weightBytes, evalBytes := cacheCounts()
-	require.LessOrEqual(t, nodes, CacheMaxNodes)
-	require.LessOrEqual(t, pairs, int64(CacheMaxNodePairs))
-	require.LessOrEqual(t, shapeBytes, int64(CacheMaxTableBytes))
-	require.LessOrEqual(t, weightBytes, int64(CacheMaxTableBytes))
-	require.LessOrEqual(t, evals, CacheMaxEvaluators)
-	require.LessOrEqual(t, evalBytes, int64(CacheMaxEvaluatorBytes))
+	require.LessOrEqual(t, nodes, cacheMaxNodes)
+	require.LessOrEqual(t, pairs, int64(cacheMaxNodePairs))
+	require.LessOrEqual(t, shapeBytes, int64(cacheMaxTableBytes))
+	require.LessOrEqual(t, weightBytes, int64(cacheMaxTableBytes))
+	require.LessOrEqual(t, evals, cacheMaxEvaluators)
+	require.LessOrEqual(t, evalBytes, int64(cacheMaxEvaluatorBytes))
 	require.Positive(t, shapes)
 	_ = weights
 	nodeCache.mu.RLock()
@@ -99,9 +99,9 @@ func churnShape(t testing.TB, base *topology.Node, variant int) *topology.Node {
 	return n
 }
 
-// After churning past every bound (more nodes than CacheMaxNodes, more
-// shape and weight tables than CacheMaxTableBytes holds, more workloads than
-// CacheMaxEvaluators), every cache is within its bound, and results are
+// After churning past every bound (more nodes than cacheMaxNodes, more
+// shape and weight tables than cacheMaxTableBytes holds, more workloads than
+// cacheMaxEvaluators), every cache is within its bound, and results are
 // unchanged.
 func TestCacheBoundedAfterChurn(t *testing.T) {
 	if testing.Short() {
@@ -110,27 +110,27 @@ func TestCacheBoundedAfterChurn(t *testing.T) {
 	h8, n16 := fixtureH8(t), fixtureN16(t)
 	want, err := SelectDevices(h8, nil, Request{Count: 3})
 	require.NoError(t, err)
-	for i := range CacheMaxNodes + 1000 {
+	for i := range cacheMaxNodes + 1000 {
 		_, err := ScoreNode(withIDs(t, h8, 100000+i), nil, Request{Count: 2})
 		require.NoError(t, err)
 	}
 	requireCacheBounds(t)
 	// Shapes: 16-device tables are about 4.5 MiB each.
-	for v := range int(CacheMaxTableBytes>>20)/4 + 4 {
+	for v := range int(cacheMaxTableBytes>>20)/4 + 4 {
 		_, err := ScoreNode(churnShape(t, n16, v), nil, Request{Count: 2})
 		require.NoError(t, err)
 	}
 	requireCacheBounds(t)
 	// Weights: 16-device weight tables are 0.5 MiB plus 0.5 MiB per
 	// look-ahead size.
-	for v := range int(CacheMaxTableBytes>>20) + 8 {
+	for v := range int(cacheMaxTableBytes>>20) + 8 {
 		w := Weights{Ring: float64(1 + v), Aggregate: 10, NUMA: 5, PCIe: 2, LookAhead: 100}
 		_, err := ScoreNode(n16, nil, Request{Count: 2, Weights: &w})
 		require.NoError(t, err)
 	}
 	requireCacheBounds(t)
 	// Workloads.
-	for v := range CacheMaxEvaluators + 100 {
+	for v := range cacheMaxEvaluators + 100 {
 		wl, err := fgd.NewWorkload([]fgd.Task{{CPUMilli: int64(v), GPUMilli: 500, GPUs: 1, Weight: 1}})
 		require.NoError(t, err)
 		_, err = ScoreNode(h8, nil, Request{Shared: &SharedSlice{ComputeMilli: 250}, Workload: wl})

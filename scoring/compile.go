@@ -21,8 +21,8 @@ import (
 // The heavy tables are shared by every node of the same scoring shape: the
 // same links, NUMA nodes, scopes, NICs, memory, health and models, whatever
 // their names, UUIDs and PCI addresses. A cluster of a thousand identical
-// servers builds them once. Every cache involved is bounded (see
-// CacheMaxNodes and the other Cache constants).
+// servers builds them once. Every cache involved is bounded (see the
+// Limits table in the package documentation).
 type Compiled struct {
 	node *topology.Node
 	m    *model // the shape's model (built from the shape's first node)
@@ -79,10 +79,10 @@ type evalKey struct {
 // its node; cost devices²), shape key → shape tables, shape and weights →
 // weight-dependent tables, workload content and model → FGD evaluator.
 var (
-	nodeCache   = newLRU[*topology.Node, *Compiled](CacheMaxNodes, CacheMaxNodePairs, nil)
-	shapeCache  = newLRU[shapeKey, *shape](math.MaxInt, CacheMaxTableBytes, shapeEvicted)
-	weightCache = newLRU[weightKey, *weightedTables](math.MaxInt, CacheMaxTableBytes, nil)
-	evalCache   = newLRU[evalKey, *fgd.Evaluator](CacheMaxEvaluators, CacheMaxEvaluatorBytes, nil)
+	nodeCache   = newLRU[*topology.Node, *Compiled](cacheMaxNodes, cacheMaxNodePairs, nil)
+	shapeCache  = newLRU[shapeKey, *shape](math.MaxInt, cacheMaxTableBytes, shapeEvicted)
+	weightCache = newLRU[weightKey, *weightedTables](math.MaxInt, cacheMaxTableBytes, nil)
+	evalCache   = newLRU[evalKey, *fgd.Evaluator](cacheMaxEvaluators, cacheMaxEvaluatorBytes, nil)
 )
 
 // shapeEvicted drops the node handles that point at an evicted shape, so

@@ -215,11 +215,28 @@
 // (settings with the same ratios share them), FGD evaluators by the
 // workload's content and the GPU model. A handle per *topology.Node (nodes
 // are immutable) makes the repeated call cheap. Every cache is bounded
-// ([CacheMaxNodes], [CacheMaxNodePairs], [CacheMaxTableBytes] for shape
-// tables and again for weight tables, [CacheMaxEvaluators],
-// [CacheMaxEvaluatorBytes]) and evicts the least recently used entries
-// (CLOCK), so a long-running scheduler on a churning fleet holds a bounded
-// amount of memory; an evicted entry is rebuilt on the next use.
+// (the cacheMax limits in the Limits table below; the table budget holds
+// once for shape tables and again for weight tables) and evicts the least
+// recently used entries (CLOCK), so a long-running scheduler on a churning
+// fleet holds a bounded amount of memory, about 200 MiB at worst; an
+// evicted entry is rebuilt on the next use.
+//
+// # Limits
+//
+// Inputs are bounded, and a request over a size limit fails with an error
+// wrapping topology.ErrLimit that names the limit. [MaxDevices] is exported
+// (callers size per-device tables by it); the others are documented here:
+//
+//	limit                   value        bounds
+//	MaxDevices              256          devices of a node scored
+//	maxNUMANode             1,023        NUMA ids in Request.Affinity.NUMA
+//	maxAllowedSets          4,096        entries of Request.AllowedSets
+//	maxLargeCandidates      262,144      count vectors one large-node search scores (then the best found is returned)
+//	cacheMaxNodes           8,192        cached node handles (each pins its node)
+//	cacheMaxNodePairs       524,288      the sum of devices² over cached node handles
+//	cacheMaxTableBytes      64 MiB       shape tables, and again weight-dependent tables
+//	cacheMaxEvaluators      1,024        cached FGD evaluators
+//	cacheMaxEvaluatorBytes  16 MiB       the FGD evaluators' size
 //
 // # Concurrency
 //

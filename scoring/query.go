@@ -158,16 +158,16 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if len(req.Required) > MaxDevices || len(req.Excluded) > MaxDevices {
 		return reqErr(errLimit, nil, "%d required and %d excluded devices, more than scoring.MaxDevices (%d) each", len(req.Required), len(req.Excluded), MaxDevices)
 	}
-	if len(req.AllowedSets) > MaxAllowedSets {
-		return reqErr(errLimit, nil, "%d allowed sets, more than scoring.MaxAllowedSets (%d)", len(req.AllowedSets), MaxAllowedSets)
+	if len(req.AllowedSets) > maxAllowedSets {
+		return reqErr(errLimit, nil, "%d allowed sets, more than scoring limit maxAllowedSets (%d)", len(req.AllowedSets), maxAllowedSets)
 	}
-	if len(req.Affinity.NUMA) > MaxNUMANode+1 || len(req.Affinity.NICs) > topology.MaxDevices {
-		return reqErr(errLimit, nil, "affinity lists %d NUMA nodes and %d NICs, more than scoring.MaxNUMANode+1 (%d) and topology.MaxDevices (%d)",
-			len(req.Affinity.NUMA), len(req.Affinity.NICs), MaxNUMANode+1, topology.MaxDevices)
+	if len(req.Affinity.NUMA) > maxNUMANode+1 || len(req.Affinity.NICs) > topology.MaxDevices {
+		return reqErr(errLimit, nil, "affinity lists %d NUMA nodes and %d NICs, more than scoring limit maxNUMANode+1 (%d) and topology.MaxDevices (%d)",
+			len(req.Affinity.NUMA), len(req.Affinity.NICs), maxNUMANode+1, topology.MaxDevices)
 	}
 	for _, id := range req.Affinity.NUMA {
-		if id < 0 || id > MaxNUMANode {
-			return reqErr(ErrInvalidRequest, nil, "affinity NUMA node %d out of range 0..%d", id, MaxNUMANode)
+		if id < 0 || id > maxNUMANode {
+			return reqErr(ErrInvalidRequest, nil, "affinity NUMA node %d out of range 0..%d", id, maxNUMANode)
 		}
 	}
 	if q.shared {

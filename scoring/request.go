@@ -65,7 +65,7 @@ type SharedSlice struct {
 
 // Affinity is a soft preference for devices near CPUs or NICs.
 type Affinity struct {
-	// NUMA lists preferred CPU NUMA node ids (0..MaxNUMANode); a device
+	// NUMA lists preferred CPU NUMA node ids (0..1023); a device
 	// attached to one of them scores 1 on the affinity component, others 0.
 	// An id outside that range is an ErrInvalidRequest.
 	NUMA []int
@@ -76,12 +76,12 @@ type Affinity struct {
 	NICs []int
 }
 
-// MaxNUMANode is the largest NUMA node id Affinity.NUMA may name (Linux
+// maxNUMANode is the largest NUMA node id Affinity.NUMA may name (Linux
 // supports at most 1024 NUMA nodes).
-const MaxNUMANode = 1023
+const maxNUMANode = 1023
 
-// MaxAllowedSets is the most entries Request.AllowedSets may hold.
-const MaxAllowedSets = 4096
+// maxAllowedSets is the most entries Request.AllowedSets may hold.
+const maxAllowedSets = 4096
 
 // Scope is a kind of device grouping a request can be confined to.
 type Scope uint8

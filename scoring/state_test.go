@@ -118,9 +118,9 @@ func TestRequestRanges(t *testing.T) {
 		"weight NaN":             {Count: 2, Weights: &Weights{Ring: math.NaN()}},
 		"weight negative":        {Count: 2, Weights: &Weights{Ring: -1, Fit: 2}},
 		"affinity NUMA negative": {Count: 2, Affinity: Affinity{NUMA: []int{-1}}},
-		"affinity NUMA too big":  {Count: 2, Affinity: Affinity{NUMA: []int{MaxNUMANode + 1}}},
+		"affinity NUMA too big":  {Count: 2, Affinity: Affinity{NUMA: []int{maxNUMANode + 1}}},
 		"affinity NIC":           {Count: 2, Affinity: Affinity{NICs: []int{99}}},
-		"too many allowed sets":  {Count: 1, AllowedSets: make([][]int, MaxAllowedSets+1)},
+		"too many allowed sets":  {Count: 1, AllowedSets: make([][]int, maxAllowedSets+1)},
 		"excluded list too long": {Count: 1, Excluded: make([]int, MaxDevices+1)},
 		"scope":                  {Count: 1, Scope: ScopePackage + 1},
 	} {
@@ -128,9 +128,9 @@ func TestRequestRanges(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)
 	}
 	for name, req := range map[string]Request{
-		"too many allowed sets":  {Count: 1, AllowedSets: make([][]int, MaxAllowedSets+1)},
+		"too many allowed sets":  {Count: 1, AllowedSets: make([][]int, maxAllowedSets+1)},
 		"excluded list too long": {Count: 1, Excluded: make([]int, MaxDevices+1)},
-		"affinity list too long": {Count: 1, Affinity: Affinity{NUMA: make([]int, MaxNUMANode+2)}},
+		"affinity list too long": {Count: 1, Affinity: Affinity{NUMA: make([]int, maxNUMANode+2)}},
 	} {
 		_, err := SelectDevices(h8, nil, req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)
@@ -140,7 +140,7 @@ func TestRequestRanges(t *testing.T) {
 	// In range: the largest NUMA id, and weights near the float limit
 	// whose sum is finite.
 	near := Weights{Ring: 5e307, LookAhead: 5e307}
-	r, err := SelectDevices(h8, nil, Request{Count: 2, Weights: &near, Affinity: Affinity{NUMA: []int{MaxNUMANode}}})
+	r, err := SelectDevices(h8, nil, Request{Count: 2, Weights: &near, Affinity: Affinity{NUMA: []int{maxNUMANode}}})
 	require.NoError(t, err)
 	assert.False(t, math.IsNaN(r.Score) || math.IsInf(r.Score, 0), "score %v", r.Score)
 }

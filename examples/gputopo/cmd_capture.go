@@ -184,7 +184,7 @@ func captureList(s string) []string {
 // gang reads it) and the devices its running pods hold there (whole GPUs,
 // and the GPUs of MIG instances, ascending).
 func capturedNode(path, name string) (n *topology.Node, busy []int, origin string, err error) {
-	snap, err := gangReadCluster(path)
+	snap, err := gangReadCluster(context.Background(), path)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -64,11 +64,6 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *timeout < 0 {
 		return fmt.Errorf("--timeout %v: want a duration of 0 (none) or more", *timeout)
 	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
 	if *jobFile == "" || *clusterFile == "" {
 		fmt.Fprintln(stderr, "gputopo gang: --job and --cluster are required")
 		fs.Usage()
@@ -78,7 +73,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("--strategy: %w", err)
 	}
-	snap, err := gangReadCluster(*clusterFile)
+	snap, err := gangReadCluster(ctx, *clusterFile)
 	if err != nil {
 		return err
 	}
@@ -91,6 +86,11 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%s: %w", *jobFile, err)
 	}
 	jobs, queues := jf.Jobs, jf.Queues
+	if *timeout > 0 { // the budget of the pass, not of reading the files
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
 	for _, w := range snap.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
@@ -171,12 +171,12 @@ func gangRead(path string) ([]byte, error) {
 	return b, nil
 }
 
-func gangReadCluster(path string) (*gang.Snapshot, error) {
+func gangReadCluster(ctx context.Context, path string) (*gang.Snapshot, error) {
 	data, err := gangRead(path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := gangfile.ParseCluster(data, catalog.Get)
+	s, err := gangfile.ParseCluster(ctx, data, catalog.Get)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -96,7 +96,7 @@ func showCluster(stdout, stderr io.Writer, format string, src sourceFlags, confl
 		fmt.Fprintf(stderr, "gputopo show: --format %s takes only --cluster FILE (no --node, --topology, --machine, --json or --dot)\n", format)
 		return errUsage
 	}
-	snap, err := gangReadCluster(src.cluster)
+	snap, err := gangReadCluster(context.Background(), src.cluster)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func TestShowFormatNCCL(t *testing.T) {
 // back to the file's domain tree.
 func TestShowClusterFormats(t *testing.T) {
 	file := filepath.Join("testdata", "gang", "hier-cluster.yaml")
-	snap, err := gangReadCluster(file)
+	snap, err := gangReadCluster(t.Context(), file)
 	require.NoError(t, err)
 	c := snap.Cluster()
 

@@ -162,7 +162,7 @@ func serveConfig(ctx context.Context, src *sourceFlags, layout, gangCluster, gan
 	}
 	cfg.Gang, cfg.GangJobs, cfg.GangOrigin = demoSnap, demoJobs, "demo cluster (built in: 4 DGX H100 nodes in 2 racks; gputopo serve --gang-cluster FILE --gang-job FILE shows yours)"
 	if gangCluster != "" {
-		if cfg.Gang, err = gangReadCluster(gangCluster); err != nil {
+		if cfg.Gang, err = gangReadCluster(ctx, gangCluster); err != nil {
 			return cfg, err
 		}
 		data, err := gangRead(gangJobs)

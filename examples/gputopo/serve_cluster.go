@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -116,7 +117,7 @@ func newClusterView(src *sourceFlags) (*clusterView, error) {
 	if src.cluster == "" {
 		return nil, nil
 	}
-	snap, err := gangReadCluster(src.cluster)
+	snap, err := gangReadCluster(context.Background(), src.cluster)
 	if err != nil {
 		return nil, err
 	}

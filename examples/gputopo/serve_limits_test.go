@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -43,7 +44,7 @@ func bigGangHandler(t *testing.T, lim webui.Limits) *webui.Server {
 		fmt.Fprintf(&b, "  - {name: \"r%d-n{i}\", count: %d, machine: dgx-h100, cpu: 224, memory: 2Ti, labels: {example.com/rack: r%d}}\n", r, gang.MaxNodes/racks, r)
 	}
 	b.WriteString("allocations:\n  - {job: train, pod: train-0, node: r0-n0, gpus: [0, 1, 2, 3], cpu: 32, priority: 5}\n")
-	snap, err := gangfile.ParseCluster([]byte(b.String()), catalog.Get)
+	snap, err := gangfile.ParseCluster(context.Background(), []byte(b.String()), catalog.Get)
 	require.NoError(t, err)
 	require.Equal(t, gang.MaxNodes, snap.Cluster().Len())
 	node, err := catalog.Get("dgx-h100")

@@ -96,7 +96,7 @@ func clusterNodes(path string) ([]simulate.Node, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := gangReadCluster(path) // validates, expands templates, resolves topologies
+	snap, err := gangReadCluster(context.Background(), path) // validates, expands templates, resolves topologies
 	if err != nil {
 		return nil, nil, err
 	}

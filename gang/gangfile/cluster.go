@@ -1,6 +1,7 @@
 package gangfile
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -109,8 +110,9 @@ type MIGSlot struct {
 // ParseCluster reads a cluster file (see Cluster) into a snapshot.
 // machine resolves "machine" names (nil: they are errors). Errors wrap
 // gang.ErrParse, or gang.ErrInvalidSnapshot and topology's sentinels for a file that
-// parses but describes an impossible cluster.
-func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption) (*gang.Snapshot, error) {
+// parses but describes an impossible cluster. The snapshot is built by
+// gang.NewSnapshot under ctx: once ctx is done, the error wraps ctx.Err().
+func ParseCluster(ctx context.Context, data []byte, machine MachineFunc, opts ...gang.SnapshotOption) (*gang.Snapshot, error) {
 	raw, err := toJSON(data, clusterDocLimits)
 	if err != nil {
 		return nil, err
@@ -232,7 +234,7 @@ func ParseCluster(data []byte, machine MachineFunc, opts ...gang.SnapshotOption)
 		}
 		allocs[i] = a
 	}
-	return gang.NewSnapshot(c, infos, allocs, opts...)
+	return gang.NewSnapshot(ctx, c, infos, allocs, opts...)
 }
 
 // checkTemplates checks a cluster file's node templates before any is

@@ -23,7 +23,7 @@ nodes:
 allocations:
   - {job: old, node: n0, gpus: [0, 1]}
 `
-	s, err := gangfile.ParseCluster([]byte(file), nil)
+	s, err := gangfile.ParseCluster(context.Background(), []byte(file), nil)
 	if err != nil {
 		fmt.Println(err)
 		return

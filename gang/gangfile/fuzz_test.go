@@ -24,7 +24,7 @@ func FuzzParseJobs(f *testing.F) {
 	f.Add([]byte("name: t\npodSets: [{name: w, replicas: 2, gpus: 1, tolerations: [{key: k, operator: Exists}, {key: j, value: v, effect: NoExecute}],\n" +
 		"  nodeAffinity: {required: [{matchExpressions: [{key: gen, operator: Gt, values: [\"3\"]}, {key: r, operator: NotIn, values: [a, b]}]}],\n" +
 		"  preferred: [{weight: 10, matchExpressions: [{key: z, operator: DoesNotExist}]}]}}]\n"))
-	s, err := ParseCluster([]byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
+	s, err := ParseCluster(context.Background(), []byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
 nodes: [{name: "n{i}", count: 8, machine: hgx-h100, cpu: 224, memory: 2048Gi,
   labels: {example.com/block: b0, example.com/rack: "r{i}", nvidia.com/gpu.clique: "c{i}"}}]`), machines(f))
 	if err != nil {
@@ -84,7 +84,7 @@ func FuzzParseCluster(f *testing.F) {
 		"allocations: [{job: a, node: n1, gpus: [1], shared: {memory: 30Gi, compute: 500}}, {job: b, node: n1, gpus: [1, 2], shared: {memory: 10Gi}}]"))
 	resolve := machines(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseCluster(data, resolve)
+		s, err := ParseCluster(context.Background(), data, resolve)
 		if err != nil {
 			if !errors.Is(err, gang.ErrParse) && !errors.Is(err, gang.ErrInvalidSnapshot) && !errors.Is(err, topology.ErrInvalidCluster) &&
 				!errors.Is(err, topology.ErrInvalidTopology) {

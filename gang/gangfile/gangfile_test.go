@@ -167,7 +167,7 @@ allocations:
   - {job: a, pod: a-0, node: gb-r0-1, gpus: [0, 1], cpu: 8, priority: 3, remaining: 1h}
   - {job: m, node: mig-0, mig: [{gpu: 1, profile: 3g.40gb, start: 4}], releasing: true}
 `
-	s, err := ParseCluster([]byte(src), machines(t))
+	s, err := ParseCluster(context.Background(), []byte(src), machines(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +213,11 @@ func TestParseCluster_Errors(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseCluster([]byte(c.src), machines(t))
+			_, err := ParseCluster(context.Background(), []byte(c.src), machines(t))
 			require.ErrorIs(t, err, c.want)
 		})
 	}
-	_, err := ParseCluster([]byte(node), nil)
+	_, err := ParseCluster(context.Background(), []byte(node), nil)
 	require.ErrorIs(t, err, gang.ErrParse, "machine without catalogue")
 	assert.Contains(t, err.Error(), "catalogue")
 }
@@ -261,7 +261,7 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 	src := "nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n" +
 		"  - {job: a, pod: a-0, node: n0, gpus: [1], shared: {memory: 50Gi, compute: 500}}\n" +
 		"  - {job: b, pod: b-0, node: n0, gpus: [1], shared: {memory: 30Gi, compute: 500}}\n"
-	s, err := ParseCluster([]byte(src), machines(t))
+	s, err := ParseCluster(context.Background(), []byte(src), machines(t))
 	require.NoError(t, err)
 	as := s.Allocations()
 	require.Len(t, as, 2)
@@ -277,10 +277,10 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 	assert.Equal(t, gang.Blocked, r.Verdict, "a sliced GPU is not free whole")
 	assert.Equal(t, 7, r.Free.GPUs)
 
-	_, err = ParseCluster([]byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n"+
+	_, err = ParseCluster(context.Background(), []byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n"+
 		"  - {job: a, node: n0, gpus: [1], shared: {memory: 50Gi}}\n  - {job: b, node: n0, gpus: [1], shared: {memory: 40Gi}}\n"), machines(t))
 	require.ErrorIs(t, err, gang.ErrInvalidSnapshot)
-	_, err = ParseCluster([]byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations: [{job: a, node: n0, gpus: [1], shared: {compute: 2000}}]\n"), machines(t))
+	_, err = ParseCluster(context.Background(), []byte("nodes: [{name: n0, machine: hgx-h100}]\nallocations: [{job: a, node: n0, gpus: [1], shared: {compute: 2000}}]\n"), machines(t))
 	require.ErrorIs(t, err, gang.ErrParse)
 	assert.Contains(t, err.Error(), "allocations[0].shared.compute 2000")
 }
@@ -289,7 +289,7 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 // tolerations and node affinity of job files reach gang and decide where
 // pods go.
 func TestNodeRulesInFiles(t *testing.T) {
-	s, err := ParseCluster([]byte(`levels: [example.com/rack]
+	s, err := ParseCluster(context.Background(), []byte(`levels: [example.com/rack]
 nodes:
   - {name: t0, machine: hgx-h100, labels: {example.com/rack: r0, gen: "4"}, taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
   - {name: d0, machine: hgx-h100, labels: {example.com/rack: r0, gen: "4"}, notReady: true}

@@ -106,7 +106,7 @@ func FuzzParseJobFile(f *testing.F) {
 	f.Add([]byte(hierYAML))
 	f.Add([]byte("name: x\ntopology: {level: rack}\ngroups: [{name: a, topology: {level: clique}, replicas: 2, gpus: 4}, {name: b, replicas: 4, gpus: 1, slices: {size: 2, level: node}}]"))
 	f.Add([]byte("jobs: [{name: a, podSets: [{name: w, replicas: 1, gpus: 1}], wait: {steps: [{level: clique}, {level: '', after: 10m}]}}]"))
-	s, err := ParseCluster([]byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
+	s, err := ParseCluster(context.Background(), []byte(`levels: [example.com/block, example.com/rack, nvidia.com/gpu.clique]
 nodes: [{name: "n{i}", count: 8, machine: hgx-h100, cpu: 224, memory: 2048Gi,
   labels: {example.com/block: b0, example.com/rack: "r{i}", nvidia.com/gpu.clique: "c{i}"}}]`), machines(f))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -194,8 +195,18 @@ func (js *Job) job() (gang.Job, error) {
 
 // pod converts a pod set's pod request.
 func (ps *PodSet) pod(where string) (gang.Pod, error) {
-	p := gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)}, MIGProfile: ps.MIGProfile,
+	p := gang.Pod{Devices: scoring.Request{Count: ps.GPUs, MinFreeMemory: uint64(ps.GPUMemory)},
 		CPUMilli: int64(ps.CPU), MemoryBytes: uint64(ps.Memory), NodeSelector: ps.NodeSelector, Tolerations: tolerations(ps.Tolerations)}
+	if ps.MIGProfile != "" {
+		if err := checkName(where+" migProfile", ps.MIGProfile); err != nil {
+			return p, err
+		}
+		name, err := mig.ParseProfileName(ps.MIGProfile)
+		if err != nil {
+			return p, fmt.Errorf("%w: %s: %v", gang.ErrInvalidJob, where, err)
+		}
+		p.MIGProfile = name
+	}
 	ps.NodeAffinity.apply(&p)
 	if ps.Scope != "" {
 		sc, err := scoring.ParseScope(ps.Scope)

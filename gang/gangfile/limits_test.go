@@ -90,19 +90,19 @@ nodes: [{name: "n{i}", count: 60000, labels: {a: "` + strings.Repeat("{i}", 60) 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			hostileParse(t, c.limit, func() error {
-				_, err := ParseCluster([]byte(c.src), resolve)
+				_, err := ParseCluster(context.Background(), []byte(c.src), resolve)
 				return err
 			}, gang.ErrParse, gang.ErrInvalidSnapshot)
 		})
 	}
 	t.Run("file past MaxFileBytes", func(t *testing.T) {
 		big := []byte("nodes: [{name: x0}]\n# " + strings.Repeat("x", MaxFileBytes))
-		hostile.Check(t, func() error { _, err := ParseCluster(big, resolve); return err }, gang.ErrParse, topology.ErrLimit)
+		hostile.Check(t, func() error { _, err := ParseCluster(context.Background(), big, resolve); return err }, gang.ErrParse, topology.ErrLimit)
 		r := strings.NewReader(string(big))
 		hostile.Check(t, func() error { _, err := ReadAll(r); return err }, gang.ErrParse, topology.ErrLimit)
 	})
 	t.Run("billion laughs message", func(t *testing.T) {
-		_, err := ParseCluster([]byte(billionLaughs()), resolve)
+		_, err := ParseCluster(context.Background(), []byte(billionLaughs()), resolve)
 		require.ErrorIs(t, err, gang.ErrParse)
 		assert.Contains(t, err.Error(), "excessive aliasing")
 	})
@@ -189,11 +189,11 @@ func TestTaintedNodeTemplate(t *testing.T) {
 		return `nodes: [{name: "n{i}", count: 60000, taints: [` + taints + `]}]`
 	}
 	plain := hostile.Allocated(func() {
-		_, err := ParseCluster([]byte(src("")), resolve)
+		_, err := ParseCluster(context.Background(), []byte(src("")), resolve)
 		require.NoError(t, err)
 	})
 	tainted := hostile.Allocated(func() {
-		_, err := ParseCluster([]byte(src(strings.TrimSuffix(strings.Repeat("{key: k, effect: NoSchedule},", gang.MaxLabels), ","))), resolve)
+		_, err := ParseCluster(context.Background(), []byte(src(strings.TrimSuffix(strings.Repeat("{key: k, effect: NoSchedule},", gang.MaxLabels), ","))), resolve)
 		require.NoError(t, err)
 	})
 	t.Logf("60,000 nodes: %d MB untainted, %d MB with %d taints each", plain>>20, tainted>>20, gang.MaxLabels)
@@ -212,7 +212,7 @@ nodes: [{name: "n{i}", count: %d, machine: hgx-h100, labels: {example.com/rack: 
 	var s *gang.Snapshot
 	n := hostile.Allocated(func() {
 		var err error
-		s, err = ParseCluster([]byte(src), machines(t))
+		s, err = ParseCluster(context.Background(), []byte(src), machines(t))
 		require.NoError(t, err)
 	})
 	t.Logf("cluster of %d nodes: %d MB allocated", gang.MaxNodes, n>>20)

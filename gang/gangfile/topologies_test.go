@@ -42,7 +42,7 @@ func TestSharedTopologies(t *testing.T) {
   {"name": "cpu0"}
 ],
 "allocations": [{"job": "old", "node": "a1", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}]}`
-	s, err := ParseCluster([]byte(src), machines(t))
+	s, err := ParseCluster(context.Background(), []byte(src), machines(t))
 	require.NoError(t, err)
 	c := s.Cluster()
 	require.Equal(t, 8, c.Len())
@@ -80,7 +80,7 @@ func TestSharedTopologies(t *testing.T) {
 
 	// YAML too, and the table may hold entries no node uses.
 	y := "topologies:\n  h100: {topology: " + h100 + "}\n  spare:\n    topology: " + gb + "\n    labels: {a: b}\nnodes:\n  - {name: y0, topologyRef: h100}\n"
-	s, err = ParseCluster([]byte(y), nil)
+	s, err = ParseCluster(context.Background(), []byte(y), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 8, s.Cluster().Node(0).Topology.Len())
 }
@@ -103,7 +103,7 @@ func TestSharedTopologyErrors(t *testing.T) {
 		{"{i} in a shared label", `{"topologies": {"t": {"topology": ` + raw + `, "labels": {"a": "x{i}"}}}, "nodes": [{"name": "x"}]}`, "{i} is for node templates"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseCluster([]byte(tc.src), machines(t))
+			_, err := ParseCluster(context.Background(), []byte(tc.src), machines(t))
 			require.ErrorIs(t, err, gang.ErrParse)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -130,7 +130,7 @@ func table(n int, entry string) string {
 // entry is parsed; a table at the limit of minimal entries parses within
 // the hostile budget; a long name or reference is refused.
 func TestHostileTopologyTables(t *testing.T) {
-	_, err := ParseCluster([]byte(minimalTopologyCheck()), nil)
+	_, err := ParseCluster(context.Background(), []byte(minimalTopologyCheck()), nil)
 	require.NoError(t, err, "the minimal entry is valid")
 	long := strings.Repeat("x", gang.MaxNameBytes+1)
 	for _, tc := range []struct {
@@ -148,7 +148,7 @@ func TestHostileTopologyTables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hostileParse(t, tc.limit, func() error {
-				_, err := ParseCluster([]byte(tc.src), nil)
+				_, err := ParseCluster(context.Background(), []byte(tc.src), nil)
 				return err
 			}, gang.ErrParse)
 		})
@@ -157,7 +157,7 @@ func TestHostileTopologyTables(t *testing.T) {
 		src := table(MaxTopologies, minimalTopology)
 		require.Less(t, len(src), MaxFileBytes)
 		n := hostile.Allocated(func() {
-			_, err := ParseCluster([]byte(src), nil)
+			_, err := ParseCluster(context.Background(), []byte(src), nil)
 			require.NoError(t, err)
 		})
 		t.Logf("%d entries (%d KB of text): %d MB allocated", MaxTopologies, len(src)>>10, n>>20)
@@ -179,7 +179,7 @@ func FuzzSharedTopologies(f *testing.F) {
 	f.Add([]byte("topologies: {a: " + minimalTopology + ", b: " + minimalTopology + "}\nnodes: [{name: x, topologyRef: b}, {name: y, topologyRef: a}]"))
 	f.Add([]byte(`{"topologies": {"t": null}, "nodes": [{"name": "x", "topologyRef": "t"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseCluster(data, nil)
+		s, err := ParseCluster(context.Background(), data, nil)
 		if err != nil {
 			if !errors.Is(err, gang.ErrParse) && !errors.Is(err, gang.ErrInvalidSnapshot) && !errors.Is(err, topology.ErrInvalidCluster) &&
 				!errors.Is(err, topology.ErrInvalidTopology) {

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,7 +138,7 @@ func keys(m map[string]gangfile.Allocation) []string {
 // checkJob parses the captured file and checks a job file against it.
 func checkJob(t *testing.T, data []byte, job string) *gang.Result {
 	t.Helper()
-	snap, err := gangfile.ParseCluster(data, catalog.Get)
+	snap, err := gangfile.ParseCluster(context.Background(), data, catalog.Get)
 	require.NoError(t, err)
 	jobs, _, err := gangfile.ParseJobs([]byte(job))
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -113,7 +114,7 @@ func TestCaptureOf5000Nodes(t *testing.T) {
 
 	var snap *gang.Snapshot
 	mem := hostile.Allocated(func() {
-		snap, err = gangfile.ParseCluster(data, catalog.Get)
+		snap, err = gangfile.ParseCluster(context.Background(), data, catalog.Get)
 		require.NoError(t, err)
 	})
 	t.Logf("reading it back: %d MB allocated", mem>>20)

@@ -71,7 +71,7 @@ func numbersOf(t *testing.T, file string) clusterNumbers {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
-	snap, err := gangfile.ParseCluster(data, catalog.Get)
+	snap, err := gangfile.ParseCluster(context.Background(), data, catalog.Get)
 	require.NoError(t, err)
 	c := snap.Cluster()
 	n := clusterNumbers{nodes: c.Len(), nodeGPUs: map[string]int{}}

@@ -147,7 +147,7 @@ func TestCapture(t *testing.T) {
 	defer raw.Close()
 	fileData, err := gangfile.ReadAll(raw)
 	require.NoError(t, err)
-	snap, err := gangfile.ParseCluster(fileData, catalog.Get)
+	snap, err := gangfile.ParseCluster(context.Background(), fileData, catalog.Get)
 	require.NoError(t, err)
 	check := func(job string) *gang.Result {
 		t.Helper()

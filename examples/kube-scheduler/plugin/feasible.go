@@ -26,27 +26,27 @@ import (
 // plugins of the profile (pod affinity, volumes, ports, ...) still filter
 // each member, and Permit still holds members until the gang is complete,
 // so a "fits" is necessary, not sufficient.
-func (p *Plugin) gangSnapshot(holds []*hold) (*gang.Snapshot, error) {
-	return p.gangSnapshotMarked(holds, nil)
+func (p *Plugin) gangSnapshot(ctx context.Context, holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotMarked(ctx, holds, nil)
 }
 
 // gangSnapshotMarked is gangSnapshot with the nodes in filtered carrying
 // filteredLabel.
-func (p *Plugin) gangSnapshotMarked(holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
+func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
 	}
-	return p.gangSnapshotOfMarked(infos, holds, filtered)
+	return p.gangSnapshotOfMarked(ctx, infos, holds, filtered)
 }
 
 // gangSnapshotOf is gangSnapshot of the given nodes only.
-func (p *Plugin) gangSnapshotOf(infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
-	return p.gangSnapshotOfMarked(infos, holds, nil)
+func (p *Plugin) gangSnapshotOf(ctx context.Context, infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
+	return p.gangSnapshotOfMarked(ctx, infos, holds, nil)
 }
 
 // gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
-func (p *Plugin) gangSnapshotOfMarked(infos []fwk.NodeInfo, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
+func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
@@ -125,7 +125,7 @@ func (p *Plugin) gangSnapshotOfMarked(infos []fwk.NodeInfo, holds []*hold, filte
 	if err != nil {
 		return nil, err
 	}
-	return gang.NewSnapshot(cluster, info, allocs)
+	return gang.NewSnapshot(ctx, cluster, info, allocs)
 }
 
 // holdPodSep separates a gang key from an index in the names of the
@@ -157,7 +157,7 @@ func (p *Plugin) gangCheck(ctx context.Context, job *gang.Job, holds []*hold) (*
 
 // gangCheckMarked is gangCheck on gangSnapshotMarked.
 func (p *Plugin) gangCheckMarked(ctx context.Context, job *gang.Job, holds []*hold, filtered map[string]bool) (*gang.Result, *gang.Snapshot, error) {
-	snap, err := p.gangSnapshotMarked(holds, filtered)
+	snap, err := p.gangSnapshotMarked(ctx, holds, filtered)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -130,7 +130,7 @@ func TestGangPreemptPlan(t *testing.T) {
 		infos = append(infos, fakeNodeInfo{node: node, pods: []fwk.PodInfo{fakePodInfo{pod: pod}}})
 	}
 	p.handle = &fakeHandle{infos: infos}
-	snap, err := p.gangSnapshot(nil)
+	snap, err := p.gangSnapshot(t.Context(), nil)
 	require.NoError(t, err)
 	pod := gpuPod("h1", 4, nil)
 	pod.Labels = map[string]string{LabelGang: "h", LabelGangMinCount: "2"}
@@ -169,7 +169,7 @@ func TestGangSnapshotSharedSlices(t *testing.T) {
 		infos = append(infos, ni)
 	}
 	p.handle = &fakeHandle{infos: infos}
-	snap, err := p.gangSnapshot(nil)
+	snap, err := p.gangSnapshot(t.Context(), nil)
 	require.NoError(t, err)
 	allocs := snap.Allocations()
 	require.Len(t, allocs, 2)

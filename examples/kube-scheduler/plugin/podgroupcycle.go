@@ -93,7 +93,7 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 	for _, ns := range byDomain {
 		nodes = append(nodes, ns...)
 	}
-	snap, err := p.gangSnapshotOf(nodes, nil)
+	snap, err := p.gangSnapshotOf(ctx, nodes, nil)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -65,7 +65,7 @@ func (p *Plugin) gangPostFilter(ctx context.Context, pod *v1.Pod, req scoring.Re
 	p.gangs.mu.Lock()
 	others := p.gangs.countedLocked(me)
 	p.gangs.mu.Unlock()
-	snap, err := p.gangSnapshot(others)
+	snap, err := p.gangSnapshot(ctx, others)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -64,7 +64,7 @@ func TestPreemptWithinBudgets(t *testing.T) {
 		p := newPlugin(t, "")
 		p.handle = &clientHandle{fakeHandle: fakeHandle{infos: infos}, client: client}
 		p.pods = corelisters.NewPodLister(pods)
-		snap, err := p.gangSnapshot(nil)
+		snap, err := p.gangSnapshot(t.Context(), nil)
 		require.NoError(t, err)
 		return p.preemptWithinBudgets(context.Background(), snap, job)
 	}

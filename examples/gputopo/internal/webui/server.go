@@ -359,7 +359,7 @@ func Demo() (*mig.LayoutFile, *gang.Snapshot, []gang.Job, error) {
 	if b, err = demo.ReadFile("demo/cluster.yaml"); err != nil {
 		return nil, nil, nil, err
 	}
-	snap, err := gangfile.ParseCluster(b, catalog.Get)
+	snap, err := gangfile.ParseCluster(context.Background(), b, catalog.Get)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("demo gang cluster: %w", err)
 	}
