@@ -81,8 +81,14 @@ type Plugin struct {
 type reservation struct {
 	node    string
 	devices []int
-	pod     *v1.Pod
-	bound   bool // Bind bound the pod with its annotations (BindWithAnnotations)
+	// deviceIDs are the devices' UUIDs, in the order of devices, when the
+	// node's topology knows every one (else nil). Reserve reads them from
+	// the scheduling cycle's snapshot: the binding cycle (PreBind, Bind)
+	// runs beside the next scheduling cycle, which rewrites the snapshot,
+	// so it must not read the snapshot itself.
+	deviceIDs []string
+	pod       *v1.Pod
+	bound     bool // Bind bound the pod with its annotations (BindWithAnnotations)
 }
 
 // reservation returns the plugin's reservation for a pod.
@@ -500,6 +506,7 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return fwk.NewStatus(fwk.Error, "no device set was chosen on "+nodeName)
 	}
 	r := reservation{node: nodeName, devices: res.Devices(), pod: pod}
+	r.deviceIDs = p.deviceIDs(nodeName, r.devices)
 	p.resMu.Lock()
 	p.reservations[pod.UID] = r
 	p.resMu.Unlock()
@@ -556,20 +563,35 @@ func (p *Plugin) deviceAnnotations(pod *v1.Pod, nodeName string) (map[string]str
 	}
 	ann := map[string]string{AnnotationDevices: formatDevices(r.devices)}
 	maps.Copy(ann, p.gangs.bindAnnotations(pod.UID)) // the gang's domain (gang.go)
-	if node, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); err == nil {
-		if topo, err := p.topology(node.Node()); err == nil {
-			ids := make([]string, 0, len(r.devices))
-			for _, d := range r.devices {
-				if d < topo.Len() && topo.Device(d).ID != "" {
-					ids = append(ids, topo.Device(d).ID)
-				}
-			}
-			if len(ids) == len(r.devices) {
-				ann[AnnotationDeviceIDs] = joinComma(ids)
-			}
-		}
+	if r.deviceIDs != nil {
+		ann[AnnotationDeviceIDs] = joinComma(r.deviceIDs)
 	}
 	return ann, true
+}
+
+// deviceIDs returns the UUIDs of devices on the named node, read from the
+// scheduling cycle's snapshot, or nil when the node's topology lacks one.
+// Only the scheduling cycle may call it (Reserve).
+func (p *Plugin) deviceIDs(nodeName string, devices []int) []string {
+	if p.handle == nil || p.handle.SnapshotSharedLister() == nil {
+		return nil
+	}
+	node, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return nil
+	}
+	topo, err := p.topology(node.Node())
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, 0, len(devices))
+	for _, d := range devices {
+		if d < 0 || d >= topo.Len() || topo.Device(d).ID == "" {
+			return nil
+		}
+		ids = append(ids, topo.Device(d).ID)
+	}
+	return ids
 }
 
 // patchAnnotations merges ann into the pod's annotations.
