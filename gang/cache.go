@@ -195,26 +195,46 @@ func (c *cache) internLocked(key classKey, st *nodeStatic, state *scoring.State,
 	return cl.id
 }
 
-// seq returns the greedy sequence of shape k on class id.
-func (c *cache) seq(id int32, k shapeKey) *packSeq {
+// seq returns the greedy sequence of shape k on class id. Computing a MIG
+// sequence looks at ctx (through mig.Place); once ctx is done it returns
+// an error wrapping ctx.Err() and caches nothing, so a cancelled call
+// never leaves a shortened sequence behind for the next one.
+func (c *cache) seq(ctx context.Context, id int32, k shapeKey) (*packSeq, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seqLocked(c.classes[id], k)
+	return c.seqLocked(ctx, c.classes[id], k)
 }
 
-func (c *cache) seqLocked(cl *class, k shapeKey) *packSeq {
+func (c *cache) seqLocked(ctx context.Context, cl *class, k shapeKey) (*packSeq, error) {
 	if p, ok := cl.packs[k]; ok {
-		return p
+		return p, nil
 	}
-	p := computeSeq(cl, k)
+	p, err := computeSeq(ctx, cl, k)
+	if err != nil {
+		return nil, err
+	}
 	cl.packs[k] = p
+	return p, nil
+}
+
+// seq is cache.seq for the solver's searches, which have no error path
+// at each capacity lookup: when the caller's context ends during a
+// sequence's computation, the poller keeps the error (place and the
+// group searches return it before any result) and the pass sees an empty
+// sequence until it stops.
+func (sv *solver) seq(cl int32, k shapeKey) *packSeq {
+	p, err := sv.s.cache.seq(sv.poll.Context(), cl, k)
+	if err != nil {
+		_ = sv.poll.Now()
+		return &packSeq{why: err.Error()}
+	}
 	return p
 }
 
 // computeSeq places pods of shape k one after the other, each where
 // scoring (whole devices) or mig (MIG slots) chooses, until one does not
-// fit.
-func computeSeq(cl *class, k shapeKey) *packSeq {
+// fit. The only error is ctx's: a sequence cut short by it is no answer.
+func computeSeq(ctx context.Context, cl *class, k shapeKey) (*packSeq, error) {
 	p := &packSeq{}
 	st := cl.st
 	switch {
@@ -223,7 +243,7 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 	case k.gpus > 0:
 		if cl.free < k.gpus {
 			p.why = fmt.Sprintf("%d usable GPUs free, the pod needs %d", cl.free, k.gpus)
-			return p
+			return p, nil
 		}
 		state := cl.state.Clone()
 		req := k.request()
@@ -270,7 +290,7 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 		}
 		if len(layouts) == 0 {
 			p.why = "no healthy GPU in MIG mode"
-			return p
+			return p, nil
 		}
 		for {
 			tmp := make([]*mig.Layout, len(layouts))
@@ -284,7 +304,10 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 					slots = append(slots, slot)
 					continue
 				}
-				a, err := mig.Place(context.TODO(), tmp, mig.Request{Profile: k.profile}, mig.PlaceOptions{})
+				a, err := mig.Place(ctx, tmp, mig.Request{Profile: k.profile}, mig.PlaceOptions{})
+				if cerr := ctx.Err(); err != nil && cerr != nil {
+					return nil, fmt.Errorf("MIG sequence of %s stopped: %w", k.profile, err)
+				}
 				if err != nil {
 					p.why = whyMIG(err, k.profile.String())
 					ok = false
@@ -304,7 +327,7 @@ func computeSeq(cl *class, k shapeKey) *packSeq {
 			p.pods = append(p.pods, podDevices{mig: slots})
 		}
 	}
-	return p
+	return p, nil
 }
 
 func whyScoring(err error) string {
@@ -326,19 +349,22 @@ func whyMIG(err error, profile string) string {
 }
 
 // after returns the class of class id once the first n pods of shape k's
-// sequence are placed on it.
-func (c *cache) after(id int32, k shapeKey, n int) int32 {
+// sequence are placed on it; its error is seq's.
+func (c *cache) after(ctx context.Context, id int32, k shapeKey, n int) (int32, error) {
 	if n == 0 {
-		return id
+		return id, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl := c.classes[id]
 	tk := transKey{shape: k, n: int32(n)}
 	if nid, ok := cl.next[tk]; ok {
-		return nid
+		return nid, nil
 	}
-	seq := c.seqLocked(cl, k)
+	seq, err := c.seqLocked(ctx, cl, k)
+	if err != nil {
+		return 0, err
+	}
 	state := cl.state.Clone()
 	layouts := make([]*mig.Layout, len(cl.layouts))
 	for i, l := range cl.layouts {
@@ -348,6 +374,16 @@ func (c *cache) after(id int32, k shapeKey, n int) int32 {
 	key := classKey{c: cl.c, u: usageKey(cl.st, state, layouts)}
 	nid := c.internLocked(key, cl.st, state, layouts)
 	cl.next[tk] = nid
+	return nid, nil
+}
+
+// after is cache.after for the solver's searches, with seq's error path.
+func (sv *solver) after(cl int32, k shapeKey, n int) int32 {
+	nid, err := sv.s.cache.after(sv.poll.Context(), cl, k, n)
+	if err != nil {
+		_ = sv.poll.Now()
+		return cl
+	}
 	return nid
 }
 

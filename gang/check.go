@@ -194,7 +194,13 @@ func Check(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result, e
 	if err != nil {
 		return nil, err
 	}
-	return s.check(ctxpoll.New(ctx, "gang:"), p, cfg)
+	poll := ctxpoll.New(ctx, "gang:")
+	r, err := s.check(poll, p, cfg)
+	if err == nil && poll.Err() != nil {
+		// the explanations read capacities too (solver.seq)
+		return nil, poll.Err()
+	}
+	return r, err
 }
 
 func (s *Snapshot) check(poll *ctxpoll.Poller, p *problem, cfg config) (*Result, error) {
@@ -566,7 +572,7 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 				best = c
 			}
 			if c == 0 && why == "" && sp.shape.devices() && !s.nodes[n].info.Unschedulable && s.nodes[n].devices > 0 {
-				why = s.cache.seq(u.class, sp.shape).why
+				why = sv.seq(u.class, sp.shape).why
 			}
 		}
 		if best == 0 {

@@ -129,12 +129,17 @@ func (hs *hierSearch) build() (*Placement, []int, error) {
 			sh := p.sets[ci].shape
 			var devs []podDevices
 			if sh.devices() {
-				seq := s.cache.seq(cl, sh)
+				seq, err := s.cache.seq(hs.poll.Context(), cl, sh)
+				if err != nil {
+					return nil, nil, err
+				}
 				if int64(len(seq.pods)) < k {
 					return nil, nil, internalErr("node %s takes %d pods of class %d, its device sequence only %d", s.nodes[n].name, k, ci, len(seq.pods))
 				}
 				devs = seq.pods[:k]
-				cl = s.cache.after(cl, sh, int(k))
+				if cl, err = s.cache.after(hs.poll.Context(), cl, sh, int(k)); err != nil {
+					return nil, nil, err
+				}
 			}
 			j := 0
 			for _, it := range items {

@@ -68,9 +68,10 @@ func (s *Snapshot) solveIn(poll *ctxpoll.Poller, h *resolvedJob, v *view, budget
 			pl.Notes = append(pl.Notes, "preferred group levels and slices dropped: no placement honours them")
 		}
 		out.pl, out.placed, out.found, out.cost, out.relaxed = pl, placed, true, hs.bestCost, drop
-		return out, nil
+		return out, poll.Err()
 	}
-	return out, nil
+	// a capacity cut short by ctx (solver.seq) is no answer
+	return out, poll.Err()
 }
 
 func (h *resolvedJob) hasPreferred() bool {

@@ -146,12 +146,17 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 			sh := p.sets[i].shape
 			c := chunk{node: a.node, n: k}
 			if sh.devices() {
-				seq := s.cache.seq(cl, sh)
+				seq, err := s.cache.seq(sv.poll.Context(), cl, sh)
+				if err != nil {
+					return nil, err
+				}
 				if int64(len(seq.pods)) < k {
 					return nil, internalErr("node %s takes %d pods of set %q, its device sequence only %d", s.nodes[a.node].name, k, p.sets[i].ps.Name, len(seq.pods))
 				}
 				c.pods = seq.pods[:k]
-				cl = s.cache.after(cl, sh, int(k))
+				if cl, err = s.cache.after(sv.poll.Context(), cl, sh, int(k)); err != nil {
+					return nil, err
+				}
 			}
 			perSet[i] = append(perSet[i], c)
 		}

@@ -150,6 +150,10 @@ func (s *Snapshot) place(sv *solver, poll *ctxpoll.Poller, p *problem, q search)
 	for stage, el := range stages {
 		sv.eligible = el
 		pl, err := sv.placeStage(p, atts)
+		if err == nil && poll.Err() != nil {
+			// a capacity cut short by ctx (solver.seq) is no answer
+			return nil, sv, poll.Err()
+		}
 		if err != nil || pl != nil {
 			if pl != nil && stage < len(stages)-1 {
 				sv.eligible = stages[len(stages)-1]
@@ -159,7 +163,7 @@ func (s *Snapshot) place(sv *solver, poll *ctxpoll.Poller, p *problem, q search)
 			return pl, sv, err
 		}
 	}
-	return nil, sv, nil
+	return nil, sv, poll.Err()
 }
 
 // placeStage runs the attempts with the current node eligibility.
@@ -355,7 +359,7 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	for int(cl) >= len(c) {
 		c = append(c, -1)
 	}
-	n := int32(len(sv.s.cache.seq(cl, *sh).pods))
+	n := int32(len(sv.seq(cl, *sh).pods))
 	c[cl] = n
 	sv.setCaps[i] = c
 	sv.capsByShape[*sh] = c

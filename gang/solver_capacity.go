@@ -334,7 +334,7 @@ func (sv *solver) vectorNode(n int32, L int) front {
 		for c := int64(0); c <= most; c++ {
 			nc := cl
 			if sp.shape.devices() && c > 0 {
-				nc = sv.s.cache.after(cl, sp.shape, int(c))
+				nc = sv.after(cl, sp.shape, int(c))
 			}
 			cur[i] = c
 			nextCPU, nextMem, nextPods := cpu, mem, pods

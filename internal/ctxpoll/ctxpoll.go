@@ -58,6 +58,15 @@ func (p *Poller) Now() error {
 	return p.err
 }
 
+// Context returns the context the poller watches, for calls that take a
+// context themselves (context.Background for a nil poller or context).
+func (p *Poller) Context() context.Context {
+	if p == nil || p.ctx == nil {
+		return context.Background()
+	}
+	return p.ctx
+}
+
 // Err returns the error seen by the last look: nil until the context is
 // found done. It does not look at the context.
 func (p *Poller) Err() error {
