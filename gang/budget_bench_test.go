@@ -11,7 +11,7 @@ import (
 )
 
 // rackPreferredJobs returns n gangs of 2 to 8 pods of 8 GPUs, each
-// preferring one rack: the queue a pass at MaxQueueWork faces.
+// preferring one rack: the queue a pass at maxQueueWork faces.
 func rackPreferredJobs(n int, seed uint64) []Job {
 	r := rand.New(rand.NewPCG(seed, 5))
 	jobs := make([]Job, n)
@@ -24,7 +24,7 @@ func rackPreferredJobs(n int, seed uint64) []Job {
 }
 
 // BenchmarkPlanQueueMaxWork runs one queue pass at the documented maximum
-// sizes (MaxQueueWork): 4,096 rack-preferred gangs on 8,192 nodes and 512
+// sizes (maxQueueWork): 4,096 rack-preferred gangs on 8,192 nodes and 512
 // on 65,536 (nodes of 8 GPUs in a 4-tier tree, 40% partly busy), whole
 // and with a one-second budget (the pass's answer is then Partial). The
 // times are in docs/reliability-limits.md.
@@ -71,7 +71,7 @@ func BenchmarkPlanQueueMaxWork(b *testing.B) {
 }
 
 // BenchmarkPlanFairShareMaxWork runs one fair-share pass at its documented
-// maximum (MaxFairWork): 2,048 rack-preferred gangs on 65,536 nodes in
+// maximum (maxFairWork): 2,048 rack-preferred gangs on 65,536 nodes in
 // three queues, whole and with a one-second budget. The times are in
 // docs/reliability-limits.md.
 func BenchmarkPlanFairShareMaxWork(b *testing.B) {

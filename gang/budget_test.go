@@ -158,7 +158,7 @@ func TestPreemptBudget(t *testing.T) {
 	assert.Positive(t, cut, "some budget cut the search and still answered")
 }
 
-// A pass at the documented maximum size (MaxQueueWork: 4,096 gangs on
+// A pass at the documented maximum size (maxQueueWork: 4,096 gangs on
 // 8,192 nodes, 5.7 s of CPU whole) does only the work its budget allows:
 // run out after k jobs it decides exactly k, and what it allocates grows
 // with the jobs decided, not with the queue.
@@ -168,7 +168,7 @@ func TestPlanQueueBudgetBoundsWork(t *testing.T) {
 	}
 	s := busy(fourTier(t, 8, 8, 8, 16), 0.4, 1).build(t)
 	jobs := rackPreferredJobs(4096, 7)
-	require.Equal(t, MaxQueueWork, len(jobs)*s.Cluster().Len())
+	require.Equal(t, maxQueueWork, len(jobs)*s.Cluster().Len())
 	for _, k := range []int{0, 20} {
 		var plan *QueuePlan
 		var err error

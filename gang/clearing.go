@@ -9,10 +9,10 @@ import (
 	"strings"
 )
 
-// DefaultClearingBudget is the number of fit tests (one hierarchical
+// defaultClearingBudget is the number of fit tests (one hierarchical
 // search inside one domain with one victim set gone) ClearDomain may run
 // when no WithSearchBudget is given.
-const DefaultClearingBudget = 2048
+const defaultClearingBudget = 2048
 
 // ClearingTarget is the plan of a domain-clearing preemption: the domain a
 // gang that fits nowhere takes, and the whole jobs to evict from it. It is
@@ -171,7 +171,7 @@ func (c *clearing) view(x *clearCand, victims map[string]bool) *view {
 // fits runs one fit test: the job inside candidate x with victims gone.
 func (c *clearing) fits(x *clearCand, victims map[string]bool) (*Placement, bool, error) {
 	c.tried++
-	o, err := c.s.solveIn(c.poll, c.h, c.view(x, victims), DefaultGroupBudget, false, x.only)
+	o, err := c.s.solveIn(c.poll, c.h, c.view(x, victims), defaultGroupBudget, false, x.only)
 	if err != nil {
 		return nil, false, err
 	}
@@ -192,13 +192,13 @@ func (c *clearing) fits(x *clearCand, victims map[string]bool) (*Placement, bool
 //
 // The search is branch and bound per domain (victims by priority, the
 // GPU deficit and cost bounds pruning), domains most promising first;
-// WithSearchBudget bounds its fit tests (default DefaultClearingBudget).
+// WithSearchBudget bounds its fit tests (default 2,048, the gang limit defaultClearingBudget).
 // When the budget stops it, the target is the best found, Exact is false
 // and Gap says how many victims it may have beyond the fewest. Errors wrap
 // ErrInvalidJob for a malformed job, ErrNoVictims (a *NoVictimsError) when
 // no domain can be cleared, and ctx.Err() when ctx is cancelled.
 func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOption) (*ClearingTarget, error) {
-	cfg := groupConfig{budget: DefaultClearingBudget}
+	cfg := groupConfig{budget: defaultClearingBudget}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -549,7 +549,7 @@ func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (
 			}
 		}
 	}
-	o, err := s.solveIn(poll, h, s.viewNow(), DefaultGroupBudget, false, only)
+	o, err := s.solveIn(poll, h, s.viewNow(), defaultGroupBudget, false, only)
 	if err != nil {
 		return TargetLost, nil, err
 	}
@@ -560,7 +560,7 @@ func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (
 	for _, v := range t.Victims {
 		victims[v.Job] = true
 	}
-	o, err = s.solveIn(poll, h, s.viewWithout("without victims", func(a *Allocation) bool { return a.Releasing || victims[a.jobName()] }), DefaultGroupBudget, false, only)
+	o, err = s.solveIn(poll, h, s.viewWithout("without victims", func(a *Allocation) bool { return a.Releasing || victims[a.jobName()] }), defaultGroupBudget, false, only)
 	if err != nil {
 		return TargetLost, nil, err
 	}

@@ -24,14 +24,14 @@ const (
 
 // Limits of a fair-share pass.
 const (
-	// MaxFairJobs bounds the pending jobs of one PlanFairShare pass.
-	MaxFairJobs = 1 << 15
-	// MaxQueueDepth bounds the depth of a queue tree (a top-level queue is
+	// maxFairJobs bounds the pending jobs of one PlanFairShare pass.
+	maxFairJobs = 1 << 15
+	// maxQueueDepth bounds the depth of a queue tree (a top-level queue is
 	// depth 1).
-	MaxQueueDepth = 8
-	// MaxFairWork bounds one pass: its pending jobs times the snapshot's
+	maxQueueDepth = 8
+	// maxFairWork bounds one pass: its pending jobs times the snapshot's
 	// nodes.
-	MaxFairWork = 1 << 27
+	maxFairWork = 1 << 27
 )
 
 // Amounts are quantities per resource (ResourceGPU, ResourceGPUMemory,
@@ -399,14 +399,14 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	if len(jobs) > MaxFairJobs {
-		return nil, limitErr(ErrInvalidJob, "%d jobs, more than MaxFairJobs (%d)", len(jobs), MaxFairJobs)
+	if len(jobs) > maxFairJobs {
+		return nil, limitErr(ErrInvalidJob, "%d jobs, more than the gang limit maxFairJobs (%d)", len(jobs), maxFairJobs)
 	}
 	if len(fs.Queues) > MaxJobs || len(fs.History) > MaxJobs*16 {
 		return nil, limitErr(ErrInvalidJob, "%d queues / %d usage samples: more than MaxJobs (%d) / 16×MaxJobs", len(fs.Queues), len(fs.History), MaxJobs)
 	}
-	if len(jobs)*max(len(s.nodes), 1) > MaxFairWork {
-		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), MaxFairWork)
+	if len(jobs)*max(len(s.nodes), 1) > maxFairWork {
+		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than the gang limit maxFairWork (%d jobs × nodes) for one pass", len(jobs), len(s.nodes), maxFairWork)
 	}
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
@@ -521,8 +521,8 @@ func (fp *fairPass) buildQueues() error {
 		d := 0
 		for x := q; x != nil; x = x.parent {
 			d++
-			if d > MaxQueueDepth {
-				return limitErr(ErrInvalidJob, "queue %q: deeper than MaxQueueDepth (%d) or in a cycle", q.spec.Name, MaxQueueDepth)
+			if d > maxQueueDepth {
+				return limitErr(ErrInvalidJob, "queue %q: deeper than the gang limit maxQueueDepth (%d) or in a cycle", q.spec.Name, maxQueueDepth)
 			}
 		}
 		q.depth = d

@@ -115,7 +115,7 @@ func TestFairShareValidate(t *testing.T) {
 	}
 	_, err := PlanFairShare(context.Background(), s, []Job{fairJob("j", "nope", 1, 1)}, FairShare{Queues: []FairQueue{{Name: "a"}}})
 	require.ErrorIs(t, err, ErrInvalidJob)
-	_, err = PlanFairShare(context.Background(), s, make([]Job, MaxFairJobs+1), FairShare{})
+	_, err = PlanFairShare(context.Background(), s, make([]Job, maxFairJobs+1), FairShare{})
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 

@@ -15,14 +15,14 @@ const (
 	MaxGroupDepth = 4
 	// MaxGroups bounds the groups of one hierarchical job, leaves included.
 	MaxGroups = 64
-	// MaxGroupUnits bounds the units a hierarchical search assigns a
+	// maxGroupUnits bounds the units a hierarchical search assigns a
 	// domain to: the groups with a constraint plus the slices of every
 	// sliced leaf (its minimum pods over its slice size).
-	MaxGroupUnits = 4096
-	// DefaultGroupBudget is the search budget of CheckGroups when none is
+	maxGroupUnits = 4096
+	// defaultGroupBudget is the search budget of CheckGroups when none is
 	// given (WithSearchBudget): domain choices tried before the search
 	// stops and reports what it found so far.
-	DefaultGroupBudget = 1 << 14
+	defaultGroupBudget = 1 << 14
 )
 
 // HierJob is a hierarchical gang: a tree of pod groups, every leaf a set of

@@ -209,8 +209,8 @@ func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 			if !flat && lf.sliceLevel > units[u].level && (lf.sliceMode == Required || !dropPref) {
 				prev := -1
 				for k := range lf.minPods / lf.sliceSize {
-					if len(units) >= MaxGroupUnits {
-						return limitErr(ErrInvalidJob, "job %q: more than MaxGroupUnits (%d) groups and slices to place", h.job.Name, MaxGroupUnits)
+					if len(units) >= maxGroupUnits {
+						return limitErr(ErrInvalidJob, "job %q: more than the gang limit maxGroupUnits (%d) groups and slices to place", h.job.Name, maxGroupUnits)
 					}
 					un := hierUnit{group: -1, leaf: li, slice: int(k), level: lf.sliceLevel, parent: u, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSlice: prev}
 					un.ownDemand[lf.class] = lf.sliceSize

@@ -39,13 +39,13 @@ type groupConfig struct {
 
 // WithSearchBudget sets how many domain choices CheckGroups (and the
 // domain-clearing preemption) may try before stopping (default
-// DefaultGroupBudget; at least 1).
+// 16,384, the gang limit defaultGroupBudget; at least 1).
 func WithSearchBudget(n int) GroupOption {
 	return func(c *groupConfig) { c.budget = max(n, 1) }
 }
 
 func newGroupConfig(opts []GroupOption) groupConfig {
-	c := groupConfig{budget: DefaultGroupBudget}
+	c := groupConfig{budget: defaultGroupBudget}
 	for _, o := range opts {
 		o(&c)
 	}

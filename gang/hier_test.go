@@ -229,7 +229,7 @@ func TestHierJobValidate(t *testing.T) {
 }
 
 // TestCheckGroupsHostile: a leaf of 65,536 one-pod slices at node level
-// asks for more units than MaxGroupUnits: refused before the search
+// asks for more units than maxGroupUnits: refused before the search
 // allocates per unit, within a bounded amount of memory.
 func TestCheckGroupsHostile(t *testing.T) {
 	s := fourTier(t, 1, 1, 1, 2).build(t)

@@ -30,10 +30,10 @@ const (
 	// MaxJobs bounds the jobs of a job file and of one PlanQueue call, and
 	// the queues of either.
 	MaxJobs = 4096
-	// MaxQueueWork bounds one PlanQueue pass: its jobs times the
+	// maxQueueWork bounds one PlanQueue pass: its jobs times the
 	// snapshot's nodes (each job costs at least one search over the nodes):
 	// 512 jobs on 65,536 nodes, 4,096 jobs on 8,192.
-	MaxQueueWork = 1 << 25
+	maxQueueWork = 1 << 25
 	// MaxJobPods bounds the pods of one job (the sum of its pod sets'
 	// replicas).
 	MaxJobPods = 1 << 16
@@ -53,9 +53,9 @@ const (
 	// MaxPriority bounds the magnitude of job and allocation priorities
 	// (Kubernetes priorities are 32-bit), so priority sums never overflow.
 	MaxPriority = 1<<31 - 1
-	// MaxWarnings bounds Snapshot.Warnings: the first MaxWarnings, then one
+	// maxWarnings bounds Snapshot.Warnings: the first maxWarnings, then one
 	// line saying how many more there were.
-	MaxWarnings = 100
+	maxWarnings = 100
 )
 
 // limitErr returns an error wrapping sentinel (ErrParse, ErrInvalidJob,

@@ -65,14 +65,14 @@ func TestHostileAPI(t *testing.T) {
 }
 
 func TestWarningsCapped(t *testing.T) {
-	// MaxWarnings+50 nodes, each with a MIG device of an unknown model
+	// maxWarnings+50 nodes, each with a MIG device of an unknown model
 	dev := topology.Device{Index: 0, Model: "Unknown GPU", MemoryBytes: 1 << 30, Partition: topology.Partitioning{Kind: topology.PartitionMIG, Enabled: true}}
 	b := topology.NewBuilder()
 	b.AddDevice(dev)
 	n, err := b.Build()
 	require.NoError(t, err)
 	var cn []topology.ClusterNode
-	for i := range MaxWarnings + 50 {
+	for i := range maxWarnings + 50 {
 		cn = append(cn, topology.ClusterNode{Name: fmt.Sprintf("n%d", i), Topology: n})
 	}
 	c, err := topology.NewClusterFromLabels(cn, nil)
@@ -80,8 +80,8 @@ func TestWarningsCapped(t *testing.T) {
 	s, err := NewSnapshot(context.Background(), c, nil, nil)
 	require.NoError(t, err)
 	w := s.Warnings()
-	require.Len(t, w, MaxWarnings+1)
-	assert.Equal(t, "and 50 more warnings", w[MaxWarnings])
+	require.Len(t, w, maxWarnings+1)
+	assert.Equal(t, "and 50 more warnings", w[maxWarnings])
 }
 
 // TestLargeSearchesBounded: a queue pass too large for one pass is
@@ -117,7 +117,7 @@ func TestLargeSearchesBounded(t *testing.T) {
 	t.Logf("preemption on %d nodes / %d pods: %d victims, %d sets tried, %d MB allocated", s.Cluster().Len(), len(s.Allocations()), len(p.Victims), p.Considered, n>>20)
 
 	s = spec{nodes: 16384, topo: func(int) *topology.Node { return h }}.build(t)
-	jobs := make([]Job, MaxQueueWork/s.Cluster().Len()+1)
+	jobs := make([]Job, maxQueueWork/s.Cluster().Len()+1)
 	for i := range jobs {
 		jobs[i] = *workers(fmt.Sprintf("q%d", i), 1, 1)
 	}

@@ -169,9 +169,9 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 	if len(jobs) > MaxJobs || len(cfg.queues) > MaxJobs {
 		return nil, limitErr(ErrInvalidJob, "%d jobs and %d queues, more than MaxJobs (%d)", len(jobs), len(cfg.queues), MaxJobs)
 	}
-	if len(jobs)*len(s.nodes) > MaxQueueWork {
-		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than MaxQueueWork (%d jobs × nodes) for one pass; plan the head of the queue first",
-			len(jobs), len(s.nodes), MaxQueueWork)
+	if len(jobs)*len(s.nodes) > maxQueueWork {
+		return nil, limitErr(ErrInvalidJob, "%d jobs on %d nodes: more than the gang limit maxQueueWork (%d jobs × nodes) for one pass; plan the head of the queue first",
+			len(jobs), len(s.nodes), maxQueueWork)
 	}
 	weights := map[string]int{}
 	for _, q := range cfg.queues {

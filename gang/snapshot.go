@@ -195,7 +195,7 @@ type Snapshot struct {
 	usage   []*nodeUsage
 	idle    []*nodeUsage // usage with nothing allocated; shared by clones
 	warn    []string
-	nwarn   int // warnings, including those beyond MaxWarnings
+	nwarn   int // warnings, including those beyond maxWarnings
 	// rules: some node has a taint of effect NoSchedule or NoExecute, or
 	// is not ready (hard); some node has a PreferNoSchedule taint (soft)
 	rules struct{ hard, soft bool }
@@ -210,10 +210,10 @@ func (s *Snapshot) usable() error {
 	return nil
 }
 
-// warnf records a warning, keeping the first MaxWarnings.
+// warnf records a warning, keeping the first maxWarnings.
 func (s *Snapshot) warnf(format string, a ...any) {
 	s.nwarn++
-	if s.nwarn <= MaxWarnings {
+	if s.nwarn <= maxWarnings {
 		s.warn = append(s.warn, fmt.Sprintf(format, a...))
 	}
 }
@@ -304,8 +304,8 @@ func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, all
 		}
 		s.addAlloc(a)
 	}
-	if s.nwarn > MaxWarnings {
-		s.warn = append(s.warn, fmt.Sprintf("and %d more warnings", s.nwarn-MaxWarnings))
+	if s.nwarn > maxWarnings {
+		s.warn = append(s.warn, fmt.Sprintf("and %d more warnings", s.nwarn-maxWarnings))
 	}
 	for i := range s.nodes {
 		if err := poll.Tick(1); err != nil {
