@@ -82,3 +82,42 @@ func TestCheckCancelledDuringMIGSequence(t *testing.T) {
 		})
 	}
 }
+
+// TestPassesCancelledDuringMIGSequence is the same sweep for the queue
+// passes, which share one solver (and its capacity lookups) across their
+// searches.
+func TestPassesCancelledDuringMIGSequence(t *testing.T) {
+	sp := migSpec(t)
+	jobs := []Job{*migProfileJob("a", 5, "2g.20gb"), *migProfileJob("b", 6, "1g.10gb"), *migProfileJob("c", 40, "1g.10gb")}
+	for i := range jobs {
+		jobs[i].Arrival = int64(i)
+	}
+	fs := FairShare{Queues: []FairQueue{{Name: ""}}}
+	for _, c := range []struct {
+		name string
+		call func(ctx context.Context, s *Snapshot) (any, error)
+	}{
+		{"PlanQueue", func(ctx context.Context, s *Snapshot) (any, error) { return PlanQueue(ctx, s, jobs) }},
+		{"PlanFairShare", func(ctx context.Context, s *Snapshot) (any, error) { return PlanFairShare(ctx, s, jobs, fs) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			full := newCountingCtx(0)
+			want, err := c.call(full, sp.build(t))
+			require.NoError(t, err)
+			total := full.Looks()
+			require.Greater(t, total, 2)
+			for at := 1; at <= total; at++ {
+				s := sp.build(t)
+				got, err := c.call(newCountingCtx(at), s)
+				if err != nil {
+					require.ErrorIs(t, err, context.Canceled, "cancelled at look %d of %d", at, total)
+				} else {
+					require.Equal(t, want, got, "cancelled at look %d of %d", at, total)
+				}
+				again, err := c.call(context.Background(), s)
+				require.NoError(t, err)
+				require.Equal(t, want, again, "after a run cancelled at look %d of %d", at, total)
+			}
+		})
+	}
+}
