@@ -115,9 +115,9 @@
 // [ClearingTarget]. [PlanFairShare] runs a pass over a queue tree
 // ([FairShare]: deserved quota, limit, over-quota weight per resource,
 // time-decayed usage) with reclaim and one reservation per queue.
-// [ScaleUp] and [ShrinkOrder] grow and shrink elastic jobs;
-// [PlanWaitForBetter] lets jobs wait for a tighter level before accepting
-// a looser one.
+// [ScaleUp] and [ShrinkOrder] grow and shrink elastic jobs.
+// Package gang/queue's PlanWaitForBetter lets jobs wait for a tighter
+// level before accepting a looser one.
 //
 // # Files
 //

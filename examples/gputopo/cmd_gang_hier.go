@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/gang/gangfile"
+	"github.com/gputopo/gputopo/gang/queue"
 )
 
 // gangFileModes runs what a job file holds beyond flat jobs and queue
@@ -45,7 +46,7 @@ func gangFileModes(ctx context.Context, w io.Writer, snap *gang.Snapshot, jf *ga
 		}
 		return true, nil
 	case len(jf.Waits) > 0:
-		plan, err := gang.PlanWaitForBetter(ctx, snap, jf.Jobs, jf.Waits, gang.WithStrategy(strat), gang.WithQueues(jf.Queues...))
+		plan, err := queue.PlanWaitForBetter(ctx, snap, jf.Jobs, jf.Waits, gang.WithStrategy(strat), gang.WithQueues(jf.Queues...))
 		if err != nil {
 			return true, err
 		}
@@ -201,7 +202,7 @@ func renderFair(w io.Writer, p *gang.FairPlan, summary bool) {
 	}
 }
 
-func renderWaits(w io.Writer, p *gang.WaitPlan) {
+func renderWaits(w io.Writer, p *queue.WaitPlan) {
 	for _, we := range p.Waits {
 		level := we.Level
 		if level == "" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 )
 
 // Group is a sub-group of a hierarchical job in a job file: an inner group
@@ -42,7 +43,7 @@ type Group struct {
 	Slices       *Slices           `json:"slices,omitempty"`
 }
 
-// Wait is a job's wait policy in a job file (gang.WaitPolicy):
+// Wait is a job's wait policy in a job file (queue.WaitPolicy):
 //
 //	wait:
 //	  waited: 45m
@@ -109,7 +110,7 @@ type JobFile struct {
 	Queues    []gang.QueueSpec
 	FairShare *gang.FairShare
 	// Waits are the wait policies by job name.
-	Waits map[string]gang.WaitPolicy
+	Waits map[string]queue.WaitPolicy
 }
 
 // maxHistory bounds a fair-share history's samples.
@@ -143,7 +144,7 @@ func ParseJobFile(data []byte) (*JobFile, error) {
 	if len(f.Jobs) == 0 {
 		return nil, parseErr("no jobs")
 	}
-	out := &JobFile{Waits: map[string]gang.WaitPolicy{}}
+	out := &JobFile{Waits: map[string]queue.WaitPolicy{}}
 	names := map[string]bool{}
 	for i, js := range f.Jobs {
 		if names[js.Name] && js.Name != "" {
@@ -170,12 +171,12 @@ func ParseJobFile(data []byte) (*JobFile, error) {
 			out.Jobs = append(out.Jobs, j)
 		}
 		if js.Wait != nil {
-			if len(js.Wait.Steps) > gang.MaxWaitSteps {
-				return nil, limitErr("jobs[%d].wait has %d steps, more than gang.MaxWaitSteps (%d)", i, len(js.Wait.Steps), gang.MaxWaitSteps)
+			if len(js.Wait.Steps) > queue.MaxWaitSteps {
+				return nil, limitErr("jobs[%d].wait has %d steps, more than queue.MaxWaitSteps (%d)", i, len(js.Wait.Steps), queue.MaxWaitSteps)
 			}
-			w := gang.WaitPolicy{Waited: time.Duration(js.Wait.Waited)}
+			w := queue.WaitPolicy{Waited: time.Duration(js.Wait.Waited)}
 			for _, st := range js.Wait.Steps {
-				w.Steps = append(w.Steps, gang.LevelStep{Level: st.Level, After: time.Duration(st.After)})
+				w.Steps = append(w.Steps, queue.LevelStep{Level: st.Level, After: time.Duration(st.After)})
 			}
 			if err := w.Validate(); err != nil {
 				return nil, fmt.Errorf("jobs[%d].wait: %w", i, err)

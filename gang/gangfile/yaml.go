@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/topology"
 	"go.yaml.in/yaml/v2"
 )
@@ -93,8 +94,8 @@ var (
 		{[]string{"jobs", "*", "podSets", "*", "nodeSelector"}, gang.MaxLabels, "gang.MaxLabels"},
 		{[]string{"groups"}, gang.MaxGroups, "gang.MaxGroups"},
 		{[]string{"jobs", "*", "groups"}, gang.MaxGroups, "gang.MaxGroups"},
-		{[]string{"wait", "steps"}, gang.MaxWaitSteps, "gang.MaxWaitSteps"},
-		{[]string{"jobs", "*", "wait", "steps"}, gang.MaxWaitSteps, "gang.MaxWaitSteps"},
+		{[]string{"wait", "steps"}, queue.MaxWaitSteps, "queue.MaxWaitSteps"},
+		{[]string{"jobs", "*", "wait", "steps"}, queue.MaxWaitSteps, "queue.MaxWaitSteps"},
 		{[]string{"fairShare", "queues"}, gang.MaxJobs, "gang.MaxJobs"},
 		{[]string{"fairShare", "history"}, gang.MaxJobs * 16, "16 × gang.MaxJobs"},
 		{[]string{"fairShare", "runningMin"}, gang.MaxJobs, "gang.MaxJobs"},

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -29,7 +30,7 @@ func TestNilAndZeroSnapshotWithValidJobs(t *testing.T) {
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "Preempt")
 			_, err = gang.PlanFairShare(ctx, s, []gang.Job{*job}, gang.FairShare{})
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "PlanFairShare")
-			_, err = gang.PlanWaitForBetter(ctx, s, []gang.Job{*job}, nil)
+			_, err = queue.PlanWaitForBetter(ctx, s, []gang.Job{*job}, nil)
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "PlanWaitForBetter")
 			_, err = gang.CheckGroups(ctx, s, hjob)
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "CheckGroups")

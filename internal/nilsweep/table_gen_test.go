@@ -7,6 +7,7 @@ package nilsweep
 import (
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/gang/gangfile"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/mig/parted"
 	"github.com/gputopo/gputopo/provider"
@@ -70,7 +71,6 @@ var funcs = map[string]any{
 	"gang.ParseStrategy":                 gang.ParseStrategy,
 	"gang.PlanFairShare":                 gang.PlanFairShare,
 	"gang.PlanQueue":                     gang.PlanQueue,
-	"gang.PlanWaitForBetter":             gang.PlanWaitForBetter,
 	"gang.Preempt":                       gang.Preempt,
 	"gang.ScaleUp":                       gang.ScaleUp,
 	"gang.ShrinkOrder":                   gang.ShrinkOrder,
@@ -138,6 +138,7 @@ var funcs = map[string]any{
 	"provider.File":                      provider.File,
 	"provider.Parse":                     provider.Parse,
 	"provider.Static":                    provider.Static,
+	"queue.PlanWaitForBetter":            queue.PlanWaitForBetter,
 	"scoring.Compile":                    scoring.Compile,
 	"scoring.DefaultWeights":             scoring.DefaultWeights,
 	"scoring.Fragmentation":              scoring.Fragmentation,
@@ -232,7 +233,6 @@ var types = map[string]any{
 	"type gang.Taint":               (*gang.Taint)(nil),
 	"type gang.TargetState":         (*gang.TargetState)(nil),
 	"type gang.Verdict":             (*gang.Verdict)(nil),
-	"type gang.WaitPolicy":          (*gang.WaitPolicy)(nil),
 	"type gangfile.Bytes":           (*gangfile.Bytes)(nil),
 	"type gangfile.CPU":             (*gangfile.CPU)(nil),
 	"type gangfile.Duration":        (*gangfile.Duration)(nil),
@@ -276,6 +276,7 @@ var types = map[string]any{
 	"type nvml.P2PStatus":           (*nvml.P2PStatus)(nil),
 	"type parted.Config":            (*parted.Config)(nil),
 	"type parted.Skipped":           (*parted.Skipped)(nil),
+	"type queue.WaitPolicy":         (*queue.WaitPolicy)(nil),
 	"type scoring.Compiled":         (*scoring.Compiled)(nil),
 	"type scoring.DeviceSet":        (*scoring.DeviceSet)(nil),
 	"type scoring.DeviceUsage":      (*scoring.DeviceUsage)(nil),

@@ -30,6 +30,7 @@ var targets = map[string]int{
 	"provider/nvidia": 40,
 	"scoring":         45,
 	"gang":            70,
+	"gang/queue":      7,
 }
 
 func main() {

@@ -1,9 +1,12 @@
-package gang
+package queue
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/topology"
 )
 
 // MaxWaitSteps bounds the steps of one WaitPolicy.
@@ -51,13 +54,13 @@ type WaitEntry struct {
 
 // WaitPlan is the outcome of PlanWaitForBetter.
 type WaitPlan struct {
-	Queue *QueuePlan  `json:"queue"`
-	Waits []WaitEntry `json:"waits"`
+	Queue *gang.QueuePlan `json:"queue"`
+	Waits []WaitEntry     `json:"waits"`
 }
 
 // Validate checks the policy: 1 to MaxWaitSteps steps, valid level
 // names, times ≥ 0 and non-decreasing, Waited ≥ 0. Errors wrap
-// ErrInvalidJob.
+// gang.ErrInvalidJob.
 func (w *WaitPolicy) Validate() error {
 	if w == nil {
 		return jobErr("a nil wait policy")
@@ -66,14 +69,14 @@ func (w *WaitPolicy) Validate() error {
 		return jobErr("a wait policy without steps")
 	}
 	if len(w.Steps) > MaxWaitSteps {
-		return limitErr(ErrInvalidJob, "%d wait steps, more than MaxWaitSteps (%d)", len(w.Steps), MaxWaitSteps)
+		return limitErr("%d wait steps, more than MaxWaitSteps (%d)", len(w.Steps), MaxWaitSteps)
 	}
 	if w.Waited < 0 {
 		return jobErr("negative waited time %v", w.Waited)
 	}
 	for i, st := range w.Steps {
-		if err := checkName(ErrInvalidJob, fmt.Sprintf("wait step %d level", i), st.Level); err != nil {
-			return err
+		if len(st.Level) > gang.MaxNameBytes {
+			return limitErr("wait step %d level is %d bytes long, more than MaxNameBytes (%d)", i, len(st.Level), gang.MaxNameBytes)
 		}
 		if st.After < 0 || (i > 0 && st.After < w.Steps[i-1].After) {
 			return jobErr("wait step %d (%q after %v): times must be ≥ 0 and non-decreasing", i, st.Level, st.After)
@@ -90,15 +93,18 @@ func (w *WaitPolicy) Validate() error {
 // whether it fits now, and how long until the next looser level is
 // acceptable. A policy replaces the job's own Topology; jobs without one
 // are planned as they are.
-func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies map[string]WaitPolicy, opts ...Option) (*WaitPlan, error) {
-	if err := s.usable(); err != nil {
-		return nil, err
+//
+// Options are PlanQueue's: gang.WithStrategy, gang.WithQueues,
+// gang.WithoutReservation.
+func PlanWaitForBetter(ctx context.Context, s *gang.Snapshot, jobs []gang.Job, policies map[string]WaitPolicy, opts ...gang.Option) (*WaitPlan, error) {
+	if s.Cluster() == nil {
+		return nil, fmt.Errorf("%w: a nil or zero Snapshot (build one with gang.NewSnapshot)", gang.ErrInvalidSnapshot)
 	}
-	if len(policies) > MaxJobs {
-		return nil, limitErr(ErrInvalidJob, "%d wait policies, more than MaxJobs (%d)", len(policies), MaxJobs)
+	if len(policies) > gang.MaxJobs {
+		return nil, limitErr("%d wait policies, more than gang.MaxJobs (%d)", len(policies), gang.MaxJobs)
 	}
 	out := &WaitPlan{}
-	planned := make([]Job, len(jobs))
+	planned := make([]gang.Job, len(jobs))
 	copy(planned, jobs)
 	known := map[string]bool{}
 	for i := range planned {
@@ -116,12 +122,12 @@ func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies ma
 		for k, st := range w.Steps {
 			ls := LevelStatus{Level: st.Level, Acceptable: w.Waited >= st.After, AcceptableIn: max(st.After-w.Waited, 0)}
 			probe := *j
-			probe.Topology = Constraint{Level: st.Level}
-			r, err := Check(ctx, s, &probe)
+			probe.Topology = gang.Constraint{Level: st.Level}
+			r, err := gang.Check(ctx, s, &probe)
 			if err != nil {
 				return nil, err
 			}
-			ls.FitsNow = r.Verdict == Fits
+			ls.FitsNow = r.Verdict == gang.Fits
 			if ls.Acceptable {
 				if tightest < 0 {
 					tightest = k
@@ -142,7 +148,7 @@ func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies ma
 			chosen = 0
 		}
 		we.Level = w.Steps[chosen].Level
-		j.Topology = Constraint{Level: we.Level}
+		j.Topology = gang.Constraint{Level: we.Level}
 		out.Waits = append(out.Waits, we)
 	}
 	for name := range policies {
@@ -150,10 +156,21 @@ func PlanWaitForBetter(ctx context.Context, s *Snapshot, jobs []Job, policies ma
 			return nil, jobErr("wait policy for job %q, which is not in the queue", name)
 		}
 	}
-	q, err := PlanQueue(ctx, s, planned, opts...)
+	q, err := gang.PlanQueue(ctx, s, planned, opts...)
 	if err != nil {
 		return nil, err
 	}
 	out.Queue = q
 	return out, nil
+}
+
+// jobErr returns an error wrapping gang.ErrInvalidJob.
+func jobErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", gang.ErrInvalidJob, fmt.Sprintf(format, a...))
+}
+
+// limitErr returns an error wrapping gang.ErrInvalidJob and
+// topology.ErrLimit.
+func limitErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %w: %s", gang.ErrInvalidJob, topology.ErrLimit, fmt.Sprintf(format, a...))
 }
