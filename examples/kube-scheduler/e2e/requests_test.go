@@ -145,7 +145,7 @@ func createPodOn(t *testing.T, cp *controlPlane, scenario, node string, ps podSp
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{Name: "main", Image: "registry.invalid/none:0",
 				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"nvidia.com/gpu": q}}}},
-			NodeSelector: map[string]string{scenarioLabel: scenario, topology.LabelHostname: node},
+			NodeSelector: map[string]string{scenarioLabel: scenario, v1.LabelHostname: node},
 		},
 	}
 	_, err := cp.client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
