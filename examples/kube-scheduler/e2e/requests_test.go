@@ -176,7 +176,7 @@ func testSharedSlices(t *testing.T, cp *controlPlane) {
 		milli   int
 	}{{"10Gi", 10 << 30, "500m", 500}, {"20Gi", 20 << 30, "250m", 250}, {"4Gi", 4 << 30, "0.5", 500}, {"8Gi", 8 << 30, "100m", 100}} {
 		name := fmt.Sprintf("r2-slice%d", i)
-		req := scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: s.bytes, ComputeMilli: s.milli}}
+		req := scoring.Request{Shared: &scoring.Share{MemoryBytes: s.bytes, ComputeMilli: s.milli}}
 		placeAndCheck(t, cp, "r2", nodes, state, podSpec{name: name, annotations: map[string]string{
 			plugin.AnnotationSharedMemory: s.mem, plugin.AnnotationSharedCompute: s.compute}}, req)
 		pods = append(pods, name)
