@@ -48,7 +48,7 @@ func (o *oracle) state(t *rapid.T, i int, allocs []Allocation, keep func(*Alloca
 		st.state = scoring.NewState(n.topo.Len())
 		for _, d := range n.migDevs {
 			st.state.Devices[d].Allocated = true
-			m, err := mig.ModelForDevice(n.topo.Device(d))
+			m, err := mig.DefaultCatalog().ForDevice(n.topo.Device(d))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -310,7 +310,7 @@ func MarshalLayoutFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]by
 	fj := fileJSON{Schema: LayoutFileSchema}
 	for _, m := range models {
 		if !m.built() {
-			return nil, fmt.Errorf("%w: nil or zero model", ErrInvalidModel)
+			return nil, fmt.Errorf("%w: nil or zero model", errInvalidModel)
 		}
 		fj.Models = append(fj.Models, m.Spec())
 	}

@@ -63,7 +63,7 @@ func TestParseFileErrors(t *testing.T) {
 		"no name":        {`{"gpus": [{"model": "A30"}]}`, ErrParse},
 		"dup name":       {`{"gpus": [{"gpu": "a", "model": "A30"}, {"gpu": "a", "model": "A30"}]}`, ErrParse},
 		"model":          {`{"gpus": [{"gpu": "a", "model": "V100"}]}`, ErrUnknownModel},
-		"profile name":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g", "start": 0}]}]}`, ErrBadProfileName},
+		"profile name":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g", "start": 0}]}]}`, errBadProfileName},
 		"foreign prof":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.10gb", "start": 0}]}]}`, ErrUnknownProfile},
 		"no start":       {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb"}]}]}`, ErrParse},
 		"illegal":        {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "2g.12gb", "start": 1}]}]}`, ErrIllegalPlacement},
@@ -72,7 +72,7 @@ func TestParseFileErrors(t *testing.T) {
 		"two +me":        {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb+me", "start": 0}, {"profile": "1g.6gb+me", "start": 1}]}]}`, ErrInstanceLimit},
 		"state":          {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": 0, "state": "running"}]}]}`, ErrParse},
 		"busy no CI":     {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": 0, "state": "in-use", "noComputeInstance": true}]}]}`, ErrInvalidLayout},
-		"bad model spec": {`{"models": [{"name": "X", "slots": 0, "profiles": []}]}`, ErrInvalidModel},
+		"bad model spec": {`{"models": [{"name": "X", "slots": 0, "profiles": []}]}`, errInvalidModel},
 		"amd model":      {`{"amd": [{"gpu": "a", "model": "MI250", "compute": "SPX", "memory": "NPS1"}]}`, ErrUnknownModel},
 		"amd combo":      {`{"amd": [{"gpu": "a", "model": "MI300X", "compute": "SPX", "memory": "NPS4"}]}`, ErrBadMode},
 		"amd mode":       {`{"amd": [{"gpu": "a", "model": "MI300X", "compute": "XPX", "memory": "NPS4"}]}`, ErrBadMode},
@@ -132,7 +132,7 @@ func FuzzParseProfileName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseProfileName(s)
 		if err != nil {
-			if !errors.Is(err, ErrBadProfileName) {
+			if !errors.Is(err, errBadProfileName) {
 				t.Fatalf("error without the sentinel: %v", err)
 			}
 			return

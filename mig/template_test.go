@@ -151,7 +151,7 @@ func TestTemplateFile(t *testing.T) {
 		{"unknown field", `{"templates":[],"x":1}`, ErrParse},
 		{"trailing", `{"templates":[]} {}`, ErrParse},
 		{"schema", `{"schema":"v9","templates":[]}`, ErrParse},
-		{"bad profile", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"nope","count":1}]}]}`, ErrBadProfileName},
+		{"bad profile", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"nope","count":1}]}]}`, errBadProfileName},
 		{"unknown model", `{"templates":[{"name":"a","model":"Z9","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrUnknownModel},
 		{"no name", `{"templates":[{"model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrInvalidLayout},
 		{"no profiles", `{"templates":[{"name":"a","model":"A30","profiles":[]}]}`, ErrInvalidLayout},
@@ -450,9 +450,9 @@ func TestChooseTemplateExamples(t *testing.T) {
 	_, err = ChooseTemplate(context.Background(), []*Layout{g0, g0}, mix, nil, 0, Policy{})
 	assert.ErrorIs(t, err, ErrInvalidLayout)
 	_, err = ChooseTemplate(context.Background(), ls, Mix{"1g.10gb": -1}, nil, 0, Policy{})
-	assert.ErrorIs(t, err, ErrBadMix)
+	assert.ErrorIs(t, err, errBadMix)
 	_, err = ChooseTemplate(context.Background(), ls, mix, ShippedTemplates(model(t, "A30")), 0, Policy{})
-	assert.ErrorIs(t, err, ErrNoTemplate)
+	assert.ErrorIs(t, err, errNoTemplate)
 	bad := Template{Name: "bad", Model: "A100-80GB", Profiles: []TemplateEntry{{Profile: MustParseProfileName("7g.80gb"), Count: 2}}}
 	_, err = ChooseTemplate(context.Background(), ls, mix, []Template{bad}, 0, Policy{})
 	assert.ErrorIs(t, err, ErrInvalidLayout)
@@ -489,7 +489,7 @@ func FuzzParseTemplateFile(f *testing.F) {
 			return
 		}
 		for _, tp := range ts {
-			m, err := Lookup(tp.Model)
+			m, err := DefaultCatalog().Lookup(tp.Model)
 			require.NoError(t, err)
 			ins, err := tp.Resolve(m)
 			require.NoError(t, err)
