@@ -15,7 +15,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ParseLayoutFile(data, nil)
+	f, err := parseLayoutFile(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ParseLayoutFile(out, nil)
+	g, err := parseLayoutFile(out, nil)
 	if err != nil {
 		t.Fatalf("round trip: %v\n%s", err, out)
 	}
@@ -42,7 +42,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ParseLayoutFile(withModel, nil)
+	h, err := parseLayoutFile(withModel, nil)
 	if err != nil || h.Layouts[0].Model != h.Models[0] || h.Layouts[0].Model.Source() != "shipped" {
 		t.Fatalf("embedded model: %v %v", h, err)
 	}
@@ -81,7 +81,7 @@ func TestParseFileErrors(t *testing.T) {
 		"amd dup":        {`{"gpus": [{"gpu": "a", "model": "A30"}], "amd": [{"gpu": "a", "model": "MI300X", "compute": "SPX", "memory": "NPS1"}]}`, ErrParse},
 		"negative start": {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": -1}]}]}`, ErrIllegalPlacement},
 	} {
-		_, err := ParseLayoutFile([]byte(tc.doc), nil)
+		_, err := parseLayoutFile([]byte(tc.doc), nil)
 		assert.ErrorIs(t, err, tc.want, name)
 		assert.ErrorIs(t, err, ErrParse, name)
 	}
@@ -98,7 +98,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(`{"amd": [{"gpu": "a", "model": "MI355X", "compute": "QPX", "memory": "NPS2"}]}`))
 	f.Add([]byte(`{"models": [{"name": "T", "slots": 2, "profiles": [{"name": "1g.1gb", "id": 1, "computeSlices": 1, "memorySlices": 1, "maxInstances": 2, "placements": [{"start": 0, "size": 1}, {"start": 1, "size": 1}]}]}], "gpus": [{"gpu": "t", "model": "T", "instances": [{"profile": "1g.1gb", "start": 1}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := ParseLayoutFile(data, nil)
+		file, err := parseLayoutFile(data, nil)
 		if err != nil {
 			if !errors.Is(err, ErrParse) {
 				t.Fatalf("error without ErrParse: %v", err)
@@ -114,7 +114,7 @@ func FuzzParseFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseLayoutFile(out, nil)
+		again, err := parseLayoutFile(out, nil)
 		if err != nil {
 			t.Fatalf("re-parse: %v\n%s", err, out)
 		}

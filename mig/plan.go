@@ -120,7 +120,7 @@ func (s Step) String() string {
 // free placement within the instance limits; a compute instance is
 // destroyed only when idle; a GPU instance only when it has no compute
 // instance. On error the layouts are unchanged. Mode steps (AMD) return an
-// error wrapping ErrBadStep: apply those with ApplyModeStep.
+// error wrapping ErrBadStep: apply those with [ApplyAMDStep].
 func ApplyStep(layouts []*Layout, s Step) error {
 	l := findLayout(layouts, s.GPU)
 	if l == nil {

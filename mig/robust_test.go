@@ -226,7 +226,7 @@ func TestParseFileAdversarial(t *testing.T) {
 		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, errInvalidModel}},
 	} {
 		var err error
-		n := hostile.Allocated(func() { _, err = ParseLayoutFile([]byte(tc.doc), nil) })
+		n := hostile.Allocated(func() { _, err = parseLayoutFile([]byte(tc.doc), nil) })
 		for _, w := range tc.want {
 			assert.ErrorIs(t, err, w, name)
 		}
@@ -237,7 +237,7 @@ func TestParseFileAdversarial(t *testing.T) {
 	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.Less(t, n, uint64(hostile.RaceSlack*(3*maxFileBytes+(8<<20))))
-	_, err = ParseLayoutFile(make([]byte, maxFileBytes+1), nil)
+	_, err = parseLayoutFile(make([]byte, maxFileBytes+1), nil)
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 
@@ -253,7 +253,7 @@ func (endless) Read(p []byte) (int, error) {
 // TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
 // without building a state table (whose memory would be hundreds of MB).
 func TestHugeModelWithoutTable(t *testing.T) {
-	f, err := ParseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
+	f, err := parseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
 	require.NoError(t, err)
 	n := hostile.Allocated(func() {
 		fl, err := NewFleet(context.Background(), f.Layouts, PlaceOptions{})
