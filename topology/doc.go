@@ -50,7 +50,7 @@
 //	MaxDevices             1,024            devices of one node (every input path)
 //	maxNICs                256              NICs of one node
 //	maxNUMANodes           1,024            NUMA ids and the NUMA distance table
-//	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ReadJSON)
+//	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ParseJSONLenient)
 //	maxSMIBytes            4 MiB            an `nvidia-smi topo -m` printout
 //	maxSMILineBytes        64 KiB           one line of that printout
 //	maxSMIColumns          MaxDevices+256   device columns of its matrix
