@@ -65,8 +65,8 @@ func (p *Pod) shape() shapeKey {
 func (k shapeKey) devices() bool { return k.gpus > 0 || k.migN > 0 || k.shared }
 
 // slice returns the shared slice of a shared shape.
-func (k shapeKey) slice() scoring.SharedSlice {
-	return scoring.SharedSlice{MemoryBytes: k.shMem, ComputeMilli: int(k.shMilli)}
+func (k shapeKey) slice() scoring.Share {
+	return scoring.Share{MemoryBytes: k.shMem, ComputeMilli: int(k.shMilli)}
 }
 
 // request returns the scoring request of a whole-device or shared shape.
@@ -92,7 +92,7 @@ type transKey struct {
 // shared set, one slice on each device of set) or MIG slots.
 type podDevices struct {
 	set    scoring.DeviceSet
-	shared *scoring.SharedSlice
+	shared *scoring.Share
 	mig    []MIGSlot
 }
 
@@ -130,7 +130,7 @@ func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) strin
 		if st.migOn[d] {
 			v |= 2
 		}
-		shared := u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Slices > 0
+		shared := u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Shares > 0
 		if shared {
 			v |= 4
 		}
@@ -138,7 +138,7 @@ func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) strin
 		if shared {
 			b = binary.AppendUvarint(b, u.MemoryUsed)
 			b = binary.AppendUvarint(b, uint64(u.ComputeUsed))
-			b = binary.AppendUvarint(b, uint64(u.Slices))
+			b = binary.AppendUvarint(b, uint64(u.Shares))
 		}
 	}
 	for _, l := range layouts {

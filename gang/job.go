@@ -170,7 +170,7 @@ const (
 //
 // Level names a level: a label key of the cluster (Cluster.Levels, e.g.
 // "example.com/rack" or topology.LabelClique), a HyperNode tier
-// ("tier-2"), LevelNode (or topology.LabelHostname) for a single node,
+// ("tier-2"), LevelNode (or "kubernetes.io/hostname") for a single node,
 // LevelClique (or "nvlink") for the NVLink partition, or a short name that
 // is the last segment of exactly one level key ("rack" for
 // "example.com/rack", "block" for "cloud.google.com/gce-topology-block").
@@ -489,7 +489,7 @@ func resolveLevel(c *topology.Cluster, name string) (int, error) {
 		}
 	}
 	switch strings.ToLower(name) {
-	case LevelNode, topology.LabelHostname:
+	case LevelNode, "kubernetes.io/hostname":
 		return nodeLevel, nil
 	case LevelClique, "nvlink", "nvlink-partition":
 		for i, l := range levels {

@@ -151,7 +151,7 @@ func TestNodeCapacityIsMaximal(t *testing.T) {
 // many instances of a profile as the best choice of legal, free,
 // non-overlapping placements within the instance limit.
 func TestMIGCapacityIsMaximal(t *testing.T) {
-	model, err := mig.Lookup("H100-80GB")
+	model, err := mig.DefaultCatalog().Lookup("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (o *oracle) state(t *rapid.T, i int, allocs []Allocation, keep func(*Alloca
 		st.state = scoring.NewState(n.topo.Len())
 		for _, d := range n.migDevs {
 			st.state.Devices[d].Allocated = true
-			m, err := mig.ModelForDevice(n.topo.Device(d))
+			m, err := mig.DefaultCatalog().ForDevice(n.topo.Device(d))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -494,7 +494,7 @@ func genCluster(t *rapid.T) (*topology.Cluster, []oNode, []NodeInfo, []Allocatio
 				}
 				if rapid.IntRange(0, 3).Draw(t, "sliced") == 0 {
 					// a 30 or 50 GiB slice with a share of compute
-					sl := scoring.SharedSlice{MemoryBytes: uint64(rapid.SampledFrom([]int{30, 50}).Draw(t, "slmem")) * gib, ComputeMilli: rapid.SampledFrom([]int{0, 500}).Draw(t, "slmilli")}
+					sl := scoring.Share{MemoryBytes: uint64(rapid.SampledFrom([]int{30, 50}).Draw(t, "slmem")) * gib, ComputeMilli: rapid.SampledFrom([]int{0, 500}).Draw(t, "slmilli")}
 					if sl.MemoryBytes <= topo.Device(d).MemoryBytes {
 						allocs = append(allocs, Allocation{Job: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "owner"), Pod: fmt.Sprintf("p%d", len(allocs)),
 							Node: name, Devices: []int{d}, Shared: &sl, Releasing: rapid.Bool().Draw(t, "rel")})
@@ -542,7 +542,7 @@ func genJob(t *rapid.T) *Job {
 		switch rapid.IntRange(0, 6).Draw(t, "podkind") {
 		case 6:
 			// a shared slice of one GPU
-			ps.Pod.Devices.Shared = &scoring.SharedSlice{MemoryBytes: uint64(rapid.SampledFrom([]int{20, 30, 40}).Draw(t, "shmem")) * gib,
+			ps.Pod.Devices.Shared = &scoring.Share{MemoryBytes: uint64(rapid.SampledFrom([]int{20, 30, 40}).Draw(t, "shmem")) * gib,
 				ComputeMilli: rapid.SampledFrom([]int{0, 250, 500}).Draw(t, "shmilli")}
 		case 0:
 			ps.Pod.CPUMilli = 1000

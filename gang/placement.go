@@ -47,7 +47,7 @@ type PodPlacement struct {
 	Devices []int `json:"devices,omitempty"`
 	// Shared is the pod's shared slice (memory and compute) on Devices[0]
 	// when the pod asks for one (Pod.Devices.Shared); nil otherwise.
-	Shared *scoring.SharedSlice `json:"shared,omitempty"`
+	Shared *scoring.Share `json:"shared,omitempty"`
 	// MIG are the MIG instances to create, chosen by package mig.
 	MIG []MIGSlot `json:"mig,omitempty"`
 	// CPUMilli and MemoryBytes are the pod's CPU and memory.

@@ -38,13 +38,17 @@ func TestRealMachines(t *testing.T) {
 	if s, err := NewSnapshot(context.Background(), c, infos, nil); err != nil || len(s.Warnings()) != 8 {
 		t.Fatalf("%v, warnings %v", err, s.Warnings())
 	}
-	base, err := mig.Lookup("A100-80GB")
+	base, err := mig.DefaultCatalog().Lookup("A100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := base.Spec()
 	spec.Aliases = append(spec.Aliases, a100)
-	s, err := NewSnapshot(context.Background(), c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(mig.MustNewModel(spec))))
+	alias, err := mig.NewModel(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSnapshot(context.Background(), c, infos, nil, WithMIGCatalog(mig.DefaultCatalog().With(alias)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // GPU (memory and compute) instead of whole GPUs.
 
 func sharedPod(mem uint64, milli int) Pod {
-	return Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: mem, ComputeMilli: milli}}}
+	return Pod{Devices: scoring.Request{Shared: &scoring.Share{MemoryBytes: mem, ComputeMilli: milli}}}
 }
 
 func sharedJob(name string, replicas int, mem uint64, milli int) *Job {
@@ -36,7 +36,7 @@ func oneNode(tb testing.TB, node *topology.Node, allocs []Allocation) *Snapshot 
 
 // slicesFit is the brute-force count of identical slices one device takes:
 // add slices to a checking state (NewStateFor) until one is refused.
-func slicesFit(node *topology.Node, d int, used scoring.DeviceUsage, sl scoring.SharedSlice) int {
+func slicesFit(node *topology.Node, d int, used scoring.DeviceUsage, sl scoring.Share) int {
 	st := scoring.NewStateFor(node)
 	st.Devices[d] = used
 	if node.Device(d).Health != topology.Healthy || used.Allocated || st.Validate() != nil {
@@ -73,7 +73,7 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 				usage[d].Allocated = true
 			case 1:
 				for k := range rapid.IntRange(1, 3).Draw(t, "slices") {
-					sl := scoring.SharedSlice{MemoryBytes: uint64(rapid.IntRange(0, 24).Draw(t, "mem")) * gib, ComputeMilli: 50 * rapid.IntRange(0, 6).Draw(t, "milli")}
+					sl := scoring.Share{MemoryBytes: uint64(rapid.IntRange(0, 24).Draw(t, "mem")) * gib, ComputeMilli: 50 * rapid.IntRange(0, 6).Draw(t, "milli")}
 					if sl.MemoryBytes == 0 && sl.ComputeMilli == 0 {
 						sl.ComputeMilli = 50
 					}
@@ -83,13 +83,13 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 					allocs = append(allocs, Allocation{Pod: fmt.Sprintf("slice-%d-%d", d, k), Node: "n00", Devices: []int{d}, Shared: &sl})
 					usage[d].MemoryUsed += sl.MemoryBytes
 					usage[d].ComputeUsed += sl.ComputeMilli
-					usage[d].Slices++
+					usage[d].Shares++
 				}
 			}
 		}
 		s, err := spec{nodes: 1, topo: func(int) *topology.Node { return node }, allocs: allocs}.try()
 		require.NoError(t, err)
-		want := scoring.SharedSlice{MemoryBytes: uint64(rapid.IntRange(0, 40).Draw(t, "wantMem")) * gib, ComputeMilli: 50 * rapid.IntRange(0, 10).Draw(t, "wantMilli")}
+		want := scoring.Share{MemoryBytes: uint64(rapid.IntRange(0, 40).Draw(t, "wantMem")) * gib, ComputeMilli: 50 * rapid.IntRange(0, 10).Draw(t, "wantMilli")}
 		if want.MemoryBytes == 0 && want.ComputeMilli == 0 {
 			want.MemoryBytes = gib
 		}
@@ -183,8 +183,8 @@ func twoH100(tb testing.TB, extra ...Allocation) *Snapshot {
 	sp.allocs = append([]Allocation{
 		{Job: "train", Pod: "train-0", Node: "n00", Devices: []int{0, 1, 2, 3}},
 		{Job: "train", Pod: "train-1", Node: "n01", Devices: []int{0, 1}},
-		{Job: "chat", Pod: "chat-0", Node: "n00", Devices: []int{4}, Shared: &scoring.SharedSlice{MemoryBytes: 60 * gib, ComputeMilli: 500}},
-		{Job: "chat", Pod: "chat-1", Node: "n01", Devices: []int{2}, Shared: &scoring.SharedSlice{MemoryBytes: 40 * gib, ComputeMilli: 250}},
+		{Job: "chat", Pod: "chat-0", Node: "n00", Devices: []int{4}, Shared: &scoring.Share{MemoryBytes: 60 * gib, ComputeMilli: 500}},
+		{Job: "chat", Pod: "chat-1", Node: "n01", Devices: []int{2}, Shared: &scoring.Share{MemoryBytes: 40 * gib, ComputeMilli: 250}},
 	}, extra...)
 	return sp.build(tb)
 }
@@ -206,7 +206,7 @@ func TestSharedGangOfInferencePods(t *testing.T) {
 	for _, pp := range r.Placement.Pods {
 		require.Len(t, pp.Devices, 1, pp.Name)
 		require.NotNil(t, pp.Shared, pp.Name)
-		assert.Equal(t, scoring.SharedSlice{MemoryBytes: 20 * gib, ComputeMilli: 250}, *pp.Shared)
+		assert.Equal(t, scoring.Share{MemoryBytes: 20 * gib, ComputeMilli: 250}, *pp.Shared)
 		key := fmt.Sprintf("%s/%d", pp.Node, pp.Devices[0])
 		mem[key] += pp.Shared.MemoryBytes
 		assert.LessOrEqual(t, mem[key], h100Mem, "GPU %s over-committed", key)
@@ -240,7 +240,7 @@ func TestSharedFragmented(t *testing.T) {
 	var allocs []Allocation
 	for d := range 8 {
 		allocs = append(allocs, Allocation{Job: "other", Pod: fmt.Sprintf("o-%d", d), Node: "n00", Devices: []int{d},
-			Shared: &scoring.SharedSlice{MemoryBytes: 50 * gib}})
+			Shared: &scoring.Share{MemoryBytes: 50 * gib}})
 	}
 	s := oneNode(t, h, allocs)
 	r := mustCheck(t, s, sharedJob("frag", 2, 40*gib, 0))
@@ -338,11 +338,11 @@ func TestSharedJobValidation(t *testing.T) {
 		"affinity":      {Pod{Devices: scoring.Request{Count: 1, Affinity: scoring.Affinity{NUMA: []int{0}}}}, "Devices.Affinity"},
 		"workload":      {Pod{Devices: scoring.Request{Count: 1, Workload: &fgd.Workload{}}}, "Devices.Workload"},
 		"bad weights":   {Pod{Devices: scoring.Request{Count: 1, Weights: &bad}}, "Devices.Weights"},
-		"shared count":  {Pod{Devices: scoring.Request{Count: 2, Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "want 0 or 1"},
-		"shared memory": {Pod{Devices: scoring.Request{MinFreeMemory: gib, Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "MinFreeMemory"},
-		"shared empty":  {Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{}}}, "neither memory nor compute"},
-		"shared milli":  {Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{ComputeMilli: 1001}}}, "0..1000"},
-		"shared MIG":    {Pod{MIGProfile: mig.MustParseProfileName("1g.10gb"), Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: gib}}}, "MIG profile"},
+		"shared count":  {Pod{Devices: scoring.Request{Count: 2, Shared: &scoring.Share{MemoryBytes: gib}}}, "want 0 or 1"},
+		"shared memory": {Pod{Devices: scoring.Request{MinFreeMemory: gib, Shared: &scoring.Share{MemoryBytes: gib}}}, "MinFreeMemory"},
+		"shared empty":  {Pod{Devices: scoring.Request{Shared: &scoring.Share{}}}, "neither memory nor compute"},
+		"shared milli":  {Pod{Devices: scoring.Request{Shared: &scoring.Share{ComputeMilli: 1001}}}, "0..1000"},
+		"shared MIG":    {Pod{MIGProfile: mig.MustParseProfileName("1g.10gb"), Devices: scoring.Request{Shared: &scoring.Share{MemoryBytes: gib}}}, "MIG profile"},
 	}
 	for name, c := range cases {
 		j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: c.pod}}}
@@ -354,7 +354,7 @@ func TestSharedJobValidation(t *testing.T) {
 	huge := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: sharedPod(MaxBytes+1, 0)}}}
 	require.ErrorIs(t, huge.Validate(), topology.ErrLimit)
 	// accepted: one slice (Count 0 or 1), weights honoured within a node
-	for _, p := range []Pod{sharedPod(gib, 0), {Devices: scoring.Request{Count: 1, Shared: &scoring.SharedSlice{ComputeMilli: 100}}}, {Devices: scoring.Request{Count: 2, Weights: &w}}} {
+	for _, p := range []Pod{sharedPod(gib, 0), {Devices: scoring.Request{Count: 1, Shared: &scoring.Share{ComputeMilli: 100}}}, {Devices: scoring.Request{Count: 2, Weights: &w}}} {
 		j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: p}}}
 		require.NoError(t, j.Validate())
 	}
@@ -369,7 +369,7 @@ func TestSharedJobValidation(t *testing.T) {
 // it); the default weights are used when nil.
 func TestSharedWeightsHonoured(t *testing.T) {
 	h := nvswitchNode(t, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
-	s := oneNode(t, h, []Allocation{{Pod: "a", Node: "n00", Devices: []int{5}, Shared: &scoring.SharedSlice{MemoryBytes: 50 * gib}}})
+	s := oneNode(t, h, []Allocation{{Pod: "a", Node: "n00", Devices: []int{5}, Shared: &scoring.Share{MemoryBytes: 50 * gib}}})
 	fit := scoring.Weights{Fit: 1}
 	p := sharedPod(20*gib, 0)
 	p.Devices.Weights = &fit
@@ -385,11 +385,11 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 	h := nvswitchNode(t, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
 	s := oneNode(t, h, []Allocation{
 		{Pod: "whole", Node: "n00", Devices: []int{0}},
-		{Pod: "half", Node: "n00", Devices: []int{1}, Shared: &scoring.SharedSlice{MemoryBytes: 60 * gib, ComputeMilli: 800}},
+		{Pod: "half", Node: "n00", Devices: []int{1}, Shared: &scoring.Share{MemoryBytes: 60 * gib, ComputeMilli: 800}},
 	})
 	j := sharedJob("j", 1, 30*gib, 100)
-	sl := scoring.SharedSlice{MemoryBytes: 30 * gib, ComputeMilli: 100}
-	pl := func(d int, s *scoring.SharedSlice) *Placement {
+	sl := scoring.Share{MemoryBytes: 30 * gib, ComputeMilli: 100}
+	pl := func(d int, s *scoring.Share) *Placement {
 		return &Placement{Job: "j", Pods: []PodPlacement{{Name: "j-s-0", Set: "s", Node: "n00", Devices: []int{d}, Shared: s, Slice: -1}}}
 	}
 	require.NoError(t, s.Validate(j, pl(2, &sl)))
@@ -397,7 +397,7 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 		"held whole":   pl(0, &sl),
 		"no room":      pl(1, &sl),
 		"no slice":     pl(2, nil),
-		"other slice":  pl(2, &scoring.SharedSlice{MemoryBytes: 10 * gib}),
+		"other slice":  pl(2, &scoring.Share{MemoryBytes: 10 * gib}),
 		"out of range": pl(9, &sl),
 		"two devices":  {Job: "j", Pods: []PodPlacement{{Name: "j-s-0", Set: "s", Node: "n00", Devices: []int{2, 3}, Shared: &sl}}},
 	} {
@@ -411,24 +411,24 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 
 	bad := map[string][]Allocation{
 		"over-committed": {
-			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{MemoryBytes: 50 * gib}},
-			{Pod: "b", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{MemoryBytes: 40 * gib}},
+			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: 50 * gib}},
+			{Pod: "b", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: 40 * gib}},
 		},
 		"compute over": {
-			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{ComputeMilli: 600}},
-			{Pod: "b", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{ComputeMilli: 600}},
+			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: 600}},
+			{Pod: "b", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: 600}},
 		},
 		"whole and sliced": {
-			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{MemoryBytes: gib}},
+			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: gib}},
 			{Pod: "b", Node: "n00", Devices: []int{3}},
 		},
 		"sliced after whole": {
 			{Pod: "b", Node: "n00", Devices: []int{3}},
-			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{MemoryBytes: gib}},
+			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: gib}},
 		},
-		"empty slice":    {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{}}},
-		"slice nowhere":  {{Pod: "a", Node: "n00", Shared: &scoring.SharedSlice{MemoryBytes: gib}}},
-		"negative milli": {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.SharedSlice{ComputeMilli: -1}}},
+		"empty slice":    {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{}}},
+		"slice nowhere":  {{Pod: "a", Node: "n00", Shared: &scoring.Share{MemoryBytes: gib}}},
+		"negative milli": {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: -1}}},
 	}
 	for name, allocs := range bad {
 		_, err := spec{nodes: 1, topo: func(int) *topology.Node { return h }, allocs: allocs}.try()
@@ -436,9 +436,9 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 	}
 	// Add is all-or-nothing with slices too
 	n0 := len(s.Allocations())
-	require.ErrorIs(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.SharedSlice{MemoryBytes: 30 * gib}}), ErrInvalidSnapshot)
+	require.ErrorIs(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.Share{MemoryBytes: 30 * gib}}), ErrInvalidSnapshot)
 	assert.Len(t, s.Allocations(), n0)
-	require.NoError(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.SharedSlice{MemoryBytes: 20 * gib, ComputeMilli: 200}}))
+	require.NoError(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.Share{MemoryBytes: 20 * gib, ComputeMilli: 200}}))
 	// GPU 1 is now full (80 GiB, 1000m): a 1 GiB slice goes elsewhere
 	r := mustCheck(t, s, sharedJob("x", 1, gib, 0))
 	require.NotNil(t, r.Placement)
@@ -446,5 +446,5 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 	assert.NotEqual(t, []int{0}, r.Placement.Pods[0].Devices)
 	// removing the pod frees its slice
 	require.Equal(t, 1, s.RemovePod("c"))
-	require.NoError(t, s.Validate(sharedJob("j", 1, 20*gib, 200), pl(1, &scoring.SharedSlice{MemoryBytes: 20 * gib, ComputeMilli: 200})))
+	require.NoError(t, s.Validate(sharedJob("j", 1, 20*gib, 200), pl(1, &scoring.Share{MemoryBytes: 20 * gib, ComputeMilli: 200})))
 }

@@ -84,7 +84,7 @@ type Allocation struct {
 	// Shared, when non-nil, is the shared slice (memory and compute) the
 	// pod holds on each device of Devices, which other pods' slices may
 	// share; nil means Devices are held whole.
-	Shared *scoring.SharedSlice
+	Shared *scoring.Share
 	// MIG are the MIG instances held.
 	MIG []MIGSlot
 	// CPUMilli and MemoryBytes are the CPU and memory held.

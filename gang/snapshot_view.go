@@ -144,5 +144,5 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, 
 // sharedHold is one shared slice on one device.
 type sharedHold struct {
 	device int
-	slice  scoring.SharedSlice
+	slice  scoring.Share
 }

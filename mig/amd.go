@@ -145,11 +145,11 @@ type AMDModel struct {
 func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
 	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 ||
 		spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
-		return nil, fmt.Errorf("%w: AMD model %q: need a name, 1..64 XCCs and at least one memory mode", ErrInvalidModel, spec.Name)
+		return nil, fmt.Errorf("%w: AMD model %q: need a name, 1..64 XCCs and at least one memory mode", errInvalidModel, spec.Name)
 	}
 	for _, n := range spec.MemoryModes {
 		if _, err := ParseMemoryMode(string(n)); err != nil {
-			return nil, fmt.Errorf("%w: AMD model %s: %w", ErrInvalidModel, spec.Name, err)
+			return nil, fmt.Errorf("%w: AMD model %s: %w", errInvalidModel, spec.Name, err)
 		}
 	}
 	spec.Aliases = slices.Clone(spec.Aliases)

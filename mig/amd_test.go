@@ -58,7 +58,7 @@ func TestAMDCombinations(t *testing.T) {
 	}
 	assert.ErrorIs(t, errOf(ParseMemoryMode("NPS3")), ErrBadMode, "NPS3")
 	assert.ErrorIs(t, mi.Valid(SPX, NPS4), ErrBadMode, "SPX/NPS4")
-	assert.ErrorIs(t, errOf(NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8})), ErrInvalidModel, "no memory modes")
+	assert.ErrorIs(t, errOf(NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8})), errInvalidModel, "no memory modes")
 	checkLookups(t, LookupAMD, map[string]string{
 		"AMD Instinct MI300X (gfx942, 0x74a1)":       "MI300X",
 		"AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X",

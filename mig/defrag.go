@@ -39,7 +39,7 @@ import (
 // ErrNoPlan) counting the rejected ways of making room per cause, with a
 // few examples of each (bounded, whatever the fleet). Invalid layouts,
 // duplicate GPU names and a request without a valid profile
-// (ErrBadProfileName) are reported as such.
+// (errBadProfileName) are reported as such.
 func PlanDefrag(ctx context.Context, layouts []*Layout, req Request, pol Policy) (*Plan, error) {
 	pn, err := newPlanner(ctx, layouts, req, pol)
 	if err != nil {
@@ -132,7 +132,7 @@ type destRef struct {
 // newPlanner validates the request and the layouts (distinct GPU names).
 func newPlanner(ctx context.Context, layouts []*Layout, req Request, pol Policy) (*planner, error) {
 	if !req.Profile.IsValid() {
-		return nil, fmt.Errorf("%w: the request has no valid profile (%+v)", ErrBadProfileName, req.Profile)
+		return nil, fmt.Errorf("%w: the request has no valid profile (%+v)", errBadProfileName, req.Profile)
 	}
 	pn := &planner{req: req, pol: pol, poll: ctxpoll.New(ctx, "mig: PlanDefrag")}
 	pn.gpus = make([]dgpu, 0, len(layouts))

@@ -277,7 +277,7 @@ func checkPlan(t tb, ls []*Layout, req Request, pol Policy, p *Plan) []*Layout {
 
 // genOwnedLayouts draws 1..n GPUs of one model with unique owners.
 func genOwnedLayouts(t *rapid.T, n int, models []string) []*Layout {
-	m, _ := Lookup(rapid.SampledFrom(models).Draw(t, "model"))
+	m, _ := DefaultCatalog().Lookup(rapid.SampledFrom(models).Draw(t, "model"))
 	var ls []*Layout
 	for i := 0; i < rapid.IntRange(1, n).Draw(t, "gpus"); i++ {
 		ls = append(ls, genLayoutN(t, m, fmt.Sprintf("g%d", i), 0, rapid.SampledFrom([]int{3, 5, 12}).Draw(t, "hi"), 85))
@@ -514,7 +514,7 @@ func TestStateMachine(t *testing.T) {
 // of interchangeable GPUs and its symmetry breaking.
 func TestDefragOracleClasses(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, _ := Lookup(rapid.SampledFrom([]string{"A30-24GB", "A100-40GB"}).Draw(t, "model"))
+		m, _ := DefaultCatalog().Lookup(rapid.SampledFrom([]string{"A30-24GB", "A100-40GB"}).Draw(t, "model"))
 		target := genLayoutN(t, m, "g0", 1, 8, 90)
 		tmpl := []*Layout{genLayoutN(t, m, "t0", 0, 4, 85), genLayoutN(t, m, "t1", 0, 4, 85)}
 		ls := []*Layout{target}

@@ -64,8 +64,8 @@
 // reconfigure per request (mig-parted configurations).
 // [ShippedTemplates] writes, from a model's placement table, all-<small>
 // (inference), all-<quarter>, all-<half>, balanced and whole-gpu
-// (training); users add their own in a JSON file ([ParseTemplateFile],
-// [ReadTemplateFile], [MarshalTemplateFile], schema
+// (training); users add their own in a JSON file ([ReadTemplateFile],
+// [MarshalTemplateFile], schema
 // [TemplateFileSchema], bounded by maxTemplateFileBytes,
 // maxTemplates and maxTemplateEntries). [ChooseTemplate] picks, for a
 // set of GPUs and a demand [Mix] of request counts, the template that
@@ -122,9 +122,9 @@
 //
 // # Layout files
 //
-// [ParseLayoutFile] (or [ReadLayoutFile], from a reader) and
-// [MarshalLayoutFile] read and write a JSON file of MIG layouts, AMD GPUs
-// and, optionally, profile tables (schema [LayoutFileSchema]); the gputopo
+// [ReadLayoutFile] and [MarshalLayoutFile] read and write a JSON file of
+// MIG layouts, AMD GPUs and, optionally, profile tables (schema
+// "gputopo-mig/v1"); the gputopo
 // CLI's "mig" command works on such files.
 //
 // # Applying plans

@@ -16,15 +16,15 @@ import (
 // (topology.ErrParse); an error that would be a bug in gputopo wraps
 // topology.ErrInternal.
 var (
-	// ErrBadProfileName: a profile name does not parse ("3g.40gb" is the
+	// errBadProfileName: a profile name does not parse ("3g.40gb" is the
 	// form). It wraps ErrParse.
-	ErrBadProfileName = fmt.Errorf("mig: malformed profile name: %w", ErrParse)
+	errBadProfileName = fmt.Errorf("mig: malformed profile name: %w", ErrParse)
 	// ErrUnknownModel: no profile table is known for a GPU model.
 	ErrUnknownModel = fmt.Errorf("mig: unknown GPU model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownProfile: a model has no profile of that name or ID.
 	ErrUnknownProfile = fmt.Errorf("mig: unknown profile: %w", topology.ErrInvalidRequest)
-	// ErrInvalidModel: a profile table given to NewModel is inconsistent.
-	ErrInvalidModel = fmt.Errorf("mig: invalid profile table: %w", topology.ErrInvalidRequest)
+	// errInvalidModel: a profile table given to NewModel is inconsistent.
+	errInvalidModel = fmt.Errorf("mig: invalid profile table: %w", topology.ErrInvalidRequest)
 	// ErrIllegalPlacement: a placement is not one the profile may use.
 	ErrIllegalPlacement = fmt.Errorf("mig: illegal placement: %w", topology.ErrInvalidRequest)
 	// ErrOverlap: two GPU instances share a memory slice.
@@ -48,10 +48,10 @@ var (
 	// ErrNoPlan: no reconfiguration the policy allows makes room for a
 	// request. The error is a *NoPlanError carrying the reasons.
 	ErrNoPlan = errors.New("mig: no plan")
-	// ErrBadMix: a demand Mix has a weight that is negative, not finite,
+	// errBadMix: a demand Mix has a weight that is negative, not finite,
 	// or too large (see Mix.Validate). It also wraps ErrParse, which
 	// earlier versions returned.
-	ErrBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
+	errBadMix = fmt.Errorf("mig: invalid demand mix: %w", ErrParse)
 	// ErrParse is topology.ErrParse, re-exported: malformed input (a layout
 	// file, a profile name, a mode or another enum's text form). Every
 	// parse error of the package wraps it.
@@ -59,9 +59,9 @@ var (
 	// ErrBadMode: an AMD compute/memory partition mode or combination is
 	// not valid for the model.
 	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
-	// ErrNoTemplate: no partition template is given (or shipped) for the
+	// errNoTemplate: no partition template is given (or shipped) for the
 	// GPUs' model.
-	ErrNoTemplate = fmt.Errorf("mig: no template for the model: %w", topology.ErrInvalidRequest)
+	errNoTemplate = fmt.Errorf("mig: no template for the model: %w", topology.ErrInvalidRequest)
 	// ErrUnknownGPU: a step or request names a GPU the manager or fleet
 	// does not have.
 	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)
@@ -124,15 +124,15 @@ func (c NoPlanCause) MarshalText() ([]byte, error) {
 	return marshalText(slices.Contains(causes[:], c), c, ErrParse)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseNoPlanCause.
-func (c *NoPlanCause) UnmarshalText(b []byte) error { return unmarshalText(c, b, ParseNoPlanCause) }
+// UnmarshalText implements encoding.TextUnmarshaler with parseNoPlanCause.
+func (c *NoPlanCause) UnmarshalText(b []byte) error { return unmarshalText(c, b, parseNoPlanCause) }
 
 // String returns the cause's sentence.
 func (c NoPlanCause) String() string { return string(c) }
 
-// ParseNoPlanCause accepts the sentences the causes are. Errors wrap
+// parseNoPlanCause accepts the sentences the causes are. Errors wrap
 // ErrParse.
-func ParseNoPlanCause(s string) (NoPlanCause, error) {
+func parseNoPlanCause(s string) (NoPlanCause, error) {
 	if !slices.Contains(causes[:], NoPlanCause(s)) {
 		return "", fmt.Errorf("%w: unknown no-plan cause %q", ErrParse, s)
 	}

@@ -17,13 +17,13 @@ func ExampleParseProfileName() {
 	// Output: 1g.10gb+me 1 10 +me
 }
 
-func ExampleLookup() {
-	m, _ := mig.Lookup("NVIDIA A100-SXM4-40GB")
+func ExampleCatalog_Lookup() {
+	m, _ := mig.DefaultCatalog().Lookup("NVIDIA A100-SXM4-40GB")
 	p, _ := m.Profile("3g.20gb")
 	fmt.Println(m.Name(), p.ID, p.MemorySlices, p.Placements)
 	// Profile IDs are per model: ID 14 is not the same profile everywhere.
 	a100, _ := m.ProfileByID(14)
-	a30m, _ := mig.Lookup("A30")
+	a30m, _ := mig.DefaultCatalog().Lookup("A30")
 	a30, _ := a30m.ProfileByID(14)
 	fmt.Println(a100.Name, a30.Name)
 	// Output:
@@ -34,7 +34,7 @@ func ExampleLookup() {
 // A provider that read the tables from NVML layers them over the shipped
 // ones; the discovered table wins.
 func ExampleCatalog_With() {
-	shipped, _ := mig.Lookup("H100-80GB")
+	shipped, _ := mig.DefaultCatalog().Lookup("H100-80GB")
 	spec := shipped.Spec()
 	spec.Source = "nvml"
 	discovered, err := mig.NewModel(spec)
@@ -48,7 +48,7 @@ func ExampleCatalog_With() {
 }
 
 func ExampleLayout_FreePlacements() {
-	m, _ := mig.Lookup("A100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("A100-80GB")
 	one, _ := mig.ParseProfileName("1g.10gb")
 	l, _ := mig.NewLayout("gpu0", m,
 		mig.Instance{Profile: one, Placement: mig.Placement{Start: 0}},
@@ -64,7 +64,7 @@ func ExampleLayout_FreePlacements() {
 }
 
 func ExampleLayout_Fragmentation() {
-	m, _ := mig.Lookup("A100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("A100-80GB")
 	l, _ := mig.NewLayout("gpu0", m)
 	for _, start := range []int{0, 4} {
 		_ = l.Add(mig.Instance{Profile: mig.MustParseProfileName("1g.10gb"), Placement: mig.Placement{Start: start}})
@@ -75,7 +75,7 @@ func ExampleLayout_Fragmentation() {
 }
 
 func ExamplePlace() {
-	m, _ := mig.Lookup("A100-40GB")
+	m, _ := mig.DefaultCatalog().Lookup("A100-40GB")
 	empty, _ := mig.NewLayout("gpu0", m)
 	a, _ := mig.Place(context.Background(), []*mig.Layout{empty}, mig.Request{Profile: mig.MustParseProfileName("1g.5gb")}, mig.PlaceOptions{})
 	ff, _ := mig.Place(context.Background(), []*mig.Layout{empty}, mig.Request{Profile: mig.MustParseProfileName("1g.5gb")}, mig.PlaceOptions{Strategy: mig.FirstFit})
@@ -84,7 +84,7 @@ func ExamplePlace() {
 }
 
 func ExamplePlanDefrag() {
-	m, _ := mig.Lookup("A100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("A100-80GB")
 	one, _ := mig.ParseProfileName("1g.10gb")
 	three, _ := mig.ParseProfileName("3g.40gb")
 	busy := func(p mig.ProfileName, start int, owner string, prio int) mig.Instance {
@@ -128,7 +128,7 @@ func ExamplePlanAMD() {
 }
 
 func ExampleApplyPlan() {
-	m, _ := mig.Lookup("H100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("H100-80GB")
 	l, _ := mig.NewLayout("gpu0", m)
 	fake, _ := migtest.NewFake(l)
 	p, _ := mig.PlanDefrag(context.Background(), []*mig.Layout{l}, mig.Request{Profile: mig.MustParseProfileName("3g.40gb"), Owner: "job"}, mig.Policy{})
@@ -143,7 +143,7 @@ func ExampleApplyPlan() {
 }
 
 func ExampleChooseTemplate() {
-	m, _ := mig.Lookup("A100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("A100-80GB")
 	one := mig.MustParseProfileName("1g.10gb")
 	g0, _ := mig.NewLayout("gpu0", m, mig.Instance{Profile: one, Placement: mig.Placement{Start: 3}, State: mig.InUse, Owner: "inf-a", Priority: 1})
 	g1, _ := mig.NewLayout("gpu1", m)

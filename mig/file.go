@@ -10,11 +10,11 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// LayoutFileSchema is the schema tag of the layout file ParseLayoutFile reads and
+// layoutFileSchema is the schema tag of the layout file parseLayoutFile reads and
 // MarshalLayoutFile writes.
-const LayoutFileSchema = "gputopo-mig/v1"
+const layoutFileSchema = "gputopo-mig/v1"
 
-// Limits on what ParseLayoutFile and ReadLayoutFile accept. A file over a limit is
+// Limits on what parseLayoutFile and ReadLayoutFile accept. A file over a limit is
 // rejected with an error wrapping topology.ErrLimit (and ErrParse) before
 // the part over the limit is processed; decoding a file costs memory
 // proportional to its size (bounded by maxFileBytes).
@@ -54,7 +54,7 @@ const (
 //	  ]
 //	}
 type LayoutFile struct {
-	// Catalog resolves the file's model names: the catalog ParseLayoutFile was
+	// Catalog resolves the file's model names: the catalog parseLayoutFile was
 	// given, with the file's own models layered over it.
 	Catalog *Catalog
 	// Models are the file's own profile tables.
@@ -98,17 +98,13 @@ type fileAMDGPUJSON struct {
 	Work          []AMDWork `json:"work,omitempty"`
 }
 
-// ParseLayoutFile decodes a layout file and validates every GPU against its
-// model, resolved through c (DefaultCatalog when nil) with the file's own
-// models taking precedence. Unknown fields are rejected. Errors wrap
-// ErrParse and name the GPU or instance at fault; a semantic problem also
-// wraps the specific sentinel (ErrOverlap, ErrUnknownModel, ...).
-func ParseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
+// parseLayoutFile is ReadLayoutFile on the bytes read.
+func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
 	var fj fileJSON
-	if err := decodeJSONFile(data, "layout file", maxFileBytes, "maxFileBytes", &fj, &fj.Schema, LayoutFileSchema); err != nil {
+	if err := decodeJSONFile(data, "layout file", maxFileBytes, "maxFileBytes", &fj, &fj.Schema, layoutFileSchema); err != nil {
 		return nil, err
 	}
 	if err := fj.limits(); err != nil {
@@ -255,14 +251,19 @@ func (fj *fileJSON) limits() error {
 	return nil
 }
 
-// ReadLayoutFile is ParseLayoutFile from a reader: at most maxFileBytes+1 bytes are
+// ReadLayoutFile reads a layout file (schema "gputopo-mig/v1") and
+// validates every GPU against its model, resolved through c
+// (DefaultCatalog when nil) with the file's own models taking precedence.
+// Unknown fields are rejected. Errors wrap ErrParse and name the GPU or
+// instance at fault; a semantic problem also wraps the specific sentinel
+// (ErrOverlap, ErrUnknownModel, ...). At most maxFileBytes+1 bytes are
 // read, and a longer input is an error wrapping topology.ErrLimit.
 func ReadLayoutFile(r io.Reader, c *Catalog) (*LayoutFile, error) {
 	data, err := readFileLimited(r, "layout file", maxFileBytes, "maxFileBytes")
 	if err != nil {
 		return nil, err
 	}
-	return ParseLayoutFile(data, c)
+	return parseLayoutFile(data, c)
 }
 
 // readFileLimited reads at most limit+1 bytes of a file (what, bounded by
@@ -307,10 +308,10 @@ func decodeJSONFile(data []byte, what string, limit int, limitName string, v any
 // MarshalLayoutFile writes layouts and AMD GPUs in the layout-file form (indented,
 // models by name; models are embedded only when passed in models).
 func MarshalLayoutFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, error) {
-	fj := fileJSON{Schema: LayoutFileSchema}
+	fj := fileJSON{Schema: layoutFileSchema}
 	for _, m := range models {
 		if !m.built() {
-			return nil, fmt.Errorf("%w: nil or zero model", ErrInvalidModel)
+			return nil, fmt.Errorf("%w: nil or zero model", errInvalidModel)
 		}
 		fj.Models = append(fj.Models, m.Spec())
 	}

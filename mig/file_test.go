@@ -15,7 +15,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ParseLayoutFile(data, nil)
+	f, err := parseLayoutFile(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ParseLayoutFile(out, nil)
+	g, err := parseLayoutFile(out, nil)
 	if err != nil {
 		t.Fatalf("round trip: %v\n%s", err, out)
 	}
@@ -42,7 +42,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ParseLayoutFile(withModel, nil)
+	h, err := parseLayoutFile(withModel, nil)
 	if err != nil || h.Layouts[0].Model != h.Models[0] || h.Layouts[0].Model.Source() != "shipped" {
 		t.Fatalf("embedded model: %v %v", h, err)
 	}
@@ -63,7 +63,7 @@ func TestParseFileErrors(t *testing.T) {
 		"no name":        {`{"gpus": [{"model": "A30"}]}`, ErrParse},
 		"dup name":       {`{"gpus": [{"gpu": "a", "model": "A30"}, {"gpu": "a", "model": "A30"}]}`, ErrParse},
 		"model":          {`{"gpus": [{"gpu": "a", "model": "V100"}]}`, ErrUnknownModel},
-		"profile name":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g", "start": 0}]}]}`, ErrBadProfileName},
+		"profile name":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g", "start": 0}]}]}`, errBadProfileName},
 		"foreign prof":   {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.10gb", "start": 0}]}]}`, ErrUnknownProfile},
 		"no start":       {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb"}]}]}`, ErrParse},
 		"illegal":        {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "2g.12gb", "start": 1}]}]}`, ErrIllegalPlacement},
@@ -72,7 +72,7 @@ func TestParseFileErrors(t *testing.T) {
 		"two +me":        {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb+me", "start": 0}, {"profile": "1g.6gb+me", "start": 1}]}]}`, ErrInstanceLimit},
 		"state":          {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": 0, "state": "running"}]}]}`, ErrParse},
 		"busy no CI":     {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": 0, "state": "in-use", "noComputeInstance": true}]}]}`, ErrInvalidLayout},
-		"bad model spec": {`{"models": [{"name": "X", "slots": 0, "profiles": []}]}`, ErrInvalidModel},
+		"bad model spec": {`{"models": [{"name": "X", "slots": 0, "profiles": []}]}`, errInvalidModel},
 		"amd model":      {`{"amd": [{"gpu": "a", "model": "MI250", "compute": "SPX", "memory": "NPS1"}]}`, ErrUnknownModel},
 		"amd combo":      {`{"amd": [{"gpu": "a", "model": "MI300X", "compute": "SPX", "memory": "NPS4"}]}`, ErrBadMode},
 		"amd mode":       {`{"amd": [{"gpu": "a", "model": "MI300X", "compute": "XPX", "memory": "NPS4"}]}`, ErrBadMode},
@@ -81,7 +81,7 @@ func TestParseFileErrors(t *testing.T) {
 		"amd dup":        {`{"gpus": [{"gpu": "a", "model": "A30"}], "amd": [{"gpu": "a", "model": "MI300X", "compute": "SPX", "memory": "NPS1"}]}`, ErrParse},
 		"negative start": {`{"gpus": [{"gpu": "a", "model": "A30", "instances": [{"profile": "1g.6gb", "start": -1}]}]}`, ErrIllegalPlacement},
 	} {
-		_, err := ParseLayoutFile([]byte(tc.doc), nil)
+		_, err := parseLayoutFile([]byte(tc.doc), nil)
 		assert.ErrorIs(t, err, tc.want, name)
 		assert.ErrorIs(t, err, ErrParse, name)
 	}
@@ -98,7 +98,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(`{"amd": [{"gpu": "a", "model": "MI355X", "compute": "QPX", "memory": "NPS2"}]}`))
 	f.Add([]byte(`{"models": [{"name": "T", "slots": 2, "profiles": [{"name": "1g.1gb", "id": 1, "computeSlices": 1, "memorySlices": 1, "maxInstances": 2, "placements": [{"start": 0, "size": 1}, {"start": 1, "size": 1}]}]}], "gpus": [{"gpu": "t", "model": "T", "instances": [{"profile": "1g.1gb", "start": 1}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := ParseLayoutFile(data, nil)
+		file, err := parseLayoutFile(data, nil)
 		if err != nil {
 			if !errors.Is(err, ErrParse) {
 				t.Fatalf("error without ErrParse: %v", err)
@@ -114,7 +114,7 @@ func FuzzParseFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseLayoutFile(out, nil)
+		again, err := parseLayoutFile(out, nil)
 		if err != nil {
 			t.Fatalf("re-parse: %v\n%s", err, out)
 		}
@@ -132,7 +132,7 @@ func FuzzParseProfileName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseProfileName(s)
 		if err != nil {
-			if !errors.Is(err, ErrBadProfileName) {
+			if !errors.Is(err, errBadProfileName) {
 				t.Fatalf("error without the sentinel: %v", err)
 			}
 			return

@@ -19,21 +19,21 @@ type Mix map[string]float64
 const maxMixTotal = 1e300
 
 // Validate checks the mix: well-formed profile names, weights finite and
-// not negative, their sum at most maxMixTotal. Errors wrap ErrBadMix (and
-// ErrBadProfileName for a malformed name).
+// not negative, their sum at most maxMixTotal. Errors wrap errBadMix (and
+// errBadProfileName for a malformed name).
 func (x Mix) Validate() error {
 	sum := 0.0
 	for name, v := range x {
 		if _, err := ParseProfileName(name); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadMix, err)
+			return fmt.Errorf("%w: %w", errBadMix, err)
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("%w: weight %v for %s (want a finite number ≥ 0)", ErrBadMix, v, name)
+			return fmt.Errorf("%w: weight %v for %s (want a finite number ≥ 0)", errBadMix, v, name)
 		}
 		sum += v
 	}
 	if sum > maxMixTotal {
-		return fmt.Errorf("%w: weights sum to %v, more than maxMixTotal (%v)", ErrBadMix, sum, maxMixTotal)
+		return fmt.Errorf("%w: weights sum to %v, more than maxMixTotal (%v)", errBadMix, sum, maxMixTotal)
 	}
 	return nil
 }

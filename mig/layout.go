@@ -35,13 +35,13 @@ func (s InstanceState) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with
-// ParseInstanceState.
-func (s *InstanceState) UnmarshalText(b []byte) error { return unmarshalText(s, b, ParseInstanceState) }
+// parseInstanceState.
+func (s *InstanceState) UnmarshalText(b []byte) error { return unmarshalText(s, b, parseInstanceState) }
 
-// ParseInstanceState parses "idle" (or empty text) and "in-use" ("inuse",
+// parseInstanceState parses "idle" (or empty text) and "in-use" ("inuse",
 // "in_use", "used" and "busy" too), case-insensitively. Errors wrap
 // ErrParse.
-func ParseInstanceState(s string) (InstanceState, error) {
+func parseInstanceState(s string) (InstanceState, error) {
 	switch strings.ToLower(s) {
 	case "idle", "":
 		return Idle, nil

@@ -30,7 +30,7 @@ func checkLookups[M interface{ Name() string }](t *testing.T, find func(string) 
 	}
 }
 
-func model(t testing.TB, name string) *Model { return lookup(t, Lookup, name) }
+func model(t testing.TB, name string) *Model { return lookup(t, DefaultCatalog().Lookup, name) }
 
 func inst(t testing.TB, prof string, start int) Instance {
 	return Instance{Profile: lookup(t, ParseProfileName, prof), Placement: Placement{Start: start}}
@@ -43,7 +43,7 @@ func busy(t testing.TB, prof string, start int, owner string, prio int) Instance
 }
 
 func TestCatalogLookup(t *testing.T) {
-	checkLookups(t, Lookup, map[string]string{
+	checkLookups(t, DefaultCatalog().Lookup, map[string]string{
 		"A100-80GB":                     "A100-80GB",
 		"NVIDIA A100-SXM4-80GB":         "A100-80GB",
 		"NVIDIA A100-PCIE-40GB":         "A100-40GB",
@@ -58,14 +58,14 @@ func TestCatalogLookup(t *testing.T) {
 		"NVIDIA B200 (per issue title)": "B200-180GB",
 	})
 	for _, in := range []string{"", "Tesla V100", "NVIDIA GB200", "A100-SXM4", "0x10DE10DE", "GH200 144GB"} {
-		_, err := Lookup(in)
+		_, err := DefaultCatalog().Lookup(in)
 		assert.ErrorIs(t, err, ErrUnknownModel, in)
 	}
-	m, err := ModelForDevice(topology.Device{Model: "A100-SXM4", MemoryBytes: 80 << 30, Vendor: topology.VendorNVIDIA})
+	m, err := DefaultCatalog().ForDevice(topology.Device{Model: "A100-SXM4", MemoryBytes: 80 << 30, Vendor: topology.VendorNVIDIA})
 	if err != nil || m.Name() != "A100-80GB" {
 		t.Errorf("ForDevice(A100 80 GiB) = %v, %v", m, err)
 	}
-	if _, err := ModelForDevice(topology.Device{Model: "AMD Instinct MI300X", Vendor: topology.VendorAMD}); !errors.Is(err, ErrUnknownModel) {
+	if _, err := DefaultCatalog().ForDevice(topology.Device{Model: "AMD Instinct MI300X", Vendor: topology.VendorAMD}); !errors.Is(err, ErrUnknownModel) {
 		t.Errorf("ForDevice(AMD) err = %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestNewModelErrors(t *testing.T) {
 		"no compute":    mut(func(s *ModelSpec) { s.Profiles[0].ComputeSlices = 0 }),
 	} {
 		_, err := NewModel(spec)
-		assert.ErrorIs(t, err, ErrInvalidModel, name)
+		assert.ErrorIs(t, err, errInvalidModel, name)
 	}
 	if _, err := NewModel(good); err != nil {
 		t.Errorf("round trip of a valid spec: %v", err)

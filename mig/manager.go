@@ -35,11 +35,11 @@ func (m ApplyMode) String() string {
 // mode is an error wrapping ErrParse.
 func (m ApplyMode) MarshalText() ([]byte, error) { return marshalText(m <= Commit, m, ErrParse) }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseApplyMode.
-func (m *ApplyMode) UnmarshalText(b []byte) error { return unmarshalText(m, b, ParseApplyMode) }
+// UnmarshalText implements encoding.TextUnmarshaler with parseApplyMode.
+func (m *ApplyMode) UnmarshalText(b []byte) error { return unmarshalText(m, b, parseApplyMode) }
 
-// ParseApplyMode parses "dry-run" or "commit". Errors wrap ErrParse.
-func ParseApplyMode(s string) (ApplyMode, error) {
+// parseApplyMode parses "dry-run" or "commit". Errors wrap ErrParse.
+func parseApplyMode(s string) (ApplyMode, error) {
 	switch s {
 	case "dry-run":
 		return DryRun, nil

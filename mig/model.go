@@ -62,15 +62,15 @@ type Model struct {
 
 // NewModel validates a profile table and returns the model. Placements are
 // sorted by start; a MaxInstances of 0 is taken as the number of instances
-// the placements admit. Errors wrap ErrInvalidModel and name the profile at
+// the placements admit. Errors wrap errInvalidModel and name the profile at
 // fault. Tables discovered on hardware go through NewModel and then
 // Catalog.With, so that they take precedence over the shipped fallbacks.
 func NewModel(spec ModelSpec) (*Model, error) {
 	bad := func(format string, args ...any) (*Model, error) {
-		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidModel, spec.Name, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%w: %s: %s", errInvalidModel, spec.Name, fmt.Sprintf(format, args...))
 	}
 	if strings.TrimSpace(spec.Name) == "" {
-		return nil, fmt.Errorf("%w: empty model name", ErrInvalidModel)
+		return nil, fmt.Errorf("%w: empty model name", errInvalidModel)
 	}
 	if spec.Slots < 1 || spec.Slots > MaxSlots {
 		return bad("slot count %d outside 1..%d", spec.Slots, MaxSlots)
@@ -80,7 +80,7 @@ func NewModel(spec ModelSpec) (*Model, error) {
 	}
 	if len(spec.Aliases) > maxModelNames || len(spec.PCIDeviceIDs) > maxModelNames {
 		return nil, fmt.Errorf("%w: %w: %s: %d aliases and %d PCI IDs, more than maxModelNames (%d)",
-			ErrInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), maxModelNames)
+			errInvalidModel, topology.ErrLimit, spec.Name, len(spec.Aliases), len(spec.PCIDeviceIDs), maxModelNames)
 	}
 	m := &Model{byName: map[ProfileName]int{}, byID: map[int]int{}}
 	m.spec = spec
@@ -154,15 +154,15 @@ func NewModel(spec ModelSpec) (*Model, error) {
 			keys *= uint64(p.MaxInstances) + 1
 			if keys > 1<<32 {
 				// A GPU's state is packed into 32 bits.
-				return nil, fmt.Errorf("%w: %w: %s: instance limits make more than 2^32 placement states", ErrInvalidModel, topology.ErrLimit, spec.Name)
+				return nil, fmt.Errorf("%w: %w: %s: instance limits make more than 2^32 placement states", errInvalidModel, topology.ErrLimit, spec.Name)
 			}
 		}
 	}
 	return m, nil
 }
 
-// MustNewModel is NewModel for tables known to be valid; it panics on error.
-func MustNewModel(spec ModelSpec) *Model {
+// mustNewModel is NewModel for tables known to be valid; it panics on error.
+func mustNewModel(spec ModelSpec) *Model {
 	m, err := NewModel(spec)
 	if err != nil {
 		panic(err)
@@ -467,10 +467,3 @@ func guessModel(key string, memBytes uint64) (string, error) {
 	}
 	return "", fmt.Errorf("not a MIG-capable model this catalog knows")
 }
-
-// Lookup is DefaultCatalog().Lookup.
-func Lookup(name string) (*Model, error) { return DefaultCatalog().Lookup(name) }
-
-// ModelForDevice returns the shipped model of a topology device (see
-// Catalog.ForDevice).
-func ModelForDevice(d topology.Device) (*Model, error) { return DefaultCatalog().ForDevice(d) }

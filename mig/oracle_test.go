@@ -116,7 +116,7 @@ func genLayoutN(t *rapid.T, m *Model, gpu string, lo, hi, busyPct int) *Layout {
 var oracleModels = []string{"A100-40GB", "A100-80GB", "H100-80GB", "A30-24GB", "B200-180GB"}
 
 func genModel(t *rapid.T) *Model {
-	m, err := Lookup(rapid.SampledFrom(oracleModels).Draw(t, "model"))
+	m, err := DefaultCatalog().Lookup(rapid.SampledFrom(oracleModels).Draw(t, "model"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", uint8(s))
 }
 
-// ParseStrategy parses a name String returns.
-func ParseStrategy(s string) (Strategy, error) {
+// parseStrategy parses a name String returns.
+func parseStrategy(s string) (Strategy, error) {
 	for _, c := range []Strategy{KeepLargeOpen, FirstFit, MostUsedFirst} {
 		if c.String() == s {
 			return c, nil
@@ -60,8 +60,8 @@ func (s Strategy) MarshalText() ([]byte, error) {
 	return marshalText(s <= MostUsedFirst, s, ErrParse)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseStrategy.
-func (s *Strategy) UnmarshalText(b []byte) error { return unmarshalText(s, b, ParseStrategy) }
+// UnmarshalText implements encoding.TextUnmarshaler with parseStrategy.
+func (s *Strategy) UnmarshalText(b []byte) error { return unmarshalText(s, b, parseStrategy) }
 
 // PlaceOptions tune placement.
 type PlaceOptions struct {
@@ -340,10 +340,10 @@ func (g *modelGroup) score(b *bucket, i int) *bestCand {
 
 // profile returns the index of profile name on the group's model, and
 // whether the model has it; a name that is not valid is an error wrapping
-// ErrBadProfileName.
+// errBadProfileName.
 func (g *modelGroup) profile(name ProfileName) (int, bool, error) {
 	if !name.IsValid() {
-		return 0, false, fmt.Errorf("%w: the request has no valid profile (%+v)", ErrBadProfileName, name)
+		return 0, false, fmt.Errorf("%w: the request has no valid profile (%+v)", errBadProfileName, name)
 	}
 	i, ok := g.m.byName[name]
 	return i, ok, nil
@@ -418,7 +418,7 @@ func (f *Fleet) better(a, b *choice) bool {
 
 // Choose returns where req would go, without placing it. The error wraps
 // ErrNoFit when no GPU has a free placement, ErrUnknownProfile when no GPU
-// has the profile, ErrBadProfileName for a malformed name.
+// has the profile, errBadProfileName for a malformed name.
 func (f *Fleet) Choose(req Request) (Assignment, error) {
 	c, err := f.choose(req)
 	if err != nil {

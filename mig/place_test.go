@@ -185,7 +185,7 @@ func TestPlaceExamples(t *testing.T) {
 	if _, err := Place(context.Background(), []*Layout{empty}, Request{Profile: MustParseProfileName("3g.40gb")}, PlaceOptions{}); !errors.Is(err, ErrUnknownProfile) {
 		t.Errorf("foreign profile: %v", err)
 	}
-	if _, err := Place(context.Background(), []*Layout{empty}, Request{}, PlaceOptions{}); !errors.Is(err, ErrBadProfileName) {
+	if _, err := Place(context.Background(), []*Layout{empty}, Request{}, PlaceOptions{}); !errors.Is(err, errBadProfileName) {
 		t.Errorf("bad name: %v", err)
 	}
 	full, _ := NewLayout("f", m, inst(t, "7g.40gb", 0))
@@ -195,8 +195,8 @@ func TestPlaceExamples(t *testing.T) {
 	if _, err := NewFleet(context.Background(), []*Layout{empty}, PlaceOptions{Mix: Mix{"1g.5gb": -1}}); !errors.Is(err, ErrParse) {
 		t.Errorf("negative mix weight: %v", err)
 	}
-	if _, err := ParseStrategy("best"); !errors.Is(err, ErrParse) {
-		t.Errorf("ParseStrategy: %v", err)
+	if _, err := parseStrategy("best"); !errors.Is(err, ErrParse) {
+		t.Errorf("parseStrategy: %v", err)
 	}
 	// A batch goes largest first, so the 7g is not blocked by small ones.
 	f, _ := NewFleet(context.Background(), []*Layout{empty.Clone(), empty.Clone()}, PlaceOptions{})
@@ -242,7 +242,7 @@ func TestFragmentation(t *testing.T) {
 	if err != nil || n.FreeSlots != 20 || n.UnusableSlots != 4 || n.Slots != 24 {
 		t.Errorf("node: %+v, %v", n, err)
 	}
-	if _, err := l.Fragmentation(Mix{"bad": 1}); !errors.Is(err, ErrBadProfileName) {
+	if _, err := l.Fragmentation(Mix{"bad": 1}); !errors.Is(err, errBadProfileName) {
 		t.Errorf("bad mix: %v", err)
 	}
 }

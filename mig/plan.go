@@ -66,12 +66,12 @@ func (k StepKind) MarshalText() ([]byte, error) {
 	return marshalText(int(k) < len(stepNames) && stepNames[k] != "", k, ErrBadStep)
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseStepKind.
-func (k *StepKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, ParseStepKind) }
+// UnmarshalText implements encoding.TextUnmarshaler with parseStepKind.
+func (k *StepKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, parseStepKind) }
 
-// ParseStepKind parses a name String returns ("drain", "create-gi", ...).
+// parseStepKind parses a name String returns ("drain", "create-gi", ...).
 // Errors wrap ErrParse.
-func ParseStepKind(s string) (StepKind, error) {
+func parseStepKind(s string) (StepKind, error) {
 	for i, n := range stepNames {
 		if n != "" && n == s {
 			return StepKind(i), nil
@@ -120,7 +120,7 @@ func (s Step) String() string {
 // free placement within the instance limits; a compute instance is
 // destroyed only when idle; a GPU instance only when it has no compute
 // instance. On error the layouts are unchanged. Mode steps (AMD) return an
-// error wrapping ErrBadStep: apply those with ApplyModeStep.
+// error wrapping ErrBadStep: apply those with [ApplyAMDStep].
 func ApplyStep(layouts []*Layout, s Step) error {
 	l := findLayout(layouts, s.GPU)
 	if l == nil {
@@ -322,7 +322,7 @@ func (c Cost) String() string {
 type Request struct {
 	// Profile is the profile ("3g.40gb", see ParseProfileName); only GPUs
 	// whose model has it are candidates. The zero value is not a profile:
-	// calls given one return an error wrapping ErrBadProfileName.
+	// calls given one return an error wrapping errBadProfileName.
 	Profile ProfileName `json:"profile,omitzero"`
 	// Owner names the workload; it becomes the instance's Owner.
 	Owner string `json:"owner,omitempty"`

@@ -43,7 +43,7 @@ func (p Placement) mask() uint32 {
 
 // ProfileName is a parsed MIG profile name such as "3g.40gb", "1g.10gb+me"
 // or "1c.3g.20gb". The "NNgb" part is the rounded memory size NVIDIA prints,
-// not an exact capacity (see [MemoryGBForName]). The zero value is invalid.
+// not an exact capacity (see memoryGBForName). The zero value is invalid.
 type ProfileName struct {
 	// ComputeSlices is the compute-instance size for a compute-instance
 	// profile ("1c.3g.20gb" has 1); 0 for a GPU-instance profile.
@@ -86,7 +86,7 @@ func (n ProfileName) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (n ProfileName) MarshalText() ([]byte, error) {
-	return marshalText(n.IsValid(), n, ErrBadProfileName)
+	return marshalText(n.IsValid(), n, errBadProfileName)
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseProfileName.
@@ -109,11 +109,11 @@ const maxNameLen = 64
 // and the Kubernetes device plugin print: "3g.40gb", "1g.10gb+me",
 // "1g.24gb+me.all", "1g.24gb-me", "1c.3g.20gb", case-insensitively and with an
 // optional "mig-" or "MIG " prefix ("nvidia.com/mig-1g.10gb" resource names
-// without the domain). Errors wrap ErrBadProfileName and say what is wrong.
+// without the domain). Errors wrap errBadProfileName and say what is wrong.
 func ParseProfileName(s string) (ProfileName, error) {
 	orig := s
 	bad := func(why string) (ProfileName, error) {
-		return ProfileName{}, fmt.Errorf("%w: %q: %s", ErrBadProfileName, orig, why)
+		return ProfileName{}, fmt.Errorf("%w: %q: %s", errBadProfileName, orig, why)
 	}
 	if len(s) > maxNameLen {
 		return bad("longer than 64 bytes")
@@ -203,12 +203,12 @@ func parseSuffix(s string) (string, error) {
 	return b.String(), nil
 }
 
-// MemoryGBForName returns the "NNgb" figure NVIDIA prints in a profile name,
+// memoryGBForName returns the "NNgb" figure NVIDIA prints in a profile name,
 // by go-nvlib's rule: the profile's memory fraction of the device rounded up
 // to eighths, times the device memory in whole GiB (rounded up), rounded.
 // profileMiB is NVML's memorySizeMB (MiB); deviceBytes the GPU's memory.
 // It returns 0 when either is 0.
-func MemoryGBForName(profileMiB, deviceBytes uint64) int {
+func memoryGBForName(profileMiB, deviceBytes uint64) int {
 	if profileMiB == 0 || deviceBytes == 0 {
 		return 0
 	}

@@ -45,13 +45,13 @@ func TestParseProfileNameErrors(t *testing.T) {
 		"01g.10gb", "99999g.1gb", "1x.10gb", "1g.10gb+ME!", "1g.10gb+.me",
 	} {
 		_, err := ParseProfileName(in)
-		assert.ErrorIs(t, err, ErrBadProfileName, in)
+		assert.ErrorIs(t, err, errBadProfileName, in)
 		assert.ErrorIs(t, err, ErrParse, in)
 	}
 	if (ProfileName{}).String() != "" {
 		t.Error("zero ProfileName should format as empty")
 	}
-	if _, err := (ProfileName{}).MarshalText(); !errors.Is(err, ErrBadProfileName) {
+	if _, err := (ProfileName{}).MarshalText(); !errors.Is(err, errBadProfileName) {
 		t.Errorf("zero MarshalText err = %v", err)
 	}
 }
@@ -70,7 +70,7 @@ func TestMemoryGBForName(t *testing.T) {
 		{81152, 80 << 30, 80},
 		{0, 80 << 30, 0},
 	} {
-		assert.Equal(t, tc.want, MemoryGBForName(tc.mib, tc.dev), "MemoryGBForName(%d, %d)", tc.mib, tc.dev)
+		assert.Equal(t, tc.want, memoryGBForName(tc.mib, tc.dev), "memoryGBForName(%d, %d)", tc.mib, tc.dev)
 	}
 }
 
@@ -149,11 +149,11 @@ func TestEnumTextRejectsUnknownValues(t *testing.T) {
 // TestSentinelTaxonomy: the package's sentinels wrap the canonical ones of
 // package topology (docs/errors.md).
 func TestSentinelTaxonomy(t *testing.T) {
-	for _, err := range []error{ErrUnknownModel, ErrUnknownProfile, ErrInvalidModel, ErrIllegalPlacement,
+	for _, err := range []error{ErrUnknownModel, ErrUnknownProfile, errInvalidModel, ErrIllegalPlacement,
 		ErrOverlap, ErrInvalidLayout, ErrNoInstance, ErrBadStep, ErrBadMode, ErrUnknownGPU} {
 		assert.ErrorIs(t, err, topology.ErrInvalidRequest, err.Error())
 	}
-	for _, err := range []error{ErrParse, ErrBadProfileName, ErrBadMix} {
+	for _, err := range []error{ErrParse, errBadProfileName, errBadMix} {
 		assert.ErrorIs(t, err, topology.ErrParse, err.Error())
 	}
 	assert.Same(t, topology.ErrParse, ErrParse)

@@ -131,12 +131,12 @@ func TestMixValidate(t *testing.T) {
 		"too large": {"1g.10gb": 1e301},
 		"bad name":  {"7x.80gb": 1},
 	} {
-		require.ErrorIs(t, mix.Validate(), ErrBadMix, name)
+		require.ErrorIs(t, mix.Validate(), errBadMix, name)
 		require.ErrorIs(t, mix.Validate(), ErrParse, name)
 		_, err := l.Fragmentation(mix)
-		require.ErrorIs(t, err, ErrBadMix, name)
+		require.ErrorIs(t, err, errBadMix, name)
 		_, err = NewFleet(context.Background(), []*Layout{l}, PlaceOptions{Mix: mix})
-		require.ErrorIs(t, err, ErrBadMix, name)
+		require.ErrorIs(t, err, errBadMix, name)
 	}
 	big := Mix{"1g.10gb": maxMixTotal / 2, "7g.80gb": maxMixTotal / 2}
 	require.NoError(t, big.Validate())
@@ -213,20 +213,20 @@ func TestParseFileAdversarial(t *testing.T) {
 		"long gpu name":   {`{"gpus":[{"gpu":"` + long + `","model":"A30"}]}`, []error{topology.ErrLimit}},
 		"long hive":       {`{"amd":[{"gpu":"a","hive":"` + long + `","model":"MI300X","compute":"SPX","memory":"NPS1"}]}`, []error{topology.ErrLimit}},
 		"amd work":        {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[` + strings.Repeat(`{"partition":0},`, maxAMDWork) + `{"partition":1}]}]}`, []error{topology.ErrLimit}},
-		"1e9 slots":       {`{"models":[{"name":"X","slots":1000000000,"profiles":[]}]}`, []error{ErrInvalidModel, ErrParse}},
-		"1e9 instances":   {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"maxInstances":1000000000,"placements":[{"start":0,"size":1}]}]}]}`, []error{ErrInvalidModel}},
+		"1e9 slots":       {`{"models":[{"name":"X","slots":1000000000,"profiles":[]}]}`, []error{errInvalidModel, ErrParse}},
+		"1e9 instances":   {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"maxInstances":1000000000,"placements":[{"start":0,"size":1}]}]}]}`, []error{errInvalidModel}},
 		"huge start":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
 		"huge size":       {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"size":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
 		"start overflow":  {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1e300}]}]}`, []error{ErrParse}},
 		"huge partition":  {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[{"partition":1000000000}]}]}`, []error{ErrInvalidLayout}},
 		"deep nesting":    {`{"gpus":` + strings.Repeat("[", 1_000_000), []error{ErrParse}},
 		"deep objects":    {strings.Repeat(`{"gpus":`, 200_000), []error{ErrParse}},
-		"many placements": {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[` + strings.Repeat(`{"start":0,"size":1},`, 100_000) + `{"start":0,"size":1}]}]}]}`, []error{ErrInvalidModel}},
+		"many placements": {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[` + strings.Repeat(`{"start":0,"size":1},`, 100_000) + `{"start":0,"size":1}]}]}]}`, []error{errInvalidModel}},
 		"many aliases":    {`{"models":[{"name":"X","aliases":[` + strings.Repeat(`"a",`, 100_000) + `"a"],"slots":1,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[{"start":0,"size":1}]}]}]}`, []error{topology.ErrLimit}},
-		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, ErrInvalidModel}},
+		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, errInvalidModel}},
 	} {
 		var err error
-		n := hostile.Allocated(func() { _, err = ParseLayoutFile([]byte(tc.doc), nil) })
+		n := hostile.Allocated(func() { _, err = parseLayoutFile([]byte(tc.doc), nil) })
 		for _, w := range tc.want {
 			assert.ErrorIs(t, err, w, name)
 		}
@@ -237,7 +237,7 @@ func TestParseFileAdversarial(t *testing.T) {
 	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
 	require.ErrorIs(t, err, topology.ErrLimit)
 	assert.Less(t, n, uint64(hostile.RaceSlack*(3*maxFileBytes+(8<<20))))
-	_, err = ParseLayoutFile(make([]byte, maxFileBytes+1), nil)
+	_, err = parseLayoutFile(make([]byte, maxFileBytes+1), nil)
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 
@@ -253,7 +253,7 @@ func (endless) Read(p []byte) (int, error) {
 // TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
 // without building a state table (whose memory would be hundreds of MB).
 func TestHugeModelWithoutTable(t *testing.T) {
-	f, err := ParseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
+	f, err := parseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
 	require.NoError(t, err)
 	n := hostile.Allocated(func() {
 		fl, err := NewFleet(context.Background(), f.Layouts, PlaceOptions{})

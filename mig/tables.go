@@ -140,7 +140,7 @@ func DefaultCatalog() *Catalog {
 	defaultOnce.Do(func() {
 		var ms []*Model
 		for _, s := range shippedSpecs() {
-			ms = append(ms, MustNewModel(s))
+			ms = append(ms, mustNewModel(s))
 		}
 		defaultCat = NewCatalog(ms...)
 	})

@@ -79,8 +79,8 @@ type TemplateChoice struct {
 //
 // The time is linear in GPUs × templates; ctx is polled as for PlanDefrag.
 // Errors: no layouts or several models (ErrInvalidLayout), an invalid
-// layout, duplicate GPU names, a bad mix (ErrBadMix), an invalid template
-// (ErrInvalidLayout), no template for the model (ErrNoTemplate).
+// layout, duplicate GPU names, a bad mix (errBadMix), an invalid template
+// (ErrInvalidLayout), no template for the model (errNoTemplate).
 func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates []Template, priority int, pol Policy) (*TemplateChoice, error) {
 	poll := ctxpoll.New(ctx, "mig: ChooseTemplate")
 	if len(layouts) == 0 {
@@ -148,7 +148,7 @@ func ChooseTemplate(ctx context.Context, layouts []*Layout, mix Mix, templates [
 		ch.Scores = append(ch.Scores, sc)
 	}
 	if len(ch.Scores) == 0 {
-		return nil, fmt.Errorf("%w: none of the %d templates is for %s", ErrNoTemplate, len(templates), m.Name())
+		return nil, fmt.Errorf("%w: none of the %d templates is for %s", errNoTemplate, len(templates), m.Name())
 	}
 	if best == nil {
 		return ch, reasons.err(fmt.Sprintf("a template for %d %s GPUs (priority %d)", len(layouts), m.Name(), priority))

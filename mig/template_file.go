@@ -9,10 +9,10 @@ import (
 )
 
 // TemplateFileSchema is the schema tag of the template file
-// ParseTemplateFile reads and MarshalTemplateFile writes.
+// ReadTemplateFile reads and MarshalTemplateFile writes.
 const TemplateFileSchema = "gputopo-mig-templates/v1"
 
-// Limits on what ParseTemplateFile accepts; a file over one is rejected
+// Limits on what ReadTemplateFile accepts; a file over one is rejected
 // with an error wrapping topology.ErrLimit and ErrParse. Names are bounded
 // by maxNameBytes as in layout files.
 const (
@@ -38,7 +38,7 @@ type templateFileJSON struct {
 	Templates []Template `json:"templates"`
 }
 
-// ParseTemplateFile decodes a template file (the form above; unknown
+// parseTemplateFile decodes a template file (the form above; unknown
 // fields are rejected) and validates every template against its model,
 // resolved through c (DefaultCatalog when nil): the model must be known,
 // every count between 1 and the model's slices, and the profiles must fit
@@ -46,7 +46,7 @@ type templateFileJSON struct {
 // Errors wrap ErrParse and name the template at fault; a semantic problem
 // also wraps the specific sentinel (ErrUnknownModel, ErrInvalidLayout,
 // ErrUnknownProfile, ...), a size limit topology.ErrLimit.
-func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
+func parseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 	if c == nil {
 		c = DefaultCatalog()
 	}
@@ -92,19 +92,19 @@ func ParseTemplateFile(data []byte, c *Catalog) ([]Template, error) {
 	return fj.Templates, nil
 }
 
-// ReadTemplateFile is ParseTemplateFile from a reader: at most
-// maxTemplateFileBytes+1 bytes are read, and a longer input is an error
-// wrapping topology.ErrLimit.
+// ReadTemplateFile reads a template file (see parseTemplateFile for what
+// it checks): at most maxTemplateFileBytes+1 bytes are read, and a longer
+// input is an error wrapping topology.ErrLimit.
 func ReadTemplateFile(r io.Reader, c *Catalog) ([]Template, error) {
 	data, err := readFileLimited(r, "template file", maxTemplateFileBytes, "maxTemplateFileBytes")
 	if err != nil {
 		return nil, err
 	}
-	return ParseTemplateFile(data, c)
+	return parseTemplateFile(data, c)
 }
 
 // MarshalTemplateFile writes templates in the template-file form
-// (indented), which ParseTemplateFile reads back.
+// (indented), which parseTemplateFile reads back.
 func MarshalTemplateFile(templates []Template) ([]byte, error) {
 	return json.MarshalIndent(templateFileJSON{Schema: TemplateFileSchema, Templates: templates}, "", "  ")
 }

@@ -128,7 +128,7 @@ func TestTemplateFile(t *testing.T) {
 	}
 	b, err := MarshalTemplateFile(all)
 	require.NoError(t, err)
-	back, err := ParseTemplateFile(b, nil)
+	back, err := parseTemplateFile(b, nil)
 	require.NoError(t, err)
 	assert.Equal(t, all, back)
 	back, err = ReadTemplateFile(strings.NewReader(string(b)), nil)
@@ -136,7 +136,7 @@ func TestTemplateFile(t *testing.T) {
 	assert.Equal(t, all, back)
 
 	// A user template by alias gets the model's canonical name.
-	got, err := ParseTemplateFile([]byte(`{"templates":[{"name":"two-3g","model":"A100-SXM4-80GB","purpose":"training","profiles":[{"profile":"3g.40gb","count":2}]}]}`), nil)
+	got, err := parseTemplateFile([]byte(`{"templates":[{"name":"two-3g","model":"A100-SXM4-80GB","purpose":"training","profiles":[{"profile":"3g.40gb","count":2}]}]}`), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "A100-80GB", got[0].Model)
 
@@ -151,7 +151,7 @@ func TestTemplateFile(t *testing.T) {
 		{"unknown field", `{"templates":[],"x":1}`, ErrParse},
 		{"trailing", `{"templates":[]} {}`, ErrParse},
 		{"schema", `{"schema":"v9","templates":[]}`, ErrParse},
-		{"bad profile", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"nope","count":1}]}]}`, ErrBadProfileName},
+		{"bad profile", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"nope","count":1}]}]}`, errBadProfileName},
 		{"unknown model", `{"templates":[{"name":"a","model":"Z9","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrUnknownModel},
 		{"no name", `{"templates":[{"model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrInvalidLayout},
 		{"no profiles", `{"templates":[{"name":"a","model":"A30","profiles":[]}]}`, ErrInvalidLayout},
@@ -162,7 +162,7 @@ func TestTemplateFile(t *testing.T) {
 		{"many templates", many, topology.ErrLimit},
 		{"size", `{"templates":[],"schema":"` + strings.Repeat(" ", maxTemplateFileBytes) + `"}`, topology.ErrLimit},
 	} {
-		_, err := ParseTemplateFile([]byte(c.in), nil)
+		_, err := parseTemplateFile([]byte(c.in), nil)
 		assert.ErrorIs(t, err, c.want, c.name)
 		assert.ErrorIs(t, err, ErrParse, c.name)
 	}
@@ -450,9 +450,9 @@ func TestChooseTemplateExamples(t *testing.T) {
 	_, err = ChooseTemplate(context.Background(), []*Layout{g0, g0}, mix, nil, 0, Policy{})
 	assert.ErrorIs(t, err, ErrInvalidLayout)
 	_, err = ChooseTemplate(context.Background(), ls, Mix{"1g.10gb": -1}, nil, 0, Policy{})
-	assert.ErrorIs(t, err, ErrBadMix)
+	assert.ErrorIs(t, err, errBadMix)
 	_, err = ChooseTemplate(context.Background(), ls, mix, ShippedTemplates(model(t, "A30")), 0, Policy{})
-	assert.ErrorIs(t, err, ErrNoTemplate)
+	assert.ErrorIs(t, err, errNoTemplate)
 	bad := Template{Name: "bad", Model: "A100-80GB", Profiles: []TemplateEntry{{Profile: MustParseProfileName("7g.80gb"), Count: 2}}}
 	_, err = ChooseTemplate(context.Background(), ls, mix, []Template{bad}, 0, Policy{})
 	assert.ErrorIs(t, err, ErrInvalidLayout)
@@ -483,13 +483,13 @@ func FuzzParseTemplateFile(f *testing.F) {
 	f.Add([]byte(`{"templates":[{"name":"x","model":"A30","profiles":[{"profile":"2g.12gb","count":2}]}]}`))
 	f.Add([]byte(`{"templates":[{"name":"x","model":"H100","profiles":[{"profile":"1g.10gb+me","count":1},{"profile":"3g.40gb","count":1}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, err := ParseTemplateFile(data, nil)
+		ts, err := parseTemplateFile(data, nil)
 		if err != nil {
 			require.ErrorIs(t, err, ErrParse)
 			return
 		}
 		for _, tp := range ts {
-			m, err := Lookup(tp.Model)
+			m, err := DefaultCatalog().Lookup(tp.Model)
 			require.NoError(t, err)
 			ins, err := tp.Resolve(m)
 			require.NoError(t, err)
@@ -498,7 +498,7 @@ func FuzzParseTemplateFile(f *testing.F) {
 		}
 		out, err := MarshalTemplateFile(ts)
 		require.NoError(t, err)
-		again, err := ParseTemplateFile(out, nil)
+		again, err := parseTemplateFile(out, nil)
 		require.NoError(t, err, "%s", out)
 		assert.Equal(t, ts, again)
 	})

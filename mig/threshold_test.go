@@ -129,7 +129,7 @@ func TestThresholdExamples(t *testing.T) {
 	// The cause round-trips as text like the others.
 	b, err := CauseBelowThreshold.MarshalText()
 	require.NoError(t, err)
-	c, err := ParseNoPlanCause(string(b))
+	c, err := parseNoPlanCause(string(b))
 	require.NoError(t, err)
 	assert.Equal(t, CauseBelowThreshold, c)
 }

@@ -57,7 +57,7 @@ func TestFileProviderErrors(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"schema":"gputopo/v1","devices":[{"index":0},{"index":1}],"links":[]}`), 0o644)
 	_, err := provider.File(bad, topology.NvidiaSMIOptions{}).Discover(ctx)
-	if !errors.Is(err, topology.ErrMissingLink) || !strings.Contains(err.Error(), "bad.json") {
+	if !errors.Is(err, topology.ErrInvalidTopology) || !strings.Contains(err.Error(), "missing link") || !strings.Contains(err.Error(), "bad.json") {
 		t.Errorf("invalid JSON topology: %v", err)
 	}
 	garbage := filepath.Join(dir, "garbage.txt")

@@ -28,7 +28,7 @@ func sharedFleet(b *testing.B) ([]*topology.Node, []*State) {
 			default:
 				capacity := nodes[i].Device(d).MemoryBytes
 				for range 1 + rng.IntN(3) {
-					_ = st.AllocateShared(d, SharedSlice{MemoryBytes: capacity / uint64(4+rng.IntN(8)), ComputeMilli: 50 + rng.IntN(250)})
+					_ = st.AllocateShared(d, Share{MemoryBytes: capacity / uint64(4+rng.IntN(8)), ComputeMilli: 50 + rng.IntN(250)})
 				}
 			}
 		}
@@ -42,7 +42,7 @@ func sharedFleet(b *testing.B) ([]*topology.Node, []*State) {
 // random shared states: one op = all 5,000 nodes on one goroutine.
 func BenchmarkScoreNodeShared5000(b *testing.B) {
 	nodes, states := sharedFleet(b)
-	req := Request{Shared: &SharedSlice{MemoryBytes: 8 << 30, ComputeMilli: 150}, Workload: testWorkload}
+	req := Request{Shared: &Share{MemoryBytes: 8 << 30, ComputeMilli: 150}, Workload: testWorkload}
 	feasible := 0
 	for i := range nodes {
 		if _, err := ScoreNode(nodes[i], states[i], req); err == nil {
@@ -81,7 +81,7 @@ func BenchmarkFragBuf8(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	slice := &SharedSlice{MemoryBytes: 8 << 30, ComputeMilli: 150}
+	slice := &Share{MemoryBytes: 8 << 30, ComputeMilli: 150}
 	var buf [16]int64
 	b.ReportAllocs()
 	for b.Loop() {

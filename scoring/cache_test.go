@@ -133,7 +133,7 @@ func TestCacheBoundedAfterChurn(t *testing.T) {
 	for v := range cacheMaxEvaluators + 100 {
 		wl, err := fgd.NewWorkload([]fgd.Task{{CPUMilli: int64(v), GPUMilli: 500, GPUs: 1, Weight: 1}})
 		require.NoError(t, err)
-		_, err = ScoreNode(h8, nil, Request{Shared: &SharedSlice{ComputeMilli: 250}, Workload: wl})
+		_, err = ScoreNode(h8, nil, Request{Shared: &Share{ComputeMilli: 250}, Workload: wl})
 		require.NoError(t, err)
 	}
 	requireCacheBounds(t)
@@ -177,7 +177,7 @@ func TestCacheConcurrentChurn(t *testing.T) {
 				assert.NoError(t, err)
 				wl, err := fgd.NewWorkload([]fgd.Task{{CPUMilli: int64(i % 40), GPUMilli: 300, GPUs: 1, Weight: 1}})
 				require.NoError(t, err)
-				_, err = SelectDevices(node, nil, Request{Shared: &SharedSlice{ComputeMilli: 200}, Workload: wl})
+				_, err = SelectDevices(node, nil, Request{Shared: &Share{ComputeMilli: 200}, Workload: wl})
 				assert.NoError(t, err)
 			}
 		}()

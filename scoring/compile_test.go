@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -14,7 +15,7 @@ func TestShapeSharing(t *testing.T) {
 		b := topology.NewBuilder().SetName(name)
 		for i := range 8 {
 			d := topology.Device{Index: i, ID: fmt.Sprintf("GPU-%d-%d", seed, i), Model: "NVIDIA H100 80GB HBM3", NUMA: i / 4,
-				PCI: topology.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", seed*16+i))}
+				PCI: topotest.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", seed*16+i))}
 			if i == unhealthy {
 				d.Health = topology.Unhealthy
 			}

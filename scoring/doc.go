@@ -11,7 +11,7 @@
 //     0..[MaxNodeScore] (kube-scheduler's MaxNodeScore).
 //   - [Compile] prepares a node once; the handle is cached per node and its
 //     tables are shared by every node of the same shape (see Caches).
-//   - [State] records whole allocations and shared slices per device; its
+//   - [State] records whole allocations and shares per device; its
 //     methods are all-or-nothing ([NewStateFor] also checks each device's
 //     memory).
 //   - [Fragmentation] measures how much of a node's free capacity a typical
@@ -23,7 +23,7 @@
 // # Objective
 //
 // Let F be the usable devices: healthy, not in Request.Excluded, not in use
-// (for a shared slice: not allocated whole, with room for the slice's memory
+// (for a share: not allocated whole, with room for the share's memory
 // and compute), with at least Request.MinFreeMemory free. Let k be the
 // request's count.
 //
@@ -100,16 +100,16 @@
 //     of the free devices in the scopes S touches that S takes, averaged
 //     over the kinds: completing a half-used switch or NUMA node beats
 //     breaking an intact one.
-//   - fit (shared slices only): the mean over members of how full the
-//     device's memory is after the slice (best fit).
-//   - fragmentation (shared slices with Request.Workload only):
+//   - fit (shares only): the mean over members of how full the
+//     device's memory is after the share (best fit).
+//   - fragmentation (shares with Request.Workload only):
 //     1/(1+exp(Δ/1000)), where Δ is the change, in milli-GPU, of the node's
 //     expected fragment under FGD's definition (see [Fragmentation]) when
-//     every member receives the slice: 0.5 for no change, higher when the
-//     slice fills a device that typical tasks could not use anyway. Device
+//     every member receives the share: 0.5 for no change, higher when the
+//     share fills a device that typical tasks could not use anyway. Device
 //     memory counts on both sides: a device's free capacity is the smaller
 //     of its free compute and its free memory share, before and after the
-//     slice (its memory and its compute).
+//     share (its memory and its compute).
 //
 // # Request first
 //
@@ -170,8 +170,8 @@
 //
 // Device memory is part of a device's free capacity: FGD's free milli-GPU
 // of a device is the smaller of its free compute and 1000 × free memory /
-// capacity (rounded down), so a GPU whose slices hold all its memory is not
-// free capacity however little compute they use, and one whose slices hold
+// capacity (rounded down), so a GPU whose shares hold all its memory is not
+// free capacity however little compute they use, and one whose shares hold
 // 60 of 80 GiB serves at most a quarter-GPU task (a task's memory is taken
 // as proportional to its compute share). FreeFragment.MemoryBound says how
 // much free compute memory strands. With no memory in use the measure is

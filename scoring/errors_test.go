@@ -41,9 +41,9 @@ func TestBadInput(t *testing.T) {
 		{"all weights zero", nil, Request{Count: 1, Weights: &Weights{}}, ErrInvalidRequest, "positive"},
 		{"state too long", NewState(9), Request{Count: 1}, ErrInvalidRequest, "state"},
 		{"state compute", &State{Devices: []DeviceUsage{{ComputeUsed: 1001}}}, Request{Count: 1}, ErrInvalidRequest, "compute"},
-		{"state slices", &State{Devices: []DeviceUsage{{Slices: -1}}}, Request{Count: 1}, ErrInvalidRequest, "slices"},
-		{"empty slice", nil, Request{Shared: &SharedSlice{}}, ErrInvalidRequest, "neither"},
-		{"slice compute", nil, Request{Shared: &SharedSlice{ComputeMilli: 1001}}, ErrInvalidRequest, "compute"},
+		{"state slices", &State{Devices: []DeviceUsage{{Shares: -1}}}, Request{Count: 1}, ErrInvalidRequest, "slices"},
+		{"empty slice", nil, Request{Shared: &Share{}}, ErrInvalidRequest, "neither"},
+		{"slice compute", nil, Request{Shared: &Share{ComputeMilli: 1001}}, ErrInvalidRequest, "compute"},
 		{"unknown scope", nil, Request{Count: 1, Scope: 9}, ErrInvalidRequest, "scope"},
 		{"unknown scope mode", nil, Request{Count: 1, Scope: ScopeNUMA, ScopeMode: 7}, ErrInvalidRequest, "scope mode"},
 		{"allowed set index", nil, Request{Count: 1, AllowedSets: [][]int{{8}}}, ErrInvalidRequest, "allowed set"},
@@ -112,16 +112,16 @@ func TestStateMethods(t *testing.T) {
 	if s.Usage(3).InUse() {
 		t.Fatal("a failed Allocate changed the state")
 	}
-	if err := s.AllocateShared(1, SharedSlice{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
+	if err := s.AllocateShared(1, Share{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("slice on a whole allocation: %v", err)
 	}
-	if err := s.AllocateShared(-1, SharedSlice{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
+	if err := s.AllocateShared(-1, Share{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("slice on device -1: %v", err)
 	}
-	if err := s.AllocateShared(6, SharedSlice{MemoryBytes: 1 << 30, ComputeMilli: 300}); err != nil {
+	if err := s.AllocateShared(6, Share{MemoryBytes: 1 << 30, ComputeMilli: 300}); err != nil {
 		t.Fatal(err)
 	}
-	if u := s.Usage(6); u.Slices != 1 || u.ComputeUsed != 300 || u.MemoryUsed != 1<<30 || len(s.Devices) != 7 {
+	if u := s.Usage(6); u.Shares != 1 || u.ComputeUsed != 300 || u.MemoryUsed != 1<<30 || len(s.Devices) != 7 {
 		t.Fatalf("after slice: %+v (len %d)", u, len(s.Devices))
 	}
 	c := s.Clone()
@@ -131,7 +131,7 @@ func TestStateMethods(t *testing.T) {
 	if err := c.Release(1, 6); err != nil {
 		t.Fatal(err)
 	}
-	if c.Usage(1).InUse() || c.Usage(6).InUse() || !s.Usage(1).Allocated || s.Usage(6).Slices != 1 {
+	if c.Usage(1).InUse() || c.Usage(6).InUse() || !s.Usage(1).Allocated || s.Usage(6).Shares != 1 {
 		t.Fatal("Clone is not deep, or Release failed")
 	}
 	var nilState *State
@@ -140,7 +140,7 @@ func TestStateMethods(t *testing.T) {
 	}
 	// Apply a shared result.
 	h8 := fixtureH8(t)
-	req := Request{Count: 2, Shared: &SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 500}}
+	req := Request{Count: 2, Shared: &Share{MemoryBytes: 10 << 30, ComputeMilli: 500}}
 	st := NewState(8)
 	r := mustSelect(t, h8, st, req)
 	if err := st.Apply(req, r); err != nil {

@@ -115,7 +115,7 @@ func ExampleFragmentation() {
 	}
 	node := hgx()
 	state := scoring.NewState(node.Len())
-	_ = state.AllocateShared(0, scoring.SharedSlice{ComputeMilli: 750})
+	_ = state.AllocateShared(0, scoring.Share{ComputeMilli: 750})
 	f, err := scoring.Fragmentation(node, state, w)
 	if err != nil {
 		panic(err)
@@ -124,7 +124,7 @@ func ExampleFragmentation() {
 
 	// A quarter-GPU slice goes where it grows fragmentation least: into the
 	// quarter left on GPU 0, rather than breaking a whole GPU.
-	req := scoring.Request{Shared: &scoring.SharedSlice{ComputeMilli: 250}, Workload: w}
+	req := scoring.Request{Shared: &scoring.Share{ComputeMilli: 250}, Workload: w}
 	r, err := scoring.SelectDevices(node, state, req)
 	if err != nil {
 		panic(err)

@@ -12,10 +12,10 @@ import (
 type FreeFragment struct {
 	// Free is the node's free capacity in milli-GPU: per healthy device
 	// not allocated whole, the smaller of its free compute (1000 minus
-	// what its slices hold) and its free memory as a share of its capacity
+	// what its shares hold) and its free memory as a share of its capacity
 	// (rounded down to a milli; compute alone when the capacity is
 	// unknown). A device with no memory left adds nothing; a device whose
-	// slices hold 60 of 80 GiB adds at most 250.
+	// shares hold 60 of 80 GiB adds at most 250.
 	Free int64
 	// Fragment is FGD's expected fragment F_n(M) in milli-GPU: the free
 	// capacity a task drawn from the workload could not use (all of it for
@@ -39,7 +39,7 @@ type FreeFragment struct {
 // memory taken as proportional to its compute share). Without memory in use
 // the measure is FGD's, unchanged. Schedulers that track CPU and memory call [fgd.Workload]
 // directly. Request.Workload makes the same measure a score term for
-// shared slices (the "fragmentation" component).
+// shares (the "fragmentation" component).
 func Fragmentation(node *topology.Node, state *State, w *fgd.Workload) (FreeFragment, error) {
 	if node == nil || w == nil {
 		return FreeFragment{}, reqErr(ErrInvalidRequest, nil, "nil node or workload")

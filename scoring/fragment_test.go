@@ -67,7 +67,7 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 			}
 		}
 		milli := rapid.IntRange(1, 999).Draw(t, "milli")
-		req := Request{Shared: &SharedSlice{ComputeMilli: milli}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
+		req := Request{Shared: &Share{ComputeMilli: milli}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
 		r, err := SelectDevices(node, st, req, WithExplanation())
 		fn := fgd.Node{CPUMilli: math.MaxInt64, MemoryBytes: math.MaxInt64, Model: node.Device(0).Model}
 		for i := range node.Len() {
@@ -102,10 +102,10 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 func TestSharedSliceBestFit(t *testing.T) {
 	h8 := fixtureH8(t)
 	st := NewState(8)
-	if err := st.AllocateShared(3, SharedSlice{MemoryBytes: 60 << 30, ComputeMilli: 750}); err != nil {
+	if err := st.AllocateShared(3, Share{MemoryBytes: 60 << 30, ComputeMilli: 750}); err != nil {
 		t.Fatal(err)
 	}
-	req := Request{Shared: &SharedSlice{MemoryBytes: 20 << 30, ComputeMilli: 250}, Workload: testWorkload}
+	req := Request{Shared: &Share{MemoryBytes: 20 << 30, ComputeMilli: 250}, Workload: testWorkload}
 	wantSet(t, mustSelect(t, h8, st, req), 3)
 	req.Shared.MemoryBytes = 30 << 30 // no longer fits beside the 60 GiB slice
 	r := mustSelect(t, h8, st, req)

@@ -16,7 +16,7 @@ import (
 //     and memory are interchangeable: the partitions of one package, the
 //     GPUs of one NVSwitch island behind one PCIe switch. A set is then a
 //     count per class, its members the lowest-numbered usable devices of
-//     each class (for a shared slice, the best-fitting ones).
+//     each class (for a share, the best-fitting ones).
 //  2. Symmetric classes. Classes with the same link to every other class,
 //     the same size, usable count and locality are interchangeable too; the
 //     search fills such a group's classes in order, taking from a class only
@@ -196,7 +196,7 @@ type largeSearch struct {
 	second    largeCand
 	count     int
 	truncated bool
-	gpuFree   []int64 // per device now, then after the slice (fragBuf), with the fragmentation term
+	gpuFree   []int64 // per device now, then after the share (fragBuf), with the fragmentation term
 }
 
 func (q *query) searchLarge(state *State) (Result, error) {
@@ -299,7 +299,7 @@ func (s *largeSearch) symmetry() {
 		s.twinOf[c] = -1
 	}
 	if q.shared {
-		return // slices make members differ by what they already hold
+		return // shares make members differ by what they already hold
 	}
 	// ownScope: the scope of kind k of class c's members lies inside c.
 	ownScope := func(c, k int) bool {

@@ -7,7 +7,7 @@ import (
 
 // freeMilli is what FGD sees free on one healthy device that is not
 // allocated whole, in milli-GPU, memory included: the smaller of the free
-// compute (1000 minus what slices hold) and the free memory as a share of
+// compute (1000 minus what shares hold) and the free memory as a share of
 // the device's capacity (rounded down). A device with no memory left is no
 // free capacity; a device of unknown capacity (0) is judged by compute
 // alone. Without memory in use it is FGD's compute-only value (the paper's
@@ -46,9 +46,9 @@ func gpuFreeMilli(m *model, state *State, buf []int64) []int64 {
 }
 
 // gpuAfterMilli fills buf (n long) with each device's free milli-GPU after
-// it receives slice (memory included; meaningful for devices that can take
-// the slice, 0 elsewhere).
-func gpuAfterMilli(m *model, state *State, slice *SharedSlice, buf []int64) []int64 {
+// it receives share (memory included; meaningful for devices that can take
+// the share, 0 elsewhere).
+func gpuAfterMilli(m *model, state *State, slice *Share, buf []int64) []int64 {
 	for i := range buf {
 		u := state.Usage(i)
 		if u.Allocated || !m.healthy[i] {
@@ -66,10 +66,10 @@ func gpuAfterMilli(m *model, state *State, slice *SharedSlice, buf []int64) []in
 	return buf
 }
 
-// fragBuf fills buf (2n long) for the fragmentation term of slice: each
+// fragBuf fills buf (2n long) for the fragmentation term of share: each
 // device's free milli-GPU now (gpuFreeMilli), then after it receives the
-// slice (gpuAfterMilli).
-func fragBuf(m *model, state *State, slice *SharedSlice, buf []int64) []int64 {
+// share (gpuAfterMilli).
+func fragBuf(m *model, state *State, slice *Share, buf []int64) []int64 {
 	gpuFreeMilli(m, state, buf[:m.n])
 	gpuAfterMilli(m, state, slice, buf[m.n:2*m.n])
 	return buf

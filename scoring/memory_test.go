@@ -16,7 +16,7 @@ func slicedState(t *testing.T, mem uint64, milli int) *State {
 	t.Helper()
 	st := NewStateFor(fixtureH8(t))
 	for i := range 8 {
-		require.NoError(t, st.AllocateShared(i, SharedSlice{MemoryBytes: mem, ComputeMilli: milli}))
+		require.NoError(t, st.AllocateShared(i, Share{MemoryBytes: mem, ComputeMilli: milli}))
 	}
 	return st
 }
@@ -31,7 +31,7 @@ func TestFragmentationCountsMemory(t *testing.T) {
 	tight := slicedState(t, 70<<30, 250) // 10 of 80 GiB free per GPU
 
 	// The same free GPU count, by every count the package has.
-	for _, req := range []Request{{Count: 1}, {Shared: &SharedSlice{ComputeMilli: 100}, Count: 8}} {
+	for _, req := range []Request{{Count: 1}, {Shared: &Share{ComputeMilli: 100}, Count: 8}} {
 		_, errR := SelectDevices(node, roomy, req)
 		_, errT := SelectDevices(node, tight, req)
 		require.Equal(t, errR == nil, errT == nil, "request %+v", req)
@@ -56,8 +56,8 @@ func TestFragmentationCountsMemory(t *testing.T) {
 	// that states no memory (so the memory fit term cannot be what tells
 	// the nodes apart), and with the default weights for one that does.
 	for _, req := range []Request{
-		{Shared: &SharedSlice{ComputeMilli: 100}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}},
-		{Shared: &SharedSlice{ComputeMilli: 100, MemoryBytes: 8 << 30}, Workload: testWorkload},
+		{Shared: &Share{ComputeMilli: 100}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}},
+		{Shared: &Share{ComputeMilli: 100, MemoryBytes: 8 << 30}, Workload: testWorkload},
 	} {
 		sr, err := ScoreNode(node, roomy, req, WithExplanation())
 		require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestFragmentationCountsMemory(t *testing.T) {
 	// A compute-only slice on the tight node spends compute its memory had
 	// already stranded: the fragment does not move (term 0.5). On the
 	// roomy node it fills a GPU that whole-GPU tasks could not use anyway.
-	req := Request{Shared: &SharedSlice{ComputeMilli: 100}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
+	req := Request{Shared: &Share{ComputeMilli: 100}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
 	st, err := ScoreNode(node, tight, req)
 	require.NoError(t, err)
 	require.InDelta(t, 0.5, st.Result.Score, 1e-12)
@@ -118,7 +118,7 @@ func TestFragmentationMemoryMonotone(t *testing.T) {
 			more.Devices = append(more.Devices, DeviceUsage{})
 		}
 		more.Devices[i].MemoryUsed += uint64(rapid.Int64Range(1, 100<<30).Draw(t, "more"))
-		more.Devices[i].Slices = max(more.Devices[i].Slices, 1)
+		more.Devices[i].Shares = max(more.Devices[i].Shares, 1)
 		after, err := Fragmentation(node, more, testWorkload)
 		if err != nil {
 			t.Fatal(err)
@@ -141,8 +141,8 @@ func TestFragmentationMemoryMonotone(t *testing.T) {
 func TestFragmentationHostileMemory(t *testing.T) {
 	node := fixtureH8(t)
 	st := NewState(8)
-	st.Devices[0] = DeviceUsage{MemoryUsed: math.MaxUint64, Slices: 1}
-	st.Devices[1] = DeviceUsage{MemoryUsed: 1 << 62, ComputeUsed: 1, Slices: 1}
+	st.Devices[0] = DeviceUsage{MemoryUsed: math.MaxUint64, Shares: 1}
+	st.Devices[1] = DeviceUsage{MemoryUsed: 1 << 62, ComputeUsed: 1, Shares: 1}
 	var f FreeFragment
 	alloc := hostile.Allocated(func() {
 		var err error
@@ -154,7 +154,7 @@ func TestFragmentationHostileMemory(t *testing.T) {
 	require.Less(t, alloc, uint64(64<<10))
 	// A slice that would overflow the counter is still refused by the
 	// selection, and the term's "after" value saturates instead of wrapping.
-	req := Request{Shared: &SharedSlice{MemoryBytes: math.MaxUint64, ComputeMilli: 1}, Workload: testWorkload}
+	req := Request{Shared: &Share{MemoryBytes: math.MaxUint64, ComputeMilli: 1}, Workload: testWorkload}
 	_, err := SelectDevices(node, st, req)
 	require.ErrorIs(t, err, ErrInsufficientDevices)
 }

@@ -58,7 +58,7 @@ func (o *oracle) usable(i int) bool {
 		if s.MemoryBytes > 0 && (d.MemoryBytes == 0 || freeMem < int64(s.MemoryBytes)) {
 			return false
 		}
-	} else if u.Allocated || u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Slices > 0 {
+	} else if u.Allocated || u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Shares > 0 {
 		return false
 	}
 	if o.req.MinFreeMemory > 0 && (d.MemoryBytes == 0 || freeMem < int64(o.req.MinFreeMemory)) {
@@ -673,7 +673,7 @@ func genState(t *rapid.T, n int) *State {
 			s.Devices[i].Allocated = true
 		case 1:
 			s.Devices[i] = DeviceUsage{MemoryUsed: uint64(rapid.IntRange(0, 80).Draw(t, "memused")) << 30,
-				ComputeUsed: rapid.IntRange(0, 1000).Draw(t, "cu"), Slices: rapid.IntRange(1, 3).Draw(t, "slices")}
+				ComputeUsed: rapid.IntRange(0, 1000).Draw(t, "cu"), Shares: rapid.IntRange(1, 3).Draw(t, "slices")}
 		}
 	}
 	return s
@@ -689,7 +689,7 @@ func genRequest(t *rapid.T, node *topology.Node, state *State) Request {
 	}
 	r := Request{Count: rapid.IntRange(1, max(idle, 1)).Draw(t, "count")}
 	if rapid.IntRange(0, 5).Draw(t, "shared") == 0 {
-		r.Shared = &SharedSlice{MemoryBytes: uint64(rapid.IntRange(0, 40).Draw(t, "slicemem")) << 30,
+		r.Shared = &Share{MemoryBytes: uint64(rapid.IntRange(0, 40).Draw(t, "slicemem")) << 30,
 			ComputeMilli: rapid.IntRange(1, 1000).Draw(t, "slicecu")}
 		r.Count = rapid.IntRange(0, min(n, 3)).Draw(t, "sharedcount")
 		if rapid.Bool().Draw(t, "workload") {

@@ -34,14 +34,14 @@ type query struct {
 	// Weights of the active components (0 when a component is inactive).
 	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
 	frag                                            *fgd.Evaluator // with wFrag > 0
-	slice                                           SharedSlice    // the shared slice (shared requests)
+	slice                                           Share          // the share (shared requests)
 	fragBefore                                      float64        // the node's expected fragment now (milli-GPU)
 	scopeK                                          int            // index of the scope kind, -1 for none
 	scopeReq                                        bool
 	allowed                                         []DeviceSet // nil: unconstrained
 	affOn                                           bool
 	aff                                             []float64 // per device, when affinity is active (large nodes)
-	fit                                             []float64 // per device, for shared slices (large nodes)
+	fit                                             []float64 // per device, for shares (large nodes)
 	explain                                         bool
 	// lex: request first (Weights.Trade unset and Weights.Ring > 0): sets
 	// compare by key (see packKey) before score.
@@ -173,10 +173,10 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	if q.shared {
 		s := req.Shared
 		if s.ComputeMilli < 0 || s.ComputeMilli > 1000 {
-			return reqErr(ErrInvalidRequest, nil, "shared slice compute %d milli, want 0..1000", s.ComputeMilli)
+			return reqErr(ErrInvalidRequest, nil, "share compute %d milli, want 0..1000", s.ComputeMilli)
 		}
 		if s.MemoryBytes == 0 && s.ComputeMilli == 0 {
-			return reqErr(ErrInvalidRequest, nil, "shared slice asks for neither memory nor compute")
+			return reqErr(ErrInvalidRequest, nil, "share asks for neither memory nor compute")
 		}
 	}
 	var excluded DeviceSet
@@ -318,9 +318,9 @@ func (q *query) key(st setStats, aff, scope float64) int64 {
 // FGD's node score: 1/(1+exp(delta/1000)), 0.5 for no change.
 func fragTerm(delta float64) float64 { return 1 / (1 + math.Exp(delta/fgd.MilliPerGPU)) }
 
-// fragOf is the fragmentation term of giving each device of set the slice:
+// fragOf is the fragmentation term of giving each device of set the share:
 // buf is fragBuf's 2n values, every device's free milli-GPU now, then
-// once it holds the slice; it is modified and restored.
+// once it holds the share; it is modified and restored.
 func (q *query) fragOf(buf []int64, set DeviceSet) float64 {
 	if q.wFrag == 0 {
 		return 1
@@ -351,7 +351,7 @@ func (q *query) fragOfMask(buf []int64, set uint32) float64 {
 	return fragTerm(f - q.fragBefore)
 }
 
-// deviceTerms fills the per-device affinity (when active) and slice fit
+// deviceTerms fills the per-device affinity (when active) and share fit
 // (for shared requests) into aff and fit, each at least n long when used.
 func (q *query) deviceTerms(state *State, req *Request, aff, fit []float64) {
 	for i := range q.m.n {
@@ -423,9 +423,9 @@ func deviceAffinity(node *topology.Node, i int, a *Affinity) float64 {
 	return sum / float64(parts)
 }
 
-// sliceFit is the best-fit score of putting slice on a device: 1 when the
-// slice fills what is left, lower the more free capacity remains after it.
-func sliceFit(capacity uint64, u DeviceUsage, s *SharedSlice) float64 {
+// sliceFit is the best-fit score of putting share on a device: 1 when the
+// share fills what is left, lower the more free capacity remains after it.
+func sliceFit(capacity uint64, u DeviceUsage, s *Share) float64 {
 	if capacity > 0 && s.MemoryBytes > 0 && u.MemoryUsed+s.MemoryBytes <= capacity {
 		return 1 - float64(capacity-u.MemoryUsed-s.MemoryBytes)/float64(capacity)
 	}

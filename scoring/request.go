@@ -12,21 +12,21 @@ import (
 // Request says what a workload wants from one node.
 //
 // The zero value is not a valid request: set Count (whole devices) or Shared
-// (a slice of one device per counted device). Every other field is optional
+// (a share of one device per counted device). Every other field is optional
 // and its zero value means "no constraint" or "the default".
 type Request struct {
 	// Count is the number of devices wanted, 1..the node's device count.
-	// With Shared set, 0 means 1: each counted device receives one slice.
+	// With Shared set, 0 means 1: each counted device receives one share.
 	Count int
 	// MinFreeMemory is the memory in bytes every chosen device must have
 	// free. A device whose capacity is unknown (0) cannot satisfy a non-zero
 	// MinFreeMemory.
 	MinFreeMemory uint64
-	// Shared, when non-nil, asks for a slice of a device (memory and a share
+	// Shared, when non-nil, asks for a share of a device (memory and a share
 	// of its compute, vGPU/MPS/time-slicing style) instead of whole devices.
-	// Such devices may already hold other slices, but never a whole-device
+	// Such devices may already hold other shares, but never a whole-device
 	// allocation.
-	Shared *SharedSlice
+	Shared *Share
 	// Required lists devices the chosen set must contain.
 	Required []int
 	// Excluded lists devices that must not be chosen.
@@ -48,15 +48,17 @@ type Request struct {
 	// Weights are the objective's weights; nil means DefaultWeights.
 	Weights *Weights
 	// Workload, when set, is the typical workload (FGD's task shapes and
-	// popularities) against which a shared slice's placement is judged by
+	// popularities) against which a share's placement is judged by
 	// how much it grows the node's expected fragmentation (the
 	// "fragmentation" component; see Fragmentation).
 	Workload *fgd.Workload
 }
 
-// SharedSlice is a fraction of one device.
-type SharedSlice struct {
-	// MemoryBytes is the device memory the slice needs.
+// Share is part of one device that several workloads hold at once: an
+// amount of its memory and of its compute (vGPU, MPS or time-slicing
+// style). "Slice" is kept for MIG memory slices (package mig).
+type Share struct {
+	// MemoryBytes is the device memory the share needs.
 	MemoryBytes uint64
 	// ComputeMilli is the share of the device's compute, 1..1000 (1000 = all
 	// of it, as HAMi's 100% cores). 0 means no compute reservation.
@@ -230,7 +232,7 @@ type Weights struct {
 	Scope float64
 	// Fit weighs memory best fit for shared slices.
 	Fit float64
-	// Fragmentation weighs how little a shared slice grows the node's
+	// Fragmentation weighs how little a share grows the node's
 	// expected fragmentation under Request.Workload.
 	Fragmentation float64
 	// Trade, when true, ranks sets by the weighted mean of all components

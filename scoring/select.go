@@ -64,7 +64,7 @@ var recip = func() (r [MaxDevices + 1]float64) {
 }()
 
 // searchSmall scores every candidate set of a node of at most 16 devices
-// from the tables, O(1) per candidate (O(k) with affinity or slices).
+// from the tables, O(1) per candidate (O(k) with affinity or shares).
 func (q *query) searchSmall(aff, fit *[smallMax]float64, gpuFree *[2 * smallMax]int64) (Result, error) {
 	t := q.c.small
 	wt := q.c.weighted(&q.w)

@@ -7,7 +7,7 @@ import (
 )
 
 // State is what is in use on one node now: per device, whether it is
-// allocated whole, and what shared slices hold. It is separate from the
+// allocated whole, and what shares hold. It is separate from the
 // immutable topology.Node (which says what the hardware is), so that the
 // same compiled topology serves every state.
 //
@@ -20,7 +20,7 @@ import (
 // ReleaseShared) is all-or-nothing: it either succeeds or returns an error
 // wrapping ErrInvalidRequest and leaves the state exactly as it was. A
 // State built by NewStateFor also knows each device's memory and the node's
-// device count, so shared slices that would over-commit a device's memory
+// device count, so shares that would over-commit a device's memory
 // and indices beyond the node are rejected; a State from NewState (or a
 // literal) checks compute shares, counters and overflow, and leaves memory
 // capacity to SelectDevices.
@@ -29,7 +29,7 @@ type State struct {
 	Devices []DeviceUsage
 
 	// capacity, when non-nil (NewStateFor), is each device's memory in
-	// bytes (0: unknown, which no memory-holding slice fits) and fixes the
+	// bytes (0: unknown, which no memory-holding share fits) and fixes the
 	// node's device count at len(capacity).
 	capacity []uint64
 }
@@ -38,35 +38,35 @@ type State struct {
 type DeviceUsage struct {
 	// Allocated: the device is given whole to a workload.
 	Allocated bool
-	// MemoryUsed is the device memory in bytes held by shared slices (or
+	// MemoryUsed is the device memory in bytes held by shares (or
 	// otherwise unavailable).
 	MemoryUsed uint64
-	// ComputeUsed is the share of compute held by shared slices, in
+	// ComputeUsed is the share of compute held by shares, in
 	// thousandths of the device (0..1000).
 	ComputeUsed int
-	// Slices is the number of shared slices on the device.
-	Slices int
+	// Shares is the number of shares on the device.
+	Shares int
 }
 
 // InUse reports whether anything holds the device (a whole allocation, a
-// slice, memory or compute); a device in use cannot be allocated whole.
+// share, memory or compute); a device in use cannot be allocated whole.
 func (u DeviceUsage) InUse() bool {
-	return u.Allocated || u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Slices > 0
+	return u.Allocated || u.MemoryUsed > 0 || u.ComputeUsed > 0 || u.Shares > 0
 }
 
 // NewState returns the state of an idle node of n devices. Its Devices
 // grow when a method records use of a device beyond n (up to MaxDevices);
 // SelectDevices rejects a state longer than the node. Use NewStateFor to
-// have shared slices checked against each device's memory. A negative n is
+// have shares checked against each device's memory. A negative n is
 // treated as 0.
 func NewState(n int) *State {
 	return &State{Devices: make([]DeviceUsage, min(max(n, 0), MaxDevices))}
 }
 
 // NewStateFor returns the state of node with every device idle. Unlike
-// NewState, it rejects device indices beyond the node and shared slices
+// NewState, it rejects device indices beyond the node and shares
 // that do not fit a device's memory (topology.Device.MemoryBytes; a device
-// of unknown memory takes no slice that holds memory). A nil node gives an
+// of unknown memory takes no share that holds memory). A nil node gives an
 // empty state that accepts nothing.
 func NewStateFor(node *topology.Node) *State {
 	if node == nil {
@@ -101,7 +101,7 @@ func (s *State) Clone() *State {
 	return c
 }
 
-// Validate checks every device's usage: compute 0..1000, no negative slice
+// Validate checks every device's usage: compute 0..1000, no negative share
 // count, and (for a State from
 // NewStateFor) no more devices than the node and no device's memory
 // over-committed. SelectDevices applies the same checks to the state it is
@@ -129,8 +129,8 @@ func (s *State) checkUsage(i int, u DeviceUsage) error {
 	if u.ComputeUsed < 0 || u.ComputeUsed > 1000 {
 		return reqErr(ErrInvalidRequest, []int{i}, "device %d: compute used %d milli, want 0..1000", i, u.ComputeUsed)
 	}
-	if u.Slices < 0 {
-		return reqErr(ErrInvalidRequest, []int{i}, "device %d: %d slices", i, u.Slices)
+	if u.Shares < 0 {
+		return reqErr(ErrInvalidRequest, []int{i}, "device %d: %d slices", i, u.Shares)
 	}
 	if s.capacity != nil && i < len(s.capacity) && u.MemoryUsed > s.capacity[i] {
 		return reqErr(ErrInvalidRequest, []int{i}, "device %d: %d bytes used of %d", i, u.MemoryUsed, s.capacity[i])
@@ -201,20 +201,20 @@ func (s *State) Allocate(devices ...int) error {
 	return nil
 }
 
-// checkSlice validates a slice on its own: compute 0..1000, not empty.
-func checkSlice(slice SharedSlice) error {
+// checkSlice validates a share on its own: compute 0..1000, not empty.
+func checkSlice(slice Share) error {
 	if slice.ComputeMilli < 0 || slice.ComputeMilli > 1000 {
-		return reqErr(ErrInvalidRequest, nil, "shared slice compute %d milli, want 0..1000", slice.ComputeMilli)
+		return reqErr(ErrInvalidRequest, nil, "share compute %d milli, want 0..1000", slice.ComputeMilli)
 	}
 	if slice.MemoryBytes == 0 && slice.ComputeMilli == 0 {
-		return reqErr(ErrInvalidRequest, nil, "shared slice asks for neither memory nor compute")
+		return reqErr(ErrInvalidRequest, nil, "share asks for neither memory nor compute")
 	}
 	return nil
 }
 
-// withSlice returns device i's usage after adding slice, or why it cannot
+// withSlice returns device i's usage after adding share, or why it cannot
 // take it.
-func (s *State) withSlice(i int, slice SharedSlice) (DeviceUsage, error) {
+func (s *State) withSlice(i int, slice Share) (DeviceUsage, error) {
 	u := s.Usage(i)
 	if err := s.checkUsage(i, u); err != nil {
 		return u, err
@@ -237,22 +237,22 @@ func (s *State) withSlice(i int, slice SharedSlice) (DeviceUsage, error) {
 	if u.ComputeUsed+slice.ComputeMilli > 1000 {
 		return u, reqErr(ErrInvalidRequest, []int{i}, "device %d: %d + %d milli exceeds 1000", i, u.ComputeUsed, slice.ComputeMilli)
 	}
-	if u.Slices == math.MaxInt {
+	if u.Shares == math.MaxInt {
 		return u, reqErr(ErrInvalidRequest, []int{i}, "device %d: slice count overflows", i)
 	}
 	u.MemoryUsed += slice.MemoryBytes
 	u.ComputeUsed += slice.ComputeMilli
-	u.Slices++
+	u.Shares++
 	return u, nil
 }
 
-// AllocateShared records one slice on device i. It returns an error
+// AllocateShared records one share on device i. It returns an error
 // wrapping ErrInvalidRequest, and changes nothing, when s is nil, i is out
-// of range, the slice is invalid (compute outside 0..1000, or neither
+// of range, the share is invalid (compute outside 0..1000, or neither
 // memory nor compute), the device is allocated whole, its compute would
 // exceed 1000 milli, its memory counter would overflow or, for a State from
 // NewStateFor, the device's memory would be over-committed.
-func (s *State) AllocateShared(i int, slice SharedSlice) error {
+func (s *State) AllocateShared(i int, slice Share) error {
 	if s == nil {
 		return nilState()
 	}
@@ -271,12 +271,12 @@ func (s *State) AllocateShared(i int, slice SharedSlice) error {
 	return nil
 }
 
-// ReleaseShared removes one slice from device i: the inverse of
+// ReleaseShared removes one share from device i: the inverse of
 // AllocateShared. It returns an error wrapping ErrInvalidRequest, and
-// changes nothing, when s is nil, i is out of range, the slice is invalid,
-// or the device does not hold that much (no slice, less memory or compute
-// than the slice).
-func (s *State) ReleaseShared(i int, slice SharedSlice) error {
+// changes nothing, when s is nil, i is out of range, the share is invalid,
+// or the device does not hold that much (no share, less memory or compute
+// than the share).
+func (s *State) ReleaseShared(i int, slice Share) error {
 	if s == nil {
 		return nilState()
 	}
@@ -290,10 +290,10 @@ func (s *State) ReleaseShared(i int, slice SharedSlice) error {
 	if err := s.checkUsage(i, u); err != nil {
 		return err
 	}
-	if u.Slices < 1 || u.MemoryUsed < slice.MemoryBytes || u.ComputeUsed < slice.ComputeMilli {
-		return reqErr(ErrInvalidRequest, []int{i}, "device %d does not hold the slice (%d slices, %d bytes, %d milli)", i, u.Slices, u.MemoryUsed, u.ComputeUsed)
+	if u.Shares < 1 || u.MemoryUsed < slice.MemoryBytes || u.ComputeUsed < slice.ComputeMilli {
+		return reqErr(ErrInvalidRequest, []int{i}, "device %d does not hold the slice (%d slices, %d bytes, %d milli)", i, u.Shares, u.MemoryUsed, u.ComputeUsed)
 	}
-	u.Slices--
+	u.Shares--
 	u.MemoryUsed -= slice.MemoryBytes
 	u.ComputeUsed -= slice.ComputeMilli
 	s.Devices[i] = u
@@ -354,7 +354,7 @@ func (s *State) Apply(req Request, r Result) error {
 	return nil
 }
 
-// Release frees the devices entirely (whole allocation and every slice).
+// Release frees the devices entirely (whole allocation and every share).
 // It returns an error wrapping ErrInvalidRequest, and changes nothing, when
 // s is nil, an index is out of range or repeated, or a device is not in use
 // (a double release).

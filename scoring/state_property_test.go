@@ -59,7 +59,7 @@ func (m *stateModel) inRange(i int) bool { return i >= 0 && i < m.limit }
 
 // fitsSlice says whether device i can take slice (the model's own rules,
 // with 128-bit arithmetic for the memory sum).
-func (m *stateModel) fitsSlice(i int, s SharedSlice) bool {
+func (m *stateModel) fitsSlice(i int, s Share) bool {
 	if !m.inRange(i) || s.ComputeMilli < 0 || s.ComputeMilli > 1000 || (s.MemoryBytes == 0 && s.ComputeMilli == 0) {
 		return false
 	}
@@ -77,7 +77,7 @@ func (m *stateModel) fitsSlice(i int, s SharedSlice) bool {
 	return true
 }
 
-func (m *stateModel) addSlice(i int, s SharedSlice) {
+func (m *stateModel) addSlice(i int, s Share) {
 	d := m.dev[i]
 	d.mem += s.MemoryBytes
 	d.compute += s.ComputeMilli
@@ -125,8 +125,8 @@ func TestStateSequencesProperty(t *testing.T) {
 		index := rapid.OneOf(rapid.IntRange(0, n-1), rapid.IntRange(0, n-1), rapid.IntRange(0, n-1),
 			rapid.SampledFrom([]int{-1, n, MaxDevices - 1, MaxDevices, math.MaxInt, math.MinInt}))
 		indexList := rapid.SliceOfN(index, 0, 4)
-		slice := rapid.Custom(func(t *rapid.T) SharedSlice {
-			return SharedSlice{
+		slice := rapid.Custom(func(t *rapid.T) Share {
+			return Share{
 				MemoryBytes:  rapid.SampledFrom([]uint64{0, 1 << 30, 10 << 30, 40 << 30, 80 << 30, 81 << 30, math.MaxUint64 / 2, math.MaxUint64/2 + 1, math.MaxUint64}).Draw(t, "mem"),
 				ComputeMilli: rapid.SampledFrom([]int{-1, 0, 100, 250, 500, 1000, 1001, math.MaxInt, math.MinInt}).Draw(t, "milli"),
 			}
@@ -248,21 +248,21 @@ func TestStateSequencesProperty(t *testing.T) {
 			require.NoError(rt, st.Validate())
 			for i := range max(len(st.Devices), 1) {
 				u, d := st.Usage(i), m.dev[i]
-				require.Equal(rt, DeviceUsage{Allocated: d.alloc, MemoryUsed: d.mem, ComputeUsed: d.compute, Slices: d.slices}, u, "step %d device %d", step, i)
+				require.Equal(rt, DeviceUsage{Allocated: d.alloc, MemoryUsed: d.mem, ComputeUsed: d.compute, Shares: d.slices}, u, "step %d device %d", step, i)
 				require.LessOrEqual(rt, u.ComputeUsed, 1000)
 				if i < n && m.cap != nil {
 					require.LessOrEqual(rt, u.MemoryUsed, m.cap[i])
 				}
 			}
 			for i, d := range m.dev {
-				require.Equal(rt, d, modelDevice{alloc: st.Usage(i).Allocated, mem: st.Usage(i).MemoryUsed, compute: st.Usage(i).ComputeUsed, slices: st.Usage(i).Slices})
+				require.Equal(rt, d, modelDevice{alloc: st.Usage(i).Allocated, mem: st.Usage(i).MemoryUsed, compute: st.Usage(i).ComputeUsed, slices: st.Usage(i).Shares})
 			}
 			// SelectDevices keeps working on the state (when it still
 			// describes the node: a NewState may have grown beyond it).
 			if len(st.Devices) <= n {
 				_, serr := SelectDevices(node, st, Request{Count: 1})
 				require.False(rt, errors.Is(serr, ErrInvalidRequest), "step %d: %v", step, serr)
-				_, serr = SelectDevices(node, st, Request{Shared: &SharedSlice{ComputeMilli: 100}})
+				_, serr = SelectDevices(node, st, Request{Shared: &Share{ComputeMilli: 100}})
 				require.False(rt, errors.Is(serr, ErrInvalidRequest), "step %d: %v", step, serr)
 			}
 		}

@@ -15,9 +15,9 @@ import (
 func TestStateApplySharedAllOrNothing(t *testing.T) {
 	h8 := fixtureH8(t)
 	for _, st := range []*State{NewState(8), NewStateFor(h8)} {
-		require.NoError(t, st.AllocateShared(3, SharedSlice{ComputeMilli: 800}))
+		require.NoError(t, st.AllocateShared(3, Share{ComputeMilli: 800}))
 		before := st.Clone()
-		req := Request{Count: 2, Shared: &SharedSlice{MemoryBytes: 1 << 30, ComputeMilli: 300}}
+		req := Request{Count: 2, Shared: &Share{MemoryBytes: 1 << 30, ComputeMilli: 300}}
 		err := st.Apply(req, Result{Set: NewDeviceSet(1, 3)})
 		require.ErrorIs(t, err, ErrInvalidRequest)
 		require.Equal(t, before, st)
@@ -31,11 +31,11 @@ func TestStateApplySharedAllOrNothing(t *testing.T) {
 			req Request
 			set DeviceSet
 		}{
-			{Request{Count: 2}, NewDeviceSet(0)},                                         // too few
-			{Request{Count: 1}, DeviceSet{}},                                             // zero Result
-			{Request{Count: 1, Required: []int{2}}, NewDeviceSet(0)},                     // lacks a required device
-			{Request{Count: 1, Excluded: []int{0}}, NewDeviceSet(0)},                     // holds an excluded one
-			{Request{Count: 1, Shared: &SharedSlice{ComputeMilli: -5}}, NewDeviceSet(0)}, // invalid slice
+			{Request{Count: 2}, NewDeviceSet(0)},                                   // too few
+			{Request{Count: 1}, DeviceSet{}},                                       // zero Result
+			{Request{Count: 1, Required: []int{2}}, NewDeviceSet(0)},               // lacks a required device
+			{Request{Count: 1, Excluded: []int{0}}, NewDeviceSet(0)},               // holds an excluded one
+			{Request{Count: 1, Shared: &Share{ComputeMilli: -5}}, NewDeviceSet(0)}, // invalid slice
 		} {
 			require.ErrorIs(t, st.Apply(bad.req, Result{Set: bad.set}), ErrInvalidRequest, "%+v", bad)
 			require.Equal(t, before, st)
@@ -47,37 +47,37 @@ func TestStateApplySharedAllOrNothing(t *testing.T) {
 // refused, and SelectDevices keeps working afterwards.
 func TestStateAllocateSharedChecks(t *testing.T) {
 	h8 := fixtureH8(t)
-	huge := SharedSlice{MemoryBytes: math.MaxUint64/2 + 1}
+	huge := Share{MemoryBytes: math.MaxUint64/2 + 1}
 	st := NewState(8)
 	require.NoError(t, st.AllocateShared(0, huge)) // NewState does not know the capacity
 	before := st.Clone()
 	require.ErrorIs(t, st.AllocateShared(0, huge), ErrInvalidRequest, "wraps")
 	require.Equal(t, before, st)
-	_, err := SelectDevices(h8, st, Request{Shared: &SharedSlice{MemoryBytes: 10 << 30}, Required: []int{0}})
+	_, err := SelectDevices(h8, st, Request{Shared: &Share{MemoryBytes: 10 << 30}, Required: []int{0}})
 	require.ErrorIs(t, err, ErrRequiredUnavailable, "device 0 is full, not over-committed")
 
-	for _, bad := range []SharedSlice{{ComputeMilli: -1}, {ComputeMilli: 1001}, {ComputeMilli: math.MinInt}, {}} {
+	for _, bad := range []Share{{ComputeMilli: -1}, {ComputeMilli: 1001}, {ComputeMilli: math.MinInt}, {}} {
 		require.ErrorIs(t, st.AllocateShared(1, bad), ErrInvalidRequest, "%+v", bad)
 	}
-	require.NoError(t, st.AllocateShared(1, SharedSlice{ComputeMilli: 700}))
-	require.ErrorIs(t, st.AllocateShared(1, SharedSlice{ComputeMilli: 301}), ErrInvalidRequest, "compute over 1000")
+	require.NoError(t, st.AllocateShared(1, Share{ComputeMilli: 700}))
+	require.ErrorIs(t, st.AllocateShared(1, Share{ComputeMilli: 301}), ErrInvalidRequest, "compute over 1000")
 	_, err = SelectDevices(h8, st, Request{Count: 1})
 	require.NoError(t, err)
 
 	// NewStateFor knows each device's memory (80 GiB).
 	sf := NewStateFor(h8)
 	require.ErrorIs(t, sf.AllocateShared(0, huge), ErrInvalidRequest)
-	require.NoError(t, sf.AllocateShared(0, SharedSlice{MemoryBytes: 70 << 30}))
-	require.ErrorIs(t, sf.AllocateShared(0, SharedSlice{MemoryBytes: 11 << 30}), ErrInvalidRequest)
+	require.NoError(t, sf.AllocateShared(0, Share{MemoryBytes: 70 << 30}))
+	require.ErrorIs(t, sf.AllocateShared(0, Share{MemoryBytes: 11 << 30}), ErrInvalidRequest)
 	require.ErrorIs(t, sf.Allocate(8), ErrInvalidRequest, "beyond the node")
-	require.ErrorIs(t, sf.AllocateShared(8, SharedSlice{ComputeMilli: 1}), ErrInvalidRequest)
+	require.ErrorIs(t, sf.AllocateShared(8, Share{ComputeMilli: 1}), ErrInvalidRequest)
 	_, err = SelectDevices(fixtureN16(t), sf, Request{Count: 1})
 	require.ErrorIs(t, err, ErrInvalidRequest, "a state made for another node")
 
 	// ReleaseShared is the inverse of AllocateShared and refuses more.
-	require.ErrorIs(t, sf.ReleaseShared(0, SharedSlice{MemoryBytes: 71 << 30}), ErrInvalidRequest)
-	require.ErrorIs(t, sf.ReleaseShared(1, SharedSlice{ComputeMilli: 1}), ErrInvalidRequest)
-	require.NoError(t, sf.ReleaseShared(0, SharedSlice{MemoryBytes: 70 << 30}))
+	require.ErrorIs(t, sf.ReleaseShared(0, Share{MemoryBytes: 71 << 30}), ErrInvalidRequest)
+	require.ErrorIs(t, sf.ReleaseShared(1, Share{ComputeMilli: 1}), ErrInvalidRequest)
+	require.NoError(t, sf.ReleaseShared(0, Share{MemoryBytes: 70 << 30}))
 	assert.False(t, sf.Usage(0).InUse())
 	require.ErrorIs(t, sf.Release(0), ErrInvalidRequest, "double release")
 }
@@ -89,8 +89,8 @@ func TestNilReceivers(t *testing.T) {
 	assert.Nil(t, s.Clone())
 	assert.NoError(t, s.Validate())
 	assert.ErrorIs(t, s.Allocate(0), ErrInvalidRequest)
-	assert.ErrorIs(t, s.AllocateShared(0, SharedSlice{ComputeMilli: 1}), ErrInvalidRequest)
-	assert.ErrorIs(t, s.ReleaseShared(0, SharedSlice{ComputeMilli: 1}), ErrInvalidRequest)
+	assert.ErrorIs(t, s.AllocateShared(0, Share{ComputeMilli: 1}), ErrInvalidRequest)
+	assert.ErrorIs(t, s.ReleaseShared(0, Share{ComputeMilli: 1}), ErrInvalidRequest)
 	assert.ErrorIs(t, s.Release(0), ErrInvalidRequest)
 	assert.ErrorIs(t, s.Apply(Request{Count: 1}, Result{Set: NewDeviceSet(0)}), ErrInvalidRequest)
 	_, err := SelectDevices(fixtureH8(t), s, Request{Count: 2})

@@ -75,7 +75,7 @@ func (b *Builder) SetLenient(lenient bool) *Builder {
 
 // SetInferNVSwitch makes Build reclassify NVLink links as NVSwitch links when
 // a GPU's NVLink lanes summed over its peers exceed what one GPU of its model
-// has ([MaxNVLinks]): nvidia-smi prints "NV18" for every pair of an HGX
+// has (maxNVLinks): nvidia-smi prints "NV18" for every pair of an HGX
 // H100, though each GPU has only 18 links, all into the switch fabric.
 func (b *Builder) SetInferNVSwitch(infer bool) *Builder {
 	if b == nil {
@@ -203,7 +203,7 @@ func (p *problems) room(sentinel error) bool {
 
 func (p *problems) add(sentinel error, detail string, devices ...int) {
 	if p.room(sentinel) {
-		p.errs = append(p.errs, &ValidationError{Err: sentinel, Devices: devices, Detail: detail})
+		p.errs = append(p.errs, &validationError{Err: sentinel, Devices: devices, Detail: detail})
 	}
 }
 
@@ -267,9 +267,10 @@ func (b *Builder) checkLimits() error {
 }
 
 // Build validates the input and returns the node. On failure it returns an
-// error joining one [*ValidationError] per problem (the first
-// maxReportedProblems, then one error counting the rest); errors.Is works
-// with every sentinel involved (ErrDuplicateDevice, ErrMissingLink, ...).
+// error joining one error per problem (the first maxReportedProblems, then
+// one error counting the rest), each wrapping [ErrInvalidTopology] and
+// naming the problem ("missing link", "asymmetric link", "duplicate
+// device", ...) and the devices at fault.
 // Input beyond a size limit fails first, with an error wrapping [ErrLimit].
 //
 // Build allocates the n×n link matrix only once the links are known to be
@@ -317,19 +318,19 @@ func (b *Builder) checkDevices(p *problems) []Device {
 			p.add(ErrInvalidTopology, fmt.Sprintf("index out of range: a node of %d devices numbers them 0..%d", size, size-1), d.Index)
 			continue
 		case byIndex[d.Index] != nil:
-			p.add(ErrDuplicateDevice, "index used twice", d.Index)
+			p.add(errDuplicateDevice, "index used twice", d.Index)
 			continue
 		}
 		byIndex[d.Index] = d
 		if d.ID != "" {
 			if o, dup := ids[d.ID]; dup {
-				p.add(ErrDuplicateDevice, fmt.Sprintf("ID %q used twice", d.ID), o, d.Index)
+				p.add(errDuplicateDevice, fmt.Sprintf("ID %q used twice", d.ID), o, d.Index)
 			}
 			ids[d.ID] = d.Index
 		}
 		if d.PCI.IsValid() {
 			if o, dup := pcis[d.PCI]; dup {
-				p.add(ErrDuplicateDevice, fmt.Sprintf("PCI address %s used twice", d.PCI), o, d.Index)
+				p.add(errDuplicateDevice, fmt.Sprintf("PCI address %s used twice", d.PCI), o, d.Index)
 			}
 			pcis[d.PCI] = d.Index
 		}
@@ -359,28 +360,28 @@ func (b *Builder) checkDevices(p *problems) []Device {
 func (b *Builder) checkNUMA(p *problems, devs []Device) {
 	for i, row := range b.numa {
 		if len(row) != len(b.numa) {
-			p.add(ErrInvalidNUMA, fmt.Sprintf("distance table row %d has %d entries, want %d", i, len(row), len(b.numa)))
+			p.add(errInvalidNUMA, fmt.Sprintf("distance table row %d has %d entries, want %d", i, len(row), len(b.numa)))
 			continue
 		}
 		for j, d := range row {
 			if d <= 0 || d > 255 {
-				p.add(ErrInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d, want 1..255", i, j, d))
+				p.add(errInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d, want 1..255", i, j, d))
 			} else if d < row[i] {
-				p.add(ErrInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d is below the local distance %d", i, j, d, row[i]))
+				p.add(errInvalidNUMA, fmt.Sprintf("distance[%d][%d] = %d is below the local distance %d", i, j, d, row[i]))
 			}
 		}
 	}
 	for _, d := range devs {
 		switch {
 		case d.NUMA < -1 || d.NUMA >= maxNUMANodes:
-			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, maxNUMANodes-1), d.Index)
+			p.add(errInvalidNUMA, fmt.Sprintf("NUMA node %d (want -1 for unknown, or 0..%d)", d.NUMA, maxNUMANodes-1), d.Index)
 		case b.numa != nil && d.NUMA >= len(b.numa):
-			p.add(ErrInvalidNUMA, fmt.Sprintf("NUMA node %d is not in the %d-node distance table", d.NUMA, len(b.numa)), d.Index)
+			p.add(errInvalidNUMA, fmt.Sprintf("NUMA node %d is not in the %d-node distance table", d.NUMA, len(b.numa)), d.Index)
 		}
 	}
 	for _, nic := range b.nics {
 		if nic.NUMA < -1 || nic.NUMA >= maxNUMANodes || (b.numa != nil && nic.NUMA >= len(b.numa)) {
-			p.add(ErrInvalidNUMA, fmt.Sprintf("NIC %q: NUMA node %d", nic.Name, nic.NUMA))
+			p.add(errInvalidNUMA, fmt.Sprintf("NIC %q: NUMA node %d", nic.Name, nic.NUMA))
 		}
 	}
 }
@@ -444,12 +445,12 @@ func (b *Builder) checkLinks(p *problems, size int) {
 			from, to := k[0], k[1]
 			switch {
 			case from < 0 || from >= size || to < 0 || to >= size:
-				if p.room(ErrUnknownDevice) {
-					p.errs = append(p.errs, &ValidationError{Err: ErrUnknownDevice, Devices: []int{from, to},
+				if p.room(errUnknownDevice) {
+					p.errs = append(p.errs, &validationError{Err: errUnknownDevice, Devices: []int{from, to},
 						Detail: fmt.Sprintf("link %d→%d on a node of %d devices", from, to, size)})
 				}
 			case from == to:
-				p.add(ErrSelfLink, "a device cannot link to itself", from)
+				p.add(errSelfLink, "a device cannot link to itself", from)
 			default:
 				checkLink(p, from, to, b.links[k])
 			}
@@ -465,21 +466,21 @@ func (b *Builder) checkLinks(p *problems, size int) {
 			c, back := b.link(j, i)
 			switch {
 			case !fwd && !back:
-				if p.room(ErrMissingLink) {
-					p.errs = append(p.errs, &ValidationError{Err: ErrMissingLink, Devices: []int{i, j}, Detail: "no link in either direction"})
+				if p.room(errMissingLink) {
+					p.errs = append(p.errs, &validationError{Err: errMissingLink, Devices: []int{i, j}, Detail: "no link in either direction"})
 				}
 			case fwd != back:
 				from, to := j, i
 				if !fwd {
 					from, to = i, j
 				}
-				if p.room(ErrMissingLink) {
-					p.errs = append(p.errs, &ValidationError{Err: ErrMissingLink, Devices: []int{i, j},
+				if p.room(errMissingLink) {
+					p.errs = append(p.errs, &validationError{Err: errMissingLink, Devices: []int{i, j},
 						Detail: fmt.Sprintf("no link %d→%d, though %d→%d is given", from, to, to, from)})
 				}
 			case a != c:
-				if p.room(ErrAsymmetricLink) {
-					p.errs = append(p.errs, &ValidationError{Err: ErrAsymmetricLink, Devices: []int{i, j},
+				if p.room(errAsymmetricLink) {
+					p.errs = append(p.errs, &validationError{Err: errAsymmetricLink, Devices: []int{i, j},
 						Detail: fmt.Sprintf("%d→%d is %v but %d→%d is %v", i, j, a, j, i, c)})
 				}
 			}
@@ -599,7 +600,7 @@ func inferNVSwitch(n *Node) {
 				sum += max(l.Lanes, 1)
 			}
 		}
-		over[i] = sum > MaxNVLinks(n.devices[i].Model)
+		over[i] = sum > maxNVLinks(n.devices[i].Model)
 	}
 	for i := 0; i < size; i++ {
 		for j := 0; j < size; j++ {
@@ -618,7 +619,7 @@ func (b *Builder) buildNICs(p *problems, n *Node) {
 		if nic.Name == "" {
 			p.add(ErrInvalidTopology, "a NIC has no name")
 		} else if names[nic.Name] {
-			p.add(ErrDuplicateDevice, fmt.Sprintf("NIC name %q used twice", nic.Name))
+			p.add(errDuplicateDevice, fmt.Sprintf("NIC name %q used twice", nic.Name))
 		}
 		names[nic.Name] = true
 	}
@@ -626,9 +627,9 @@ func (b *Builder) buildNICs(p *problems, n *Node) {
 		dev, nic := k[0], k[1]
 		switch {
 		case dev < 0 || dev >= len(n.devices):
-			p.add(ErrUnknownDevice, fmt.Sprintf("NIC link from device %d on a node of %d devices", dev, len(n.devices)), dev)
+			p.add(errUnknownDevice, fmt.Sprintf("NIC link from device %d on a node of %d devices", dev, len(n.devices)), dev)
 		case nic < 0 || nic >= len(n.nics):
-			p.add(ErrUnknownDevice, fmt.Sprintf("NIC link to NIC %d of %d", nic, len(n.nics)), dev)
+			p.add(errUnknownDevice, fmt.Sprintf("NIC link to NIC %d of %d", nic, len(n.nics)), dev)
 		case kind != LinkNone && !kind.IsPCIe():
 			p.add(ErrInvalidTopology, fmt.Sprintf("NIC %q: link kind %s is not a PCIe path class", n.nics[nic].Name, kind), dev)
 		default:

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -56,8 +57,8 @@ func TestBuilderValidationErrors(t *testing.T) {
 		{"duplicate PCI address", func() *topology.Builder {
 			b := topology.NewBuilder()
 			d0, d1 := gpu(0), gpu(1)
-			d0.PCI = topology.MustParsePCIAddress("0000:0c:00.0")
-			d1.PCI = topology.MustParsePCIAddress("0c:00.0")
+			d0.PCI = topotest.MustParsePCIAddress("0000:0c:00.0")
+			d1.PCI = topotest.MustParsePCIAddress("0c:00.0")
 			return b.AddDevice(d0).AddDevice(d1).SetLinkPair(0, 1, topology.Link{Kind: topology.LinkSYS})
 		}, topology.ErrDuplicateDevice, []int{0, 1}, "PCI address 0000:0c:00.0 used twice"},
 		{"self link", func() *topology.Builder {
@@ -253,8 +254,8 @@ func TestClosenessOrder(t *testing.T) {
 			case i > j:
 				want = 1
 			}
-			if got := topology.CompareLinks(order[i], order[j]); got != want {
-				t.Errorf("CompareLinks(%v, %v) = %d, want %d", order[i], order[j], got, want)
+			if got := order[i].Compare(order[j]); got != want {
+				t.Errorf("%v.Compare(%v) = %d, want %d", order[i], order[j], got, want)
 			}
 		}
 	}

@@ -10,14 +10,10 @@ import (
 // ErrInvalidCluster is wrapped by every error the cluster constructors return.
 var ErrInvalidCluster = fmt.Errorf("topology: invalid cluster: %w", ErrInvalidRequest)
 
-// Well-known node label keys for building a domain tree from labels.
-const (
-	// LabelClique is the NVLink partition (multi-node NVLink domain) label
-	// GPU Feature Discovery sets: "<clusterUUID>.<cliqueID>".
-	LabelClique = "nvidia.com/gpu.clique"
-	// LabelHostname is the node's host name label.
-	LabelHostname = "kubernetes.io/hostname"
-)
+// LabelClique is the NVLink partition (multi-node NVLink domain) node label
+// GPU Feature Discovery sets, "<clusterUUID>.<cliqueID>": the usual lowest
+// level of a domain tree built from labels.
+const LabelClique = "nvidia.com/gpu.clique"
 
 // ClusterNode is one member of a cluster: its name, its labels and its
 // topology (nil for a node without accelerators).

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// ErrBadCPUList is wrapped by every error [ParseCPUSet] and [NewCPUSet]
+// errBadCPUList is wrapped by every error [ParseCPUSet] and [NewCPUSet]
 // return. It wraps [ErrParse].
-var ErrBadCPUList = fmt.Errorf("topology: malformed cpulist: %w", ErrParse)
+var errBadCPUList = fmt.Errorf("topology: malformed cpulist: %w", ErrParse)
 
 // maxCPU bounds the CPU ids a CPUSet accepts, so that hostile input such as
 // "0-999999999" cannot make the parser allocate gigabytes.
@@ -30,7 +30,7 @@ func NewCPUSet(cpus ...int) (CPUSet, error) {
 	var w []uint64
 	for _, c := range cpus {
 		if c < 0 || c >= maxCPU {
-			return CPUSet{}, fmt.Errorf("%w: cpu %d out of range [0,%d)", ErrBadCPUList, c, maxCPU)
+			return CPUSet{}, fmt.Errorf("%w: cpu %d out of range [0,%d)", errBadCPUList, c, maxCPU)
 		}
 		w = setBit(w, c)
 	}
@@ -53,13 +53,13 @@ func ParseCPUSet(s string) (CPUSet, error) {
 		lo, top, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < 0 || a >= maxCPU {
-			return CPUSet{}, fmt.Errorf("%w: %q: bad cpu %q", ErrBadCPUList, s, lo)
+			return CPUSet{}, fmt.Errorf("%w: %q: bad cpu %q", errBadCPUList, s, lo)
 		}
 		b := a
 		if isRange {
 			b, err = strconv.Atoi(top)
 			if err != nil || b < a || b >= maxCPU {
-				return CPUSet{}, fmt.Errorf("%w: %q: bad range %q", ErrBadCPUList, s, part)
+				return CPUSet{}, fmt.Errorf("%w: %q: bad range %q", errBadCPUList, s, part)
 			}
 		}
 		if a <= hi {

@@ -28,11 +28,11 @@ func (v Vendor) String() string {
 	return fmt.Sprintf("Vendor(%d)", uint8(v))
 }
 
-// ParseVendor parses a vendor name case-insensitively. It accepts the names
+// parseVendor parses a vendor name case-insensitively. It accepts the names
 // [Vendor.String] prints and the PCI vendor ids "10de" (NVIDIA), "1002" (AMD)
 // and "8086" (Intel), with or without a "0x" prefix; "" parses to
 // VendorUnknown. Any other text is an error wrapping [ErrParse].
-func ParseVendor(s string) (Vendor, error) {
+func parseVendor(s string) (Vendor, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "" || t == "unknown" {
 		return VendorUnknown, nil
@@ -60,9 +60,9 @@ func (v Vendor) MarshalText() ([]byte, error) {
 	return []byte(vendorNames[v]), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with [ParseVendor].
+// UnmarshalText implements encoding.TextUnmarshaler with parseVendor.
 func (v *Vendor) UnmarshalText(b []byte) error {
-	p, err := ParseVendor(string(b))
+	p, err := parseVendor(string(b))
 	if err != nil {
 		return err
 	}
@@ -93,10 +93,10 @@ func (h Health) String() string {
 	return fmt.Sprintf("Health(%d)", uint8(h))
 }
 
-// ParseHealth parses "healthy" or "unhealthy" case-insensitively; ""
+// parseHealth parses "healthy" or "unhealthy" case-insensitively; ""
 // parses to Healthy, the zero value. Any other text is an error wrapping
 // [ErrParse].
-func ParseHealth(s string) (Health, error) {
+func parseHealth(s string) (Health, error) {
 	switch strings.ToLower(s) {
 	case "", "healthy":
 		return Healthy, nil
@@ -116,9 +116,9 @@ func (h Health) MarshalText() ([]byte, error) {
 	return []byte(h.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with [ParseHealth].
+// UnmarshalText implements encoding.TextUnmarshaler with parseHealth.
 func (h *Health) UnmarshalText(b []byte) error {
-	p, err := ParseHealth(string(b))
+	p, err := parseHealth(string(b))
 	if err != nil {
 		return err
 	}
@@ -150,10 +150,10 @@ func (k PartitionKind) String() string {
 	return fmt.Sprintf("PartitionKind(%d)", uint8(k))
 }
 
-// ParsePartitionKind parses a name [PartitionKind.String] returns ("none",
+// parsePartitionKind parses a name [PartitionKind.String] returns ("none",
 // "mig", "amd"), case-insensitively; "" parses to PartitionNone, the zero
 // value. Any other text is an error wrapping [ErrParse].
-func ParsePartitionKind(s string) (PartitionKind, error) {
+func parsePartitionKind(s string) (PartitionKind, error) {
 	if s == "" {
 		return PartitionNone, nil
 	}
@@ -174,9 +174,9 @@ func (k PartitionKind) MarshalText() ([]byte, error) {
 	return []byte(partitionKindNames[k]), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with [ParsePartitionKind].
+// UnmarshalText implements encoding.TextUnmarshaler with parsePartitionKind.
 func (k *PartitionKind) UnmarshalText(b []byte) error {
-	p, err := ParsePartitionKind(string(b))
+	p, err := parsePartitionKind(string(b))
 	if err != nil {
 		return err
 	}

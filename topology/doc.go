@@ -23,7 +23,7 @@
 // # Building and reading nodes
 //
 // Nodes come from a [Builder], which validates everything at once and
-// names the device or pair at fault in each [*ValidationError]; from our
+// names the device or pair at fault in each error; from our
 // versioned JSON schema ([ParseJSON], [Node.MarshalJSON], exact round trip);
 // or from the `nvidia-smi topo -m` printout users already have
 // ([ParseNvidiaSMI]). topology/formats.WriteDOT renders a node for Graphviz.
@@ -50,8 +50,8 @@
 //	MaxDevices             1,024            devices of one node (every input path)
 //	maxNICs                256              NICs of one node
 //	maxNUMANodes           1,024            NUMA ids and the NUMA distance table
-//	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ReadJSON)
-//	MaxSMIBytes            4 MiB            an `nvidia-smi topo -m` printout
+//	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ParseJSONLenient)
+//	maxSMIBytes            4 MiB            an `nvidia-smi topo -m` printout
 //	maxSMILineBytes        64 KiB           one line of that printout
 //	maxSMIColumns          MaxDevices+256   device columns of its matrix
 //	maxSMIRows             MaxDevices+256   device rows (and NIC legend entries)
@@ -67,11 +67,11 @@
 // (malformed input), [ErrLimit] (input beyond a size limit),
 // [ErrInvalidRequest] (a caller's argument out of range) and [ErrInternal]
 // (a bug in gputopo). Its own sentinels wrap them: [ErrInvalidTopology]
-// and [ErrInvalidCluster] wrap ErrInvalidRequest, [ErrBadPCIAddress],
-// [ErrBadCPUList] and [ErrUnsupportedSchema] wrap ErrParse. The enum types
-// ([LinkKind], [Vendor], [Health], [PartitionKind]) implement
-// encoding.TextMarshaler and encoding.TextUnmarshaler, and their parse
-// functions fail with errors wrapping ErrParse. The whole taxonomy, with
+// and [ErrInvalidCluster] wrap ErrInvalidRequest; a bad PCI address, CPU
+// list or schema tag is an ErrParse. The enum types ([LinkKind], [Vendor],
+// [Health], [PartitionKind]) implement encoding.TextMarshaler and
+// encoding.TextUnmarshaler (the way to parse their names, as for
+// log/slog's Level), and UnmarshalText fails with errors wrapping ErrParse. The whole taxonomy, with
 // every package's sentinels, is in docs/errors.md at the repository root:
 // https://github.com/gputopo/gputopo/blob/main/docs/errors.md
 package topology

@@ -36,41 +36,43 @@ var (
 	ErrInternal = errors.New("gputopo: internal error")
 )
 
-// Package sentinels. Every error the package returns wraps one of them or
-// a canonical sentinel above, so callers can branch with errors.Is.
+// ErrInvalidTopology is the package's own sentinel; the problems below are
+// kept unexported: a validation error's message names the problem and the
+// devices at fault, and errors.Is with ErrInvalidTopology tells that the
+// description, not the input's syntax, is at fault.
 var (
 	// ErrInvalidTopology is wrapped by every validation error of a
 	// [Builder] (and so of [ParseJSON], which also wraps [ErrParse]). It
 	// wraps [ErrInvalidRequest].
 	ErrInvalidTopology = fmt.Errorf("topology: invalid topology: %w", ErrInvalidRequest)
-	// ErrDuplicateDevice: two devices share an index, ID or PCI address.
-	ErrDuplicateDevice = errors.New("topology: duplicate device")
-	// ErrUnknownDevice: a link, NIC link or lookup names a device the node does not have.
-	ErrUnknownDevice = errors.New("topology: unknown device")
-	// ErrSelfLink: a link from a device to itself.
-	ErrSelfLink = errors.New("topology: self link")
-	// ErrMissingLink: a pair of devices has no link in one or both directions.
-	ErrMissingLink = errors.New("topology: missing link")
-	// ErrAsymmetricLink: the two directions of a pair disagree.
-	ErrAsymmetricLink = errors.New("topology: asymmetric link")
-	// ErrInvalidNUMA: a NUMA id is impossible, or the NUMA distance table is malformed.
-	ErrInvalidNUMA = errors.New("topology: invalid NUMA node")
-	// ErrUnsupportedSchema: a JSON document names a schema this version
-	// does not read. It wraps [ErrParse].
-	ErrUnsupportedSchema = fmt.Errorf("topology: unsupported schema: %w", ErrParse)
+	// errDuplicateDevice: two devices share an index, ID or PCI address.
+	errDuplicateDevice = errors.New("topology: duplicate device")
+	// errUnknownDevice: a link, NIC link or lookup names a device the node does not have.
+	errUnknownDevice = errors.New("topology: unknown device")
+	// errSelfLink: a link from a device to itself.
+	errSelfLink = errors.New("topology: self link")
+	// errMissingLink: a pair of devices has no link in one or both directions.
+	errMissingLink = errors.New("topology: missing link")
+	// errAsymmetricLink: the two directions of a pair disagree.
+	errAsymmetricLink = errors.New("topology: asymmetric link")
+	// errInvalidNUMA: a NUMA id is impossible, or the NUMA distance table is malformed.
+	errInvalidNUMA = errors.New("topology: invalid NUMA node")
+	// errUnsupportedSchema: a JSON document names a schema this version
+	// does not read. It wraps ErrParse.
+	errUnsupportedSchema = fmt.Errorf("topology: unsupported schema: %w", ErrParse)
 )
 
-// ValidationError is one problem a [Builder] found. Devices names the device
-// indices at fault (one for a device problem, two for a pair). It wraps
-// [ErrInvalidTopology] and the specific sentinel in Err.
-type ValidationError struct {
-	Err     error // the specific sentinel, e.g. ErrAsymmetricLink
+// validationError is one problem a [Builder] found. Devices names the device
+// indices at fault (one for a device problem, two for a pair); the message
+// names them. It wraps [ErrInvalidTopology] and the specific sentinel in Err.
+type validationError struct {
+	Err     error // the specific sentinel, e.g. errAsymmetricLink
 	Devices []int // device indices at fault
 	Detail  string
 }
 
 // Error formats the problem with the devices it names.
-func (e *ValidationError) Error() string {
+func (e *validationError) Error() string {
 	var b strings.Builder
 	if e.Err != nil {
 		b.WriteString(e.Err.Error())
@@ -94,4 +96,4 @@ func (e *ValidationError) Error() string {
 }
 
 // Unwrap returns the specific sentinel and ErrInvalidTopology.
-func (e *ValidationError) Unwrap() []error { return []error{e.Err, ErrInvalidTopology} }
+func (e *validationError) Unwrap() []error { return []error{e.Err, ErrInvalidTopology} }

@@ -37,7 +37,7 @@ func ExampleBuilder() {
 	b.SetLink(0, 1, topology.Link{Kind: topology.LinkNVLink, Lanes: 18})
 	b.SetLink(1, 0, topology.Link{Kind: topology.LinkPIX})
 	_, err := b.Build()
-	fmt.Println(errors.Is(err, topology.ErrAsymmetricLink))
+	fmt.Println(errors.Is(err, topology.ErrInvalidTopology))
 	fmt.Println(err)
 
 	// A driver glitch should degrade, not fail: keep the weaker direction.
@@ -51,11 +51,11 @@ func ExampleBuilder() {
 
 // Closeness totally orders links: fabric links by bandwidth, above every
 // PCIe class, above "no path".
-func ExampleCompareLinks() {
+func ExampleLink_Compare() {
 	nv2 := topology.Link{Kind: topology.LinkNVLink, Lanes: 2, Bandwidth: 50}
 	nv1 := topology.Link{Kind: topology.LinkNVLink, Lanes: 1, Bandwidth: 25}
 	pix := topology.Link{Kind: topology.LinkPIX, Bandwidth: 31.5}
-	fmt.Println(topology.CompareLinks(nv2, nv1), topology.CompareLinks(pix, nv1), topology.CompareLinks(topology.Link{}, pix))
+	fmt.Println(nv2.Compare(nv1), pix.Compare(nv1), topology.Link{}.Compare(pix))
 	// Output: 1 -1 -1
 }
 
@@ -81,7 +81,12 @@ func ExampleNewClusterFromLabels() {
 
 func ExampleParsePCIAddress() {
 	a, err := topology.ParsePCIAddress("00000000:0C:00.0") // NVML's form
-	fmt.Println(a, err, a == topology.MustParsePCIAddress("0000:0c:00.0"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := topology.ParsePCIAddress("0000:0c:00.0") // sysfs's form
+	fmt.Println(a, err, a == b)
 	// Output: 0000:0c:00.0 <nil> true
 }
 

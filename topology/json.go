@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
-// SchemaV1 is the schema tag of the JSON form [Node.MarshalJSON] writes.
-const SchemaV1 = "gputopo/v1"
+// schemaV1 is the schema tag of the JSON form [Node.MarshalJSON] writes.
+const schemaV1 = "gputopo/v1"
 
 // document is the versioned JSON form of a Node. Links appear once per
 // unordered pair (a < b), which is exact because built nodes are symmetric.
@@ -150,7 +149,7 @@ func intPtrUnlessUnknown(v int) *int {
 }
 
 func (n *Node) document() document {
-	doc := document{Schema: SchemaV1, Name: n.name, NUMADistances: n.NUMADistances()}
+	doc := document{Schema: schemaV1, Name: n.name, NUMADistances: n.NUMADistances()}
 	if !n.fabric.IsZero() {
 		f := n.fabric
 		doc.Fabric = &f
@@ -198,7 +197,7 @@ func marshalDocument(doc document) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// MarshalJSON encodes the node in the versioned JSON schema [SchemaV1]:
+// MarshalJSON encodes the node in the versioned JSON schema schemaV1:
 // devices, one link per unordered pair, NICs, NIC links, NUMA distances and
 // the fabric domain. The output is canonical (indented, fields in a fixed
 // order), so [ParseJSON] followed by MarshalJSON reproduces it byte for byte.
@@ -208,27 +207,13 @@ func (n *Node) MarshalJSON() ([]byte, error) { return marshalDocument(n.or().doc
 // like a strict [Builder]. Unknown fields are rejected, so a typo is an
 // error rather than a silently ignored setting. Errors wrap [ErrParse]
 // (a document that does not validate also wraps [ErrInvalidTopology] and
-// the Builder's specific sentinels), [ErrUnsupportedSchema] or [ErrLimit].
+// the Builder's specific sentinels), ErrParse for an unsupported schema tag, or [ErrLimit].
 //
 // A document over [MaxJSONBytes], or listing more than [MaxDevices]
 // devices, maxNICs NICs or maxNUMANodes NUMA nodes, fails with an
 // error wrapping [ErrLimit] before the excess is decoded; validation errors
 // are capped at maxReportedProblems.
 func ParseJSON(data []byte) (*Node, error) {
-	return parseJSON(data, false)
-}
-
-// ReadJSON is [ParseJSON] from a reader. It reads at most [MaxJSONBytes]
-// (plus one byte, to tell a longer input, which fails with an error
-// wrapping [ErrLimit]).
-func ReadJSON(r io.Reader) (*Node, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: ReadJSON from a nil reader", ErrInvalidRequest)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrParse, err)
-	}
 	return parseJSON(data, false)
 }
 
@@ -248,8 +233,8 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	var head struct {
 		Schema *string `json:"schema"`
 	}
-	if json.Unmarshal(data, &head) == nil && head.Schema != nil && *head.Schema != SchemaV1 {
-		return nil, fmt.Errorf("%w: %q (this version reads %q)", ErrUnsupportedSchema, *head.Schema, SchemaV1)
+	if json.Unmarshal(data, &head) == nil && head.Schema != nil && *head.Schema != schemaV1 {
+		return nil, fmt.Errorf("%w: %q (this version reads %q)", errUnsupportedSchema, *head.Schema, schemaV1)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -285,8 +270,8 @@ func parseJSON(data []byte, lenient bool) (*Node, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
 	}
-	if doc.Schema != SchemaV1 {
-		return nil, fmt.Errorf("%w: %q (this version reads %q)", ErrUnsupportedSchema, doc.Schema, SchemaV1)
+	if doc.Schema != schemaV1 {
+		return nil, fmt.Errorf("%w: %q (this version reads %q)", errUnsupportedSchema, doc.Schema, schemaV1)
 	}
 	if len(nicLinks) > size*len(doc.NICs) {
 		return nil, fmt.Errorf("%w: %d NIC links listed, more than the %d device-NIC pairs", ErrParse, len(nicLinks), size*len(doc.NICs))

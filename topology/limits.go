@@ -27,17 +27,19 @@ const (
 	// supports at most 1024 NUMA nodes (CONFIG_NODES_SHIFT=10).
 	maxNUMANodes = 1024
 
-	// MaxJSONBytes is the largest JSON document [ParseJSON] and [ReadJSON]
-	// accept: room for a node of about 990 fully linked devices in the
-	// indented form [Node.MarshalJSON] writes, and for a MaxDevices node in
-	// compact form (about 40 MB); real machines take a few kilobytes.
-	// Parsing costs a few times the document's size in allocations.
+	// MaxJSONBytes is the largest JSON document [ParseJSON] and
+	// [ParseJSONLenient] accept: room for a node of about 990 fully linked
+	// devices in the indented form [Node.MarshalJSON] writes, and for a
+	// MaxDevices node in compact form (about 40 MB); real machines take a
+	// few kilobytes. Parsing costs a few times the document's size in
+	// allocations. Read a file through io.LimitReader(f, MaxJSONBytes+1)
+	// to bound what reading it costs (the parsers refuse the extra byte).
 	MaxJSONBytes = 64 << 20
 
-	// MaxSMIBytes is the largest `nvidia-smi topo -m` printout
+	// maxSMIBytes is the largest `nvidia-smi topo -m` printout
 	// [ParseNvidiaSMI] accepts (a real 8-GPU printout is
 	// under 4 KB).
-	MaxSMIBytes = 4 << 20
+	maxSMIBytes = 4 << 20
 
 	// maxSMILineBytes is the longest line of an `nvidia-smi topo -m`
 	// printout (a real line is under 300 bytes).

@@ -47,9 +47,9 @@ func (k LinkKind) String() string {
 	return fmt.Sprintf("LinkKind(%d)", uint8(k))
 }
 
-// ParseLinkKind parses a name [LinkKind.String] returns, case-insensitively.
+// parseLinkKind parses a name [LinkKind.String] returns, case-insensitively.
 // Any other text (the empty string too) is an error wrapping [ErrParse].
-func ParseLinkKind(s string) (LinkKind, error) {
+func parseLinkKind(s string) (LinkKind, error) {
 	for i, n := range linkKindNames {
 		if strings.EqualFold(n, s) {
 			return LinkKind(i), nil
@@ -68,9 +68,9 @@ func (k LinkKind) MarshalText() ([]byte, error) {
 	return []byte(linkKindNames[k]), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler with [ParseLinkKind].
+// UnmarshalText implements encoding.TextUnmarshaler with parseLinkKind.
 func (k *LinkKind) UnmarshalText(b []byte) error {
-	p, err := ParseLinkKind(string(b))
+	p, err := parseLinkKind(string(b))
 	if err != nil {
 		return err
 	}
@@ -144,10 +144,11 @@ func (l Link) Closeness() uint64 {
 	return bw<<16 | lanes<<8
 }
 
-// CompareLinks orders a and b by [Link.Closeness]: it returns +1 when a is
-// closer than b, -1 when b is closer, 0 when they are equally close.
-func CompareLinks(a, b Link) int {
-	ca, cb := a.Closeness(), b.Closeness()
+// Compare orders l and m by [Link.Closeness]: it returns +1 when l is
+// closer than m, -1 when m is closer, 0 when they are equally close (for
+// slices.SortFunc, as net/netip.Addr.Compare).
+func (l Link) Compare(m Link) int {
+	ca, cb := l.Closeness(), m.Closeness()
 	switch {
 	case ca > cb:
 		return 1
@@ -237,10 +238,10 @@ func ratesFor(model string) linkRates {
 	return defaultRates
 }
 
-// MaxNVLinks returns how many NVLinks one GPU of the given model has (18 when
+// maxNVLinks returns how many NVLinks one GPU of the given model has (18 when
 // the model is unknown). A GPU whose NVLink lanes summed over all peers
 // exceed this number must reach them through an NVSwitch.
-func MaxNVLinks(model string) int { return ratesFor(model).maxNVLink }
+func maxNVLinks(model string) int { return ratesFor(model).maxNVLink }
 
 // EstimateBandwidth returns the estimated per-direction bandwidth in GB/s of
 // a link of the given kind and lane count between two devices of the given
@@ -274,7 +275,7 @@ func EstimateBandwidth(kind LinkKind, lanes int, model string) float64 {
 // weaker returns the farther of two links, as the lenient builder keeps for
 // an asymmetric pair.
 func weaker(a, b Link) Link {
-	if CompareLinks(a, b) <= 0 {
+	if a.Compare(b) <= 0 {
 		return a
 	}
 	return b

@@ -29,23 +29,6 @@ func (f FabricDomain) String() string {
 	return f.ClusterUUID + "." + strconv.FormatUint(uint64(f.CliqueID), 10)
 }
 
-// ParseFabricDomain parses "<clusterUUID>.<cliqueID>" as [FabricDomain.String]
-// formats it; "" parses to the zero value.
-func ParseFabricDomain(s string) (FabricDomain, error) {
-	if s == "" {
-		return FabricDomain{}, nil
-	}
-	i := strings.LastIndexByte(s, '.')
-	if i <= 0 {
-		return FabricDomain{}, fmt.Errorf("%w: fabric domain %q: want <clusterUUID>.<cliqueID>", ErrParse, s)
-	}
-	id, err := strconv.ParseUint(s[i+1:], 10, 32)
-	if err != nil {
-		return FabricDomain{}, fmt.Errorf("%w: fabric domain %q: clique id: %v", ErrParse, s, err)
-	}
-	return FabricDomain{ClusterUUID: s[:i], CliqueID: uint32(id)}, nil
-}
-
 // Fingerprint is a SHA-256 content hash of a node's topology, as returned
 // by [Node.Fingerprint] (everything but the node's name) and
 // [Node.ShapeFingerprint] (the hardware shape only). It is comparable, so it

@@ -87,7 +87,7 @@ func isSMICell(tok string) bool {
 // with opts.GPUCount in smiTable.Node's caller, [ParseNvidiaSMI]), and the
 // remaining cells are named NIC0, NIC1, ...
 //
-// Errors wrap [ErrParse] and name the line. Input beyond [MaxSMIBytes],
+// Errors wrap [ErrParse] and name the line. Input beyond maxSMIBytes,
 // a line longer than maxSMILineBytes, more than maxSMIColumns device
 // columns (or more than [MaxDevices] GPU columns), more than maxSMIRows
 // rows or NIC legend entries fail with an error wrapping [ErrLimit], as
@@ -116,7 +116,7 @@ func parseSMITable(r io.Reader, gpuHint int) (*smiTable, error) {
 	if gpuHint < 0 {
 		return nil, fmt.Errorf("%w: NvidiaSMIOptions.GPUCount is %d; want 0 (infer) or a GPU count", ErrParse, gpuHint)
 	}
-	cr := &countingReader{r: io.LimitReader(r, MaxSMIBytes+1)}
+	cr := &countingReader{r: io.LimitReader(r, maxSMIBytes+1)}
 	sc := bufio.NewScanner(cr)
 	sc.Buffer(make([]byte, 0, 4<<10), maxSMILineBytes)
 	t := &smiTable{NICLegend: map[string]string{}}
@@ -131,8 +131,8 @@ func parseSMITable(r io.Reader, gpuHint int) (*smiTable, error) {
 	}
 	for sc.Scan() {
 		lineNo++
-		if cr.n > MaxSMIBytes {
-			return limit("input longer than topology.MaxSMIBytes (%d bytes)", MaxSMIBytes)
+		if cr.n > maxSMIBytes {
+			return limit("input longer than topology limit maxSMIBytes (%d bytes)", maxSMIBytes)
 		}
 		line := strings.TrimRight(sc.Text(), "\r")
 		toks := strings.Fields(line)
@@ -239,8 +239,8 @@ func parseSMITable(r io.Reader, gpuHint int) (*smiTable, error) {
 		}
 		return fail("%v", err)
 	}
-	if cr.n > MaxSMIBytes {
-		return limit("input longer than topology.MaxSMIBytes (%d bytes)", MaxSMIBytes)
+	if cr.n > maxSMIBytes {
+		return limit("input longer than topology limit maxSMIBytes (%d bytes)", maxSMIBytes)
 	}
 	if len(t.Rows) == 0 {
 		return nil, fmt.Errorf("%w: nvidia-smi topo -m: no device rows found", ErrParse)
@@ -586,7 +586,7 @@ func knownModel(model string) bool {
 // or "NV#" cell in any row plus one, and the remaining cells are NICs.
 //
 // Errors wrap [ErrParse] and name the line and cell. Input beyond
-// [MaxSMIBytes] and tables beyond the limits in the package documentation
+// maxSMIBytes and tables beyond the limits in the package documentation
 // fail with an error wrapping [ErrLimit], as soon as the limit is crossed.
 func ParseNvidiaSMI(r io.Reader, opts NvidiaSMIOptions) (*Node, error) {
 	t, err := parseSMITable(r, opts.GPUCount)

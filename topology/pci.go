@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// ErrBadPCIAddress is wrapped by every error [ParsePCIAddress] and
+// errBadPCIAddress is wrapped by every error [ParsePCIAddress] and
 // [NewPCIAddress] return. It wraps [ErrParse].
-var ErrBadPCIAddress = fmt.Errorf("topology: malformed PCI address: %w", ErrParse)
+var errBadPCIAddress = fmt.Errorf("topology: malformed PCI address: %w", ErrParse)
 
 // PCIAddress is a PCI bus address (domain:bus:device.function), a small
 // comparable value type usable as a map key, modelled on net/netip.Addr.
@@ -23,10 +23,10 @@ type PCIAddress struct {
 }
 
 // NewPCIAddress returns the address domain:bus:device.function. It returns an
-// error wrapping [ErrBadPCIAddress] when device > 31 or function > 7.
+// error wrapping [ErrParse] when device > 31 or function > 7.
 func NewPCIAddress(domain uint32, bus, device, function uint8) (PCIAddress, error) {
 	if device > 31 || function > 7 {
-		return PCIAddress{}, fmt.Errorf("%w: device %d (max 31) function %d (max 7)", ErrBadPCIAddress, device, function)
+		return PCIAddress{}, fmt.Errorf("%w: device %d (max 31) function %d (max 7)", errBadPCIAddress, device, function)
 	}
 	return PCIAddress{domain: domain, bus: bus, device: device, function: function, valid: true}, nil
 }
@@ -36,7 +36,7 @@ func NewPCIAddress(domain uint32, bus, device, function uint8) (PCIAddress, erro
 // "0c:00.0" (domain 0). Hex digits may be upper or lower case.
 func ParsePCIAddress(s string) (PCIAddress, error) {
 	bad := func(why string) (PCIAddress, error) {
-		return PCIAddress{}, fmt.Errorf("%w: %q: %s", ErrBadPCIAddress, s, why)
+		return PCIAddress{}, fmt.Errorf("%w: %q: %s", errBadPCIAddress, s, why)
 	}
 	rest := s
 	var domain uint64
@@ -76,16 +76,6 @@ func ParsePCIAddress(s string) (PCIAddress, error) {
 		return bad("function must be 0-7")
 	}
 	return PCIAddress{domain: uint32(domain), bus: uint8(bus), device: uint8(dev), function: uint8(fn), valid: true}, nil
-}
-
-// MustParsePCIAddress is like [ParsePCIAddress] but panics on error. It is
-// meant for tests and package-level fixtures with constant input.
-func MustParsePCIAddress(s string) PCIAddress {
-	a, err := ParsePCIAddress(s)
-	if err != nil {
-		panic(err)
-	}
-	return a
 }
 
 // IsValid reports whether a is a parsed address rather than the zero value.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -33,12 +34,12 @@ func TestParsePCIAddress(t *testing.T) {
 	if zero.IsValid() || zero.String() != "" {
 		t.Error("zero PCIAddress should be invalid and format as empty")
 	}
-	a, b := topology.MustParsePCIAddress("0000:0c:00.0"), topology.MustParsePCIAddress("0000:0d:00.0")
+	a, b := topotest.MustParsePCIAddress("0000:0c:00.0"), topotest.MustParsePCIAddress("0000:0d:00.0")
 	if a.Compare(b) != -1 || b.Compare(a) != 1 || a.Compare(a) != 0 || zero.Compare(a) != -1 {
 		t.Error("Compare order wrong")
 	}
 	m := map[topology.PCIAddress]bool{a: true}
-	if !m[topology.MustParsePCIAddress("0c:00.0")] {
+	if !m[topotest.MustParsePCIAddress("0c:00.0")] {
 		t.Error("PCIAddress is not usable as a map key")
 	}
 }
@@ -72,23 +73,5 @@ func TestCPUSet(t *testing.T) {
 	}
 	if _, err := topology.NewCPUSet(1, -2); !errors.Is(err, topology.ErrBadCPUList) {
 		t.Error("NewCPUSet accepted a negative CPU")
-	}
-}
-
-func TestFabricDomain(t *testing.T) {
-	f, err := topology.ParseFabricDomain("7f2c1e4a-0000-4000-8000-000000000001.3")
-	if err != nil || f.CliqueID != 3 || f.ClusterUUID != "7f2c1e4a-0000-4000-8000-000000000001" {
-		t.Fatalf("ParseFabricDomain = %+v, %v", f, err)
-	}
-	if f.String() != "7f2c1e4a-0000-4000-8000-000000000001.3" {
-		t.Errorf("String = %q", f)
-	}
-	for _, in := range []string{"nouuid", ".3", "abc.x", "abc.99999999999"} {
-		if _, err := topology.ParseFabricDomain(in); !errors.Is(err, topology.ErrParse) {
-			t.Errorf("ParseFabricDomain(%q) error %v", in, err)
-		}
-	}
-	if z, err := topology.ParseFabricDomain(""); err != nil || !z.IsZero() || z.String() != "" {
-		t.Error("empty fabric domain")
 	}
 }

@@ -123,7 +123,7 @@ func migProfiles(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "gputopo mig profiles: --model is required (see `gputopo mig models`)")
 		return errUsage
 	}
-	m, err := mig.Lookup(*name)
+	m, err := mig.DefaultCatalog().Lookup(*name)
 	if err != nil {
 		a, aerr := mig.LookupAMD(*name)
 		if aerr != nil {
@@ -350,8 +350,8 @@ func migPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "gputopo mig place: --profile is required")
 		return errUsage
 	}
-	s, err := mig.ParseStrategy(*strategy)
-	if err != nil {
+	var s mig.Strategy
+	if err := s.UnmarshalText([]byte(*strategy)); err != nil {
 		return err
 	}
 	mix, err := parseMix(*mixFlag)

@@ -135,7 +135,7 @@ func TestMigPlace(t *testing.T) {
 		t.Fatalf("place --json: %d %s", code, out)
 	}
 	// The layouts it prints are a valid layout file with the new instances.
-	after, err := mig.ParseLayoutFile(doc.Layouts, nil)
+	after, err := mig.ReadLayoutFile(bytes.NewReader(doc.Layouts), nil)
 	if err != nil || len(after.Layouts[0].Instances)+len(after.Layouts[1].Instances) != 6 {
 		t.Fatalf("printed layouts: %v %v", after, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/formats"
@@ -25,7 +26,7 @@ func withBusIDs(t *testing.T, name string) *topology.Node {
 	require.NoError(t, err)
 	b := topology.NewBuilder().SetName(n.Name()).SetFabric(n.Fabric()).SetNUMADistances(n.NUMADistances())
 	for i, d := range n.Devices() {
-		d.PCI = topology.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10))
+		d.PCI = topotest.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10))
 		b.AddDevice(d)
 	}
 	for i := 0; i < n.Len(); i++ {

@@ -13,9 +13,9 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// maxTopologyFileBytes is the largest --topology file read: the larger of
-// the JSON and nvidia-smi limits (each parser then applies its own).
-const maxTopologyFileBytes = max(topology.MaxJSONBytes, topology.MaxSMIBytes)
+// maxTopologyFileBytes is the largest --topology file read: the JSON limit,
+// the larger of the two parsers' (the nvidia-smi parser applies its own).
+const maxTopologyFileBytes = topology.MaxJSONBytes
 
 // sourceFlags choose where a command's topology comes from: a file, a
 // catalogue machine, or (by default) this machine with the catalogue's

@@ -105,7 +105,7 @@ func FuzzParseCluster(f *testing.F) {
 			}
 		}
 		sh := &gang.Job{Name: "probe-shared", PodSets: []gang.PodSet{{Name: "s", Replicas: 3,
-			Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 20 << 30, ComputeMilli: 300}}}}}}
+			Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.Share{MemoryBytes: 20 << 30, ComputeMilli: 300}}}}}}
 		r, err = gang.Check(context.Background(), s, sh)
 		if err != nil {
 			t.Fatal(err)

@@ -229,12 +229,12 @@ func TestParseJobs_Shared(t *testing.T) {
 	require.NoError(t, err)
 	p := jobs[0].PodSets[0].Pod
 	require.NotNil(t, p.Devices.Shared)
-	assert.Equal(t, scoring.SharedSlice{MemoryBytes: 20 << 30, ComputeMilli: 250}, *p.Devices.Shared)
+	assert.Equal(t, scoring.Share{MemoryBytes: 20 << 30, ComputeMilli: 250}, *p.Devices.Shared)
 	assert.Equal(t, 0, p.Devices.Count)
 	assert.True(t, p.IsShared())
 	jobs, _, err = ParseJobs([]byte(`{"name": "c", "podSets": [{"name": "s", "replicas": 1, "gpus": 1, "shared": {"compute": 100}}]}`))
 	require.NoError(t, err, "gpus: 1 with a slice is one slice")
-	assert.Equal(t, scoring.SharedSlice{ComputeMilli: 100}, *jobs[0].PodSets[0].Pod.Devices.Shared)
+	assert.Equal(t, scoring.Share{ComputeMilli: 100}, *jobs[0].PodSets[0].Pod.Devices.Shared)
 
 	for src, want := range map[string]struct {
 		sentinel error
@@ -265,9 +265,9 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 	require.NoError(t, err)
 	as := s.Allocations()
 	require.Len(t, as, 2)
-	assert.Equal(t, scoring.SharedSlice{MemoryBytes: 50 << 30, ComputeMilli: 500}, *as[0].Shared)
+	assert.Equal(t, scoring.Share{MemoryBytes: 50 << 30, ComputeMilli: 500}, *as[0].Shared)
 	// GPU 1 is full: a 1 GiB slice goes elsewhere, a whole GPU too
-	j := &gang.Job{Name: "x", PodSets: []gang.PodSet{{Name: "s", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 1 << 30}}}}}}
+	j := &gang.Job{Name: "x", PodSets: []gang.PodSet{{Name: "s", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.Share{MemoryBytes: 1 << 30}}}}}}
 	r, err := gang.Check(t.Context(), s, j)
 	require.NoError(t, err)
 	require.NotNil(t, r.Placement)

@@ -122,7 +122,7 @@ type SharedSlice struct {
 
 // slice converts s, checking what gang and scoring would reject only
 // later (or, for an allocation, with a less precise message).
-func (s *SharedSlice) slice(where string) (*scoring.SharedSlice, error) {
+func (s *SharedSlice) slice(where string) (*scoring.Share, error) {
 	switch {
 	case s.Compute < 0 || s.Compute > 1000:
 		return nil, parseErr("%s.compute %d (want 0..1000 thousandths of a GPU)", where, s.Compute)
@@ -131,7 +131,7 @@ func (s *SharedSlice) slice(where string) (*scoring.SharedSlice, error) {
 	case uint64(s.Memory) > gang.MaxBytes:
 		return nil, limitErr("%s.memory %d, more than gang.MaxBytes (%d)", where, uint64(s.Memory), int64(gang.MaxBytes))
 	}
-	return &scoring.SharedSlice{MemoryBytes: uint64(s.Memory), ComputeMilli: s.Compute}, nil
+	return &scoring.Share{MemoryBytes: uint64(s.Memory), ComputeMilli: s.Compute}, nil
 }
 
 // PodSet is a pod set in a job file.

@@ -226,7 +226,8 @@ func (g GPU) NUMAID() (int, error) {
 //   - KFD files' cpu_affinity is left out: the converter derived it from
 //     KFD's cpu_core_id_base, which counts APIC ids, not Linux CPUs.
 func (f *File) Node() (*topology.Node, error) {
-	vendor, err := topology.ParseVendor(f.Vendor)
+	var vendor topology.Vendor
+	err := vendor.UnmarshalText([]byte(f.Vendor))
 	if err != nil {
 		return nil, err
 	}
@@ -285,8 +286,8 @@ func (f *File) Node() (*topology.Node, error) {
 		b.AddNIC(nic)
 	}
 	for _, nl := range f.NICLinks {
-		k, err := topology.ParseLinkKind(nl.Kind)
-		if err != nil {
+		var k topology.LinkKind
+		if err := k.UnmarshalText([]byte(nl.Kind)); err != nil {
 			return nil, err
 		}
 		i, ok := nicIndex[nl.NIC]
@@ -322,8 +323,8 @@ func convertLink(f *File, l Link, numa []int) (topology.Link, error) {
 		}
 		return topology.Link{Kind: topology.LinkNODE}, nil
 	}
-	k, err := topology.ParseLinkKind(l.Kind)
-	if err != nil {
+	var k topology.LinkKind
+	if err := k.UnmarshalText([]byte(l.Kind)); err != nil {
 		return topology.Link{}, err
 	}
 	return topology.Link{Kind: k}, nil

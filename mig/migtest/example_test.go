@@ -12,7 +12,7 @@ import (
 // runtime by the UUID of its MIG device, asking the manager through the
 // optional mig.InstanceNamer interface. The fake's UUIDs are deterministic.
 func ExampleFake_InstanceUUID() {
-	m, _ := mig.Lookup("H100-80GB")
+	m, _ := mig.DefaultCatalog().Lookup("H100-80GB")
 	l, _ := mig.NewLayout("GPU-0", m)
 	var pm mig.PartitionManager
 	pm, _ = migtest.NewFake(l)

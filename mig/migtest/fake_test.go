@@ -18,7 +18,7 @@ var one = mig.MustParseProfileName("1g.10gb")
 
 func h100(t testing.TB) *mig.Model {
 	t.Helper()
-	m, err := mig.Lookup("H100-80GB")
+	m, err := mig.DefaultCatalog().Lookup("H100-80GB")
 	require.NoError(t, err)
 	return m
 }
@@ -107,7 +107,7 @@ func TestFakeAgreesWithApplyStep(t *testing.T) {
 	kinds := []mig.StepKind{mig.StepCreateGPUInstance, mig.StepCreateGPUInstance, mig.StepCreateComputeInstance,
 		mig.StepDrain, mig.StepDestroyComputeInstance, mig.StepDestroyGPUInstance}
 	rapid.Check(t, func(t *rapid.T) {
-		m, err := mig.Lookup(rapid.SampledFrom(models).Draw(t, "model"))
+		m, err := mig.DefaultCatalog().Lookup(rapid.SampledFrom(models).Draw(t, "model"))
 		require.NoError(t, err)
 		var ls []*mig.Layout
 		for i := range rapid.IntRange(1, 3).Draw(t, "gpus") {

@@ -476,7 +476,7 @@ func (b *builder) links(tb *topology.Builder) error {
 			if err != nil {
 				return err
 			}
-			if !set[i*n+j] || topology.CompareLinks(lk, got[i*n+j]) > 0 {
+			if !set[i*n+j] || lk.Compare(got[i*n+j]) > 0 {
 				got[i*n+j], set[i*n+j] = lk, true
 			}
 		}

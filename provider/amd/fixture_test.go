@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -35,7 +36,7 @@ func scan(t *testing.T, tr *sysfstest.Tree, opts ...Option) *Inventory {
 	return inv
 }
 
-func mustPCI(s string) topology.PCIAddress { return topology.MustParsePCIAddress(s) }
+func mustPCI(s string) topology.PCIAddress { return topotest.MustParsePCIAddress(s) }
 
 // expectMI300X builds, independently of the provider, the node an
 // sysfstest.MI300X8(mode, nps) tree must give: 8 GPUs × partitions, same-GPU
@@ -190,7 +191,7 @@ func TestMI250X(t *testing.T) {
 	// Every direct link is closer than every indirect one, which is closer
 	// than a PCIe path.
 	direct, indirect := n.Link(0, 6), n.Link(0, 2)
-	if topology.CompareLinks(direct, indirect) <= 0 || topology.CompareLinks(indirect, topology.Link{Kind: topology.LinkPIX, Bandwidth: 31.5}) <= 0 {
+	if direct.Compare(indirect) <= 0 || indirect.Compare(topology.Link{Kind: topology.LinkPIX, Bandwidth: 31.5}) <= 0 {
 		t.Errorf("order broken: direct %v, indirect %v", direct, indirect)
 	}
 }

@@ -61,7 +61,7 @@ func TestMissingLinkIsWorst(t *testing.T) {
 			t.Errorf("link %v = %v, want none", p, l)
 		}
 		for _, q := range [][2]int{{0, 1}, {2, 3}} {
-			if topology.CompareLinks(l, n.Link(q[0], q[1])) >= 0 {
+			if l.Compare(n.Link(q[0], q[1])) >= 0 {
 				t.Errorf("unrecorded pair %v is not farther than xGMI pair %v", p, q)
 			}
 		}

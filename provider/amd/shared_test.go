@@ -190,7 +190,7 @@ func checkMI308X(t *testing.T, inv *Inventory) {
 	if len(n.Islands()) != 1 {
 		t.Errorf("islands %v, want one", n.Islands())
 	}
-	if topology.CompareLinks(n.Link(0, 1), n.Link(0, 4)) <= 0 {
+	if n.Link(0, 1).Compare(n.Link(0, 4)) <= 0 {
 		t.Errorf("same-GPU link %v not closer than cross-GPU link %v", n.Link(0, 1), n.Link(0, 4))
 	}
 	if d, ok := n.NUMADistance(0, 1); !ok || d != 21 {

@@ -31,12 +31,12 @@ func ExampleUsage() {
 	}
 	st := scoring.NewStateFor(node)
 	for i, u := range uses {
-		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Slices: u.Sharers}
+		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Shares: u.Sharers}
 	}
 	whole, err := scoring.SelectDevices(node, st, scoring.Request{Count: 1})
 	fmt.Println("whole GPU:", whole.Devices(), err)
 	// A 16 GiB slice fits beside the process on GPU 1 (best fit).
-	slice, err := scoring.SelectDevices(node, st, scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 16 << 30}})
+	slice, err := scoring.SelectDevices(node, st, scoring.Request{Shared: &scoring.Share{MemoryBytes: 16 << 30}})
 	fmt.Println("16 GiB slice:", slice.Devices(), err)
 	// Output:
 	// whole GPU: [0] <nil>

@@ -28,7 +28,7 @@ func state(node *topology.Node, r *live.Node, opts live.Options) (*scoring.State
 	}
 	st := scoring.NewStateFor(node)
 	for i, u := range uses {
-		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Slices: u.Sharers}
+		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Shares: u.Sharers}
 	}
 	return st, st.Validate()
 }

@@ -181,7 +181,7 @@ func (u Use) InUse() bool { return u.Allocated || u.MemoryUsed > 0 || u.Sharers 
 //
 //	st := scoring.NewStateFor(node)
 //	for i, u := range uses {
-//		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Slices: u.Sharers}
+//		st.Devices[i] = scoring.DeviceUsage{Allocated: u.Allocated, MemoryUsed: u.MemoryUsed, Shares: u.Sharers}
 //	}
 func Usage(node *topology.Node, r *Node, opts Options) ([]Use, error) {
 	by, err := r.check(node)

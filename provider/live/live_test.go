@@ -49,10 +49,10 @@ func TestState(t *testing.T) {
 	st, err := state(node, r, live.Options{IdleMemory: 512 << 20})
 	require.NoError(t, err)
 	require.Equal(t, scoring.DeviceUsage{}, st.Usage(0))
-	require.Equal(t, scoring.DeviceUsage{MemoryUsed: 40 * gib, Slices: 1}, st.Usage(1))
+	require.Equal(t, scoring.DeviceUsage{MemoryUsed: 40 * gib, Shares: 1}, st.Usage(1))
 	require.True(t, st.Usage(2).Allocated)
 	require.True(t, st.Usage(3).Allocated)
-	require.Equal(t, scoring.DeviceUsage{MemoryUsed: 80 * gib, Slices: 1}, st.Usage(4))
+	require.Equal(t, scoring.DeviceUsage{MemoryUsed: 80 * gib, Shares: 1}, st.Usage(4))
 	require.Equal(t, scoring.DeviceUsage{}, st.Usage(5)) // no reading
 
 	// Strict options: the driver's 300 MiB make device 0 busy.
@@ -67,7 +67,7 @@ func TestState(t *testing.T) {
 	require.Equal(t, []int{0, 5}, res.Devices())
 	_, err = scoring.SelectDevices(node, st, scoring.Request{Count: 3})
 	require.ErrorIs(t, err, scoring.ErrInsufficientDevices)
-	res, err = scoring.SelectDevices(node, st, scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: 30 * gib}, Excluded: []int{0, 5}})
+	res, err = scoring.SelectDevices(node, st, scoring.Request{Shared: &scoring.Share{MemoryBytes: 30 * gib}, Excluded: []int{0, 5}})
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Devices())
 

@@ -75,7 +75,7 @@ func TestMIGTablesFromNVML(t *testing.T) {
 		t.Fatalf("models %v warnings %q err %v", models, warnings, err)
 	}
 	got := models[0]
-	shipped, err := mig.Lookup("H100-80GB")
+	shipped, err := mig.DefaultCatalog().Lookup("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/snapshot"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -88,7 +89,7 @@ func hgxH100(t testing.TB, driver string) *tree {
 func expectHGX(t *testing.T) *topology.Node {
 	b := topology.NewBuilder().SetName("hgx")
 	cpus := []string{"0-55,112-167", "56-111,168-223"}
-	addr := func(p []string) topology.PCIAddress { return topology.MustParsePCIAddress(p[len(p)-1]) }
+	addr := func(p []string) topology.PCIAddress { return topotest.MustParsePCIAddress(p[len(p)-1]) }
 	class := func(wa, wb int) topology.LinkKind {
 		switch {
 		case wa == wb:

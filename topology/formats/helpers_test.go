@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -44,7 +45,7 @@ func withPCI(t *testing.T, n *topology.Node, gpuPCI []string, nicPCI []string, n
 	require.Len(t, gpuPCI, n.Len())
 	b := topology.NewBuilder().SetName(n.Name()).SetFabric(n.Fabric()).SetNUMADistances(n.NUMADistances())
 	for i, d := range n.Devices() {
-		d.PCI = topology.MustParsePCIAddress(gpuPCI[i])
+		d.PCI = topotest.MustParsePCIAddress(gpuPCI[i])
 		if d.NUMA < 0 {
 			d.NUMA = 0 // NCCL needs one; the shared nvidia-smi files sometimes lack it
 		}
@@ -59,7 +60,7 @@ func withPCI(t *testing.T, n *topology.Node, gpuPCI []string, nicPCI []string, n
 	}
 	for k, nic := range n.NICs() {
 		if nicPCI != nil {
-			nic.PCI = topology.MustParsePCIAddress(nicPCI[k])
+			nic.PCI = topotest.MustParsePCIAddress(nicPCI[k])
 			nic.NUMA = nicNUMA[k]
 			nic.SpeedMbps = 400000
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/internal/shareddata"
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/formats"
 )
@@ -218,7 +219,7 @@ func TestNCCLUnsupported(t *testing.T) {
 	require.ErrorIs(t, err, topology.ErrInvalidRequest)
 
 	n, err := topology.NewBuilder().SetName("x").AddDevice(topology.Device{Index: 0, Vendor: topology.VendorNVIDIA,
-		Model: "Mystery GPU", NUMA: 0, PCI: topology.MustParsePCIAddress("0000:01:00.0")}).Build()
+		Model: "Mystery GPU", NUMA: 0, PCI: topotest.MustParsePCIAddress("0000:01:00.0")}).Build()
 	require.NoError(t, err)
 	_, err = formats.NCCLTopologyXML(n)
 	require.ErrorIs(t, err, errors.ErrUnsupported)

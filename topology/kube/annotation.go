@@ -20,7 +20,7 @@ const AnnotationTopology = Prefix + "topology"
 // writes: "v1z:" followed by the base64 (standard alphabet, no padding)
 // of the gzip-compressed, compacted JSON form of [topology.Node.MarshalJSON].
 // The prefix versions the wrapping; the JSON inside carries its own schema
-// tag ([topology.SchemaV1]).
+// tag ("gputopo/v1").
 const EncodingV1 = "v1z:"
 
 // MaxAnnotationBytes is Kubernetes' limit on the total size (keys plus

@@ -45,7 +45,7 @@ func TestHostileAnnotations(t *testing.T) {
 	}{
 		{"3,000 devices, no links, gzip", b64(threeThousand), []error{kube.ErrTooLarge, topology.ErrLimit}, 8 << 20},
 		{"3,000 devices, no links, plain JSON", threeThousand, []error{kube.ErrTooLarge, topology.ErrLimit}, 8 << 20},
-		{"MaxDevices devices, no links", b64(atLimit), []error{kube.ErrBadAnnotation, topology.ErrMissingLink}, 8 << 20},
+		{"MaxDevices devices, no links", b64(atLimit), []error{kube.ErrBadAnnotation, topology.ErrInvalidTopology}, 8 << 20},
 		{"gzip bomb of 64 MiB", bomb, []error{kube.ErrTooLarge, topology.ErrLimit}, 4 * kube.MaxDecodedAnnotationBytes},
 		{"over the API limit", kube.EncodingV1 + strings.Repeat("A", kube.MaxAnnotationBytes), []error{kube.ErrTooLarge, topology.ErrLimit}, 1 << 20},
 	}

@@ -206,7 +206,7 @@ func TestDecodeAnnotationErrors(t *testing.T) {
 		{"not gzip", kube.EncodingV1 + "aGVsbG8", []error{kube.ErrBadAnnotation}},
 		{"truncated gzip", good[:len(good)/2], []error{kube.ErrBadAnnotation}},
 		{"gzip of garbage", b64("not json"), []error{kube.ErrBadAnnotation, topology.ErrParse}},
-		{"wrong schema", b64(`{"schema":"gputopo/v9","devices":[],"links":[]}`), []error{kube.ErrBadAnnotation, topology.ErrUnsupportedSchema}},
+		{"wrong schema", b64(`{"schema":"gputopo/v9","devices":[],"links":[]}`), []error{kube.ErrBadAnnotation, topology.ErrParse}},
 		{"invalid topology", `{"schema":"gputopo/v1","devices":[{"index":0,"numa":0},{"index":0,"numa":0}],"links":[]}`, []error{kube.ErrBadAnnotation, topology.ErrInvalidTopology}},
 		{"over the API limit", kube.EncodingV1 + strings.Repeat("A", kube.MaxAnnotationBytes), []error{kube.ErrTooLarge}},
 		{"gzip bomb", b64(`{"schema":"gputopo/v1","name":"` + strings.Repeat("a", 40<<20) + `"}`), []error{kube.ErrTooLarge}},

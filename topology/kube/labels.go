@@ -324,11 +324,9 @@ func ParseLabels(labels map[string]string) (Summary, error) {
 	num(LabelNUMANodes, &s.NUMANodes)
 
 	if v, ok := labels[LabelVendor]; ok {
-		vendor, err := topology.ParseVendor(v)
-		if err != nil {
+		if err := s.Vendor.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %w", ErrBadLabel, LabelVendor, v, err))
 		}
-		s.Vendor = vendor
 	}
 	if v, ok := labels[LabelGPUProduct]; ok {
 		s.Product = v
@@ -368,18 +366,16 @@ func ParseLabels(labels map[string]string) (Summary, error) {
 		}
 	}
 	if v, ok := labels[LabelClique]; ok {
-		f, err := topology.ParseFabricDomain(v)
+		f, err := parseFabricDomain(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %w", ErrBadLabel, LabelClique, v, err))
 		}
 		s.Clique = f
 	}
 	if v, ok := labels[LabelInterconnect]; ok {
-		k, err := topology.ParseLinkKind(v)
-		if err != nil {
+		if err := s.Interconnect.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %w", ErrBadLabel, LabelInterconnect, v, err))
 		}
-		s.Interconnect = k
 	}
 	if v, ok := labels[LabelFingerprint]; ok {
 		if len(v) != 32 || strings.Trim(v, "0123456789abcdef") != "" {
@@ -395,4 +391,21 @@ func ParseLabels(labels map[string]string) (Summary, error) {
 		return Summary{}, err
 	}
 	return s, nil
+}
+
+// parseFabricDomain parses a clique label value, "<clusterUUID>.<cliqueID>"
+// as [topology.FabricDomain.String] formats it; "" parses to the zero value.
+func parseFabricDomain(s string) (topology.FabricDomain, error) {
+	if s == "" {
+		return topology.FabricDomain{}, nil
+	}
+	i := strings.LastIndexByte(s, '.')
+	if i <= 0 {
+		return topology.FabricDomain{}, fmt.Errorf("%w: fabric domain %q: want <clusterUUID>.<cliqueID>", topology.ErrParse, s)
+	}
+	id, err := strconv.ParseUint(s[i+1:], 10, 32)
+	if err != nil {
+		return topology.FabricDomain{}, fmt.Errorf("%w: fabric domain %q: clique id: %v", topology.ErrParse, s, err)
+	}
+	return topology.FabricDomain{ClusterUUID: s[:i], CliqueID: uint32(id)}, nil
 }

@@ -41,7 +41,7 @@ func node(t testing.TB, name string) *topology.Node {
 func h100Reading(t testing.TB) *collector.Reading {
 	t.Helper()
 	n := node(t, "dgx-h100")
-	model, err := mig.ModelForDevice(n.Device(2))
+	model, err := mig.DefaultCatalog().ForDevice(n.Device(2))
 	if err != nil {
 		t.Fatal(err)
 	}

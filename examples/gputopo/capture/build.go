@@ -238,7 +238,7 @@ func Build(nodes []v1.Node, pods []v1.Pod, opts Options) (*Result, error) {
 	if len(levels) > gang.MaxLevels {
 		return nil, fmt.Errorf("%w: %d levels, more than gang.MaxLevels (%d)", topology.ErrLimit, len(levels), gang.MaxLevels)
 	}
-	keep := map[string]bool{topology.LabelHostname: true}
+	keep := map[string]bool{"kubernetes.io/hostname": true}
 	for _, k := range slices.Concat(levels, kube.LabelKeys(), opts.KeepLabels) {
 		keep[k] = true
 	}

@@ -58,7 +58,7 @@ func TestParseDeviceNameRejects(t *testing.T) {
 // TestResolveRejects: a name that parses but does not match the GPU's
 // table (wrong label for the ID, unknown ID, illegal start) is refused.
 func TestResolveRejects(t *testing.T) {
-	m, err := mig.Lookup("H100-80GB")
+	m, err := mig.DefaultCatalog().Lookup("H100-80GB")
 	require.NoError(t, err)
 	for _, name := range []string{
 		"gpu-0-mig-4g40gb-9-0",  // ID 9 is 3g.40gb

@@ -293,7 +293,7 @@ func TestDryRun(t *testing.T) {
 // freely; an instance in use cannot be destroyed and unprepare says so,
 // keeping the claim for a retry.
 func TestMigtestFake(t *testing.T) {
-	m, err := mig.Lookup("A100-40GB")
+	m, err := mig.DefaultCatalog().Lookup("A100-40GB")
 	require.NoError(t, err)
 	l, err := mig.NewLayout("gpu0", m)
 	require.NoError(t, err)
@@ -324,7 +324,7 @@ func TestMigtestFake(t *testing.T) {
 // never the parent GPU) and the prepare logs a warning; an InstanceID that
 // fails fails the prepare and removes the instance it created.
 func TestInstanceIDFallback(t *testing.T) {
-	m, err := mig.Lookup("A100-40GB")
+	m, err := mig.DefaultCatalog().Lookup("A100-40GB")
 	require.NoError(t, err)
 	l, err := mig.NewLayout("gpu0", m)
 	require.NoError(t, err)

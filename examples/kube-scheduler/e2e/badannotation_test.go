@@ -27,7 +27,7 @@ import (
 func hostileAnnotation(t *testing.T, n int) string {
 	t.Helper()
 	var doc strings.Builder
-	doc.WriteString(`{"schema":"` + topology.SchemaV1 + `","devices":[`)
+	doc.WriteString(`{"schema":"gputopo/v1","devices":[`)
 	for i := range n {
 		if i > 0 {
 			doc.WriteByte(',')

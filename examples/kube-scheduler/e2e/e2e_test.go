@@ -86,7 +86,7 @@ func waitSchedulerSees(t *testing.T, cp *controlPlane, node, scenario string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: v1.PodSpec{
 			Containers:   []v1.Container{{Name: "main", Image: "registry.invalid/none:0"}},
-			NodeSelector: map[string]string{scenarioLabel: scenario, topology.LabelHostname: node},
+			NodeSelector: map[string]string{scenarioLabel: scenario, v1.LabelHostname: node},
 		},
 	}
 	if _, err := cp.client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
@@ -107,7 +107,7 @@ func createNodeObject(t *testing.T, cp *controlPlane, name, scenario string, lab
 		labels = map[string]string{}
 	}
 	labels[scenarioLabel] = scenario
-	labels[topology.LabelHostname] = name
+	labels[v1.LabelHostname] = name
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
 	node, err := cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {

@@ -171,7 +171,7 @@ func priority(class string) func(*v1.Pod) {
 
 // onNode pins the pod to a node.
 func onNode(node string) func(*v1.Pod) {
-	return func(p *v1.Pod) { p.Spec.NodeSelector[topology.LabelHostname] = node }
+	return func(p *v1.Pod) { p.Spec.NodeSelector[v1.LabelHostname] = node }
 }
 
 func createPriorityClass(t *testing.T, cp *controlPlane, name string, value int32) {

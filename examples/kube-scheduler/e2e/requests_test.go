@@ -145,7 +145,7 @@ func createPodOn(t *testing.T, cp *controlPlane, scenario, node string, ps podSp
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{Name: "main", Image: "registry.invalid/none:0",
 				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"nvidia.com/gpu": q}}}},
-			NodeSelector: map[string]string{scenarioLabel: scenario, topology.LabelHostname: node},
+			NodeSelector: map[string]string{scenarioLabel: scenario, v1.LabelHostname: node},
 		},
 	}
 	_, err := cp.client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
@@ -176,7 +176,7 @@ func testSharedSlices(t *testing.T, cp *controlPlane) {
 		milli   int
 	}{{"10Gi", 10 << 30, "500m", 500}, {"20Gi", 20 << 30, "250m", 250}, {"4Gi", 4 << 30, "0.5", 500}, {"8Gi", 8 << 30, "100m", 100}} {
 		name := fmt.Sprintf("r2-slice%d", i)
-		req := scoring.Request{Shared: &scoring.SharedSlice{MemoryBytes: s.bytes, ComputeMilli: s.milli}}
+		req := scoring.Request{Shared: &scoring.Share{MemoryBytes: s.bytes, ComputeMilli: s.milli}}
 		placeAndCheck(t, cp, "r2", nodes, state, podSpec{name: name, annotations: map[string]string{
 			plugin.AnnotationSharedMemory: s.mem, plugin.AnnotationSharedCompute: s.compute}}, req)
 		pods = append(pods, name)

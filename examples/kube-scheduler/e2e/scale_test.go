@@ -33,7 +33,6 @@ import (
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
 	"github.com/gputopo/gputopo/provider/catalog"
-	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube"
 )
 
@@ -216,7 +215,7 @@ func createScaleNode(client kubernetes.Interface, name string, labels, annotatio
 	ctx := context.Background()
 	labels = maps.Clone(labels)
 	labels[scenarioLabel] = "scale"
-	labels[topology.LabelHostname] = name
+	labels[v1.LabelHostname] = name
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
 	node, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {

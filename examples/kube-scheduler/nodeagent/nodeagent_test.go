@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
@@ -93,9 +94,9 @@ func pciNode(t *testing.T) *topology.Node {
 	t.Helper()
 	b := topology.NewBuilder().SetName("ws")
 	b.AddDevice(topology.Device{Index: 0, Vendor: topology.VendorNVIDIA, Model: "NVIDIA L40S", NUMA: 0,
-		PCI: topology.MustParsePCIAddress("0000:17:00.0")})
+		PCI: topotest.MustParsePCIAddress("0000:17:00.0")})
 	b.AddDevice(topology.Device{Index: 1, Vendor: topology.VendorNVIDIA, Model: "NVIDIA L40S", NUMA: -1,
-		PCI: topology.MustParsePCIAddress("0000:ca:00.0")})
+		PCI: topotest.MustParsePCIAddress("0000:ca:00.0")})
 	b.SetLinkPair(0, 1, topology.Link{Kind: topology.LinkSYS})
 	n, err := b.Build()
 	require.NoError(t, err)

@@ -176,7 +176,7 @@ func TestGangSnapshotSharedSlices(t *testing.T) {
 	for _, a := range allocs {
 		assert.Equal(t, []int{0}, a.Devices, a.Pod)
 		require.NotNil(t, a.Shared, a.Pod)
-		assert.Equal(t, scoring.SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 250}, *a.Shared, a.Pod)
+		assert.Equal(t, scoring.Share{MemoryBytes: 10 << 30, ComputeMilli: 250}, *a.Shared, a.Pod)
 	}
 
 	pod := gpuPod("g1", 4, nil)

@@ -324,7 +324,7 @@ type podAlloc struct {
 	// shared, when set, is the slice the pod holds on each of devices
 	// (other shared-slice pods may hold slices of the same devices);
 	// otherwise the devices are held whole.
-	shared *scoring.SharedSlice
+	shared *scoring.Share
 }
 
 // podDevices says which devices each GPU pod on a node holds: this

@@ -156,7 +156,7 @@ func podRequest(pod *v1.Pod, names []v1.ResourceName) (req scoring.Request, coun
 			return req, 0, fmt.Errorf("%w: a shared slice (%s, %s) is part of one GPU; the pod also asks for %d whole GPUs",
 				ErrBadRequest, AnnotationSharedMemory, AnnotationSharedCompute, n)
 		}
-		var slice scoring.SharedSlice
+		var slice scoring.Share
 		if hasMem {
 			if slice.MemoryBytes, err = parseBytes(AnnotationSharedMemory, ann[AnnotationSharedMemory]); err != nil {
 				return req, 0, err

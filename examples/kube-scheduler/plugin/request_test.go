@@ -32,10 +32,10 @@ func TestRequestAnnotations(t *testing.T) {
 	req, n, err = podRequest(sharedPod("s", map[string]string{AnnotationSharedMemory: "10Gi", AnnotationSharedCompute: "250m"}), DefaultResourceNames)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	assert.Equal(t, &scoring.SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 250}, req.Shared)
+	assert.Equal(t, &scoring.Share{MemoryBytes: 10 << 30, ComputeMilli: 250}, req.Shared)
 	req, _, err = podRequest(sharedPod("s", map[string]string{AnnotationSharedCompute: "0.5"}), DefaultResourceNames)
 	require.NoError(t, err)
-	assert.Equal(t, &scoring.SharedSlice{ComputeMilli: 500}, req.Shared)
+	assert.Equal(t, &scoring.Share{ComputeMilli: 500}, req.Shared)
 
 	// Nothing asked: no GPU, no error.
 	_, n, err = podRequest(sharedPod("cpu", nil), DefaultResourceNames)

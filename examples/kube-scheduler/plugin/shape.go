@@ -342,7 +342,7 @@ func useKey(st *scoring.State) string {
 		}
 		b = binary.AppendUvarint(b, u.MemoryUsed)
 		b = binary.AppendUvarint(b, uint64(u.ComputeUsed))
-		b = binary.AppendUvarint(b, uint64(u.Slices))
+		b = binary.AppendUvarint(b, uint64(u.Shares))
 	}
 	return string(b)
 }

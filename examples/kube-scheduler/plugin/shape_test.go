@@ -42,7 +42,7 @@ func TestIdleInfeasibleMonotone(t *testing.T) {
 			case 1:
 				require.NoError(rt, busy.Allocate(d))
 			case 2:
-				_ = busy.AllocateShared(d, scoring.SharedSlice{
+				_ = busy.AllocateShared(d, scoring.Share{
 					MemoryBytes:  uint64(rapid.IntRange(1, 80).Draw(rt, "sliceGiB")) << 30,
 					ComputeMilli: rapid.IntRange(0, 1000).Draw(rt, "sliceMilli")})
 			}
@@ -52,7 +52,7 @@ func TestIdleInfeasibleMonotone(t *testing.T) {
 			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
 		}
 		if rapid.Bool().Draw(rt, "sharedSlice") {
-			req.Shared = &scoring.SharedSlice{
+			req.Shared = &scoring.Share{
 				MemoryBytes:  uint64(rapid.IntRange(0, 100).Draw(rt, "wantGiB")) << 30,
 				ComputeMilli: rapid.IntRange(1, 1000).Draw(rt, "wantMilli")}
 		} else {
@@ -311,7 +311,7 @@ func TestSelectMemo(t *testing.T) {
 			case 1:
 				require.NoError(rt, st.Allocate(d))
 			case 2:
-				_ = st.AllocateShared(d, scoring.SharedSlice{
+				_ = st.AllocateShared(d, scoring.Share{
 					MemoryBytes:  uint64(rapid.SampledFrom([]int{4, 10, 20}).Draw(rt, "sliceGiB")) << 30,
 					ComputeMilli: rapid.SampledFrom([]int{100, 250, 500}).Draw(rt, "sliceMilli")})
 			}
@@ -321,7 +321,7 @@ func TestSelectMemo(t *testing.T) {
 			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
 		}
 		if rapid.IntRange(0, 3).Draw(rt, "sharedSlice") == 0 {
-			req.Shared = &scoring.SharedSlice{MemoryBytes: 10 << 30, ComputeMilli: 250}
+			req.Shared = &scoring.Share{MemoryBytes: 10 << 30, ComputeMilli: 250}
 		} else {
 			req.Count = rapid.IntRange(1, n).Draw(rt, "count")
 		}

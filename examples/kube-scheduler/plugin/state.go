@@ -26,7 +26,7 @@ type podUse struct {
 	count   int
 	// shared, when set, is the slice the pod holds on each of devices
 	// (a shared-slice pod); otherwise the devices are held whole.
-	shared *scoring.SharedSlice
+	shared *scoring.Share
 }
 
 // useOf says what pod holds on node, given the plugin's reservation for it

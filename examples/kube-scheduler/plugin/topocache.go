@@ -42,7 +42,7 @@ var errNoAnnotation = fmt.Errorf("%w (%s)", kube.ErrNoTopology, kube.AnnotationT
 // still matches with errors.Is (the long cause itself is not kept).
 var annotationSentinels = []error{
 	kube.ErrBadAnnotation, kube.ErrTooLarge, topology.ErrLimit, topology.ErrParse,
-	topology.ErrInvalidTopology, topology.ErrUnsupportedSchema,
+	topology.ErrInvalidTopology,
 }
 
 // annotationError is what the cache keeps for a rejected annotation: the

@@ -104,7 +104,7 @@ func v1z(raw []byte) string {
 // devices and reports each missing link, millions of errors.
 func hostileAnnotation(n int) string {
 	var doc strings.Builder
-	doc.WriteString(`{"schema":"` + topology.SchemaV1 + `","devices":[`)
+	doc.WriteString(`{"schema":"gputopo/v1","devices":[`)
 	for i := range n {
 		if i > 0 {
 			doc.WriteByte(',')
@@ -143,7 +143,7 @@ func TestFilterRejectsBadAnnotations(t *testing.T) {
 		{"not base64", kube.EncodingV1 + "!!!not base64!!!", "base64", kube.ErrBadAnnotation, 64 << 10},
 		{"not gzip", kube.EncodingV1 + base64.RawStdEncoding.EncodeToString([]byte("plain bytes, no gzip header")), "gzip", kube.ErrBadAnnotation, 64 << 10},
 		{"not JSON", v1z([]byte("{this is not JSON")), "JSON", kube.ErrBadAnnotation, 64 << 10},
-		{"wrong schema", v1z([]byte(`{"schema":"other/v9"}`)), "other/v9", topology.ErrUnsupportedSchema, 64 << 10},
+		{"wrong schema", v1z([]byte(`{"schema":"other/v9"}`)), "other/v9", topology.ErrParse, 64 << 10},
 		{"unknown encoding", "v9x:" + strings.Repeat("\x00\n", 100), "unknown encoding", kube.ErrBadAnnotation, 64 << 10},
 		{"control characters", "{\"schema\":\"gputopo/v1\",\n\"devices\":[{\"index\":0,\"model\":\"\x1b[31m\"}]}", "", kube.ErrBadAnnotation, 64 << 10},
 		{"oversized", kube.EncodingV1 + strings.Repeat("A", kube.MaxAnnotationBytes), "too large", topology.ErrLimit, 4 << 10},

@@ -69,7 +69,7 @@ func TestForgedDeviceAnnotationsChargeOnlyTheRequest(t *testing.T) {
 		u := v.state.Usage(4)
 		assert.Equal(t, 250, u.ComputeUsed, "the slice's own compute share, no more")
 		assert.Equal(t, uint64(10<<30), u.MemoryUsed)
-		assert.Equal(t, 1, u.Slices)
+		assert.Equal(t, 1, u.Shares)
 	})
 }
 

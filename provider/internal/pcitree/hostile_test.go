@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/provider/sysfstest"
@@ -33,7 +34,7 @@ func realTree(t *testing.T) (fs.FS, string) {
 // in place of attributes of a real directory tree are ErrParse errors from
 // Read and NICs, never hangs; a done context stops both.
 func TestHostileFiles(t *testing.T) {
-	addr := topology.MustParsePCIAddress("0000:05:00.0")
+	addr := topotest.MustParsePCIAddress("0000:05:00.0")
 	cases := []struct {
 		name, file string
 		make       func(string) error

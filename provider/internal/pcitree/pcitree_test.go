@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
@@ -40,7 +41,7 @@ func tree(t *testing.T) (*sysfstest.Tree, map[string]pcitree.Function) {
 		}
 	}
 	for name, f := range funcs {
-		got, err := pcitree.Read(context.Background(), tr.FS(), sysfstest.Sys, topology.MustParsePCIAddress(f.Address()))
+		got, err := pcitree.Read(context.Background(), tr.FS(), sysfstest.Sys, topotest.MustParsePCIAddress(f.Address()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,10 +111,10 @@ func TestNICs(t *testing.T) {
 func TestReadErrors(t *testing.T) {
 	tr, _ := tree(t)
 	ctx := context.Background()
-	_, err := pcitree.Read(ctx, tr.FS(), sysfstest.Sys, topology.MustParsePCIAddress("0000:ff:00.0"))
+	_, err := pcitree.Read(ctx, tr.FS(), sysfstest.Sys, topotest.MustParsePCIAddress("0000:ff:00.0"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "absent function")
 	require.False(t, errors.Is(err, pcitree.ErrParse))
-	addr := topology.MustParsePCIAddress("0000:05:00.0")
+	addr := topotest.MustParsePCIAddress("0000:05:00.0")
 	dir := path.Join(pcitree.DevicesDir(sysfstest.Sys), addr.String())
 	for file, content := range map[string]string{"numa_node": "x", "local_cpulist": "3-1", "vendor": "0xzz", "class": "0x1000000", "device": "12345"} {
 		orig, err := tr.ReadFile(path.Join(dir, file))
@@ -137,7 +138,7 @@ func TestReadErrors(t *testing.T) {
 func TestReadWithoutSymlinks(t *testing.T) {
 	tr, want := tree(t)
 	type plainFS struct{ fs.FS }
-	got, err := pcitree.Read(context.Background(), plainFS{sysfstest.New().FS()}, sysfstest.Sys, topology.MustParsePCIAddress("0000:05:00.0"))
+	got, err := pcitree.Read(context.Background(), plainFS{sysfstest.New().FS()}, sysfstest.Sys, topotest.MustParsePCIAddress("0000:05:00.0"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	// The functions of sys/devices read directly (no bus symlink needed).
 	m := fstest.MapFS{}

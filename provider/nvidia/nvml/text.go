@@ -27,20 +27,20 @@ func (a *Architecture) UnmarshalText(b []byte) error {
 	return err
 }
 
-var nvLinkDeviceNames = map[NVLinkDeviceType]string{
+var nvlinkDeviceNames = map[NVLinkDeviceType]string{
 	NVLinkDeviceGPU: "gpu", NVLinkDeviceIBMNPU: "ibmnpu", NVLinkDeviceSwitch: "switch", NVLinkDeviceUnknown: "unknown",
 }
 
 // MarshalText implements encoding.TextMarshaler: "gpu", "ibmnpu",
 // "switch", "unknown" (255), or "nvlinkdevice(<n>)" for any other value.
 func (t NVLinkDeviceType) MarshalText() ([]byte, error) {
-	return []byte(enumText(t, "nvlinkdevice", nvLinkDeviceNames)), nil
+	return []byte(enumText(t, "nvlinkdevice", nvlinkDeviceNames)), nil
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler; it accepts what
 // MarshalText writes.
 func (t *NVLinkDeviceType) UnmarshalText(b []byte) error {
-	v, err := parseEnum(string(b), "an NVLink device type", "nvlinkdevice", nvLinkDeviceNames, strconv.IntSize)
+	v, err := parseEnum(string(b), "an NVLink device type", "nvlinkdevice", nvlinkDeviceNames, strconv.IntSize)
 	if err == nil {
 		*t = v
 	}

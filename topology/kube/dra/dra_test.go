@@ -282,7 +282,7 @@ func TestCountersAreTheMIGRules(t *testing.T) {
 }
 
 func TestSlicePacking(t *testing.T) {
-	h100, err := mig.Lookup("H100-80GB")
+	h100, err := mig.DefaultCatalog().Lookup("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestUnhealthyAndEmpty(t *testing.T) {
 
 // TestValidateRejects breaks a good pool one rule at a time.
 func TestValidateRejects(t *testing.T) {
-	h100, _ := mig.Lookup("H100-80GB")
+	h100, _ := mig.DefaultCatalog().Lookup("H100-80GB")
 	good := func() []resourceapi.ResourceSlice {
 		rs, err := dra.ResourceSlices(migNode(t, h100, 9), dra.Options{})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/internal/topotest"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/gputopo/gputopo/topology/kube/dra"
@@ -27,7 +28,7 @@ func TestStandardAttributes(t *testing.T) {
 			numa = -1
 		}
 		b.AddDevice(topology.Device{Index: i, Vendor: topology.VendorNVIDIA, Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, NUMA: numa,
-			PCI: topology.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", 0x18+i)), Partition: topology.Partitioning{Kind: topology.PartitionMIG}})
+			PCI: topotest.MustParsePCIAddress(fmt.Sprintf("0000:%02x:00.0", 0x18+i)), Partition: topology.Partitioning{Kind: topology.PartitionMIG}})
 	}
 	for i := 0; i < 3; i++ {
 		for j := i + 1; j < 3; j++ {
