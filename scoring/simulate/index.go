@@ -24,8 +24,8 @@ import (
 // is searched, with a second tree of the largest free memory under each
 // subtree.
 
-// indexReplay enables the index; tests turn it off to check that it
-// changes nothing.
+// indexReplay enables the index and Random's scan without calls
+// (randomScan); tests turn it off to check that they change nothing.
 var indexReplay = true
 
 // podKey is what the indexable scorers and the filters other than

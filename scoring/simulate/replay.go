@@ -360,7 +360,8 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	}
 	nodeOrder := rng.Perm(len(gpuNodes))
 
-	env := &Env{State: st, Workload: w, MemoryWorkload: wm, Pods: sorted, Rand: rand.New(rand.NewPCG(seed, streamPolicy))}
+	polSrc := rand.NewPCG(seed, streamPolicy)
+	env := &Env{State: st, Workload: w, MemoryWorkload: wm, Pods: sorted, Rand: rand.New(polSrc)}
 	scorer := pol.NewScorer(env)
 	sc := &scanner{st: st, scorer: scorer, nodeOrder: nodeOrder, tie: cfg.TieBreak, ties: rand.New(rand.NewPCG(seed, streamTies))}
 	sc.norm, _ = scorer.(Normalizer)
@@ -379,6 +380,10 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	// TieFirst only the first of them in node order can win, so the scan
 	// skips the others.
 	var idx *scoreIndex
+	var rs *randomScan
+	if r, ok := scorer.(*randomScorer); ok && r.env == env && indexReplay {
+		rs = newRandomScan(st, polSrc, nodeOrder, cfg.TieBreak, sc.ties)
+	}
 	switch {
 	case cfg.TieBreak == TieFirst && indexReplay && indexable(scorer, st):
 		idx = newScoreIndex(st, scorer, nodeOrder)
@@ -400,9 +405,12 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		p := &order[k]
 		arrived += p.TotalGPUMilli()
 		var c candidate
-		if idx != nil {
+		switch {
+		case rs != nil:
+			c = rs.best(p)
+		case idx != nil:
 			c, err = idx.best(p)
-		} else {
+		default:
 			c, err = sc.best(p, k)
 		}
 		if err != nil {
@@ -425,6 +433,9 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 			st.refresh(c.node)
 			if idx != nil {
 				idx.placed(c.node)
+			}
+			if rs != nil {
+				rs.placed(c.node)
 			}
 			pl.Node, pl.GPUs = c.node, c.gpus
 			res.Placed++
