@@ -145,7 +145,8 @@ func TestUntouchedShortcutChangesNothing(t *testing.T) {
 // TieFirst and the built-in policies whose scores are the node's own)
 // gives the same placements and steps as scanning every node, for every
 // policy and both tie-breaks, on tight clusters where memory often
-// decides (pods of one key with different memory).
+// decides (pods of one key with different memory), with the trees kept
+// or dropped for lack of memory.
 func TestIndexChangesNothing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nodes, pods := genFeasibility(t)
@@ -154,8 +155,15 @@ func TestIndexChangesNothing(t *testing.T) {
 			TieBreak:  rapid.SampledFrom([]TieBreak{TieFirst, TieRandom}).Draw(t, "tie"),
 			Inflation: rapid.SampledFrom([]float64{0, NoInflation, 2}).Draw(t, "inflation"),
 		}
+		// a budget of one tree makes every new pod shape evict another
+		tiny := rapid.Bool().Draw(t, "tinyBudget")
+		budget := indexBudget
 		for _, pol := range Policies() {
+			if tiny {
+				indexBudget = 1
+			}
 			fast, err := Replay(context.Background(), nodes, pods, pol, cfg)
+			indexBudget = budget
 			require.NoError(t, err)
 			indexReplay, dedupeUntouched = false, false
 			slow, err := Replay(context.Background(), nodes, pods, pol, cfg)

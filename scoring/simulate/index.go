@@ -28,6 +28,12 @@ import (
 // (randomScan); tests turn it off to check that they change nothing.
 var indexReplay = true
 
+// indexBudget bounds the memory of one replay's score trees (and of
+// Random's fit sets), bytes: with a pod list of many distinct shapes, some
+// trees are dropped and rebuilt when their shape comes again. The answers do
+// not depend on it.
+var indexBudget = 64 << 20
+
 // podKey is what the indexable scorers and the filters other than
 // memory read of a pod.
 type podKey struct {
@@ -46,7 +52,9 @@ type scoreIndex struct {
 	memMax []int64 // max free memory under each tree node; -1 for padding
 	log    []int32 // positions placed on, one entry per placement
 	keys   map[podKey]*keyTree
-	nan    int // the node that scored NaN, when leaf returned errNaN
+	// maxKeys bounds the trees kept to about indexBudget bytes
+	maxKeys int
+	nan     int // the node that scored NaN, when leaf returned errNaN
 }
 
 // keyTree is one pod key's scores and tournament tree.
@@ -101,6 +109,7 @@ func newScoreIndex(st *State, sc Scorer, nodeOrder []int) *scoreIndex {
 		memMax: make([]int64, 2*size),
 		keys:   map[podKey]*keyTree{},
 	}
+	x.maxKeys = max(1, indexBudget/(16*n+8*size))
 	for p, i := range nodeOrder {
 		x.pos[i] = int32(p)
 	}
@@ -169,7 +178,18 @@ func (x *scoreIndex) tree(p *Pod) (*keyTree, error) {
 	// fit would see the node's GPUs as fragment)
 	p = &Pod{Name: p.Name, CPUMilli: p.CPUMilli, GPUs: p.GPUs, GPUMilli: p.GPUMilli, Models: p.Models}
 	if t == nil {
-		t = &keyTree{score: make([]float64, x.n), gpus: make([]GPUSet, x.n), win: make([]int32, 2*x.size), seen: -1}
+		if len(x.keys) >= x.maxKeys {
+			// over the memory budget: reuse another key's tree (any
+			// one), which is rebuilt when its key comes again
+			for old, o := range x.keys {
+				delete(x.keys, old)
+				t = o
+				break
+			}
+			t.seen = -1
+		} else {
+			t = &keyTree{score: make([]float64, x.n), gpus: make([]GPUSet, x.n), win: make([]int32, 2*x.size), seen: -1}
+		}
 		x.keys[k] = t
 	}
 	pending := x.log[max(t.seen, 0):]

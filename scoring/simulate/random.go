@@ -46,7 +46,17 @@ func (r *randomScan) set(p *Pod) *fitSet {
 	k := podKey{p.CPUMilli, p.GPUMilli, p.GPUs, p.Models}
 	f := r.fits[k]
 	if f == nil {
-		f = &fitSet{bits: make([]uint64, (len(r.nodeOrder)+63)/64), seen: -1}
+		words := (len(r.nodeOrder) + 63) / 64
+		if len(r.fits) >= max(1, indexBudget/(8*words)) {
+			for old, o := range r.fits { // over the budget: reuse any one
+				delete(r.fits, old)
+				f = o
+				break
+			}
+			f.seen = -1
+		} else {
+			f = &fitSet{bits: make([]uint64, words), seen: -1}
+		}
 		r.fits[k] = f
 	}
 	mark := func(q int32) {

@@ -373,9 +373,9 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		Steps:      make([]Step, 0, len(order)),
 		Placements: make([]Placement, 0, len(order)),
 	}
-	// With TieFirst the built-in policies whose scores depend only on the
-	// pod and the node's own state are indexed (see scoreIndex); others
-	// scan every node. Untouched nodes of one shape are in the same state,
+	// Random draws without a call per node (randomScan). With TieFirst the
+	// built-in policies whose scores depend only on the pod and the node's
+	// own state are indexed (see scoreIndex); others scan every node. Untouched nodes of one shape are in the same state,
 	// and the deterministic built-in policies score them alike; with
 	// TieFirst only the first of them in node order can win, so the scan
 	// skips the others.
