@@ -3,10 +3,12 @@ package simulate
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -173,4 +175,31 @@ func TestIndexChangesNothing(t *testing.T) {
 			require.Equal(t, slow.Steps, fast.Steps, pol.Name())
 		}
 	})
+}
+
+// TestIndexMemoryBounded: a pod list whose pods all differ in shape
+// (1,000 CPU requests on 300 nodes, some 9 MB of score trees if all were
+// kept) allocates within the index's budget (256 KiB here) plus the
+// replay's own (under 2 MB).
+func TestIndexMemoryBounded(t *testing.T) {
+	nodes := make([]Node, 300)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("n%03d", i), CPUMilli: 1 << 40, MemoryBytes: 1 << 40, GPUs: 8, Model: "A"}
+	}
+	pods := make([]Pod, 1000)
+	for i := range pods {
+		pods[i] = Pod{Name: fmt.Sprintf("p%04d", i), CPUMilli: int64(1 + i), GPUs: 1, GPUMilli: 100}
+	}
+	budget := indexBudget
+	indexBudget = 256 << 10
+	defer func() { indexBudget = budget }()
+	for _, pol := range []Policy{FGD(), Random()} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		r, err := Replay(context.Background(), nodes, pods, pol, Config{Inflation: NoInflation})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		require.Equal(t, len(pods), r.Placed, pol.Name())
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "%s allocated %d bytes", pol.Name(), after.TotalAlloc-before.TotalAlloc)
+	}
 }
