@@ -60,3 +60,37 @@ func BenchmarkReplayScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplayPolicies10k is one replay of each built-in policy (seed
+// 42, TieFirst) of the synthetic workload on 10,000 nodes (about 68,000
+// pods before inflation). Run it with
+// -bench 'ReplayPolicies10k' -benchtime 1x.
+func BenchmarkReplayPolicies10k(b *testing.B) {
+	nodes, pods := synthetic(b, 10000, 1)
+	for _, pol := range Policies() {
+		b.Run(pol.Name(), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Replay(context.Background(), nodes, pods, pol, Config{Seed: 42}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReplayFleet is the paper's experiment at fleet scale: 7
+// policies × 10 seeds of the synthetic workload on 10,000 nodes, on every
+// core. It runs only with GPUTOPO_BENCH_FLEET=1 (minutes):
+// GPUTOPO_BENCH_FLEET=1 go test -run '^$' -bench 'ReplayFleet' -benchtime 1x ./scoring/simulate/
+func BenchmarkReplayFleet(b *testing.B) {
+	if os.Getenv("GPUTOPO_BENCH_FLEET") == "" {
+		b.Skip("set GPUTOPO_BENCH_FLEET=1 to run 70 replays on 10,000 nodes")
+	}
+	nodes, pods := synthetic(b, 10000, 1)
+	exp := Experiment{Nodes: nodes, Pods: pods, Policies: Policies(), Seeds: paperSeeds()}
+	for b.Loop() {
+		if _, err := ReplayAll(context.Background(), exp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

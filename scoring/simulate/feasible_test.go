@@ -3,10 +3,12 @@ package simulate
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -139,4 +141,65 @@ func TestUntouchedShortcutChangesNothing(t *testing.T) {
 			require.Equal(t, slow.Steps, fast.Steps, pol.Name())
 		}
 	})
+}
+
+// TestIndexChangesNothing: the score index (what a replay uses with
+// TieFirst and the built-in policies whose scores are the node's own)
+// gives the same placements and steps as scanning every node, for every
+// policy and both tie-breaks, on tight clusters where memory often
+// decides (pods of one key with different memory), with the trees kept
+// or dropped for lack of memory.
+func TestIndexChangesNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nodes, pods := genFeasibility(t)
+		cfg := Config{
+			Seed:      rapid.Int64().Draw(t, "seed"),
+			TieBreak:  rapid.SampledFrom([]TieBreak{TieFirst, TieRandom}).Draw(t, "tie"),
+			Inflation: rapid.SampledFrom([]float64{0, NoInflation, 2}).Draw(t, "inflation"),
+		}
+		// a budget of one tree makes every new pod shape evict another
+		tiny := rapid.Bool().Draw(t, "tinyBudget")
+		budget := indexBudget
+		for _, pol := range Policies() {
+			if tiny {
+				indexBudget = 1
+			}
+			fast, err := Replay(context.Background(), nodes, pods, pol, cfg)
+			indexBudget = budget
+			require.NoError(t, err)
+			indexReplay, dedupeUntouched = false, false
+			slow, err := Replay(context.Background(), nodes, pods, pol, cfg)
+			indexReplay, dedupeUntouched = true, true
+			require.NoError(t, err)
+			require.Equal(t, slow.Placements, fast.Placements, pol.Name())
+			require.Equal(t, slow.Steps, fast.Steps, pol.Name())
+		}
+	})
+}
+
+// TestIndexMemoryBounded: a pod list whose pods all differ in shape
+// (1,000 CPU requests on 300 nodes, some 9 MB of score trees if all were
+// kept) allocates within the index's budget (256 KiB here) plus the
+// replay's own (under 2 MB).
+func TestIndexMemoryBounded(t *testing.T) {
+	nodes := make([]Node, 300)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("n%03d", i), CPUMilli: 1 << 40, MemoryBytes: 1 << 40, GPUs: 8, Model: "A"}
+	}
+	pods := make([]Pod, 1000)
+	for i := range pods {
+		pods[i] = Pod{Name: fmt.Sprintf("p%04d", i), CPUMilli: int64(1 + i), GPUs: 1, GPUMilli: 100}
+	}
+	budget := indexBudget
+	indexBudget = 256 << 10
+	defer func() { indexBudget = budget }()
+	for _, pol := range []Policy{FGD(), Random()} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		r, err := Replay(context.Background(), nodes, pods, pol, Config{Inflation: NoInflation})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		require.Equal(t, len(pods), r.Placed, pol.Name())
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "%s allocated %d bytes", pol.Name(), after.TotalAlloc-before.TotalAlloc)
+	}
 }

@@ -75,6 +75,7 @@ const memoryQuantiles = 4
 
 type lookaheadScorer struct {
 	s      *State
+	demand *fgd.Workload    // M'
 	evals  []*fgd.Evaluator // per model
 	cost   []float64        // cached F_n(M') per node
 	strand []float64        // cached S_n per node
@@ -95,6 +96,7 @@ func newLookahead(env *Env) Scorer {
 	w := demandWorkload(env.Workload, env.Pods, s.nodes)
 	l := &lookaheadScorer{
 		s:      s,
+		demand: w,
 		evals:  make([]*fgd.Evaluator, len(s.models)),
 		cost:   make([]float64, len(s.nodes)),
 		strand: make([]float64, len(s.nodes)),

@@ -360,10 +360,11 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 	}
 	nodeOrder := rng.Perm(len(gpuNodes))
 
-	env := &Env{State: st, Workload: w, MemoryWorkload: wm, Pods: sorted, Rand: rand.New(rand.NewPCG(seed, streamPolicy))}
+	polSrc := rand.NewPCG(seed, streamPolicy)
+	env := &Env{State: st, Workload: w, MemoryWorkload: wm, Pods: sorted, Rand: rand.New(polSrc)}
 	scorer := pol.NewScorer(env)
-	norm, _ := scorer.(Normalizer)
-	ties := rand.New(rand.NewPCG(seed, streamTies))
+	sc := &scanner{st: st, scorer: scorer, nodeOrder: nodeOrder, tie: cfg.TieBreak, ties: rand.New(rand.NewPCG(seed, streamTies))}
+	sc.norm, _ = scorer.(Normalizer)
 
 	res := &Result{
 		Policy: pol.Name(), Seed: cfg.Seed, TieBreak: cfg.TieBreak,
@@ -372,20 +373,28 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		Steps:      make([]Step, 0, len(order)),
 		Placements: make([]Placement, 0, len(order)),
 	}
-	// Untouched nodes of one shape are in the same state, and the
-	// deterministic built-in policies score them alike; with TieFirst only
-	// the first of them in node order can win, so the others are skipped.
-	var shapeOf, shapeSeen []int
-	if cfg.TieBreak == TieFirst && dedupeUntouched && deterministicScorer(scorer) {
-		shapeOf = untouchedShapes(gpuNodes)
-		shapeSeen = make([]int, len(gpuNodes))
-		for j := range shapeSeen {
-			shapeSeen[j] = -1
+	// Random draws without a call per node (randomScan). With TieFirst the
+	// built-in policies whose scores depend only on the pod and the node's
+	// own state are indexed (see scoreIndex); others scan every node. Untouched nodes of one shape are in the same state,
+	// and the deterministic built-in policies score them alike; with
+	// TieFirst only the first of them in node order can win, so the scan
+	// skips the others.
+	var idx *scoreIndex
+	var rs *randomScan
+	if r, ok := scorer.(*randomScorer); ok && r.env == env && indexReplay {
+		rs = newRandomScan(st, polSrc, nodeOrder, cfg.TieBreak, sc.ties)
+	}
+	switch {
+	case cfg.TieBreak == TieFirst && indexReplay && indexable(scorer, st):
+		idx = newScoreIndex(st, scorer, nodeOrder)
+	case cfg.TieBreak == TieFirst && dedupeUntouched && deterministicScorer(scorer):
+		sc.shapeOf = untouchedShapes(gpuNodes)
+		sc.shapeSeen = make([]int, len(gpuNodes))
+		for j := range sc.shapeSeen {
+			sc.shapeSeen[j] = -1
 		}
 	}
 	var arrived int64
-	var cand []candidate
-	var scores []float64
 	done := ctx.Done()
 	for k := range order {
 		select { // a non-blocking look: a few nanoseconds a pod
@@ -395,31 +404,20 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		}
 		p := &order[k]
 		arrived += p.TotalGPUMilli()
-		cand, scores = cand[:0], scores[:0]
-		for _, i := range nodeOrder {
-			if shapeOf != nil && st.pods[i] == 0 {
-				if shapeSeen[shapeOf[i]] == k {
-					continue
-				}
-				shapeSeen[shapeOf[i]] = k
-			}
-			if !st.Fits(p, i) {
-				continue
-			}
-			s, g := scorer.Score(p, i)
-			if math.IsNaN(s) {
-				return nil, fmt.Errorf("%w: policy %s scored pod %q on node %q NaN", ErrInvalidPlacement, pol.Name(), p.Name, gpuNodes[i].Name)
-			}
-			cand = append(cand, candidate{i, g})
-			scores = append(scores, s)
+		var c candidate
+		switch {
+		case rs != nil:
+			c = rs.best(p)
+		case idx != nil:
+			c, err = idx.best(p)
+		default:
+			c, err = sc.best(p, k)
 		}
-		if norm != nil {
-			norm.Normalize(scores)
+		if err != nil {
+			return nil, fmt.Errorf("%w: policy %s scored pod %q on node %q NaN", ErrInvalidPlacement, pol.Name(), p.Name, gpuNodes[c.node].Name)
 		}
-		chosen := pick(scores, cfg.TieBreak, ties)
 		pl := Placement{Pod: *p, Node: -1}
-		if chosen >= 0 {
-			c := cand[chosen]
+		if c.node >= 0 {
 			if err := st.check(p, c.node, c.gpus); err != nil {
 				return nil, fmt.Errorf("policy %s: %w", pol.Name(), err)
 			}
@@ -433,13 +431,19 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 			}
 			st.place(p, c.node, c.gpus)
 			st.refresh(c.node)
+			if idx != nil {
+				idx.placed(c.node)
+			}
+			if rs != nil {
+				rs.placed(c.node)
+			}
 			pl.Node, pl.GPUs = c.node, c.gpus
 			res.Placed++
 		}
 		res.Placements = append(res.Placements, pl)
 		step := Step{
 			ArrivedGPUMilli: arrived, AllocatedGPUMilli: st.allocated,
-			FragGPUMilli: st.fragSum, Placed: chosen >= 0,
+			FragGPUMilli: st.fragSum, Placed: c.node >= 0,
 		}
 		res.Steps = append(res.Steps, step)
 		if o.progress != nil {
@@ -447,6 +451,57 @@ func replay(ctx context.Context, nodes []Node, pods []Pod, pol Policy, cfg Confi
 		}
 	}
 	return res, nil
+}
+
+// errNaN is the answer of a scan or an index for a NaN score; the
+// candidate names the node.
+var errNaN = errors.New("NaN score")
+
+// scanner scores a pod on every feasible node in node order and picks the
+// top score.
+type scanner struct {
+	st        *State
+	scorer    Scorer
+	norm      Normalizer
+	nodeOrder []int
+	tie       TieBreak
+	ties      *rand.Rand
+	// with shapeOf, the untouched nodes of a shape after the first are
+	// skipped; shapeSeen[shape] is the last pod that saw one
+	shapeOf, shapeSeen []int
+	cand               []candidate
+	scores             []float64
+}
+
+// best returns the node for pod p, the k-th of the replay, and the GPUs
+// its scorer chose there; node -1 when none fits.
+func (sc *scanner) best(p *Pod, k int) (candidate, error) {
+	st := sc.st
+	sc.cand, sc.scores = sc.cand[:0], sc.scores[:0]
+	for _, i := range sc.nodeOrder {
+		if sc.shapeOf != nil && st.pods[i] == 0 {
+			if sc.shapeSeen[sc.shapeOf[i]] == k {
+				continue
+			}
+			sc.shapeSeen[sc.shapeOf[i]] = k
+		}
+		if !st.Fits(p, i) {
+			continue
+		}
+		s, g := sc.scorer.Score(p, i)
+		if math.IsNaN(s) {
+			return candidate{node: i}, errNaN
+		}
+		sc.cand = append(sc.cand, candidate{i, g})
+		sc.scores = append(sc.scores, s)
+	}
+	if sc.norm != nil {
+		sc.norm.Normalize(sc.scores)
+	}
+	if chosen := pick(sc.scores, sc.tie, sc.ties); chosen >= 0 {
+		return sc.cand[chosen], nil
+	}
+	return candidate{node: -1}, nil
 }
 
 // dedupeUntouched enables the untouched-node shortcut; tests turn it off

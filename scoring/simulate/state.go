@@ -191,7 +191,12 @@ func accepts(models, model string) bool {
 // CPU and memory, an accepted GPU model, and p.GPUs GPUs with p.GPUMilli
 // free each.
 func (s *State) Fits(p *Pod, i int) bool {
-	if s.cpu[i] < p.CPUMilli || s.mem[i] < p.MemoryBytes {
+	return s.mem[i] >= p.MemoryBytes && s.fitsBesidesMemory(p, i)
+}
+
+// fitsBesidesMemory is Fits without the memory filter.
+func (s *State) fitsBesidesMemory(p *Pod, i int) bool {
+	if s.cpu[i] < p.CPUMilli {
 		return false
 	}
 	if p.GPUs == 0 {
