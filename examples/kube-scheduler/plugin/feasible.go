@@ -40,11 +40,6 @@ func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered
 	return p.gangSnapshotOfMarked(ctx, infos, holds, filtered)
 }
 
-// gangSnapshotOf is gangSnapshot of the given nodes only.
-func (p *Plugin) gangSnapshotOf(ctx context.Context, infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
-	return p.gangSnapshotOfMarked(ctx, infos, holds, nil)
-}
-
 // gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
 func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo, holds []*hold, filtered setFilter) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
