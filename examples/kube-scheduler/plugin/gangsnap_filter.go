@@ -194,6 +194,7 @@ func (p *Plugin) podSetFilters(ctx context.Context, state fwk.CycleState, pod *v
 	if pod != nil && state != nil {
 		add(pod, state)
 	}
+	own := len(probes)
 	for _, m := range pods {
 		if m.Spec.NodeName != "" || (pod != nil && m.UID == pod.UID) {
 			continue
@@ -201,7 +202,12 @@ func (p *Plugin) podSetFilters(ctx context.Context, state fwk.CycleState, pod *v
 		if _, reserved := p.reservation(m.UID); reserved {
 			continue
 		}
-		add(m, nil)
+		if add(m, nil); len(probes) > own+gang.MaxPodSets {
+			// More templates than a gang job takes (the check models
+			// the gang from pod alone then): only pod's own set.
+			probes = probes[:own]
+			break
+		}
 	}
 	if len(probes) == 0 {
 		return nil

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -170,6 +172,19 @@ func TestPodSetFiltersRepresentatives(t *testing.T) {
 	h.only, h.pre = nil, nil
 	assert.Equal(t, setFilter{workers: {"b2": true}, driver: {"a1": true}}, p.podSetFilters(ctx, nil, nil, members, nil))
 	assert.Equal(t, []string{"w0", "d0"}, h.pre)
+
+	// More templates than a gang job takes: only the pod's own set,
+	// however many members ask for something else.
+	h.pre, h.states = nil, nil
+	many := driverGang()[:1]
+	for i := range gang.MaxPodSets + 1 {
+		m := driverGang()[2]
+		m.Name, m.UID = fmt.Sprintf("d%d", i), types.UID(fmt.Sprintf("d%d", i))
+		m.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(int64(i+1), resource.DecimalSI)}
+		many = append(many, m)
+	}
+	assert.Equal(t, setFilter{workers: {"b2": true}}, p.podSetFilters(ctx, newState(), many[0], many, nil))
+	assert.Empty(t, h.pre, "past gang.MaxPodSets templates no representative runs")
 
 	p.handle = &filterHandle{fakeHandle: base, reject: map[string]string{"b2": "NodePorts"}}
 	assert.Equal(t, setFilter{workers: {"b2": true}}, p.podSetFilters(ctx, newState(), members[0], members, nil),
