@@ -11,6 +11,7 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/features"
@@ -29,6 +30,7 @@ func TestGangNodeRules(t *testing.T) {
 	t.Run("a gang is not held on a rack whose taint it does not tolerate", func(t *testing.T) { testGangTaintedRack(t, cp) })
 	t.Run("a CPU-only launcher and four 4-GPU workers share one NVLink domain", func(t *testing.T) { testGangLauncher(t, cp) })
 	t.Run("a gang is not held on nodes without the CPU its members need", func(t *testing.T) { testGangCPUExhausted(t, cp) })
+	t.Run("a gang is held only where every pod set may land", func(t *testing.T) { testGangEverySetFiltered(t, cp) })
 }
 
 // twoRacks creates GB200 trays s-a1.. in rack r1 and s-b1.. in rack r2
@@ -184,8 +186,8 @@ func testGangCPUExhausted(t *testing.T, cp *controlPlane) {
 // TestPodGroupLauncher: the 1.37 pod-group cycle (GPUTopology's
 // PlacementGenerate) with a PodGroup of a CPU-only launcher and four
 // workers of 4 GPUs, topology key the NVLink clique: the only clique that
-// holds the four workers is rack r-a's (four trays); the others are one
-// tray each. The launcher is created first, so the group's first pod asks
+// holds the four workers is rack r-b's (four trays); the others, r-a's,
+// are one tray each, and come first in every tie. The launcher is created first, so the group's first pod asks
 // for no GPU: the group is still placed by all its pods, and every pod
 // lands in that clique.
 func TestPodGroupLauncher(t *testing.T) {
@@ -195,7 +197,7 @@ func TestPodGroupLauncher(t *testing.T) {
 	startSchedulerConfig(t, cp, podGroupSchedulerConfig)
 	sc := "s34"
 	twoRacks(t, cp, sc, 4, func(rack string, i int) uint32 {
-		if rack == "a" {
+		if rack == "b" {
 			return 340
 		}
 		return uint32(341 + i)
@@ -221,7 +223,7 @@ func TestPodGroupLauncher(t *testing.T) {
 	for i, n := range pods {
 		p := waitBound(t, cp, n, 60*time.Second)
 		t.Logf("%s on %s", n, p.Spec.NodeName)
-		if !strings.HasPrefix(p.Spec.NodeName, sc+"-a") {
+		if !strings.HasPrefix(p.Spec.NodeName, sc+"-b") {
 			t.Errorf("%s went to %s, outside clique e2e-fabric.340", n, p.Spec.NodeName)
 		}
 		if i > 0 {
@@ -230,6 +232,69 @@ func TestPodGroupLauncher(t *testing.T) {
 	}
 	if len(used) != 4 {
 		t.Errorf("the workers use %d trays, want 4", len(used))
+	}
+	deletePods(t, cp, pods...)
+}
+
+// testGangEverySetFiltered: a gang of two 2-GPU workers and a 1-GPU
+// driver (two pod sets), one rack required. The driver's node affinity
+// names rack r-b's trays by metadata.name (a field, which the gang check
+// cannot read: only NodeAffinity's Filter knows). The driver is held back
+// by a scheduling gate, so the workers are admitted first: the gang check
+// must run the driver, too, through the other Filter plugins, and plan in
+// r-b. Checked on every reservation while the gang assembles: no member
+// is ever held in r-a (planned by GPUs alone, the gang would be held on
+// BestFit's first rack, r-a, where the driver can never land).
+func testGangEverySetFiltered(t *testing.T, cp *controlPlane) {
+	sc := "s35"
+	twoRacks(t, cp, sc, 2, func(rack string, i int) uint32 { return uint32(350 + i + 2*len(rack)) })
+	ann := map[string]string{plugin.AnnotationGangRequiredTopology: rackLabel}
+	driver := gangPod(sc+"-d", "e", 3, 1)
+	driver.annotations, driver.gated = ann, true
+	createPodWith(t, cp, sc, driver, func(p *v1.Pod) {
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+			NodeSelectorTerms: []v1.NodeSelectorTerm{
+				{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{sc + "-b1"}}}},
+				{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{sc + "-b2"}}}},
+			}}}}
+	})
+	pods := []string{driver.name}
+	var workers []*v1.Pod
+	for i := range 2 {
+		ps := gangPod(fmt.Sprintf("%s-w%d", sc, i), "e", 3, 2)
+		ps.annotations = ann
+		workers = append(workers, createPod(t, cp, sc, ps))
+		pods = append(pods, ps.name)
+	}
+	// Until both workers are reserved, no reservation may be in r-a.
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		reserved := 0
+		for _, w := range workers {
+			node, _, ok := cp.plugin.Load().Reserved(w.UID)
+			if !ok {
+				continue
+			}
+			if strings.HasPrefix(node, sc+"-a") {
+				return false, fmt.Errorf("%s is held on %s, where the driver cannot land", w.Name, node)
+			}
+			reserved++
+		}
+		return reserved == len(workers), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := getPod(t, cp, driver.name)
+	pod.Spec.SchedulingGates = nil
+	if _, err := cp.client.CoreV1().Pods(namespace).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range pods {
+		p := waitBound(t, cp, n, 30*time.Second)
+		t.Logf("%s on %s", n, p.Spec.NodeName)
+		if !strings.HasPrefix(p.Spec.NodeName, sc+"-b") {
+			t.Errorf("%s went to %s, outside rack r-b", n, p.Spec.NodeName)
+		}
 	}
 	deletePods(t, cp, pods...)
 }

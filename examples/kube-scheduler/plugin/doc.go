@@ -54,7 +54,10 @@
 //     the scheduler's snapshot, with the topology levels of Args and the
 //     NVLink clique, members already placed included) whether the gang can
 //     be completed beside the gangs already assembling, honouring its
-//     topology annotations, and confines the member to the planned nodes;
+//     topology annotations and, for each pod set (template) of the gang,
+//     only the nodes where one of its pods passes the profile's other
+//     Filter plugins (see podSetFilters), and confines the member to the
+//     planned nodes;
 //     the chosen domain is written on the members at PreBind. A gang first
 //     in line that does not fit holds the placement gang.PlanQueue reserves
 //     for it, so smaller pods backfill only around it (see gangTracker).

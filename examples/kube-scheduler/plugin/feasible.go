@@ -30,9 +30,9 @@ func (p *Plugin) gangSnapshot(ctx context.Context, holds []*hold) (*gang.Snapsho
 	return p.gangSnapshotMarked(ctx, holds, nil)
 }
 
-// gangSnapshotMarked is gangSnapshot with the nodes in filtered carrying
-// filteredLabel.
-func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
+// gangSnapshotMarked is gangSnapshot with the nodes filtered lists for a
+// pod set carrying that set's filteredKey.
+func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered setFilter) (*gang.Snapshot, error) {
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, err
@@ -40,13 +40,8 @@ func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered
 	return p.gangSnapshotOfMarked(ctx, infos, holds, filtered)
 }
 
-// gangSnapshotOf is gangSnapshot of the given nodes only.
-func (p *Plugin) gangSnapshotOf(ctx context.Context, infos []fwk.NodeInfo, holds []*hold) (*gang.Snapshot, error) {
-	return p.gangSnapshotOfMarked(ctx, infos, holds, nil)
-}
-
 // gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
-func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo, holds []*hold, filtered map[string]bool) (*gang.Snapshot, error) {
+func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo, holds []*hold, filtered setFilter) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
 	var nodes []topology.ClusterNode
 	var info []gang.NodeInfo
@@ -62,7 +57,8 @@ func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo,
 			topo = nil // no GPUs the gang could use
 		}
 		labels := node.Labels
-		if (topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero()) || filtered[node.Name] {
+		marked := filtered.rejects(node.Name)
+		if (topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero()) || marked {
 			labels = maps.Clone(labels)
 			if labels == nil {
 				labels = map[string]string{}
@@ -70,8 +66,10 @@ func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo,
 			if topo != nil && labels[topology.LabelClique] == "" && !topo.Fabric().IsZero() {
 				labels[topology.LabelClique] = topo.Fabric().String()
 			}
-			if filtered[node.Name] {
-				labels[filteredLabel] = "true"
+			for set, nodes := range filtered {
+				if nodes[node.Name] {
+					labels[filteredKey(set)] = "true"
+				}
 			}
 		}
 		nodes = append(nodes, topology.ClusterNode{Name: node.Name, Labels: labels, Topology: topo})
@@ -156,7 +154,7 @@ func (p *Plugin) gangCheck(ctx context.Context, job *gang.Job, holds []*hold) (*
 }
 
 // gangCheckMarked is gangCheck on gangSnapshotMarked.
-func (p *Plugin) gangCheckMarked(ctx context.Context, job *gang.Job, holds []*hold, filtered map[string]bool) (*gang.Result, *gang.Snapshot, error) {
+func (p *Plugin) gangCheckMarked(ctx context.Context, job *gang.Job, holds []*hold, filtered setFilter) (*gang.Result, *gang.Snapshot, error) {
 	snap, err := p.gangSnapshotMarked(ctx, holds, filtered)
 	if err != nil {
 		return nil, nil, err

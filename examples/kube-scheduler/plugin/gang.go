@@ -361,9 +361,10 @@ func (g *gangTracker) admit(ctx context.Context, pod *v1.Pod, spec gangSpec, req
 	return g.admitWith(ctx, nil, pod, spec, req)
 }
 
-// admitWith is admit with the pod's cycle state: the pod then runs
-// through the profile's other Filter plugins on every node, and the nodes
-// they reject take no new pod of its pod set in the gang check.
+// admitWith is admit with the pod's cycle state: the pod, and a
+// representative of each other pod set of the gang, then run through the
+// profile's other Filter plugins on every node, and the nodes they reject
+// take no new pod of that set in the gang check (podSetFilters).
 func (g *gangTracker) admitWith(ctx context.Context, state fwk.CycleState, pod *v1.Pod, spec gangSpec, req scoring.Request) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	key := spec.key
@@ -423,8 +424,8 @@ func (g *gangTracker) admitWith(ctx context.Context, state fwk.CycleState, pod *
 	if !ok {
 		job = gangJob(pod, spec, len(members), req, arrival)
 	}
-	filtered := g.p.filteredOut(ctx, state, pod)
-	excludeFiltered(job, podSetName(new(gangPod(pod, req))), filtered)
+	filtered := g.p.podSetFilters(ctx, state, pod, members, nil)
+	excludeFiltered(job, filtered)
 	res, snap, err := g.p.gangCheckMarked(ctx, job, others, filtered)
 	if err != nil {
 		if errors.Is(err, gang.ErrInvalidJob) {

@@ -153,12 +153,13 @@ func TestGangAdmitRunsOtherFilters(t *testing.T) {
 	req, _, err := podRequest(members[0], p.names)
 	require.NoError(t, err)
 
-	out := p.filteredOut(context.Background(), newState(), members[0])
-	assert.Equal(t, map[string]bool{"a1": true}, out, "NodePorts rejects a1; GPUTopology's own answer on a2 is not taken")
-	assert.Equal(t, 4, h.calls)
+	out := p.podSetFilters(context.Background(), newState(), members[0], members, nil)
+	set := p.memberSet(members[0])
+	assert.Equal(t, setFilter{set: {"a1": true}}, out, "NodePorts rejects a1; GPUTopology's own answer on a2 is not taken")
+	assert.Equal(t, 4, h.calls, "one template: the member's own state, no other representative")
 
 	job := gangJob(members[0], spec, 2, req, 0)
-	excludeFiltered(job, job.PodSets[0].Name, out)
+	excludeFiltered(job, out)
 	res, _, err := p.gangCheckMarked(context.Background(), job, nil, out)
 	require.NoError(t, err)
 	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)

@@ -37,7 +37,7 @@ func (s fakeShared) NodeInfos() fwk.NodeInfoLister           { return fakeNodeIn
 func (l fakeNodeInfos) List() ([]fwk.NodeInfo, error)        { return l.infos, nil }
 
 // tray is a GB200 tray whose annotation names NVLink clique id.
-func tray(t *testing.T, id uint32) *topology.Node {
+func tray(t testing.TB, id uint32) *topology.Node {
 	t.Helper()
 	n, err := catalog.Get("gb200-nvl72-tray")
 	require.NoError(t, err)

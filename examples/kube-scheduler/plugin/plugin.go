@@ -73,6 +73,9 @@ type Plugin struct {
 	reservations map[types.UID]reservation
 
 	gangs *gangTracker
+	// filters caches the profile's other Filter plugins' answers for the
+	// gangs' pod sets (podSetFilters).
+	filters filterCache
 	// gangSnapshots counts the whole-cluster gang snapshots built (the
 	// costly part of a gang member's admission at scale).
 	gangSnapshots atomic.Int64
@@ -280,6 +283,9 @@ func readState(state fwk.CycleState) (*cycleState, error) {
 // Gang members also pass the gang admission check (see the package
 // documentation).
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if probing(ctx) {
+		return nil, fwk.NewStatus(fwk.Skip) // a pod set's representative, not being scheduled
+	}
 	req, count, err := podRequest(pod, p.names)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())

@@ -49,11 +49,13 @@ func podGroupTopologyKeys(pg fwk.PodGroupInfo) []string {
 // GeneratePlacements implements fwk.PlacementGeneratePlugin: like the
 // in-tree TopologyPlacementGenerator it offers one placement per domain of
 // the PodGroup's topology key within the parent placement, but only the
-// domains where package gang places the group (its unscheduled pods,
-// identical GPU requests; all of them, or as many as the PodGroup's gang
-// minCount still needs: podGroupNeeds) on the devices left free: a domain whose GPUs
-// are there in total but fragmented across nodes, or unusable under the
-// pods' scope, is not offered. A group without a topology key, or whose
+// domains where package gang places the group (its unscheduled pods, one
+// pod set per pod template; all of them, or as many as the PodGroup's
+// gang minCount still needs: podGroupNeeds) on the devices left free and
+// on the nodes where the profile's other Filter plugins let each set's
+// representative land (podSetFilters): a domain whose GPUs are there in
+// total but fragmented across nodes, unusable under the pods' scope, or
+// on nodes a set's pods cannot use, is not offered. A group without a topology key, or whose
 // pods need no GPU, gets the parent placement.
 func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleState, pg fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
 	all := &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}
@@ -93,7 +95,12 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 	for _, ns := range byDomain {
 		nodes = append(nodes, ns...)
 	}
-	snap, err := p.gangSnapshotOf(ctx, nodes, nil)
+	// Each pod set's representative runs through the profile's other
+	// Filter plugins on these nodes: a domain is offered only when every
+	// set fits where its pods may land.
+	filtered := p.podSetFilters(ctx, nil, nil, pods, nodes)
+	excludeFiltered(job, filtered)
+	snap, err := p.gangSnapshotOfMarked(ctx, nodes, nil, filtered)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -180,7 +180,7 @@ func withUnhealthy(t *testing.T, topo *topology.Node, d int) *topology.Node {
 }
 
 // editedTopology is topo with its JSON document changed by edit.
-func editedTopology(t *testing.T, topo *topology.Node, edit func(doc map[string]any)) *topology.Node {
+func editedTopology(t testing.TB, topo *topology.Node, edit func(doc map[string]any)) *topology.Node {
 	t.Helper()
 	raw, err := topo.MarshalJSON()
 	require.NoError(t, err)

@@ -1,6 +1,6 @@
 // Command kube-scheduler is a kube-scheduler binary with gputopo's
 // GPUTopology plugin compiled in. Enable the plugin in a
-// KubeSchedulerConfiguration profile (see README.md) and run it like the
+// KubeSchedulerConfiguration profile (see the module's README.md) and run it like the
 // stock scheduler:
 //
 //	kube-scheduler --config=sched.yaml
