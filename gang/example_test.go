@@ -85,7 +85,7 @@ func ExampleCheck_slices() {
 	fmt.Println(r.Verdict, "-", r.Reasons[0])
 	fmt.Println(errors.Is(r.Err(), gang.ErrNeverFits))
 
-	job.NVLink.SliceSize = 16
+	job.NVLink.SubGroupSize = 16
 	r, _ = gang.Check(context.Background(), s, job)
 	racksUsed := map[string]bool{}
 	for _, p := range r.Placement.Pods {

@@ -369,7 +369,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 	nv := ""
 	if j.NVLink != nil {
 		nv = topology.LabelClique
-		if j.NVLink.SliceSize == 0 && !same(nv, all) {
+		if j.NVLink.SubGroupSize == 0 && !same(nv, all) {
 			return false
 		}
 	}
@@ -377,9 +377,9 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		if ps.Topology.Mode == Required && !same(o.levelKey(ps.Topology.Level), []int{s}) {
 			return false
 		}
-		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
-			z = &Slices{Size: j.NVLink.SliceSize, Level: nv}
+		z := ps.SubGroups
+		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
+			z = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nv}
 		}
 		if z == nil || z.Mode != Required || z.Size <= 1 {
 			continue
@@ -562,7 +562,7 @@ func genJob(t *rapid.T) *Job {
 			ps.Topology = genConstraint(t, "settopo")
 		}
 		if ps.Replicas%2 == 0 && ps.MinReplicas%2 == 0 && rapid.IntRange(0, 2).Draw(t, "sliced") == 0 {
-			ps.Slices = &Slices{Size: 2, Level: rapid.SampledFrom([]string{"clique", LevelNode, "rack"}).Draw(t, "slevel"),
+			ps.SubGroups = &SubGroups{Size: 2, Level: rapid.SampledFrom([]string{"clique", LevelNode, "rack"}).Draw(t, "slevel"),
 				Mode: rapid.SampledFrom([]Mode{Required, Preferred}).Draw(t, "smode")}
 		}
 		if rapid.IntRange(0, 5).Draw(t, "sel") == 0 {
@@ -597,7 +597,7 @@ func genJob(t *rapid.T) *Job {
 	if j.Topology.IsZero() && rapid.IntRange(0, 4).Draw(t, "nvlink") == 0 {
 		ok := true
 		for _, ps := range j.PodSets {
-			if ps.Slices != nil {
+			if ps.SubGroups != nil {
 				ok = false
 			}
 		}
@@ -613,8 +613,8 @@ func genJob(t *rapid.T) *Job {
 				ps.AllOrNothing = true
 				if ps.MinReplicas == 0 {
 					ps.MinReplicas = ps.Replicas
-					if ps.Slices != nil {
-						ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+					if ps.SubGroups != nil {
+						ps.MinReplicas = ps.Replicas / ps.SubGroups.Size * ps.SubGroups.Size
 					}
 				}
 			}

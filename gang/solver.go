@@ -101,7 +101,7 @@ type attemptState struct {
 	at     attempt
 	scalar bool // one pod set: capacities are integers, not fronts
 	// one pod set: the most pods each subtree holds, and the members it
-	// already holds (both rounded to slices)
+	// already holds (both rounded to sub-groups)
 	domCap, domLow   []int64
 	nodeCap, nodeLow []int64
 	// several pod sets: the front of what each subtree holds
@@ -201,7 +201,7 @@ func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
 }
 
 // setMost sets sv.most, the pods a placement must place: a preference
-// (a preferred job or pod-set level, preferred slices) is honoured only
+// (a preferred job or pod-set level, preferred sub-groups) is honoured only
 // where it costs no pods, so when the job may place more than its
 // thresholds, most is what the loosest attempt at the job's required level
 // (the job without its preferences) places. It is 0 when every placement
@@ -419,21 +419,21 @@ func (sv *solver) anyEligible(n int32) bool {
 	return false
 }
 
-// sliceOf returns set i's enforced slice size and level in the current
+// subGroupOf returns set i's enforced sub-group size and level in the current
 // attempt (0, 0 when none).
-func (sv *solver) sliceOf(i int) (int64, int) {
+func (sv *solver) subGroupOf(i int) (int64, int) {
 	sp := &sv.p.sets[i]
-	if sp.sliceLevel == 0 || !sv.at.slice[i] {
+	if sp.subGroupLevel == 0 || !sv.at.subGroups[i] {
 		return 0, 0
 	}
-	return sp.sliceSize, sp.sliceLevel
+	return sp.subGroupSize, sp.subGroupLevel
 }
 
-// sliceCut says whether set i's slices are cut between a parent at level
-// parent and a child at level child: its slice level lies strictly
-// between, so the child's pods cannot form the parent's slices.
-func (sv *solver) sliceCut(i, parent, child int) bool {
-	z, zl := sv.sliceOf(i)
+// subGroupCut says whether set i's sub-groups are cut between a parent at level
+// parent and a child at level child: its sub-group level lies strictly
+// between, so the child's pods cannot form the parent's sub-groups.
+func (sv *solver) subGroupCut(i, parent, child int) bool {
+	z, zl := sv.subGroupOf(i)
 	return z > 1 && parent < zl && zl < child
 }
 

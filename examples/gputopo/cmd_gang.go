@@ -286,11 +286,11 @@ func renderPods(w io.Writer, p *gang.Placement) {
 		if dev == "" {
 			dev = "-"
 		}
-		slice := "-"
-		if pp.Slice >= 0 {
-			slice = strconv.Itoa(pp.Slice)
+		subGroup := "-"
+		if pp.SubGroup >= 0 {
+			subGroup = strconv.Itoa(pp.SubGroup)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, slice)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, subGroup)
 	}
 	tw.Flush()
 }

@@ -22,7 +22,7 @@ import (
 //	    topology: {level: clique}
 //	    replicas: 16
 //	    gpus: 4
-//	    slices: {size: 4, level: node}
+//	    subGroups: {size: 4, level: node}
 type Group struct {
 	Name     string      `json:"name"`
 	Topology *Constraint `json:"topology,omitempty"`
@@ -39,7 +39,9 @@ type Group struct {
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	Slices       *Slices           `json:"slices,omitempty"`
+	SubGroups    *SubGroups        `json:"subGroups,omitempty"`
+	// Slices is the old key of subGroups, still read (not with subGroups).
+	Slices *SubGroups `json:"slices,omitempty"`
 }
 
 // Wait is a job's wait policy in a job file (gang.WaitPolicy):
@@ -254,9 +256,11 @@ func (g *Group) convert(where string, depth int, count *int) (gang.Group, error)
 		return out, err
 	}
 	out.Pod = pod
-	if g.Slices != nil {
-		out.Slices = &gang.Slices{Size: g.Slices.Size, Level: g.Slices.Level, Mode: g.Slices.Mode}
+	z, err := subGroupsOf(where, g.SubGroups, g.Slices)
+	if err != nil {
+		return out, err
 	}
+	out.SubGroups = z
 	return out, nil
 }
 
