@@ -73,7 +73,8 @@ func (t TargetState) MarshalText() ([]byte, error) { return []byte(t.String()), 
 // GroupsOf returns a flat job as a hierarchical one: the job's constraint
 // (and multi-node NVLink without sub-groups) on the root, one leaf per pod set
 // with the set's constraint and sub-groups (NVLink sub-groups become clique
-// sub-groups). A job-wide MinCount other than the sum of the sets' minimums
+// sub-groups; for Independent pod sets the job's constraint goes on each
+// leaf instead of the root). A job-wide MinCount other than the sum of the sets' minimums
 // has no hierarchical form: ErrInvalidJob.
 func GroupsOf(j *Job) (*HierJob, error) {
 	if err := j.Validate(); err != nil {
@@ -98,7 +99,18 @@ func GroupsOf(j *Job) (*HierJob, error) {
 			g.Name = ps.Name + "-pods"
 		}
 		mins += g.min()
+		if apart := h.Root.Topology; j.Independent && len(j.PodSets) > 1 && !apart.IsZero() {
+			// independent pod sets: the job's constraint holds per set
+			if g.Topology.IsZero() {
+				g.Topology = apart
+			} else {
+				g = Group{Name: g.Name + "-apart", Topology: apart, Groups: []Group{g}}
+			}
+		}
 		h.Root.Groups = append(h.Root.Groups, g)
+	}
+	if j.Independent && len(j.PodSets) > 1 {
+		h.Root.Topology = Constraint{}
 	}
 	if j.MinCount > 0 && j.MinCount != mins {
 		return nil, jobErr("job %q: minCount %d is not the sum of its pod sets' minimums (%d); a hierarchical job has no job-wide threshold", j.Name, j.MinCount, mins)

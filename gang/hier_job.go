@@ -139,6 +139,9 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 		cpu   int64
 		mem   uint64
 		sel   string
+		// rules: the pod's tolerations and node affinity, which decide
+		// the nodes it may use as its selector does
+		rules string
 	}
 	classes := map[classKey]int{}
 	flat := &Job{Name: j.Name}
@@ -149,7 +152,8 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 			level: resolve(g.Topology, fmt.Sprintf("group %s", path))})
 		if g.IsLeaf() {
 			li := len(h.leaves)
-			k := classKey{g.Pod.shape(), g.Pod.CPUMilli, g.Pod.MemoryBytes, fmt.Sprint(g.Pod.NodeSelector)}
+			k := classKey{g.Pod.shape(), g.Pod.CPUMilli, g.Pod.MemoryBytes, fmt.Sprint(g.Pod.NodeSelector),
+				fmt.Sprintf("%+v|%+v|%+v", g.Pod.Tolerations, g.Pod.RequiredNodeAffinity, g.Pod.PreferredNodeAffinity)}
 			c, ok := classes[k]
 			if !ok {
 				c = len(classes)

@@ -42,6 +42,15 @@ type Job struct {
 	NVLink *NVLink
 	// PodSets are the job's roles (launcher, workers, ...), at least one.
 	PodSets []PodSet
+	// Independent places the pod sets apart rather than jointly: the
+	// job's Topology (and multi-node NVLink without sub-groups) confines
+	// each pod set to one domain of its level on its own, so different
+	// sets may lie in different domains (Kueue's pod sets outside a pod-set
+	// group). Each set's own constraints apply to that set alone, as
+	// always. The thresholds still hold over the whole job: all or
+	// nothing, unless MinCount, MinReplicas or AllOrNothing say otherwise.
+	// A job of one pod set places the same either way.
+	Independent bool
 }
 
 // PodSet is a group of identical pods of a job.

@@ -467,6 +467,11 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 		if err := sameDomain(sp.setReq, pods, fmt.Sprintf("pod set %q", sp.ps.Name)); err != nil {
 			return err
 		}
+		for _, l := range sp.lieIn {
+			if err := sameDomain(l, pods, fmt.Sprintf("pod set %q", sp.ps.Name)); err != nil {
+				return err
+			}
+		}
 		if sp.subGroupLevel == 0 || sp.subGroupMode != Required {
 			continue
 		}

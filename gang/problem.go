@@ -26,6 +26,12 @@ type setPlan struct {
 	// set-level constraint (only kept when the job has several sets):
 	// preferred and required level indices (0: none)
 	setPref, setReq int
+	// lieIn lists the required levels the set's pods must lie in one
+	// domain of when two constraints apply to it (its own and the job's,
+	// for a job of one set or independent sets): the deepest decides the
+	// domain, and nodes in no domain of a broader one are off limits (nil
+	// when at most one constraint applies)
+	lieIn []int
 	// migSlots: memory slices per MIG instance of the set's profile, from
 	// the profile tables (migSlotsOf; 0 for sets without MIG)
 	migSlots int64
@@ -47,6 +53,25 @@ type problem struct {
 }
 
 type levelPair struct{ pref, req int }
+
+// lieIn returns the required levels of the constraints in ps when more
+// than one of them is set (nil otherwise).
+func lieIn(ps []levelPair) []int {
+	var reqs []int
+	n := 0
+	for _, p := range ps {
+		if p.pref > 0 || p.req > 0 {
+			n++
+		}
+		if p.req > 0 {
+			reqs = append(reqs, p.req)
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	return reqs
+}
 
 func merge(a, b levelPair) levelPair {
 	r := levelPair{req: max(a.req, b.req)}
@@ -86,6 +111,12 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 	if j.NVLink != nil && j.NVLink.SubGroupSize == 0 {
 		jobLP = merge(jobLP, resolve(Constraint{Level: nvLevel}, "multi-node NVLink"))
 	}
+	// Independent pod sets: the job-level constraint confines each set on
+	// its own, not the gang.
+	var eachSet levelPair
+	if j.Independent && len(j.PodSets) > 1 {
+		eachSet, jobLP = jobLP, levelPair{}
+	}
 	for i := range j.PodSets {
 		ps := &j.PodSets[i]
 		sp := setPlan{ps: ps, shape: ps.Pod.shape(), want: int64(ps.Replicas), need: int64(ps.MinReplicas), optional: ps.AllOrNothing,
@@ -106,6 +137,12 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 			}
 		}
 		setLP := resolve(ps.Topology, fmt.Sprintf("pod set %q's topology", ps.Name))
+		sources := []levelPair{setLP, eachSet}
+		if len(j.PodSets) == 1 {
+			sources = append(sources, jobLP)
+		}
+		sp.lieIn = lieIn(sources)
+		setLP = merge(setLP, eachSet)
 		if len(j.PodSets) == 1 {
 			jobLP = merge(jobLP, setLP)
 		} else {
@@ -242,6 +279,7 @@ type setSig struct {
 	zl              int
 	zm              Mode
 	setPref, setReq int
+	lieIn           string
 }
 
 func (p *problem) setSig(i int) setSig {
@@ -250,7 +288,7 @@ func (p *problem) setSig(i int) setSig {
 	if len(s.sel) > 0 {
 		sel = fmt.Sprint(s.sel)
 	}
-	return setSig{s.shape, s.want, s.need, s.optional, s.cpu, s.mem, sel, s.subGroupSize, s.subGroupLevel, s.subGroupMode, s.setPref, s.setReq}
+	return setSig{s.shape, s.want, s.need, s.optional, s.cpu, s.mem, sel, s.subGroupSize, s.subGroupLevel, s.subGroupMode, s.setPref, s.setReq, fmt.Sprint(s.lieIn)}
 }
 
 // signature identifies what decides p's feasibility on an empty cluster

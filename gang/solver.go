@@ -169,6 +169,9 @@ func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
 		if err := sv.run(at); err != nil {
 			return nil, err
 		}
+		if sv.membersOutside() {
+			return nil, nil
+		}
 		ch, ok, err := sv.choose()
 		if err != nil {
 			return nil, err
@@ -240,7 +243,7 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 	sv.eligible, sv.preferred = make([][]bool, sv.sets), nil
 	for i, sp := range p.sets {
 		pod := &sp.ps.Pod
-		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard
+		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard || len(sp.lieIn) > 0
 		soft := pod.hasPreferences() || s.rules.soft
 		if !hard && !soft {
 			continue
@@ -254,6 +257,9 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 		for n := range s.nodes {
 			st := &s.nodes[n]
 			e[n] = pod.nodeAllows(st.labels, &st.info)
+			for _, l := range sp.lieIn {
+				e[n] = e[n] && (l == s.tree.nodeLevel() || s.tree.ancestorAt(int32(n), l) >= 0)
+			}
 			if pe != nil {
 				pe[n] = e[n] && pod.nodePrefers(st.labels, &st.info)
 				differs = differs || pe[n] != e[n]
@@ -549,4 +555,24 @@ func (sv *solver) resetRoom() {
 		clear(sv.domRoomAt)
 		sv.roomGen = 1
 	}
+}
+
+// membersOutside reports whether a placed member lies on a node in no
+// domain of a level its set must lie in (setPlan.lieIn): no placement
+// completes the job around it.
+func (sv *solver) membersOutside() bool {
+	t := sv.s.tree
+	for _, n := range sv.members.nodes {
+		for i, k := range sv.members.perNode[n] {
+			if k == 0 {
+				continue
+			}
+			for _, l := range sv.p.sets[i].lieIn {
+				if l != t.nodeLevel() && t.ancestorAt(n, l) < 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

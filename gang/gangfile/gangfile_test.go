@@ -372,3 +372,30 @@ func TestSubGroupsOldKeys(t *testing.T) {
 		assert.Contains(t, err.Error(), "old key", name)
 	}
 }
+
+// TestParseJobs_Independent: independent reads into gang.Job.Independent;
+// a hierarchical job refuses it (its groups carry their own topology).
+func TestParseJobs_Independent(t *testing.T) {
+	jobs, _, err := ParseJobs([]byte("name: a\nindependent: true\ntopology: {level: rack}\npodSets: [{name: l, replicas: 1, cpu: 1}, {name: w, replicas: 2, gpus: 1}]"))
+	require.NoError(t, err)
+	assert.True(t, jobs[0].Independent)
+	assert.Equal(t, gang.Constraint{Level: "rack"}, jobs[0].Topology)
+	jobs, _, err = ParseJobs([]byte("name: a\npodSets: [{name: w, replicas: 2, gpus: 1}]"))
+	require.NoError(t, err)
+	assert.False(t, jobs[0].Independent, "absent: joint")
+	_, err = ParseJobFile([]byte("name: h\nindependent: true\ngroups: [{name: w, replicas: 2, gpus: 1}]"))
+	require.ErrorIs(t, err, gang.ErrParse)
+	assert.Contains(t, err.Error(), "independent")
+}
+
+// TestParseJobFile_GroupNodeRules: hierarchical leaves read tolerations
+// and node affinity as pod sets do.
+func TestParseJobFile_GroupNodeRules(t *testing.T) {
+	f, err := ParseJobFile([]byte("name: h\ngroups: [{name: w, replicas: 2, gpus: 1, tolerations: [{key: gpu, operator: Exists}], " +
+		"nodeAffinity: {required: [{matchExpressions: [{key: tier, operator: Gt, values: [\"1\"]}]}]}}]"))
+	require.NoError(t, err)
+	pod := f.Groups[0].Root.Groups[0].Pod
+	assert.Equal(t, []gang.Toleration{{Key: "gpu", Operator: gang.TolerateExists}}, pod.Tolerations)
+	require.Len(t, pod.RequiredNodeAffinity, 1)
+	assert.Equal(t, gang.SelectGt, pod.RequiredNodeAffinity[0].Expressions[0].Operator)
+}

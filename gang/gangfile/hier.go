@@ -39,6 +39,8 @@ type Group struct {
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	NodeAffinity *NodeAffinity     `json:"nodeAffinity,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	SubGroups    *SubGroups        `json:"subGroups,omitempty"`
 	// Slices is the old key of subGroups, still read (not with subGroups).
 	Slices *SubGroups `json:"slices,omitempty"`
@@ -206,8 +208,8 @@ func ParseJobFile(data []byte) (*JobFile, error) {
 
 // hier converts a job with groups.
 func (js *Job) hier() (*gang.HierJob, error) {
-	if len(js.PodSets) > 0 || js.NVLink != nil || js.MinCount != 0 {
-		return nil, parseErr("a job with groups has no podSets, nvlink or minCount (leaves carry replicas and minReplicas)")
+	if len(js.PodSets) > 0 || js.NVLink != nil || js.MinCount != 0 || js.Independent {
+		return nil, parseErr("a job with groups has no podSets, nvlink, minCount or independent (leaves carry replicas and minReplicas; each group has its own topology)")
 	}
 	h := &gang.HierJob{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime),
 		Root: gang.Group{Name: js.Name}}
@@ -250,7 +252,7 @@ func (g *Group) convert(where string, depth int, count *int) (gang.Group, error)
 		return out, nil
 	}
 	ps := PodSet{GPUs: g.GPUs, GPUMemory: g.GPUMemory, Scope: g.Scope, ScopeMode: g.ScopeMode, Shared: g.Shared,
-		MIGProfile: g.MIGProfile, CPU: g.CPU, Memory: g.Memory, NodeSelector: g.NodeSelector}
+		MIGProfile: g.MIGProfile, CPU: g.CPU, Memory: g.Memory, NodeSelector: g.NodeSelector, NodeAffinity: g.NodeAffinity, Tolerations: g.Tolerations}
 	pod, err := ps.pod(where)
 	if err != nil {
 		return out, err

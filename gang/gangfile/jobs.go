@@ -25,6 +25,7 @@ import (
 //	    runTime: 2h            # declared run time (EASY backfill); optional
 //	    minCount: 64           # gang threshold; default: every replica
 //	    topology: {level: rack, mode: required}   # or preferred
+//	    independent: false     # true: the topology holds per pod set, not for the gang
 //	    nvlink: {subGroupSize: 16}                # multi-node NVLink; {} = one partition; old key: sliceSize
 //	    podSets:
 //	      - name: worker
@@ -84,6 +85,9 @@ type Job struct {
 	Topology *Constraint `json:"topology,omitempty"`
 	NVLink   *NVLink     `json:"nvlink,omitempty"`
 	PodSets  []PodSet    `json:"podSets,omitempty"`
+	// Independent places the pod sets apart: the job's topology (and
+	// nvlink without sub-groups) holds per pod set (gang.Job.Independent).
+	Independent bool `json:"independent,omitempty"`
 	// Groups makes the job hierarchical (gang.HierJob): the job is the
 	// root group (its topology the root's), these its sub-groups; a job
 	// has podSets or groups, not both.
@@ -189,7 +193,8 @@ func ParseJobs(data []byte) ([]gang.Job, []gang.QueueSpec, error) {
 }
 
 func (js *Job) job() (gang.Job, error) {
-	j := gang.Job{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime), MinCount: js.MinCount}
+	j := gang.Job{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime), MinCount: js.MinCount,
+		Independent: js.Independent}
 	if js.Topology != nil {
 		j.Topology = gang.Constraint{Level: js.Topology.Level, Mode: js.Topology.Mode}
 	}
