@@ -265,7 +265,7 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 
 func renderPods(w io.Writer, p *gang.Placement) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSLICE")
+	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSUBGROUP")
 	for _, pp := range p.Pods {
 		dev := gangDevices(pp.Devices)
 		if sl := pp.Shared; sl != nil {
