@@ -62,7 +62,7 @@ func BenchmarkCheck64x8(b *testing.B) {
 	})
 	b.Run("slices-of-8-per-clique", func(b *testing.B) {
 		j := workers("train", 64, 8)
-		j.PodSets[0].Slices = &Slices{Size: 8, Level: "clique"}
+		j.PodSets[0].SubGroups = &SubGroups{Size: 8, Level: "clique"}
 		benchCheck(b, s, j, Fits)
 	})
 	b.Run("never", func(b *testing.B) {

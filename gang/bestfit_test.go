@@ -245,8 +245,8 @@ func unpreferred(j *Job) *Job {
 		if ps.Topology.Mode == Preferred {
 			ps.Topology = Constraint{}
 		}
-		if ps.Slices != nil && ps.Slices.Mode == Preferred {
-			ps.Slices = nil
+		if ps.SubGroups != nil && ps.SubGroups.Mode == Preferred {
+			ps.SubGroups = nil
 		}
 		ps.Pod.PreferredNodeAffinity = nil
 		ps.Pod.Tolerations = append(slices.Clone(ps.Pod.Tolerations), Toleration{Operator: TolerateExists, Effect: TaintPreferNoSchedule})
@@ -382,8 +382,8 @@ func TestAllOrNothingOracle(t *testing.T) {
 			ps.AllOrNothing = true
 			if ps.MinReplicas == 0 {
 				ps.MinReplicas = ps.Replicas
-				if ps.Slices != nil {
-					ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+				if ps.SubGroups != nil {
+					ps.MinReplicas = ps.Replicas / ps.SubGroups.Size * ps.SubGroups.Size
 				}
 			}
 		}

@@ -612,8 +612,8 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 		out = append(out, fmt.Sprintf("the gang needs %d pods in one %s domain; the largest of the %d holds %d even when empty", need, s.tree.levelName(lv), count, best))
 	}
 	for i, sp := range p.sets {
-		if z, _ := sv.sliceOf(i); z > 1 {
-			out = append(out, fmt.Sprintf("pod set %q is cut into slices of %d pods, each in one %s domain", sp.ps.Name, z, s.tree.levelName(sp.sliceLevel)))
+		if z, _ := sv.subGroupOf(i); z > 1 {
+			out = append(out, fmt.Sprintf("pod set %q is cut into sub-groups of %d pods, each in one %s domain", sp.ps.Name, z, s.tree.levelName(sp.subGroupLevel)))
 		}
 	}
 	return out

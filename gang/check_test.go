@@ -264,11 +264,11 @@ func TestJob_Validate(t *testing.T) {
 		"minCount too big":   func(j *Job) { j.MinCount = 5 },
 		"minCount below set": func(j *Job) { j.PodSets[0].MinReplicas = 3; j.MinCount = 2 },
 		"mode without level": func(j *Job) { j.Topology.Mode = Preferred },
-		"slice size 0":       func(j *Job) { j.PodSets[0].Slices = &Slices{Level: "rack"} },
+		"slice size 0":       func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Level: "rack"} },
 		"slice without level": func(j *Job) {
-			j.PodSets[0].Slices = &Slices{Size: 2}
+			j.PodSets[0].SubGroups = &SubGroups{Size: 2}
 		},
-		"slice misfit": func(j *Job) { j.PodSets[0].Slices = &Slices{Size: 3, Level: "rack"} },
+		"slice misfit": func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Size: 3, Level: "rack"} },
 		"MIG with memory": func(j *Job) {
 			j.PodSets[0].Pod.MIGProfile = mig.MustParseProfileName("1g.10gb")
 			j.PodSets[0].Pod.Devices.MinFreeMemory = 1
@@ -276,7 +276,7 @@ func TestJob_Validate(t *testing.T) {
 		"bad MIG profile": func(j *Job) { j.PodSets[0].Pod.MIGProfile = mig.ProfileName{MemoryGB: 5} },
 		"memory w/o GPUs": func(j *Job) { j.PodSets[0].Pod.Devices.Count = 0; j.PodSets[0].Pod.Devices.MinFreeMemory = 1 },
 		"nvlink and topo": func(j *Job) { j.NVLink = &NVLink{}; j.Topology = Constraint{Level: "rack"} },
-		"nvlink misfit":   func(j *Job) { j.NVLink = &NVLink{SliceSize: 3} },
+		"nvlink misfit":   func(j *Job) { j.NVLink = &NVLink{SubGroupSize: 3} },
 		"nvlink no GPUs":  func(j *Job) { j.NVLink = &NVLink{}; j.PodSets[0].Pod.Devices.Count = 0 },
 		"negative run":    func(j *Job) { j.RunTime = -1 },
 		"empty selector":  func(j *Job) { j.PodSets[0].Pod.NodeSelector = map[string]string{"": "x"} },
@@ -303,7 +303,7 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 	s := sp.build(t)
 	j := workers("v", 2, 4)
 	j.Topology = Constraint{Level: "rack"}
-	j.PodSets[0].Slices = &Slices{Size: 2, Level: LevelNode}
+	j.PodSets[0].SubGroups = &SubGroups{Size: 2, Level: LevelNode}
 	r := mustCheck(t, s, j)
 	if r.Verdict != Fits {
 		t.Fatal(r.Verdict)

@@ -14,15 +14,15 @@
 // PodSet.MinReplicas per set), a priority, a queue, an arrival order and a
 // declared run time. Topology constraints ([Constraint]) confine the whole
 // job or one pod set to one domain of a level of the cluster tree, required
-// or preferred; [Slices] cut a pod set into sub-groups of a fixed pod count,
+// or preferred; [SubGroups] cut a pod set into sub-groups of a fixed pod count,
 // each in one domain; [NVLink] asks for multi-node NVLink, which confines the
-// gang (or each of its clique-sized slices) to one NVLink partition. Levels
+// gang (or each of its clique-sized sub-groups) to one NVLink partition. Levels
 // are named by the cluster's label keys, HyperNode tiers, or the short names
 // "node", "clique", "rack", "block".
 // A pod set marked AllOrNothing is a sub-group that starts with at least
 // its MinReplicas or not at all, so a job's MinCount may be below its
 // sub-groups' minimums; sub-groups of a fixed size with a minimum number
-// of them (segments) are Slices with MinReplicas a multiple of the size.
+// of them (segments) are SubGroups with MinReplicas a multiple of the size.
 // A preference never places fewer pods than the same job without it: a
 // preferred domain that holds the thresholds but fewer pods than the
 // looser placement is passed over.
@@ -60,8 +60,8 @@
 // The length of that sequence is the node's capacity for the shape. A
 // dynamic programme over the domain tree then computes, for every domain,
 // the set of pod-count vectors (one count per pod set) its nodes can hold
-// under the job's constraints: counts add up across children, slices round
-// down to whole slices at their level, a pod set confined to one domain takes
+// under the job's constraints: counts add up across children, sub-groups round
+// down to whole sub-groups at their level, a pod set confined to one domain takes
 // its pods from one child only, and placed members are lower bounds. For a
 // single pod set this is one integer per domain, computed in one pass over
 // the nodes. The gang fits exactly when some domain of the job's level holds
@@ -106,7 +106,7 @@
 // # Beyond one flat job
 //
 // [CheckGroups] places a hierarchical job ([HierJob]: a tree of [Group]s,
-// depth ≤ 4, each with its own level; leaves with min/max pods and slices),
+// depth ≤ 4, each with its own level; leaves with min/max pods and sub-groups),
 // every group's constraint holding across all its sub-groups, by branch
 // and bound over domain choices with a work budget (HierResult.Proven,
 // Optimal, Gap) and a verdict per group. [ClearDomain] plans a

@@ -87,7 +87,7 @@ func ScaleUp(ctx context.Context, s *Snapshot, j *Job, opts ...Option) (*Result,
 	for i := range k.PodSets {
 		ps := &k.PodSets[i]
 		ps.MinReplicas = min(running[ps.Name], ps.Replicas)
-		if z := ps.Slices; z != nil && z.Size > 0 {
+		if z := ps.SubGroups; z != nil && z.Size > 0 {
 			ps.MinReplicas = ps.MinReplicas / z.Size * z.Size
 		}
 		mins += ps.MinReplicas

@@ -76,8 +76,8 @@ func ExampleCheck() {
 }
 
 // A gang that needs more trays than one NVLink partition has never fits;
-// allowing clique-sized slices makes it fit across partitions.
-func ExampleCheck_slices() {
+// allowing clique-sized sub-groups makes it fit across partitions.
+func ExampleCheck_subGroups() {
 	s := racks(3)
 	job := &gang.Job{Name: "big", NVLink: &gang.NVLink{},
 		PodSets: []gang.PodSet{{Name: "worker", Replicas: 32, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}}
@@ -85,7 +85,7 @@ func ExampleCheck_slices() {
 	fmt.Println(r.Verdict, "-", r.Reasons[0])
 	fmt.Println(errors.Is(r.Err(), gang.ErrNeverFits))
 
-	job.NVLink.SliceSize = 16
+	job.NVLink.SubGroupSize = 16
 	r, _ = gang.Check(context.Background(), s, job)
 	racksUsed := map[string]bool{}
 	for _, p := range r.Placement.Pods {

@@ -16,8 +16,8 @@ const (
 	// MaxGroups bounds the groups of one hierarchical job, leaves included.
 	MaxGroups = 64
 	// maxGroupUnits bounds the units a hierarchical search assigns a
-	// domain to: the groups with a constraint plus the slices of every
-	// sliced leaf (its minimum pods over its slice size).
+	// domain to: the groups with a constraint plus the sub-groups of every
+	// leaf with sub-groups (its minimum pods over its sub-group size).
 	maxGroupUnits = 4096
 	// defaultGroupBudget is the search budget of CheckGroups when none is
 	// given (WithSearchBudget): domain choices tried before the search
@@ -54,7 +54,7 @@ type HierJob struct {
 // An internal group's minimum is the sum of its children's, its maximum
 // the sum of theirs: the job starts when every leaf has at least its
 // MinReplicas pods placed, and a placement adds as many more (up to
-// Replicas, whole slices at a time) as fit under the same constraints.
+// Replicas, whole sub-groups at a time) as fit under the same constraints.
 type Group struct {
 	// Name identifies the group among its siblings; leaf names are unique
 	// in the whole job (they name the pods and the placement's pod sets).
@@ -70,9 +70,9 @@ type Group struct {
 	MinReplicas int
 	// Pod is what each pod of a leaf asks for.
 	Pod Pod
-	// Slices cuts a leaf into slices of a fixed pod count, each in one
+	// SubGroups cuts a leaf into sub-groups of a fixed pod count, each in one
 	// domain of a level (MinReplicas and Replicas must be multiples).
-	Slices *Slices
+	SubGroups *SubGroups
 }
 
 // IsLeaf reports whether g has no sub-groups.
@@ -185,8 +185,8 @@ func (j *HierJob) Validate() error {
 			return err
 		}
 		if !g.IsLeaf() {
-			if g.Replicas != 0 || g.MinReplicas != 0 || g.Slices != nil || !podIsZero(&g.Pod) {
-				return jobErr("%s has sub-groups and also replicas, slices or a pod: only leaves hold pods", where)
+			if g.Replicas != 0 || g.MinReplicas != 0 || g.SubGroups != nil || !podIsZero(&g.Pod) {
+				return jobErr("%s has sub-groups and also replicas, sub-groups or a pod: only leaves hold pods", where)
 			}
 			seen := map[string]bool{}
 			for i := range g.Groups {
@@ -219,7 +219,7 @@ func (j *HierJob) Validate() error {
 		if err := g.Pod.validate(where); err != nil {
 			return err
 		}
-		if z := g.Slices; z != nil {
+		if z := g.SubGroups; z != nil {
 			if err := z.validate(where, g.Replicas, g.min()); err != nil {
 				return err
 			}
@@ -281,7 +281,7 @@ type HierResult struct {
 	Optimal bool `json:"optimal"`
 	// Cost is the placement's objective: the free capacity (in eighths of
 	// a GPU, MIG memory slices counting one eighth) of the domains its
-	// constrained groups and slices take, summed; smaller packs tighter.
+	// constrained groups and sub-groups take, summed; smaller packs tighter.
 	Cost int64 `json:"cost"`
 	// Gap is Cost minus a lower bound on the best cost; 0 when Optimal.
 	Gap int64 `json:"gap"`

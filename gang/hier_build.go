@@ -148,7 +148,7 @@ func (hs *hierSearch) build() (*Placement, []int, error) {
 				}
 				lf := hs.job.leaves[it.leaf]
 				for range it.pods {
-					pp := PodPlacement{Set: lf.group.Name, Index: placed[it.leaf], Slice: it.slice, Node: s.nodes[n].name,
+					pp := PodPlacement{Set: lf.group.Name, Index: placed[it.leaf], SubGroup: it.subGroup, Node: s.nodes[n].name,
 						CPUMilli: lf.group.Pod.CPUMilli, MemoryBytes: lf.group.Pod.MemoryBytes}
 					pp.Name = fmt.Sprintf("%s-%s-%d", hs.job.job.Name, lf.group.Name, pp.Index)
 					if devs != nil {

@@ -65,7 +65,7 @@ func (s *Snapshot) solveIn(poll *ctxpoll.Poller, h *resolvedJob, v *view, budget
 			return nil, fmt.Errorf("gang: %w", err)
 		}
 		if drop {
-			pl.Notes = append(pl.Notes, "preferred group levels and slices dropped: no placement honours them")
+			pl.Notes = append(pl.Notes, "preferred group levels and sub-groups dropped: no placement honours them")
 		}
 		out.pl, out.placed, out.found, out.cost, out.relaxed = pl, placed, true, hs.bestCost, drop
 		return out, poll.Err()
@@ -81,7 +81,7 @@ func (h *resolvedJob) hasPreferred() bool {
 		}
 	}
 	for _, l := range h.leaves {
-		if l.sliceLevel > 0 && l.sliceMode == Preferred {
+		if l.subGroupLevel > 0 && l.subGroupMode == Preferred {
 			return true
 		}
 	}

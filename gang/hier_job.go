@@ -29,7 +29,7 @@ type hierGroup struct {
 }
 
 // hierLeaf is one leaf group of a hierarchical job: pods of one class, and
-// how they may be cut into slices that each take one domain.
+// how they may be cut into sub-groups that each take one domain.
 type hierLeaf struct {
 	// group is the job's leaf group.
 	group *Group
@@ -39,20 +39,20 @@ type hierLeaf struct {
 	// minPods and maxPods are the pods the leaf needs at least and asks
 	// for at most.
 	minPods, maxPods int64
-	// sliceSize is the pods per slice (0: the leaf is not sliced).
-	sliceSize int64
-	// sliceLevel is the level each slice must (or should) lie in.
-	sliceLevel int
-	// sliceMode says whether slices are required or preferred.
-	sliceMode Mode
+	// subGroupSize is the pods per sub-group (0: the leaf is not cut into sub-groups).
+	subGroupSize int64
+	// subGroupLevel is the level each sub-group must (or should) lie in.
+	subGroupLevel int
+	// subGroupMode says whether sub-groups are required or preferred.
+	subGroupMode Mode
 }
 
-// hierItem is part of a unit's demand: pods of one leaf (one slice).
+// hierItem is part of a unit's demand: pods of one leaf (one sub-group).
 type hierItem struct {
 	// leaf indexes the leaf in resolvedJob.leaves.
 	leaf int
-	// slice numbers the slice of the leaf (-1: not a slice).
-	slice int
+	// sub-group numbers the sub-group of the leaf (-1: not a sub-group).
+	subGroup int
 	// class is the leaf's pod class.
 	class int
 	// pods is how many pods.
@@ -61,15 +61,15 @@ type hierItem struct {
 
 // hierUnit is something the search gives one domain of its level, inside
 // its enclosing unit's domain: a group with a constraint deeper than its
-// enclosing group's, or one slice of a sliced leaf.
+// enclosing group's, or one sub-group of a leaf with sub-groups.
 type hierUnit struct {
 	// group indexes the unit's group (-1: the root pseudo-unit or a
-	// slice).
+	// sub-group).
 	group int
-	// leaf indexes the leaf of a slice unit (else -1).
+	// leaf indexes the leaf of a sub-group unit (else -1).
 	leaf int
-	// slice numbers a slice unit's slice.
-	slice int
+	// sub-group numbers a sub-group unit's sub-group.
+	subGroup int
 	// level is the level of the domain the unit takes.
 	level int
 	// parent indexes the enclosing unit (-1: the root pseudo-unit).
@@ -80,11 +80,11 @@ type hierUnit struct {
 	// subtreeDemand is ownDemand summed over the unit and every unit
 	// inside it.
 	subtreeDemand []int64
-	// items lists ownDemand per leaf and slice, to build placements.
+	// items lists ownDemand per leaf and sub-group, to build placements.
 	items []hierItem
-	// prevSlice indexes the previous slice unit of the same leaf (-1:
-	// none): slices take candidates in order, to skip symmetric choices.
-	prevSlice int
+	// prevSubGroup indexes the previous sub-group unit of the same leaf (-1:
+	// none): sub-groups take candidates in order, to skip symmetric choices.
+	prevSubGroup int
 	// mustLieIn are broader levels the unit's domain must lie in
 	// (constraints of inner groups its own domain implies).
 	mustLieIn []int
@@ -139,6 +139,9 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 		cpu   int64
 		mem   uint64
 		sel   string
+		// rules: the pod's tolerations and node affinity, which decide
+		// the nodes it may use as its selector does
+		rules string
 	}
 	classes := map[classKey]int{}
 	flat := &Job{Name: j.Name}
@@ -149,7 +152,8 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 			level: resolve(g.Topology, fmt.Sprintf("group %s", path))})
 		if g.IsLeaf() {
 			li := len(h.leaves)
-			k := classKey{g.Pod.shape(), g.Pod.CPUMilli, g.Pod.MemoryBytes, fmt.Sprint(g.Pod.NodeSelector)}
+			k := classKey{g.Pod.shape(), g.Pod.CPUMilli, g.Pod.MemoryBytes, fmt.Sprint(g.Pod.NodeSelector),
+				fmt.Sprintf("%+v|%+v|%+v", g.Pod.Tolerations, g.Pod.RequiredNodeAffinity, g.Pod.PreferredNodeAffinity)}
 			c, ok := classes[k]
 			if !ok {
 				c = len(classes)
@@ -158,9 +162,9 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 			}
 			flat.PodSets[c].Replicas += g.Replicas
 			lf := hierLeaf{group: g, class: c, minPods: int64(g.min()), maxPods: int64(g.Replicas)}
-			if z := g.Slices; z != nil && z.Size > 1 {
-				if l := resolve(Constraint{Level: z.Level, Mode: z.Mode}, fmt.Sprintf("group %s's slices", path)); l > 0 {
-					lf.sliceSize, lf.sliceLevel, lf.sliceMode = int64(z.Size), l, z.Mode
+			if z := g.SubGroups; z != nil && z.Size > 1 {
+				if l := resolve(Constraint{Level: z.Level, Mode: z.Mode}, fmt.Sprintf("group %s's sub-groups", path)); l > 0 {
+					lf.subGroupSize, lf.subGroupLevel, lf.subGroupMode = int64(z.Size), l, z.Mode
 				}
 			}
 			h.leaves = append(h.leaves, lf)
@@ -184,11 +188,11 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 }
 
 // units lists the units of h for one attempt (dropPref: preferred
-// constraints and slices ignored; flat: every constraint ignored), in
+// constraints and sub-groups ignored; flat: every constraint ignored), in
 // pre-order; unit 0 is the root pseudo-unit (the whole cluster).
 func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 	m := h.classes
-	units := []hierUnit{{group: -1, leaf: -1, parent: -1, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSlice: -1}}
+	units := []hierUnit{{group: -1, leaf: -1, parent: -1, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSubGroup: -1}}
 	var walk func(gi, enc int) error
 	walk = func(gi, enc int) error {
 		g := &h.groups[gi]
@@ -200,36 +204,36 @@ func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 			units[enc].mustLieIn = append(units[enc].mustLieIn, g.level)
 		}
 		if enforced && g.level > units[enc].level {
-			units = append(units, hierUnit{group: gi, leaf: -1, level: g.level, parent: enc, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSlice: -1})
+			units = append(units, hierUnit{group: gi, leaf: -1, level: g.level, parent: enc, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSubGroup: -1})
 			u = len(units) - 1
 		}
 		if g.group.IsLeaf() {
 			li := g.leaves[0]
 			lf := &h.leaves[li]
-			if !flat && lf.sliceLevel > units[u].level && (lf.sliceMode == Required || !dropPref) {
+			if !flat && lf.subGroupLevel > units[u].level && (lf.subGroupMode == Required || !dropPref) {
 				prev := -1
-				for k := range lf.minPods / lf.sliceSize {
+				for k := range lf.minPods / lf.subGroupSize {
 					if len(units) >= maxGroupUnits {
-						return limitErr(ErrInvalidJob, "job %q: more than the gang limit maxGroupUnits (%d) groups and slices to place", h.job.Name, maxGroupUnits)
+						return limitErr(ErrInvalidJob, "job %q: more than the gang limit maxGroupUnits (%d) groups and sub-groups to place", h.job.Name, maxGroupUnits)
 					}
-					un := hierUnit{group: -1, leaf: li, slice: int(k), level: lf.sliceLevel, parent: u, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSlice: prev}
-					un.ownDemand[lf.class] = lf.sliceSize
-					un.items = []hierItem{{leaf: li, slice: int(k), class: lf.class, pods: lf.sliceSize}}
+					un := hierUnit{group: -1, leaf: li, subGroup: int(k), level: lf.subGroupLevel, parent: u, ownDemand: make([]int64, m), subtreeDemand: make([]int64, m), prevSubGroup: prev}
+					un.ownDemand[lf.class] = lf.subGroupSize
+					un.items = []hierItem{{leaf: li, subGroup: int(k), class: lf.class, pods: lf.subGroupSize}}
 					units = append(units, un)
 					prev = len(units) - 1
 				}
 				return nil
 			}
 			units[u].ownDemand[lf.class] += lf.minPods
-			if lf.sliceLevel > 0 && (lf.sliceMode == Required || !dropPref) && !flat {
-				units[u].mustLieIn = append(units[u].mustLieIn, lf.sliceLevel)
-				// slices no deeper than the enclosing unit: each lies in its domain
-				for k := range lf.minPods / lf.sliceSize {
-					units[u].items = append(units[u].items, hierItem{leaf: li, slice: int(k), class: lf.class, pods: lf.sliceSize})
+			if lf.subGroupLevel > 0 && (lf.subGroupMode == Required || !dropPref) && !flat {
+				units[u].mustLieIn = append(units[u].mustLieIn, lf.subGroupLevel)
+				// sub-groups no deeper than the enclosing unit: each lies in its domain
+				for k := range lf.minPods / lf.subGroupSize {
+					units[u].items = append(units[u].items, hierItem{leaf: li, subGroup: int(k), class: lf.class, pods: lf.subGroupSize})
 				}
 				return nil
 			}
-			units[u].items = append(units[u].items, hierItem{leaf: li, slice: -1, class: lf.class, pods: lf.minPods})
+			units[u].items = append(units[u].items, hierItem{leaf: li, subGroup: -1, class: lf.class, pods: lf.minPods})
 			return nil
 		}
 		for _, c := range h.children(gi) {

@@ -11,7 +11,7 @@ import (
 // How CheckGroups searches.
 //
 // A group with a constraint deeper than its enclosing group's, and every
-// slice of a sliced leaf, is a unit: something the search gives one domain
+// sub-group of a leaf with sub-groups, is a unit: something the search gives one domain
 // of its level, inside its enclosing unit's domain. A unit's own demand is
 // the pods of its leaves that no deeper unit covers (at their minimums),
 // counted per pod class (pods alike in devices, CPU, memory and selector).
@@ -52,16 +52,16 @@ func newGroupConfig(opts []GroupOption) groupConfig {
 	return c
 }
 
-// extraSlice is demand placed above a leaf's minimum: a slice, or pods.
-// extraSlice is pods the search adds above the minimums, at one position.
-type extraSlice struct {
+// extraSubGroup is demand placed above a leaf's minimum: a sub-group, or pods.
+// extraSubGroup is pods the search adds above the minimums, at one position.
+type extraSubGroup struct {
 	at   int32
 	item hierItem
 }
 
 // hierSearch is one search of a hierarchical job in one view. Positions
 // number the nodes (0 to numNodes-1) and then the tree's domains (numNodes
-// on); per-position slices are indexed by position.
+// on); per-position sub-groups are indexed by position.
 type hierSearch struct {
 	// snapshot is the snapshot searched.
 	snapshot *Snapshot
@@ -135,8 +135,8 @@ type hierSearch struct {
 	// lowerBoundSuffix is, per unit k, a lower bound of the cost of units
 	// k on.
 	lowerBoundSuffix []int64
-	// extras are the pods and slices added above the minimums.
-	extras []extraSlice
+	// extras are the pods and sub-groups added above the minimums.
+	extras []extraSubGroup
 }
 
 // newHierSearch prepares a search of h in view v; when only is not nil, nodes
@@ -147,7 +147,7 @@ func (s *Snapshot) newHierSearch(poll *ctxpoll.Poller, h *resolvedJob, v *view, 
 	if err := sv.prepare(s, poll, h.flatProblem, search{view: v, restrict: -1}); err != nil {
 		return nil, err
 	}
-	sv.at = attempt{setLevel: make([]int, h.classes), slice: make([]bool, h.classes)}
+	sv.at = attempt{setLevel: make([]int, h.classes), subGroups: make([]bool, h.classes)}
 	sv.scalar = h.classes == 1
 	sv.nodeFrontMemo = map[nodeKey]front{}
 	hs.solver = sv
@@ -419,7 +419,7 @@ func (hs *hierSearch) unmove(d []int64, from, to int32) {
 	hs.addLoc(from, d, 1)
 }
 
-// add adds demand d at position x (a new slice or more pods of a leaf)
+// add adds demand d at position x (a new sub-group or more pods of a leaf)
 // and reports whether everything still fits; it undoes itself when not.
 func (hs *hierSearch) add(d []int64, x int32) bool {
 	if hs.classes == 1 {
@@ -533,8 +533,8 @@ func (hs *hierSearch) dfs(k int, cost int64) error {
 	pp := hs.assigned[u.parent]
 	cands := hs.candidates(u.level, pp)
 	start := 0
-	if u.prevSlice >= 0 {
-		start = hs.candidateIndex[u.prevSlice]
+	if u.prevSubGroup >= 0 {
+		start = hs.candidateIndex[u.prevSubGroup]
 	}
 	for i := start; i < len(cands); i++ {
 		c := cands[i]
@@ -577,7 +577,7 @@ func (hs *hierSearch) install() error {
 
 // grow adds pods above the minimums, as many as fit under the same
 // assignment: leaves in order, pods of unsliced leaves where their unit
-// is, whole new slices of sliced ones in the tightest domain that takes
+// is, whole new sub-groups of cut into sub-groups ones in the tightest domain that takes
 // them.
 func (hs *hierSearch) grow() {
 	hs.extras = nil
@@ -587,12 +587,12 @@ func (hs *hierSearch) grow() {
 		if lf.maxPods == lf.minPods {
 			continue
 		}
-		// the unit holding the leaf's pods, or its slices' parent
-		home, sliced := -1, false
+		// the unit holding the leaf's pods, or its sub-groups' parent
+		home, split := -1, false
 		for k := range hs.units {
 			u := &hs.units[k]
 			if u.leaf == li {
-				home, sliced = u.parent, true
+				home, split = u.parent, true
 				break
 			}
 			for _, it := range u.items {
@@ -605,15 +605,15 @@ func (hs *hierSearch) grow() {
 			continue
 		}
 		clear(d)
-		if sliced {
-			z := lf.sliceSize
+		if split {
+			z := lf.subGroupSize
 			d[lf.class] = z
 			next := int(lf.minPods / z)
 			for extra := (lf.maxPods - lf.minPods) / z; extra > 0; extra-- {
 				placed := false
-				for _, c := range hs.candidates(lf.sliceLevel, hs.assigned[home]) {
+				for _, c := range hs.candidates(lf.subGroupLevel, hs.assigned[home]) {
 					if hs.holdsAt(c, d) && hs.add(d, c) {
-						hs.extras = append(hs.extras, extraSlice{at: c, item: hierItem{leaf: li, slice: next, class: lf.class, pods: z}})
+						hs.extras = append(hs.extras, extraSubGroup{at: c, item: hierItem{leaf: li, subGroup: next, class: lf.class, pods: z}})
 						next++
 						placed = true
 						break
@@ -626,11 +626,11 @@ func (hs *hierSearch) grow() {
 			continue
 		}
 		// largest extra count that still fits (fitting is monotone), whole
-		// slices when the leaf's slices hold
+		// sub-groups when the leaf's sub-groups hold
 		step, next := int64(1), -1
 		for _, it := range hs.units[home].items {
-			if it.leaf == li && it.slice >= 0 {
-				step, next = lf.sliceSize, max(next, it.slice+1)
+			if it.leaf == li && it.subGroup >= 0 {
+				step, next = lf.subGroupSize, max(next, it.subGroup+1)
 			}
 		}
 		lo, hi := int64(0), (lf.maxPods-lf.minPods)/step
@@ -651,11 +651,11 @@ func (hs *hierSearch) grow() {
 		d[lf.class] = lo * step
 		hs.add(d, hs.assigned[home])
 		if next < 0 {
-			hs.extras = append(hs.extras, extraSlice{at: hs.assigned[home], item: hierItem{leaf: li, slice: -1, class: lf.class, pods: lo}})
+			hs.extras = append(hs.extras, extraSubGroup{at: hs.assigned[home], item: hierItem{leaf: li, subGroup: -1, class: lf.class, pods: lo}})
 			continue
 		}
 		for k := range lo {
-			hs.extras = append(hs.extras, extraSlice{at: hs.assigned[home], item: hierItem{leaf: li, slice: next + int(k), class: lf.class, pods: step}})
+			hs.extras = append(hs.extras, extraSubGroup{at: hs.assigned[home], item: hierItem{leaf: li, subGroup: next + int(k), class: lf.class, pods: step}})
 		}
 	}
 }

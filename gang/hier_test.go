@@ -178,9 +178,9 @@ func TestCheckGroupsPreferredAndMax(t *testing.T) {
 	r = mustGroups(t, s, j)
 	require.Equal(t, Fits, r.Verdict)
 	require.Len(t, r.Placement.Pods, 2)
-	// sliced leaf: 4 slices of 2 pods, each in one clique, max 8 slices
+	// leaf with sub-groups: 4 sub-groups of 2 pods, each in one clique, max 8 sub-groups
 	j = &HierJob{Name: "z", Root: Group{Name: "z", Groups: []Group{{Name: "w", Replicas: 16, MinReplicas: 4, Pod: Pod{Devices: scoring.Request{Count: 4}},
-		Slices: &Slices{Size: 2, Level: "clique"}}}}}
+		SubGroups: &SubGroups{Size: 2, Level: "clique"}}}}}
 	r = mustGroups(t, s, j)
 	require.Equal(t, Fits, r.Verdict)
 	require.Len(t, r.Placement.Pods, 16) // 4 cliques × 2 nodes × 2 pods
@@ -207,13 +207,13 @@ func TestHierJobValidate(t *testing.T) {
 		deep = Group{Name: "g", Groups: []Group{deep}}
 	}
 	cases := map[string]*HierJob{
-		"depth":      {Name: "d", Root: deep},
-		"no name":    {Root: leaf("x", 1, 0, 1)},
-		"dup leaf":   {Name: "d", Root: Group{Name: "r", Groups: []Group{{Name: "a", Groups: []Group{leaf("x", 1, 0, 1)}}, {Name: "b", Groups: []Group{leaf("x", 1, 0, 1)}}}}},
-		"inner pod":  {Name: "d", Root: Group{Name: "r", Replicas: 2, Groups: []Group{leaf("x", 1, 0, 1)}}},
-		"min":        {Name: "d", Root: Group{Name: "r", Groups: []Group{leaf("x", 1, 2, 1)}}},
-		"billion":    {Name: "d", Root: Group{Name: "r", Groups: []Group{leaf("x", 1_000_000_000, 0, 1)}}},
-		"slice size": {Name: "d", Root: Group{Name: "r", Groups: []Group{{Name: "x", Replicas: 3, Pod: Pod{Devices: scoring.Request{Count: 1}}, Slices: &Slices{Size: 2, Level: "rack"}}}}},
+		"depth":          {Name: "d", Root: deep},
+		"no name":        {Root: leaf("x", 1, 0, 1)},
+		"dup leaf":       {Name: "d", Root: Group{Name: "r", Groups: []Group{{Name: "a", Groups: []Group{leaf("x", 1, 0, 1)}}, {Name: "b", Groups: []Group{leaf("x", 1, 0, 1)}}}}},
+		"inner pod":      {Name: "d", Root: Group{Name: "r", Replicas: 2, Groups: []Group{leaf("x", 1, 0, 1)}}},
+		"min":            {Name: "d", Root: Group{Name: "r", Groups: []Group{leaf("x", 1, 2, 1)}}},
+		"billion":        {Name: "d", Root: Group{Name: "r", Groups: []Group{leaf("x", 1_000_000_000, 0, 1)}}},
+		"sub-group size": {Name: "d", Root: Group{Name: "r", Groups: []Group{{Name: "x", Replicas: 3, Pod: Pod{Devices: scoring.Request{Count: 1}}, SubGroups: &SubGroups{Size: 2, Level: "rack"}}}}},
 	}
 	for name, j := range cases {
 		err := j.Validate()
@@ -228,13 +228,13 @@ func TestHierJobValidate(t *testing.T) {
 	require.ErrorIs(t, wide.Validate(), topology.ErrLimit)
 }
 
-// TestCheckGroupsHostile: a leaf of 65,536 one-pod slices at node level
+// TestCheckGroupsHostile: a leaf of 65,536 one-pod sub-groups at node level
 // asks for more units than maxGroupUnits: refused before the search
 // allocates per unit, within a bounded amount of memory.
 func TestCheckGroupsHostile(t *testing.T) {
 	s := fourTier(t, 1, 1, 1, 2).build(t)
 	j := &HierJob{Name: "h", Root: Group{Name: "h", Groups: []Group{{Name: "w", Replicas: MaxJobPods, Pod: Pod{CPUMilli: 1},
-		Slices: &Slices{Size: 2, Level: "node"}}}}}
+		SubGroups: &SubGroups{Size: 2, Level: "node"}}}}}
 	var err error
 	alloc := hostile.Allocated(func() { _, err = CheckGroups(context.Background(), s, j) })
 	require.ErrorIs(t, err, topology.ErrLimit)
@@ -253,7 +253,7 @@ func TestCheckGroupsHostile(t *testing.T) {
 
 // oracle for hierarchical jobs: every assignment of the leaves' minimum
 // pods to nodes, per-node GPU sums within the free GPUs, every required
-// group's pods in one domain of its level, every slice's pods in one.
+// group's pods in one domain of its level, every sub-group's pods in one.
 type hOracleNode struct {
 	name string
 	free int
@@ -262,11 +262,11 @@ type hOracleNode struct {
 
 func hOracle(nodes []hOracleNode, j *HierJob, levelOf func(string) int) bool {
 	type opod struct {
-		gpus   int
-		groups []int // required levels of enclosing groups (with the group id)
-		gids   []int
-		slice  int // global slice id, -1
-		slLv   int
+		gpus     int
+		groups   []int // required levels of enclosing groups (with the group id)
+		gids     []int
+		subGroup int // global sub-group id, -1
+		slLv     int
 	}
 	var pods []opod
 	gid, sid := 0, 0
@@ -280,14 +280,14 @@ func hOracle(nodes []hOracleNode, j *HierJob, levelOf func(string) int) bool {
 		}
 		if g.IsLeaf() {
 			for k := range g.min() {
-				p := opod{gpus: g.Pod.Devices.Count, groups: lvls, gids: gids, slice: -1}
-				if g.Slices != nil && g.Slices.Size > 1 {
-					p.slice, p.slLv = sid+k/g.Slices.Size, levelOf(g.Slices.Level)
+				p := opod{gpus: g.Pod.Devices.Count, groups: lvls, gids: gids, subGroup: -1}
+				if g.SubGroups != nil && g.SubGroups.Size > 1 {
+					p.subGroup, p.slLv = sid+k/g.SubGroups.Size, levelOf(g.SubGroups.Level)
 				}
 				pods = append(pods, p)
 			}
-			if g.Slices != nil {
-				sid += g.min()/g.Slices.Size + 1
+			if g.SubGroups != nil {
+				sid += g.min()/g.SubGroups.Size + 1
 			}
 			return
 		}
@@ -319,15 +319,15 @@ func hOracle(nodes []hOracleNode, j *HierJob, levelOf func(string) int) bool {
 					}
 					gdom[p.gids[x]] = d
 				}
-				if p.slice >= 0 {
+				if p.subGroup >= 0 {
 					d := n.dom[p.slLv]
 					if d == "" {
 						return false
 					}
-					if g, ok := sdom[p.slice]; ok && g != d {
+					if g, ok := sdom[p.subGroup]; ok && g != d {
 						return false
 					}
-					sdom[p.slice] = d
+					sdom[p.subGroup] = d
 				}
 			}
 			return true
@@ -347,7 +347,7 @@ func hOracle(nodes []hOracleNode, j *HierJob, levelOf func(string) int) bool {
 // on small clusters (2–5 nodes of 2 or 4 GPUs, some held, racks and
 // cliques) and small jobs (up to 3 leaves, 5 pods at their minimums, pods
 // of 1 or 2 GPUs, required constraints at rack, clique or node level on
-// any group, slices). Run it with -rapid.checks=2000 in CI.
+// any group, sub-groups). Run it with -rapid.checks=2000 in CI.
 func TestCheckGroupsOracle(t *testing.T) {
 	levels := []string{"rack", "clique", "node"}
 	rapid.Check(t, func(t *rapid.T) {
@@ -457,9 +457,9 @@ func leafGen(t *rapid.T, pods, leaves *int, constraint func(string) Constraint) 
 	mn := rapid.IntRange(1, n).Draw(t, "min")
 	g := Group{Name: name, Replicas: n, MinReplicas: mn, Topology: constraint("lc"),
 		Pod: Pod{Devices: scoring.Request{Count: rapid.IntRange(1, 2).Draw(t, "podgpus")}}}
-	if n == 2 && rapid.IntRange(0, 3).Draw(t, "sliced") == 0 {
+	if n == 2 && rapid.IntRange(0, 3).Draw(t, "subgrouped") == 0 {
 		g.MinReplicas = 2
-		g.Slices = &Slices{Size: 2, Level: rapid.SampledFrom([]string{"clique", "node"}).Draw(t, "slevel")}
+		g.SubGroups = &SubGroups{Size: 2, Level: rapid.SampledFrom([]string{"clique", "node"}).Draw(t, "slevel")}
 		mn = 2
 	}
 	*pods += mn
@@ -468,7 +468,7 @@ func leafGen(t *rapid.T, pods, leaves *int, constraint func(string) Constraint) 
 
 // benchHier is a 3-level job of 512 one-GPU pods: the whole job in one
 // block; prefill in one rack, its two leaves each in one clique; decode in
-// one rack, its workers in 8-pod slices per node; 128 coordinator pods
+// one rack, its workers in 8-pod sub-groups per node; 128 coordinator pods
 // anywhere in the block.
 func benchHier() *HierJob {
 	return &HierJob{Name: "bench", Root: Group{Name: "bench", Topology: Constraint{Level: "block"}, Groups: []Group{
@@ -477,7 +477,7 @@ func benchHier() *HierJob {
 			{Name: "ffn", Topology: Constraint{Level: "clique"}, Groups: []Group{leaf("ffn-w", 64, 0, 1)}},
 		}},
 		{Name: "decode", Topology: Constraint{Level: "rack"}, Groups: []Group{
-			{Name: "dec-w", Replicas: 192, Pod: Pod{Devices: scoring.Request{Count: 1}}, Slices: &Slices{Size: 8, Level: "node"}},
+			{Name: "dec-w", Replicas: 192, Pod: Pod{Devices: scoring.Request{Count: 1}}, SubGroups: &SubGroups{Size: 8, Level: "node"}},
 			leaf("router", 64, 0, 1),
 		}},
 		leaf("coord", 128, 0, 1),

@@ -6,8 +6,8 @@ import "fmt"
 // snapshot on its own terms: everything Snapshot.Validate checks of
 // j.FlatJob() (devices, capacity, minimums), then every required group
 // constraint over all of the group's pods together, and every required
-// slice (pods with one Slice number of a leaf share one domain of the
-// slice level). Errors wrap ErrInvalidPlacement (or ErrInvalidJob) and name
+// sub-group (pods with one SubGroup number of a leaf share one domain of the
+// sub-group level). Errors wrap ErrInvalidPlacement (or ErrInvalidJob) and name
 // the group at fault.
 func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 	if err := s.usable(); err != nil {
@@ -67,7 +67,7 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 		}
 	}
 	for li, lf := range h.leaves {
-		if lf.sliceLevel == 0 || lf.sliceMode != Required {
+		if lf.subGroupLevel == 0 || lf.subGroupMode != Required {
 			continue
 		}
 		where := map[int]string{}
@@ -76,22 +76,22 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 			if leafOf[pp.Set] != li {
 				continue
 			}
-			if pp.Slice < 0 {
-				return placeErr("job %q leaf %s: pod %s has no slice number", j.Name, lf.group.Name, pp.Name)
+			if pp.SubGroup < 0 {
+				return placeErr("job %q leaf %s: pod %s has no sub-group number", j.Name, lf.group.Name, pp.Name)
 			}
-			d, ok := domAt(pp.Node, lf.sliceLevel)
+			d, ok := domAt(pp.Node, lf.subGroupLevel)
 			if !ok {
-				return placeErr("job %q leaf %s: pod %s on node %s, which lies in no %s domain", j.Name, lf.group.Name, pp.Name, pp.Node, t.levelName(lf.sliceLevel))
+				return placeErr("job %q leaf %s: pod %s on node %s, which lies in no %s domain", j.Name, lf.group.Name, pp.Name, pp.Node, t.levelName(lf.subGroupLevel))
 			}
-			if w, ok := where[pp.Slice]; ok && w != d {
-				return placeErr("job %q leaf %s: slice %d spans %q and %q", j.Name, lf.group.Name, pp.Slice, w, d)
+			if w, ok := where[pp.SubGroup]; ok && w != d {
+				return placeErr("job %q leaf %s: sub-group %d spans %q and %q", j.Name, lf.group.Name, pp.SubGroup, w, d)
 			}
-			where[pp.Slice] = d
-			count[pp.Slice]++
+			where[pp.SubGroup] = d
+			count[pp.SubGroup]++
 		}
 		for k, c := range count {
-			if c != lf.sliceSize {
-				return placeErr("job %q leaf %s: slice %d has %d pods, want %d", j.Name, lf.group.Name, k, c, lf.sliceSize)
+			if c != lf.subGroupSize {
+				return placeErr("job %q leaf %s: sub-group %d has %d pods, want %d", j.Name, lf.group.Name, k, c, lf.subGroupSize)
 			}
 		}
 	}

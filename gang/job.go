@@ -42,6 +42,15 @@ type Job struct {
 	NVLink *NVLink
 	// PodSets are the job's roles (launcher, workers, ...), at least one.
 	PodSets []PodSet
+	// Independent places the pod sets apart rather than jointly: the
+	// job's Topology (and multi-node NVLink without sub-groups) confines
+	// each pod set to one domain of its level on its own, so different
+	// sets may lie in different domains (Kueue's pod sets outside a pod-set
+	// group). Each set's own constraints apply to that set alone, as
+	// always. The thresholds still hold over the whole job: all or
+	// nothing, unless MinCount, MinReplicas or AllOrNothing say otherwise.
+	// A job of one pod set places the same either way.
+	Independent bool
 }
 
 // PodSet is a group of identical pods of a job.
@@ -57,10 +66,10 @@ type PodSet struct {
 	Pod Pod
 	// Topology confines all pods of the set to one domain of a level.
 	Topology Constraint
-	// Slices cuts the set into sub-groups of a fixed pod count, each
+	// SubGroups cuts the set into sub-groups of a fixed pod count, each
 	// confined to one domain of a level (Kueue's podset slices, Volcano's
 	// sub-groups).
-	Slices *Slices
+	SubGroups *SubGroups
 	// AllOrNothing makes the set an all-or-nothing sub-group of the job:
 	// it is placed with at least MinReplicas pods or not at all, and the
 	// job's MinCount may be below the sum of such sets' MinReplicas (a job
@@ -190,31 +199,31 @@ func (c Constraint) String() string {
 	return c.Mode.String() + " " + c.Level
 }
 
-// Slices cuts a pod set into groups of Size pods, each in one domain of
+// SubGroups cuts a pod set into groups of Size pods, each in one domain of
 // Level. Replicas and MinReplicas must be multiples of Size.
-type Slices struct {
+type SubGroups struct {
 	Size  int
 	Level string
 	Mode  Mode
 }
 
-// validate checks slices of a pod set (or group) named where, of replicas
+// validate checks sub-groups of a pod set (or group) named where, of replicas
 // pods and a minimum of min.
-func (z *Slices) validate(where string, replicas, min int) error {
-	if err := checkName(ErrInvalidJob, where+" slice level", z.Level); err != nil {
+func (z *SubGroups) validate(where string, replicas, min int) error {
+	if err := checkName(ErrInvalidJob, where+" sub-group level", z.Level); err != nil {
 		return err
 	}
 	switch {
 	case z.Size < 1:
-		return jobErr("%s: slice size %d, want ≥ 1", where, z.Size)
+		return jobErr("%s: sub-group size %d, want ≥ 1", where, z.Size)
 	case z.Level == "":
-		return jobErr("%s: slices need a level", where)
+		return jobErr("%s: sub-groups need a level", where)
 	case z.Mode > Preferred:
-		return jobErr("%s: unknown slice mode %d", where, z.Mode)
+		return jobErr("%s: unknown sub-group mode %d", where, z.Mode)
 	case replicas%z.Size != 0:
-		return jobErr("%s: replicas %d is not a multiple of the slice size %d", where, replicas, z.Size)
+		return jobErr("%s: replicas %d is not a multiple of the sub-group size %d", where, replicas, z.Size)
 	case min%z.Size != 0:
-		return jobErr("%s: minReplicas %d is not a multiple of the slice size %d", where, min, z.Size)
+		return jobErr("%s: minReplicas %d is not a multiple of the sub-group size %d", where, min, z.Size)
 	}
 	return nil
 }
@@ -226,9 +235,9 @@ func (z *Slices) validate(where string, replicas, min int) error {
 type NVLink struct {
 	// SliceSize 0: the whole gang in one partition (a required job-level
 	// constraint). SliceSize > 0: the job allows splitting; each pod set
-	// that uses GPUs is cut into slices of this many pods, each slice in one
-	// partition (a required slice constraint).
-	SliceSize int
+	// that uses GPUs is cut into sub-groups of this many pods, each sub-group in one
+	// partition (a required sub-group constraint).
+	SubGroupSize int
 	// Level is the partition level; "" means topology.LabelClique.
 	Level string
 }
@@ -314,8 +323,8 @@ func (j *Job) Validate() error {
 		if err := s.Topology.validate(where + " topology"); err != nil {
 			return err
 		}
-		if s.Slices != nil {
-			if err := s.Slices.validate(where, s.Replicas, s.MinReplicas); err != nil {
+		if s.SubGroups != nil {
+			if err := s.SubGroups.validate(where, s.Replicas, s.MinReplicas); err != nil {
 				return err
 			}
 		}
@@ -343,11 +352,11 @@ func (j *Job) Validate() error {
 		if err := checkName(ErrInvalidJob, fmt.Sprintf("job %q nvlink level", j.Name), v.Level); err != nil {
 			return err
 		}
-		if v.SliceSize < 0 {
-			return jobErr("job %q: nvlink slice size %d, want ≥ 0", j.Name, v.SliceSize)
+		if v.SubGroupSize < 0 {
+			return jobErr("job %q: nvlink sub-group size %d, want ≥ 0", j.Name, v.SubGroupSize)
 		}
-		if v.SliceSize == 0 && !j.Topology.IsZero() {
-			return jobErr("job %q: nvlink without slices confines the whole gang to one partition; do not also set the job's topology", j.Name)
+		if v.SubGroupSize == 0 && !j.Topology.IsZero() {
+			return jobErr("job %q: nvlink without sub-groups confines the whole gang to one partition; do not also set the job's topology", j.Name)
 		}
 		gpuSets := 0
 		for _, s := range j.PodSets {
@@ -355,13 +364,13 @@ func (j *Job) Validate() error {
 				continue
 			}
 			gpuSets++
-			if v.SliceSize > 0 {
-				if s.Slices != nil {
-					return jobErr("job %q pod set %q: nvlink slices and the set's own slices cannot both apply", j.Name, s.Name)
+			if v.SubGroupSize > 0 {
+				if s.SubGroups != nil {
+					return jobErr("job %q pod set %q: nvlink sub-groups and the set's own sub-groups cannot both apply", j.Name, s.Name)
 				}
-				if s.Replicas%v.SliceSize != 0 || s.MinReplicas%v.SliceSize != 0 {
-					return jobErr("job %q pod set %q: replicas %d / minReplicas %d are not multiples of the nvlink slice size %d",
-						j.Name, s.Name, s.Replicas, s.MinReplicas, v.SliceSize)
+				if s.Replicas%v.SubGroupSize != 0 || s.MinReplicas%v.SubGroupSize != 0 {
+					return jobErr("job %q pod set %q: replicas %d / minReplicas %d are not multiples of the nvlink sub-group size %d",
+						j.Name, s.Name, s.Replicas, s.MinReplicas, v.SubGroupSize)
 				}
 			}
 		}

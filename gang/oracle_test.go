@@ -363,13 +363,23 @@ func (o *oracle) valid(counts, members [][]int) bool {
 	for s := range all {
 		all[s] = s
 	}
-	if j.Topology.Mode == Required && !same(o.levelKey(j.Topology.Level), all) {
-		return false
+	// independent pod sets: the job's constraints hold per set
+	groups := [][]int{all}
+	if j.Independent {
+		groups = nil
+		for s := range all {
+			groups = append(groups, []int{s})
+		}
 	}
 	nv := ""
 	if j.NVLink != nil {
 		nv = topology.LabelClique
-		if j.NVLink.SliceSize == 0 && !same(nv, all) {
+	}
+	for _, g := range groups {
+		if j.Topology.Mode == Required && !same(o.levelKey(j.Topology.Level), g) {
+			return false
+		}
+		if j.NVLink != nil && j.NVLink.SubGroupSize == 0 && !same(nv, g) {
 			return false
 		}
 	}
@@ -377,9 +387,9 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		if ps.Topology.Mode == Required && !same(o.levelKey(ps.Topology.Level), []int{s}) {
 			return false
 		}
-		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
-			z = &Slices{Size: j.NVLink.SliceSize, Level: nv}
+		z := ps.SubGroups
+		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
+			z = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nv}
 		}
 		if z == nil || z.Mode != Required || z.Size <= 1 {
 			continue
@@ -534,9 +544,12 @@ func genConstraint(t *rapid.T, label string) Constraint {
 	return Constraint{}
 }
 
-func genJob(t *rapid.T) *Job {
+func genJob(t *rapid.T) *Job { return genJobSets(t, 1) }
+
+// genJobSets draws a job of at least minSets (1 or 2) pod sets.
+func genJobSets(t *rapid.T, minSets int) *Job {
 	j := &Job{Name: "job", Priority: 5}
-	m := rapid.IntRange(1, 2).Draw(t, "sets")
+	m := rapid.IntRange(minSets, 2).Draw(t, "sets")
 	for s := range m {
 		ps := PodSet{Name: fmt.Sprintf("s%d", s), Replicas: rapid.IntRange(1, 3).Draw(t, "replicas")}
 		switch rapid.IntRange(0, 6).Draw(t, "podkind") {
@@ -562,7 +575,7 @@ func genJob(t *rapid.T) *Job {
 			ps.Topology = genConstraint(t, "settopo")
 		}
 		if ps.Replicas%2 == 0 && ps.MinReplicas%2 == 0 && rapid.IntRange(0, 2).Draw(t, "sliced") == 0 {
-			ps.Slices = &Slices{Size: 2, Level: rapid.SampledFrom([]string{"clique", LevelNode, "rack"}).Draw(t, "slevel"),
+			ps.SubGroups = &SubGroups{Size: 2, Level: rapid.SampledFrom([]string{"clique", LevelNode, "rack"}).Draw(t, "slevel"),
 				Mode: rapid.SampledFrom([]Mode{Required, Preferred}).Draw(t, "smode")}
 		}
 		if rapid.IntRange(0, 5).Draw(t, "sel") == 0 {
@@ -597,7 +610,7 @@ func genJob(t *rapid.T) *Job {
 	if j.Topology.IsZero() && rapid.IntRange(0, 4).Draw(t, "nvlink") == 0 {
 		ok := true
 		for _, ps := range j.PodSets {
-			if ps.Slices != nil {
+			if ps.SubGroups != nil {
 				ok = false
 			}
 		}
@@ -613,8 +626,8 @@ func genJob(t *rapid.T) *Job {
 				ps.AllOrNothing = true
 				if ps.MinReplicas == 0 {
 					ps.MinReplicas = ps.Replicas
-					if ps.Slices != nil {
-						ps.MinReplicas = ps.Replicas / ps.Slices.Size * ps.Slices.Size
+					if ps.SubGroups != nil {
+						ps.MinReplicas = ps.Replicas / ps.SubGroups.Size * ps.SubGroups.Size
 					}
 				}
 			}
@@ -636,9 +649,45 @@ func genJob(t *rapid.T) *Job {
 // with exhaustive search in every view (now, after release, empty), every
 // placement validates, Check changes nothing, and every verdict is proven.
 func TestCheckMatchesOracle(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { oracleCase(t, genJob(t)) })
+}
+
+// TestIndependentPodSetsOracle: jobs of two pod sets placed independently
+// (the job's constraint, or multi-node NVLink, holding per set) agree with
+// exhaustive search under the per-set reading, and fit wherever their
+// joint twin fits. Run it with -rapid.checks=2000 in CI.
+func TestIndependentPodSetsOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
+		j := genJobSets(t, 2)
+		if j.Topology.IsZero() && j.NVLink == nil {
+			j.Topology = Constraint{Level: rapid.SampledFrom([]string{LevelNode, "clique", "rack"}).Draw(t, "apart")}
+		}
+		j.Independent = true
+		s := oracleCase(t, j)
+		if s == nil {
+			return
+		}
+		joint := *j
+		joint.Independent = false
+		rj, err := Check(context.Background(), s, &joint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri, err := Check(context.Background(), s, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rj.Verdict < ri.Verdict && ri.Verdict != Fragmented {
+			t.Fatalf("the joint twin is %v, the independent job %v (%v)", rj.Verdict, ri.Verdict, ri.Reasons)
+		}
+	})
+}
+
+// oracleCase checks Check on job j against the oracle on a drawn cluster
+// and returns the snapshot (nil when j is invalid).
+func oracleCase(t *rapid.T, j *Job) *Snapshot {
+	{
 		c, on, infos, allocs := genCluster(t)
-		j := genJob(t)
 		if err := j.Validate(); err != nil {
 			t.Skip(err)
 		}
@@ -708,7 +757,13 @@ func TestCheckMatchesOracle(t *testing.T) {
 			got = Blocked
 		}
 		if got != want {
-			t.Fatalf("verdict %v (%v), oracle: now %v, after release %v, empty %v\njob %+v", r.Verdict, r.Reasons, now, after, empty, j)
+			var where []string
+			if r.Placement != nil {
+				for _, pp := range r.Placement.Pods {
+					where = append(where, pp.Set+"@"+pp.Node)
+				}
+			}
+			t.Fatalf("verdict %v (%v) %v, oracle: now %v, after release %v, empty %v\njob %+v", r.Verdict, r.Reasons, where, now, after, empty, j)
 		}
 		if r.Placement != nil {
 			check := s
@@ -733,7 +788,8 @@ func TestCheckMatchesOracle(t *testing.T) {
 				t.Fatalf("fragmented with %d+%d GPUs free for a demand of %d", r.Free.GPUs, r.Releasing.GPUs, d.GPUs)
 			}
 		}
-	})
+		return s
+	}
 }
 
 func countSet(allocs []Allocation, idx []int, set string) int {

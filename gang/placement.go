@@ -36,10 +36,10 @@ type PodPlacement struct {
 	// Set and Index identify the replica.
 	Set   string `json:"set"`
 	Index int    `json:"index"`
-	// Slice numbers the pod's slice within its set (pods with one number
-	// share one domain of the slice level); -1 when the set has no slices
-	// or the pod completes a slice begun by placed members.
-	Slice int `json:"slice"`
+	// SubGroup numbers the pod's sub-group within its set (pods with one number
+	// share one domain of the sub-group level); -1 when the set has no sub-groups
+	// or the pod completes a sub-group begun by placed members.
+	SubGroup int `json:"subGroup"`
 	// Node is the node's name.
 	Node string `json:"node"`
 	// Devices are the whole devices, chosen by package scoring; with
@@ -121,7 +121,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 	} else {
 		pl.Domain = s.nodes[ch.node].name
 	}
-	// group each set's new pods by slice domain, in descent order
+	// group each set's new pods by sub-group domain, in descent order
 	type chunk struct {
 		node int32
 		pods []podDevices // nil entries for pods without devices
@@ -162,14 +162,14 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 		}
 	}
 	for i, sp := range p.sets {
-		z, zl := sv.sliceOf(i)
+		z, zl := sv.subGroupOf(i)
 		sliceDom := func(n int32) int32 {
 			if zl == tr.nodeLevel() {
 				return -2 - n
 			}
 			return tr.ancestorAt(n, zl)
 		}
-		// members per slice domain, to know how much completes their slices
+		// members per sub-group domain, to know how much completes their sub-groups
 		memIn := map[int32]int64{}
 		if z > 1 {
 			for n, e := range sv.members.perNode {
@@ -180,7 +180,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 		}
 		chunks := perSet[i]
 		if z > 1 {
-			// keep each slice domain's chunks together, domains in first-seen order
+			// keep each sub-group domain's chunks together, domains in first-seen order
 			first := map[int32]int{}
 			for k, c := range chunks {
 				if _, ok := first[sliceDom(c.node)]; !ok {
@@ -190,11 +190,11 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 			slices.SortStableFunc(chunks, func(a, b chunk) int { return first[sliceDom(a.node)] - first[sliceDom(b.node)] })
 		}
 		index := int(sv.members.perSet[i])
-		nextSlice := 0
+		nextSubGroup := 0
 		var curDom int32 = -1 << 30
 		var inDom int64
 		var toComplete int64
-		sliceNo := -1
+		subGroupNo := -1
 		for _, c := range chunks {
 			if z > 1 {
 				if d := sliceDom(c.node); d != curDom {
@@ -204,7 +204,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 				}
 			}
 			for k := range c.n {
-				pp := PodPlacement{Set: sp.ps.Name, Node: s.nodes[c.node].name, Slice: -1,
+				pp := PodPlacement{Set: sp.ps.Name, Node: s.nodes[c.node].name, SubGroup: -1,
 					CPUMilli: sp.cpu, MemoryBytes: sp.mem}
 				if c.pods != nil {
 					pp.Devices = c.pods[k].set.Indices()
@@ -217,10 +217,10 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 				if z > 1 {
 					if inDom >= toComplete {
 						if (inDom-toComplete)%z == 0 {
-							sliceNo = nextSlice
-							nextSlice++
+							subGroupNo = nextSubGroup
+							nextSubGroup++
 						}
-						pp.Slice = sliceNo
+						pp.SubGroup = subGroupNo
 					}
 					inDom++
 				}
@@ -246,7 +246,7 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 // in MIG mode, with the memory asked, a device set the pod's required
 // scope admits, MIG slots legal and free on MIG GPUs, CPU and memory within
 // what is free, nothing booked twice, thresholds met with the job's placed
-// members, and every required topology constraint (job, pod set, slices,
+// members, and every required topology constraint (job, pod set, sub-groups,
 // NVLink) held by members and new pods together. Errors wrap
 // ErrInvalidPlacement (or ErrInvalidJob) and name the pod at fault.
 func (s *Snapshot) Validate(j *Job, p *Placement) error {
@@ -433,7 +433,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 	if len(prob.never) > 0 {
 		return placeErr("%s", prob.never[0])
 	}
-	// required topology: the whole job, each set, each set's slices
+	// required topology: the whole job, each set, each set's sub-groups
 	tr := s.tree
 	sameDomain := func(level int, pods []member, what string) error {
 		if level == 0 || len(pods) == 0 {
@@ -472,25 +472,30 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 		if err := sameDomain(sp.setReq, pods, fmt.Sprintf("pod set %q", sp.ps.Name)); err != nil {
 			return err
 		}
-		if sp.sliceLevel == 0 || sp.sliceMode != Required {
+		for _, l := range sp.lieIn {
+			if err := sameDomain(l, pods, fmt.Sprintf("pod set %q", sp.ps.Name)); err != nil {
+				return err
+			}
+		}
+		if sp.subGroupLevel == 0 || sp.subGroupMode != Required {
 			continue
 		}
-		z := sp.sliceSize
+		z := sp.subGroupSize
 		if int64(len(pods))%z != 0 {
-			return placeErr("pod set %q: %d pods is not a whole number of slices of %d", sp.ps.Name, len(pods), z)
+			return placeErr("pod set %q: %d pods is not a whole number of sub-groups of %d", sp.ps.Name, len(pods), z)
 		}
-		bySlice := map[int][]member{}
+		bySubGroup := map[int][]member{}
 		perDom := map[int32]int64{}
 		for _, mb := range pods {
 			var d int32
-			if sp.sliceLevel == tr.nodeLevel() {
+			if sp.subGroupLevel == tr.nodeLevel() {
 				d = -2 - mb.node
-			} else if d = tr.ancestorAt(mb.node, sp.sliceLevel); d < 0 {
-				return placeErr("pod set %q: %q is on node %s, which is in no %s domain", sp.ps.Name, mb.pod, s.nodes[mb.node].name, tr.levelName(sp.sliceLevel))
+			} else if d = tr.ancestorAt(mb.node, sp.subGroupLevel); d < 0 {
+				return placeErr("pod set %q: %q is on node %s, which is in no %s domain", sp.ps.Name, mb.pod, s.nodes[mb.node].name, tr.levelName(sp.subGroupLevel))
 			}
 			perDom[d]++
-			if mb.new && mb.pp.Slice >= 0 {
-				bySlice[mb.pp.Slice] = append(bySlice[mb.pp.Slice], mb)
+			if mb.new && mb.pp.SubGroup >= 0 {
+				bySubGroup[mb.pp.SubGroup] = append(bySubGroup[mb.pp.SubGroup], mb)
 			}
 		}
 		for d, c := range perDom {
@@ -501,14 +506,14 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 				} else {
 					name = s.nodes[-2-d].name
 				}
-				return placeErr("pod set %q: %d pods in %s %q, not a whole number of slices of %d", sp.ps.Name, c, tr.levelName(sp.sliceLevel), name, z)
+				return placeErr("pod set %q: %d pods in %s %q, not a whole number of sub-groups of %d", sp.ps.Name, c, tr.levelName(sp.subGroupLevel), name, z)
 			}
 		}
-		for no, ms := range bySlice {
+		for no, ms := range bySubGroup {
 			if int64(len(ms)) > z {
-				return placeErr("pod set %q: slice %d has %d pods, more than %d", sp.ps.Name, no, len(ms), z)
+				return placeErr("pod set %q: sub-group %d has %d pods, more than %d", sp.ps.Name, no, len(ms), z)
 			}
-			if err := sameDomain(sp.sliceLevel, ms, fmt.Sprintf("pod set %q slice %d", sp.ps.Name, no)); err != nil {
+			if err := sameDomain(sp.subGroupLevel, ms, fmt.Sprintf("pod set %q sub-group %d", sp.ps.Name, no)); err != nil {
 				return err
 			}
 		}

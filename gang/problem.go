@@ -19,13 +19,19 @@ type setPlan struct {
 	sel      map[string]string
 	gpuUnits int64 // GPUs (whole) per pod, for demand accounting (0 for shared and MIG pods)
 
-	// slices: size, resolved level, mode (sliceLevel 0: none)
-	sliceSize  int64
-	sliceLevel int
-	sliceMode  Mode
+	// sub-groups: size, resolved level, mode (subGroupLevel 0: none)
+	subGroupSize  int64
+	subGroupLevel int
+	subGroupMode  Mode
 	// set-level constraint (only kept when the job has several sets):
 	// preferred and required level indices (0: none)
 	setPref, setReq int
+	// lieIn lists the required levels the set's pods must lie in one
+	// domain of when two constraints apply to it (its own and the job's,
+	// for a job of one set or independent sets): the deepest decides the
+	// domain, and nodes in no domain of a broader one are off limits (nil
+	// when at most one constraint applies)
+	lieIn []int
 	// migSlots: memory slices per MIG instance of the set's profile, from
 	// the profile tables (migSlotsOf; 0 for sets without MIG)
 	migSlots int64
@@ -47,6 +53,25 @@ type problem struct {
 }
 
 type levelPair struct{ pref, req int }
+
+// lieIn returns the required levels of the constraints in ps when more
+// than one of them is set (nil otherwise).
+func lieIn(ps []levelPair) []int {
+	var reqs []int
+	n := 0
+	for _, p := range ps {
+		if p.pref > 0 || p.req > 0 {
+			n++
+		}
+		if p.req > 0 {
+			reqs = append(reqs, p.req)
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	return reqs
+}
 
 func merge(a, b levelPair) levelPair {
 	r := levelPair{req: max(a.req, b.req)}
@@ -83,8 +108,14 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		nvLevel = j.NVLink.Level
 	}
 	jobLP := resolve(j.Topology, "the job's topology")
-	if j.NVLink != nil && j.NVLink.SliceSize == 0 {
+	if j.NVLink != nil && j.NVLink.SubGroupSize == 0 {
 		jobLP = merge(jobLP, resolve(Constraint{Level: nvLevel}, "multi-node NVLink"))
+	}
+	// Independent pod sets: the job-level constraint confines each set on
+	// its own, not the gang.
+	var eachSet levelPair
+	if j.Independent && len(j.PodSets) > 1 {
+		eachSet, jobLP = jobLP, levelPair{}
 	}
 	for i := range j.PodSets {
 		ps := &j.PodSets[i]
@@ -95,17 +126,23 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 			sp.migSlots = migSlotsOf(t, sp.shape.profile)
 		}
 		p.hasShared = p.hasShared || sp.shape.shared
-		z := ps.Slices
-		if j.NVLink != nil && j.NVLink.SliceSize > 0 && sp.shape.devices() {
-			z = &Slices{Size: j.NVLink.SliceSize, Level: nvLevel}
+		z := ps.SubGroups
+		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && sp.shape.devices() {
+			z = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nvLevel}
 		}
 		if z != nil {
-			lp := resolve(Constraint{Level: z.Level, Mode: z.Mode}, fmt.Sprintf("pod set %q's slices", ps.Name))
+			lp := resolve(Constraint{Level: z.Level, Mode: z.Mode}, fmt.Sprintf("pod set %q's sub-groups", ps.Name))
 			if lp.pref > 0 {
-				sp.sliceSize, sp.sliceLevel, sp.sliceMode = int64(z.Size), lp.pref, z.Mode
+				sp.subGroupSize, sp.subGroupLevel, sp.subGroupMode = int64(z.Size), lp.pref, z.Mode
 			}
 		}
 		setLP := resolve(ps.Topology, fmt.Sprintf("pod set %q's topology", ps.Name))
+		sources := []levelPair{setLP, eachSet}
+		if len(j.PodSets) == 1 {
+			sources = append(sources, jobLP)
+		}
+		sp.lieIn = lieIn(sources)
+		setLP = merge(setLP, eachSet)
 		if len(j.PodSets) == 1 {
 			jobLP = merge(jobLP, setLP)
 		} else {
@@ -125,11 +162,11 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		if sp.setReq == p.jobReq {
 			sp.setReq = 0
 		}
-		// Slices of one pod constrain nothing. (Slices no deeper than a
+		// SubGroups of one pod constrain nothing. (SubGroups no deeper than a
 		// level that holds the whole set still make its count a multiple
 		// of their size.)
-		if sp.sliceSize == 1 {
-			sp.sliceSize, sp.sliceLevel = 0, 0
+		if sp.subGroupSize == 1 {
+			sp.subGroupSize, sp.subGroupLevel = 0, 0
 		}
 	}
 	p.order = make([]int, len(p.sets))
@@ -158,28 +195,28 @@ func (p *problem) m() int { return len(p.sets) }
 // attempt is one concrete set of constraints the solver tries: the
 // preferred levels at some relaxation step.
 type attempt struct {
-	setLevel []int  // per set: exclusive level (0: none)
-	slice    []bool // per set: slices enforced
-	note     string
+	setLevel  []int  // per set: exclusive level (0: none)
+	subGroups []bool // per set: sub-groups enforced
+	note      string
 }
 
-// attempts lists the relaxations of p's preferred set-level and slice
+// attempts lists the relaxations of p's preferred set-level and sub-group
 // constraints, strictest first. The job-level preference is relaxed inside
 // every attempt (by looking at broader levels).
 func (p *problem) attempts() []attempt {
 	m := p.m()
-	cur := attempt{setLevel: make([]int, m), slice: make([]bool, m)}
-	prefSlices := false
+	cur := attempt{setLevel: make([]int, m), subGroups: make([]bool, m)}
+	prefSubGroups := false
 	for i, s := range p.sets {
 		cur.setLevel[i] = s.setPref
-		cur.slice[i] = s.sliceLevel > 0
-		if s.sliceLevel > 0 && s.sliceMode == Preferred {
-			prefSlices = true
+		cur.subGroups[i] = s.subGroupLevel > 0
+		if s.subGroupLevel > 0 && s.subGroupMode == Preferred {
+			prefSubGroups = true
 		}
 	}
 	out := []attempt{cur}
 	for {
-		next := attempt{setLevel: slices.Clone(cur.setLevel), slice: slices.Clone(cur.slice)}
+		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups)}
 		moved := false
 		for i, s := range p.sets {
 			if next.setLevel[i] > s.setReq {
@@ -197,11 +234,11 @@ func (p *problem) attempts() []attempt {
 		out = append(out, next)
 		cur = next
 	}
-	if prefSlices {
-		next := attempt{setLevel: slices.Clone(cur.setLevel), slice: slices.Clone(cur.slice), note: "preferred slices dropped"}
+	if prefSubGroups {
+		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred slices dropped"}
 		for i, s := range p.sets {
-			if s.sliceMode == Preferred {
-				next.slice[i] = false
+			if s.subGroupMode == Preferred {
+				next.subGroups[i] = false
 			}
 		}
 		out = append(out, next)
@@ -242,6 +279,7 @@ type setSig struct {
 	zl              int
 	zm              Mode
 	setPref, setReq int
+	lieIn           string
 }
 
 func (p *problem) setSig(i int) setSig {
@@ -250,7 +288,7 @@ func (p *problem) setSig(i int) setSig {
 	if len(s.sel) > 0 {
 		sel = fmt.Sprint(s.sel)
 	}
-	return setSig{s.shape, s.want, s.need, s.optional, s.cpu, s.mem, sel, s.sliceSize, s.sliceLevel, s.sliceMode, s.setPref, s.setReq}
+	return setSig{s.shape, s.want, s.need, s.optional, s.cpu, s.mem, sel, s.subGroupSize, s.subGroupLevel, s.subGroupMode, s.setPref, s.setReq, fmt.Sprint(s.lieIn)}
 }
 
 // signature identifies what decides p's feasibility on an empty cluster

@@ -390,7 +390,7 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 	j := sharedJob("j", 1, 30*gib, 100)
 	sl := scoring.Share{MemoryBytes: 30 * gib, ComputeMilli: 100}
 	pl := func(d int, s *scoring.Share) *Placement {
-		return &Placement{Job: "j", Pods: []PodPlacement{{Name: "j-s-0", Set: "s", Node: "n00", Devices: []int{d}, Shared: s, Slice: -1}}}
+		return &Placement{Job: "j", Pods: []PodPlacement{{Name: "j-s-0", Set: "s", Node: "n00", Devices: []int{d}, Shared: s, SubGroup: -1}}}
 	}
 	require.NoError(t, s.Validate(j, pl(2, &sl)))
 	for name, p := range map[string]*Placement{

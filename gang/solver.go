@@ -101,7 +101,7 @@ type attemptState struct {
 	at     attempt
 	scalar bool // one pod set: capacities are integers, not fronts
 	// one pod set: the most pods each subtree holds, and the members it
-	// already holds (both rounded to slices)
+	// already holds (both rounded to sub-groups)
 	domCap, domLow   []int64
 	nodeCap, nodeLow []int64
 	// several pod sets: the front of what each subtree holds
@@ -173,6 +173,9 @@ func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
 		if err := sv.run(at); err != nil {
 			return nil, err
 		}
+		if sv.membersOutside() {
+			return nil, nil
+		}
 		ch, ok, err := sv.choose()
 		if err != nil {
 			return nil, err
@@ -205,7 +208,7 @@ func (sv *solver) placeStage(p *problem, atts []attempt) (*Placement, error) {
 }
 
 // setMost sets sv.most, the pods a placement must place: a preference
-// (a preferred job or pod-set level, preferred slices) is honoured only
+// (a preferred job or pod-set level, preferred sub-groups) is honoured only
 // where it costs no pods, so when the job may place more than its
 // thresholds, most is what the loosest attempt at the job's required level
 // (the job without its preferences) places. It is 0 when every placement
@@ -244,7 +247,7 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 	sv.eligible, sv.preferred = make([][]bool, sv.sets), nil
 	for i, sp := range p.sets {
 		pod := &sp.ps.Pod
-		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard
+		hard := len(sp.sel) > 0 || len(pod.RequiredNodeAffinity) > 0 || s.rules.hard || len(sp.lieIn) > 0
 		soft := pod.hasPreferences() || s.rules.soft
 		if !hard && !soft {
 			continue
@@ -258,6 +261,9 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 		for n := range s.nodes {
 			st := &s.nodes[n]
 			e[n] = pod.nodeAllows(st.labels, &st.info)
+			for _, l := range sp.lieIn {
+				e[n] = e[n] && (l == s.tree.nodeLevel() || s.tree.ancestorAt(int32(n), l) >= 0)
+			}
 			if pe != nil {
 				pe[n] = e[n] && pod.nodePrefers(st.labels, &st.info)
 				differs = differs || pe[n] != e[n]
@@ -423,21 +429,21 @@ func (sv *solver) anyEligible(n int32) bool {
 	return false
 }
 
-// sliceOf returns set i's enforced slice size and level in the current
+// subGroupOf returns set i's enforced sub-group size and level in the current
 // attempt (0, 0 when none).
-func (sv *solver) sliceOf(i int) (int64, int) {
+func (sv *solver) subGroupOf(i int) (int64, int) {
 	sp := &sv.p.sets[i]
-	if sp.sliceLevel == 0 || !sv.at.slice[i] {
+	if sp.subGroupLevel == 0 || !sv.at.subGroups[i] {
 		return 0, 0
 	}
-	return sp.sliceSize, sp.sliceLevel
+	return sp.subGroupSize, sp.subGroupLevel
 }
 
-// sliceCut says whether set i's slices are cut between a parent at level
-// parent and a child at level child: its slice level lies strictly
-// between, so the child's pods cannot form the parent's slices.
-func (sv *solver) sliceCut(i, parent, child int) bool {
-	z, zl := sv.sliceOf(i)
+// subGroupCut says whether set i's sub-groups are cut between a parent at level
+// parent and a child at level child: its sub-group level lies strictly
+// between, so the child's pods cannot form the parent's sub-groups.
+func (sv *solver) subGroupCut(i, parent, child int) bool {
+	z, zl := sv.subGroupOf(i)
 	return z > 1 && parent < zl && zl < child
 }
 
@@ -553,4 +559,24 @@ func (sv *solver) resetRoom() {
 		clear(sv.domRoomAt)
 		sv.roomGen = 1
 	}
+}
+
+// membersOutside reports whether a placed member lies on a node in no
+// domain of a level its set must lie in (setPlan.lieIn): no placement
+// completes the job around it.
+func (sv *solver) membersOutside() bool {
+	t := sv.s.tree
+	for _, n := range sv.members.nodes {
+		for i, k := range sv.members.perNode[n] {
+			if k == 0 {
+				continue
+			}
+			for _, l := range sv.p.sets[i].lieIn {
+				if l != t.nodeLevel() && t.ancestorAt(n, l) < 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

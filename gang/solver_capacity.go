@@ -100,7 +100,7 @@ func (sv *solver) releasing(d, n int32) int64 {
 }
 
 // roundToSlices rounds a subtree's capacity down and its members up to
-// whole slices of z pods.
+// whole sub-groups of z pods.
 func roundToSlices(capacity, low, z int64) (int64, int64) {
 	return roundDown(capacity, z), roundUp(low, z)
 }
@@ -111,7 +111,7 @@ func (sv *solver) capacityScalar() error {
 	nd, nn := len(t.doms), len(sv.s.nodes)
 	sv.domCap, sv.domLow = resize(sv.domCap, nd), resize(sv.domLow, nd)
 	sv.nodeCap, sv.nodeLow = resize(sv.nodeCap, nn), resize(sv.nodeLow, nn)
-	z, zl := sv.sliceOf(0)
+	z, zl := sv.subGroupOf(0)
 	L := t.nodeLevel()
 	for n := range nn {
 		if err := sv.poll.Tick(1); err != nil {
@@ -139,12 +139,12 @@ func (sv *solver) capacityScalar() error {
 }
 
 // domainCapLow is the capacity and low (members) of domain td, from its
-// nodes' and child domains' (one pod set, slices of z pods at level zl, L
+// nodes' and child domains' (one pod set, sub-groups of z pods at level zl, L
 // the node level). A child whose members cannot be completed (low >
 // capacity) makes its parent infeasible too: its low is raised to a
 // sentinel no capacity reaches.
 func domainCapLow(t *tree, td *tdom, nodeCap, nodeLow, domCap, domLow []int64, z int64, zl, L int) (capacity, low int64) {
-	cut := z > 1 && td.level < zl // slices at a level below this domain
+	cut := z > 1 && td.level < zl // sub-groups at a level below this domain
 	add := func(childCap, childLow int64, childLevel int) {
 		if cut && zl < childLevel {
 			childCap = 0
@@ -193,13 +193,13 @@ func (sv *solver) frontOfDom(d int32) front {
 }
 
 // edge transforms a child's front at level child for its parent at level
-// parent: sets whose slice or set level lies strictly between cannot use
+// parent: sets whose sub-group or set level lies strictly between cannot use
 // the child.
 func (sv *solver) edge(f front, parent, child int) front {
 	for i := range sv.sets {
 		sl := sv.at.setLevel[i]
 		setCut := sl > 0 && parent < sl && sl < child
-		if sv.sliceCut(i, parent, child) || setCut {
+		if sv.subGroupCut(i, parent, child) || setCut {
 			f = zeroCoord(f, i)
 		}
 	}
@@ -267,10 +267,10 @@ func (sv *solver) capacityVector() error {
 	return nil
 }
 
-// roundFront rounds f to whole slices for every set sliced at level lv.
+// roundFront rounds f to whole sub-groups for every set cut into sub-groups at level lv.
 func (sv *solver) roundFront(f front, lv int) front {
 	for i := range sv.sets {
-		if z, zl := sv.sliceOf(i); z > 1 && zl == lv {
+		if z, zl := sv.subGroupOf(i); z > 1 && zl == lv {
 			f = roundSlices(f, i, z)
 		}
 	}

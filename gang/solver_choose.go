@@ -38,7 +38,7 @@ func (sv *solver) target(f front) ([]int64, bool) {
 		ok := true
 		for i, sp := range sv.p.sets {
 			v := min(p[i], sp.want)
-			if z, _ := sv.sliceOf(i); z > 1 {
+			if z, _ := sv.subGroupOf(i); z > 1 {
 				v = roundDown(v, z)
 			}
 			if sp.optional && v < sp.need && f.low[i] == 0 {
@@ -62,14 +62,14 @@ func (sv *solver) target(f front) ([]int64, bool) {
 }
 
 // within restricts a candidate's front to the sets it may hold: a set
-// confined to one domain of a broader level, or cut into slices of one,
+// confined to one domain of a broader level, or cut into sub-groups of one,
 // needs the candidate to lie inside a domain of that level.
 func (sv *solver) within(f front, lv int, has func(l int) bool) front {
 	for i := range sv.sets {
 		if sl := sv.at.setLevel[i]; sl > 0 && sl < lv && !has(sl) {
 			f = zeroCoord(f, i)
 		}
-		if z, zl := sv.sliceOf(i); z > 1 && zl < lv && !has(zl) {
+		if z, zl := sv.subGroupOf(i); z > 1 && zl < lv && !has(zl) {
 			f = zeroCoord(f, i)
 		}
 	}

@@ -9,7 +9,7 @@ import "time"
 // restriction, run then keeps the capacity pass's arrays (per node: free
 // capacity, CPU and memory left, class, capacity; per domain: the sums)
 // in states keyed by what decides them (the pod shape and counts, the
-// slice rounding), each with the usage every node was counted at, and
+// sub-group rounding), each with the usage every node was counted at, and
 // recomputes only the nodes whose usage in the view is not that one, and
 // their ancestors.
 //
@@ -129,7 +129,7 @@ func (sv *solver) memoKey() (capKey, bool) {
 		return capKey{}, false
 	}
 	sp := &sv.p.sets[0]
-	z, zl := sv.sliceOf(0)
+	z, zl := sv.subGroupOf(0)
 	return capKey{statics: &sv.s.nodes[0], cache: sv.s.cache, shape: sp.shape, want: sp.want, cpu: sp.cpu, mem: sp.mem, z: z, zl: zl}, true
 }
 

@@ -162,7 +162,7 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 	for i := range sv.sets {
 		excl[i] = sv.at.setLevel[i] > lv
 		gran[i] = 1
-		if z, zl := sv.sliceOf(i); z > 1 && lv < zl {
+		if z, zl := sv.subGroupOf(i); z > 1 && lv < zl {
 			gran[i] = z
 		}
 	}
@@ -334,7 +334,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 	L := tr.nodeLevel()
 	items := make([]sitem, 0, len(tr.doms[d].children)+len(tr.doms[d].nodes))
 	add := func(c child, level int) {
-		if sv.sliceCut(0, lv, level) {
+		if sv.subGroupCut(0, lv, level) {
 			c.cap = 0
 		}
 		if c.cap > 0 || c.low > 0 {
@@ -349,7 +349,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		add(child{node: n, dom: -1, cap: sv.nodeCap[n], low: sv.nodeLow[n], room: sv.nodeRoom(n), free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, L)
 	}
 	g := int64(1)
-	if z, zl := sv.sliceOf(0); z > 1 && lv < zl {
+	if z, zl := sv.subGroupOf(0); z > 1 && lv < zl {
 		g = z
 	}
 	order := compareChildren

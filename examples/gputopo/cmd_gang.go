@@ -265,7 +265,7 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 
 func renderPods(w io.Writer, p *gang.Placement) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSLICE")
+	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSUBGROUP")
 	for _, pp := range p.Pods {
 		dev := gangDevices(pp.Devices)
 		if sl := pp.Shared; sl != nil {
@@ -286,11 +286,11 @@ func renderPods(w io.Writer, p *gang.Placement) {
 		if dev == "" {
 			dev = "-"
 		}
-		slice := "-"
-		if pp.Slice >= 0 {
-			slice = strconv.Itoa(pp.Slice)
+		subGroup := "-"
+		if pp.SubGroup >= 0 {
+			subGroup = strconv.Itoa(pp.SubGroup)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, slice)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", pp.Name, pp.Node, dev, subGroup)
 	}
 	tw.Flush()
 }

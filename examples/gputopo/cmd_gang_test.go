@@ -37,7 +37,7 @@ func TestGangNeverFitsAndSlices(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "fits") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	// two slices of 16, each within one rack; the tray without a clique
+	// two sub-groups of 16, each within one rack; the tray without a clique
 	// label is never used
 	if strings.Contains(out, "r3-t17") {
 		t.Errorf("used a tray whose NVLink fabric is not ready:\n%s", out)

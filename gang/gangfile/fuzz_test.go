@@ -18,6 +18,7 @@ import (
 func FuzzParseJobs(f *testing.F) {
 	f.Add([]byte(jobYAML))
 	f.Add([]byte(`{"jobs": [{"name": "a", "nvlink": {"sliceSize": 2}, "podSets": [{"name": "w", "replicas": 4, "gpus": 4}]}]}`))
+	f.Add([]byte("name: a\nindependent: true\ntopology: {level: rack}\npodSets: [{name: l, replicas: 1, cpu: 1}, {name: w, replicas: 4, gpus: 4, subGroups: {size: 2, level: node}}]"))
 	f.Add([]byte("name: m\npodSets: [{name: w, replicas: 2, migProfile: 1g.10gb, gpus: 2, cpu: 0.5}]\n"))
 	f.Add([]byte("queues: [{name: q, weight: 1}]\njobs: [{name: a, runTime: 30, podSets: [{name: w, replicas: 1}]}]"))
 	f.Add([]byte("name: inf\npodSets: [{name: s, replicas: 8, shared: {memory: 20Gi, compute: 250}}, {name: t, replicas: 1, gpus: 2}]\n"))

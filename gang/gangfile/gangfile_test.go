@@ -36,7 +36,7 @@ podSets:
     cpu: "16"
     memory: 256Gi
     nodeSelector: {example.com/pool: h100}
-    slices: {size: 4, level: clique}
+    subGroups: {size: 4, level: clique}
 `
 
 func TestParseJobs_OneJob(t *testing.T) {
@@ -60,7 +60,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	}
 	if w.Pod.Devices.Count != 8 || w.Pod.Devices.MinFreeMemory != 80<<30 || w.Pod.Devices.Scope != scoring.ScopeFabric || w.Pod.Devices.ScopeMode != scoring.ModeRequired ||
 		w.Pod.CPUMilli != 16000 || w.Pod.NodeSelector["example.com/pool"] != "h100" || w.MinReplicas != 8 ||
-		*w.Slices != (gang.Slices{Size: 4, Level: "clique"}) {
+		*w.SubGroups != (gang.SubGroups{Size: 4, Level: "clique"}) {
 		t.Fatalf("worker %+v %+v", w, w.Pod)
 	}
 }
@@ -95,7 +95,7 @@ func TestParseJobs_Errors(t *testing.T) {
 		"no replicas":    {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
 		"no jobs":        {"jobs: []", gang.ErrParse},
 		"bad MIG":        {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
-		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, slices: {size: 2, level: rack}}]", gang.ErrInvalidJob},
+		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, subGroups: {size: 2, level: rack}}]", gang.ErrInvalidJob},
 		"queue w/o name": {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
 	}
 	for name, c := range cases {
@@ -343,4 +343,59 @@ func TestAllOrNothingInFiles(t *testing.T) {
 	require.True(t, jobs[0].PodSets[0].AllOrNothing)
 	_, _, err = ParseJobs([]byte(`{name: a, minCount: 2, podSets: [{name: sx, replicas: 2, minReplicas: 2}, {name: sy, replicas: 2, minReplicas: 2}]}`))
 	require.ErrorIs(t, err, gang.ErrInvalidJob)
+}
+
+// TestSubGroupsOldKeys: the old keys slices and nvlink.sliceSize still
+// read as subGroups and nvlink.subGroupSize; both keys at once are refused.
+func TestSubGroupsOldKeys(t *testing.T) {
+	want := &gang.SubGroups{Size: 2, Level: "clique", Mode: gang.Preferred}
+	for _, key := range []string{"subGroups", "slices"} {
+		jobs, _, err := ParseJobs([]byte("name: a\npodSets: [{name: w, replicas: 4, gpus: 1, " + key + ": {size: 2, level: clique, mode: preferred}}]"))
+		require.NoError(t, err, key)
+		assert.Equal(t, want, jobs[0].PodSets[0].SubGroups, key)
+		f, err := ParseJobFile([]byte("name: h\ngroups: [{name: w, replicas: 4, gpus: 1, " + key + ": {size: 2, level: clique, mode: preferred}}]"))
+		require.NoError(t, err, key)
+		assert.Equal(t, want, f.Groups[0].Root.Groups[0].SubGroups, key)
+	}
+	for _, key := range []string{"subGroupSize", "sliceSize"} {
+		jobs, _, err := ParseJobs([]byte("name: a\nnvlink: {" + key + ": 2}\npodSets: [{name: w, replicas: 4, gpus: 1}]"))
+		require.NoError(t, err, key)
+		assert.Equal(t, 2, jobs[0].NVLink.SubGroupSize, key)
+	}
+	for name, src := range map[string]string{
+		"pod set": "name: a\npodSets: [{name: w, replicas: 4, gpus: 1, subGroups: {size: 2, level: node}, slices: {size: 2, level: node}}]",
+		"group":   "name: h\ngroups: [{name: w, replicas: 4, gpus: 1, subGroups: {size: 2, level: node}, slices: {size: 2, level: node}}]",
+		"nvlink":  "name: a\nnvlink: {subGroupSize: 2, sliceSize: 2}\npodSets: [{name: w, replicas: 4, gpus: 1}]",
+	} {
+		_, err := ParseJobFile([]byte(src))
+		require.ErrorIs(t, err, gang.ErrParse, name)
+		assert.Contains(t, err.Error(), "old key", name)
+	}
+}
+
+// TestParseJobs_Independent: independent reads into gang.Job.Independent;
+// a hierarchical job refuses it (its groups carry their own topology).
+func TestParseJobs_Independent(t *testing.T) {
+	jobs, _, err := ParseJobs([]byte("name: a\nindependent: true\ntopology: {level: rack}\npodSets: [{name: l, replicas: 1, cpu: 1}, {name: w, replicas: 2, gpus: 1}]"))
+	require.NoError(t, err)
+	assert.True(t, jobs[0].Independent)
+	assert.Equal(t, gang.Constraint{Level: "rack"}, jobs[0].Topology)
+	jobs, _, err = ParseJobs([]byte("name: a\npodSets: [{name: w, replicas: 2, gpus: 1}]"))
+	require.NoError(t, err)
+	assert.False(t, jobs[0].Independent, "absent: joint")
+	_, err = ParseJobFile([]byte("name: h\nindependent: true\ngroups: [{name: w, replicas: 2, gpus: 1}]"))
+	require.ErrorIs(t, err, gang.ErrParse)
+	assert.Contains(t, err.Error(), "independent")
+}
+
+// TestParseJobFile_GroupNodeRules: hierarchical leaves read tolerations
+// and node affinity as pod sets do.
+func TestParseJobFile_GroupNodeRules(t *testing.T) {
+	f, err := ParseJobFile([]byte("name: h\ngroups: [{name: w, replicas: 2, gpus: 1, tolerations: [{key: gpu, operator: Exists}], " +
+		"nodeAffinity: {required: [{matchExpressions: [{key: tier, operator: Gt, values: [\"1\"]}]}]}}]"))
+	require.NoError(t, err)
+	pod := f.Groups[0].Root.Groups[0].Pod
+	assert.Equal(t, []gang.Toleration{{Key: "gpu", Operator: gang.TolerateExists}}, pod.Tolerations)
+	require.Len(t, pod.RequiredNodeAffinity, 1)
+	assert.Equal(t, gang.SelectGt, pod.RequiredNodeAffinity[0].Expressions[0].Operator)
 }

@@ -23,7 +23,7 @@ import (
 //	    topology: {level: clique}
 //	    replicas: 16
 //	    gpus: 4
-//	    slices: {size: 4, level: node}
+//	    subGroups: {size: 4, level: node}
 type Group struct {
 	Name     string      `json:"name"`
 	Topology *Constraint `json:"topology,omitempty"`
@@ -40,7 +40,11 @@ type Group struct {
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	Slices       *Slices           `json:"slices,omitempty"`
+	NodeAffinity *NodeAffinity     `json:"nodeAffinity,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
+	SubGroups    *SubGroups        `json:"subGroups,omitempty"`
+	// Slices is the old key of subGroups, still read (not with subGroups).
+	Slices *SubGroups `json:"slices,omitempty"`
 }
 
 // Wait is a job's wait policy in a job file (queue.WaitPolicy):
@@ -205,8 +209,8 @@ func ParseJobFile(data []byte) (*JobFile, error) {
 
 // hier converts a job with groups.
 func (js *Job) hier() (*gang.HierJob, error) {
-	if len(js.PodSets) > 0 || js.NVLink != nil || js.MinCount != 0 {
-		return nil, parseErr("a job with groups has no podSets, nvlink or minCount (leaves carry replicas and minReplicas)")
+	if len(js.PodSets) > 0 || js.NVLink != nil || js.MinCount != 0 || js.Independent {
+		return nil, parseErr("a job with groups has no podSets, nvlink, minCount or independent (leaves carry replicas and minReplicas; each group has its own topology)")
 	}
 	h := &gang.HierJob{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime),
 		Root: gang.Group{Name: js.Name}}
@@ -249,15 +253,17 @@ func (g *Group) convert(where string, depth int, count *int) (gang.Group, error)
 		return out, nil
 	}
 	ps := PodSet{GPUs: g.GPUs, GPUMemory: g.GPUMemory, Scope: g.Scope, ScopeMode: g.ScopeMode, Shared: g.Shared,
-		MIGProfile: g.MIGProfile, CPU: g.CPU, Memory: g.Memory, NodeSelector: g.NodeSelector}
+		MIGProfile: g.MIGProfile, CPU: g.CPU, Memory: g.Memory, NodeSelector: g.NodeSelector, NodeAffinity: g.NodeAffinity, Tolerations: g.Tolerations}
 	pod, err := ps.pod(where)
 	if err != nil {
 		return out, err
 	}
 	out.Pod = pod
-	if g.Slices != nil {
-		out.Slices = &gang.Slices{Size: g.Slices.Size, Level: g.Slices.Level, Mode: g.Slices.Mode}
+	z, err := subGroupsOf(where, g.SubGroups, g.Slices)
+	if err != nil {
+		return out, err
 	}
+	out.SubGroups = z
 	return out, nil
 }
 

@@ -46,7 +46,7 @@ func TestParseJobFileHier(t *testing.T) {
 	require.Equal(t, "rack", h.Root.Topology.Level)
 	require.Equal(t, 24, h.Pods())
 	require.Equal(t, 20, h.MinPods())
-	require.Equal(t, 2, h.Root.Groups[1].Slices.Size)
+	require.Equal(t, 2, h.Root.Groups[1].SubGroups.Size)
 	require.Equal(t, 45*time.Minute, f.Waits["infer"].Waited)
 	require.Equal(t, time.Hour, f.Waits["infer"].Steps[1].After)
 	require.NotNil(t, f.FairShare)

@@ -25,7 +25,8 @@ import (
 //	    runTime: 2h            # declared run time (EASY backfill); optional
 //	    minCount: 64           # gang threshold; default: every replica
 //	    topology: {level: rack, mode: required}   # or preferred
-//	    nvlink: {sliceSize: 16}                   # multi-node NVLink; {} = one partition
+//	    independent: false     # true: the topology holds per pod set, not for the gang
+//	    nvlink: {subGroupSize: 16}                # multi-node NVLink; {} = one partition; old key: sliceSize
 //	    podSets:
 //	      - name: worker
 //	        replicas: 64
@@ -44,7 +45,7 @@ import (
 //	          preferred: [{weight: 10, matchExpressions: [{key: example.com/pool, operator: In, values: [a]}]}]
 //	        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //	        topology: {level: clique, mode: preferred}
-//	        slices: {size: 16, level: clique, mode: required}
+//	        subGroups: {size: 16, level: clique, mode: required}  # old key: slices
 //	        allOrNothing: false # true: placed with minReplicas or more, or not at all
 //
 // A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
@@ -84,6 +85,9 @@ type Job struct {
 	Topology *Constraint `json:"topology,omitempty"`
 	NVLink   *NVLink     `json:"nvlink,omitempty"`
 	PodSets  []PodSet    `json:"podSets,omitempty"`
+	// Independent places the pod sets apart: the job's topology (and
+	// nvlink without sub-groups) holds per pod set (gang.Job.Independent).
+	Independent bool `json:"independent,omitempty"`
 	// Groups makes the job hierarchical (gang.HierJob): the job is the
 	// root group (its topology the root's), these its sub-groups; a job
 	// has podSets or groups, not both.
@@ -98,8 +102,8 @@ type Constraint struct {
 	Mode  gang.Mode `json:"mode,omitempty"`
 }
 
-// Slices is a pod set's slices in a job file.
-type Slices struct {
+// SubGroups is a pod set's sub-groups in a job file.
+type SubGroups struct {
 	Size  int       `json:"size"`
 	Level string    `json:"level"`
 	Mode  gang.Mode `json:"mode,omitempty"`
@@ -107,6 +111,9 @@ type Slices struct {
 
 // NVLink is a job's multi-node NVLink request in a job file.
 type NVLink struct {
+	SubGroupSize int `json:"subGroupSize,omitempty"`
+	// SliceSize is the old key of subGroupSize, still read (not with
+	// subGroupSize).
 	SliceSize int    `json:"sliceSize,omitempty"`
 	Level     string `json:"level,omitempty"`
 }
@@ -151,8 +158,25 @@ type PodSet struct {
 	NodeAffinity *NodeAffinity     `json:"nodeAffinity,omitempty"`
 	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	Topology     *Constraint       `json:"topology,omitempty"`
-	Slices       *Slices           `json:"slices,omitempty"`
-	AllOrNothing bool              `json:"allOrNothing,omitempty"`
+	SubGroups    *SubGroups        `json:"subGroups,omitempty"`
+	// Slices is the old key of subGroups, still read (not with subGroups).
+	Slices       *SubGroups `json:"slices,omitempty"`
+	AllOrNothing bool       `json:"allOrNothing,omitempty"`
+}
+
+// subGroupsOf returns a pod set's or group's sub-groups, read from
+// subGroups or its old key slices (not both).
+func subGroupsOf(where string, z, old *SubGroups) (*gang.SubGroups, error) {
+	if z != nil && old != nil {
+		return nil, parseErr("%s: subGroups and its old key slices both set", where)
+	}
+	if z == nil {
+		z = old
+	}
+	if z == nil {
+		return nil, nil
+	}
+	return &gang.SubGroups{Size: z.Size, Level: z.Level, Mode: z.Mode}, nil
 }
 
 // ParseJobs reads a job file (see Jobs): one job or a list, with queue
@@ -169,12 +193,16 @@ func ParseJobs(data []byte) ([]gang.Job, []gang.QueueSpec, error) {
 }
 
 func (js *Job) job() (gang.Job, error) {
-	j := gang.Job{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime), MinCount: js.MinCount}
+	j := gang.Job{Name: js.Name, Queue: js.Queue, Priority: js.Priority, Arrival: js.Arrival, RunTime: time.Duration(js.RunTime), MinCount: js.MinCount,
+		Independent: js.Independent}
 	if js.Topology != nil {
 		j.Topology = gang.Constraint{Level: js.Topology.Level, Mode: js.Topology.Mode}
 	}
 	if js.NVLink != nil {
-		j.NVLink = &gang.NVLink{SliceSize: js.NVLink.SliceSize, Level: js.NVLink.Level}
+		if js.NVLink.SubGroupSize != 0 && js.NVLink.SliceSize != 0 {
+			return j, parseErr("nvlink: subGroupSize and its old key sliceSize both set")
+		}
+		j.NVLink = &gang.NVLink{SubGroupSize: js.NVLink.SubGroupSize + js.NVLink.SliceSize, Level: js.NVLink.Level}
 	}
 	for i, ps := range js.PodSets {
 		pod, err := ps.pod(fmt.Sprintf("podSets[%d]", i))
@@ -185,9 +213,11 @@ func (js *Job) job() (gang.Job, error) {
 		if ps.Topology != nil {
 			s.Topology = gang.Constraint{Level: ps.Topology.Level, Mode: ps.Topology.Mode}
 		}
-		if ps.Slices != nil {
-			s.Slices = &gang.Slices{Size: ps.Slices.Size, Level: ps.Slices.Level, Mode: ps.Slices.Mode}
+		z, err := subGroupsOf(fmt.Sprintf("podSets[%d]", i), ps.SubGroups, ps.Slices)
+		if err != nil {
+			return j, err
 		}
+		s.SubGroups = z
 		j.PodSets = append(j.PodSets, s)
 	}
 	return j, nil

@@ -143,7 +143,7 @@ func gangJob(pod *v1.Pod, spec gangSpec, members int, req scoring.Request, arriv
 	}
 	g := gangPod(pod, req)
 	return &gang.Job{Name: spec.key, MinCount: spec.min, Priority: podPriority(pod), Arrival: arrival, Topology: spec.topo,
-		PodSets: []gang.PodSet{{Name: podSetName(&g), Replicas: replicas, Slices: spec.slice, Pod: g}}}
+		PodSets: []gang.PodSet{{Name: podSetName(&g), Replicas: replicas, SubGroups: spec.slice, Pod: g}}}
 }
 
 // gangCheck asks package gang whether the gang can be completed on the

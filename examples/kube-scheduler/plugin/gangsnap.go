@@ -193,7 +193,7 @@ func usesGPUs(g *gang.Pod) bool { return g.Devices.Count > 0 || g.Devices.Shared
 // gang.Pod, by name), slices applied to the sets that use GPUs (their
 // replicas rounded up to whole slices). ok is false when a pod's request
 // cannot be read or there are more templates than gang.MaxPodSets.
-func (p *Plugin) podSetsOf(pods []*v1.Pod, slice *gang.Slices) (sets []gang.PodSet, total int, gpus bool, ok bool) {
+func (p *Plugin) podSetsOf(pods []*v1.Pod, slice *gang.SubGroups) (sets []gang.PodSet, total int, gpus bool, ok bool) {
 	type set struct {
 		pod  gang.Pod
 		pods int
@@ -225,7 +225,7 @@ func (p *Plugin) podSetsOf(pods []*v1.Pod, slice *gang.Slices) (sets []gang.PodS
 		uses := usesGPUs(&s.pod)
 		gpus = gpus || uses
 		if slice != nil && uses {
-			ps.Slices = slice
+			ps.SubGroups = slice
 			if r := ps.Replicas % slice.Size; r != 0 {
 				ps.Replicas += slice.Size - r
 			}

@@ -58,7 +58,7 @@ type gangSpec struct {
 	name  string
 	min   int
 	topo  gang.Constraint
-	slice *gang.Slices
+	slice *gang.SubGroups
 }
 
 // gangSpecOf reads the pod's gang: LabelGang, else LabelPodGroup, with
@@ -112,7 +112,7 @@ func gangSpecOf(pod *v1.Pod) (spec gangSpec, ok bool, err error) {
 		if level == "" || len(level) > maxLevelName {
 			return spec, true, fmt.Errorf("%w: gang %.63q: slice level %.40q is empty or longer than %d bytes", ErrGangSpec, name, level, maxLevelName)
 		}
-		spec.slice = &gang.Slices{Size: k, Level: level, Mode: gang.Required}
+		spec.slice = &gang.SubGroups{Size: k, Level: level, Mode: gang.Required}
 	}
 	return spec, true, nil
 }

@@ -26,7 +26,7 @@ func TestGangSpec(t *testing.T) {
 	assert.Equal(t, "default/pg", spec.key)
 	assert.Equal(t, LabelPodGroup, spec.label, "the scheduler-plugins label is the fallback gang key")
 	assert.Equal(t, gang.Constraint{Level: "clique", Mode: gang.Required}, spec.topo)
-	assert.Equal(t, &gang.Slices{Size: 2, Level: "node", Mode: gang.Required}, spec.slice)
+	assert.Equal(t, &gang.SubGroups{Size: 2, Level: "node", Mode: gang.Required}, spec.slice)
 
 	// gputopo.io/gang wins over the pod-group label.
 	pod.Labels[LabelGang] = "g"
