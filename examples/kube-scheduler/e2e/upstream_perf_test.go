@@ -6,6 +6,8 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,9 +135,12 @@ func upstreamShape(t *testing.T, i int) *topology.Node {
 // the harness is exercised in every CI run. GPUTOPO_UPSTREAM_PERF=1 runs
 // the 5,000-node workloads (many minutes, several GiB);
 // GPUTOPO_UPSTREAM_NODES=N scales them to N nodes (pods in proportion),
-// GPUTOPO_UPSTREAM_ROUNDS=N sets the rounds (default 4 at scale, 1
-// otherwise) and GPUTOPO_UPSTREAM_WORKLOADS a subset
-// ("basic,gang,tas").
+// GPUTOPO_UPSTREAM_BASIC_MEASURE=N sets SchedulingBasic's measurePods
+// (1000: upstream's 5000Nodes workload; default 10000, its
+// 5000Nodes_10000Pods), GPUTOPO_UPSTREAM_ROUNDS=N sets the rounds
+// (default 4 at scale, 1 otherwise), GPUTOPO_UPSTREAM_WORKLOADS a subset
+// ("basic,gang,tas") and GPUTOPO_UPSTREAM_PROFILE=DIR writes a CPU
+// profile of each measured phase there.
 func TestUpstreamPerf(t *testing.T) {
 	sizes, rounds := upstreamSmoke, 1
 	if os.Getenv("GPUTOPO_UPSTREAM_PERF") == "1" {
@@ -145,6 +150,12 @@ func TestUpstreamPerf(t *testing.T) {
 			require.NoError(t, err)
 			require.Positive(t, n)
 			sizes = upstreamFull.scaled(n)
+		}
+		if s := os.Getenv("GPUTOPO_UPSTREAM_BASIC_MEASURE"); s != "" {
+			n, err := strconv.Atoi(s)
+			require.NoError(t, err)
+			require.Positive(t, n)
+			sizes.basicMeasure = n
 		}
 	}
 	if s := os.Getenv("GPUTOPO_UPSTREAM_ROUNDS"); s != "" {
@@ -486,9 +497,20 @@ func runUpstream(t *testing.T, client kubernetes.Interface, topos map[string]*to
 
 	before := gatherUpstreamHistograms(t)
 	boundBefore := bound.Load()
+	stopProfile := func() {}
+	if dir := os.Getenv("GPUTOPO_UPSTREAM_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%s-%s-%d.pprof", workload, profile, round)))
+		require.NoError(t, err)
+		require.NoError(t, pprof.StartCPUProfile(f))
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}
 	start, cpuStart := time.Now(), processCPU(t)
 	createUpstreamPods(t, client, workload, ns, profile, from, to, max(perGroup, 1))
 	cpuEnd := waitUpstreamBound(t, &bound, to)
+	stopProfile()
 	after := gatherUpstreamHistograms(t)
 	end := time.Unix(0, lastBind.Load())
 	if bound.Load() == boundBefore {
