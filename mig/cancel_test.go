@@ -82,15 +82,6 @@ func TestPlanDefragStopsWhenCancelled(t *testing.T) {
 	})
 }
 
-func TestPlanAMDStopsWhenCancelled(t *testing.T) {
-	gpus := amdFleet(t, 4000, 8)
-	req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}
-	checkCancellation(t, func(ctx context.Context) error {
-		_, err := PlanAMD(ctx, gpus, req, Policy{Threshold: 9})
-		return err
-	})
-}
-
 func TestPlaceStopsWhenCancelled(t *testing.T) {
 	ls := benchLayouts(t, 4000, 0, 4, 1)
 	req := Request{Profile: MustParseProfileName("1g.10gb")}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
+	"github.com/gputopo/gputopo/mig/internal/plankit"
 )
 
 // The defragmentation planner, by job:
@@ -150,26 +152,9 @@ func newPlanner(ctx context.Context, layouts []*Layout, req Request, pol Policy)
 }
 
 // validateGPUs validates every GPU of a fleet with validate and rejects
-// duplicate names, looking at the context as it goes.
+// duplicate names (ErrInvalidLayout), looking at p as it goes.
 func validateGPUs[G any](p *ctxpoll.Poller, gpus []G, name func(G) string, validate func(int, G) error) error {
-	if err := p.Now(); err != nil {
-		return err
-	}
-	seen := make(map[string]bool, len(gpus))
-	for i, g := range gpus {
-		if p.Tick(1) != nil {
-			return p.Err()
-		}
-		if err := validate(i, g); err != nil {
-			return fmt.Errorf("gpu %d: %w", i, err)
-		}
-		n := name(g)
-		if seen[n] {
-			return fmt.Errorf("%w: duplicate GPU name %q", ErrInvalidLayout, n)
-		}
-		seen[n] = true
-	}
-	return nil
+	return plankit.ValidateGPUs(p, gpus, name, validate, ErrInvalidLayout)
 }
 
 // fitsAlready returns, when the request fits without disturbing anything,

@@ -1,6 +1,9 @@
 // Package mig plans GPU partitions: NVIDIA Multi-Instance GPU (MIG) slot
 // geometry, placement that keeps large profiles placeable, priority-safe
-// defragmentation plans, and AMD Instinct compute/memory partition modes.
+// defragmentation plans and partition templates. The plan types ([Plan],
+// [Step], [Cost], [Policy], [NoPlanError]) are vendor-neutral: package
+// mig/amdpart plans AMD Instinct compute/memory partition modes with them,
+// and package mig/migfile reads and writes layout and template files.
 //
 // # Model
 //
@@ -64,10 +67,8 @@
 // reconfigure per request (mig-parted configurations).
 // [ShippedTemplates] writes, from a model's placement table, all-<small>
 // (inference), all-<quarter>, all-<half>, balanced and whole-gpu
-// (training); users add their own in a JSON file ([ReadTemplateFile],
-// [MarshalTemplateFile], schema
-// [TemplateFileSchema], bounded by maxTemplateFileBytes,
-// maxTemplates and maxTemplateEntries). [ChooseTemplate] picks, for a
+// (training); users add their own in a JSON file (package mig/migfile).
+// [ChooseTemplate] picks, for a
 // set of GPUs and a demand [Mix] of request counts, the template that
 // serves the most demand (Σ min(requests, instances) × memory slices per
 // profile) among those whose transition the [Policy] allows, and plans the
@@ -77,7 +78,7 @@
 // # Cancellation
 //
 // The calls whose time grows with the fleet take a context.Context first:
-// [PlanDefrag], [PlanAMD], [ChooseTemplate], [Place], [NewFleet] and
+// [PlanDefrag], [ChooseTemplate], [Place], [NewFleet] and
 // [Fleet.PlaceBatch].
 // They look at it every few hundred units of work (a GPU validated or
 // weighed, a way of making room tried, a packing step) and, once it is
@@ -93,39 +94,22 @@
 //
 //	limit                   value        bounds
 //	MaxSlots                16           instances (memory-slice slots) of one GPU
-//	maxFileBytes            16 MiB       a layout file
-//	maxFileGPUs             100,000      GPUs of a layout file
-//	maxFileModels           64           models of a layout file
-//	maxNameBytes            256          a name in a layout or template file
-//	maxAMDWork              64           work items of one AMD GPU in a file
 //	maxModelNames           64           aliases and PCI IDs of one model
 //	maxMixTotal             1e300        the sum of a Mix's weights (each finite, not negative)
 //	maxNoPlanExamples       3            examples per cause in a NoPlanError
 //	maxArrangeSteps         2^20         placements a template arrangement search tries
-//	maxTemplateFileBytes    1 MiB        a template file
-//	maxTemplates            1,024        templates of a template file
-//	maxTemplateEntries      MaxSlots     profile entries of one template
 //
 // Zero values and nil pointers of the package's types return errors (or
 // empty results), never panic; see [Mix.Validate] for a Mix's weights.
 //
-// # AMD
+// # AMD and files
 //
-// AMD Instinct GPUs partition by mode, not by placement: a compute mode
-// (SPX, DPX, TPX, QPX, CPX) and a memory mode (NPS1, NPS2, NPS4) for the
-// whole GPU, with identical partitions. [AMDModel] lists the valid
-// combinations per model ([LookupAMD], [AMDModels]); [AMDGPU] is one GPU's
-// modes and work; [PlanAMD] plans a mode change, which needs the GPU idle
-// (a memory-mode change reloads the driver for the whole hive) and is
-// costed as whole-GPU operations; [ApplyAMDStep] applies its steps in
-// memory with the same rules.
-//
-// # Layout files
-//
-// [ReadLayoutFile] and [MarshalLayoutFile] read and write a JSON file of
-// MIG layouts, AMD GPUs and, optionally, profile tables (schema
-// "gputopo-mig/v1"); the gputopo
-// CLI's "mig" command works on such files.
+// AMD Instinct GPUs partition by mode, not by placement; package
+// mig/amdpart has their models, GPUs and planner, whose plans are this
+// package's [Plan]s (a partition-mode plan sets [Plan.Mode] and
+// [Request.Mode]). Package mig/migfile reads and writes the JSON layout
+// file (MIG layouts, AMD GPUs, profile tables; schema "gputopo-mig/v1")
+// and template file the gputopo CLI's "mig" command works on.
 //
 // # Applying plans
 //
@@ -139,7 +123,7 @@
 //
 // Every error wraps a sentinel (ErrOverlap, ErrIllegalPlacement, ErrNoPlan,
 // ...) for errors.Is; every parse error wraps [ErrParse], which is
-// topology.ErrParse. The enum types (modes, states, step kinds, strategies,
+// topology.ErrParse. The enum types (states, step kinds, strategies,
 // causes, profile names) implement encoding.TextMarshaler and
 // TextUnmarshaler. The package imports no vendor library and builds
 // with CGO_ENABLED=0.

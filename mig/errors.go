@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gputopo/gputopo/mig/internal/plankit"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -56,9 +57,6 @@ var (
 	// file, a profile name, a mode or another enum's text form). Every
 	// parse error of the package wraps it.
 	ErrParse = topology.ErrParse
-	// ErrBadMode: an AMD compute/memory partition mode or combination is
-	// not valid for the model.
-	ErrBadMode = fmt.Errorf("mig: invalid partition mode: %w", topology.ErrInvalidRequest)
 	// errNoTemplate: no partition template is given (or shipped) for the
 	// GPUs' model.
 	errNoTemplate = fmt.Errorf("mig: no template for the model: %w", topology.ErrInvalidRequest)
@@ -67,24 +65,9 @@ var (
 	ErrUnknownGPU = fmt.Errorf("mig: unknown GPU: %w", topology.ErrInvalidRequest)
 )
 
-// parseError is a parse error that wraps ErrParse and a more specific
-// sentinel without repeating both messages.
-type parseError struct {
-	kind error
-	msg  string
-}
-
-func (e *parseError) Error() string   { return e.kind.Error() + ": " + e.msg }
-func (e *parseError) Unwrap() []error { return []error{e.kind, ErrParse} }
-
-// malformed returns a parse error wrapping ErrParse and kind.
-func malformed(kind error, format string, args ...any) error {
-	return &parseError{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
-
 // maxNoPlanExamples bounds the example reasons a NoPlanError keeps per
 // cause, so that the error stays small however large the fleet is.
-const maxNoPlanExamples = 3
+const maxNoPlanExamples = plankit.MaxExamples
 
 // NoPlanCause classifies why one way of making room (a GPU and placement
 // for MIG, a GPU and mode for AMD) was rejected.
@@ -202,45 +185,27 @@ func (e *NoPlanError) Unwrap() error { return ErrNoPlan }
 
 // reasonLog collects rejection reasons bounded: counts per cause and a few
 // examples each.
-type reasonLog struct {
-	causes   []CauseCount
-	examples []string
-	perCause []int
-	last     int
-}
+type reasonLog struct{ log plankit.Log[NoPlanCause] }
 
 // add counts one rejection for cause c and reports whether an example of
 // it is wanted (then pass it to example).
-func (r *reasonLog) add(c NoPlanCause) bool {
-	i := slices.IndexFunc(r.causes, func(x CauseCount) bool { return x.Cause == c })
-	if i < 0 {
-		i = len(r.causes)
-		r.causes = append(r.causes, CauseCount{Cause: c})
-		r.perCause = append(r.perCause, 0)
-	}
-	r.causes[i].Count++
-	r.last = i
-	return r.perCause[i] < maxNoPlanExamples
-}
+func (r *reasonLog) add(c NoPlanCause) bool { return r.log.Add(c) }
 
 // example records an example for the cause last passed to add.
-func (r *reasonLog) example(s string) {
-	if r.perCause[r.last] >= maxNoPlanExamples || slices.Contains(r.examples, s) {
-		return
-	}
-	r.perCause[r.last]++
-	r.examples = append(r.examples, s)
-}
+func (r *reasonLog) example(s string) { r.log.Example(s) }
 
 // note is add and example in one, for reasons that are cheap to format.
-func (r *reasonLog) note(c NoPlanCause, s string) {
-	if r.add(c) {
-		r.example(s)
+func (r *reasonLog) note(c NoPlanCause, s string) { r.log.Note(c, s) }
+
+func (r *reasonLog) empty() bool { return r.log.Empty() }
+
+func (r *reasonLog) err(req string) *NoPlanError { return noPlanError(req, &r.log) }
+
+// noPlanError is the NoPlanError for req with the rejections of l.
+func noPlanError(req string, l *plankit.Log[NoPlanCause]) *NoPlanError {
+	e := &NoPlanError{Request: req, Reasons: l.Examples()}
+	for _, c := range l.Counts() {
+		e.Causes = append(e.Causes, CauseCount(c))
 	}
-}
-
-func (r *reasonLog) empty() bool { return len(r.causes) == 0 }
-
-func (r *reasonLog) err(req string) *NoPlanError {
-	return &NoPlanError{Request: req, Causes: slices.Clone(r.causes), Reasons: slices.Clone(r.examples)}
+	return e
 }

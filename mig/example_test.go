@@ -113,20 +113,6 @@ func ExamplePlanDefrag() {
 	// destroy-gi gpu0 {0}:1
 }
 
-func ExamplePlanAMD() {
-	mi, _ := mig.LookupAMD("MI300X")
-	gpus := []*mig.AMDGPU{
-		{GPU: "mi0", Hive: "h", Model: mi, Compute: mig.SPX, Memory: mig.NPS1, Work: []mig.AMDWork{{Partition: 0, Owner: "train", Priority: 1}}},
-		{GPU: "mi1", Hive: "h", Model: mi, Compute: mig.SPX, Memory: mig.NPS1},
-	}
-	p, _ := mig.PlanAMD(context.Background(), gpus, mig.AMDRequest{Compute: mig.CPX, Owner: "inf", Priority: 5}, mig.Policy{})
-	fmt.Print(p.Explain())
-	// Output:
-	// To fit CPX for inf partition (priority 5), switch mi1 to CPX/NPS1; the request gets partition 0.
-	// The compute-mode change needs mi1 idle.
-	// Cost: no eviction, 1 whole-GPU operation(s), no move; 1 steps; 2 alternatives weighed.
-}
-
 func ExampleApplyPlan() {
 	m, _ := mig.DefaultCatalog().Lookup("H100-80GB")
 	l, _ := mig.NewLayout("gpu0", m)

@@ -120,7 +120,8 @@ func (s Step) String() string {
 // free placement within the instance limits; a compute instance is
 // destroyed only when idle; a GPU instance only when it has no compute
 // instance. On error the layouts are unchanged. Mode steps (AMD) return an
-// error wrapping ErrBadStep: apply those with [ApplyAMDStep].
+// error wrapping ErrBadStep: apply those with
+// [github.com/gputopo/gputopo/mig/amdpart.ApplyStep].
 func ApplyStep(layouts []*Layout, s Step) error {
 	l := findLayout(layouts, s.GPU)
 	if l == nil {
@@ -328,10 +329,23 @@ type Request struct {
 	Owner string `json:"owner,omitempty"`
 	// Priority is the workload's priority (larger is more important).
 	Priority int `json:"priority,omitempty"`
+	// Mode is, in a partition-mode plan (package mig/amdpart), the mode
+	// the request asks for: a compute mode, with the memory mode when the
+	// request names one ("CPX", "CPX/NPS4"); Profile is then zero. The
+	// MIG calls ignore it.
+	Mode string `json:"mode,omitempty"`
 }
 
-// String formats the request ("3g.40gb for train-a (priority 5)").
+// String formats the request ("3g.40gb for train-a (priority 5)"; for a
+// mode request "CPX/NPS4 for inf partition (priority 5)").
 func (r Request) String() string {
+	if r.Mode != "" && !r.Profile.IsValid() {
+		m := r.Mode
+		if r.Owner != "" {
+			m += " for " + r.Owner
+		}
+		return fmt.Sprintf("%s partition (priority %d)", m, r.Priority)
+	}
 	s := r.Profile.String()
 	if !r.Profile.IsValid() {
 		s = "(no profile)"
@@ -351,11 +365,9 @@ type Plan struct {
 	// GPU and Placement are where the request's instance is created.
 	GPU       string    `json:"gpu"`
 	Placement Placement `json:"placement"`
-	// AMDRequest is, for an AMD plan (PlanAMD), what the plan makes room
-	// for; Request then carries only its owner and priority.
-	AMDRequest *AMDRequest `json:"amdRequest,omitempty"`
-	// Mode and Partition are, for an AMD plan (PlanAMD), the GPU's mode
-	// after the plan ("CPX/NPS4") and the partition the request gets.
+	// Mode and Partition are, for a partition-mode plan (package
+	// mig/amdpart), the GPU's mode after the plan ("CPX/NPS4") and the
+	// partition the request gets.
 	Mode      string `json:"mode,omitempty"`
 	Partition int    `json:"partition,omitempty"`
 	// Steps are the operations, in order.
@@ -382,7 +394,7 @@ func (p *Plan) Explain() string {
 		return ""
 	}
 	if p.Mode != "" {
-		return p.explainAMD()
+		return p.explainMode()
 	}
 	if p.Template != "" {
 		return p.explainTemplate()
@@ -442,11 +454,12 @@ func ownerOr(in Instance) string {
 	return fmt.Sprintf("the %s instance", in.Profile)
 }
 
-func (p *Plan) explainAMD() string {
+// explainMode explains a partition-mode plan (package mig/amdpart).
+func (p *Plan) explainMode() string {
 	var b strings.Builder
 	req := "the request"
-	if p.AMDRequest != nil {
-		req = p.AMDRequest.String()
+	if p.Request.Mode != "" {
+		req = p.Request.String()
 	}
 	if len(p.Steps) == 0 {
 		fmt.Fprintf(&b, "%s fits on %s partition %d (%s) without a mode change.\n", req, p.GPU, p.Partition, p.Mode)

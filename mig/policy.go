@@ -1,6 +1,6 @@
 package mig
 
-import "fmt"
+import "github.com/gputopo/gputopo/mig/internal/plankit"
 
 // Policy bounds what a defragmentation plan may disrupt. The zero value is
 // safe: only in-use work with a negative priority may be evicted (by a job
@@ -40,101 +40,35 @@ type Policy struct {
 	MaxDisruptions int
 }
 
-// refusal says why the policy forbids disturbing one in-use workload; the
-// zero value, allowed, means it does not. Checking a policy returns a
-// refusal, and words are made of it (reason) only for the few refusals a
-// NoPlanError quotes, so the check allocates nothing.
-type refusal uint8
+// refusal says why the policy forbids disturbing one in-use workload
+// (plankit.Refusal); the zero value, allowed, means it does not.
+type refusal = plankit.Refusal
 
-const (
-	allowed            refusal = iota
-	movesDisabled              // Policy.NoMoves
-	evictionsDisabled          // Policy.NoEvictions
-	zeroBudget                 // Policy.MaxDisruptions < 0
-	notBelowJob                // the work's priority is not below the pending job's
-	jobBelowThreshold          // the pending job's priority is below Policy.Threshold
-	moveBelowThreshold         // the same, for a move (Policy.AllowMovesBelowThreshold is off)
-	atThreshold                // the work's priority is at or above Policy.Threshold
-)
+const allowed = plankit.Allowed
+
+// rules is p as the shared rules take it.
+func (p Policy) rules() plankit.Policy { return plankit.Policy(p) }
 
 // moveRefusal says whether a pending job of priority job may move in-use
 // work of priority work.
-func (p Policy) moveRefusal(job, work int) refusal {
-	if r := p.gate(p.NoMoves, movesDisabled); r != allowed {
-		return r
-	}
-	if !p.AllowMovesBelowThreshold && job < p.Threshold {
-		return moveBelowThreshold
-	}
-	if !p.MoveAnyPriority && work >= job {
-		return notBelowJob
-	}
-	return allowed
-}
+func (p Policy) moveRefusal(job, work int) refusal { return p.rules().MoveRefusal(job, work) }
 
 // evictRefusal says whether a pending job of priority job may evict
 // in-use work of priority work.
-func (p Policy) evictRefusal(job, work int) refusal {
-	r := p.gate(p.NoEvictions, evictionsDisabled)
-	switch {
-	case r != allowed:
-	case job < p.Threshold:
-		r = jobBelowThreshold
-	case work >= p.Threshold:
-		r = atThreshold
-	case work >= job:
-		r = notBelowJob
-	}
-	return r
-}
-
-// gate is what moves and evictions share: the switch that disables them
-// (refused as off) and a negative budget.
-func (p Policy) gate(disabled bool, off refusal) refusal {
-	if disabled {
-		return off
-	}
-	if p.MaxDisruptions < 0 {
-		return zeroBudget
-	}
-	return allowed
-}
+func (p Policy) evictRefusal(job, work int) refusal { return p.rules().EvictRefusal(job, work) }
 
 // reason says refusal r in words, for work of priority work and a pending
 // job of priority job.
-func (p Policy) reason(r refusal, job, work int) string {
-	switch r {
-	case movesDisabled:
-		return "moves are disabled"
-	case evictionsDisabled:
-		return "evictions are disabled"
-	case zeroBudget:
-		return "the disruption budget is zero"
-	case notBelowJob:
-		return fmt.Sprintf("priority %d is not below the pending job's %d", work, job)
-	case jobBelowThreshold:
-		return fmt.Sprintf("the pending job's priority %d is below the eviction threshold %d", job, p.Threshold)
-	case moveBelowThreshold:
-		return fmt.Sprintf("the pending job's priority %d is below the disruption threshold %d and moves below it are not allowed", job, p.Threshold)
-	case atThreshold:
-		return fmt.Sprintf("priority %d is at or above the eviction threshold %d", work, p.Threshold)
-	}
-	return ""
-}
+func (p Policy) reason(r refusal, job, work int) string { return p.rules().Reason(r, job, work) }
 
 // blocked words why work of priority work may be neither moved nor evicted
 // ("may not be moved (...) or evicted (...)").
-func (p Policy) blocked(job, work int) string {
-	return fmt.Sprintf("may not be moved (%s) or evicted (%s)",
-		p.reason(p.moveRefusal(job, work), job, work), p.reason(p.evictRefusal(job, work), job, work))
-}
+func (p Policy) blocked(job, work int) string { return p.rules().Blocked(job, work) }
 
 // belowThreshold reports whether a pending job of priority job may not
 // disrupt in-use work at all because of the threshold: it may neither
 // evict (below Threshold) nor move (AllowMovesBelowThreshold off).
-func (p Policy) belowThreshold(job int) bool {
-	return job < p.Threshold && !p.AllowMovesBelowThreshold
-}
+func (p Policy) belowThreshold(job int) bool { return p.rules().BelowThreshold(job) }
 
 // blockedCause classifies in-use work that may be neither moved nor
 // evicted by a pending job of priority job: CauseBelowThreshold when the
@@ -148,6 +82,4 @@ func (p Policy) blockedCause(job int) NoPlanCause {
 
 // overBudget reports whether a plan disrupting that many in-use instances
 // exceeds a positive Policy.MaxDisruptions.
-func (p Policy) overBudget(disruptions int) bool {
-	return p.MaxDisruptions > 0 && disruptions > p.MaxDisruptions
-}
+func (p Policy) overBudget(disruptions int) bool { return p.rules().OverBudget(disruptions) }

@@ -95,9 +95,6 @@ func TestEnumText(t *testing.T) {
 		into  encoding.TextUnmarshaler
 		bad   string
 	}{
-		{"compute mode", CPX, "CPX", new(ComputeMode), "XPX"},
-		{"compute mode zero", ComputeMode(""), "", new(ComputeMode), "SPX/NPS1"},
-		{"memory mode", NPS4, "NPS4", new(MemoryMode), "NPS3"},
 		{"profile name", MustParseProfileName("1g.10gb+me"), "1g.10gb+me", new(ProfileName), "1g"},
 		{"instance state", InUse, "in-use", new(InstanceState), "running"},
 		{"step kind", StepSetMemoryMode, "set-memory-mode", new(StepKind), "explode"},
@@ -125,8 +122,6 @@ func TestEnumText(t *testing.T) {
 
 func TestEnumTextRejectsUnknownValues(t *testing.T) {
 	for name, v := range map[string]encoding.TextMarshaler{
-		"compute mode":  ComputeMode("XPX"),
-		"memory mode":   MemoryMode("NPS3"),
 		"profile name":  ProfileName{},
 		"instance":      InstanceState(7),
 		"step kind":     StepKind(99),
@@ -138,8 +133,8 @@ func TestEnumTextRejectsUnknownValues(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 	for name, u := range map[string]encoding.TextUnmarshaler{
-		"compute mode": (*ComputeMode)(nil), "memory mode": (*MemoryMode)(nil), "profile name": (*ProfileName)(nil),
-		"instance": (*InstanceState)(nil), "step kind": (*StepKind)(nil), "strategy": (*Strategy)(nil),
+		"profile name": (*ProfileName)(nil),
+		"instance":     (*InstanceState)(nil), "step kind": (*StepKind)(nil), "strategy": (*Strategy)(nil),
 		"apply mode": (*ApplyMode)(nil), "no-plan cause": (*NoPlanCause)(nil),
 	} {
 		assert.ErrorIs(t, u.UnmarshalText([]byte("x")), ErrParse, "%s: nil receiver", name)
@@ -150,7 +145,7 @@ func TestEnumTextRejectsUnknownValues(t *testing.T) {
 // package topology (docs/errors.md).
 func TestSentinelTaxonomy(t *testing.T) {
 	for _, err := range []error{ErrUnknownModel, ErrUnknownProfile, errInvalidModel, ErrIllegalPlacement,
-		ErrOverlap, ErrInvalidLayout, ErrNoInstance, ErrBadStep, ErrBadMode, ErrUnknownGPU} {
+		ErrOverlap, ErrInvalidLayout, ErrNoInstance, ErrBadStep, ErrUnknownGPU} {
 		assert.ErrorIs(t, err, topology.ErrInvalidRequest, err.Error())
 	}
 	for _, err := range []error{ErrParse, errBadProfileName, errBadMix} {
@@ -161,4 +156,26 @@ func TestSentinelTaxonomy(t *testing.T) {
 	for _, err := range []error{ErrInstanceLimit, ErrInUse, ErrNoFit, ErrNoPlan} {
 		assert.NotErrorIs(t, err, topology.ErrInvalidRequest, "%v is an outcome, not a bad request", err)
 	}
+}
+
+func FuzzParseProfileName(f *testing.F) {
+	for _, s := range []string{"1g.10gb", "1g.10gb+me", "7g.80gb", "1c.3g.20gb", "MIG 3g.40gb", "mig-1g.24gb-me", "1g.24gb+me.all", "", "0c.1g.1gb", "9999g.9999gb+a.b-c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseProfileName(s)
+		if err != nil {
+			if !errors.Is(err, errBadProfileName) {
+				t.Fatalf("error without the sentinel: %v", err)
+			}
+			return
+		}
+		if !n.IsValid() {
+			t.Fatalf("%q parsed to invalid %+v", s, n)
+		}
+		m, err := ParseProfileName(n.String())
+		if err != nil || m != n {
+			t.Fatalf("%q → %q → %+v, %v", s, n, m, err)
+		}
+	})
 }

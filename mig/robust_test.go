@@ -2,6 +2,7 @@ package mig
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/internal/hostile"
-	"github.com/gputopo/gputopo/topology"
 )
 
 // callAll calls every exported method of recv (a pointer or a value) with
@@ -61,12 +61,12 @@ func callAll(t *testing.T, what string, recv reflect.Value, skip func(name strin
 func TestZeroValuesAndNilPointers(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Layout](), reflect.TypeFor[Model](), reflect.TypeFor[Catalog](), reflect.TypeFor[Fleet](),
-		reflect.TypeFor[AMDModel](), reflect.TypeFor[AMDGPU](), reflect.TypeFor[Plan](),
+		reflect.TypeFor[Plan](),
 		reflect.TypeFor[NoPlanError](), reflect.TypeFor[Profile](), reflect.TypeFor[ProfileName](), reflect.TypeFor[Placement](),
 		reflect.TypeFor[Instance](), reflect.TypeFor[InstanceState](), reflect.TypeFor[StepKind](), reflect.TypeFor[Step](),
-		reflect.TypeFor[Cost](), reflect.TypeFor[Request](), reflect.TypeFor[AMDRequest](), reflect.TypeFor[AMDMode](),
+		reflect.TypeFor[Cost](), reflect.TypeFor[Request](),
 		reflect.TypeFor[Mix](), reflect.TypeFor[Strategy](), reflect.TypeFor[ApplyMode](), reflect.TypeFor[Assignment](),
-		reflect.TypeFor[ComputeMode](), reflect.TypeFor[MemoryMode](), reflect.TypeFor[LayoutFile](), reflect.TypeFor[Move](),
+		reflect.TypeFor[Move](),
 		reflect.TypeFor[Eviction](), reflect.TypeFor[Fragmentation](), reflect.TypeFor[Policy](), reflect.TypeFor[PlaceOptions](),
 	} {
 		// The zero value, through a pointer (so every method is callable).
@@ -152,123 +152,6 @@ func TestMixValidate(t *testing.T) {
 
 // allocated returns the bytes allocated while f runs.
 
-// bigModelJSON is a model with 16 slots and 32 one-slice profiles of 16
-// placements each: small on disk, 2^16 states.
-func bigModelJSON(tracked bool) string {
-	var profs []string
-	for i := 0; i < maxProfiles; i++ {
-		var pls []string
-		for s := 0; s < 16; s++ {
-			pls = append(pls, fmt.Sprintf(`{"start":%d,"size":1}`, s))
-		}
-		limit := 0
-		if tracked {
-			limit = 15
-		}
-		profs = append(profs, fmt.Sprintf(`{"name":"1g.%dgb","id":%d,"computeSlices":1,"memorySlices":1,"maxInstances":%d,"placements":[%s]}`,
-			i+1, i, limit, strings.Join(pls, ",")))
-	}
-	return fmt.Sprintf(`{"name":"Huge","slots":16,"profiles":[%s]}`, strings.Join(profs, ","))
-}
-
-// TestParseFileAdversarial feeds small (or at most a few MB) inputs that
-// ask for huge counts: each ends in a typed error, allocating less than
-// 64 MB.
-func TestParseFileAdversarial(t *testing.T) {
-	gpus := func(n int, gpu string) string {
-		var b strings.Builder
-		b.WriteString(`{"gpus":[`)
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, gpu, i)
-		}
-		b.WriteString(`]}`)
-		return b.String()
-	}
-	inst := func(n int) string {
-		var parts []string
-		for i := 0; i < n; i++ {
-			parts = append(parts, fmt.Sprintf(`{"profile":"1g.6gb","start":%d}`, i%4))
-		}
-		return `{"gpus":[{"gpu":"a","model":"A30","instances":[` + strings.Join(parts, ",") + `]}]}`
-	}
-	models := func(n int) string {
-		var parts []string
-		for i := 0; i < n; i++ {
-			parts = append(parts, fmt.Sprintf(`{"name":"M%d","slots":1,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[{"start":0,"size":1}]}]}`, i))
-		}
-		return `{"models":[` + strings.Join(parts, ",") + `]}`
-	}
-	long := strings.Repeat("x", maxNameBytes+1)
-	for name, tc := range map[string]struct {
-		doc  string
-		want []error
-	}{
-		"too many GPUs":   {gpus(maxFileGPUs+1, `{"gpu":"g%d","model":"A30"}`), []error{topology.ErrLimit, ErrParse}},
-		"many instances":  {inst(MaxSlots + 1), []error{topology.ErrLimit, ErrParse}},
-		"too many models": {models(maxFileModels + 1), []error{topology.ErrLimit, ErrParse}},
-		"long owner":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"owner":"` + long + `"}]}]}`, []error{topology.ErrLimit}},
-		"long gpu name":   {`{"gpus":[{"gpu":"` + long + `","model":"A30"}]}`, []error{topology.ErrLimit}},
-		"long hive":       {`{"amd":[{"gpu":"a","hive":"` + long + `","model":"MI300X","compute":"SPX","memory":"NPS1"}]}`, []error{topology.ErrLimit}},
-		"amd work":        {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[` + strings.Repeat(`{"partition":0},`, maxAMDWork) + `{"partition":1}]}]}`, []error{topology.ErrLimit}},
-		"1e9 slots":       {`{"models":[{"name":"X","slots":1000000000,"profiles":[]}]}`, []error{errInvalidModel, ErrParse}},
-		"1e9 instances":   {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"maxInstances":1000000000,"placements":[{"start":0,"size":1}]}]}]}`, []error{errInvalidModel}},
-		"huge start":      {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
-		"huge size":       {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":0,"size":1000000000000}]}]}`, []error{ErrIllegalPlacement}},
-		"start overflow":  {`{"gpus":[{"gpu":"a","model":"A30","instances":[{"profile":"1g.6gb","start":1e300}]}]}`, []error{ErrParse}},
-		"huge partition":  {`{"amd":[{"gpu":"a","model":"MI300X","compute":"CPX","memory":"NPS1","work":[{"partition":1000000000}]}]}`, []error{ErrInvalidLayout}},
-		"deep nesting":    {`{"gpus":` + strings.Repeat("[", 1_000_000), []error{ErrParse}},
-		"deep objects":    {strings.Repeat(`{"gpus":`, 200_000), []error{ErrParse}},
-		"many placements": {`{"models":[{"name":"X","slots":8,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[` + strings.Repeat(`{"start":0,"size":1},`, 100_000) + `{"start":0,"size":1}]}]}]}`, []error{errInvalidModel}},
-		"many aliases":    {`{"models":[{"name":"X","aliases":[` + strings.Repeat(`"a",`, 100_000) + `"a"],"slots":1,"profiles":[{"name":"1g.1gb","id":1,"computeSlices":1,"memorySlices":1,"placements":[{"start":0,"size":1}]}]}]}`, []error{topology.ErrLimit}},
-		"state explosion": {`{"models":[` + bigModelJSON(true) + `]}`, []error{topology.ErrLimit, errInvalidModel}},
-	} {
-		var err error
-		n := hostile.Allocated(func() { _, err = parseLayoutFile([]byte(tc.doc), nil) })
-		for _, w := range tc.want {
-			assert.ErrorIs(t, err, w, name)
-		}
-		assert.Less(t, n, uint64(hostile.RaceSlack*64<<20), "%s: %d bytes allocated for a %d-byte input", name, n, len(tc.doc))
-	}
-	// Over maxFileBytes, from a reader that never ends.
-	var err error
-	n := hostile.Allocated(func() { _, err = ReadLayoutFile(endless{}, nil) })
-	require.ErrorIs(t, err, topology.ErrLimit)
-	assert.Less(t, n, uint64(hostile.RaceSlack*(3*maxFileBytes+(8<<20))))
-	_, err = parseLayoutFile(make([]byte, maxFileBytes+1), nil)
-	require.ErrorIs(t, err, topology.ErrLimit)
-}
-
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
-	}
-	return len(p), nil
-}
-
-// TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
-// without building a state table (whose memory would be hundreds of MB).
-func TestHugeModelWithoutTable(t *testing.T) {
-	f, err := parseLayoutFile([]byte(`{"models":[`+bigModelJSON(false)+`],"gpus":[{"gpu":"a","model":"Huge"},{"gpu":"b","model":"Huge"}]}`), nil)
-	require.NoError(t, err)
-	n := hostile.Allocated(func() {
-		fl, err := NewFleet(context.Background(), f.Layouts, PlaceOptions{})
-		require.NoError(t, err)
-		for i := 0; i < 20; i++ {
-			_, err := fl.Place(Request{Profile: MustParseProfileName(fmt.Sprintf("1g.%dgb", i+1))})
-			require.NoError(t, err)
-		}
-		_, err = PlanDefrag(context.Background(), fl.Layouts(), Request{Profile: MustParseProfileName("1g.3gb"), Priority: 5}, Policy{})
-		require.NoError(t, err)
-	})
-	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
-	assert.Nil(t, f.Layouts[0].Model.stateTable())
-}
-
 // TestNoPlanBounded: the "no plan" error of a large full fleet stays small
 // and counts every rejected way of making room.
 func TestNoPlanBounded(t *testing.T) {
@@ -298,34 +181,53 @@ func TestNoPlanBounded(t *testing.T) {
 	assert.Len(t, npe.Reasons, maxNoPlanExamples)
 }
 
-// TestPlanAMDHugeHive: a hive of thousands of busy GPUs plans in about
-// linear time and memory (the old planner was quadratic in the hive).
-func TestPlanAMDHugeHive(t *testing.T) {
-	gpus := amdFleet(t, 4000, 4000)
-	var p *Plan
-	var err error
-	n := hostile.Allocated(func() {
-		p, err = PlanAMD(context.Background(), gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9})
-	})
-	require.NoError(t, err)
-	assert.Equal(t, 4000, p.Cost.WholeGPUOps)
-	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
-	checkAMDPlan(t, gpus, AMDRequest{Compute: CPX, Memory: NPS4, Owner: "x", Priority: 9}, Policy{Threshold: 9}, p)
-}
-
-// amdFleet returns n busy MI300X GPUs in SPX/NPS1 in hives of hive GPUs.
-func amdFleet(tb testing.TB, n, hive int) []*AMDGPU {
-	m := amdModel(tb, "MI300X")
-	out := make([]*AMDGPU, n)
-	for i := range out {
-		out[i] = &AMDGPU{GPU: fmt.Sprintf("mi%d", i), Hive: fmt.Sprintf("h%d", i/hive), Model: m, Compute: SPX, Memory: NPS1,
-			Work: []AMDWork{{Partition: 0, Owner: fmt.Sprintf("w%d", i), Priority: i % 5}}}
-	}
-	return out
-}
-
 func TestNoPlanErrorNil(t *testing.T) {
 	var e *NoPlanError
 	assert.Equal(t, ErrNoPlan.Error(), e.Error())
 	assert.True(t, errors.Is(e, ErrNoPlan))
+}
+
+// bigModelJSON is a model with 16 slots and 32 one-slice profiles of 16
+// placements each: small on disk, 2^16 states.
+func bigModelJSON(tracked bool) string {
+	var profs []string
+	for i := 0; i < maxProfiles; i++ {
+		var pls []string
+		for s := 0; s < 16; s++ {
+			pls = append(pls, fmt.Sprintf(`{"start":%d,"size":1}`, s))
+		}
+		limit := 0
+		if tracked {
+			limit = 15
+		}
+		profs = append(profs, fmt.Sprintf(`{"name":"1g.%dgb","id":%d,"computeSlices":1,"memorySlices":1,"maxInstances":%d,"placements":[%s]}`,
+			i+1, i, limit, strings.Join(pls, ",")))
+	}
+	return fmt.Sprintf(`{"name":"Huge","slots":16,"profiles":[%s]}`, strings.Join(profs, ","))
+}
+
+// TestHugeModelWithoutTable: a valid model with 2^16 states is placed on
+// without building a state table (whose memory would be hundreds of MB).
+func TestHugeModelWithoutTable(t *testing.T) {
+	var spec ModelSpec
+	require.NoError(t, json.Unmarshal([]byte(bigModelJSON(false)), &spec))
+	m, err := NewModel(spec)
+	require.NoError(t, err)
+	a, err := NewLayout("a", m)
+	require.NoError(t, err)
+	b, err := NewLayout("b", m)
+	require.NoError(t, err)
+	layouts := []*Layout{a, b}
+	n := hostile.Allocated(func() {
+		fl, err := NewFleet(context.Background(), layouts, PlaceOptions{})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			_, err := fl.Place(Request{Profile: MustParseProfileName(fmt.Sprintf("1g.%dgb", i+1))})
+			require.NoError(t, err)
+		}
+		_, err = PlanDefrag(context.Background(), fl.Layouts(), Request{Profile: MustParseProfileName("1g.3gb"), Priority: 5}, Policy{})
+		require.NoError(t, err)
+	})
+	assert.Less(t, n, uint64(hostile.RaceSlack*64<<20))
+	assert.Nil(t, layouts[0].Model.stateTable())
 }

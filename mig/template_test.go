@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/gputopo/gputopo/topology"
@@ -119,57 +118,6 @@ func TestTemplateResolveErrors(t *testing.T) {
 	ins, err := Template{Name: "y", Model: "a100-sxm4-80gb", Profiles: []TemplateEntry{e("3g.40gb", 1), e("4g.40gb", 1)}}.Resolve(m)
 	require.NoError(t, err)
 	assert.Equal(t, []Placement{{0, 4}, {4, 4}}, []Placement{ins[0].Placement, ins[1].Placement})
-}
-
-func TestTemplateFile(t *testing.T) {
-	var all []Template
-	for _, m := range DefaultCatalog().Models() {
-		all = append(all, ShippedTemplates(m)...)
-	}
-	b, err := MarshalTemplateFile(all)
-	require.NoError(t, err)
-	back, err := parseTemplateFile(b, nil)
-	require.NoError(t, err)
-	assert.Equal(t, all, back)
-	back, err = ReadTemplateFile(strings.NewReader(string(b)), nil)
-	require.NoError(t, err)
-	assert.Equal(t, all, back)
-
-	// A user template by alias gets the model's canonical name.
-	got, err := parseTemplateFile([]byte(`{"templates":[{"name":"two-3g","model":"A100-SXM4-80GB","purpose":"training","profiles":[{"profile":"3g.40gb","count":2}]}]}`), nil)
-	require.NoError(t, err)
-	assert.Equal(t, "A100-80GB", got[0].Model)
-
-	long := strings.Repeat("n", maxNameBytes+1)
-	many := `{"templates":[` + strings.Repeat(`{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]},`, maxTemplates) +
-		`{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`
-	for _, c := range []struct {
-		name, in string
-		want     error
-	}{
-		{"json", `{"templates":[`, ErrParse},
-		{"unknown field", `{"templates":[],"x":1}`, ErrParse},
-		{"trailing", `{"templates":[]} {}`, ErrParse},
-		{"schema", `{"schema":"v9","templates":[]}`, ErrParse},
-		{"bad profile", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"nope","count":1}]}]}`, errBadProfileName},
-		{"unknown model", `{"templates":[{"name":"a","model":"Z9","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrUnknownModel},
-		{"no name", `{"templates":[{"model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`, ErrInvalidLayout},
-		{"no profiles", `{"templates":[{"name":"a","model":"A30","profiles":[]}]}`, ErrInvalidLayout},
-		{"illegal", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"4g.24gb","count":1},{"profile":"1g.6gb","count":1}]}]}`, ErrInvalidLayout},
-		{"duplicate", `{"templates":[{"name":"a","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]},{"name":"a","model":"A30-24GB","profiles":[{"profile":"1g.6gb","count":2}]}]}`, ErrInvalidLayout},
-		{"long name", `{"templates":[{"name":"` + long + `","model":"A30","profiles":[{"profile":"1g.6gb","count":1}]}]}`, topology.ErrLimit},
-		{"many entries", `{"templates":[{"name":"a","model":"A30","profiles":[` + strings.Repeat(`{"profile":"1g.6gb","count":1},`, maxTemplateEntries) + `{"profile":"1g.6gb","count":1}]}]}`, topology.ErrLimit},
-		{"many templates", many, topology.ErrLimit},
-		{"size", `{"templates":[],"schema":"` + strings.Repeat(" ", maxTemplateFileBytes) + `"}`, topology.ErrLimit},
-	} {
-		_, err := parseTemplateFile([]byte(c.in), nil)
-		assert.ErrorIs(t, err, c.want, c.name)
-		assert.ErrorIs(t, err, ErrParse, c.name)
-	}
-	_, err = ReadTemplateFile(strings.NewReader(strings.Repeat(" ", maxTemplateFileBytes+1)), nil)
-	assert.ErrorIs(t, err, topology.ErrLimit)
-	_, err = ReadTemplateFile(nil, nil)
-	assert.ErrorIs(t, err, ErrParse)
 }
 
 // oracleServed computes a template's served demand from its resolved
@@ -469,37 +417,4 @@ func TestChooseTemplateExamples(t *testing.T) {
 	assert.Equal(t, "whole-gpu", ch.Template.Name)
 	assert.Empty(t, ch.Plan.Steps)
 	assert.Contains(t, ch.Plan.Explain(), "already have template whole-gpu")
-}
-
-// FuzzParseTemplateFile: any input gives templates that resolve on their
-// model and survive a round trip, or an error wrapping ErrParse.
-func FuzzParseTemplateFile(f *testing.F) {
-	var all []Template
-	for _, m := range DefaultCatalog().Models() {
-		all = append(all, ShippedTemplates(m)...)
-	}
-	seed, _ := MarshalTemplateFile(all)
-	f.Add(seed)
-	f.Add([]byte(`{"templates":[{"name":"x","model":"A30","profiles":[{"profile":"2g.12gb","count":2}]}]}`))
-	f.Add([]byte(`{"templates":[{"name":"x","model":"H100","profiles":[{"profile":"1g.10gb+me","count":1},{"profile":"3g.40gb","count":1}]}]}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, err := parseTemplateFile(data, nil)
-		if err != nil {
-			require.ErrorIs(t, err, ErrParse)
-			return
-		}
-		for _, tp := range ts {
-			m, err := DefaultCatalog().Lookup(tp.Model)
-			require.NoError(t, err)
-			ins, err := tp.Resolve(m)
-			require.NoError(t, err)
-			_, err = NewLayout("g", m, ins...)
-			require.NoError(t, err)
-		}
-		out, err := MarshalTemplateFile(ts)
-		require.NoError(t, err)
-		again, err := parseTemplateFile(out, nil)
-		require.NoError(t, err, "%s", out)
-		assert.Equal(t, ts, again)
-	})
 }

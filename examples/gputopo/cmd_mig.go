@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
+	"github.com/gputopo/gputopo/mig/migfile"
 	"github.com/gputopo/gputopo/mig/parted"
 )
 
@@ -39,7 +41,7 @@ actions:
                               candidates from a mig-parted configuration, the
                               choice written as one with its nvidia.com/mig.config label
 
-Layout files are JSON (schema gputopo-mig/v1; see package mig's LayoutFile).
+Layout files are JSON (schema gputopo-mig/v1; see package mig/migfile's File).
 Instead of --layout, --amd-root DIR (a sysfs root; / for this machine) or
 --kfd DIR (a raw KFD capture) plans against the discovered AMD GPUs.
 Every action takes --json.`
@@ -96,7 +98,7 @@ func migModels(args []string, stdout, stderr io.Writer) error {
 	for _, m := range mig.DefaultCatalog().Models() {
 		rows = append(rows, row{m.Name(), "nvidia", m.Slots(), m.Aliases()})
 	}
-	for _, m := range mig.AMDModels() {
+	for _, m := range amdpart.Models() {
 		rows = append(rows, row{Name: m.Name(), Vendor: "amd", Aliases: m.Spec().Aliases})
 	}
 	if *asJSON {
@@ -125,7 +127,7 @@ func migProfiles(args []string, stdout, stderr io.Writer) error {
 	}
 	m, err := mig.DefaultCatalog().Lookup(*name)
 	if err != nil {
-		a, aerr := mig.LookupAMD(*name)
+		a, aerr := amdpart.Lookup(*name)
 		if aerr != nil {
 			return err
 		}
@@ -150,7 +152,7 @@ func migProfiles(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func amdProfiles(m *mig.AMDModel, asJSON bool, stdout io.Writer) error {
+func amdProfiles(m *amdpart.Model, asJSON bool, stdout io.Writer) error {
 	type mode struct {
 		Mode        string `json:"mode"`
 		Partitions  int    `json:"partitions"`
@@ -190,7 +192,7 @@ func (f *layoutFlags) register(fs *flag.FlagSet) {
 	f.amd.register(fs)
 }
 
-func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.LayoutFile, error) {
+func (f *layoutFlags) load(stderr io.Writer, action string) (*migfile.File, error) {
 	if f.amd.given() {
 		return f.amd.load(context.Background(), stderr, action, f.path)
 	}
@@ -203,7 +205,7 @@ func (f *layoutFlags) load(stderr io.Writer, action string) (*mig.LayoutFile, er
 		return nil, err
 	}
 	defer r.Close()
-	file, err := mig.ReadLayoutFile(r, nil)
+	file, err := migfile.Read(r, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
@@ -284,7 +286,7 @@ func migShow(args []string, stdout, stderr io.Writer) error {
 		return writeJSON(stdout, struct {
 			GPUs          []gpuOut          `json:"gpus"`
 			Fragmentation mig.Fragmentation `json:"fragmentation"`
-			AMD           []*mig.AMDGPU     `json:"amd,omitempty"`
+			AMD           []*amdpart.GPU    `json:"amd,omitempty"`
 		}{gpus, node, file.AMD})
 	}
 	for _, g := range gpus {
@@ -407,7 +409,7 @@ func migPlace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func mustMarshalFile(ls []*mig.Layout) json.RawMessage {
-	b, err := mig.MarshalLayoutFile(ls, nil)
+	b, err := migfile.Marshal(ls, nil)
 	if err != nil {
 		return json.RawMessage("null")
 	}
@@ -459,16 +461,16 @@ func migDefrag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		plan, err = mig.PlanDefrag(ctx, file.Layouts, mig.Request{Profile: name, Owner: *owner, Priority: *prio}, pol)
 	} else {
-		req := mig.AMDRequest{Owner: *owner, Priority: *prio}
-		if req.Compute, err = mig.ParseComputeMode(*compute); err != nil {
+		req := amdpart.Request{Owner: *owner, Priority: *prio}
+		if req.Compute, err = amdpart.ParseComputeMode(*compute); err != nil {
 			return err
 		}
 		if *memory != "" {
-			if req.Memory, err = mig.ParseMemoryMode(*memory); err != nil {
+			if req.Memory, err = amdpart.ParseMemoryMode(*memory); err != nil {
 				return err
 			}
 		}
-		plan, err = mig.PlanAMD(ctx, file.AMD, req, pol)
+		plan, err = amdpart.Plan(ctx, file.AMD, req, pol)
 	}
 	var npe *mig.NoPlanError
 	if errors.As(err, &npe) {
@@ -533,7 +535,7 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var lf layoutFlags
 	lf.register(fs)
 	mixFlag := fs.String("mix", "", "demand `mix` as request counts, e.g. 1g.10gb=5,3g.40gb=1 (default: one of every profile)")
-	tfile := fs.String("templates", "", "template `file` (JSON, schema "+mig.TemplateFileSchema+"); default: the shipped templates")
+	tfile := fs.String("templates", "", "template `file` (JSON, schema "+migfile.TemplateSchema+"); default: the shipped templates")
 	mpIn := fs.String("mig-parted", "", "mig-parted configuration `file` whose configurations are the candidate templates")
 	mpOut := fs.String("write-mig-parted", "", "write the chosen template as a mig-parted configuration `file`")
 	prio := fs.Int("priority", 0, "priority of the reconfiguration (as a pending job's for defrag)")
@@ -566,7 +568,7 @@ func migTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		defer r.Close()
-		if templates, err = mig.ReadTemplateFile(r, file.Catalog); err != nil {
+		if templates, err = migfile.ReadTemplates(r, file.Catalog); err != nil {
 			return fmt.Errorf("%s: %w", *tfile, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migfile"
 	"github.com/gputopo/gputopo/provider/amd"
 )
 
@@ -28,7 +29,7 @@ func (a *amdSource) given() bool { return a.root != "" || a.kfd != "" }
 
 // load discovers the machine; notes on what was assumed go to stderr. A
 // layout file given too (layout != "") is a usage error.
-func (a *amdSource) load(ctx context.Context, stderr io.Writer, action, layout string) (*mig.LayoutFile, error) {
+func (a *amdSource) load(ctx context.Context, stderr io.Writer, action, layout string) (*migfile.File, error) {
 	if layout != "" {
 		fmt.Fprintf(stderr, "gputopo mig %s: give --layout or --amd-root/--kfd, not both\n", action)
 		return nil, errUsage
@@ -53,5 +54,5 @@ func (a *amdSource) load(ctx context.Context, stderr io.Writer, action, layout s
 	if len(st.GPUs) == 0 {
 		fmt.Fprintf(stderr, "gputopo mig %s: %s has no partitionable AMD GPU\n", action, origin)
 	}
-	return &mig.LayoutFile{Catalog: mig.DefaultCatalog(), AMD: st.GPUs}, nil
+	return &migfile.File{Catalog: mig.DefaultCatalog(), AMD: st.GPUs}, nil
 }

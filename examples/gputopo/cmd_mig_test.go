@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,7 +136,7 @@ func TestMigPlace(t *testing.T) {
 		t.Fatalf("place --json: %d %s", code, out)
 	}
 	// The layouts it prints are a valid layout file with the new instances.
-	after, err := mig.ReadLayoutFile(bytes.NewReader(doc.Layouts), nil)
+	after, err := migfile.Read(bytes.NewReader(doc.Layouts), nil)
 	if err != nil || len(after.Layouts[0].Instances)+len(after.Layouts[1].Instances) != 6 {
 		t.Fatalf("printed layouts: %v %v", after, err)
 	}

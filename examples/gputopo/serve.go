@@ -13,7 +13,7 @@ import (
 
 	"github.com/gputopo/gputopo/examples/gputopo/internal/webui"
 	"github.com/gputopo/gputopo/gang/gangfile"
-	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migfile"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -152,7 +152,7 @@ func serveConfig(ctx context.Context, src *sourceFlags, layout, gangCluster, gan
 			return cfg, inputError("layout file", layout, err)
 		}
 		defer f.Close()
-		if cfg.Layouts, err = mig.ReadLayoutFile(f, nil); err != nil {
+		if cfg.Layouts, err = migfile.Read(f, nil); err != nil {
 			return cfg, fmt.Errorf("%s: %w", layout, err)
 		}
 		cfg.LayoutOrigin = "layout from " + layout

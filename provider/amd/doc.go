@@ -69,8 +69,8 @@
 //
 // # Partition modes: planning and applying
 //
-// [Provider.PartitionState] turns a scan into the input of mig.PlanAMD:
-// one mig.AMDGPU per physical GPU, named by its PCI address, with the
+// [Provider.PartitionState] turns a scan into the input of amdpart.Plan:
+// one amdpart.GPU per physical GPU, named by its PCI address, with the
 // current compute and memory modes (from the amdgpu files, or inferred
 // from the KFD nodes and NPS1 assumed in raw captures, with notes), the
 // memory modes available_memory_partition lists, the hive (KFD hive_id)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/provider/amd"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 )
@@ -71,7 +72,7 @@ func ExamplePartitionManager() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := mig.PlanAMD(ctx, st.GPUs, mig.AMDRequest{Compute: mig.CPX, Owner: "inference"}, mig.Policy{})
+	plan, err := amdpart.Plan(ctx, st.GPUs, amdpart.Request{Compute: amdpart.CPX, Owner: "inference"}, mig.Policy{})
 	if err != nil {
 		log.Fatal(err)
 	}

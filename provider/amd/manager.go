@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
 )
@@ -59,7 +60,7 @@ type Write struct {
 //
 // Every step re-reads sysfs first. A mode must be one the GPU's
 // available_*_partition file lists (and valid with the current memory mode
-// by the model's rules), else the error wraps mig.ErrBadMode; a GPU
+// by the model's rules), else the error wraps amdpart.ErrBadMode; a GPU
 // without the file it must write fails with mig.ErrUnsupported.
 //
 // Idle rule: a GPU is in use when a KFD process holds a per-device context
@@ -94,7 +95,7 @@ type PartitionManager struct {
 
 	mu      sync.Mutex
 	log     []Write
-	pending map[string]mig.MemoryMode // GPU → requested memory mode
+	pending map[string]amdpart.MemoryMode // GPU → requested memory mode
 	// writeFile writes data to the real file name; tests replace it.
 	writeFile func(name string, data []byte) error
 }
@@ -130,7 +131,7 @@ func (p *Provider) PartitionManager(opts ...ManagerOption) *PartitionManager {
 	if p == nil {
 		p = &Provider{} // reads nothing, writes nothing
 	}
-	m := &PartitionManager{root: p.root, fsys: p.fsys, pending: map[string]mig.MemoryMode{}, writeFile: writeSysfs}
+	m := &PartitionManager{root: p.root, fsys: p.fsys, pending: map[string]amdpart.MemoryMode{}, writeFile: writeSysfs}
 	if p.root == "" {
 		m.writeFile = func(name string, _ []byte) error {
 			return fmt.Errorf("%w: %s: the provider reads an fs.FS, which cannot be written", mig.ErrUnsupported, name)
@@ -178,9 +179,9 @@ func (m *PartitionManager) State(ctx context.Context) (*PartitionState, error) {
 	return st, err
 }
 
-// AMDGPUs returns the node's GPUs as mig.PlanAMD takes them (State's
+// AMDGPUs returns the node's GPUs as amdpart.Plan takes them (State's
 // GPUs), for planning against the machine the manager changes.
-func (m *PartitionManager) AMDGPUs(ctx context.Context) ([]*mig.AMDGPU, error) {
+func (m *PartitionManager) AMDGPUs(ctx context.Context) ([]*amdpart.GPU, error) {
 	st, err := m.State(ctx)
 	if err != nil {
 		return nil, err
@@ -234,7 +235,7 @@ func (m *PartitionManager) Apply(ctx context.Context, s mig.Step, mode mig.Apply
 }
 
 // ApplyPlan carries out an AMD plan. With mig.DryRun it simulates every
-// step with mig.ApplyAMDStep on the discovered state (so a drain makes the
+// step with amdpart.ApplyStep on the discovered state (so a drain makes the
 // later mode change legal) and records the writes it would make; with
 // mig.Commit it applies the steps in order through Apply and stops at the
 // first error. It returns the number of steps applied (simulated) and the
@@ -260,7 +261,7 @@ func (m *PartitionManager) ApplyPlan(ctx context.Context, p *mig.Plan, mode mig.
 	if err != nil {
 		return 0, err
 	}
-	mem := make([]mig.MemoryMode, len(st.GPUs))
+	mem := make([]amdpart.MemoryMode, len(st.GPUs))
 	for i, g := range st.GPUs {
 		mem[i] = g.Memory
 	}
@@ -277,8 +278,8 @@ func (m *PartitionManager) ApplyPlan(ctx context.Context, p *mig.Plan, mode mig.
 
 // simulate applies s to st's GPUs by the planner's rules and records the
 // write it stands for.
-func (m *PartitionManager) simulate(st *PartitionState, mem []mig.MemoryMode, s mig.Step) error {
-	i := slices.IndexFunc(st.GPUs, func(g *mig.AMDGPU) bool { return g.GPU == s.GPU })
+func (m *PartitionManager) simulate(st *PartitionState, mem []amdpart.MemoryMode, s mig.Step) error {
+	i := slices.IndexFunc(st.GPUs, func(g *amdpart.GPU) bool { return g.GPU == s.GPU })
 	if i < 0 {
 		return fmt.Errorf("%w: %s: %q", mig.ErrUnknownGPU, s.Kind, s.GPU)
 	}
@@ -287,7 +288,7 @@ func (m *PartitionManager) simulate(st *PartitionState, mem []mig.MemoryMode, s 
 	if err != nil {
 		return err
 	}
-	if err := mig.ApplyAMDStep(st.GPUs, s); err != nil {
+	if err := amdpart.ApplyStep(st.GPUs, s); err != nil {
 		return err
 	}
 	if w != nil {
@@ -311,16 +312,16 @@ func (m *PartitionManager) writeFor(st *PartitionState, i int, s mig.Step, avail
 		}
 		return &Write{Step: s}, nil
 	case mig.StepSetComputeMode:
-		c, err := mig.ParseComputeMode(s.Mode)
+		c, err := amdpart.ParseComputeMode(s.Mode)
 		if err != nil {
 			return nil, err
 		}
 		if avail && ph.AvailableCompute != nil && !slices.Contains(ph.AvailableCompute, c) && c != g.Compute {
-			return nil, fmt.Errorf("%w: %s lists compute modes %v, not %s", mig.ErrBadMode, g.GPU, ph.AvailableCompute, c)
+			return nil, fmt.Errorf("%w: %s lists compute modes %v, not %s", amdpart.ErrBadMode, g.GPU, ph.AvailableCompute, c)
 		}
 		file = "current_compute_partition"
 	case mig.StepSetMemoryMode:
-		n, err := mig.ParseMemoryMode(s.Mode)
+		n, err := amdpart.ParseMemoryMode(s.Mode)
 		if err != nil {
 			return nil, err
 		}
@@ -328,7 +329,7 @@ func (m *PartitionManager) writeFor(st *PartitionState, i int, s mig.Step, avail
 			return nil, fmt.Errorf("%w: %s has no available_memory_partition file: its memory mode cannot be switched", mig.ErrUnsupported, g.GPU)
 		}
 		if !slices.Contains(ph.AvailableMemory, n) {
-			return nil, fmt.Errorf("%w: %s lists memory modes %v, not %s", mig.ErrBadMode, g.GPU, ph.AvailableMemory, n)
+			return nil, fmt.Errorf("%w: %s lists memory modes %v, not %s", amdpart.ErrBadMode, g.GPU, ph.AvailableMemory, n)
 		}
 		file = "current_memory_partition"
 	default:
@@ -346,7 +347,7 @@ func (m *PartitionManager) writeFor(st *PartitionState, i int, s mig.Step, avail
 
 // apply checks s against the current state and, when commit, performs it.
 func (m *PartitionManager) apply(ctx context.Context, st *PartitionState, procs *kfdProcs, s mig.Step, commit bool) error {
-	i := slices.IndexFunc(st.GPUs, func(g *mig.AMDGPU) bool { return g.GPU == s.GPU })
+	i := slices.IndexFunc(st.GPUs, func(g *amdpart.GPU) bool { return g.GPU == s.GPU })
 	if i < 0 {
 		return fmt.Errorf("%w: %s: %q", mig.ErrUnknownGPU, s.Kind, s.GPU)
 	}
@@ -367,7 +368,7 @@ func (m *PartitionManager) apply(ctx context.Context, st *PartitionState, procs 
 		}
 		return nil
 	case mig.StepSetComputeMode:
-		c, _ := mig.ParseComputeMode(s.Mode)
+		c, _ := amdpart.ParseComputeMode(s.Mode)
 		if err := g.Model.Valid(c, g.Memory); err != nil {
 			return err
 		}
@@ -413,7 +414,7 @@ func (m *PartitionManager) apply(ctx context.Context, st *PartitionState, procs 
 	case s.Kind == mig.StepSetMemoryMode && got == string(g.Memory):
 		// Requested; in effect after the driver reloads.
 		for _, k := range hive(st, i) {
-			m.pending[st.GPUs[k].GPU] = mig.MemoryMode(s.Mode)
+			m.pending[st.GPUs[k].GPU] = amdpart.MemoryMode(s.Mode)
 		}
 		return nil
 	}
@@ -452,7 +453,7 @@ func (m *PartitionManager) reloadAndVerify(ctx context.Context, before *Partitio
 		if !ok {
 			continue
 		}
-		j := slices.IndexFunc(st.GPUs, func(g *mig.AMDGPU) bool { return g.GPU == name })
+		j := slices.IndexFunc(st.GPUs, func(g *amdpart.GPU) bool { return g.GPU == name })
 		if j < 0 {
 			return fmt.Errorf("%w: %s is gone after the reload", ErrNotApplied, name)
 		}

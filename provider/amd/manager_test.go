@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 )
 
@@ -107,7 +108,7 @@ func TestManagerCommitsComputeMode(t *testing.T) {
 	// The re-read state is the new mode.
 	st, err = m.State(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, mig.QPX, st.GPUs[1].Compute)
+	assert.Equal(t, amdpart.QPX, st.GPUs[1].Compute)
 }
 
 // TestManagerOverAnFSCannotCommit: a provider reading an fs.FS gives a
@@ -137,11 +138,11 @@ func TestManagerRefusesBadSteps(t *testing.T) {
 		step mig.Step
 		want error
 	}{
-		{setCompute(gpu, "TPX"), mig.ErrBadMode},                                                 // not in available_compute_partition
-		{setCompute(gpu, "SPX"), mig.ErrBadMode},                                                 // SPX needs NPS1; we are in NPS4
+		{setCompute(gpu, "TPX"), amdpart.ErrBadMode},                                             // not in available_compute_partition
+		{setCompute(gpu, "SPX"), amdpart.ErrBadMode},                                             // SPX needs NPS1; we are in NPS4
 		{setCompute(gpu, "XPX"), mig.ErrParse},                                                   // no such mode
 		{setCompute("0000:99:00.0", "CPX"), mig.ErrUnknownGPU},                                   // no such GPU
-		{mig.Step{Kind: mig.StepSetMemoryMode, GPU: gpu, Mode: "NPS2"}, mig.ErrBadMode},          // not available
+		{mig.Step{Kind: mig.StepSetMemoryMode, GPU: gpu, Mode: "NPS2"}, amdpart.ErrBadMode},      // not available
 		{mig.Step{Kind: mig.StepReloadDriver, GPU: gpu}, mig.ErrUnsupported},                     // no reloader
 		{mig.Step{Kind: mig.StepCreateGPUInstance, GPU: gpu}, mig.ErrUnsupported},                // a MIG step
 		{mig.Step{Kind: mig.StepDrain, GPU: gpu, Partition: 8}, mig.ErrNoInstance},               // CPX has 8 partitions
@@ -269,7 +270,7 @@ func TestManagerMemoryModeAndReload(t *testing.T) {
 	m := New(WithRoot(root)).PartitionManager(AllowChanges(), WithDriverReload(reload))
 	m.writeFile = kernel
 
-	plan, err := mig.PlanAMD(ctx, st.GPUs, mig.AMDRequest{Compute: mig.SPX, Owner: "big"}, mig.Policy{})
+	plan, err := amdpart.Plan(ctx, st.GPUs, amdpart.Request{Compute: amdpart.SPX, Owner: "big"}, mig.Policy{})
 	require.NoError(t, err)
 	// Dry run: simulated on the discovered state, nothing written or reloaded.
 	n, err := m.ApplyPlan(ctx, plan, mig.DryRun)
@@ -343,7 +344,7 @@ func TestManagerApplyPlanWithWork(t *testing.T) {
 	require.NoError(t, err)
 	last := st.GPUs[2]
 	require.Len(t, last.Work, 1)
-	plan, err := mig.PlanAMD(ctx, st.GPUs, mig.AMDRequest{Compute: mig.SPX, Priority: 10}, mig.Policy{Threshold: 5})
+	plan, err := amdpart.Plan(ctx, st.GPUs, amdpart.Request{Compute: amdpart.SPX, Priority: 10}, mig.Policy{Threshold: 5})
 	require.NoError(t, err)
 	assert.Equal(t, last.GPU, plan.GPU, "the least busy GPU")
 	require.Equal(t, mig.StepDrain, plan.Steps[0].Kind)

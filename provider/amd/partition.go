@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/provider/internal/pcitree"
 	"github.com/gputopo/gputopo/provider/internal/sysfile"
 	"github.com/gputopo/gputopo/topology"
@@ -18,11 +18,11 @@ import (
 
 // PartitionState is the partition planner's view of a node's AMD GPUs, as
 // [Provider.PartitionState] discovers it: GPUs[i] is the input
-// mig.PlanAMD takes, Physical[i] says where it came from.
+// amdpart.Plan takes, Physical[i] says where it came from.
 type PartitionState struct {
 	// GPUs are the partitionable physical GPUs, in KFD node order of their
 	// first partition.
-	GPUs []*mig.AMDGPU
+	GPUs []*amdpart.GPU
 	// Physical[i] details GPUs[i].
 	Physical []PhysicalGPU
 	// Inventory is the scan the state was built from.
@@ -34,7 +34,7 @@ type PartitionState struct {
 
 // PhysicalGPU is one physical GPU of a [PartitionState].
 type PhysicalGPU struct {
-	// Name is the GPU's name in plans (mig.AMDGPU.GPU): the physical PCI
+	// Name is the GPU's name in plans (amdpart.GPU.GPU): the physical PCI
 	// function ("0000:05:00.0"), or "kfd<N>" (its first KFD node) when KFD
 	// gives no location.
 	Name string
@@ -50,8 +50,8 @@ type PhysicalGPU struct {
 	// AvailableCompute and AvailableMemory are the modes the amdgpu files
 	// available_compute_partition and available_memory_partition list;
 	// nil when the file is absent.
-	AvailableCompute []mig.ComputeMode
-	AvailableMemory  []mig.MemoryMode
+	AvailableCompute []amdpart.ComputeMode
+	AvailableMemory  []amdpart.MemoryMode
 	// PartitionFiles reports whether current_compute_partition was read
 	// (false in raw KFD captures: the mode is inferred).
 	PartitionFiles bool
@@ -61,8 +61,8 @@ type PhysicalGPU struct {
 }
 
 // PartitionState scans the node and turns what it finds into the input of
-// mig.PlanAMD: one mig.AMDGPU per physical GPU that has a shipped AMD
-// partition table (mig.LookupAMD on its PCI device id or model name) or
+// amdpart.Plan: one amdpart.GPU per physical GPU that has a shipped AMD
+// partition table (amdpart.Lookup on its PCI device id or model name) or
 // amdgpu partition files.
 //
 //   - GPU is the physical PCI address; Hive is KFD's hive_id in hex ("" for
@@ -107,9 +107,9 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 		part := d0.Partition
 		// No table (nil model) is not an error: the rules then come from
 		// what KFD shows, or the GPU is left out.
-		model, lerr := mig.LookupAMD(fmt.Sprintf("0x%04X", inv.Devices[ph.Devices[0]].DeviceID))
+		model, lerr := amdpart.Lookup(fmt.Sprintf("0x%04X", inv.Devices[ph.Devices[0]].DeviceID))
 		if lerr != nil {
-			model, _ = mig.LookupAMD(d0.Model)
+			model, _ = amdpart.Lookup(d0.Model)
 		}
 		var err error
 		dir := ""
@@ -130,27 +130,27 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 			}
 			if ok {
 				for _, m := range avail {
-					ph.AvailableMemory = append(ph.AvailableMemory, mig.MemoryMode(m))
+					ph.AvailableMemory = append(ph.AvailableMemory, amdpart.MemoryMode(m))
 				}
 			}
 		}
 		for _, m := range part.AvailableModes {
-			ph.AvailableCompute = append(ph.AvailableCompute, mig.ComputeMode(m))
+			ph.AvailableCompute = append(ph.AvailableCompute, amdpart.ComputeMode(m))
 		}
 		if model, err = partitionModel(model, inv, ph); err != nil {
 			return nil, nil, err
 		}
-		g := &mig.AMDGPU{GPU: ph.Name, Model: model, Compute: mig.SPX, Memory: mig.NPS1}
+		g := &amdpart.GPU{GPU: ph.Name, Model: model, Compute: amdpart.SPX, Memory: amdpart.NPS1}
 		if ph.HiveID != 0 {
 			g.Hive = fmt.Sprintf("0x%x", ph.HiveID)
 		}
 		if part.ComputeMode != "" {
-			if g.Compute, err = mig.ParseComputeMode(part.ComputeMode); err != nil {
+			if g.Compute, err = amdpart.ParseComputeMode(part.ComputeMode); err != nil {
 				return nil, nil, err
 			}
 		}
 		if part.MemoryMode != "" {
-			if g.Memory, err = mig.ParseMemoryMode(part.MemoryMode); err != nil {
+			if g.Memory, err = amdpart.ParseMemoryMode(part.MemoryMode); err != nil {
 				return nil, nil, err
 			}
 		} else if !notedMem {
@@ -161,7 +161,7 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 		for k, id := range ph.GPUIDs {
 			if pids := procs.byGPU[id]; len(pids) > 0 {
 				ph.Processes[k] = pids
-				g.Work = append(g.Work, mig.AMDWork{Partition: k, Owner: "pid " + joinInts(pids)})
+				g.Work = append(g.Work, amdpart.Work{Partition: k, Owner: "pid " + joinInts(pids)})
 			}
 		}
 		if err := g.Validate(); err != nil {
@@ -179,8 +179,8 @@ func (p *Provider) partitionState(ctx context.Context) (*PartitionState, *kfdPro
 // partitionModel returns the partition rules of the GPU: the shipped
 // table's, with the memory modes available_memory_partition lists; or,
 // without a table, rules built from what KFD shows (XCCs, CUs, memory).
-func partitionModel(model *mig.AMDModel, inv *Inventory, ph PhysicalGPU) (*mig.AMDModel, error) {
-	var spec mig.AMDModelSpec
+func partitionModel(model *amdpart.Model, inv *Inventory, ph PhysicalGPU) (*amdpart.Model, error) {
+	var spec amdpart.ModelSpec
 	if model != nil {
 		spec = model.Spec()
 	} else {
@@ -197,13 +197,13 @@ func partitionModel(model *mig.AMDModel, inv *Inventory, ph PhysicalGPU) (*mig.A
 		}
 		spec.CUsPerXCC = cus / max(spec.XCCs, 1)
 		spec.MemoryGB = int(mem >> 30) // GiB, as the shipped tables count HBM
-		spec.MemoryModes = []mig.MemoryMode{mig.NPS1}
+		spec.MemoryModes = []amdpart.MemoryMode{amdpart.NPS1}
 	}
 	if len(ph.AvailableMemory) > 0 {
 		spec.MemoryModes = slices.Clone(ph.AvailableMemory)
 		spec.MemorySwitchable = len(ph.AvailableMemory) > 1
 	}
-	m, err := mig.NewAMDModel(spec)
+	m, err := amdpart.NewModel(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ph.Name, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputopo/gputopo/internal/shareddata"
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/provider/sysfstest"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -40,13 +41,13 @@ func TestPartitionStateGenerated(t *testing.T) {
 		assert.Equal(t, ph.PCI.String(), g.GPU)
 		assert.Equal(t, ph.Name, g.GPU)
 		assert.Equal(t, "0x5eed0000cafe", g.Hive)
-		assert.Equal(t, mig.CPX, g.Compute)
-		assert.Equal(t, mig.NPS4, g.Memory)
+		assert.Equal(t, amdpart.CPX, g.Compute)
+		assert.Equal(t, amdpart.NPS4, g.Memory)
 		assert.Equal(t, "MI300X", g.Model.Name())
-		assert.Equal(t, []mig.MemoryMode{mig.NPS1, mig.NPS4}, g.Model.MemoryModes())
+		assert.Equal(t, []amdpart.MemoryMode{amdpart.NPS1, amdpart.NPS4}, g.Model.MemoryModes())
 		assert.True(t, g.Model.Spec().MemorySwitchable)
-		assert.Equal(t, []mig.ComputeMode{mig.SPX, mig.DPX, mig.QPX, mig.CPX}, ph.AvailableCompute)
-		assert.Equal(t, []mig.MemoryMode{mig.NPS1, mig.NPS4}, ph.AvailableMemory)
+		assert.Equal(t, []amdpart.ComputeMode{amdpart.SPX, amdpart.DPX, amdpart.QPX, amdpart.CPX}, ph.AvailableCompute)
+		assert.Equal(t, []amdpart.MemoryMode{amdpart.NPS1, amdpart.NPS4}, ph.AvailableMemory)
 		assert.True(t, ph.PartitionFiles)
 		assert.Len(t, ph.Devices, 8)
 		assert.Len(t, ph.GPUIDs, 8)
@@ -55,10 +56,10 @@ func TestPartitionStateGenerated(t *testing.T) {
 	}
 	// The discovered machine is the planner's input: a CPX request fits,
 	// an SPX one needs the hive's memory mode changed (SPX takes NPS1 only).
-	p, err := mig.PlanAMD(context.Background(), st.GPUs, mig.AMDRequest{Compute: mig.CPX}, mig.Policy{})
+	p, err := amdpart.Plan(context.Background(), st.GPUs, amdpart.Request{Compute: amdpart.CPX}, mig.Policy{})
 	require.NoError(t, err)
 	assert.Empty(t, p.Steps)
-	p, err = mig.PlanAMD(context.Background(), st.GPUs, mig.AMDRequest{Compute: mig.SPX}, mig.Policy{})
+	p, err = amdpart.Plan(context.Background(), st.GPUs, amdpart.Request{Compute: amdpart.SPX}, mig.Policy{})
 	require.NoError(t, err)
 	kinds := map[mig.StepKind]int{}
 	for _, s := range p.Steps {
@@ -80,8 +81,8 @@ func TestPartitionStateWork(t *testing.T) {
 	st, err = New(WithFS(tr.FS())).PartitionState(context.Background())
 	require.NoError(t, err)
 	g := st.GPUs[2]
-	assert.Equal(t, mig.QPX, g.Compute)
-	assert.Equal(t, []mig.AMDWork{{Partition: 1, Owner: "pid 1234"}, {Partition: 3, Owner: "pid 77,1234"}}, g.Work)
+	assert.Equal(t, amdpart.QPX, g.Compute)
+	assert.Equal(t, []amdpart.Work{{Partition: 1, Owner: "pid 1234"}, {Partition: 3, Owner: "pid 77,1234"}}, g.Work)
 	assert.Equal(t, map[int][]int{1: {1234}, 3: {77, 1234}}, st.Physical[2].Processes)
 	for i, o := range st.GPUs {
 		if i != 2 {
@@ -89,7 +90,7 @@ func TestPartitionStateWork(t *testing.T) {
 		}
 	}
 	// The planner keeps the busy GPU's work: a DPX request takes another GPU.
-	p, err := mig.PlanAMD(context.Background(), st.GPUs, mig.AMDRequest{Compute: mig.DPX}, mig.Policy{})
+	p, err := amdpart.Plan(context.Background(), st.GPUs, amdpart.Request{Compute: amdpart.DPX}, mig.Policy{})
 	require.NoError(t, err)
 	assert.NotEqual(t, g.GPU, p.GPU)
 	assert.Zero(t, p.Cost.Evictions)
@@ -121,8 +122,8 @@ func TestPartitionStateSharedDumps(t *testing.T) {
 		hives := map[string]bool{}
 		for i, g := range st.GPUs {
 			assert.Equal(t, "MI308X", g.Model.Name(), g.GPU)
-			assert.Equal(t, mig.CPX, g.Compute, "inferred from 4 one-XCC nodes")
-			assert.Equal(t, mig.NPS1, g.Memory)
+			assert.Equal(t, amdpart.CPX, g.Compute, "inferred from 4 one-XCC nodes")
+			assert.Equal(t, amdpart.NPS1, g.Memory)
 			assert.Len(t, st.Physical[i].Devices, 4)
 			assert.False(t, st.Physical[i].PartitionFiles)
 			assert.Nil(t, st.Physical[i].AvailableMemory)
@@ -131,7 +132,7 @@ func TestPartitionStateSharedDumps(t *testing.T) {
 		}
 		assert.Len(t, hives, 1, "one xGMI hive")
 		assert.Equal(t, "0000:0a:00.0", st.GPUs[0].GPU)
-		p, err := mig.PlanAMD(context.Background(), st.GPUs, mig.AMDRequest{Compute: mig.SPX}, mig.Policy{})
+		p, err := amdpart.Plan(context.Background(), st.GPUs, amdpart.Request{Compute: amdpart.SPX}, mig.Policy{})
 		require.NoError(t, err)
 		require.Len(t, p.Steps, 1)
 		assert.Equal(t, mig.Step{Kind: mig.StepSetComputeMode, GPU: p.GPU, Mode: "SPX", Why: "compute mode SPX/NPS1"}, p.Steps[0])
@@ -184,11 +185,11 @@ func TestPartitionStateUnknownModel(t *testing.T) {
 	assert.Equal(t, 8, spec.XCCs, "4 partitions of 2 XCCs")
 	assert.Equal(t, 38, spec.CUsPerXCC)
 	assert.Equal(t, 192, spec.MemoryGB, "GiB, as the shipped tables")
-	assert.Equal(t, []mig.MemoryMode{mig.NPS1, mig.NPS4}, spec.MemoryModes)
+	assert.Equal(t, []amdpart.MemoryMode{amdpart.NPS1, amdpart.NPS4}, spec.MemoryModes)
 	assert.True(t, spec.MemorySwitchable)
-	assert.Equal(t, 4, g.Model.Partitions(mig.QPX))
-	assert.Equal(t, mig.QPX, g.Compute)
-	assert.Equal(t, mig.NPS4, g.Memory)
+	assert.Equal(t, 4, g.Model.Partitions(amdpart.QPX))
+	assert.Equal(t, amdpart.QPX, g.Compute)
+	assert.Equal(t, amdpart.NPS4, g.Memory)
 }
 
 func TestPartitionStateHostileKFDProcs(t *testing.T) {

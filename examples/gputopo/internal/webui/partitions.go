@@ -2,6 +2,7 @@ package webui
 
 import (
 	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migfile"
 )
 
 // migGPU is one MIG GPU's layout: its instances on the slot row and, per
@@ -39,7 +40,7 @@ type partitions struct {
 	AMD    []amdGPU `json:"amd"`
 }
 
-func newPartitions(f *mig.LayoutFile, origin string) (partitions, error) {
+func newPartitions(f *migfile.File, origin string) (partitions, error) {
 	out := partitions{Origin: origin, MIG: []migGPU{}, AMD: []amdGPU{}}
 	if f == nil {
 		return out, nil

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/gang/gangfile"
-	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/migfile"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -46,7 +46,7 @@ type Config struct {
 	Node       *topology.Node
 	NodeOrigin string
 	// Layouts are the MIG and AMD partition layouts shown.
-	Layouts      *mig.LayoutFile
+	Layouts      *migfile.File
 	LayoutOrigin string
 	// Gang is the cluster a gang placement is checked on; GangJobs the
 	// jobs the page offers (the first is checked when it opens).
@@ -347,12 +347,12 @@ func writeAnswer(w http.ResponseWriter, a reply) {
 // Demo returns the page's demo data for the sections a caller has no
 // file for: a MIG/AMD layout file and a gang cluster of four DGX H100
 // nodes in two racks with three jobs.
-func Demo() (*mig.LayoutFile, *gang.Snapshot, []gang.Job, error) {
+func Demo() (*migfile.File, *gang.Snapshot, []gang.Job, error) {
 	b, err := demo.ReadFile("demo/mig.json")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lf, err := mig.ReadLayoutFile(bytes.NewReader(b), nil)
+	lf, err := migfile.Read(bytes.NewReader(b), nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("demo MIG layout: %w", err)
 	}

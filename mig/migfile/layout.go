@@ -1,4 +1,4 @@
-package mig
+package migfile
 
 import (
 	"bytes"
@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/amdpart"
 	"github.com/gputopo/gputopo/topology"
 )
 
-// layoutFileSchema is the schema tag of the layout file parseLayoutFile reads and
-// MarshalLayoutFile writes.
+// layoutFileSchema is the schema tag of the layout file parseLayouts reads and
+// Marshal writes.
 const layoutFileSchema = "gputopo-mig/v1"
 
-// Limits on what parseLayoutFile and ReadLayoutFile accept. A file over a limit is
-// rejected with an error wrapping topology.ErrLimit (and ErrParse) before
+// Limits on what parseLayouts and Read accept. A file over a limit is
+// rejected with an error wrapping topology.ErrLimit (and mig.ErrParse) before
 // the part over the limit is processed; decoding a file costs memory
 // proportional to its size (bounded by maxFileBytes).
 const (
@@ -33,7 +35,7 @@ const (
 	maxAMDWork = 64
 )
 
-// LayoutFile is the content of a layout file: MIG GPUs, AMD GPUs, and profile
+// File is the content of a layout file: MIG GPUs, AMD GPUs, and profile
 // tables it brings along (which take precedence over the catalog, as
 // discovered tables do).
 //
@@ -41,7 +43,7 @@ const (
 //
 //	{
 //	  "schema": "gputopo-mig/v1",
-//	  "models": [ ... ModelSpec, optional ... ],
+//	  "models": [ ... mig.ModelSpec, optional ... ],
 //	  "gpus": [
 //	    {"gpu": "gpu0", "model": "A100-80GB", "instances": [
 //	      {"profile": "1g.10gb", "start": 0, "state": "in-use", "owner": "inf-a", "priority": 1},
@@ -53,21 +55,21 @@ const (
 //	     "work": [{"partition": 0, "owner": "train", "priority": 5}]}
 //	  ]
 //	}
-type LayoutFile struct {
-	// Catalog resolves the file's model names: the catalog parseLayoutFile was
+type File struct {
+	// Catalog resolves the file's model names: the catalog parseLayouts was
 	// given, with the file's own models layered over it.
-	Catalog *Catalog
+	Catalog *mig.Catalog
 	// Models are the file's own profile tables.
-	Models []*Model
+	Models []*mig.Model
 	// Layouts are the MIG GPUs.
-	Layouts []*Layout
+	Layouts []*mig.Layout
 	// AMD are the AMD GPUs.
-	AMD []*AMDGPU
+	AMD []*amdpart.GPU
 }
 
 type fileJSON struct {
 	Schema string           `json:"schema,omitempty"`
-	Models []ModelSpec      `json:"models,omitempty"`
+	Models []mig.ModelSpec  `json:"models,omitempty"`
 	GPUs   []fileGPUJSON    `json:"gpus,omitempty"`
 	AMD    []fileAMDGPUJSON `json:"amd,omitempty"`
 }
@@ -79,29 +81,29 @@ type fileGPUJSON struct {
 }
 
 type fileInstJSON struct {
-	Profile           string        `json:"profile"`
-	Start             *int          `json:"start"`
-	Size              int           `json:"size,omitempty"`
-	State             InstanceState `json:"state,omitempty"`
-	Owner             string        `json:"owner,omitempty"`
-	Priority          int           `json:"priority,omitempty"`
-	NoComputeInstance bool          `json:"noComputeInstance,omitempty"`
+	Profile           string            `json:"profile"`
+	Start             *int              `json:"start"`
+	Size              int               `json:"size,omitempty"`
+	State             mig.InstanceState `json:"state,omitempty"`
+	Owner             string            `json:"owner,omitempty"`
+	Priority          int               `json:"priority,omitempty"`
+	NoComputeInstance bool              `json:"noComputeInstance,omitempty"`
 }
 
 type fileAMDGPUJSON struct {
-	GPU           string    `json:"gpu"`
-	Hive          string    `json:"hive,omitempty"`
-	Model         string    `json:"model"`
-	Compute       string    `json:"compute"`
-	Memory        string    `json:"memory"`
-	PendingMemory string    `json:"pendingMemory,omitempty"`
-	Work          []AMDWork `json:"work,omitempty"`
+	GPU           string         `json:"gpu"`
+	Hive          string         `json:"hive,omitempty"`
+	Model         string         `json:"model"`
+	Compute       string         `json:"compute"`
+	Memory        string         `json:"memory"`
+	PendingMemory string         `json:"pendingMemory,omitempty"`
+	Work          []amdpart.Work `json:"work,omitempty"`
 }
 
-// parseLayoutFile is ReadLayoutFile on the bytes read.
-func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
+// parseLayouts is Read on the bytes read.
+func parseLayouts(data []byte, c *mig.Catalog) (*File, error) {
 	if c == nil {
-		c = DefaultCatalog()
+		c = mig.DefaultCatalog()
 	}
 	var fj fileJSON
 	if err := decodeJSONFile(data, "layout file", maxFileBytes, "maxFileBytes", &fj, &fj.Schema, layoutFileSchema); err != nil {
@@ -110,14 +112,14 @@ func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	if err := fj.limits(); err != nil {
 		return nil, err
 	}
-	f := &LayoutFile{}
+	f := &File{}
 	for i, spec := range fj.Models {
 		if spec.Source == "" {
 			spec.Source = "file"
 		}
-		m, err := NewModel(spec)
+		m, err := mig.NewModel(spec)
 		if err != nil {
-			return nil, fmt.Errorf("%w: models[%d]: %w", ErrParse, i, err)
+			return nil, fmt.Errorf("%w: models[%d]: %w", mig.ErrParse, i, err)
 		}
 		f.Models = append(f.Models, m)
 	}
@@ -126,30 +128,30 @@ func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	for i, g := range fj.GPUs {
 		at := fmt.Sprintf("gpus[%d]", i)
 		if g.GPU == "" {
-			return nil, fmt.Errorf("%w: %s: missing \"gpu\" name", ErrParse, at)
+			return nil, fmt.Errorf("%w: %s: missing \"gpu\" name", mig.ErrParse, at)
 		}
 		if names[g.GPU] {
-			return nil, fmt.Errorf("%w: %s: duplicate GPU name %q", ErrParse, at, g.GPU)
+			return nil, fmt.Errorf("%w: %s: duplicate GPU name %q", mig.ErrParse, at, g.GPU)
 		}
 		names[g.GPU] = true
 		m, err := f.Catalog.Lookup(g.Model)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s (%s): %w", ErrParse, at, g.GPU, err)
+			return nil, fmt.Errorf("%w: %s (%s): %w", mig.ErrParse, at, g.GPU, err)
 		}
-		l := &Layout{GPU: g.GPU, Model: m}
+		l := &mig.Layout{GPU: g.GPU, Model: m}
 		for k, in := range g.Instances {
 			at := fmt.Sprintf("%s.instances[%d]", at, k)
-			n, err := ParseProfileName(in.Profile)
+			n, err := mig.ParseProfileName(in.Profile)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+				return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 			}
 			if in.Start == nil {
-				return nil, fmt.Errorf("%w: %s: missing \"start\" (every instance has an explicit placement)", ErrParse, at)
+				return nil, fmt.Errorf("%w: %s: missing \"start\" (every instance has an explicit placement)", mig.ErrParse, at)
 			}
-			inst := Instance{Profile: n, Placement: Placement{Start: *in.Start, Size: in.Size}, State: in.State,
+			inst := mig.Instance{Profile: n, Placement: mig.Placement{Start: *in.Start, Size: in.Size}, State: in.State,
 				Owner: in.Owner, Priority: in.Priority, NoComputeInstance: in.NoComputeInstance}
 			if err := l.Add(inst); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+				return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 			}
 		}
 		f.Layouts = append(f.Layouts, l)
@@ -157,39 +159,39 @@ func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 	for i, g := range fj.AMD {
 		at := fmt.Sprintf("amd[%d]", i)
 		if g.GPU == "" || names[g.GPU] {
-			return nil, fmt.Errorf("%w: %s: missing or duplicate GPU name %q", ErrParse, at, g.GPU)
+			return nil, fmt.Errorf("%w: %s: missing or duplicate GPU name %q", mig.ErrParse, at, g.GPU)
 		}
 		names[g.GPU] = true
-		m, err := LookupAMD(g.Model)
+		m, err := amdpart.Lookup(g.Model)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+			return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 		}
-		cm, err := ParseComputeMode(g.Compute)
+		cm, err := amdpart.ParseComputeMode(g.Compute)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+			return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 		}
-		mm, err := ParseMemoryMode(g.Memory)
+		mm, err := amdpart.ParseMemoryMode(g.Memory)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+			return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 		}
-		a := &AMDGPU{GPU: g.GPU, Hive: g.Hive, Model: m, Compute: cm, Memory: mm, Work: g.Work}
+		a := &amdpart.GPU{GPU: g.GPU, Hive: g.Hive, Model: m, Compute: cm, Memory: mm, Work: g.Work}
 		if g.PendingMemory != "" {
-			if a.PendingMemory, err = ParseMemoryMode(g.PendingMemory); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+			if a.PendingMemory, err = amdpart.ParseMemoryMode(g.PendingMemory); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 			}
 		}
 		if err := a.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrParse, at, err)
+			return nil, fmt.Errorf("%w: %s: %w", mig.ErrParse, at, err)
 		}
 		f.AMD = append(f.AMD, a)
 	}
-	hives := map[string]*AMDGPU{}
+	hives := map[string]*amdpart.GPU{}
 	for _, a := range f.AMD {
 		if a.Hive == "" {
 			continue
 		}
 		if b, ok := hives[a.Hive]; ok && (a.Memory != b.Memory || a.PendingMemory != b.PendingMemory) {
-			return nil, fmt.Errorf("%w: hive %s mixes memory modes (%s, %s)", ErrParse, a.Hive, b.GPU, a.GPU)
+			return nil, fmt.Errorf("%w: hive %s mixes memory modes (%s, %s)", mig.ErrParse, a.Hive, b.GPU, a.GPU)
 		} else if !ok {
 			hives[a.Hive] = a
 		}
@@ -200,11 +202,11 @@ func parseLayoutFile(data []byte, c *Catalog) (*LayoutFile, error) {
 // limits checks the decoded file against the size limits.
 func (fj *fileJSON) limits() error {
 	over := func(what string, n, limit int, name string) error {
-		return fmt.Errorf("%w: %w: %s: %d, more than %s (%d)", ErrParse, topology.ErrLimit, what, n, name, limit)
+		return fmt.Errorf("%w: %w: %s: %d, more than %s (%d)", mig.ErrParse, topology.ErrLimit, what, n, name, limit)
 	}
 	name := func(at, field, s string) error {
 		if len(s) > maxNameBytes {
-			return fmt.Errorf("%w: %w: %s: %s has %d bytes, more than maxNameBytes (%d)", ErrParse, topology.ErrLimit, at, field, len(s), maxNameBytes)
+			return fmt.Errorf("%w: %w: %s: %s has %d bytes, more than maxNameBytes (%d)", mig.ErrParse, topology.ErrLimit, at, field, len(s), maxNameBytes)
 		}
 		return nil
 	}
@@ -224,8 +226,8 @@ func (fj *fileJSON) limits() error {
 		if err := errors.Join(name(at, "gpu", g.GPU), name(at, "model", g.Model)); err != nil {
 			return err
 		}
-		if len(g.Instances) > MaxSlots {
-			return over(at+": instances", len(g.Instances), MaxSlots, "MaxSlots")
+		if len(g.Instances) > mig.MaxSlots {
+			return over(at+": instances", len(g.Instances), mig.MaxSlots, "MaxSlots")
 		}
 		for k, in := range g.Instances {
 			at := fmt.Sprintf("%s.instances[%d]", at, k)
@@ -251,34 +253,34 @@ func (fj *fileJSON) limits() error {
 	return nil
 }
 
-// ReadLayoutFile reads a layout file (schema "gputopo-mig/v1") and
+// Read reads a layout file (schema "gputopo-mig/v1") and
 // validates every GPU against its model, resolved through c
-// (DefaultCatalog when nil) with the file's own models taking precedence.
-// Unknown fields are rejected. Errors wrap ErrParse and name the GPU or
+// (mig.DefaultCatalog when nil) with the file's own models taking precedence.
+// Unknown fields are rejected. Errors wrap mig.ErrParse and name the GPU or
 // instance at fault; a semantic problem also wraps the specific sentinel
 // (ErrOverlap, ErrUnknownModel, ...). At most maxFileBytes+1 bytes are
 // read, and a longer input is an error wrapping topology.ErrLimit.
-func ReadLayoutFile(r io.Reader, c *Catalog) (*LayoutFile, error) {
+func Read(r io.Reader, c *mig.Catalog) (*File, error) {
 	data, err := readFileLimited(r, "layout file", maxFileBytes, "maxFileBytes")
 	if err != nil {
 		return nil, err
 	}
-	return parseLayoutFile(data, c)
+	return parseLayouts(data, c)
 }
 
 // readFileLimited reads at most limit+1 bytes of a file (what, bounded by
 // the constant limitName); a longer input is an error wrapping
-// topology.ErrLimit and ErrParse.
+// topology.ErrLimit and mig.ErrParse.
 func readFileLimited(r io.Reader, what string, limit int, limitName string) ([]byte, error) {
 	if r == nil {
-		return nil, fmt.Errorf("%w: nil reader", ErrParse)
+		return nil, fmt.Errorf("%w: nil reader", mig.ErrParse)
 	}
 	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > limit {
-		return nil, fmt.Errorf("%w: %w: %s larger than %s (%d bytes)", ErrParse, topology.ErrLimit, what, limitName, limit)
+		return nil, fmt.Errorf("%w: %w: %s larger than %s (%d bytes)", mig.ErrParse, topology.ErrLimit, what, limitName, limit)
 	}
 	return data, nil
 }
@@ -286,38 +288,38 @@ func readFileLimited(r io.Reader, what string, limit int, limitName string) ([]b
 // decodeJSONFile decodes data, a file (what) of at most limit bytes (the
 // constant limitName), as one JSON document into v, rejecting unknown
 // fields and trailing data; *schema, once decoded, must be "" or want.
-// Errors wrap ErrParse (and topology.ErrLimit for the size).
+// Errors wrap mig.ErrParse (and topology.ErrLimit for the size).
 func decodeJSONFile(data []byte, what string, limit int, limitName string, v any, schema *string, want string) error {
 	if len(data) > limit {
-		return fmt.Errorf("%w: %w: %s has %d bytes, more than %s (%d)", ErrParse, topology.ErrLimit, what, len(data), limitName, limit)
+		return fmt.Errorf("%w: %w: %s has %d bytes, more than %s (%d)", mig.ErrParse, topology.ErrLimit, what, len(data), limitName, limit)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrParse, what, err)
+		return fmt.Errorf("%w: %s: %w", mig.ErrParse, what, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON document", ErrParse)
+		return fmt.Errorf("%w: trailing data after the JSON document", mig.ErrParse)
 	}
 	if *schema != "" && *schema != want {
-		return fmt.Errorf("%w: schema %q (this version reads %q)", ErrParse, *schema, want)
+		return fmt.Errorf("%w: schema %q (this version reads %q)", mig.ErrParse, *schema, want)
 	}
 	return nil
 }
 
-// MarshalLayoutFile writes layouts and AMD GPUs in the layout-file form (indented,
+// Marshal writes layouts and AMD GPUs in the layout-file form (indented,
 // models by name; models are embedded only when passed in models).
-func MarshalLayoutFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]byte, error) {
+func Marshal(layouts []*mig.Layout, amd []*amdpart.GPU, models ...*mig.Model) ([]byte, error) {
 	fj := fileJSON{Schema: layoutFileSchema}
 	for _, m := range models {
-		if !m.built() {
-			return nil, fmt.Errorf("%w: nil or zero model", errInvalidModel)
+		if m == nil || m.Name() == "" {
+			return nil, fmt.Errorf("migfile: nil or zero model: %w", topology.ErrInvalidRequest)
 		}
 		fj.Models = append(fj.Models, m.Spec())
 	}
 	for _, l := range layouts {
 		if l == nil || l.Model == nil {
-			return nil, errors.Join(ErrInvalidLayout, fmt.Errorf("nil layout or model"))
+			return nil, errors.Join(mig.ErrInvalidLayout, fmt.Errorf("nil layout or model"))
 		}
 		g := fileGPUJSON{GPU: l.GPU, Model: l.Model.Name()}
 		for _, in := range l.Instances {
@@ -329,7 +331,7 @@ func MarshalLayoutFile(layouts []*Layout, amd []*AMDGPU, models ...*Model) ([]by
 	}
 	for _, a := range amd {
 		if a == nil || a.Model == nil {
-			return nil, fmt.Errorf("%w: nil AMD GPU or model", ErrInvalidLayout)
+			return nil, fmt.Errorf("%w: nil AMD GPU or model", mig.ErrInvalidLayout)
 		}
 		fj.AMD = append(fj.AMD, fileAMDGPUJSON{GPU: a.GPU, Hive: a.Hive, Model: a.Model.Name(), Compute: string(a.Compute),
 			Memory: string(a.Memory), PendingMemory: string(a.PendingMemory), Work: a.Work})

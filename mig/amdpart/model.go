@@ -1,9 +1,21 @@
-package mig
+package amdpart
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/mig"
+	"github.com/gputopo/gputopo/mig/internal/plankit"
+	"github.com/gputopo/gputopo/topology"
+)
+
+var (
+	// ErrBadMode: a compute/memory partition mode or combination is not
+	// valid for the model. It wraps topology.ErrInvalidRequest.
+	ErrBadMode = fmt.Errorf("amdpart: invalid partition mode: %w", topology.ErrInvalidRequest)
+	// errInvalidModel: a ModelSpec given to NewModel is inconsistent.
+	errInvalidModel = fmt.Errorf("amdpart: invalid model: %w", topology.ErrInvalidRequest)
 )
 
 // ComputeMode is an AMD Instinct compute (accelerator) partition mode: the
@@ -37,11 +49,11 @@ var (
 )
 
 // ParseComputeMode parses "SPX", "dpx", ... (as sysfs
-// current_compute_partition prints them). Errors wrap ErrParse and
+// current_compute_partition prints them). Errors wrap mig.ErrParse and
 // ErrBadMode.
 func ParseComputeMode(s string) (ComputeMode, error) { return parseMode(s, "compute", computeModes) }
 
-// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap ErrParse and
+// ParseMemoryMode parses "NPS1", "nps4", ... Errors wrap mig.ErrParse and
 // ErrBadMode.
 func ParseMemoryMode(s string) (MemoryMode, error) { return parseMode(s, "memory", memoryModes) }
 
@@ -60,15 +72,15 @@ func (c ComputeMode) MarshalText() ([]byte, error) { return marshalMode(c, compu
 func (n MemoryMode) MarshalText() ([]byte, error) { return marshalMode(n, memoryModes) }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseComputeMode;
-// empty text is the zero value. Errors wrap ErrParse and ErrBadMode.
+// empty text is the zero value. Errors wrap mig.ErrParse and ErrBadMode.
 func (c *ComputeMode) UnmarshalText(b []byte) error {
-	return unmarshalText(c, b, optionalMode(ParseComputeMode))
+	return plankit.UnmarshalText(c, b, optionalMode(ParseComputeMode))
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseMemoryMode,
 // as ComputeMode's does.
 func (n *MemoryMode) UnmarshalText(b []byte) error {
-	return unmarshalText(n, b, optionalMode(ParseMemoryMode))
+	return plankit.UnmarshalText(n, b, optionalMode(ParseMemoryMode))
 }
 
 // mode is ComputeMode or MemoryMode.
@@ -87,12 +99,12 @@ func parseMode[M mode](s, kind string, modes []M) (M, error) {
 		names[i] = string(m)
 	}
 	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-	return "", malformed(ErrBadMode, "unknown %s mode %q (want %s)", kind, s, want)
+	return "", plankit.Malformed(ErrBadMode, "unknown %s mode %q (want %s)", kind, s, want)
 }
 
 // marshalMode is MarshalText for a mode.
 func marshalMode[M mode](m M, modes []M) ([]byte, error) {
-	return marshalText(m == "" || slices.Contains(modes, m), m, ErrBadMode)
+	return plankit.MarshalText(m == "" || slices.Contains(modes, m), m, ErrBadMode)
 }
 
 // partitions returns how many memory partitions n has.
@@ -110,13 +122,13 @@ func (n MemoryMode) partitions() int {
 	return 0
 }
 
-// AMDModelSpec describes an AMD Instinct model for NewAMDModel. A provider
+// ModelSpec describes an AMD Instinct model for NewModel. A provider
 // that reads sysfs (supported_nps_configs, available_memory_partition) can
 // build one with the memory modes the device actually supports.
-type AMDModelSpec struct {
+type ModelSpec struct {
 	// Name is the canonical name ("MI300X").
 	Name string
-	// Aliases are other names LookupAMD accepts.
+	// Aliases are other names Lookup accepts.
 	Aliases []string
 	// XCCs is the number of compute dies (accelerator complex cores).
 	XCCs int
@@ -134,15 +146,15 @@ type AMDModelSpec struct {
 	MemorySwitchable bool
 }
 
-// AMDModel is an AMD Instinct model's partition rules: which compute and
+// Model is an AMD Instinct model's partition rules: which compute and
 // memory modes combine (the amdgpu driver's rules, aqua_vanjaram.c), how
 // many partitions each compute mode makes, and their memory and CUs.
-type AMDModel struct {
-	spec AMDModelSpec
+type Model struct {
+	spec ModelSpec
 }
 
-// NewAMDModel validates spec and returns the model.
-func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
+// NewModel validates spec and returns the model.
+func NewModel(spec ModelSpec) (*Model, error) {
 	if strings.TrimSpace(spec.Name) == "" || spec.XCCs < 1 || spec.XCCs > 64 ||
 		spec.CUsPerXCC < 0 || spec.MemoryGB < 0 || len(spec.MemoryModes) == 0 {
 		return nil, fmt.Errorf("%w: AMD model %q: need a name, 1..64 XCCs and at least one memory mode", errInvalidModel, spec.Name)
@@ -154,23 +166,23 @@ func NewAMDModel(spec AMDModelSpec) (*AMDModel, error) {
 	}
 	spec.Aliases = slices.Clone(spec.Aliases)
 	spec.MemoryModes = slices.Clone(spec.MemoryModes)
-	return &AMDModel{spec: spec}, nil
+	return &Model{spec: spec}, nil
 }
 
 // spec0 returns the model's specification, or an empty one for a nil
 // model.
-func (m *AMDModel) spec0() *AMDModelSpec {
+func (m *Model) spec0() *ModelSpec {
 	if m == nil {
-		return &AMDModelSpec{}
+		return &ModelSpec{}
 	}
 	return &m.spec
 }
 
 // Name returns the model name.
-func (m *AMDModel) Name() string { return m.spec0().Name }
+func (m *Model) Name() string { return m.spec0().Name }
 
 // Spec returns a copy of the model's specification.
-func (m *AMDModel) Spec() AMDModelSpec {
+func (m *Model) Spec() ModelSpec {
 	s := *m.spec0()
 	s.Aliases = slices.Clone(s.Aliases)
 	s.MemoryModes = slices.Clone(s.MemoryModes)
@@ -179,7 +191,7 @@ func (m *AMDModel) Spec() AMDModelSpec {
 
 // Partitions returns how many partitions compute mode c makes on this
 // model (0 when the mode does not exist here).
-func (m *AMDModel) Partitions(c ComputeMode) int {
+func (m *Model) Partitions(c ComputeMode) int {
 	if m == nil || m.spec.XCCs < 1 {
 		return 0
 	}
@@ -208,7 +220,7 @@ func (m *AMDModel) Partitions(c ComputeMode) int {
 }
 
 // ComputeModes returns the compute modes the model has.
-func (m *AMDModel) ComputeModes() []ComputeMode {
+func (m *Model) ComputeModes() []ComputeMode {
 	var out []ComputeMode
 	for _, c := range computeModes {
 		if m.Partitions(c) > 0 {
@@ -219,7 +231,7 @@ func (m *AMDModel) ComputeModes() []ComputeMode {
 }
 
 // MemoryModes returns the memory modes the device supports.
-func (m *AMDModel) MemoryModes() []MemoryMode {
+func (m *Model) MemoryModes() []MemoryMode {
 	if m == nil {
 		return nil
 	}
@@ -232,7 +244,7 @@ func (m *AMDModel) MemoryModes() []MemoryMode {
 // NPS1 or NPS4; QPX and CPX NPS1 or NPS4, and NPS2 on GC 9.5.0; the memory
 // mode must be one the device supports, and never have more partitions
 // than the compute mode.
-func (m *AMDModel) Valid(c ComputeMode, n MemoryMode) error {
+func (m *Model) Valid(c ComputeMode, n MemoryMode) error {
 	if m == nil {
 		return fmt.Errorf("%w: %s/%s: nil AMD model", ErrBadMode, c, n)
 	}
@@ -269,8 +281,8 @@ func (m *AMDModel) Valid(c ComputeMode, n MemoryMode) error {
 	return nil
 }
 
-// AMDMode is a (compute, memory) mode pair.
-type AMDMode struct {
+// Mode is a (compute, memory) mode pair.
+type Mode struct {
 	// Compute is the compute partition mode.
 	Compute ComputeMode `json:"compute"`
 	// Memory is the memory partition mode.
@@ -278,18 +290,18 @@ type AMDMode struct {
 }
 
 // String formats the pair as "CPX/NPS4".
-func (a AMDMode) String() string { return string(a.Compute) + "/" + string(a.Memory) }
+func (a Mode) String() string { return string(a.Compute) + "/" + string(a.Memory) }
 
 // Combinations returns every valid (compute, memory) pair.
-func (m *AMDModel) Combinations() []AMDMode {
+func (m *Model) Combinations() []Mode {
 	if m == nil {
 		return nil
 	}
-	var out []AMDMode
+	var out []Mode
 	for _, c := range m.ComputeModes() {
 		for _, n := range m.spec.MemoryModes {
 			if m.Valid(c, n) == nil {
-				out = append(out, AMDMode{c, n})
+				out = append(out, Mode{c, n})
 			}
 		}
 	}
@@ -300,7 +312,7 @@ func (m *AMDModel) Combinations() []AMDMode {
 // size of its memory partition divided by the partitions sharing it
 // (KFD_XCP_MEMORY_SIZE), which is the GPU's memory / partitions in every
 // valid combination (MI300X CPX: 24 GB in NPS1 or NPS4).
-func (m *AMDModel) PartitionMemoryGB(c ComputeMode) int {
+func (m *Model) PartitionMemoryGB(c ComputeMode) int {
 	if p := m.Partitions(c); p > 0 {
 		return m.spec.MemoryGB / p
 	}
@@ -308,7 +320,7 @@ func (m *AMDModel) PartitionMemoryGB(c ComputeMode) int {
 }
 
 // PartitionCUs returns the compute units of one partition in mode c.
-func (m *AMDModel) PartitionCUs(c ComputeMode) int {
+func (m *Model) PartitionCUs(c ComputeMode) int {
 	if p := m.Partitions(c); p > 0 {
 		return m.spec.XCCs * m.spec.CUsPerXCC / p
 	}
@@ -318,7 +330,7 @@ func (m *AMDModel) PartitionCUs(c ComputeMode) int {
 // autoMode is the compute mode amdgpu picks after a driver load for memory
 // mode n: 1 memory partition → SPX, as many as XCCs → CPX, half → QPX (TPX
 // on an APU), 2 → DPX.
-func (m *AMDModel) autoMode(n MemoryMode) ComputeMode {
+func (m *Model) autoMode(n MemoryMode) ComputeMode {
 	k := n.partitions()
 	switch {
 	case k == 1:
@@ -340,8 +352,8 @@ func (m *AMDModel) autoMode(n MemoryMode) ComputeMode {
 	return SPX
 }
 
-func amdSpecs() []AMDModelSpec {
-	return []AMDModelSpec{
+func amdSpecs() []ModelSpec {
+	return []ModelSpec{
 		// [V] AMD SMI matrix + kernel; NPS2 needs a newer VBIOS [U], so the
 		// shipped table has the GC 9.4.3 fallback NPS1|NPS4.
 		{Name: "MI300X", Aliases: []string{"AMD Instinct MI300X", "0x74A1"}, XCCs: 8, CUsPerXCC: 38, MemoryGB: 192, MemoryModes: []MemoryMode{NPS1, NPS4}, MemorySwitchable: true},
@@ -356,12 +368,12 @@ func amdSpecs() []AMDModelSpec {
 	}
 }
 
-// AMDModels returns the shipped AMD models: MI300X, MI325X, MI355X,
+// Models returns the shipped AMD models: MI300X, MI325X, MI355X,
 // MI308X, MI300A.
-func AMDModels() []*AMDModel {
-	var out []*AMDModel
+func Models() []*Model {
+	var out []*Model
 	for _, s := range amdSpecs() {
-		m, err := NewAMDModel(s)
+		m, err := NewModel(s)
 		if err != nil {
 			panic(err)
 		}
@@ -370,15 +382,15 @@ func AMDModels() []*AMDModel {
 	return out
 }
 
-// LookupAMD returns the shipped AMD model called name (canonical name,
+// Lookup returns the shipped AMD model called name (canonical name,
 // alias, or a marketing name containing one, such as "AMD Instinct MI300X
 // (gfx942)").
-func LookupAMD(name string) (*AMDModel, error) {
+func Lookup(name string) (*Model, error) {
 	key := strings.ToUpper(strings.TrimSpace(name))
 	if key == "" {
-		return nil, fmt.Errorf("%w: empty AMD model name", ErrUnknownModel)
+		return nil, fmt.Errorf("%w: empty AMD model name", mig.ErrUnknownModel)
 	}
-	ms := AMDModels()
+	ms := Models()
 	for _, m := range ms {
 		if strings.EqualFold(m.spec.Name, key) || slices.ContainsFunc(m.spec.Aliases, func(a string) bool { return strings.EqualFold(a, key) }) {
 			return m, nil
@@ -391,5 +403,16 @@ func LookupAMD(name string) (*AMDModel, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: no AMD partition table for %q", ErrUnknownModel, name)
+	return nil, fmt.Errorf("%w: no AMD partition table for %q", mig.ErrUnknownModel, name)
+}
+
+// optionalMode is parse for modes, where empty text is the zero value (no
+// mode, or any).
+func optionalMode[M ~string](parse func(string) (M, error)) func(string) (M, error) {
+	return func(s string) (M, error) {
+		if s == "" {
+			return "", nil
+		}
+		return parse(s)
+	}
 }

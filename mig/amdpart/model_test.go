@@ -1,4 +1,4 @@
-package mig
+package amdpart
 
 import (
 	"context"
@@ -10,12 +10,52 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/gputopo/gputopo/mig"
 )
 
 // errOf returns the error of a call's results.
 func errOf[T any](_ T, err error) error { return err }
 
-func amdModel(t testing.TB, name string) *AMDModel { return lookup(t, LookupAMD, name) }
+func lookup[T any](t testing.TB, find func(string) (T, error), name string) T {
+	t.Helper()
+	v, err := find(name)
+	require.NoError(t, err)
+	return v
+}
+
+// checkLookups checks that find(in) is the model called want for every
+// case in => want.
+func checkLookups[M interface{ Name() string }](t *testing.T, find func(string) (M, error), cases map[string]string) {
+	t.Helper()
+	for in, want := range cases {
+		m, err := find(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, m.Name(), in)
+		}
+	}
+}
+
+// tb is what checkAMDPlan needs from *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func genPolicy(t *rapid.T) mig.Policy {
+	return mig.Policy{
+		Threshold:                rapid.IntRange(0, 10).Draw(t, "threshold"),
+		MoveAnyPriority:          rapid.Bool().Draw(t, "moveany"),
+		AllowMovesBelowThreshold: rapid.Bool().Draw(t, "movesbelow"),
+		NoMoves:                  rapid.IntRange(0, 5).Draw(t, "nomoves") == 0,
+		NoEvictions:              rapid.IntRange(0, 5).Draw(t, "noevict") == 0,
+		SameGPUMovesOnly:         rapid.IntRange(0, 4).Draw(t, "samegpu") == 0,
+		KeepIdle:                 rapid.IntRange(0, 4).Draw(t, "keepidle") == 0,
+		MaxDisruptions:           rapid.IntRange(-1, 4).Draw(t, "budget"),
+	}
+}
+
+func amdModel(t testing.TB, name string) *Model { return lookup(t, Lookup, name) }
 
 // TestAMDCombinations checks the valid (compute, memory) pairs per model
 // against facts-partitions.md §4.2–4.3.
@@ -36,7 +76,7 @@ func TestAMDCombinations(t *testing.T) {
 	// An MI300X whose VBIOS reports NPS2 also gets DPX/NPS2 (AMD SMI matrix).
 	s := amdModel(t, "MI300X").Spec()
 	s.MemoryModes = append(s.MemoryModes, NPS2)
-	m, err := NewAMDModel(s)
+	m, err := NewModel(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,42 +94,42 @@ func TestAMDCombinations(t *testing.T) {
 	for _, bad := range []string{"XPX", ""} {
 		_, err := ParseComputeMode(bad)
 		assert.ErrorIs(t, err, ErrBadMode, "ParseComputeMode(%q)", bad)
-		assert.ErrorIs(t, err, ErrParse, "ParseComputeMode(%q)", bad)
+		assert.ErrorIs(t, err, mig.ErrParse, "ParseComputeMode(%q)", bad)
 	}
 	assert.ErrorIs(t, errOf(ParseMemoryMode("NPS3")), ErrBadMode, "NPS3")
 	assert.ErrorIs(t, mi.Valid(SPX, NPS4), ErrBadMode, "SPX/NPS4")
-	assert.ErrorIs(t, errOf(NewAMDModel(AMDModelSpec{Name: "x", XCCs: 8})), errInvalidModel, "no memory modes")
-	checkLookups(t, LookupAMD, map[string]string{
+	assert.ErrorIs(t, errOf(NewModel(ModelSpec{Name: "x", XCCs: 8})), errInvalidModel, "no memory modes")
+	checkLookups(t, Lookup, map[string]string{
 		"AMD Instinct MI300X (gfx942, 0x74a1)":       "MI300X",
 		"AMD Instinct MI350-series (gfx950, 0x75a0)": "MI355X",
 		"mi300a": "MI300A",
 	})
-	assert.ErrorIs(t, errOf(LookupAMD("AMD Instinct MI250")), ErrUnknownModel, "MI250")
+	assert.ErrorIs(t, errOf(Lookup("AMD Instinct MI250")), mig.ErrUnknownModel, "MI250")
 }
 
-func hive2(t testing.TB) []*AMDGPU {
+func hive2(t testing.TB) []*GPU {
 	m := amdModel(t, "MI300X")
-	return []*AMDGPU{
-		{GPU: "gpu0", Hive: "h", Model: m, Compute: SPX, Memory: NPS1, Work: []AMDWork{{0, "train", 1}}},
+	return []*GPU{
+		{GPU: "gpu0", Hive: "h", Model: m, Compute: SPX, Memory: NPS1, Work: []Work{{0, "train", 1}}},
 		{GPU: "gpu1", Hive: "h", Model: m, Compute: SPX, Memory: NPS1},
 	}
 }
 
 func TestPlanAMD(t *testing.T) {
 	// A compute-mode change takes only the idle GPU down.
-	p, err := PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: CPX, Owner: "inf", Priority: 5}, Policy{})
+	p, err := Plan(context.Background(), hive2(t), Request{Compute: CPX, Owner: "inf", Priority: 5}, mig.Policy{})
 	if err != nil || p.GPU != "gpu1" || p.Mode != "CPX/NPS1" || p.Cost.WholeGPUOps != 1 || p.Cost.Disruptions() != 0 || len(p.Steps) != 1 {
 		t.Fatalf("CPX: %+v %v", p, err)
 	}
-	checkAMDPlan(t, hive2(t), AMDRequest{Compute: CPX, Priority: 5}, Policy{}, p)
+	checkAMDPlan(t, hive2(t), Request{Compute: CPX, Priority: 5}, mig.Policy{}, p)
 	// NPS4 reloads the driver for the whole hive, so the training job is
 	// evicted (policy permitting) and both GPUs count.
-	req := AMDRequest{Compute: CPX, Memory: NPS4, Owner: "inf", Priority: 5}
-	p, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 5})
+	req := Request{Compute: CPX, Memory: NPS4, Owner: "inf", Priority: 5}
+	p, err = Plan(context.Background(), hive2(t), req, mig.Policy{Threshold: 5})
 	if err != nil || p.Cost.WholeGPUOps != 2 || p.Cost.Evictions != 1 {
 		t.Fatalf("CPX/NPS4: %+v %v", p, err)
 	}
-	checkAMDPlan(t, hive2(t), req, Policy{Threshold: 5}, p)
+	checkAMDPlan(t, hive2(t), req, mig.Policy{Threshold: 5}, p)
 	kinds := ""
 	for _, s := range p.Steps {
 		kinds += s.Kind.String() + " "
@@ -102,49 +142,49 @@ func TestPlanAMD(t *testing.T) {
 		t.Errorf("Explain:\n%s", ex)
 	}
 	// Below the threshold: no plan, with the reason.
-	_, err = PlanAMD(context.Background(), hive2(t), req, Policy{Threshold: 8})
-	assert.ErrorIs(t, err, ErrNoPlan, "threshold")
+	_, err = Plan(context.Background(), hive2(t), req, mig.Policy{Threshold: 8})
+	assert.ErrorIs(t, err, mig.ErrNoPlan, "threshold")
 	assert.ErrorContains(t, err, "below the eviction threshold 8", "threshold")
 	// Already in mode with a free partition: no change.
 	gs := hive2(t)
 	gs[1].Compute = CPX
-	p, err = PlanAMD(context.Background(), gs, AMDRequest{Compute: CPX}, Policy{})
+	p, err = Plan(context.Background(), gs, Request{Compute: CPX}, mig.Policy{})
 	if err != nil || len(p.Steps) != 0 || p.GPU != "gpu1" || p.Partition != 0 {
 		t.Errorf("in mode: %+v %v", p, err)
 	}
 	// A model without the mode is skipped with a reason.
 	a := amdModel(t, "MI300A")
-	_, err = PlanAMD(context.Background(), []*AMDGPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, AMDRequest{Compute: QPX}, Policy{})
-	assert.ErrorIs(t, err, ErrNoPlan, "APU QPX")
+	_, err = Plan(context.Background(), []*GPU{{GPU: "apu", Model: a, Compute: SPX, Memory: NPS1}}, Request{Compute: QPX}, mig.Policy{})
+	assert.ErrorIs(t, err, mig.ErrNoPlan, "APU QPX")
 	assert.ErrorContains(t, err, "no QPX mode", "APU QPX")
-	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), hive2(t), AMDRequest{Compute: "XPX"}, Policy{})), ErrBadMode, "bad mode")
+	assert.ErrorIs(t, errOf(Plan(context.Background(), hive2(t), Request{Compute: "XPX"}, mig.Policy{})), ErrBadMode, "bad mode")
 	bad := hive2(t)
 	bad[1].Memory = NPS4
 	bad[1].Compute = CPX
-	assert.ErrorIs(t, errOf(PlanAMD(context.Background(), bad, AMDRequest{Compute: CPX}, Policy{})), ErrInvalidLayout, "mixed hive")
-	// The rules ApplyAMDStep enforces.
+	assert.ErrorIs(t, errOf(Plan(context.Background(), bad, Request{Compute: CPX}, mig.Policy{})), mig.ErrInvalidLayout, "mixed hive")
+	// The rules ApplyStep enforces.
 	gs = hive2(t)
 	for _, tc := range []struct {
-		s    Step
+		s    mig.Step
 		want error
 	}{
-		{Step{Kind: StepSetComputeMode, GPU: "gpu0", Mode: "CPX"}, ErrInUse},
-		{Step{Kind: StepSetComputeMode, GPU: "gpu1", Mode: "TPX"}, ErrBadMode},
-		{Step{Kind: StepReloadDriver, GPU: "gpu1"}, ErrInUse},
-		{Step{Kind: StepSetMemoryMode, GPU: "gpu1", Mode: "NPS2"}, ErrBadMode},
-		{Step{Kind: StepDrain, GPU: "gpu1", Partition: 0}, ErrNoInstance},
-		{Step{Kind: StepCreateGPUInstance, GPU: "gpu1"}, ErrBadStep},
-		{Step{Kind: StepDrain, GPU: "gpu9"}, ErrUnknownGPU},
+		{mig.Step{Kind: mig.StepSetComputeMode, GPU: "gpu0", Mode: "CPX"}, mig.ErrInUse},
+		{mig.Step{Kind: mig.StepSetComputeMode, GPU: "gpu1", Mode: "TPX"}, ErrBadMode},
+		{mig.Step{Kind: mig.StepReloadDriver, GPU: "gpu1"}, mig.ErrInUse},
+		{mig.Step{Kind: mig.StepSetMemoryMode, GPU: "gpu1", Mode: "NPS2"}, ErrBadMode},
+		{mig.Step{Kind: mig.StepDrain, GPU: "gpu1", Partition: 0}, mig.ErrNoInstance},
+		{mig.Step{Kind: mig.StepCreateGPUInstance, GPU: "gpu1"}, mig.ErrBadStep},
+		{mig.Step{Kind: mig.StepDrain, GPU: "gpu9"}, mig.ErrUnknownGPU},
 	} {
-		assert.ErrorIs(t, ApplyAMDStep(gs, tc.s), tc.want, "%v", tc.s)
+		assert.ErrorIs(t, ApplyStep(gs, tc.s), tc.want, "%v", tc.s)
 	}
 }
 
 // checkAMDPlan applies an AMD plan and checks the invariants.
-func checkAMDPlan(t tb, gpus []*AMDGPU, req AMDRequest, pol Policy, p *Plan) {
+func checkAMDPlan(t tb, gpus []*GPU, req Request, pol mig.Policy, p *mig.Plan) {
 	t.Helper()
 	checkPolicy(t, p, pol, req.Priority)
-	sim := replay(t, p, gpus, (*AMDGPU).Clone, ApplyAMDStep, (*AMDGPU).Validate)
+	sim := replay(t, p, gpus, (*GPU).Clone, ApplyStep, (*GPU).Validate)
 	for _, g := range sim {
 		if g.GPU != p.GPU {
 			continue
@@ -164,20 +204,20 @@ func checkAMDPlan(t tb, gpus []*AMDGPU, req AMDRequest, pol Policy, p *Plan) {
 
 // oracleAMD returns the least cost of any AMD plan by brute force over
 // target GPU, target memory mode and every move/evict assignment.
-func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
+func oracleAMD(gpus []*GPU, req Request, pol mig.Policy) (mig.Cost, bool, bool) {
 	for _, g := range gpus {
 		if g.Compute == req.Compute && (req.Memory == "" || g.Memory == req.Memory) && len(g.FreePartitions()) > 0 {
-			return Cost{}, true, true
+			return mig.Cost{}, true, true
 		}
 	}
-	var best Cost
+	var best mig.Cost
 	found := false
 	for i, g := range gpus {
 		for _, n := range g.Model.MemoryModes() {
 			if (req.Memory != "" && n != req.Memory) || g.Model.Valid(req.Compute, n) != nil || (req.Compute == g.Compute && n == g.Memory) {
 				continue
 			}
-			if modePath(g.Model, AMDMode{g.Compute, g.Memory}, AMDMode{req.Compute, n}) == nil {
+			if modePath(g.Model, Mode{g.Compute, g.Memory}, Mode{req.Compute, n}) == nil {
 				continue
 			}
 			var affected []int
@@ -186,7 +226,7 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 					affected = append(affected, j)
 				}
 			}
-			var items []AMDWork
+			var items []Work
 			var from []int
 			for _, j := range affected {
 				for _, w := range gpus[j].Work {
@@ -204,7 +244,7 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 				}
 			}
 			used := make([]bool, len(slots))
-			var c Cost
+			var c mig.Cost
 			c.WholeGPUOps = len(affected)
 			var rec func(k int)
 			rec = func(k int) {
@@ -218,14 +258,14 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 					return
 				}
 				w := items[k]
-				in := Instance{State: InUse, Priority: w.Priority}
+				in := mig.Instance{State: mig.InUse, Priority: w.Priority}
 				saved := c
-				if oracleMayEvict(in, Request{Priority: req.Priority}, pol) {
+				if oracleMayEvict(in, mig.Request{Priority: req.Priority}, pol) {
 					c = evicted(c, w.Priority)
 					rec(k + 1)
 					c = saved
 				}
-				if oracleMayMove(in, Request{Priority: req.Priority}, pol) {
+				if oracleMayMove(in, mig.Request{Priority: req.Priority}, pol) {
 					src := gpus[from[k]]
 					for si, s := range slots {
 						dst := gpus[s.gpu]
@@ -248,14 +288,14 @@ func oracleAMD(gpus []*AMDGPU, req AMDRequest, pol Policy) (Cost, bool, bool) {
 	return best, found, false
 }
 
-func genAMD(t *rapid.T) []*AMDGPU {
-	m, _ := LookupAMD(rapid.SampledFrom([]string{"MI300X", "MI355X", "MI308X"}).Draw(t, "model"))
+func genAMD(t *rapid.T) []*GPU {
+	m, _ := Lookup(rapid.SampledFrom([]string{"MI300X", "MI355X", "MI308X"}).Draw(t, "model"))
 	combos := m.Combinations()
 	n := rapid.IntRange(1, 3).Draw(t, "gpus")
 	hiveMem := combos[rapid.IntRange(0, len(combos)-1).Draw(t, "hivemode")].Memory
-	var out []*AMDGPU
+	var out []*GPU
 	for i := 0; i < n; i++ {
-		g := &AMDGPU{GPU: fmt.Sprintf("gpu%d", i), Model: m}
+		g := &GPU{GPU: fmt.Sprintf("gpu%d", i), Model: m}
 		if rapid.Bool().Draw(t, "inhive") {
 			g.Hive = "h"
 			g.Memory = hiveMem
@@ -271,7 +311,7 @@ func genAMD(t *rapid.T) []*AMDGPU {
 		g.Compute = rapid.SampledFrom(cs).Draw(t, "compute")
 		for p := 0; p < m.Partitions(g.Compute) && p < 4; p++ {
 			if rapid.Bool().Draw(t, "busy") {
-				g.Work = append(g.Work, AMDWork{Partition: p, Owner: fmt.Sprintf("%s-w%d", g.GPU, p), Priority: rapid.IntRange(0, 9).Draw(t, "prio")})
+				g.Work = append(g.Work, Work{Partition: p, Owner: fmt.Sprintf("%s-w%d", g.GPU, p), Priority: rapid.IntRange(0, 9).Draw(t, "prio")})
 			}
 		}
 		out = append(out, g)
@@ -284,19 +324,19 @@ func TestPlanAMDOracle(t *testing.T) {
 		gpus := genAMD(t)
 		combos := gpus[0].Model.Combinations()
 		want := combos[rapid.IntRange(0, len(combos)-1).Draw(t, "req")]
-		req := AMDRequest{Compute: want.Compute, Owner: "pending", Priority: rapid.IntRange(0, 10).Draw(t, "reqprio")}
+		req := Request{Compute: want.Compute, Owner: "pending", Priority: rapid.IntRange(0, 10).Draw(t, "reqprio")}
 		if rapid.Bool().Draw(t, "reqmem") {
 			req.Memory = want.Memory
 		}
 		pol := genPolicy(t)
-		p, err := PlanAMD(context.Background(), gpus, req, pol)
+		p, err := Plan(context.Background(), gpus, req, pol)
 		cost, ok, trivial := oracleAMD(gpus, req, pol)
 		if !ok {
-			require.ErrorIs(t, err, ErrNoPlan, "oracle: none; PlanAMD %v %v", p, err)
+			require.ErrorIs(t, err, mig.ErrNoPlan, "oracle: none; Plan %v %v", p, err)
 			return
 		}
 		if err != nil {
-			t.Fatalf("oracle %v; PlanAMD: %v", cost, err)
+			t.Fatalf("oracle %v; Plan: %v", cost, err)
 		}
 		if trivial != (len(p.Steps) == 0) || p.Cost.Compare(cost) != 0 {
 			t.Fatalf("cost %v, oracle %v (trivial %v)\n%s", p.Cost, cost, trivial, p.Explain())
