@@ -16,45 +16,6 @@ import (
 	"github.com/gputopo/gputopo/internal/hostile"
 )
 
-// callAll calls every exported method of recv (a pointer or a value) with
-// zero arguments (a background context for a context.Context) and fails on
-// a panic. skip names methods not to call.
-func callAll(t *testing.T, what string, recv reflect.Value, skip func(name string) bool) {
-	t.Helper()
-	ctxType := reflect.TypeFor[context.Context]()
-	for i := 0; i < recv.NumMethod(); i++ {
-		name := recv.Type().Method(i).Name
-		if skip != nil && skip(name) {
-			continue
-		}
-		m := recv.Method(i)
-		args := make([]reflect.Value, m.Type().NumIn())
-		for k := range args {
-			in := m.Type().In(k)
-			switch {
-			case in == ctxType:
-				args[k] = reflect.ValueOf(context.Background())
-			case m.Type().IsVariadic() && k == len(args)-1:
-				args[k] = reflect.Zero(in)
-			default:
-				args[k] = reflect.Zero(in)
-			}
-		}
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					t.Errorf("%s.%s panics: %v", what, name, r)
-				}
-			}()
-			if m.Type().IsVariadic() {
-				m.CallSlice(args)
-			} else {
-				m.Call(args)
-			}
-		}()
-	}
-}
-
 // TestZeroValuesAndNilPointers calls every exported method of every
 // exported type on its zero value and, for pointer receivers, on a nil
 // pointer: none may panic.
@@ -70,9 +31,9 @@ func TestZeroValuesAndNilPointers(t *testing.T) {
 		reflect.TypeFor[Eviction](), reflect.TypeFor[Fragmentation](), reflect.TypeFor[Policy](), reflect.TypeFor[PlaceOptions](),
 	} {
 		// The zero value, through a pointer (so every method is callable).
-		callAll(t, "zero "+typ.Name(), reflect.New(typ), nil)
+		hostile.CallAll(t, "zero "+typ.Name(), reflect.New(typ), nil)
 		// A nil pointer: only the methods declared on the pointer.
-		callAll(t, "nil *"+typ.Name(), reflect.Zero(reflect.PointerTo(typ)), func(name string) bool {
+		hostile.CallAll(t, "nil *"+typ.Name(), reflect.Zero(reflect.PointerTo(typ)), func(name string) bool {
 			_, onValue := typ.MethodByName(name)
 			return onValue
 		})

@@ -1,6 +1,7 @@
 // Package hostile holds what the hostile-input tests of every package share:
-// how many bytes a call allocates, and the check that a hostile input fails
-// cheaply with the right sentinels.
+// how many bytes a call allocates, the check that a hostile input fails
+// cheaply with the right sentinels, the zero-value and nil-receiver sweep
+// over a type's methods, and the check that a call stops when cancelled.
 //
 // Bounds are on runtime.MemStats.TotalAlloc (every byte allocated, garbage
 // included), never on wall time. The race detector allocates more for the

@@ -10,48 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/internal/hostile"
-
 	"github.com/gputopo/gputopo/mig"
 )
-
-// callAll calls every exported method of recv (a pointer or a value) with
-// zero arguments (a background context for a context.Context) and fails on
-// a panic. skip names methods not to call.
-func callAll(t *testing.T, what string, recv reflect.Value, skip func(name string) bool) {
-	t.Helper()
-	ctxType := reflect.TypeFor[context.Context]()
-	for i := 0; i < recv.NumMethod(); i++ {
-		name := recv.Type().Method(i).Name
-		if skip != nil && skip(name) {
-			continue
-		}
-		m := recv.Method(i)
-		args := make([]reflect.Value, m.Type().NumIn())
-		for k := range args {
-			in := m.Type().In(k)
-			switch {
-			case in == ctxType:
-				args[k] = reflect.ValueOf(context.Background())
-			case m.Type().IsVariadic() && k == len(args)-1:
-				args[k] = reflect.Zero(in)
-			default:
-				args[k] = reflect.Zero(in)
-			}
-		}
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					t.Errorf("%s.%s panics: %v", what, name, r)
-				}
-			}()
-			if m.Type().IsVariadic() {
-				m.CallSlice(args)
-			} else {
-				m.Call(args)
-			}
-		}()
-	}
-}
 
 // TestZeroValuesAndNilPointers calls every exported method of every
 // exported type on its zero value and, for pointer receivers, on a nil
@@ -61,8 +21,8 @@ func TestZeroValuesAndNilPointers(t *testing.T) {
 		reflect.TypeFor[Model](), reflect.TypeFor[GPU](), reflect.TypeFor[Request](), reflect.TypeFor[Mode](),
 		reflect.TypeFor[ComputeMode](), reflect.TypeFor[MemoryMode](), reflect.TypeFor[Work](), reflect.TypeFor[ModelSpec](),
 	} {
-		callAll(t, "zero "+typ.Name(), reflect.New(typ), nil)
-		callAll(t, "nil *"+typ.Name(), reflect.Zero(reflect.PointerTo(typ)), func(name string) bool {
+		hostile.CallAll(t, "zero "+typ.Name(), reflect.New(typ), nil)
+		hostile.CallAll(t, "nil *"+typ.Name(), reflect.Zero(reflect.PointerTo(typ)), func(name string) bool {
 			_, onValue := typ.MethodByName(name)
 			return onValue
 		})
