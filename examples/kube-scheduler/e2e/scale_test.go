@@ -382,7 +382,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	before, batchBefore := gatherHistograms(t), gatherBatching(t, profile)
+	before, batchBefore := gatherHistograms(t, scaleHistograms), gatherBatching(t, profile)
 	stopProfile := func() {}
 	if dir := os.Getenv("GPUTOPO_SCALE_PROFILE"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%s-%d.pprof", nodes, profile, round)))
@@ -441,7 +441,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 	if bound.Load() == 0 {
 		end = time.Now()
 	}
-	after, batchAfter := gatherHistograms(t), gatherBatching(t, profile)
+	after, batchAfter := gatherHistograms(t, scaleHistograms), gatherBatching(t, profile)
 	require.Zero(t, unannotated.Load(), "%s: pods bound without their device annotation", profile)
 	timesMu.Lock()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
@@ -610,8 +610,6 @@ func (h hist) quantile(q float64) float64 {
 	return lower
 }
 
-// gatherHistograms reads the scheduler histograms the benchmark reports
-// from the in-process registry.
 // gatherBatching returns kube-scheduler's opportunistic batching counters
 // for a profile: attempts by result ("hint_used", "no_hint", ...) and
 // cache flushes by reason ("flush:pod_incompatible", ...).
@@ -648,16 +646,23 @@ func gatherBatching(t *testing.T, profile string) map[string]float64 {
 	return out
 }
 
-func gatherHistograms(t *testing.T) map[string]hist {
+// scaleHistograms are the scheduler histograms TestScale reports.
+var scaleHistograms = []string{
+	"scheduler_framework_extension_point_duration_seconds",
+	"scheduler_plugin_execution_duration_seconds",
+	"scheduler_scheduling_attempt_duration_seconds",
+}
+
+// gatherHistograms reads the named scheduler histograms from the
+// in-process registry, one entry per series, keyed by the series' id (the
+// name and its labels, parsed back by parseSeriesID).
+func gatherHistograms(t *testing.T, names []string) map[string]hist {
 	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	out := map[string]hist{}
 	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "scheduler_framework_extension_point_duration_seconds", "scheduler_plugin_execution_duration_seconds",
-			"scheduler_scheduling_attempt_duration_seconds":
-		default:
+		if !slices.Contains(names, mf.GetName()) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/gputopo/gputopo/examples/kube-scheduler/plugin"
@@ -495,7 +494,7 @@ func runUpstream(t *testing.T, client kubernetes.Interface, topos map[string]*to
 		from, to = 0, groups*perGroup
 	}
 
-	before := gatherUpstreamHistograms(t)
+	before := gatherHistograms(t, upstreamHistograms)
 	boundBefore := bound.Load()
 	stopProfile := func() {}
 	if dir := os.Getenv("GPUTOPO_UPSTREAM_PROFILE"); dir != "" {
@@ -511,7 +510,7 @@ func runUpstream(t *testing.T, client kubernetes.Interface, topos map[string]*to
 	createUpstreamPods(t, client, workload, ns, profile, from, to, max(perGroup, 1))
 	cpuEnd := waitUpstreamBound(t, &bound, to)
 	stopProfile()
-	after := gatherUpstreamHistograms(t)
+	after := gatherHistograms(t, upstreamHistograms)
 	end := time.Unix(0, lastBind.Load())
 	if bound.Load() == boundBefore {
 		end = time.Now()
@@ -689,34 +688,12 @@ func deleteUpstream(t *testing.T, client kubernetes.Interface, ns, workload stri
 	time.Sleep(time.Second) // let the scheduler's cache catch up
 }
 
-// gatherUpstreamHistograms reads the histograms the upstream workloads
-// report from the in-process registry (ids as in gatherHistograms).
-func gatherUpstreamHistograms(t *testing.T) map[string]hist {
-	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	require.NoError(t, err)
-	out := map[string]hist{}
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "scheduler_plugin_execution_duration_seconds", "scheduler_scheduling_attempt_duration_seconds",
-			"scheduler_podgroup_scheduling_attempt_duration_seconds":
-		default:
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			parts := []string{mf.GetName()}
-			for _, l := range m.GetLabel() {
-				parts = append(parts, l.GetName()+"="+l.GetValue())
-			}
-			h := hist{count: m.GetHistogram().GetSampleCount()}
-			for _, b := range m.GetHistogram().GetBucket() {
-				h.upper = append(h.upper, b.GetUpperBound())
-				h.counts = append(h.counts, b.GetCumulativeCount())
-			}
-			out[strings.Join(parts, "|")] = h
-		}
-	}
-	return out
+// upstreamHistograms are the scheduler histograms the upstream workloads
+// report.
+var upstreamHistograms = []string{
+	"scheduler_plugin_execution_duration_seconds",
+	"scheduler_scheduling_attempt_duration_seconds",
+	"scheduler_podgroup_scheduling_attempt_duration_seconds",
 }
 
 // upstreamTable is docs/benchmarks.md's table: per workload, both
