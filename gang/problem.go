@@ -47,7 +47,7 @@ type problem struct {
 	jobPref, jobReq int
 	order           []int    // node packing order: most constrained set first
 	never           []string // required levels the cluster lacks
-	hasShared       bool     // some set asks for shared slices
+	hasShared       bool     // some set asks for shares
 	notes           []string // preferred levels the cluster lacks
 	t               *tree
 }
