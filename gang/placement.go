@@ -522,8 +522,8 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 }
 
 // validateShared checks a shared pod's placement (one device, the pod's
-// slice, healthy, not in MIG mode, with room for the slice) and records
-// the slice on state.
+// share, healthy, not in MIG mode, with room for the share) and records
+// the share on state.
 func validateShared(pp *PodPlacement, pod *Pod, st *nodeStatic, state *scoring.State, where string) error {
 	want := *pod.Devices.Shared
 	switch {

@@ -235,7 +235,7 @@ func (p *problem) attempts() []attempt {
 		cur = next
 	}
 	if prefSubGroups {
-		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred slices dropped"}
+		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred sub-groups dropped"}
 		for i, s := range p.sets {
 			if s.subGroupMode == Preferred {
 				next.subGroups[i] = false

@@ -79,7 +79,7 @@ type Allocation struct {
 	// Node is the node's name.
 	Node string
 	// Devices are the whole devices held, or with Shared set the devices
-	// each holding one slice.
+	// each holding one share.
 	Devices []int
 	// Shared, when non-nil, is the share (memory and compute) the
 	// pod holds on each device of Devices, which other pods' shares may

@@ -43,19 +43,19 @@ func TestGangNeverFitsAndSlices(t *testing.T) {
 		t.Errorf("used a tray whose NVLink fabric is not ready:\n%s", out)
 	}
 	lines := strings.Split(out, "\n")
-	slices := map[string]map[string]bool{}
+	subGroups := map[string]map[string]bool{}
 	for _, l := range lines {
 		f := strings.Fields(l)
 		if len(f) == 4 && strings.HasPrefix(f[0], "mnnvl-sliced-worker-") {
 			rack := strings.SplitN(f[1], "-", 2)[0]
-			if slices[f[3]] == nil {
-				slices[f[3]] = map[string]bool{}
+			if subGroups[f[3]] == nil {
+				subGroups[f[3]] = map[string]bool{}
 			}
-			slices[f[3]][rack] = true
+			subGroups[f[3]][rack] = true
 		}
 	}
-	if len(slices) != 2 || len(slices["0"]) != 1 || len(slices["1"]) != 1 {
-		t.Errorf("slices by rack %v:\n%s", slices, out)
+	if len(subGroups) != 2 || len(subGroups["0"]) != 1 || len(subGroups["1"]) != 1 {
+		t.Errorf("sub-groups by rack %v:\n%s", subGroups, out)
 	}
 }
 

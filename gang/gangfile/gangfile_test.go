@@ -83,20 +83,20 @@ func TestParseJobs_Errors(t *testing.T) {
 		src  string
 		want error
 	}{
-		"empty":          {"  \n", gang.ErrParse},
-		"not an object":  {"[1, 2]", gang.ErrParse},
-		"unknown field":  {"name: a\npodSetz: []\n", gang.ErrParse},
-		"bad quantity":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", gang.ErrParse},
-		"negative cpu":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", gang.ErrParse},
-		"bad duration":   {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"bad scope":      {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", gang.ErrParse},
-		"bad mode":       {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"duplicate key":  {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"no replicas":    {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
-		"no jobs":        {"jobs: []", gang.ErrParse},
-		"bad MIG":        {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
-		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, subGroups: {size: 2, level: rack}}]", gang.ErrInvalidJob},
-		"queue w/o name": {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
+		"empty":            {"  \n", gang.ErrParse},
+		"not an object":    {"[1, 2]", gang.ErrParse},
+		"unknown field":    {"name: a\npodSetz: []\n", gang.ErrParse},
+		"bad quantity":     {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", gang.ErrParse},
+		"negative cpu":     {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", gang.ErrParse},
+		"bad duration":     {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"bad scope":        {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", gang.ErrParse},
+		"bad mode":         {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"duplicate key":    {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"no replicas":      {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
+		"no jobs":          {"jobs: []", gang.ErrParse},
+		"bad MIG":          {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
+		"sub-group misfit": {"name: a\npodSets: [{name: w, replicas: 3, subGroups: {size: 2, level: rack}}]", gang.ErrInvalidJob},
+		"queue w/o name":   {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
