@@ -35,7 +35,7 @@ type shapeKey struct {
 	scope   scoring.Scope
 	mode    scoring.Mode
 	profile mig.ProfileName
-	// shared: one slice of shMem bytes and shMilli compute on one device
+	// shared: one share of shMem bytes and shMilli compute on one device
 	shared  bool
 	shMilli int32
 	shMem   uint64
@@ -64,8 +64,8 @@ func (p *Pod) shape() shapeKey {
 
 func (k shapeKey) devices() bool { return k.gpus > 0 || k.migN > 0 || k.shared }
 
-// slice returns the shared slice of a shared shape.
-func (k shapeKey) slice() scoring.Share {
+// share returns the device share of a shared shape.
+func (k shapeKey) share() scoring.Share {
 	return scoring.Share{MemoryBytes: k.shMem, ComputeMilli: int(k.shMilli)}
 }
 
@@ -73,8 +73,8 @@ func (k shapeKey) slice() scoring.Share {
 func (k shapeKey) request() scoring.Request {
 	req := scoring.Request{Count: int(k.gpus), MinFreeMemory: k.mem, Scope: k.scope, ScopeMode: k.mode}
 	if k.shared {
-		sl := k.slice()
-		req.Count, req.Shared = 1, &sl
+		sh := k.share()
+		req.Count, req.Shared = 1, &sh
 	}
 	if k.wset {
 		w := k.w
@@ -89,7 +89,7 @@ type transKey struct {
 }
 
 // podDevices is what one pod gets on a node: whole devices (or, with
-// shared set, one slice on each device of set) or MIG slots.
+// shared set, one share of each device of set) or MIG slots.
 type podDevices struct {
 	set    scoring.DeviceSet
 	shared *scoring.Share
@@ -118,7 +118,7 @@ type cache struct {
 func newCache() *cache { return &cache{byKey: map[classKey]int32{}} }
 
 // usageKey encodes a node's usage: per device its mode, whether it is
-// held whole, what shared slices hold on it, and every MIG instance.
+// held whole, what shares hold on it, and every MIG instance.
 func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) string {
 	b := make([]byte, 0, st.devices+8)
 	for d := range st.devices {
@@ -260,12 +260,12 @@ func computeSeq(ctx context.Context, cl *class, k shapeKey) (*packSeq, error) {
 			p.pods = append(p.pods, podDevices{set: r.Set})
 		}
 	case k.shared:
-		// Identical slices on devices that do not interact: whatever device
-		// scoring picks, each device ends up holding as many slices as fit
+		// Identical shares on devices that do not interact: whatever device
+		// scoring picks, each device ends up holding as many shares as fit
 		// it, so the greedy sequence is as long as the best packing.
 		state := cl.state.Clone()
 		req := k.request()
-		sl := k.slice()
+		sh := k.share()
 		for {
 			r, err := cl.c.Select(state, req)
 			if err != nil {
@@ -273,11 +273,11 @@ func computeSeq(ctx context.Context, cl *class, k shapeKey) (*packSeq, error) {
 				break
 			}
 			d := r.Set.Indices()[0]
-			if err := state.AllocateShared(d, sl); err != nil {
+			if err := state.AllocateShared(d, sh); err != nil {
 				p.why = err.Error()
 				break
 			}
-			p.pods = append(p.pods, podDevices{set: r.Set, shared: &sl})
+			p.pods = append(p.pods, podDevices{set: r.Set, shared: &sh})
 		}
 	case k.migN > 0:
 		var layouts []*mig.Layout
@@ -392,7 +392,7 @@ func applyPods(st *nodeStatic, state *scoring.State, layouts []*mig.Layout, pods
 	for _, pd := range pods {
 		for d := range pd.set.All() {
 			if pd.shared != nil {
-				// The sequence placed the slice on this very state.
+				// The sequence placed the share on this very state.
 				_ = state.AllocateShared(d, *pd.shared)
 				continue
 			}

@@ -56,11 +56,11 @@ type Resources struct {
 	// the resource (so it is not a limit).
 	CPUMilli    int64 `json:"cpuMilli,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	// SharedSlices counts shared device slices (Pod.Devices.Shared) asked
-	// for; SharedMemoryBytes is their device memory, or the device memory
-	// free for slices (healthy devices not held whole nor in MIG mode, less
-	// what slices hold) or being released.
-	SharedSlices      int   `json:"sharedSlices,omitempty"`
+	// Shares counts device shares (Pod.Devices.Shared) asked for;
+	// SharedMemoryBytes is their device memory, or the device memory free
+	// for shares (healthy devices not held whole nor in MIG mode, less what
+	// shares hold) or being released.
+	Shares            int   `json:"shares,omitempty"`
 	SharedMemoryBytes int64 `json:"sharedMemoryBytes,omitempty"`
 }
 
@@ -71,9 +71,9 @@ type Holder struct {
 	Pods      int    `json:"pods"`
 	GPUs      int    `json:"gpus"`
 	MIGSlices int    `json:"migSlices,omitempty"`
-	// SharedSlices counts the shared device slices the job holds.
-	SharedSlices int  `json:"sharedSlices,omitempty"`
-	Releasing    bool `json:"releasing,omitempty"`
+	// Shares counts the device shares the job holds.
+	Shares    int  `json:"shares,omitempty"`
+	Releasing bool `json:"releasing,omitempty"`
 }
 
 // DomainStatus says how close one domain is to holding the job.
@@ -302,7 +302,7 @@ func minDemand(p *problem) Resources {
 		d.CPUMilli += n * sp.cpu
 		d.MemoryBytes += n * int64(sp.mem)
 		if sp.shape.shared {
-			d.SharedSlices += int(n)
+			d.Shares += int(n)
 			d.SharedMemoryBytes += n * int64(sp.shape.shMem)
 		}
 		count += n
@@ -430,7 +430,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 				h.Pods++
 				h.GPUs += a.wholeGPUs()
 				if a.Shared != nil {
-					h.SharedSlices += len(a.Devices)
+					h.Shares += len(a.Devices)
 				}
 				for _, m := range a.MIG {
 					h.MIGSlices += m.Placement.Size
@@ -447,7 +447,7 @@ func (s *Snapshot) domainStatus(p *problem, sv *solver) []DomainStatus {
 			ds.Holders = append(ds.Holders, *h)
 		}
 		slices.SortFunc(ds.Holders, func(a, b Holder) int {
-			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), cmp.Compare(b.SharedSlices, a.SharedSlices), strings.Compare(a.Job, b.Job))
+			return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MIGSlices, a.MIGSlices), cmp.Compare(b.Shares, a.Shares), strings.Compare(a.Job, b.Job))
 		})
 		if len(ds.Holders) > 5 {
 			ds.Holders = ds.Holders[:5]
@@ -496,18 +496,18 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 		where = "one " + lvName + " domain"
 	}
 	if r.Verdict == Fragmented {
-		if d.SharedSlices > 0 {
-			out = append(out, fmt.Sprintf("%d MiB of GPU memory are free or being released for shared slices (%d MiB needed by %d slices), but it is fragmented: no placement in %s has GPUs with room for each slice",
-				(r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes)>>20, d.SharedMemoryBytes>>20, d.SharedSlices, where))
+		if d.Shares > 0 {
+			out = append(out, fmt.Sprintf("%d MiB of GPU memory are free or being released for shares (%d MiB needed by %d shares), but it is fragmented: no placement in %s has GPUs with room for each share",
+				(r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes)>>20, d.SharedMemoryBytes>>20, d.Shares, where))
 		}
-		if d.GPUs > 0 || d.SharedSlices == 0 {
+		if d.GPUs > 0 || d.Shares == 0 {
 			out = append(out, fmt.Sprintf("%d GPUs are free or being released (%d needed), but no placement in %s holds the gang's shape", r.Free.GPUs+r.Releasing.GPUs, d.GPUs, where))
 		}
 	} else {
 		switch {
 		case r.Free.SharedMemoryBytes+r.Releasing.SharedMemoryBytes < d.SharedMemoryBytes:
-			out = append(out, fmt.Sprintf("needs %d MiB of GPU memory for %d shared slices, %d MiB are free and %d MiB being released",
-				d.SharedMemoryBytes>>20, d.SharedSlices, r.Free.SharedMemoryBytes>>20, r.Releasing.SharedMemoryBytes>>20))
+			out = append(out, fmt.Sprintf("needs %d MiB of GPU memory for %d shares, %d MiB are free and %d MiB being released",
+				d.SharedMemoryBytes>>20, d.Shares, r.Free.SharedMemoryBytes>>20, r.Releasing.SharedMemoryBytes>>20))
 		case r.Free.GPUs+r.Releasing.GPUs < d.GPUs:
 			out = append(out, fmt.Sprintf("needs %d GPUs, %d are free and %d being released", d.GPUs, r.Free.GPUs, r.Releasing.GPUs))
 		case r.Free.MIGSlices+r.Releasing.MIGSlices < d.MIGSlices:
@@ -534,8 +534,8 @@ func (s *Snapshot) blockReasons(p *problem, r *Result, sv *solver) []string {
 			if h.MIGSlices > 0 {
 				parts = append(parts, fmt.Sprintf("%d MIG slices", h.MIGSlices))
 			}
-			if h.SharedSlices > 0 {
-				parts = append(parts, fmt.Sprintf("%d shared slices", h.SharedSlices))
+			if h.Shares > 0 {
+				parts = append(parts, fmt.Sprintf("%d shares", h.Shares))
 			}
 			if len(parts) == 0 {
 				continue
@@ -619,8 +619,8 @@ func (s *Snapshot) neverReasons(p *problem, sv *solver) []string {
 	return out
 }
 
-// sharedFree returns the device memory free for shared slices on a node:
-// healthy devices not held whole nor in MIG mode, less what slices hold.
+// sharedFree returns the device memory free for shares on a node:
+// healthy devices not held whole nor in MIG mode, less what shares hold.
 func sharedFree(st *nodeStatic, state *scoring.State) int64 {
 	var free int64
 	for d := range st.devices {

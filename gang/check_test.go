@@ -264,11 +264,11 @@ func TestJob_Validate(t *testing.T) {
 		"minCount too big":   func(j *Job) { j.MinCount = 5 },
 		"minCount below set": func(j *Job) { j.PodSets[0].MinReplicas = 3; j.MinCount = 2 },
 		"mode without level": func(j *Job) { j.Topology.Mode = Preferred },
-		"slice size 0":       func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Level: "rack"} },
-		"slice without level": func(j *Job) {
+		"sub-group size 0":   func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Level: "rack"} },
+		"sub-group without level": func(j *Job) {
 			j.PodSets[0].SubGroups = &SubGroups{Size: 2}
 		},
-		"slice misfit": func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Size: 3, Level: "rack"} },
+		"sub-group misfit": func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Size: 3, Level: "rack"} },
 		"MIG with memory": func(j *Job) {
 			j.PodSets[0].Pod.MIGProfile = mig.MustParseProfileName("1g.10gb")
 			j.PodSets[0].Pod.Devices.MinFreeMemory = 1
@@ -329,7 +329,7 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 		"unknown node":          func(p *Placement) { p.Pods[0].Node = "n99" },
 		"duplicate name":        func(p *Placement) { p.Pods[1].Name = p.Pods[0].Name },
 		"below threshold":       func(p *Placement) { p.Pods = p.Pods[:1] },
-		"slice split":           func(p *Placement) { p.Pods[1].Node = other; p.Pods[1].Devices = []int{0, 1, 2, 3} },
+		"sub-group split":       func(p *Placement) { p.Pods[1].Node = other; p.Pods[1].Devices = []int{0, 1, 2, 3} },
 		"other rack":            func(p *Placement) { p.Pods[1].Node = "n03"; p.Pods[1].Devices = []int{0, 1, 2, 3} },
 		"wrong job":             func(p *Placement) { p.Job = "w" },
 		"unknown set":           func(p *Placement) { p.Pods[0].Set = "launcher" },

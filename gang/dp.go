@@ -9,7 +9,7 @@ import (
 
 // front is the set of pod-count vectors a subtree can hold: every v with
 // low <= v <= p for some p in pts (componentwise). low counts members
-// already placed (mandatory, rounded up to whole slices); pts are the
+// already placed (mandatory, rounded up to whole sub-groups); pts are the
 // Pareto-maximal capacities. No points means the placed members cannot be
 // completed in this subtree.
 type front struct {
@@ -152,9 +152,10 @@ func combine(a, b front, excl []bool, limit []int64) (front, bool) {
 	return r, exact
 }
 
-// roundSlices rounds coordinate s to whole slices of size z: capacities
-// down, placed members up (their slice must be completed here).
-func roundSlices(f front, s int, z int64) front {
+// roundSubGroups rounds coordinate s to whole sub-groups of size z:
+// capacities down, placed members up (their sub-group must be completed
+// here).
+func roundSubGroups(f front, s int, z int64) front {
 	if z <= 1 {
 		return f
 	}

@@ -13,7 +13,7 @@ import (
 // wraps the context's error.
 var (
 	// ErrInvalidJob: a job is malformed (no pod sets, a negative count, a
-	// threshold above the replica count, a slice size that does not divide
+	// threshold above the replica count, a sub-group size that does not divide
 	// the replicas, GPUs and a MIG profile on one pod, ...). Retrying will
 	// not help.
 	ErrInvalidJob = fmt.Errorf("gang: invalid job: %w", topology.ErrInvalidRequest)

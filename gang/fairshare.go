@@ -15,7 +15,7 @@ const (
 	// ResourceGPU counts whole GPUs.
 	ResourceGPU = "gpu"
 	// ResourceGPUMemory counts bytes of GPU memory: a whole device's
-	// memory, a shared slice's memory.
+	// memory, a share's memory.
 	ResourceGPUMemory = "gpu-memory"
 	// ResourceMIGPrefix prefixes a MIG profile: "mig/1g.10gb" counts
 	// instances of that profile.

@@ -608,7 +608,7 @@ func (fp *fairPass) reheld(v *view, n int32, skip string) *nodeUsage {
 		pp := hp.pp
 		if pp.Shared != nil {
 			for _, d := range pp.Devices {
-				sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
+				sh = append(sh, sharedHold{device: d, share: *pp.Shared})
 			}
 		} else {
 			devs = append(devs, pp.Devices...)

@@ -89,7 +89,7 @@ func untilScratch(t fataler, fp *fairPass, at time.Duration, got *view) {
 		for _, pp := range pps {
 			if pp.Shared != nil {
 				for _, d := range pp.Devices {
-					sh = append(sh, sharedHold{device: d, slice: *pp.Shared})
+					sh = append(sh, sharedHold{device: d, share: *pp.Shared})
 				}
 			} else {
 				devs = append(devs, pp.Devices...)

@@ -87,11 +87,11 @@ type Pod struct {
 	//     instances instead (0 means 1).
 	//   - MinFreeMemory is the memory in bytes every chosen whole device
 	//     must have.
-	//   - Shared, when non-nil, asks for a slice of ONE device (memory and a
+	//   - Shared, when non-nil, asks for a share of ONE device (memory and a
 	//     share of its compute, vGPU/MPS style) instead of whole devices:
-	//     Count must then be 0 or 1 (both mean one slice) and MinFreeMemory
-	//     0 (the slice's MemoryBytes is the memory). Pods of other jobs may
-	//     hold slices of the same device, never the device whole.
+	//     Count must then be 0 or 1 (both mean one share) and MinFreeMemory
+	//     0 (the share's MemoryBytes is the memory). Pods of other jobs may
+	//     hold shares of the same device, never the device whole.
 	//   - Scope and ScopeMode confine the pod's devices to one fabric
 	//     island, PCIe switch tree, NUMA node or package of the node (scope
 	//     without a mode is required, the zero value).
@@ -129,7 +129,7 @@ type Pod struct {
 	Tolerations []Toleration
 }
 
-// IsShared reports whether the pod asks for a shared slice of one device
+// IsShared reports whether the pod asks for a share of one device
 // (Devices.Shared set, no MIG profile).
 func (p *Pod) IsShared() bool { return p != nil && p.Devices.Shared != nil && !p.wantsMIG() }
 
@@ -255,7 +255,7 @@ func (j *Job) Pods() int {
 }
 
 // GPUs returns the number of whole GPUs the job asks for over all replicas
-// (MIG instances and shared slices not counted).
+// (MIG instances and shares not counted).
 func (j *Job) GPUs() int {
 	if j == nil {
 		return 0
@@ -438,17 +438,17 @@ func (p *Pod) validate(where string) error {
 	if sh := d.Shared; sh != nil {
 		switch {
 		case p.wantsMIG():
-			return jobErr("%s: a shared slice (Devices.Shared) and a MIG profile on one pod", where)
+			return jobErr("%s: a share (Devices.Shared) and a MIG profile on one pod", where)
 		case d.Count > 1:
-			return jobErr("%s: a shared slice takes one device; Devices.Count is %d (want 0 or 1)", where, d.Count)
+			return jobErr("%s: a share takes one device; Devices.Count is %d (want 0 or 1)", where, d.Count)
 		case d.MinFreeMemory > 0:
-			return jobErr("%s: Devices.MinFreeMemory does not apply to a shared slice (its MemoryBytes is the memory)", where)
+			return jobErr("%s: Devices.MinFreeMemory does not apply to a share (its MemoryBytes is the memory)", where)
 		case sh.MemoryBytes > MaxBytes:
-			return limitErr(ErrInvalidJob, "%s: shared slice memory %d, more than MaxBytes (%d)", where, sh.MemoryBytes, int64(MaxBytes))
+			return limitErr(ErrInvalidJob, "%s: share memory %d, more than MaxBytes (%d)", where, sh.MemoryBytes, int64(MaxBytes))
 		case sh.ComputeMilli < 0 || sh.ComputeMilli > 1000:
-			return jobErr("%s: shared slice compute %d milli, want 0..1000", where, sh.ComputeMilli)
+			return jobErr("%s: share compute %d milli, want 0..1000", where, sh.ComputeMilli)
 		case sh.MemoryBytes == 0 && sh.ComputeMilli == 0:
-			return jobErr("%s: shared slice asks for neither memory nor compute", where)
+			return jobErr("%s: share asks for neither memory nor compute", where)
 		}
 	}
 	if p.wantsMIG() {
@@ -462,7 +462,7 @@ func (p *Pod) validate(where string) error {
 			return jobErr("%s: a device scope does not apply to MIG instances", where)
 		}
 	} else if d.Count == 0 && d.Shared == nil && (d.MinFreeMemory > 0 || d.Scope != scoring.ScopeNone) {
-		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a shared slice", where)
+		return jobErr("%s: Devices.MinFreeMemory (gpuMemory) or a device scope without GPUs or a share", where)
 	}
 	if err := p.validateNodeRules(where); err != nil {
 		return err

@@ -503,7 +503,7 @@ func genCluster(t *rapid.T) (*topology.Cluster, []oNode, []NodeInfo, []Allocatio
 					continue
 				}
 				if rapid.IntRange(0, 3).Draw(t, "sliced") == 0 {
-					// a 30 or 50 GiB slice with a share of compute
+					// a 30 or 50 GiB share of memory, with or without compute
 					sl := scoring.Share{MemoryBytes: uint64(rapid.SampledFrom([]int{30, 50}).Draw(t, "slmem")) * gib, ComputeMilli: rapid.SampledFrom([]int{0, 500}).Draw(t, "slmilli")}
 					if sl.MemoryBytes <= topo.Device(d).MemoryBytes {
 						allocs = append(allocs, Allocation{Job: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "owner"), Pod: fmt.Sprintf("p%d", len(allocs)),
@@ -554,7 +554,7 @@ func genJobSets(t *rapid.T, minSets int) *Job {
 		ps := PodSet{Name: fmt.Sprintf("s%d", s), Replicas: rapid.IntRange(1, 3).Draw(t, "replicas")}
 		switch rapid.IntRange(0, 6).Draw(t, "podkind") {
 		case 6:
-			// a shared slice of one GPU
+			// a share of one GPU
 			ps.Pod.Devices.Shared = &scoring.Share{MemoryBytes: uint64(rapid.SampledFrom([]int{20, 30, 40}).Draw(t, "shmem")) * gib,
 				ComputeMilli: rapid.SampledFrom([]int{0, 250, 500}).Draw(t, "shmilli")}
 		case 0:

@@ -43,9 +43,9 @@ type PodPlacement struct {
 	// Node is the node's name.
 	Node string `json:"node"`
 	// Devices are the whole devices, chosen by package scoring; with
-	// Shared set, the one device whose slice the pod takes.
+	// Shared set, the one device whose share the pod takes.
 	Devices []int `json:"devices,omitempty"`
-	// Shared is the pod's shared slice (memory and compute) on Devices[0]
+	// Shared is the pod's share (memory and compute) of Devices[0]
 	// when the pod asks for one (Pod.Devices.Shared); nil otherwise.
 	Shared *scoring.Share `json:"shared,omitempty"`
 	// MIG are the MIG instances to create, chosen by package mig.
@@ -55,8 +55,8 @@ type PodPlacement struct {
 	MemoryBytes uint64 `json:"memoryBytes,omitempty"`
 }
 
-// GPUs returns the whole GPUs the placement uses (shared slices not
-// counted; see SharedSlices).
+// GPUs returns the whole GPUs the placement uses (shares not counted;
+// see Shares).
 func (p *Placement) GPUs() int {
 	if p == nil {
 		return 0
@@ -70,8 +70,8 @@ func (p *Placement) GPUs() int {
 	return n
 }
 
-// SharedSlices returns the number of shared slices the placement takes.
-func (p *Placement) SharedSlices() int {
+// Shares returns the number of device shares the placement takes.
+func (p *Placement) Shares() int {
 	if p == nil {
 		return 0
 	}
@@ -354,7 +354,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 		} else if !pod.wantsMIG() {
 			want := pod.Devices.Count
 			if len(pp.Devices) != want || len(pp.MIG) != 0 || pp.Shared != nil {
-				return placeErr("%s: %d devices, %d MIG instances and shared slice %v; the pod asks for %d whole GPUs", where, len(pp.Devices), len(pp.MIG), pp.Shared, want)
+				return placeErr("%s: %d devices, %d MIG instances and share %v; the pod asks for %d whole GPUs", where, len(pp.Devices), len(pp.MIG), pp.Shared, want)
 			}
 			if want > 0 {
 				for _, d := range pp.Devices {
@@ -522,15 +522,15 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 }
 
 // validateShared checks a shared pod's placement (one device, the pod's
-// slice, healthy, not in MIG mode, with room for the slice) and records
-// the slice on state.
+// share, healthy, not in MIG mode, with room for the share) and records
+// the share on state.
 func validateShared(pp *PodPlacement, pod *Pod, st *nodeStatic, state *scoring.State, where string) error {
 	want := *pod.Devices.Shared
 	switch {
 	case len(pp.Devices) != 1 || len(pp.MIG) != 0:
-		return placeErr("%s: %d devices and %d MIG instances, the pod asks for a shared slice of one device", where, len(pp.Devices), len(pp.MIG))
+		return placeErr("%s: %d devices and %d MIG instances, the pod asks for a share of one device", where, len(pp.Devices), len(pp.MIG))
 	case pp.Shared == nil || *pp.Shared != want:
-		return placeErr("%s: shared slice %v, the pod asks for %+v", where, pp.Shared, want)
+		return placeErr("%s: share %v, the pod asks for %+v", where, pp.Shared, want)
 	}
 	d := pp.Devices[0]
 	switch {
@@ -542,7 +542,7 @@ func validateShared(pp *PodPlacement, pod *Pod, st *nodeStatic, state *scoring.S
 		return placeErr("%s: device %d of %s is in MIG mode", where, d, pp.Node)
 	}
 	if err := state.AllocateShared(d, want); err != nil {
-		return placeErr("%s: device %d of %s cannot take the slice: %v", where, d, pp.Node, err)
+		return placeErr("%s: device %d of %s cannot take the share: %v", where, d, pp.Node, err)
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ type problem struct {
 	jobPref, jobReq int
 	order           []int    // node packing order: most constrained set first
 	never           []string // required levels the cluster lacks
-	hasShared       bool     // some set asks for shared slices
+	hasShared       bool     // some set asks for shares
 	notes           []string // preferred levels the cluster lacks
 	t               *tree
 }
@@ -235,7 +235,7 @@ func (p *problem) attempts() []attempt {
 		cur = next
 	}
 	if prefSubGroups {
-		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred slices dropped"}
+		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred sub-groups dropped"}
 		for i, s := range p.sets {
 			if s.subGroupMode == Preferred {
 				next.subGroups[i] = false

@@ -644,7 +644,7 @@ func (qp *queuePass) holdView() *view {
 		}
 		if pp.Shared != nil {
 			for _, d := range pp.Devices {
-				nd.shared = append(nd.shared, sharedHold{device: d, slice: *pp.Shared})
+				nd.shared = append(nd.shared, sharedHold{device: d, share: *pp.Shared})
 			}
 		} else {
 			nd.devs = append(nd.devs, pp.Devices...)

@@ -16,7 +16,7 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// Shared slices in gangs: pods whose Devices.Shared asks for a slice of one
+// Shares in gangs: pods whose Devices.Shared asks for a share of one
 // GPU (memory and compute) instead of whole GPUs.
 
 func sharedPod(mem uint64, milli int) Pod {
@@ -34,9 +34,9 @@ func oneNode(tb testing.TB, node *topology.Node, allocs []Allocation) *Snapshot 
 	return sp.build(tb)
 }
 
-// slicesFit is the brute-force count of identical slices one device takes:
-// add slices to a checking state (NewStateFor) until one is refused.
-func slicesFit(node *topology.Node, d int, used scoring.DeviceUsage, sl scoring.Share) int {
+// sharesFit is the brute-force count of identical shares one device takes:
+// add shares to a checking state (NewStateFor) until one is refused.
+func sharesFit(node *topology.Node, d int, used scoring.DeviceUsage, sl scoring.Share) int {
 	st := scoring.NewStateFor(node)
 	st.Devices[d] = used
 	if node.Device(d).Health != topology.Healthy || used.Allocated || st.Validate() != nil {
@@ -50,8 +50,8 @@ func slicesFit(node *topology.Node, d int, used scoring.DeviceUsage, sl scoring.
 }
 
 // TestSharedNodeCapacityIsMaximal: on random nodes whose GPUs are held
-// whole, partly sliced or free, the number of shared pods a gang places on
-// the node equals the brute-force packing (slices added to each device until
+// whole, partly shared or free, the number of shared pods a gang places on
+// the node equals the brute-force packing (shares added to each device until
 // it refuses one, summed over the devices); whole-GPU pods of another pod
 // set of the same job take whole free GPUs first, and the shared count that
 // remains is again the brute-force packing of what they leave.
@@ -72,7 +72,7 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 				allocs = append(allocs, Allocation{Pod: fmt.Sprintf("whole-%d", d), Node: "n00", Devices: []int{d}})
 				usage[d].Allocated = true
 			case 1:
-				for k := range rapid.IntRange(1, 3).Draw(t, "slices") {
+				for k := range rapid.IntRange(1, 3).Draw(t, "shares") {
 					sl := scoring.Share{MemoryBytes: uint64(rapid.IntRange(0, 24).Draw(t, "mem")) * gib, ComputeMilli: 50 * rapid.IntRange(0, 6).Draw(t, "milli")}
 					if sl.MemoryBytes == 0 && sl.ComputeMilli == 0 {
 						sl.ComputeMilli = 50
@@ -80,7 +80,7 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 					if usage[d].MemoryUsed+sl.MemoryBytes > node.Device(d).MemoryBytes || usage[d].ComputeUsed+sl.ComputeMilli > 1000 {
 						continue // the snapshot would refuse it (tested elsewhere)
 					}
-					allocs = append(allocs, Allocation{Pod: fmt.Sprintf("slice-%d-%d", d, k), Node: "n00", Devices: []int{d}, Shared: &sl})
+					allocs = append(allocs, Allocation{Pod: fmt.Sprintf("share-%d-%d", d, k), Node: "n00", Devices: []int{d}, Shared: &sl})
 					usage[d].MemoryUsed += sl.MemoryBytes
 					usage[d].ComputeUsed += sl.ComputeMilli
 					usage[d].Shares++
@@ -95,7 +95,7 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 		}
 		best := 0
 		for d := range n {
-			best += slicesFit(node, d, usage[d], want)
+			best += sharesFit(node, d, usage[d], want)
 		}
 		best = min(best, 1000)
 		j := &Job{Name: "shared", MinCount: 1, PodSets: []PodSet{{Name: "s", Replicas: 1000,
@@ -124,9 +124,9 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 		whole := rapid.IntRange(1, len(freeDevs)).Draw(t, "whole")
 		rest := best
 		// the whole pods take `whole` fully free devices, each of which
-		// would take slicesFit(idle) slices
+		// would take sharesFit(idle) shares
 		for _, d := range freeDevs[:whole] {
-			rest -= slicesFit(node, d, scoring.DeviceUsage{}, want)
+			rest -= sharesFit(node, d, scoring.DeviceUsage{}, want)
 		}
 		mixed := &Job{Name: "mixed", MinCount: whole + 1, PodSets: []PodSet{
 			{Name: "train", Replicas: whole, MinReplicas: whole, Pod: Pod{Devices: scoring.Request{Count: 1}}},
@@ -135,7 +135,7 @@ func TestSharedNodeCapacityIsMaximal(t *testing.T) {
 		r, err = Check(context.Background(), s, mixed)
 		require.NoError(t, err)
 		if rest == 0 {
-			require.Nil(t, r.Placement, "nothing is left for a slice after %d whole GPUs", whole)
+			require.Nil(t, r.Placement, "nothing is left for a share after %d whole GPUs", whole)
 			return
 		}
 		require.NotNil(t, r.Placement, "verdict %v, reasons %v", r.Verdict, r.Reasons)
@@ -174,8 +174,8 @@ func degraded(tb fataler) *topology.Node {
 }
 
 // twoH100 is two 8-GPU H100 nodes, partly used: n00 has GPUs 0-3 held
-// whole and a 60 GiB / 500m slice on GPU 4; n01 has GPUs 0-1 held whole
-// and a 40 GiB / 250m slice on GPU 2.
+// whole and a 60 GiB / 500m share on GPU 4; n01 has GPUs 0-1 held whole
+// and a 40 GiB / 250m share on GPU 2.
 func twoH100(tb testing.TB, extra ...Allocation) *Snapshot {
 	h := nvswitchNode(tb, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
 	sp := spec{nodes: 2, levels: []string{lRack}, labels: func(int) map[string]string { return map[string]string{lRack: "r0"} },
@@ -190,9 +190,9 @@ func twoH100(tb testing.TB, extra ...Allocation) *Snapshot {
 }
 
 // TestSharedGangOfInferencePods: a gang of 8 inference pods with 20 GiB
-// slices fits on two partly used 8-GPU nodes; every pod gets one GPU and its
-// slice, no GPU is over-committed, and once assumed the snapshot holds the
-// slices (a second identical gang fits only where room is left).
+// shares fits on two partly used 8-GPU nodes; every pod gets one GPU and its
+// share, no GPU is over-committed, and once assumed the snapshot holds the
+// shares (a second identical gang fits only where room is left).
 func TestSharedGangOfInferencePods(t *testing.T) {
 	s := twoH100(t)
 	j := sharedJob("infer", 8, 20*gib, 250)
@@ -200,8 +200,8 @@ func TestSharedGangOfInferencePods(t *testing.T) {
 	require.Equal(t, Fits, r.Verdict, "reasons %v", r.Reasons)
 	require.Len(t, r.Placement.Pods, 8)
 	assert.Equal(t, 0, r.Placement.GPUs(), "no whole GPUs")
-	assert.Equal(t, 8, r.Placement.SharedSlices())
-	assert.Equal(t, Resources{Pods: 8, SharedSlices: 8, SharedMemoryBytes: int64(160 * gib)}, r.Demand)
+	assert.Equal(t, 8, r.Placement.Shares())
+	assert.Equal(t, Resources{Pods: 8, Shares: 8, SharedMemoryBytes: int64(160 * gib)}, r.Demand)
 	mem := map[string]uint64{"n00/4": 60 * gib, "n01/2": 40 * gib}
 	for _, pp := range r.Placement.Pods {
 		require.Len(t, pp.Devices, 1, pp.Name)
@@ -210,12 +210,12 @@ func TestSharedGangOfInferencePods(t *testing.T) {
 		key := fmt.Sprintf("%s/%d", pp.Node, pp.Devices[0])
 		mem[key] += pp.Shared.MemoryBytes
 		assert.LessOrEqual(t, mem[key], h100Mem, "GPU %s over-committed", key)
-		assert.False(t, pp.Node == "n00" && pp.Devices[0] < 4 || pp.Node == "n01" && pp.Devices[0] < 2, "slice on a GPU held whole: %s", key)
+		assert.False(t, pp.Node == "n00" && pp.Devices[0] < 4 || pp.Node == "n01" && pp.Devices[0] < 2, "share on a GPU held whole: %s", key)
 	}
 	require.NoError(t, s.Assume(j, r.Placement))
 	held := 0
 	for _, a := range s.JobAllocations("infer") {
-		require.NotNil(t, a.Shared, "assumed allocation %s keeps its slice", a.Pod)
+		require.NotNil(t, a.Shared, "assumed allocation %s keeps its share", a.Pod)
 		held++
 	}
 	assert.Equal(t, 8, held)
@@ -226,15 +226,15 @@ func TestSharedGangOfInferencePods(t *testing.T) {
 	require.ErrorIs(t, s.Assume(j, r.Placement), ErrInvalidPlacement)
 	assert.Len(t, s.Allocations(), before)
 
-	// Capacity left: 13 + 22 slices of 20 GiB / 250m before, 8 taken.
+	// Capacity left: 13 + 22 shares of 20 GiB / 250m before, 8 taken.
 	r2 := mustCheck(t, s, &Job{Name: "more", MinCount: 1, PodSets: []PodSet{{Name: "s", Replicas: 100, Pod: sharedPod(20*gib, 250)}}})
 	require.NotNil(t, r2.Placement)
 	assert.Len(t, r2.Placement.Pods, 13+22-8)
 }
 
 // TestSharedFragmented: 240 GiB of GPU memory are free in 30 GiB pieces,
-// one per GPU; two 40 GiB slices do not fit, and the verdict says the
-// memory is fragmented. Ten 30 GiB slices need more than is free: blocked.
+// one per GPU; two 40 GiB shares do not fit, and the verdict says the
+// memory is fragmented. Ten 30 GiB shares need more than is free: blocked.
 func TestSharedFragmented(t *testing.T) {
 	h := nvswitchNode(t, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
 	var allocs []Allocation
@@ -251,12 +251,12 @@ func TestSharedFragmented(t *testing.T) {
 	assert.Contains(t, r.Reasons[0], "fragmented")
 	assert.Contains(t, r.Reasons[0], "245760 MiB of GPU memory")
 	require.NotEmpty(t, r.Domains)
-	assert.Equal(t, 8, r.Domains[0].Holders[0].SharedSlices)
-	assert.Contains(t, fmt.Sprint(r.Reasons), "held by other (8 shared slices)")
+	assert.Equal(t, 8, r.Domains[0].Holders[0].Shares)
+	assert.Contains(t, fmt.Sprint(r.Reasons), "held by other (8 shares)")
 
 	r = mustCheck(t, s, sharedJob("big", 10, 30*gib, 0))
 	require.Equal(t, Blocked, r.Verdict, "reasons %v", r.Reasons)
-	assert.Contains(t, r.Reasons[0], "needs 307200 MiB of GPU memory for 10 shared slices, 245760 MiB are free")
+	assert.Contains(t, r.Reasons[0], "needs 307200 MiB of GPU memory for 10 shares, 245760 MiB are free")
 
 	// 8 × 30 GiB fit exactly, one per GPU.
 	r = mustCheck(t, s, sharedJob("fits", 8, 30*gib, 0))
@@ -269,7 +269,7 @@ func TestSharedFragmented(t *testing.T) {
 }
 
 // TestSharedQueuePass: a queue pass mixes shared and whole-GPU jobs on one
-// 8-GPU node: whole jobs take whole free GPUs, shared jobs pack slices on
+// 8-GPU node: whole jobs take whole free GPUs, shared jobs pack shares on
 // what is left (and on each other), and a job that no longer fits waits.
 func TestSharedQueuePass(t *testing.T) {
 	s := flat(t, 1).build(t)
@@ -292,7 +292,7 @@ func TestSharedQueuePass(t *testing.T) {
 	assert.False(t, act["late-whole"].CanStart(), "late-whole: %v", act["late-whole"])
 
 	// Apply the started jobs to a clone: the snapshot accepts them all
-	// (nothing over-committed), and GPUs used whole hold no slice.
+	// (nothing over-committed), and GPUs used whole hold no share.
 	w := s.Clone()
 	byName := map[string]*Job{}
 	for i := range jobs {
@@ -317,13 +317,13 @@ func TestSharedQueuePass(t *testing.T) {
 	}
 	assert.Len(t, whole, 4)
 	for d, m := range perGPU {
-		assert.False(t, whole[d], "gpu%d is held whole and sliced", d)
+		assert.False(t, whole[d], "gpu%d is held whole and shared", d)
 		assert.LessOrEqual(t, m, h100Mem, "gpu%d", d)
 	}
 }
 
 // TestSharedJobValidation: what a gang pod cannot ask for is refused with
-// ErrInvalidJob naming the field; shared slices are checked up front.
+// ErrInvalidJob naming the field; shares are checked up front.
 func TestSharedJobValidation(t *testing.T) {
 	w := scoring.DefaultWeights()
 	bad := scoring.DefaultWeights()
@@ -353,7 +353,7 @@ func TestSharedJobValidation(t *testing.T) {
 	}
 	huge := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: sharedPod(MaxBytes+1, 0)}}}
 	require.ErrorIs(t, huge.Validate(), topology.ErrLimit)
-	// accepted: one slice (Count 0 or 1), weights honoured within a node
+	// accepted: one share (Count 0 or 1), weights honoured within a node
 	for _, p := range []Pod{sharedPod(gib, 0), {Devices: scoring.Request{Count: 1, Shared: &scoring.Share{ComputeMilli: 100}}}, {Devices: scoring.Request{Count: 2, Weights: &w}}} {
 		j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: p}}}
 		require.NoError(t, j.Validate())
@@ -361,11 +361,11 @@ func TestSharedJobValidation(t *testing.T) {
 	sp := sharedPod(gib, 0)
 	assert.True(t, sp.IsShared())
 	j := &Job{Name: "j", PodSets: []PodSet{{Name: "a", Replicas: 3, Pod: sharedPod(gib, 0)}, {Name: "b", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 4}}}}}
-	assert.Equal(t, 8, j.GPUs(), "shared slices are not whole GPUs")
+	assert.Equal(t, 8, j.GPUs(), "shares are not whole GPUs")
 }
 
 // TestSharedWeightsHonoured: a pod's own weights choose its devices within
-// a node (Fit only: best fit puts the slice on the fullest GPU that takes
+// a node (Fit only: best fit puts the share on the fullest GPU that takes
 // it); the default weights are used when nil.
 func TestSharedWeightsHonoured(t *testing.T) {
 	h := nvswitchNode(t, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
@@ -379,7 +379,7 @@ func TestSharedWeightsHonoured(t *testing.T) {
 	assert.Equal(t, []int{5}, r.Placement.Pods[0].Devices, "best fit: the GPU with 30 GiB left")
 }
 
-// TestSharedValidateAndSnapshot: Validate and NewSnapshot refuse slices
+// TestSharedValidateAndSnapshot: Validate and NewSnapshot refuse shares
 // that do not fit, on GPUs held whole, or that differ from the pod's.
 func TestSharedValidateAndSnapshot(t *testing.T) {
 	h := nvswitchNode(t, "hgx", 8, "NVIDIA H100 80GB HBM3", h100Mem, false)
@@ -396,15 +396,15 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 	for name, p := range map[string]*Placement{
 		"held whole":   pl(0, &sl),
 		"no room":      pl(1, &sl),
-		"no slice":     pl(2, nil),
-		"other slice":  pl(2, &scoring.Share{MemoryBytes: 10 * gib}),
+		"no share":     pl(2, nil),
+		"other share":  pl(2, &scoring.Share{MemoryBytes: 10 * gib}),
 		"out of range": pl(9, &sl),
 		"two devices":  {Job: "j", Pods: []PodPlacement{{Name: "j-s-0", Set: "s", Node: "n00", Devices: []int{2, 3}, Shared: &sl}}},
 	} {
 		err := s.Validate(j, p)
 		require.ErrorIs(t, err, ErrInvalidPlacement, name)
 	}
-	// a whole-GPU pod cannot take a sliced GPU, nor carry a slice
+	// a whole-GPU pod cannot take a shared GPU, nor carry a share
 	wj := workers("w", 1, 1)
 	require.ErrorIs(t, s.Validate(wj, &Placement{Job: "w", Pods: []PodPlacement{{Name: "w-worker-0", Set: "worker", Node: "n00", Devices: []int{1}}}}), ErrInvalidPlacement)
 	require.ErrorIs(t, s.Validate(wj, &Placement{Job: "w", Pods: []PodPlacement{{Name: "w-worker-0", Set: "worker", Node: "n00", Devices: []int{2}, Shared: &sl}}}), ErrInvalidPlacement)
@@ -418,33 +418,33 @@ func TestSharedValidateAndSnapshot(t *testing.T) {
 			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: 600}},
 			{Pod: "b", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: 600}},
 		},
-		"whole and sliced": {
+		"whole and shared": {
 			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: gib}},
 			{Pod: "b", Node: "n00", Devices: []int{3}},
 		},
-		"sliced after whole": {
+		"shared after whole": {
 			{Pod: "b", Node: "n00", Devices: []int{3}},
 			{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{MemoryBytes: gib}},
 		},
-		"empty slice":    {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{}}},
-		"slice nowhere":  {{Pod: "a", Node: "n00", Shared: &scoring.Share{MemoryBytes: gib}}},
+		"empty share":    {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{}}},
+		"share nowhere":  {{Pod: "a", Node: "n00", Shared: &scoring.Share{MemoryBytes: gib}}},
 		"negative milli": {{Pod: "a", Node: "n00", Devices: []int{3}, Shared: &scoring.Share{ComputeMilli: -1}}},
 	}
 	for name, allocs := range bad {
 		_, err := spec{nodes: 1, topo: func(int) *topology.Node { return h }, allocs: allocs}.try()
 		require.ErrorIs(t, err, ErrInvalidSnapshot, name)
 	}
-	// Add is all-or-nothing with slices too
+	// Add is all-or-nothing with shares too
 	n0 := len(s.Allocations())
 	require.ErrorIs(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.Share{MemoryBytes: 30 * gib}}), ErrInvalidSnapshot)
 	assert.Len(t, s.Allocations(), n0)
 	require.NoError(t, s.Add(Allocation{Pod: "c", Node: "n00", Devices: []int{1}, Shared: &scoring.Share{MemoryBytes: 20 * gib, ComputeMilli: 200}}))
-	// GPU 1 is now full (80 GiB, 1000m): a 1 GiB slice goes elsewhere
+	// GPU 1 is now full (80 GiB, 1000m): a 1 GiB share goes elsewhere
 	r := mustCheck(t, s, sharedJob("x", 1, gib, 0))
 	require.NotNil(t, r.Placement)
 	assert.NotEqual(t, []int{1}, r.Placement.Pods[0].Devices)
 	assert.NotEqual(t, []int{0}, r.Placement.Pods[0].Devices)
-	// removing the pod frees its slice
+	// removing the pod frees its share
 	require.Equal(t, 1, s.RemovePod("c"))
 	require.NoError(t, s.Validate(sharedJob("j", 1, 20*gib, 200), pl(1, &scoring.Share{MemoryBytes: 20 * gib, ComputeMilli: 200})))
 }

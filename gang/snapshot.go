@@ -79,10 +79,10 @@ type Allocation struct {
 	// Node is the node's name.
 	Node string
 	// Devices are the whole devices held, or with Shared set the devices
-	// each holding one slice.
+	// each holding one share.
 	Devices []int
-	// Shared, when non-nil, is the shared slice (memory and compute) the
-	// pod holds on each device of Devices, which other pods' slices may
+	// Shared, when non-nil, is the share (memory and compute) the
+	// pod holds on each device of Devices, which other pods' shares may
 	// share; nil means Devices are held whole.
 	Shared *scoring.Share
 	// MIG are the MIG instances held.
@@ -109,7 +109,7 @@ func (a *Allocation) jobName() string {
 	return a.Pod
 }
 
-// wholeGPUs returns the devices the pod holds whole (0 for a shared slice).
+// wholeGPUs returns the devices the pod holds whole (0 for a share).
 func (a *Allocation) wholeGPUs() int {
 	if a.Shared != nil {
 		return 0
@@ -118,7 +118,7 @@ func (a *Allocation) wholeGPUs() int {
 }
 
 // eighths returns the GPU capacity the pod holds, in eighths of a GPU: 8
-// per whole device, a shared slice by its compute share (at least 1).
+// per whole device, a share by its compute share (at least 1).
 func (a *Allocation) eighths() float64 {
 	if a.Shared != nil {
 		return float64(len(a.Devices)) * max(float64(a.Shared.ComputeMilli)*8/1000, 1)
@@ -158,7 +158,7 @@ type nodeStatic struct {
 // nodeUsage is what is in use on a node in one view. It is immutable once
 // built: views and clones share it.
 type nodeUsage struct {
-	state   *scoring.State // whole devices and shared slices; MIG-mode devices are marked allocated
+	state   *scoring.State // whole devices and shares; MIG-mode devices are marked allocated
 	layouts []*mig.Layout  // aligned with nodeStatic.migDevs
 	cpu     int64
 	mem     uint64
@@ -568,13 +568,13 @@ func (s *Snapshot) checkAllocAt(a *Allocation, where string) error {
 	if sl := a.Shared; sl != nil {
 		switch {
 		case len(a.Devices) == 0:
-			return snapErr("%s: a shared slice on no device", where)
+			return snapErr("%s: a share on no device", where)
 		case sl.ComputeMilli < 0 || sl.ComputeMilli > 1000:
-			return snapErr("%s: shared slice compute %d milli, want 0..1000", where, sl.ComputeMilli)
+			return snapErr("%s: share compute %d milli, want 0..1000", where, sl.ComputeMilli)
 		case sl.MemoryBytes == 0 && sl.ComputeMilli == 0:
-			return snapErr("%s: shared slice of neither memory nor compute", where)
+			return snapErr("%s: share of neither memory nor compute", where)
 		case sl.MemoryBytes > MaxBytes:
-			return limitErr(ErrInvalidSnapshot, "%s: shared slice memory %d, more than MaxBytes (%d)", where, sl.MemoryBytes, int64(MaxBytes))
+			return limitErr(ErrInvalidSnapshot, "%s: share memory %d, more than MaxBytes (%d)", where, sl.MemoryBytes, int64(MaxBytes))
 		}
 	}
 	seen := map[int]bool{}
@@ -649,7 +649,7 @@ func (s *Snapshot) buildUsage(n int, allocs []int32) (*nodeUsage, error) {
 		for _, d := range a.Devices {
 			if a.Shared != nil {
 				if err := u.state.AllocateShared(d, *a.Shared); err != nil {
-					return nil, snapErr("node %s: pod %q's shared slice does not fit device %d: %v", st.name, a.Pod, d, err)
+					return nil, snapErr("node %s: pod %q's share does not fit device %d: %v", st.name, a.Pod, d, err)
 				}
 				continue
 			}

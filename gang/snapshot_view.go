@@ -103,9 +103,9 @@ func (s *Snapshot) hasReleasing() bool {
 	return false
 }
 
-// plusUsage returns node n's usage in view v with extra devices, shared
-// slices, MIG instances, CPU and memory held (a reservation's hold). MIG
-// instances that overlap held ones, and slices that no longer fit, are
+// plusUsage returns node n's usage in view v with extra devices, shares,
+// MIG instances, CPU and memory held (a reservation's hold). MIG
+// instances that overlap held ones, and shares that no longer fit, are
 // skipped: they sit where pods that end before the reservation starts are.
 func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, migs []MIGSlot, cpu int64, mem uint64) *nodeUsage {
 	base := v.usage(n)
@@ -125,7 +125,7 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, 
 	}
 	for _, h := range shared {
 		if h.device >= 0 && h.device < st.devices {
-			_ = u.state.AllocateShared(h.device, h.slice)
+			_ = u.state.AllocateShared(h.device, h.share)
 		}
 	}
 	for _, m := range migs {
@@ -141,8 +141,8 @@ func (s *Snapshot) plusUsage(v *view, n int32, devs []int, shared []sharedHold, 
 	return u
 }
 
-// sharedHold is one shared slice on one device.
+// sharedHold is one share of one device.
 type sharedHold struct {
 	device int
-	slice  scoring.Share
+	share  scoring.Share
 }

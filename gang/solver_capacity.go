@@ -271,7 +271,7 @@ func (sv *solver) capacityVector() error {
 func (sv *solver) roundFront(f front, lv int) front {
 	for i := range sv.sets {
 		if z, zl := sv.subGroupOf(i); z > 1 && zl == lv {
-			f = roundSlices(f, i, z)
+			f = roundSubGroups(f, i, z)
 		}
 	}
 	return f

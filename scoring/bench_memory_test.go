@@ -37,7 +37,7 @@ func sharedFleet(b *testing.B) ([]*topology.Node, []*State) {
 	return nodes, states
 }
 
-// BenchmarkScoreNodeShared5000 scores one shared slice (150 milli, 8 GiB)
+// BenchmarkScoreNodeShared5000 scores one share (150 milli, 8 GiB)
 // with the fragmentation term (testWorkload) on 5,000 8-GPU nodes in
 // random shared states: one op = all 5,000 nodes on one goroutine.
 func BenchmarkScoreNodeShared5000(b *testing.B) {
@@ -72,9 +72,9 @@ func BenchmarkFragmentation5000(b *testing.B) {
 	})
 }
 
-// BenchmarkFragBuf8 is what memory adds per shared-slice selection with
+// BenchmarkFragBuf8 is what memory adds per share selection with
 // the fragmentation term on an 8-GPU node: each device's free milli-GPU
-// now and after the slice, memory included (one op = one node).
+// now and after the share, memory included (one op = one node).
 func BenchmarkFragBuf8(b *testing.B) {
 	nodes, states := sharedFleet(b)
 	c, err := Compile(nodes[0])

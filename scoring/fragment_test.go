@@ -55,9 +55,9 @@ func TestFragmentationErrors(t *testing.T) {
 	}
 }
 
-// TestSharedSliceFollowsFGD: with only the fragmentation term weighted, a
-// shared slice goes where FGD's own Delta puts it (the same delta).
-func TestSharedSliceFollowsFGD(t *testing.T) {
+// TestShareFollowsFGD: with only the fragmentation term weighted, a
+// share goes where FGD's own Delta puts it (the same delta).
+func TestShareFollowsFGD(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		node := genNode(t, 8)
 		st := genState(t, node.Len())
@@ -99,7 +99,7 @@ func TestSharedSliceFollowsFGD(t *testing.T) {
 	})
 }
 
-func TestSharedSliceBestFit(t *testing.T) {
+func TestShareBestFit(t *testing.T) {
 	h8 := fixtureH8(t)
 	st := NewState(8)
 	if err := st.AllocateShared(3, Share{MemoryBytes: 60 << 30, ComputeMilli: 750}); err != nil {

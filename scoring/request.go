@@ -230,7 +230,7 @@ type Weights struct {
 	Affinity float64
 	// Scope weighs a preferred Request.Scope.
 	Scope float64
-	// Fit weighs memory best fit for shared slices.
+	// Fit weighs memory best fit for shares.
 	Fit float64
 	// Fragmentation weighs how little a share grows the node's
 	// expected fragmentation under Request.Workload.

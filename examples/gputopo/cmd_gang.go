@@ -212,14 +212,14 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 	if r.Demand.MIGSlices > 0 {
 		fmt.Fprintf(w, ", ~%d MIG slices", r.Demand.MIGSlices)
 	}
-	if r.Demand.SharedSlices > 0 {
-		fmt.Fprintf(w, ", %d shared slices (%s of GPU memory)", r.Demand.SharedSlices, gangBytes(r.Demand.SharedMemoryBytes))
+	if r.Demand.Shares > 0 {
+		fmt.Fprintf(w, ", %d shares (%s of GPU memory)", r.Demand.Shares, gangBytes(r.Demand.SharedMemoryBytes))
 	}
 	fmt.Fprintf(w, " (gang threshold)\n")
 	if p := r.Placement; p != nil {
 		fmt.Fprintf(w, "  placed in %s: %d new pods on %d nodes, %d GPUs", gangWhere(p.Level, p.Domain), len(p.Pods), len(p.Nodes()), p.GPUs())
-		if n := p.SharedSlices(); n > 0 {
-			fmt.Fprintf(w, ", %d shared slices", n)
+		if n := p.Shares(); n > 0 {
+			fmt.Fprintf(w, ", %d shares", n)
 		}
 		if p.Members > 0 {
 			fmt.Fprintf(w, " (+%d members already placed)", p.Members)
@@ -256,8 +256,8 @@ func renderResult(w io.Writer, j *gang.Job, r *gang.Result, summary bool) {
 		if r.Releasing.GPUs > 0 {
 			fmt.Fprintf(w, ", %d being released", r.Releasing.GPUs)
 		}
-		if r.Demand.SharedSlices > 0 {
-			fmt.Fprintf(w, "; %s of GPU memory for shared slices", gangBytes(r.Free.SharedMemoryBytes))
+		if r.Demand.Shares > 0 {
+			fmt.Fprintf(w, "; %s of GPU memory for shares", gangBytes(r.Free.SharedMemoryBytes))
 		}
 		fmt.Fprintln(w)
 	}
@@ -268,11 +268,11 @@ func renderPods(w io.Writer, p *gang.Placement) {
 	fmt.Fprintln(tw, "  POD\tNODE\tDEVICES\tSUBGROUP")
 	for _, pp := range p.Pods {
 		dev := gangDevices(pp.Devices)
-		if sl := pp.Shared; sl != nil {
+		if sh := pp.Shared; sh != nil {
 			// no spaces: one column
-			dev += "(shared:" + gangBytes(int64(sl.MemoryBytes))
-			if sl.ComputeMilli > 0 {
-				dev += fmt.Sprintf(",%dm", sl.ComputeMilli)
+			dev += "(shared:" + gangBytes(int64(sh.MemoryBytes))
+			if sh.ComputeMilli > 0 {
+				dev += fmt.Sprintf(",%dm", sh.ComputeMilli)
 			}
 			dev += ")"
 		}

@@ -43,19 +43,19 @@ func TestGangNeverFitsAndSlices(t *testing.T) {
 		t.Errorf("used a tray whose NVLink fabric is not ready:\n%s", out)
 	}
 	lines := strings.Split(out, "\n")
-	slices := map[string]map[string]bool{}
+	subGroups := map[string]map[string]bool{}
 	for _, l := range lines {
 		f := strings.Fields(l)
 		if len(f) == 4 && strings.HasPrefix(f[0], "mnnvl-sliced-worker-") {
 			rack := strings.SplitN(f[1], "-", 2)[0]
-			if slices[f[3]] == nil {
-				slices[f[3]] = map[string]bool{}
+			if subGroups[f[3]] == nil {
+				subGroups[f[3]] = map[string]bool{}
 			}
-			slices[f[3]][rack] = true
+			subGroups[f[3]][rack] = true
 		}
 	}
-	if len(slices) != 2 || len(slices["0"]) != 1 || len(slices["1"]) != 1 {
-		t.Errorf("slices by rack %v:\n%s", slices, out)
+	if len(subGroups) != 2 || len(subGroups["0"]) != 1 || len(subGroups["1"]) != 1 {
+		t.Errorf("sub-groups by rack %v:\n%s", subGroups, out)
 	}
 }
 
@@ -191,15 +191,15 @@ func TestGangHostileFiles(t *testing.T) {
 	}
 }
 
-// TestGangSharedSlices places a gang of shared-slice inference pods on two
-// partly used H100 nodes: every pod gets one GPU and its slice, no GPU
-// takes more slices than its free memory and compute allow.
-func TestGangSharedSlices(t *testing.T) {
+// TestGangShares places a gang of inference pods asking for shares on two
+// partly used H100 nodes: every pod gets one GPU and its share, no GPU
+// takes more shares than its free memory and compute allow.
+func TestGangShares(t *testing.T) {
 	code, out, errOut := runCLI(t, "gang", "--cluster", "testdata/gang/infer-cluster.yaml", "--job", "testdata/gang/infer-shared.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"job infer: fits", "8 shared slices (160GiB of GPU memory)", "8 new pods on 1 nodes, 0 GPUs, 8 shared slices"} {
+	for _, want := range []string{"job infer: fits", "8 shares (160GiB of GPU memory)", "8 new pods on 1 nodes, 0 GPUs, 8 shares"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -209,7 +209,7 @@ func TestGangSharedSlices(t *testing.T) {
 		f := strings.Fields(l)
 		if len(f) == 4 && strings.HasPrefix(f[0], "infer-server-") {
 			if !strings.HasSuffix(f[2], "(shared:20GiB,250m)") {
-				t.Errorf("pod line %q lacks its slice", l)
+				t.Errorf("pod line %q lacks its share", l)
 			}
 			perGPU[f[1]+"/"+strings.SplitN(f[2], "(", 2)[0]]++
 		}
@@ -217,13 +217,13 @@ func TestGangSharedSlices(t *testing.T) {
 	total := 0
 	for g, n := range perGPU {
 		total += n
-		// h100-a gpu4 holds 60 GiB and 500m already: one more 20 GiB slice;
+		// h100-a gpu4 holds 60 GiB and 500m already: one more 20 GiB share;
 		// a free GPU takes four; GPUs 0-3 of h100-a are held whole.
 		switch {
 		case g == "h100-a/4" && n > 1, n > 4:
-			t.Errorf("%s takes %d slices", g, n)
+			t.Errorf("%s takes %d shares", g, n)
 		case g == "h100-a/0" || g == "h100-a/1" || g == "h100-a/2" || g == "h100-a/3":
-			t.Errorf("slice on a GPU held whole: %s", g)
+			t.Errorf("share on a GPU held whole: %s", g)
 		}
 	}
 	if total != 8 {

@@ -32,7 +32,7 @@ const (
 const (
 	gpuFree      = "free"
 	gpuUsed      = "used"      // held whole by a pod
-	gpuPartial   = "partial"   // shared slices or MIG instances hold part of it
+	gpuPartial   = "partial"   // shares or MIG instances hold part of it
 	gpuUnhealthy = "unhealthy" // not allocatable
 )
 
@@ -274,7 +274,7 @@ func clusterViewData(snap *gang.Snapshot, origin string) clusterData {
 		}
 		for _, dev := range a.Devices {
 			if a.Shared != nil {
-				h.partial[dev] = append(h.partial[dev], a.Pod+" (shared slice)")
+				h.partial[dev] = append(h.partial[dev], a.Pod+" (share)")
 			} else {
 				h.whole[dev] = true
 			}

@@ -17,7 +17,7 @@ import (
 )
 
 // clusterFile is a small cluster: two racks, one an NVLink clique of two
-// DGX H100 (one running a 2-pod gang on 8 GPUs and a shared slice), the
+// DGX H100 (one running a 2-pod gang on 8 GPUs and a share), the
 // other an A100 node with MIG instances in use and a CPU node.
 const clusterFile = `levels: [example.com/rack, nvidia.com/gpu.clique]
 nodes:
@@ -56,7 +56,7 @@ func clusterGet(t *testing.T, url string) (int, string, http.Header) {
 }
 
 // The view's numbers are the cluster file's: 24 GPUs (8+8+8), 8 held
-// whole by the gang, GPU 5 of h0 partly (a shared slice), GPUs 0 and 1 of
+// whole by the gang, GPU 5 of h0 partly (a share), GPUs 0 and 1 of
 // a0 partly (MIG instances), the rest free; the tree has the two racks
 // and the clique; each GPU node links to its page, which serves that
 // node's API.

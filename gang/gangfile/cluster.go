@@ -41,9 +41,9 @@ type MachineFunc func(name string) (*topology.Node, error)
 //	  - {job: infer-b, node: gb-r0-4, mig: [{gpu: 0, profile: 3g.40gb, start: 4}], releasing: true}
 //	  - {job: chat, pod: chat-0, node: gb-r0-5, gpus: [2], shared: {memory: 20Gi, compute: 250}}
 //
-// An allocation with shared holds that slice (device memory, and compute in
-// thousandths of the GPU) on each GPU of gpus, which other slices may
-// share; without it, gpus are held whole.
+// An allocation with shared holds that share (device memory, and compute in
+// thousandths of the GPU) of each GPU of gpus, which other shares may
+// also hold; without it, gpus are held whole.
 //
 // A node without machine, topology or topologyRef has no GPUs (a CPU node).
 // Nodes that share a topologyRef share one parsed topology, so a capture
@@ -85,19 +85,19 @@ type Node struct {
 
 // Allocation is a running pod in a cluster file.
 type Allocation struct {
-	Job       string       `json:"job,omitempty"`       // the pod's job (default: the pod itself)
-	Set       string       `json:"set,omitempty"`       // the job's pod set
-	Pod       string       `json:"pod,omitempty"`       // the pod's name
-	Node      string       `json:"node"`                // the node it runs on
-	GPUs      []int        `json:"gpus,omitempty"`      // the whole GPUs it holds there
-	Shared    *SharedSlice `json:"shared,omitempty"`    // with gpus: the slice it holds on each of them (nil: whole GPUs)
-	MIG       []MIGSlot    `json:"mig,omitempty"`       // the MIG instances it holds there
-	CPU       CPU          `json:"cpu,omitempty"`       // its CPU request (Kubernetes quantity)
-	Memory    Bytes        `json:"memory,omitempty"`    // its memory request (Kubernetes quantity)
-	Priority  int          `json:"priority,omitempty"`  // its priority (gang.Allocation.Priority)
-	Queue     string       `json:"queue,omitempty"`     // its job's queue
-	Releasing bool         `json:"releasing,omitempty"` // terminating: capacity being released
-	Remaining Duration     `json:"remaining,omitempty"` // expected run time left (optional)
+	Job       string    `json:"job,omitempty"`       // the pod's job (default: the pod itself)
+	Set       string    `json:"set,omitempty"`       // the job's pod set
+	Pod       string    `json:"pod,omitempty"`       // the pod's name
+	Node      string    `json:"node"`                // the node it runs on
+	GPUs      []int     `json:"gpus,omitempty"`      // the whole GPUs it holds there
+	Shared    *Share    `json:"shared,omitempty"`    // with gpus: the share it holds of each of them (nil: whole GPUs)
+	MIG       []MIGSlot `json:"mig,omitempty"`       // the MIG instances it holds there
+	CPU       CPU       `json:"cpu,omitempty"`       // its CPU request (Kubernetes quantity)
+	Memory    Bytes     `json:"memory,omitempty"`    // its memory request (Kubernetes quantity)
+	Priority  int       `json:"priority,omitempty"`  // its priority (gang.Allocation.Priority)
+	Queue     string    `json:"queue,omitempty"`     // its job's queue
+	Releasing bool      `json:"releasing,omitempty"` // terminating: capacity being released
+	Remaining Duration  `json:"remaining,omitempty"` // expected run time left (optional)
 }
 
 // MIGSlot is a MIG instance in a cluster file.
@@ -223,7 +223,7 @@ func ParseCluster(ctx context.Context, data []byte, machine MachineFunc, opts ..
 			a.Pod = fmt.Sprintf("%s-%d", a.Job, i)
 		}
 		if as.Shared != nil {
-			sl, err := as.Shared.slice(fmt.Sprintf("allocations[%d].shared", i))
+			sl, err := as.Shared.share(fmt.Sprintf("allocations[%d].shared", i))
 			if err != nil {
 				return nil, err
 			}

@@ -83,20 +83,20 @@ func TestParseJobs_Errors(t *testing.T) {
 		src  string
 		want error
 	}{
-		"empty":          {"  \n", gang.ErrParse},
-		"not an object":  {"[1, 2]", gang.ErrParse},
-		"unknown field":  {"name: a\npodSetz: []\n", gang.ErrParse},
-		"bad quantity":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", gang.ErrParse},
-		"negative cpu":   {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", gang.ErrParse},
-		"bad duration":   {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"bad scope":      {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", gang.ErrParse},
-		"bad mode":       {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"duplicate key":  {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
-		"no replicas":    {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
-		"no jobs":        {"jobs: []", gang.ErrParse},
-		"bad MIG":        {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
-		"slice misfit":   {"name: a\npodSets: [{name: w, replicas: 3, subGroups: {size: 2, level: rack}}]", gang.ErrInvalidJob},
-		"queue w/o name": {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
+		"empty":            {"  \n", gang.ErrParse},
+		"not an object":    {"[1, 2]", gang.ErrParse},
+		"unknown field":    {"name: a\npodSetz: []\n", gang.ErrParse},
+		"bad quantity":     {"name: a\npodSets: [{name: w, replicas: 1, cpu: 12x}]", gang.ErrParse},
+		"negative cpu":     {"name: a\npodSets: [{name: w, replicas: 1, cpu: -1}]", gang.ErrParse},
+		"bad duration":     {"name: a\nrunTime: soon\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"bad scope":        {"name: a\npodSets: [{name: w, replicas: 1, gpus: 1, scope: rack}]", gang.ErrParse},
+		"bad mode":         {"name: a\ntopology: {level: rack, mode: maybe}\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"duplicate key":    {"name: a\nname: b\npodSets: [{name: w, replicas: 1}]", gang.ErrParse},
+		"no replicas":      {"name: a\npodSets: [{name: w}]", gang.ErrInvalidJob},
+		"no jobs":          {"jobs: []", gang.ErrParse},
+		"bad MIG":          {"name: a\npodSets: [{name: w, replicas: 1, migProfile: 9x.1tb}]", gang.ErrInvalidJob},
+		"sub-group misfit": {"name: a\npodSets: [{name: w, replicas: 3, subGroups: {size: 2, level: rack}}]", gang.ErrInvalidJob},
+		"queue w/o name":   {"queues: [{weight: 2}]\njobs: [{name: a, podSets: [{name: w, replicas: 1}]}]", gang.ErrParse},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -222,8 +222,8 @@ func TestParseCluster_Errors(t *testing.T) {
 	assert.Contains(t, err.Error(), "catalogue")
 }
 
-// TestParseJobs_Shared: a pod set's shared slice becomes the pod's
-// Devices.Shared; what a slice cannot be is refused, naming the field.
+// TestParseJobs_Shared: a pod set's share becomes the pod's
+// Devices.Shared; what a share cannot be is refused, naming the field.
 func TestParseJobs_Shared(t *testing.T) {
 	jobs, _, err := ParseJobs([]byte("name: inf\npodSets: [{name: s, replicas: 8, shared: {memory: 20Gi, compute: 250}, cpu: 4}]\n"))
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestParseJobs_Shared(t *testing.T) {
 	assert.Equal(t, 0, p.Devices.Count)
 	assert.True(t, p.IsShared())
 	jobs, _, err = ParseJobs([]byte(`{"name": "c", "podSets": [{"name": "s", "replicas": 1, "gpus": 1, "shared": {"compute": 100}}]}`))
-	require.NoError(t, err, "gpus: 1 with a slice is one slice")
+	require.NoError(t, err, "gpus: 1 with a share is one share")
 	assert.Equal(t, scoring.Share{ComputeMilli: 100}, *jobs[0].PodSets[0].Pod.Devices.Shared)
 
 	for src, want := range map[string]struct {
@@ -255,7 +255,7 @@ func TestParseJobs_Shared(t *testing.T) {
 	}
 }
 
-// TestParseCluster_SharedAllocations: allocations holding shared slices
+// TestParseCluster_SharedAllocations: allocations holding shares
 // count against their GPUs; over-committing a GPU is refused.
 func TestParseCluster_SharedAllocations(t *testing.T) {
 	src := "nodes: [{name: n0, machine: hgx-h100}]\nallocations:\n" +
@@ -266,7 +266,7 @@ func TestParseCluster_SharedAllocations(t *testing.T) {
 	as := s.Allocations()
 	require.Len(t, as, 2)
 	assert.Equal(t, scoring.Share{MemoryBytes: 50 << 30, ComputeMilli: 500}, *as[0].Shared)
-	// GPU 1 is full: a 1 GiB slice goes elsewhere, a whole GPU too
+	// GPU 1 is full: a 1 GiB share goes elsewhere, a whole GPU too
 	j := &gang.Job{Name: "x", PodSets: []gang.PodSet{{Name: "s", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Shared: &scoring.Share{MemoryBytes: 1 << 30}}}}}}
 	r, err := gang.Check(t.Context(), s, j)
 	require.NoError(t, err)

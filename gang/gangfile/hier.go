@@ -35,7 +35,7 @@ type Group struct {
 	GPUMemory    Bytes             `json:"gpuMemory,omitempty"`
 	Scope        string            `json:"scope,omitempty"`
 	ScopeMode    string            `json:"scopeMode,omitempty"`
-	Shared       *SharedSlice      `json:"shared,omitempty"`
+	Shared       *Share            `json:"shared,omitempty"`
 	MIGProfile   string            `json:"migProfile,omitempty"`
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`

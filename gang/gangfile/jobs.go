@@ -35,7 +35,7 @@ import (
 //	        gpuMemory: 80Gi    # per GPU
 //	        scope: fabric      # none, fabric, pcie, numa, package
 //	        scopeMode: required
-//	        shared: {memory: 20Gi, compute: 250}  # instead of gpus: a slice of one GPU
+//	        shared: {memory: 20Gi, compute: 250}  # instead of gpus: a share of one GPU
 //	        migProfile: 3g.40gb
 //	        cpu: "16"          # cores, or "500m"
 //	        memory: 256Gi
@@ -49,7 +49,7 @@ import (
 //	        allOrNothing: false # true: placed with minReplicas or more, or not at all
 //
 // A pod set asks for whole GPUs (gpus, gpuMemory, scope, scopeMode), a
-// shared slice of one GPU (shared: memory and compute, compute in
+// share of one GPU (shared: memory and compute, compute in
 // thousandths of the GPU, 0..1000; gpus may then be 0 or 1, gpuMemory must
 // be absent), or MIG instances (migProfile, gpus counting instances): the
 // first two are a scoring.Request, gang.Pod.Devices.
@@ -118,18 +118,18 @@ type NVLink struct {
 	Level     string `json:"level,omitempty"`
 }
 
-// SharedSlice is a slice of one GPU in a job or cluster file: its device
+// Share is a share of one GPU in a job or cluster file: its device
 // memory (a quantity, "20Gi") and its share of the GPU's compute in
 // thousandths (250 = a quarter; 0 = no compute reservation). At least one
 // must be set.
-type SharedSlice struct {
+type Share struct {
 	Memory  Bytes `json:"memory,omitempty"`
 	Compute int   `json:"compute,omitempty"`
 }
 
-// slice converts s, checking what gang and scoring would reject only
+// share converts s, checking what gang and scoring would reject only
 // later (or, for an allocation, with a less precise message).
-func (s *SharedSlice) slice(where string) (*scoring.Share, error) {
+func (s *Share) share(where string) (*scoring.Share, error) {
 	switch {
 	case s.Compute < 0 || s.Compute > 1000:
 		return nil, parseErr("%s.compute %d (want 0..1000 thousandths of a GPU)", where, s.Compute)
@@ -150,7 +150,7 @@ type PodSet struct {
 	GPUMemory    Bytes             `json:"gpuMemory,omitempty"`
 	Scope        string            `json:"scope,omitempty"`
 	ScopeMode    string            `json:"scopeMode,omitempty"`
-	Shared       *SharedSlice      `json:"shared,omitempty"`
+	Shared       *Share            `json:"shared,omitempty"`
 	MIGProfile   string            `json:"migProfile,omitempty"`
 	CPU          CPU               `json:"cpu,omitempty"`
 	Memory       Bytes             `json:"memory,omitempty"`
@@ -254,7 +254,7 @@ func (ps *PodSet) pod(where string) (gang.Pod, error) {
 		return p, parseErr("%s.scopeMode %q (want required or preferred)", where, ps.ScopeMode)
 	}
 	if ps.Shared != nil {
-		sl, err := ps.Shared.slice(where + ".shared")
+		sl, err := ps.Shared.share(where + ".shared")
 		if err != nil {
 			return p, err
 		}

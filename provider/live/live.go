@@ -52,7 +52,7 @@ type Device struct {
 	ProcessesKnown bool
 	// Partitioned says the device is split into instances that are
 	// scheduled on their own (MIG mode on): it cannot be given whole or
-	// as shared slices, and its Partitions make its mig.Layout.
+	// as shares, and its Partitions make its mig.Layout.
 	Partitioned bool
 	// Partitions are the device's instances when Partitioned.
 	Partitions []Partition

@@ -6,7 +6,7 @@
 //
 // Units: CPU in milli-cores, GPU in milli-GPU ([MilliPerGPU] per whole GPU),
 // memory in bytes. Package scoring uses it for the "fragmentation" term of
-// shared slices ([github.com/gputopo/gputopo/scoring.Fragmentation]) and
+// shares ([github.com/gputopo/gputopo/scoring.Fragmentation]) and
 // package scoring/simulate for the paper's policies.
 package fgd
 
