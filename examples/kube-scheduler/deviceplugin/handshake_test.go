@@ -42,8 +42,8 @@ type mPod struct {
 	name       string
 	uid        types.UID
 	created    time.Time
-	containers []int // GPUs per container; nil for a shared-slice pod
-	shared     int   // the shared slice's device (-1: none)
+	containers []int // GPUs per container; nil for a shared-GPU pod
+	shared     int   // the share's device (-1: none)
 	ann        []int // the annotation; the scheduler's record
 	admitted   bool
 	// held is what each container received from Allocate (kubelet's
@@ -153,7 +153,7 @@ func (h *handshake) Event(_ context.Context, pod *v1.Pod, _, reason, msg string)
 }
 
 // schedulerFree is what the scheduler's records leave free for whole GPUs:
-// no live pod's annotation names it, and no shared slice sits on it.
+// no live pod's annotation names it, and no GPU share sits on it.
 func (h *handshake) schedulerFree() []int {
 	busy := map[int]bool{}
 	for _, m := range h.pods {
@@ -190,7 +190,7 @@ func (h *handshake) kubeletFree() []int {
 }
 
 // schedule creates and binds a pod whose choice is devs (the scheduler's
-// record, written before the pod binds); containers nil is a shared slice
+// record, written before the pod binds); containers nil is a GPU share
 // on devs[0].
 func (h *handshake) schedule(name string, containers []int, devs []int) *mPod {
 	h.seq++
@@ -285,7 +285,7 @@ func (h *handshake) checkReconciled() {
 }
 
 // TestHandshake drives random histories through the model: pods of 1-3
-// containers of 1-8 GPUs and shared slices, scheduled on what the
+// containers of 1-8 GPUs and GPU shares, scheduled on what the
 // scheduler's records leave free, admitted by kubelet in random order,
 // deleted before or after they start, the plugin restarted, the
 // reconciler run. No device is ever held by two live containers, each

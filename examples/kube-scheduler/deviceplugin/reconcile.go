@@ -179,7 +179,7 @@ func (p *Plugin) Reconcile(ctx context.Context, pr PodResourcesLister, w PodWrit
 	var errs []error
 	name := v1.ResourceName(p.cfg.ResourceName)
 	// reserved: devices kubelet assigned, and those the records of pods
-	// that keep theirs name (a waiting pod's choice, a shared slice).
+	// that keep theirs name (a waiting pod's choice, a GPU share).
 	reserved := make([]bool, p.node.Len())
 	for _, devs := range assigned {
 		for _, d := range devs {
@@ -207,7 +207,7 @@ func (p *Plugin) Reconcile(ctx context.Context, pr PodResourcesLister, w PodWrit
 		case p.aboutToStart(pod):
 			waiting = append(waiting, pod)
 		default:
-			// Another pod's record (a shared slice, a pod kubelet no
+			// Another pod's record (a GPU share, a pod kubelet no
 			// longer lists): its devices are not offered to waiting pods.
 			if devs, err := p.choiceOf(pod); err == nil && !ok {
 				for _, d := range devs {

@@ -22,13 +22,13 @@ import (
 )
 
 // TestRequests runs the request annotations through the real scheduler:
-// memory per device and shared slices land on the node and devices
+// memory per device and GPU shares land on the node and devices
 // package scoring chooses, required devices are honoured, and a malformed
 // annotation is rejected with a FailedScheduling event that names it.
 func TestRequests(t *testing.T) {
 	cp := startControlPlane(t, permitTimeout)
 	t.Run("memory per device and required devices follow package scoring", func(t *testing.T) { testMemoryPerDevice(t, cp) })
-	t.Run("shared slices follow package scoring", func(t *testing.T) { testSharedSlices(t, cp) })
+	t.Run("GPU shares follow package scoring", func(t *testing.T) { testShares(t, cp) })
 	t.Run("a bad request annotation is rejected with a clear event", func(t *testing.T) { testBadRequestEvent(t, cp) })
 }
 
@@ -152,11 +152,11 @@ func createPodOn(t *testing.T, cp *controlPlane, scenario, node string, ps podSp
 	require.NoError(t, err)
 }
 
-// testSharedSlices: shared-slice pods (no whole-GPU resource) on two
+// testShares: shared-GPU pods (no whole-GPU resource) on two
 // machines. Each lands on the node and device package scoring chooses
 // given the slices already placed; slices of one device never exceed its
 // compute.
-func testSharedSlices(t *testing.T, cp *controlPlane) {
+func testShares(t *testing.T, cp *controlPlane) {
 	nodes := map[string]*topology.Node{
 		"r2-workstation2": catalogMachine(t, "workstation-2gpu-nvlink"),
 		"r2-dgx1-v100":    catalogMachine(t, "dgx1-v100"),

@@ -78,7 +78,7 @@ var scaleShapes = []string{"dgx-h100", "dgx-a100", "hgx-b200", "dgx1-v100", "pci
 // scheduler_perf): one in-process control plane grown to 200, 1,000 and
 // 5,000 nodes of mixed catalogue shapes with real topology annotations;
 // at each size the same pods (single GPUs, 2 and 4 GPUs with a scope, 8
-// GPUs, shared slices) are scheduled by the gputopo profile, deleted, and
+// GPUs, GPU shares) are scheduled by the gputopo profile, deleted, and
 // scheduled again by the default profile. It reports pods per second and
 // the scheduler's own extension-point and GPUTopology plugin latencies
 // (p50/p99 from its histograms, deltas over each run). Plugin latencies
@@ -243,7 +243,7 @@ type scalePod struct {
 
 // scalePods is the benchmark's pod mix for a cluster of n nodes
 // (deterministic): 50% one GPU, 25% 2 or 4 GPUs with a numa, pcie or
-// fabric scope (required or preferred), 15% 8 GPUs, 10% shared slices;
+// fabric scope (required or preferred), 15% 8 GPUs, 10% GPU shares;
 // 1.5 pods per node, at most 3,000.
 func scalePods(n int) []scalePod {
 	rng := rand.New(rand.NewPCG(uint64(n), 13))

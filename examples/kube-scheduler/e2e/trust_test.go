@@ -204,7 +204,7 @@ func TestAdmissionPolicies(t *testing.T) {
 
 // TestForgedAnnotationWithoutPolicy: no admission policy. A pod asking for
 // no GPU, bound by hand with gputopo.io/devices naming every GPU of its
-// node, and a shared-slice pod naming device 0 64k times, take nothing: a
+// node, and a shared-GPU pod naming device 0 64k times, take nothing: a
 // pod of 8 GPUs is then placed on that node, on all of its devices.
 func TestForgedAnnotationWithoutPolicy(t *testing.T) {
 	cp := startControlPlane(t, permitTimeout)

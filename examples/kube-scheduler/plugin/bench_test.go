@@ -79,7 +79,7 @@ func BenchmarkFilter(b *testing.B) {
 // nodes kube-scheduler searches per pod at that size (10%), on catalogue
 // machines of four shapes, a third of them with GPU pods already bound
 // (tracked). One op is one pod's cycle; the request alternates between one
-// GPU, two GPUs in one NUMA node (required) and a shared slice.
+// GPU, two GPUs in one NUMA node (required) and a GPU share.
 func BenchmarkCycle(b *testing.B) {
 	p := newPlugin(b, "")
 	h := p.track.informerHandler()

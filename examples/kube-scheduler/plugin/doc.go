@@ -6,7 +6,7 @@
 //
 //   - PreFilter reads the pod's request: its GPU count and the request
 //     annotations (AnnotationScope and AnnotationScopeMode, memory per
-//     device, a shared slice of one GPU, required devices; see
+//     device, a share of one GPU, required devices; see
 //     request.go). Pods without GPUs skip the plugin; a malformed
 //     annotation rejects the pod (UnschedulableAndUnresolvable, an error
 //     wrapping ErrBadRequest that names the annotation and says what is
@@ -21,7 +21,7 @@
 //     filtered out (UnschedulableAndUnresolvable) with a reason of at most
 //     MaxReasonBytes, and the full cause is logged once per node and
 //     annotation value; other nodes are unaffected. The devices in use
-//     (whole, or shared slices) are maintained from the pod informer's
+//     (whole, or GPU shares) are maintained from the pod informer's
 //     events and the plugin's own reservations (assumed at Reserve,
 //     forgotten at Unreserve), not rebuilt from the node's pods on every
 //     Filter: a node's view is rebuilt only when its GPU pods change, and

@@ -328,14 +328,14 @@ type podAlloc struct {
 	pod     *v1.Pod
 	devices []int
 	// shared, when set, is the slice the pod holds on each of devices
-	// (other shared-slice pods may hold slices of the same devices);
+	// (other shared-GPU pods may hold shares of the same devices);
 	// otherwise the devices are held whole.
 	shared *scoring.Share
 }
 
 // podDevices says which devices each GPU pod on a node holds: this
 // scheduler's reservation for a pod still binding, else the pod's
-// AnnotationDevices; a shared-slice pod holds a slice of its device. A pod
+// AnnotationDevices; a shared-GPU pod holds a share of its device. A pod
 // that holds GPUs but names none (placed by another scheduler) is charged
 // the highest-numbered idle devices, so at least the count stays right.
 // Devices are never charged twice (see buildView).

@@ -37,17 +37,17 @@ const (
 	// scoring.Request.MinFreeMemory. Devices of less memory (or of unknown
 	// memory) are never chosen.
 	AnnotationMemoryPerDevice = "gputopo.io/memory-per-device"
-	// AnnotationSharedMemory asks for a shared slice of one GPU instead of
+	// AnnotationSharedMemory asks for a share of one GPU instead of
 	// whole GPUs: the device memory the slice needs, as a quantity
-	// ("10Gi"). A shared-slice pod asks for no whole-GPU resource
+	// ("10Gi"). A shared-GPU pod asks for no whole-GPU resource
 	// (nvidia.com/gpu, amd.com/gpu); the plugin charges the slice to the
 	// device it chooses, which may hold other slices but never a whole-GPU
 	// pod, and writes the device in AnnotationDevices as for whole GPUs.
 	AnnotationSharedMemory = "gputopo.io/shared-memory"
-	// AnnotationSharedCompute is the shared slice's share of the GPU's
+	// AnnotationSharedCompute is the share's part of the GPU's
 	// compute, as a quantity of GPUs greater than 0 and at most 1 ("250m"
 	// or "0.25" is a quarter). Either shared annotation alone makes the
-	// request a shared slice.
+	// request a GPU share.
 	AnnotationSharedCompute = "gputopo.io/shared-compute"
 	// AnnotationRequiredDevices lists device indices the chosen set must
 	// contain ("0,1"), at most as many as the pod's GPU count; whole GPUs
@@ -111,7 +111,7 @@ func gpuCount(pod *v1.Pod, names []v1.ResourceName) int64 {
 }
 
 // podRequest turns the pod into a scoring request. count is the number of
-// devices the pod occupies: its whole-GPU count, 1 for a shared slice, 0
+// devices the pod occupies: its whole-GPU count, 1 for a GPU share, 0
 // when the pod needs no GPU. Errors wrap ErrBadRequest.
 func podRequest(pod *v1.Pod, names []v1.ResourceName) (req scoring.Request, count int, err error) {
 	n := gpuCount(pod, names)
@@ -153,7 +153,7 @@ func podRequest(pod *v1.Pod, names []v1.ResourceName) (req scoring.Request, coun
 	_, hasCompute := ann[AnnotationSharedCompute]
 	if hasMem || hasCompute {
 		if n > 0 {
-			return req, 0, fmt.Errorf("%w: a shared slice (%s, %s) is part of one GPU; the pod also asks for %d whole GPUs",
+			return req, 0, fmt.Errorf("%w: a share (%s, %s) is part of one GPU; the pod also asks for %d whole GPUs",
 				ErrBadRequest, AnnotationSharedMemory, AnnotationSharedCompute, n)
 		}
 		var slice scoring.Share

@@ -27,7 +27,7 @@ var idleShapes = []string{"dgx-h100", "dgx-a100", "dgx1-v100", "pcie-8gpu-2numa"
 // TestIdleInfeasibleMonotone is the property the idle check rests on: a
 // request that fits a busy node fits the same node idle, so a request the
 // idle node cannot meet is met by no state of it. Random catalogue nodes,
-// random use (whole devices and shared slices) and random requests of
+// random use (whole devices and GPU shares) and random requests of
 // every kind podRequest builds.
 func TestIdleInfeasibleMonotone(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -51,7 +51,7 @@ func TestIdleInfeasibleMonotone(t *testing.T) {
 			Scope:     scoring.Scope(rapid.IntRange(0, 4).Draw(rt, "scope")),
 			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
 		}
-		if rapid.Bool().Draw(rt, "sharedSlice") {
+		if rapid.Bool().Draw(rt, "share") {
 			req.Shared = &scoring.Share{
 				MemoryBytes:  uint64(rapid.IntRange(0, 100).Draw(rt, "wantGiB")) << 30,
 				ComputeMilli: rapid.IntRange(1, 1000).Draw(rt, "wantMilli")}
@@ -320,7 +320,7 @@ func TestSelectMemo(t *testing.T) {
 			Scope:     scoring.Scope(rapid.IntRange(0, 4).Draw(rt, "scope")),
 			ScopeMode: scoring.Mode(rapid.IntRange(0, 1).Draw(rt, "mode")),
 		}
-		if rapid.IntRange(0, 3).Draw(rt, "sharedSlice") == 0 {
+		if rapid.IntRange(0, 3).Draw(rt, "share") == 0 {
 			req.Shared = &scoring.Share{MemoryBytes: 10 << 30, ComputeMilli: 250}
 		} else {
 			req.Count = rapid.IntRange(1, n).Draw(rt, "count")

@@ -25,7 +25,7 @@ type podUse struct {
 	devices []int
 	count   int
 	// shared, when set, is the slice the pod holds on each of devices
-	// (a shared-slice pod); otherwise the devices are held whole.
+	// (a shared-GPU pod); otherwise the devices are held whole.
 	shared *scoring.Share
 }
 
@@ -33,9 +33,9 @@ type podUse struct {
 // (resv, when resvOK). ok is false for a pod that holds no GPU.
 //
 // A pod is never charged more than it asks for: its whole-GPU count, or
-// one shared slice of its requested size. Its AnnotationDevices is
+// one GPU share of its requested size. Its AnnotationDevices is
 // trusted only when it matches that request (as many distinct devices as
-// the pod's GPUs, or one device for a shared slice); for a pod bound to
+// the pod's GPUs, or one device for a GPU share); for a pod bound to
 // node such an annotation wins over the reservation, since after the
 // binding it is the record the node's device plugin keeps equal to what
 // kubelet assigned. Any other annotation is ignored: a GPU pod is then
@@ -63,7 +63,7 @@ func useOf(pod *v1.Pod, names []v1.ResourceName, node string, resv reservation, 
 		return u, false
 	}
 	if u.devices == nil && u.shared != nil {
-		// A shared-slice pod without a device: nothing to charge it.
+		// A shared-GPU pod without a device: nothing to charge it.
 		return u, false
 	}
 	return u, true
@@ -397,7 +397,7 @@ func (t *tracker) viewRecord(topo *topology.Node, ni fwk.NodeInfo, holds func(*v
 }
 
 // holdsGPU reports whether the tracker would track pod on node: it asks
-// for GPUs or a shared slice, or names or reserved devices there.
+// for GPUs or a GPU share, or names or reserved devices there.
 func (p *Plugin) holdsGPU(node string) func(*v1.Pod) bool {
 	return func(pod *v1.Pod) bool {
 		r, ok := p.reservation(pod.UID)

@@ -58,11 +58,11 @@ func TestForgedDeviceAnnotationsChargeOnlyTheRequest(t *testing.T) {
 		assert.Equal(t, []int{0, 5}, inUse(viewOf(t, nil, gpuPod("honest", 2, map[string]string{AnnotationDevices: "5,0"}))),
 			"an annotation that matches the request is trusted")
 	})
-	t.Run("shared slice, several devices named", func(t *testing.T) {
+	t.Run("GPU share, several devices named", func(t *testing.T) {
 		pod := sharedPod("slices", map[string]string{AnnotationSharedMemory: "10Gi", AnnotationDevices: "0,1,2"})
 		assert.Empty(t, inUse(viewOf(t, nil, pod)))
 	})
-	t.Run("shared slice, one device", func(t *testing.T) {
+	t.Run("GPU share, one device", func(t *testing.T) {
 		pod := sharedPod("slice", map[string]string{AnnotationSharedMemory: "10Gi", AnnotationSharedCompute: "250m", AnnotationDevices: "4"})
 		v := viewOf(t, nil, pod)
 		assert.Equal(t, []int{4}, inUse(v))
@@ -73,11 +73,11 @@ func TestForgedDeviceAnnotationsChargeOnlyTheRequest(t *testing.T) {
 	})
 }
 
-// TestHostileSharedSliceAnnotation: device 0 named 128k times on a shared
+// TestHostileShareAnnotation: device 0 named 128k times on a shared
 // slice pod is ignored (the annotation is longer than
 // MaxDevicesAnnotationBytes) without being parsed: no charge, and reading
 // it costs next to nothing.
-func TestHostileSharedSliceAnnotation(t *testing.T) {
+func TestHostileShareAnnotation(t *testing.T) {
 	v := strings.Repeat("0,", 128<<10) + "0"
 	pod := sharedPod("hostile", map[string]string{AnnotationSharedMemory: "1Gi", AnnotationDevices: v})
 	pod.Spec.NodeName = "n"
