@@ -9,7 +9,7 @@ import (
 
 // sharedFleet is 5,000 8-GPU nodes (four hardware shapes, own UUIDs) in
 // random shared states: each device whole-allocated (20%), idle, or holding
-// 1..3 slices with random compute and memory, the memory-heavy states the
+// 1..3 shares with random compute and memory, the memory-heavy states the
 // memory-aware fragmentation reads.
 func sharedFleet(b *testing.B) ([]*topology.Node, []*State) {
 	b.Helper()
@@ -81,10 +81,10 @@ func BenchmarkFragBuf8(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	slice := &Share{MemoryBytes: 8 << 30, ComputeMilli: 150}
+	share := &Share{MemoryBytes: 8 << 30, ComputeMilli: 150}
 	var buf [16]int64
 	b.ReportAllocs()
 	for b.Loop() {
-		fragBuf(c.m, states[1], slice, buf[:])
+		fragBuf(c.m, states[1], share, buf[:])
 	}
 }

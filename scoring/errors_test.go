@@ -42,8 +42,8 @@ func TestBadInput(t *testing.T) {
 		{"state too long", NewState(9), Request{Count: 1}, ErrInvalidRequest, "state"},
 		{"state compute", &State{Devices: []DeviceUsage{{ComputeUsed: 1001}}}, Request{Count: 1}, ErrInvalidRequest, "compute"},
 		{"state slices", &State{Devices: []DeviceUsage{{Shares: -1}}}, Request{Count: 1}, ErrInvalidRequest, "slices"},
-		{"empty slice", nil, Request{Shared: &Share{}}, ErrInvalidRequest, "neither"},
-		{"slice compute", nil, Request{Shared: &Share{ComputeMilli: 1001}}, ErrInvalidRequest, "compute"},
+		{"empty share", nil, Request{Shared: &Share{}}, ErrInvalidRequest, "neither"},
+		{"share compute", nil, Request{Shared: &Share{ComputeMilli: 1001}}, ErrInvalidRequest, "compute"},
 		{"unknown scope", nil, Request{Count: 1, Scope: 9}, ErrInvalidRequest, "scope"},
 		{"unknown scope mode", nil, Request{Count: 1, Scope: ScopeNUMA, ScopeMode: 7}, ErrInvalidRequest, "scope mode"},
 		{"allowed set index", nil, Request{Count: 1, AllowedSets: [][]int{{8}}}, ErrInvalidRequest, "allowed set"},
@@ -113,16 +113,16 @@ func TestStateMethods(t *testing.T) {
 		t.Fatal("a failed Allocate changed the state")
 	}
 	if err := s.AllocateShared(1, Share{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("slice on a whole allocation: %v", err)
+		t.Errorf("share on a whole allocation: %v", err)
 	}
 	if err := s.AllocateShared(-1, Share{ComputeMilli: 100}); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("slice on device -1: %v", err)
+		t.Errorf("share on device -1: %v", err)
 	}
 	if err := s.AllocateShared(6, Share{MemoryBytes: 1 << 30, ComputeMilli: 300}); err != nil {
 		t.Fatal(err)
 	}
 	if u := s.Usage(6); u.Shares != 1 || u.ComputeUsed != 300 || u.MemoryUsed != 1<<30 || len(s.Devices) != 7 {
-		t.Fatalf("after slice: %+v (len %d)", u, len(s.Devices))
+		t.Fatalf("after share: %+v (len %d)", u, len(s.Devices))
 	}
 	c := s.Clone()
 	if err := c.Release(1, 6, 99); !errors.Is(err, ErrInvalidRequest) {

@@ -104,7 +104,7 @@ func ExampleScoreNode() {
 }
 
 func ExampleFragmentation() {
-	// Typical workload: quarter-GPU and half-GPU slices and whole GPUs.
+	// Typical workload: quarter-GPU and half-GPU shares and whole GPUs.
 	w, err := fgd.NewWorkload([]fgd.Task{
 		{GPUMilli: 250, GPUs: 1, Weight: 2},
 		{GPUMilli: 500, GPUs: 1, Weight: 1},
@@ -122,17 +122,17 @@ func ExampleFragmentation() {
 	}
 	fmt.Printf("free %d milli-GPU, fragment %.0f (%.1f%%)\n", f.Free, f.Fragment, 100*f.Ratio)
 
-	// A quarter-GPU slice goes where it grows fragmentation least: into the
+	// A quarter-GPU share goes where it grows fragmentation least: into the
 	// quarter left on GPU 0, rather than breaking a whole GPU.
 	req := scoring.Request{Shared: &scoring.Share{ComputeMilli: 250}, Workload: w}
 	r, err := scoring.SelectDevices(node, state, req)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("slice on", r.Devices())
+	fmt.Println("share on", r.Devices())
 	// Output:
 	// free 7250 milli-GPU, fragment 125 (1.7%)
-	// slice on [0]
+	// share on [0]
 }
 
 func ExampleCompile() {

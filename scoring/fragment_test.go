@@ -107,7 +107,7 @@ func TestShareBestFit(t *testing.T) {
 	}
 	req := Request{Shared: &Share{MemoryBytes: 20 << 30, ComputeMilli: 250}, Workload: testWorkload}
 	wantSet(t, mustSelect(t, h8, st, req), 3)
-	req.Shared.MemoryBytes = 30 << 30 // no longer fits beside the 60 GiB slice
+	req.Shared.MemoryBytes = 30 << 30 // no longer fits beside the 60 GiB share
 	r := mustSelect(t, h8, st, req)
 	if r.Set.Contains(3) {
 		t.Fatalf("chose %v, device 3 has only 20 GiB free", r.Devices())

@@ -253,7 +253,7 @@ func (q *query) searchLarge(state *State) (Result, error) {
 	}
 	s.symmetry()
 	if q.wFrag > 0 {
-		s.gpuFree = fragBuf(m, state, &q.slice, make([]int64, 2*m.n))
+		s.gpuFree = fragBuf(m, state, &q.share, make([]int64, 2*m.n))
 	}
 
 	if q.allowed != nil {

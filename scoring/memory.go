@@ -48,18 +48,18 @@ func gpuFreeMilli(m *model, state *State, buf []int64) []int64 {
 // gpuAfterMilli fills buf (n long) with each device's free milli-GPU after
 // it receives share (memory included; meaningful for devices that can take
 // the share, 0 elsewhere).
-func gpuAfterMilli(m *model, state *State, slice *Share, buf []int64) []int64 {
+func gpuAfterMilli(m *model, state *State, share *Share, buf []int64) []int64 {
 	for i := range buf {
 		u := state.Usage(i)
 		if u.Allocated || !m.healthy[i] {
 			buf[i] = 0
 			continue
 		}
-		u.ComputeUsed += slice.ComputeMilli
-		if u.MemoryUsed > math.MaxUint64-slice.MemoryBytes {
+		u.ComputeUsed += share.ComputeMilli
+		if u.MemoryUsed > math.MaxUint64-share.MemoryBytes {
 			u.MemoryUsed = math.MaxUint64
 		} else {
-			u.MemoryUsed += slice.MemoryBytes
+			u.MemoryUsed += share.MemoryBytes
 		}
 		buf[i] = freeMilli(m.memory[i], u)
 	}
@@ -69,8 +69,8 @@ func gpuAfterMilli(m *model, state *State, slice *Share, buf []int64) []int64 {
 // fragBuf fills buf (2n long) for the fragmentation term of share: each
 // device's free milli-GPU now (gpuFreeMilli), then after it receives the
 // share (gpuAfterMilli).
-func fragBuf(m *model, state *State, slice *Share, buf []int64) []int64 {
+func fragBuf(m *model, state *State, share *Share, buf []int64) []int64 {
 	gpuFreeMilli(m, state, buf[:m.n])
-	gpuAfterMilli(m, state, slice, buf[m.n:2*m.n])
+	gpuAfterMilli(m, state, share, buf[m.n:2*m.n])
 	return buf
 }

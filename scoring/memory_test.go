@@ -10,9 +10,9 @@ import (
 	"github.com/gputopo/gputopo/internal/hostile"
 )
 
-// slicedState puts one slice of mem bytes and milli compute on each of the
+// sharedStates puts one share of mem bytes and milli compute on each of the
 // node's 8 devices.
-func slicedState(t *testing.T, mem uint64, milli int) *State {
+func sharedStates(t *testing.T, mem uint64, milli int) *State {
 	t.Helper()
 	st := NewStateFor(fixtureH8(t))
 	for i := range 8 {
@@ -22,13 +22,13 @@ func slicedState(t *testing.T, mem uint64, milli int) *State {
 }
 
 // TestFragmentationCountsMemory is issue 15's "Done when" line: two nodes
-// with the same free GPU count (the same hardware, every GPU open to slices
+// with the same free GPU count (the same hardware, every GPU open to shares
 // and none to whole requests, the same compute held) but different free
 // memory get different fragmentation and different node scores.
 func TestFragmentationCountsMemory(t *testing.T) {
 	node := fixtureH8(t)
-	roomy := slicedState(t, 10<<30, 250) // 70 of 80 GiB free per GPU
-	tight := slicedState(t, 70<<30, 250) // 10 of 80 GiB free per GPU
+	roomy := sharedStates(t, 10<<30, 250) // 70 of 80 GiB free per GPU
+	tight := sharedStates(t, 70<<30, 250) // 10 of 80 GiB free per GPU
 
 	// The same free GPU count, by every count the package has.
 	for _, req := range []Request{{Count: 1}, {Shared: &Share{ComputeMilli: 100}, Count: 8}} {
@@ -52,7 +52,7 @@ func TestFragmentationCountsMemory(t *testing.T) {
 	// GPU task of the workload finds no room, so all that is free is fragment.
 	require.InDelta(t, float64(ft.Free), ft.Fragment, 1e-9)
 
-	// Node scores differ: with the fragmentation term alone for a slice
+	// Node scores differ: with the fragmentation term alone for a share
 	// that states no memory (so the memory fit term cannot be what tells
 	// the nodes apart), and with the default weights for one that does.
 	for _, req := range []Request{
@@ -63,12 +63,12 @@ func TestFragmentationCountsMemory(t *testing.T) {
 		require.NoError(t, err)
 		st, err := ScoreNode(node, tight, req, WithExplanation())
 		require.NoError(t, err)
-		require.NotEqual(t, sr.Score, st.Score, "slice %+v", *req.Shared)
+		require.NotEqual(t, sr.Score, st.Score, "share %+v", *req.Shared)
 		cr, _ := sr.Result.Component("fragmentation")
 		ct, _ := st.Result.Component("fragmentation")
-		require.NotEqual(t, cr.Value, ct.Value, "slice %+v", *req.Shared)
+		require.NotEqual(t, cr.Value, ct.Value, "share %+v", *req.Shared)
 	}
-	// A compute-only slice on the tight node spends compute its memory had
+	// A compute-only share on the tight node spends compute its memory had
 	// already stranded: the fragment does not move (term 0.5). On the
 	// roomy node it fills a GPU that whole-GPU tasks could not use anyway.
 	req := Request{Shared: &Share{ComputeMilli: 100}, Workload: testWorkload, Weights: &Weights{Fragmentation: 1}}
@@ -85,11 +85,11 @@ func TestFragmentationFullMemoryIsNotFree(t *testing.T) {
 	idle, err := Fragmentation(node, nil, testWorkload)
 	require.NoError(t, err)
 	require.Equal(t, int64(8000), idle.Free)
-	full, err := Fragmentation(node, slicedState(t, 80<<30, 0), testWorkload)
+	full, err := Fragmentation(node, sharedStates(t, 80<<30, 0), testWorkload)
 	require.NoError(t, err)
 	require.Zero(t, full.Free)
 	require.Equal(t, int64(8000), full.MemoryBound)
-	almost, err := Fragmentation(node, slicedState(t, 79<<30, 0), testWorkload)
+	almost, err := Fragmentation(node, sharedStates(t, 79<<30, 0), testWorkload)
 	require.NoError(t, err)
 	require.Equal(t, int64(8*12), almost.Free) // floor(1000/80) per GPU
 	require.InDelta(t, float64(almost.Free), almost.Fragment, 1e-9)
@@ -152,7 +152,7 @@ func TestFragmentationHostileMemory(t *testing.T) {
 	require.Equal(t, int64(6000), f.Free)
 	require.Equal(t, int64(1999), f.MemoryBound)
 	require.Less(t, alloc, uint64(64<<10))
-	// A slice that would overflow the counter is still refused by the
+	// A share that would overflow the counter is still refused by the
 	// selection, and the term's "after" value saturates instead of wrapping.
 	req := Request{Shared: &Share{MemoryBytes: math.MaxUint64, ComputeMilli: 1}, Workload: testWorkload}
 	_, err := SelectDevices(node, st, req)

@@ -367,7 +367,7 @@ func (o *oracle) fit(i int) float64 {
 	return 1 - float64(max(1000-u.ComputeUsed-s.ComputeMilli, 0))/1000
 }
 
-// fgdFragment is Σ_m p_m·F_n(m) by fgd.TaskFragment, after the slice is put
+// fgdFragment is Σ_m p_m·F_n(m) by fgd.TaskFragment, after the share is put
 // on each device of placed; each device's free capacity is oracleFreeMilli
 // (memory included).
 func (o *oracle) fgdFragment(placed []int) float64 {

@@ -34,7 +34,7 @@ type query struct {
 	// Weights of the active components (0 when a component is inactive).
 	wU, wLA, wPack, wAff, wScope, wFit, wFrag, wSum float64
 	frag                                            *fgd.Evaluator // with wFrag > 0
-	slice                                           Share          // the share (shared requests)
+	share                                           Share          // the share (shared requests)
 	fragBefore                                      float64        // the node's expected fragment now (milli-GPU)
 	scopeK                                          int            // index of the scope kind, -1 for none
 	scopeReq                                        bool
@@ -126,7 +126,7 @@ func (q *query) prepare(c *Compiled, state *State, req *Request, opts []Option, 
 	n := m.n
 	q.shared = req.Shared != nil
 	if q.shared {
-		q.slice = *req.Shared
+		q.share = *req.Shared
 	}
 	q.k = req.Count
 	if q.shared && q.k == 0 {
@@ -383,10 +383,10 @@ func (q *query) usable(state *State, req *Request, i int) string {
 		}
 		s := req.Shared
 		if s.MemoryBytes > 0 && (capacity == 0 || u.MemoryUsed > capacity || capacity-u.MemoryUsed < s.MemoryBytes) {
-			return "short of free memory for the slice"
+			return "short of free memory for the share"
 		}
 		if u.ComputeUsed+s.ComputeMilli > 1000 {
-			return "short of free compute for the slice"
+			return "short of free compute for the share"
 		}
 	} else if u.InUse() {
 		return "in use"

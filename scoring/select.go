@@ -342,7 +342,7 @@ func (q *query) components(set DeviceSet, o own, ringRV int64, la float64, laDet
 	}
 	if q.wFit > 0 {
 		f := q.fitOf(set, fit)
-		cs = append(cs, Component{"fit", f, q.wFit, fmt.Sprintf("%.0f%% of the memory stays free after the slice (mean)", 100*(1-f))})
+		cs = append(cs, Component{"fit", f, q.wFit, fmt.Sprintf("%.0f%% of the memory stays free after the share (mean)", 100*(1-f))})
 	}
 	if q.wFrag > 0 {
 		v := q.fragOf(free, set)
