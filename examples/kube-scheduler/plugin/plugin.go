@@ -155,7 +155,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		inf := pods.Informer()
 		if _, has := inf.GetIndexer().GetIndexers()[gangIndex]; has {
 			p.podIndex = inf.GetIndexer()
-		} else if err := inf.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc}); err == nil {
+		} else if err := inf.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc, podGroupIndex: podGroupIndexFunc}); err == nil {
 			p.podIndex = inf.GetIndexer()
 		} else {
 			klog.FromContext(ctx).Info("Pod informer has no gang index; gang members are found by listing", "err", err)
