@@ -79,6 +79,9 @@ type Plugin struct {
 	// gangSnapshots counts the whole-cluster gang snapshots built (the
 	// costly part of a gang member's admission at scale).
 	gangSnapshots atomic.Int64
+	// domains keeps the domains' gang snapshots of PlacementGenerate
+	// between cycles (domainsnap.go).
+	domains domainSnaps
 }
 
 type reservation struct {

@@ -40,7 +40,7 @@ domains:
 			sel[key] = name
 			job.PodSets[i].Pod.NodeSelector = sel
 		}
-		snap, err := p.gangSnapshotOfMarked(ctx, byDomain[name], nil, filtered)
+		snap, err := p.domainSnapshot(ctx, key+"="+name, byDomain[name], filtered)
 		if err != nil {
 			return nil, err
 		}

@@ -149,14 +149,22 @@ func TestDomainsFitMatchesFullSnapshot(t *testing.T) {
 func BenchmarkGeneratePlacements5000(b *testing.B) {
 	p := newPlugin(b, "")
 	topo := tray(b, 1)
+	// The NodeInfos carry a generation and the pods are known to the
+	// tracker, as in the scheduler: unchanged racks reuse their snapshot
+	// ("domains"; "domains-changed" changes one rack per call, as a bound
+	// gang does).
+	h := p.track.informerHandler()
 	var infos []fwk.NodeInfo
 	for r := range 50 {
 		for k := range 100 {
 			node := nodeObj(b, fmt.Sprintf("n%d-%d", r, k), topo)
 			node.Labels["example.com/rack"] = fmt.Sprintf("r%d", r)
-			ni := fakeNodeInfo{node: node}
+			ni := genNodeInfo{fakeNodeInfo{node: node}, 1}
 			if k%2 == 1 {
-				ni.pods = []fwk.PodInfo{fakePodInfo{pod: gpuPod(node.Name+"-used", 2, map[string]string{AnnotationDevices: "0,1"})}}
+				pod := gpuPod(node.Name+"-used", 2, map[string]string{AnnotationDevices: "0,1"})
+				pod.Spec.NodeName = node.Name
+				h.OnAdd(pod, false)
+				ni.pods = []fwk.PodInfo{fakePodInfo{pod: pod}}
 			}
 			infos = append(infos, ni)
 		}
@@ -174,6 +182,22 @@ func BenchmarkGeneratePlacements5000(b *testing.B) {
 	b.Run("domains", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
+			res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+			if !st.IsSuccess() || len(res.Placements) != 50 {
+				b.Fatalf("%v %d placements", st, len(res.Placements))
+			}
+		}
+	})
+	b.Run("domains-changed", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			for k := range 100 { // one rack's nodes in a new generation
+				ni := infos[(i%50)*100+k].(genNodeInfo)
+				ni.gen++
+				infos[(i%50)*100+k] = ni
+			}
+			i++
 			res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
 			if !st.IsSuccess() || len(res.Placements) != 50 {
 				b.Fatalf("%v %d placements", st, len(res.Placements))
@@ -201,4 +225,54 @@ func BenchmarkGeneratePlacements5000(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDomainSnapshotReuse: a rack's snapshot is built once while its
+// nodes stay in the same generation, again when one node's generation
+// changes, and never kept for NodeInfos without a generation.
+func TestDomainSnapshotReuse(t *testing.T) {
+	p := newPlugin(t, "")
+	var infos []fwk.NodeInfo
+	for _, ni := range rackNodes(t, []struct{ name, rack, used string }{{"a1", "r1", ""}, {"a2", "r1", ""}, {"b1", "r2", ""}}) {
+		infos = append(infos, genNodeInfo{ni.(fakeNodeInfo), 1})
+	}
+	pg := fakePodGroup{pods: []*v1.Pod{gpuPod("m0", 4, nil), gpuPod("m1", 4, nil)},
+		pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
+	generate := func() []string {
+		res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+		require.True(t, st.IsSuccess(), st)
+		var names []string
+		for _, pl := range res.Placements {
+			names = append(names, pl.Name)
+		}
+		return names
+	}
+	require.Equal(t, []string{"example.com/rack=r1"}, generate())
+	require.Equal(t, int64(2), p.gangSnapshots.Load(), "one snapshot per rack")
+	require.Equal(t, []string{"example.com/rack=r1"}, generate())
+	require.Equal(t, int64(2), p.gangSnapshots.Load(), "both racks reused")
+
+	// r1's first tray now holds two GPU pods (a new generation): r1 is
+	// rebuilt, and no longer fits the group; r2 is reused.
+	ni := infos[0].(genNodeInfo)
+	var pods []fwk.PodInfo
+	for i, devs := range []string{"0", "2"} {
+		pod := gpuPod(fmt.Sprintf("on-a1-%d", i), 1, map[string]string{AnnotationDevices: devs})
+		pod.Spec.NodeName = "a1"
+		p.track.informerHandler().OnAdd(pod, false)
+		pods = append(pods, fakePodInfo{pod: pod})
+	}
+	ni.pods, ni.gen = pods, 2
+	infos[0] = ni
+	require.Empty(t, generate())
+	require.Equal(t, int64(3), p.gangSnapshots.Load())
+
+	// NodeInfos without a generation are never reused.
+	for i := range infos {
+		infos[i] = infos[i].(genNodeInfo).fakeNodeInfo
+	}
+	generate()
+	generate()
+	require.Equal(t, int64(7), p.gangSnapshots.Load())
 }
