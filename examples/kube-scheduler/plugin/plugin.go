@@ -76,7 +76,7 @@ type Plugin struct {
 	// filters caches the profile's other Filter plugins' answers for the
 	// gangs' pod sets (podSetFilters).
 	filters filterCache
-	// gangSnapshots counts the whole-cluster gang snapshots built (the
+	// gangSnapshots counts the gang snapshots built (the
 	// costly part of a gang member's admission at scale).
 	gangSnapshots atomic.Int64
 	// domains keeps the domains' gang snapshots of PlacementGenerate
