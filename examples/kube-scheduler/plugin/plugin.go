@@ -76,9 +76,12 @@ type Plugin struct {
 	// filters caches the profile's other Filter plugins' answers for the
 	// gangs' pod sets (podSetFilters).
 	filters filterCache
-	// gangSnapshots counts the whole-cluster gang snapshots built (the
+	// gangSnapshots counts the gang snapshots built (the
 	// costly part of a gang member's admission at scale).
 	gangSnapshots atomic.Int64
+	// domains keeps the domains' gang snapshots of PlacementGenerate
+	// between cycles (domainsnap.go).
+	domains domainSnaps
 }
 
 type reservation struct {
@@ -155,7 +158,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		inf := pods.Informer()
 		if _, has := inf.GetIndexer().GetIndexers()[gangIndex]; has {
 			p.podIndex = inf.GetIndexer()
-		} else if err := inf.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc}); err == nil {
+		} else if err := inf.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc, podGroupIndex: podGroupIndexFunc}); err == nil {
 			p.podIndex = inf.GetIndexer()
 		} else {
 			klog.FromContext(ctx).Info("Pod informer has no gang index; gang members are found by listing", "err", err)

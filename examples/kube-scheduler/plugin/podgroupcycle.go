@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -89,46 +88,23 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleStat
 			job.Topology = gang.Constraint{Level: k}
 		}
 	}
-	// One snapshot of the parent's nodes; each domain is checked by
-	// confining the pods to its nodes with a node selector on the key.
-	var nodes []fwk.NodeInfo
-	for _, ns := range byDomain {
-		nodes = append(nodes, ns...)
-	}
 	// Each pod set's representative runs through the profile's other
 	// Filter plugins on these nodes: a domain is offered only when every
 	// set fits where its pods may land.
+	var nodes []fwk.NodeInfo
+	names := slices.Sorted(maps.Keys(byDomain))
+	for _, name := range names {
+		nodes = append(nodes, byDomain[name]...)
+	}
 	filtered := p.podSetFilters(ctx, nil, nil, pods, nodes)
 	excludeFiltered(job, filtered)
-	snap, err := p.gangSnapshotOfMarked(ctx, nodes, nil, filtered)
+	fits, err := p.domainsFit(ctx, job, key, names, byDomain, filtered)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	out := &fwk.GeneratePlacementsResult{}
-	own := make([]map[string]string, len(sets))
-	for i := range sets {
-		own[i] = sets[i].Pod.NodeSelector
-	}
-domains:
-	for _, name := range slices.Sorted(maps.Keys(byDomain)) {
-		for i := range job.PodSets {
-			sel := maps.Clone(own[i])
-			if v, ok := sel[key]; ok && v != name {
-				continue domains // the pods' own selector excludes the domain
-			}
-			if sel == nil {
-				sel = map[string]string{}
-			}
-			sel[key] = name
-			job.PodSets[i].Pod.NodeSelector = sel
-		}
-		res, err := gang.Check(ctx, snap, job)
-		if err != nil {
-			return nil, fwk.AsStatus(err)
-		}
-		if res.Verdict == gang.Fits || res.Verdict == gang.FitsAfterRelease {
-			out.Placements = append(out.Placements, &fwk.Placement{Name: key + "=" + name, Nodes: byDomain[name]})
-		}
+	for _, name := range fits {
+		out.Placements = append(out.Placements, &fwk.Placement{Name: key + "=" + name, Nodes: byDomain[name]})
 	}
 	return out, nil
 }
@@ -139,19 +115,16 @@ domains:
 // least 1. A group without a gang policy needs all of them.
 func (p *Plugin) podGroupNeeds(pg fwk.PodGroupInfo, n int) int {
 	g := pg.GetPodGroup()
-	if g == nil || g.Spec.SchedulingPolicy.Gang == nil || p.pods == nil {
+	if g == nil || g.Spec.SchedulingPolicy.Gang == nil || (p.pods == nil && p.podIndex == nil) {
 		return 0
 	}
 	placed := 0
-	if pods, err := p.pods.Pods(g.Namespace).List(labels.Everything()); err == nil {
-		for _, pod := range pods {
-			sg := pod.Spec.SchedulingGroup
-			if sg == nil || sg.PodGroupName == nil || *sg.PodGroupName != g.Name || pod.DeletionTimestamp != nil {
-				continue
-			}
-			if _, reserved := p.reservation(pod.UID); pod.Spec.NodeName != "" || reserved {
-				placed++
-			}
+	for _, pod := range p.podGroupMembers(g.Namespace, g.Name) {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, reserved := p.reservation(pod.UID); pod.Spec.NodeName != "" || reserved {
+			placed++
 		}
 	}
 	need := max(int(g.Spec.SchedulingPolicy.Gang.MinCount)-placed, 1)

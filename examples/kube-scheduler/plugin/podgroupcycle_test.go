@@ -159,10 +159,22 @@ func BenchmarkGeneratePlacements(b *testing.B) {
 // TestGeneratePlacementsMinCount: a domain is offered when it holds as
 // many of the pods considered as the PodGroup's gang minCount still needs,
 // less the members already placed, not necessarily all of them.
+// Members are counted through the PodGroup index, and by listing the
+// namespace where the informer has no such index.
 func TestGeneratePlacementsMinCount(t *testing.T) {
+	t.Run("listed", func(t *testing.T) { testGeneratePlacementsMinCount(t, false) })
+	t.Run("indexed", func(t *testing.T) { testGeneratePlacementsMinCount(t, true) })
+}
+
+func testGeneratePlacementsMinCount(t *testing.T, indexed bool) {
 	p := newPlugin(t, "")
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p.pods = corelisters.NewPodLister(pods)
+	if indexed {
+		require.NoError(t, pods.AddIndexers(cache.Indexers{gangIndex: gangIndexFunc, podGroupIndex: podGroupIndexFunc}))
+		p.podIndex = pods
+	} else {
+		p.pods = corelisters.NewPodLister(pods)
+	}
 	infos := rackNodes(t, []struct{ name, rack, used string }{
 		{"a1", "r1", ""}, {"a2", "r1", ""}, // 8 free GPUs
 		{"b1", "r2", ""}, // 4
@@ -194,6 +206,13 @@ func TestGeneratePlacementsMinCount(t *testing.T) {
 	assert.Empty(t, offered(group(0)), "all three (12 GPUs) fit no rack")
 	assert.Empty(t, offered(group(3)), "minCount 3: all three")
 	assert.Equal(t, []string{"example.com/rack=r1"}, offered(group(2)), "minCount 2: two fit r1")
+
+	// A bound pod of another PodGroup is no member.
+	other, otherName := gpuPod("o0", 4, nil), "other"
+	other.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &otherName}
+	other.Spec.NodeName = "elsewhere"
+	require.NoError(t, pods.Add(other))
+	assert.Equal(t, []string{"example.com/rack=r1"}, offered(group(2)), "minCount 2: still two")
 
 	// One member already bound: one more is needed, and fits either rack.
 	bound := member(3)

@@ -1,0 +1,114 @@
+package plugin
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gputopo/gputopo/gang"
+)
+
+// domainSnaps keeps each topology domain's gang snapshot (domainsFit)
+// between pod-group cycles: a domain whose nodes are the same Node objects
+// in the same NodeInfo generations, with the same device-use views and the
+// same nodes marked filtered, gets the snapshot built before instead of a
+// new one. Everything gangSnapshotOfMarked reads (labels, topology, device
+// uses, requests, pods) is fixed by those, so the reused snapshot is the
+// one a rebuild would make. A NodeInfo of generation 0 (not one of the
+// scheduler's) or a view rebuilt from the NodeInfo (not the tracker's) is
+// never matched. Bound: one entry per domain of the last cycles; the map
+// is cleared when it holds more than maxDomainSnaps.
+type domainSnaps struct {
+	mu sync.Mutex
+	m  map[string]*domainSnap
+}
+
+// maxDomainSnaps bounds domainSnaps' entries.
+const maxDomainSnaps = 4096
+
+// domainSnap is one domain's snapshot and what it was built from.
+type domainSnap struct {
+	nodes []domainNode
+	marks string
+	snap  *gang.Snapshot
+}
+
+// domainNode is what a snapshot of a node depends on.
+type domainNode struct {
+	node *v1.Node
+	gen  int64
+	view *nodeView
+}
+
+// domainSnapshot returns the gang snapshot of one domain's nodes (key is
+// the topology key and domain value), reused from an earlier cycle when
+// nothing it depends on changed (see domainSnaps).
+func (p *Plugin) domainSnapshot(ctx context.Context, key string, infos []fwk.NodeInfo, filtered setFilter) (*gang.Snapshot, error) {
+	deps, ok := p.domainDeps(infos)
+	marks := filteredMarks(infos, filtered)
+	if ok {
+		p.domains.mu.Lock()
+		e := p.domains.m[key]
+		p.domains.mu.Unlock()
+		if e != nil && e.marks == marks && slices.Equal(e.nodes, deps) {
+			return e.snap, nil
+		}
+	}
+	snap, err := p.gangSnapshotOfMarked(ctx, infos, nil, filtered)
+	if err != nil || !ok {
+		return snap, err
+	}
+	p.domains.mu.Lock()
+	if p.domains.m == nil || len(p.domains.m) >= maxDomainSnaps {
+		p.domains.m = map[string]*domainSnap{}
+	}
+	p.domains.m[key] = &domainSnap{nodes: deps, marks: marks, snap: snap}
+	p.domains.mu.Unlock()
+	return snap, nil
+}
+
+// domainDeps lists what the snapshot of infos depends on; false when one
+// of them cannot be told unchanged (generation 0, a rebuilt view).
+func (p *Plugin) domainDeps(infos []fwk.NodeInfo) ([]domainNode, bool) {
+	deps := make([]domainNode, 0, len(infos))
+	for _, ni := range infos {
+		node := ni.Node()
+		gen := ni.GetGeneration()
+		if node == nil || gen == 0 {
+			return nil, false
+		}
+		d := domainNode{node: node, gen: gen}
+		if topo, err := p.topology(node); err == nil && topo != nil {
+			if d.view = p.track.view(topo, ni, p.holdsGPU(node.Name)); d.view == nil {
+				return nil, false
+			}
+		}
+		deps = append(deps, d)
+	}
+	return deps, true
+}
+
+// filteredMarks is the pod sets' filtered marks on infos' nodes, as one
+// comparable string.
+func filteredMarks(infos []fwk.NodeInfo, filtered setFilter) string {
+	if len(filtered) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, set := range slices.Sorted(maps.Keys(filtered)) {
+		for _, ni := range infos {
+			if n := ni.Node(); n != nil && filtered[set][n.Name] {
+				b.WriteString(set)
+				b.WriteByte(0)
+				b.WriteString(n.Name)
+				b.WriteByte(0)
+			}
+		}
+	}
+	return b.String()
+}
