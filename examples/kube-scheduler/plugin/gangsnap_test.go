@@ -148,12 +148,12 @@ func TestGangPreemptPlan(t *testing.T) {
 	assert.ErrorIs(t, err, gang.ErrNoVictims)
 }
 
-// TestGangSnapshotSharedSlices: two shared-slice pods on one device are
-// two slices of it in the gang snapshot, not two holders of the whole
+// TestGangSnapshotShares: two shared-GPU pods on one device are
+// two shares of it in the gang snapshot, not two holders of the whole
 // device (which made every gang check at scale fail, and every gang
 // member fall back to Permit alone). A gang of two 4-GPU members then
 // fits on the two trays without the slices, not on the one with them.
-func TestGangSnapshotSharedSlices(t *testing.T) {
+func TestGangSnapshotShares(t *testing.T) {
 	p := newPlugin(t, "")
 	var infos []fwk.NodeInfo
 	for _, name := range []string{"s1", "s2", "s3"} {

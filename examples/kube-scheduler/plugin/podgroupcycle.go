@@ -197,7 +197,7 @@ func (p *Plugin) fragmentation(pl *fwk.Placement, assigned map[string]int, group
 			continue
 		}
 		// Devices in use before the group, each counted once (several
-		// shared-slice pods may hold slices of one device).
+		// shared-GPU pods may hold shares of one device).
 		inUse := map[int]bool{}
 		for _, a := range p.podDevices(topo, ni) {
 			if !group[a.pod.UID] {
