@@ -62,25 +62,42 @@ func screenshotDir(t *testing.T) string {
 // loads, CSP violations) into *problems.
 func browser(t *testing.T, exe string) (context.Context, func() []string) {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
+	// Start the browser at once, with a clear error: chromedp starts a
+	// second browser for the same context on the next call after a failed
+	// start, and panics when both stop. A start that fails (a slow machine)
+	// is retried with a fresh allocator, context and profile.
+	var ctx context.Context
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(exe),
+			chromedp.Headless,
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(t.TempDir()),
+			chromedp.WindowSize(1280, 1000),
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelCtx := chromedp.NewContext(actx)
+		bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
+		if _, err = chromedp.Call(bctx, runtime.Enable, cdp.Empty{}); err == nil {
+			ctx = bctx
+			t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+			break
+		}
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		t.Logf("starting %s, attempt %d: %v", exe, attempt, err)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	require.NoError(t, err, "starting %s", exe)
 
 	var mu sync.Mutex
 	var problems []string
@@ -113,8 +130,6 @@ func browser(t *testing.T, exe string) (context.Context, func() []string) {
 			}
 		}
 	}()
-	_, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
-	require.NoError(t, err, "starting %s", exe)
 	_, err = chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
 	require.NoError(t, err)
 	return ctx, func() []string {
