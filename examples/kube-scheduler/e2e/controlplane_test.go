@@ -66,10 +66,13 @@ type recordingSink struct {
 	log  *rejectionLog
 }
 
-func (s *recordingSink) Init(info klog.RuntimeInfo) {
-	if s.next != nil {
-		info.CallDepth++
-		s.next.Init(info)
+// Init never calls Init on the wrapped sink: that sink is the process's
+// klog logger, which every goroutine of the control plane logs through
+// (writing its call depth raced with them); a sink of its own with one
+// more frame of call depth stands in for it instead.
+func (s *recordingSink) Init(klog.RuntimeInfo) {
+	if d, ok := s.next.(interface{ WithCallDepth(int) klog.LogSink }); ok {
+		s.next = d.WithCallDepth(1)
 	}
 }
 
