@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gputopo/gputopo/internal/ctxpoll"
+	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -143,14 +144,22 @@ func (r *Result) Err() error {
 	return fmt.Errorf("%w: job %s", s, r.Job)
 }
 
-// Option tunes one call of Check, Preempt or PlanQueue; an option that
-// does not concern a call (a queue option passed to Check) is ignored.
+// Option tunes one call of the package: NewSnapshot, Check, CheckGroups,
+// ClearDomain, Preempt, PlanQueue or PlanFairShare. An option that does
+// not concern a call (a queue option passed to Check, a MIG catalog passed
+// to CheckGroups) is ignored.
 type Option func(*config)
 
 type config struct {
 	strategy      Strategy
 	queues        []QueueSpec
 	noReservation bool
+	// searchBudget is WithSearchBudget's value; 0 means the call's default
+	// (defaultGroupBudget for CheckGroups, defaultClearingBudget for
+	// ClearDomain).
+	searchBudget int
+	// catalog is WithMIGCatalog's value; nil means mig.DefaultCatalog.
+	catalog *mig.Catalog
 }
 
 // WithStrategy sets how a gang spreads inside its domain (default BestFit).

@@ -209,11 +209,8 @@ func (c *clearing) fits(x *clearCand, victims map[string]bool) (*Placement, bool
 // and Gap says how many victims it may have beyond the fewest. Errors wrap
 // ErrInvalidJob for a malformed job, ErrNoVictims (a *NoVictimsError) when
 // no domain can be cleared, and ctx.Err() when ctx is cancelled.
-func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOption) (*ClearingTarget, error) {
-	cfg := groupConfig{budget: defaultClearingBudget}
-	for _, o := range opts {
-		o(&cfg)
-	}
+func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...Option) (*ClearingTarget, error) {
+	cfg := newGroupConfig(opts, defaultClearingBudget)
 	poll, h, err := s.hierJobIn(ctx, j, "ClearDomain")
 	if err != nil {
 		return nil, err

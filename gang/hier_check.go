@@ -101,11 +101,11 @@ func (h *resolvedJob) hasPreferred() bool {
 // HierResult.Optimal whether the placement is the best by its Cost.
 // The job's pods must not be in the snapshot yet (placed members are not
 // completed for hierarchical jobs): that is an ErrInvalidJob.
-func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...GroupOption) (*HierResult, error) {
+func CheckGroups(ctx context.Context, s *Snapshot, j *HierJob, opts ...Option) (*HierResult, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	cfg := newGroupConfig(opts)
+	cfg := newGroupConfig(opts, defaultGroupBudget)
 	poll, h, err := s.hierJobIn(ctx, j, "CheckGroups")
 	if err != nil {
 		return nil, err

@@ -30,24 +30,27 @@ import (
 // instances; a work budget stops it on large ones, which then report
 // Optimal false and a gap to a lower bound.
 
-// GroupOption tunes one CheckGroups call.
-type GroupOption func(*groupConfig)
-
+// groupConfig is what the hierarchical searches (CheckGroups,
+// ClearDomain) take from the options.
 type groupConfig struct {
+	// budget is how many domain choices (CheckGroups) or fit tests
+	// (ClearDomain) the search may try.
 	budget int
 }
 
 // WithSearchBudget sets how many domain choices CheckGroups (and the
 // domain-clearing preemption) may try before stopping (default
 // 16,384, the gang limit defaultGroupBudget; at least 1).
-func WithSearchBudget(n int) GroupOption {
-	return func(c *groupConfig) { c.budget = max(n, 1) }
+func WithSearchBudget(n int) Option {
+	return func(c *config) { c.searchBudget = max(n, 1) }
 }
 
-func newGroupConfig(opts []GroupOption) groupConfig {
-	c := groupConfig{budget: defaultGroupBudget}
-	for _, o := range opts {
-		o(&c)
+// newGroupConfig reads the options of a hierarchical search whose budget
+// defaults to defaultBudget.
+func newGroupConfig(opts []Option, defaultBudget int) groupConfig {
+	c := groupConfig{budget: defaultBudget}
+	if cfg := newConfig(opts); cfg.searchBudget > 0 {
+		c.budget = cfg.searchBudget
 	}
 	return c
 }

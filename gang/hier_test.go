@@ -18,7 +18,7 @@ func leaf(name string, replicas, min, gpus int) Group {
 	return Group{Name: name, Replicas: replicas, MinReplicas: min, Pod: Pod{Devices: scoring.Request{Count: gpus}}}
 }
 
-func mustGroups(tb testing.TB, s *Snapshot, j *HierJob, opts ...GroupOption) *HierResult {
+func mustGroups(tb testing.TB, s *Snapshot, j *HierJob, opts ...Option) *HierResult {
 	tb.Helper()
 	r, err := CheckGroups(context.Background(), s, j, opts...)
 	if err != nil {

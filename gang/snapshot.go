@@ -126,18 +126,11 @@ func (a *Allocation) eighths() float64 {
 	return float64(len(a.Devices) * 8)
 }
 
-// SnapshotOption configures NewSnapshot.
-type SnapshotOption func(*snapConfig)
-
-type snapConfig struct {
-	catalog *mig.Catalog
-}
-
 // WithMIGCatalog sets the MIG profile tables used for MIG devices (default
 // mig.DefaultCatalog): pass tables discovered from NVML layered over the
 // shipped ones.
-func WithMIGCatalog(c *mig.Catalog) SnapshotOption {
-	return func(s *snapConfig) { s.catalog = c }
+func WithMIGCatalog(catalog *mig.Catalog) Option {
+	return func(c *config) { c.catalog = catalog }
 }
 
 // nodeStatic is what does not change about a node: shared by clones.
@@ -224,10 +217,10 @@ func (s *Snapshot) warnf(format string, a ...any) {
 // ErrInvalidSnapshot and name the allocation or node at fault. It looks at
 // ctx every few hundred nodes and allocations and, once it is done, returns
 // an error wrapping ctx.Err().
-func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opts ...SnapshotOption) (*Snapshot, error) {
-	cfg := snapConfig{catalog: mig.DefaultCatalog()}
-	for _, o := range opts {
-		o(&cfg)
+func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, allocs []Allocation, opts ...Option) (*Snapshot, error) {
+	cfg := newConfig(opts)
+	if cfg.catalog == nil {
+		cfg.catalog = mig.DefaultCatalog()
 	}
 	poll := ctxpoll.New(ctx, "gang: NewSnapshot")
 	if err := poll.Now(); err != nil {

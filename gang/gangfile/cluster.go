@@ -112,7 +112,7 @@ type MIGSlot struct {
 // gang.ErrParse, or gang.ErrInvalidSnapshot and topology's sentinels for a file that
 // parses but describes an impossible cluster. The snapshot is built by
 // gang.NewSnapshot under ctx: once ctx is done, the error wraps ctx.Err().
-func ParseCluster(ctx context.Context, data []byte, machine MachineFunc, opts ...gang.SnapshotOption) (*gang.Snapshot, error) {
+func ParseCluster(ctx context.Context, data []byte, machine MachineFunc, opts ...gang.Option) (*gang.Snapshot, error) {
 	raw, err := toJSON(data, clusterDocLimits)
 	if err != nil {
 		return nil, err
