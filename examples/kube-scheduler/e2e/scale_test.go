@@ -59,6 +59,7 @@ profiles:
       enabled:
       - name: GPUTopology
         weight: 10
+      - name: GPUTopologyGang
     bind:
       enabled:
       - name: GPUTopology

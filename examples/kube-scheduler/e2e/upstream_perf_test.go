@@ -68,6 +68,7 @@ profiles:
       enabled:
       - name: GPUTopology
         weight: 10
+      - name: GPUTopologyGang
     bind:
       enabled:
       - name: GPUTopology
@@ -76,7 +77,7 @@ profiles:
       - name: TopologyPlacementGenerator
     placementScore:
       enabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
         weight: 5
   pluginConfig:
   - name: GPUTopology
