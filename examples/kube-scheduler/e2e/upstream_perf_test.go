@@ -534,7 +534,7 @@ func runUpstream(t *testing.T, client kubernetes.Interface, topos map[string]*to
 				r.group = q
 			}
 			r.groupAttempts[key.labels["result"]] += d.count
-		case key.name == "scheduler_plugin_execution_duration_seconds" && key.labels["plugin"] == plugin.Name &&
+		case key.name == "scheduler_plugin_execution_duration_seconds" && (key.labels["plugin"] == plugin.Name || key.labels["plugin"] == plugin.GangName) &&
 			profile == "gputopo":
 			ep := key.labels["extension_point"] + "/" + key.labels["status"]
 			r.plugin[ep], r.pluginSamples[ep] = q, d.count

@@ -32,8 +32,8 @@ const Name = "GPUTopology"
 // Args are the plugin's arguments (pluginConfig[].args in the scheduler
 // configuration). Zero values take the defaults.
 type Args struct {
-	// PermitTimeoutSeconds is how long gang members wait at Permit for
-	// the rest of their gang (default 30).
+	// PermitTimeoutSeconds is how long gang members wait at
+	// GPUTopologyGang's Permit for the rest of their gang (default 30).
 	PermitTimeoutSeconds int `json:"permitTimeoutSeconds,omitempty"`
 	// ResourceNames are the extended resources counted as GPUs (default
 	// nvidia.com/gpu and amd.com/gpu).
@@ -54,7 +54,9 @@ type Args struct {
 	BindWithAnnotations bool `json:"bindWithAnnotations,omitempty"`
 }
 
-// Plugin is the GPUTopology plugin. Create it with New.
+// Plugin is the GPUTopology plugin. Create it with New. It owns the
+// profile's device state, which the GPUTopologyGang plugin (Gang) of the
+// same profile reads through the deviceState interface.
 type Plugin struct {
 	handle        fwk.Handle
 	pods          corelisters.PodLister
