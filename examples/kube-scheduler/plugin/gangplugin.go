@@ -174,11 +174,6 @@ func NewGang(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, e
 	return &Gang{handle: h, link: l}, nil
 }
 
-// newGangOn is a GPUTopologyGang plugin on p's state (for tests).
-func newGangOn(p *Plugin) *Gang {
-	return &Gang{link: &profileLink{state: p, gang: true}}
-}
-
 // state returns the profile's device state, or the error that says why
 // there is none.
 func (g *Gang) state() (deviceState, error) {

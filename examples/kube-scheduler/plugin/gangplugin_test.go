@@ -19,6 +19,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 )
 
+// newGangOn is a GPUTopologyGang plugin on p's state (for tests).
+func newGangOn(p *Plugin) *Gang {
+	return &Gang{link: &profileLink{state: p, gang: true}}
+}
+
 // builtPlugins records the plugins a framework's factories built.
 type builtPlugins struct {
 	dev  *Plugin
