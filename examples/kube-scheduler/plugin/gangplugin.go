@@ -150,11 +150,11 @@ func unshareState(h fwk.Handle) {
 
 // NewGang is the GPUTopologyGang plugin factory for app.WithPlugin. It
 // takes no arguments: the gang settings (permitTimeoutSeconds,
-// topologyLevels) are GPUTopology's Args. Built after GPUTopology in a
-// profile without it, or with a nil handle, it fails with an error
-// wrapping ErrNoDeviceState; built first, in a profile without
-// GPUTopology, it fails at EventsToRegister, which kube-scheduler calls
-// while it is built, before it schedules any pod.
+// topologyLevels) are GPUTopology's Args. Without a framework handle it
+// fails with an error wrapping ErrNoDeviceState. The framework may build
+// it before GPUTopology, so in a profile without GPUTopology it fails
+// later, with the same error, at EventsToRegister, which kube-scheduler
+// calls while it is built, before it schedules any pod.
 func NewGang(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	if u, ok := obj.(*runtime.Unknown); ok && len(bytes.TrimSpace(u.Raw)) > 0 {
 		var none struct{}
