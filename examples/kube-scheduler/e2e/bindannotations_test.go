@@ -29,6 +29,7 @@ profiles:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     bind:
       enabled:
       - name: GPUTopology

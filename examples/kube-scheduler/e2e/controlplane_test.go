@@ -171,6 +171,7 @@ profiles:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     score:
       disabled:
       - name: "*"
@@ -190,7 +191,7 @@ func startControlPlane(t *testing.T, permitTimeoutSeconds int) *controlPlane {
 	return cp
 }
 
-// startScheduler starts kube-scheduler with GPUTopology and schedulerConfig
+// startScheduler starts kube-scheduler with GPUTopology, GPUTopologyGang and schedulerConfig
 // (or schedulerConfigOverride, when a test set it).
 func startScheduler(t *testing.T, cp *controlPlane, permitTimeoutSeconds int) {
 	t.Helper()
@@ -233,7 +234,7 @@ func startSchedulerConfig(t *testing.T, cp *controlPlane, format string, args ..
 		}
 		return p, err
 	}
-	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(plugin.Name, factory))
+	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(plugin.Name, factory), app.WithPlugin(plugin.GangName, plugin.NewGang))
 	if err != nil {
 		cancel()
 		t.Fatalf("scheduler setup: %v", err)

@@ -47,6 +47,7 @@ profiles:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     postFilter:
       disabled:
       - name: DefaultPreemption

@@ -37,34 +37,37 @@ profiles:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     placementGenerate:
       disabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
     placementScore:
       disabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
 - schedulerName: intree
   plugins:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     placementGenerate:
       disabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
     placementScore:
       disabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
 - schedulerName: gputopo
   plugins:
     multiPoint:
       enabled:
       - name: GPUTopology
+      - name: GPUTopologyGang
     placementGenerate:
       disabled:
       - name: TopologyPlacementGenerator
     placementScore:
       enabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
         weight: 5
 `
 

@@ -59,6 +59,7 @@ profiles:
       enabled:
       - name: GPUTopology
         weight: 10
+      - name: GPUTopologyGang
     bind:
       enabled:
       - name: GPUTopology
@@ -463,7 +464,7 @@ func runScale(t *testing.T, client kubernetes.Interface, profile string, nodes i
 		case key.name == "scheduler_framework_extension_point_duration_seconds" && key.labels["profile"] == profile &&
 			key.labels["status"] == "Success":
 			r.extension[key.labels["extension_point"]] = q
-		case key.name == "scheduler_plugin_execution_duration_seconds" && key.labels["plugin"] == plugin.Name &&
+		case key.name == "scheduler_plugin_execution_duration_seconds" && (key.labels["plugin"] == plugin.Name || key.labels["plugin"] == plugin.GangName) &&
 			profile == "gputopo":
 			ep := key.labels["extension_point"] + "/" + key.labels["status"]
 			r.plugin[ep], r.pluginSamples[ep] = q, d.count

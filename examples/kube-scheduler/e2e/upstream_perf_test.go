@@ -68,6 +68,7 @@ profiles:
       enabled:
       - name: GPUTopology
         weight: 10
+      - name: GPUTopologyGang
     bind:
       enabled:
       - name: GPUTopology
@@ -76,7 +77,7 @@ profiles:
       - name: TopologyPlacementGenerator
     placementScore:
       enabled:
-      - name: GPUTopology
+      - name: GPUTopologyGang
         weight: 5
   pluginConfig:
   - name: GPUTopology
@@ -533,7 +534,7 @@ func runUpstream(t *testing.T, client kubernetes.Interface, topos map[string]*to
 				r.group = q
 			}
 			r.groupAttempts[key.labels["result"]] += d.count
-		case key.name == "scheduler_plugin_execution_duration_seconds" && key.labels["plugin"] == plugin.Name &&
+		case key.name == "scheduler_plugin_execution_duration_seconds" && (key.labels["plugin"] == plugin.Name || key.labels["plugin"] == plugin.GangName) &&
 			profile == "gputopo":
 			ep := key.labels["extension_point"] + "/" + key.labels["status"]
 			r.plugin[ep], r.pluginSamples[ep] = q, d.count

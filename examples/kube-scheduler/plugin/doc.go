@@ -1,8 +1,29 @@
-// Package plugin is gputopo's out-of-tree kube-scheduler plugin,
-// GPUTopology. Built into a kube-scheduler binary with
-// app.WithPlugin(plugin.Name, plugin.New) (see ../main.go), it places pods
+// Package plugin is gputopo's pair of out-of-tree kube-scheduler plugins:
+// GPUTopology (Name, New, Plugin) for the devices (PreFilter, Filter,
+// PreScore, Score, Reserve, PreBind, Bind, PostBind) and GPUTopologyGang
+// (GangName, NewGang, Gang) for the gangs (Permit, PostFilter,
+// PlacementGenerate, PlacementScore). Built into a kube-scheduler binary
+// with app.WithPlugin(plugin.Name, plugin.New) and
+// app.WithPlugin(plugin.GangName, plugin.NewGang) (see
+// ../cmd/kube-scheduler), and both enabled in a profile, they place pods
 // that request GPUs (the nvidia.com/gpu or amd.com/gpu extended resources)
-// on the device sets the hardware wants:
+// on the device sets the hardware wants.
+//
+// The framework builds each plugin of a profile on its own, in no fixed
+// order. GPUTopology owns the profile's device state (the devices in use,
+// the decoded topologies, the reservations, the gangs assembling);
+// GPUTopologyGang reaches it through one small interface (deviceState),
+// found by the profile's framework handle: GPUTopology's factory records its
+// state under the handle, GPUTopologyGang's factory takes the entry of its
+// handle, made by whichever factory runs first, and reads the state once
+// GPUTopology's factory has run. The entry is dropped when both have joined,
+// or when the scheduler asks the plugins for their events (after every
+// profile is built). A profile with GPUTopologyGang but not GPUTopology has
+// no state: kube-scheduler fails to start with an error wrapping
+// ErrNoDeviceState (from the gang plugin's EventsToRegister), and the gang
+// plugin's extension points answer with that error.
+//
+// What each extension point does:
 //
 //   - PreFilter reads the pod's request: its GPU count and the request
 //     annotations (AnnotationScope and AnnotationScopeMode, memory per
@@ -47,7 +68,7 @@
 //     driver to honour. With Args.BindWithAnnotations, Bind instead binds
 //     the pod with those annotations in the Binding (one pod write), and
 //     PostBind writes them if another binder bound the pod first.
-//   - Permit holds members of a gang (label gputopo.io/gang=<name>, or
+//   - Permit (GPUTopologyGang) holds members of a gang (label gputopo.io/gang=<name>, or
 //     scheduling.x-k8s.io/pod-group=<name>, with gputopo.io/gang-min-count=<n>)
 //     until n members are placed, then lets them all bind together. Before
 //     a member reserves anything, PreFilter asks package gang (gang.Check on
@@ -61,16 +82,17 @@
 //     the chosen domain is written on the members at PreBind. A gang first
 //     in line that does not fit holds the placement gang.PlanQueue reserves
 //     for it, so smaller pods backfill only around it (see gangTracker).
-//   - PostFilter preempts for a gang member: the fewest whole lower-priority
+//   - PostFilter (GPUTopologyGang) preempts for a gang member: the fewest whole lower-priority
 //     jobs inside one domain (gang.Preempt), never part of a gang, and
 //     nominates a node of the gang's placement.
 //   - With the 1.37 pod-group cycle on (feature gates GenericWorkload and
-//     TopologyAwareWorkloadScheduling), GeneratePlacements offers one
-//     placement per domain of a PodGroup's topology key where gang.Check
-//     places the whole group, and ScorePlacement ranks them by device-set
-//     score and the GPUs they leave stranded.
+//     TopologyAwareWorkloadScheduling), GPUTopologyGang's
+//     GeneratePlacements offers one placement per domain of a PodGroup's
+//     topology key where gang.Check places the whole group, and its
+//     ScorePlacement ranks them by device-set score and the GPUs they
+//     leave stranded.
 //
-// The plugin implements SignPlugin, so kube-scheduler's opportunistic
+// GPUTopology implements SignPlugin, so kube-scheduler's opportunistic
 // batching stays on for its profile: the signature fragment holds the
 // parsed request and every gputopo.io/ annotation, so pods with equal
 // signatures get equal Filter and Score answers on every node in the same

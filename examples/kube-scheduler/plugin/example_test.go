@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -40,4 +41,17 @@ func Example_requestAnnotations() {
 	// Output:
 	// 40Gi: Success
 	// lots: UnschedulableAndUnresolvable bad GPU request: annotation gputopo.io/memory-per-device="lots": not a quantity (want bytes such as "40Gi")
+}
+
+// A profile enables GPUTopology and GPUTopologyGang together: the gang
+// plugin works on GPUTopology's device state, found by the profile's
+// framework handle. Built with no handle (no profile) it says why it has
+// none.
+func ExampleNewGang() {
+	_, err := plugin.NewGang(context.Background(), nil, nil)
+	fmt.Println(errors.Is(err, plugin.ErrNoDeviceState))
+	fmt.Println(err)
+	// Output:
+	// true
+	// GPUTopologyGang: no framework handle to find GPUTopology's state by: the profile does not enable the GPUTopology plugin, whose device state GPUTopologyGang uses
 }

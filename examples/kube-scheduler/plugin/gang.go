@@ -562,7 +562,7 @@ func (g *gangTracker) permit(logger klog.Logger, pod *v1.Pod, spec gangSpec) (*f
 	n := g.assigned(key, pod.UID)
 	if n+1 >= spec.min {
 		for _, wp := range g.waiting(key) {
-			wp.Allow(Name)
+			wp.Allow(GangName) // the plugin the members wait for
 		}
 		logger.V(2).Info("gang complete", "gang", key, "placed", n+1, "minCount", spec.min)
 		g.release(logger, key)
@@ -598,7 +598,7 @@ func (g *gangTracker) waiting(key string) []fwk.WaitingPod {
 // frees their devices).
 func (g *gangTracker) rejectWaiting(key, why string) {
 	for _, wp := range g.waiting(key) {
-		wp.Reject(Name, fmt.Sprintf("gang %s failed: %s", key, why))
+		wp.Reject(GangName, fmt.Sprintf("gang %s failed: %s", key, why))
 	}
 }
 

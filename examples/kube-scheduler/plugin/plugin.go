@@ -32,8 +32,8 @@ const Name = "GPUTopology"
 // Args are the plugin's arguments (pluginConfig[].args in the scheduler
 // configuration). Zero values take the defaults.
 type Args struct {
-	// PermitTimeoutSeconds is how long gang members wait at Permit for
-	// the rest of their gang (default 30).
+	// PermitTimeoutSeconds is how long gang members wait at
+	// GPUTopologyGang's Permit for the rest of their gang (default 30).
 	PermitTimeoutSeconds int `json:"permitTimeoutSeconds,omitempty"`
 	// ResourceNames are the extended resources counted as GPUs (default
 	// nvidia.com/gpu and amd.com/gpu).
@@ -54,7 +54,9 @@ type Args struct {
 	BindWithAnnotations bool `json:"bindWithAnnotations,omitempty"`
 }
 
-// Plugin is the GPUTopology plugin. Create it with New.
+// Plugin is the GPUTopology plugin. Create it with New. It owns the
+// profile's device state, which the GPUTopologyGang plugin (Gang) of the
+// same profile reads through the deviceState interface.
 type Plugin struct {
 	handle        fwk.Handle
 	pods          corelisters.PodLister
@@ -108,11 +110,9 @@ func (p *Plugin) reservation(uid types.UID) (reservation, bool) {
 var (
 	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
 	_ fwk.FilterPlugin      = (*Plugin)(nil)
-	_ fwk.PostFilterPlugin  = (*Plugin)(nil)
 	_ fwk.PreScorePlugin    = (*Plugin)(nil)
 	_ fwk.ScorePlugin       = (*Plugin)(nil)
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
-	_ fwk.PermitPlugin      = (*Plugin)(nil)
 	_ fwk.PreBindPlugin     = (*Plugin)(nil)
 	_ fwk.BindPlugin        = (*Plugin)(nil)
 	_ fwk.PostBindPlugin    = (*Plugin)(nil)
@@ -148,6 +148,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p.gangs = newGangTracker(p)
 	p.track = newTracker(p.names)
+	if err := shareState(h, p); err != nil {
+		return nil, err
+	}
 	if h != nil && h.SharedInformerFactory() != nil {
 		pods := h.SharedInformerFactory().Core().V1().Pods()
 		p.pods = pods.Lister()
@@ -453,10 +456,11 @@ func (p *Plugin) answer(pod *v1.Pod, s *cycleState, ni fwk.NodeInfo) (*scoring.R
 	return &r.res, sl, nil
 }
 
-// PostFilter runs when the pod fits no node. For a gang member it rejects
-// the gang's waiting members at once, releasing what they hold, rather
-// than letting them wait for the Permit timeout.
-func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+// postFilter runs when the pod fits no node (GPUTopologyGang's PostFilter).
+// For a gang member it rejects the gang's waiting members at once,
+// releasing what they hold, rather than letting them wait for the Permit
+// timeout.
+func (p *Plugin) postFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(state)
 	if spec, ok, specErr := gangSpecOf(pod); err == nil && ok && specErr == nil {
 		return p.gangPostFilter(ctx, pod, s.req, spec) // gang preemption (preempt.go)
@@ -537,9 +541,9 @@ func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 }
 
-// Permit lets non-gang pods through and holds gang members until the gang
-// is complete.
-func (p *Plugin) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+// permit lets non-gang pods through and holds gang members until the gang
+// is complete (GPUTopologyGang's Permit).
+func (p *Plugin) permit(ctx context.Context, pod *v1.Pod) (*fwk.Status, time.Duration) {
 	spec, ok, err := gangSpecOf(pod)
 	if !ok || err != nil {
 		return nil, 0
@@ -686,12 +690,19 @@ func (p *Plugin) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod
 // (a request no node meets even idle, a deleted pod that held no GPU, a
 // node status update) are not retried for it.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	unshareState(p.handle) // the profile's plugins are all built (see shareState)
+	return p.events(), nil
+}
+
+// events are the cluster events that may help a pod rejected by
+// GPUTopology or GPUTopologyGang (EventsToRegister of both).
+func (p *Plugin) events() []fwk.ClusterEventWithHint {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.gpusFreed},
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation | fwk.UpdateNodeLabel},
 			QueueingHintFn: p.nodeMayFit},
-	}, nil
+	}
 }
 
 // gpusFreed requeues a pod when a deleted pod held GPUs (whole, a shared

@@ -73,7 +73,7 @@ func TestGeneratePlacements(t *testing.T) {
 	pg := fakePodGroup{pods: []*v1.Pod{gpuPod("m0", 4, nil), gpuPod("m1", 4, nil)},
 		pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
 			Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
-	res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+	res, st := p.generatePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
 	require.True(t, st.IsSuccess(), st)
 	require.Len(t, res.Placements, 1)
 	assert.Equal(t, "example.com/rack=r1", res.Placements[0].Name)
@@ -81,7 +81,7 @@ func TestGeneratePlacements(t *testing.T) {
 
 	// Without a topology key, or without GPUs, the parent is the placement.
 	pg.pg = &schedv1beta1.PodGroup{}
-	res, st = p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+	res, st = p.generatePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
 	require.True(t, st.IsSuccess(), st)
 	require.Len(t, res.Placements, 1)
 	assert.Equal(t, "all", res.Placements[0].Name)
@@ -110,14 +110,14 @@ func TestScorePlacement(t *testing.T) {
 		return &fwk.PodGroupAssignments{Placement: &fwk.Placement{Name: node, Nodes: []fwk.NodeInfo{ni}},
 			ProposedAssignments: []fwk.ProposedAssignment{fakeAssignment{pod: pod, node: node, state: st}}}
 	}
-	strand, st := p.ScorePlacement(context.Background(), nil, nil, assign("n1"))
+	strand, st := p.scorePlacement(context.Background(), nil, nil, assign("n1"))
 	require.True(t, st.IsSuccess(), st)
-	fill, st := p.ScorePlacement(context.Background(), nil, nil, assign("n2"))
+	fill, st := p.scorePlacement(context.Background(), nil, nil, assign("n2"))
 	require.True(t, st.IsSuccess(), st)
 	assert.Greater(t, fill, strand, "filling n2 strands nothing; half of n1 would be stranded")
 	assert.Equal(t, int64(math.Round(sel.Score*100)), fill)
 	assert.Equal(t, int64(math.Round(sel.Score*25)), strand, "half the tray stranded and no stranded GPU filled")
-	assert.Nil(t, p.PlacementScoreExtensions())
+	assert.Nil(t, newGangOn(p).PlacementScoreExtensions())
 }
 
 // BenchmarkGeneratePlacements: 64 racks of 8 GB200 trays (512 nodes,
@@ -149,7 +149,7 @@ func BenchmarkGeneratePlacements(b *testing.B) {
 	parent := &fwk.Placement{Name: "all", Nodes: infos}
 	b.ReportAllocs()
 	for b.Loop() {
-		res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+		res, st := p.generatePlacements(context.Background(), nil, pg, parent)
 		if !st.IsSuccess() || len(res.Placements) != 64 {
 			b.Fatalf("%v %d placements", st, len(res.Placements))
 		}
@@ -195,7 +195,7 @@ func testGeneratePlacementsMinCount(t *testing.T, indexed bool) {
 		return fakePodGroup{pods: []*v1.Pod{member(0), member(1), member(2)}, pg: pg}
 	}
 	offered := func(pg fakePodGroup) []string {
-		res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+		res, st := p.generatePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
 		require.True(t, st.IsSuccess(), st)
 		var out []string
 		for _, pl := range res.Placements {

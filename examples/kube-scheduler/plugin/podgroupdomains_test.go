@@ -176,13 +176,13 @@ func BenchmarkGeneratePlacements5000(b *testing.B) {
 	pg := fakePodGroup{pods: pods, pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
 		Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
 	parent := &fwk.Placement{Name: "all", Nodes: infos}
-	if _, st := p.GeneratePlacements(context.Background(), nil, pg, parent); !st.IsSuccess() {
+	if _, st := p.generatePlacements(context.Background(), nil, pg, parent); !st.IsSuccess() {
 		b.Fatal(st) // and the nodes' topologies are decoded and cached
 	}
 	b.Run("domains", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+			res, st := p.generatePlacements(context.Background(), nil, pg, parent)
 			if !st.IsSuccess() || len(res.Placements) != 50 {
 				b.Fatalf("%v %d placements", st, len(res.Placements))
 			}
@@ -198,7 +198,7 @@ func BenchmarkGeneratePlacements5000(b *testing.B) {
 				infos[(i%50)*100+k] = ni
 			}
 			i++
-			res, st := p.GeneratePlacements(context.Background(), nil, pg, parent)
+			res, st := p.generatePlacements(context.Background(), nil, pg, parent)
 			if !st.IsSuccess() || len(res.Placements) != 50 {
 				b.Fatalf("%v %d placements", st, len(res.Placements))
 			}
@@ -240,7 +240,7 @@ func TestDomainSnapshotReuse(t *testing.T) {
 		pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
 			Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
 	generate := func() []string {
-		res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+		res, st := p.generatePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
 		require.True(t, st.IsSuccess(), st)
 		var names []string
 		for _, pl := range res.Placements {

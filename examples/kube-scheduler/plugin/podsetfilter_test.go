@@ -238,7 +238,7 @@ func TestGeneratePlacementsFiltersEverySet(t *testing.T) {
 	pg := fakePodGroup{pods: pods, pg: &schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{SchedulingConstraints: &schedv1beta1.PodGroupSchedulingConstraints{
 		Topology: []schedv1beta1.TopologyConstraint{{Key: "example.com/rack"}}}}}}
 	offered := func() []string {
-		res, st := p.GeneratePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
+		res, st := p.generatePlacements(context.Background(), nil, pg, &fwk.Placement{Name: "all", Nodes: infos})
 		require.True(t, st.IsSuccess(), st)
 		var names []string
 		for _, pl := range res.Placements {

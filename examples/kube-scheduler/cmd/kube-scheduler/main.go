@@ -1,7 +1,8 @@
 // Command kube-scheduler is a kube-scheduler binary with gputopo's
-// GPUTopology plugin compiled in. Enable the plugin in a
-// KubeSchedulerConfiguration profile (see the module's README.md) and run it like the
-// stock scheduler:
+// GPUTopology plugin (devices: filter, score, reserve, bind) and its
+// GPUTopologyGang plugin (gangs: permit, post-filter, pod-group placements)
+// compiled in. Enable both in a KubeSchedulerConfiguration profile (see the
+// module's README.md) and run it like the stock scheduler:
 //
 //	kube-scheduler --config=sched.yaml
 package main
@@ -16,6 +17,6 @@ import (
 )
 
 func main() {
-	cmd := app.NewSchedulerCommand(app.WithPlugin(plugin.Name, plugin.New))
+	cmd := app.NewSchedulerCommand(app.WithPlugin(plugin.Name, plugin.New), app.WithPlugin(plugin.GangName, plugin.NewGang))
 	os.Exit(cli.Run(cmd))
 }
