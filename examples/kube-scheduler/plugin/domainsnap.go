@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,11 +16,15 @@ import (
 
 // domainSnaps keeps each topology domain's gang snapshot (domainsFit)
 // between pod-group cycles: a domain whose nodes are the same Node objects
-// in the same NodeInfo generations, with the same device-use views and the
-// same nodes marked filtered, gets the snapshot built before instead of a
-// new one. Everything gangSnapshotOfMarked reads (labels, topology, device
-// uses, requests, pods) is fixed by those, so the reused snapshot is the
-// one a rebuild would make. A NodeInfo of generation 0 (not one of the
+// in the same NodeInfo generations, with device-use views that give the
+// same gang allocations and the same nodes marked filtered, gets the
+// snapshot built before instead of a new one. Everything
+// gangSnapshotOfMarked reads (labels, topology, device uses, requests,
+// pods) is fixed by those, so the reused snapshot is the one a rebuild
+// would make. A view is rebuilt whenever one of its pods' objects changes
+// (a status or annotation update, the binding), which mostly changes
+// nothing a snapshot reads: such a view is compared by the allocations it
+// gives (deviceAllocation, the function the snapshot is built with). A NodeInfo of generation 0 (not one of the
 // scheduler's) or a view rebuilt from the NodeInfo (not the tracker's) is
 // never matched. Bound: one entry per domain of the last cycles; the map
 // is cleared when it holds more than maxDomainSnaps.
@@ -55,7 +60,15 @@ func (p *Plugin) domainSnapshot(ctx context.Context, key string, infos []fwk.Nod
 		p.domains.mu.Lock()
 		e := p.domains.m[key]
 		p.domains.mu.Unlock()
-		if e != nil && e.marks == marks && slices.Equal(e.nodes, deps) {
+		if e != nil && e.marks == marks && p.sameDomainNodes(e.nodes, deps) {
+			if !slices.Equal(e.nodes, deps) {
+				// the next cycle compares with the views of this one
+				p.domains.mu.Lock()
+				if p.domains.m[key] == e {
+					p.domains.m[key] = &domainSnap{nodes: deps, marks: marks, snap: e.snap}
+				}
+				p.domains.mu.Unlock()
+			}
 			return e.snap, nil
 		}
 	}
@@ -91,6 +104,40 @@ func (p *Plugin) domainDeps(infos []fwk.NodeInfo) ([]domainNode, bool) {
 		deps = append(deps, d)
 	}
 	return deps, true
+}
+
+// sameDomainNodes reports whether a snapshot built on the nodes of was
+// is the one a snapshot of now would be: the same Node objects in the same
+// generations, and views that are the same or give the same allocations.
+func (p *Plugin) sameDomainNodes(was, now []domainNode) bool {
+	if len(was) != len(now) {
+		return false
+	}
+	for i := range was {
+		a, b := was[i], now[i]
+		if a.node != b.node || a.gen != b.gen {
+			return false
+		}
+		if a.view != b.view && !p.sameAllocations(b.node.Name, a.view, b.view) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAllocations reports whether two device-use views of a node give a
+// gang snapshot the same allocations.
+func (p *Plugin) sameAllocations(node string, a, b *nodeView) bool {
+	if a == nil || b == nil || len(a.allocs) != len(b.allocs) {
+		return a == b
+	}
+	for i := range a.allocs {
+		x, y := p.deviceAllocation(node, a.allocs[i]), p.deviceAllocation(node, b.allocs[i])
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 // filteredMarks is the pod sets' filtered marks on infos' nodes, as one

@@ -40,6 +40,18 @@ func (p *Plugin) gangSnapshotMarked(ctx context.Context, holds []*hold, filtered
 	return p.gangSnapshotOfMarked(ctx, infos, holds, filtered)
 }
 
+// deviceAllocation is the gang allocation of one pod's devices on a node:
+// everything a gang snapshot reads of a GPU pod (its name, devices and
+// share, whether it is terminating, its priority, its gang and pod set).
+func (p *Plugin) deviceAllocation(node string, a podAlloc) gang.Allocation {
+	alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node, Devices: a.devices,
+		Shared: a.shared, Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
+	if k, ok := gangKeyOf(a.pod); ok {
+		alloc.Job, alloc.Set = k, p.memberSet(a.pod)
+	}
+	return alloc
+}
+
 // gangSnapshotOfMarked is gangSnapshotMarked of the given nodes only.
 func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo, holds []*hold, filtered setFilter) (*gang.Snapshot, error) {
 	p.gangSnapshots.Add(1)
@@ -88,15 +100,10 @@ func (p *Plugin) gangSnapshotOfMarked(ctx context.Context, infos []fwk.NodeInfo,
 		u := make([]bool, topo.Len())
 		used[node.Name] = u
 		for _, a := range devs {
-			alloc := gang.Allocation{Pod: a.pod.Namespace + "/" + a.pod.Name, Node: node.Name, Devices: a.devices,
-				Shared: a.shared, Releasing: a.pod.DeletionTimestamp != nil, Priority: podPriority(a.pod)}
-			if k, ok := gangKeyOf(a.pod); ok {
-				alloc.Job, alloc.Set = k, p.memberSet(a.pod)
-			}
 			for _, d := range a.devices {
 				u[d] = true
 			}
-			allocs = append(allocs, alloc)
+			allocs = append(allocs, p.deviceAllocation(node.Name, a))
 		}
 	}
 	for _, h := range holds {

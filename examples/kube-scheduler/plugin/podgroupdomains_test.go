@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -268,11 +269,28 @@ func TestDomainSnapshotReuse(t *testing.T) {
 	require.Empty(t, generate())
 	require.Equal(t, int64(3), p.gangSnapshots.Load())
 
+	// A pod's object is replaced by an update that changes nothing a
+	// snapshot reads (a status condition): its node's view is rebuilt, but
+	// it gives the same allocations, so both racks are reused.
+	updated := pods[0].GetPod().DeepCopy()
+	updated.Status.Conditions = append(updated.Status.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue})
+	p.track.informerHandler().OnUpdate(pods[0].GetPod(), updated)
+	require.Empty(t, generate())
+	require.Equal(t, int64(3), p.gangSnapshots.Load(), "a status update rebuilds no snapshot")
+
+	// An update a snapshot does read (the pod is terminating: its devices
+	// are being released) rebuilds r1.
+	terminating := updated.DeepCopy()
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	p.track.informerHandler().OnUpdate(updated, terminating)
+	generate()
+	require.Equal(t, int64(4), p.gangSnapshots.Load(), "a terminating pod rebuilds its rack")
+
 	// NodeInfos without a generation are never reused.
 	for i := range infos {
 		infos[i] = infos[i].(genNodeInfo).fakeNodeInfo
 	}
 	generate()
 	generate()
-	require.Equal(t, int64(7), p.gangSnapshots.Load())
+	require.Equal(t, int64(8), p.gangSnapshots.Load())
 }
