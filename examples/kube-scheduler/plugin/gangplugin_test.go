@@ -130,12 +130,16 @@ func TestGangPluginSplit(t *testing.T) {
 	spec, ok, err := gangSpecOf(pod)
 	require.True(t, ok)
 	require.NoError(t, err)
-	// The cycle state PreFilter writes (its gang admission needs the
-	// scheduler's snapshot, which this framework has not).
-	state := framework.NewCycleState()
-	s := newCycleState(&built.dev.slots, req, count)
-	s.gang, s.min = spec.key, spec.min
-	state.Write(stateKey, s)
+	// The cycle state PreFilter writes for a member (its gang admission
+	// needs the scheduler's snapshot, which this framework has not).
+	memberState := func() fwk.CycleState {
+		state := framework.NewCycleState()
+		s := newCycleState(&built.dev.slots, req, count)
+		s.gang, s.min = spec.key, spec.min
+		state.Write(stateKey, s)
+		return state
+	}
+	state := memberState()
 	ni := fakeNodeInfo{node: nodeObj(t, "n1", tray(t, 1))}
 
 	require.True(t, fw.RunFilterPlugins(ctx, state, pod, ni).IsSuccess())
@@ -160,10 +164,7 @@ func TestGangPluginSplit(t *testing.T) {
 	// through and allows the first, which waited at Permit.
 	second := gpuPod("m1", 2, nil)
 	second.Namespace, second.UID, second.Labels = "default", types.UID("m1"), pod.Labels
-	state2 := framework.NewCycleState()
-	s2 := newCycleState(&built.dev.slots, req, count)
-	s2.gang, s2.min = spec.key, spec.min
-	state2.Write(stateKey, s2)
+	state2 := memberState()
 	ni2 := fakeNodeInfo{node: nodeObj(t, "n2", tray(t, 1))}
 	require.True(t, fw.RunFilterPlugins(ctx, state2, second, ni2).IsSuccess())
 	require.True(t, fw.RunReservePluginsReserve(ctx, state2, second, "n2").IsSuccess())
