@@ -145,8 +145,8 @@ func (r *Result) Err() error {
 }
 
 // Option tunes one call of the package: NewSnapshot, Check, CheckGroups,
-// ClearDomain, Preempt, PlanQueue or PlanFairShare. An option that does
-// not concern a call (a queue option passed to Check, a MIG catalog passed
+// ClearDomain, Preempt, PlanQueue or PlanFairShare (and gang/queue's
+// PlanWaitForBetter). An option that does not concern a call (a queue option passed to Check, a MIG catalog passed
 // to CheckGroups) is ignored.
 type Option func(*config)
 

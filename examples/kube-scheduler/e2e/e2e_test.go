@@ -205,14 +205,26 @@ func waitUnschedulable(t *testing.T, cp *controlPlane, name string) string {
 // the test is about.
 func waitUnschedulableSaying(t *testing.T, cp *controlPlane, name, want string) string {
 	t.Helper()
-	var msg string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	node, msg := refusedOrBound(t, cp, name, want, 30*time.Second)
+	if node != "" {
+		t.Fatalf("pod %s was bound to %s (last message %q, want it to contain %q)", name, node, msg, want)
+	}
+	return msg
+}
+
+// refusedOrBound waits up to d (at least a second) for pod name to be
+// refused with an Unschedulable message containing want (node "") or to
+// be bound (the node); it fails the test when neither happens.
+func refusedOrBound(t *testing.T, cp *controlPlane, name, want string, d time.Duration) (node, msg string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, max(d, time.Second), true, func(ctx context.Context) (bool, error) {
 		pod, err := cp.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		if pod.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod %s was bound to %s", name, pod.Spec.NodeName)
+			node = pod.Spec.NodeName
+			return true, nil
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
@@ -225,7 +237,7 @@ func waitUnschedulableSaying(t *testing.T, cp *controlPlane, name, want string) 
 	if err != nil {
 		t.Fatalf("pod %s: %v (last message %q, want it to contain %q)", name, err, msg, want)
 	}
-	return msg
+	return node, msg
 }
 
 // neverBound checks that none of the pods gets a node during d.

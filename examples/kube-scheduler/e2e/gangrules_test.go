@@ -73,44 +73,15 @@ func taint(t *testing.T, cp *controlPlane, sc string, taint v1.Taint, nodes ...s
 	for attempt := 0; ; attempt++ {
 		probe := fmt.Sprintf("%s-taint-probe-%d", sc, attempt)
 		createPodWith(t, cp, sc, podSpec{name: probe}, onNode(last))
-		refused, msg := refusedOrBound(t, cp, probe, "taint", time.Until(deadline))
+		node, msg := refusedOrBound(t, cp, probe, "taint", time.Until(deadline))
 		deletePods(t, cp, probe)
-		if refused {
+		if node == "" {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the scheduler did not keep a probe pod off %s within 30 s (last message %q)", last, msg)
 		}
 	}
-}
-
-// refusedOrBound waits up to d for pod name to be refused with a message
-// containing want (true) or bound (false); it fails the test on timeout.
-func refusedOrBound(t *testing.T, cp *controlPlane, name, want string, d time.Duration) (bool, string) {
-	t.Helper()
-	var msg string
-	var refused bool
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, max(d, time.Second), true, func(ctx context.Context) (bool, error) {
-		pod, err := cp.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if pod.Spec.NodeName != "" {
-			return true, nil
-		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
-				msg = c.Message
-				refused = strings.Contains(msg, want)
-				return refused, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: %v (last message %q, want it to contain %q)", name, err, msg, want)
-	}
-	return refused, msg
 }
 
 // testGangTaintedRack: rack r-a's trays carry a NoSchedule taint the gang
