@@ -240,7 +240,7 @@ func ParseCluster(ctx context.Context, data []byte, machine MachineFunc, opts ..
 // checkTemplates checks a cluster file's node templates before any is
 // expanded: counts (gang.MaxNodes in all), names and labels (gang.MaxNameBytes,
 // gang.MaxLabels, once {i} is replaced), and what the copies take together
-// (MaxExpandedBytes: names, per-node label values, domain paths).
+// (maxExpandedBytes: names, per-node label values, domain paths).
 func checkTemplates(nodes []Node, levels []string) error {
 	total, expanded := 0, 0
 	for i, ns := range nodes {
@@ -292,8 +292,8 @@ func checkTemplates(nodes []Node, levels []string) error {
 			path += size(ns.Labels[l]) + 1
 			perNode += 64 + path
 		}
-		if count > 0 && perNode > (MaxExpandedBytes-expanded)/count {
-			return limitErr("%s: %d copies of about %d bytes each (names, labels, domain paths) take more than MaxExpandedBytes (%d) with the nodes before", where, count, perNode, MaxExpandedBytes)
+		if count > 0 && perNode > (maxExpandedBytes-expanded)/count {
+			return limitErr("%s: %d copies of about %d bytes each (names, labels, domain paths) take more than gangfile limit maxExpandedBytes (%d) with the nodes before", where, count, perNode, maxExpandedBytes)
 		}
 		expanded += count * perNode
 	}

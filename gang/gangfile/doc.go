@@ -8,12 +8,22 @@
 // The package is built only on gang's exported API: a program that builds
 // its jobs and snapshots in Go does not need it.
 //
-// Inputs are bounded before anything grows with them ([MaxFileBytes],
-// [MaxExpandedBytes], [MaxTopologies], and gang's limits on nodes, jobs, pod
-// sets, labels and names, checked on the decoded document before it is
-// turned into structs): a file beyond a limit fails with an error wrapping
-// topology.ErrLimit that names it. Every error wraps gang.ErrParse (which
-// is topology.ErrParse), or gang.ErrInvalidJob / gang.ErrInvalidSnapshot
-// (and topology's sentinels) for a file that parses but describes an
-// impossible job or cluster.
+// # Limits
+//
+// Inputs are bounded before anything grows with them (the limits below,
+// and gang's limits on nodes, jobs, pod sets, labels and names, checked on
+// the decoded document before it is turned into structs): a file beyond a
+// limit fails with an error wrapping topology.ErrLimit that names it.
+// [MaxFileBytes] and [MaxTopologies] are exported (a program that writes
+// cluster files, such as gputopo capture, keeps within them); the other is
+// documented here:
+//
+//	limit             value    bounds
+//	MaxFileBytes      2 MiB    a job or cluster file, and the document once YAML aliases are expanded
+//	MaxTopologies     4,096    entries of a cluster file's shared topology table
+//	maxExpandedBytes  32 MiB   what node templates and shared topologies expand to (names, labels, domain paths)
+//
+// Every error wraps gang.ErrParse (which is topology.ErrParse), or
+// gang.ErrInvalidJob / gang.ErrInvalidSnapshot (and topology's sentinels)
+// for a file that parses but describes an impossible job or cluster.
 package gangfile

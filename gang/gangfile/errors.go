@@ -18,10 +18,10 @@ const (
 	// peaks near 200 MB; large clusters are described with node templates
 	// ("count", "{i}") and catalogue machines, which cost little text.
 	MaxFileBytes = 2 << 20
-	// MaxExpandedBytes bounds what a cluster file's node templates expand
+	// maxExpandedBytes bounds what a cluster file's node templates expand
 	// to: the node names, per-node label values and domain paths of every
 	// expanded node (an estimate of the memory they take).
-	MaxExpandedBytes = 32 << 20
+	maxExpandedBytes = 32 << 20
 )
 
 // parseErr returns an error wrapping gang.ErrParse (topology.ErrParse).

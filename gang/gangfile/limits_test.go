@@ -58,7 +58,7 @@ func TestHostileClusterFiles(t *testing.T) {
 		{"count overflow", `nodes: [{name: "a{i}", count: 10}, {name: "b{i}", count: 9223372036854775807}]`, true},
 		{"templates over MaxNodes", `nodes: [{name: "a{i}", count: 40000}, {name: "b{i}", count: 40000}]`, true},
 		{"negative count", `nodes: [{name: "a{i}", count: -5}]`, false},
-		{"labels expand past MaxExpandedBytes", `levels: [a, b]
+		{"labels expand past maxExpandedBytes", `levels: [a, b]
 nodes: [{name: "n{i}", count: 60000, labels: {a: "` + strings.Repeat("{i}", 60) + `", b: "` + strings.Repeat("z{i}", 40) + `", c: "` + strings.Repeat("{i}", 60) + `"}}]`, true},
 		{"name expands past MaxNameBytes", `nodes: [{name: "` + strings.Repeat("{i}", 150) + `", count: 60000}]`, true},
 		{"long label value", `nodes: [{name: x0, labels: {a: "` + long + `"}}]`, true},

@@ -90,7 +90,7 @@ func parseTopologies(table map[string]SharedTopology, nodes []Node, levels []str
 // takes: a template whose copies get their own label maps ({i} in a value)
 // copies the entry's labels into each, the others share one merged map;
 // and the domain paths of every copy grow by the level values the entry
-// supplies. The total is bounded by MaxExpandedBytes, as the templates'
+// supplies. The total is bounded by maxExpandedBytes, as the templates'
 // own labels and paths are (checkTemplates).
 func checkSharedLabels(table map[string]SharedTopology, nodes []Node, levels []string) error {
 	total := 0
@@ -118,8 +118,8 @@ func checkSharedLabels(table map[string]SharedTopology, nodes []Node, levels []s
 		if path > 0 {
 			path = len(levels) * (64 + path + len(levels))
 		}
-		if size > (MaxExpandedBytes-total)/copies || path > (MaxExpandedBytes-total-copies*size)/count {
-			return limitErr("nodes[%d]: the labels of topologies[%.100q] copied into %d nodes take more than MaxExpandedBytes (%d) with the nodes before", i, ns.TopologyRef, count, MaxExpandedBytes)
+		if size > (maxExpandedBytes-total)/copies || path > (maxExpandedBytes-total-copies*size)/count {
+			return limitErr("nodes[%d]: the labels of topologies[%.100q] copied into %d nodes take more than gangfile limit maxExpandedBytes (%d) with the nodes before", i, ns.TopologyRef, count, maxExpandedBytes)
 		}
 		total += copies*size + count*path
 	}
