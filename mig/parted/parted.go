@@ -1,20 +1,3 @@
-// Package parted reads and writes the configuration files of NVIDIA's
-// mig-parted (the MIG manager of the GPU Operator applies the named
-// configuration a node's [LabelConfig] label selects):
-//
-//	version: v1
-//	mig-configs:
-//	  all-1g.10gb:
-//	    - device-filter: ["0x20B010DE", "0x20B510DE"]
-//	      devices: all
-//	      mig-enabled: true
-//	      mig-devices:
-//	        "1g.10gb": 7
-//
-// [Config.Templates] turns the configurations into the candidate
-// templates of [mig.ChooseTemplate]; [FromTemplate] writes a chosen
-// template back as a configuration, and [NodeLabels] the label that
-// selects it. The package keeps the YAML dependency out of package mig.
 package parted
 
 import (
@@ -40,31 +23,32 @@ const Version = "v1"
 // the GPU Operator's MIG manager applies to the node.
 const LabelConfig = "nvidia.com/mig.config"
 
-// Limits on what [Parse] accepts; input beyond one fails with an error
-// wrapping [mig.ErrParse] and [topology.ErrLimit].
+// Limits on what [Parse] accepts (the Limits table of the package
+// documentation); input beyond one fails with an error wrapping
+// [mig.ErrParse] and [topology.ErrLimit].
 const (
-	// MaxConfigBytes bounds a configuration file (mig-parted's shipped
+	// maxConfigBytes bounds a configuration file (mig-parted's shipped
 	// default is a few tens of kilobytes; the YAML library spends about
 	// 200 bytes of memory per list element, so this bounds the parse to
 	// tens of megabytes).
-	MaxConfigBytes = 256 << 10
-	// MaxConfigs bounds the named configurations in a file.
-	MaxConfigs = 1024
-	// MaxNameBytes bounds a configuration's name (as mig bounds names in
+	maxConfigBytes = 256 << 10
+	// maxConfigs bounds the named configurations in a file.
+	maxConfigs = 1024
+	// maxNameBytes bounds a configuration's name (as mig bounds names in
 	// its layout and template files).
-	MaxNameBytes = 256
-	// MaxDeviceEntries bounds one entry's mig-devices (at most one entry
+	maxNameBytes = 256
+	// maxDeviceEntries bounds one entry's mig-devices (at most one entry
 	// per memory slot of a GPU).
-	MaxDeviceEntries = mig.MaxSlots
-	// MaxEntries bounds one configuration's entries.
-	MaxEntries = 64
-	// MaxFilterIDs bounds one entry's device-filter IDs.
-	MaxFilterIDs = 64
-	// MaxDeviceIndex is one more than the largest device index an entry
+	maxDeviceEntries = mig.MaxSlots
+	// maxEntries bounds one configuration's entries.
+	maxEntries = 64
+	// maxFilterIDs bounds one entry's device-filter IDs.
+	maxFilterIDs = 64
+	// maxDeviceIndex is one more than the largest device index an entry
 	// may name; it also bounds how many indices an entry lists.
-	MaxDeviceIndex = 64
-	// MaxCount bounds one profile's count in mig-devices.
-	MaxCount = mig.MaxSlots
+	maxDeviceIndex = 64
+	// maxCount bounds one profile's count in mig-devices.
+	maxCount = mig.MaxSlots
 )
 
 // Config is a mig-parted configuration file.
@@ -126,8 +110,8 @@ func (c *configsYAML) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&ms); err != nil {
 		return err
 	}
-	if len(ms) > MaxConfigs {
-		return limitErr("%d configurations, more than MaxConfigs (%d)", len(ms), MaxConfigs)
+	if len(ms) > maxConfigs {
+		return limitErr("%d configurations, more than parted limit maxConfigs (%d)", len(ms), maxConfigs)
 	}
 	for _, it := range ms {
 		c.names = append(c.names, it.Key)
@@ -143,12 +127,13 @@ func limitErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %w: parted: %s", mig.ErrParse, topology.ErrLimit, fmt.Sprintf(format, args...))
 }
 
-// Read is [Parse] from a reader: at most MaxConfigBytes+1 bytes are read.
+// Read is [Parse] from a reader: at most maxConfigBytes+1 bytes (256 KiB
+// and one) are read.
 func Read(r io.Reader) (*Config, error) {
 	if r == nil {
 		return nil, parseErr("nil reader")
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("parted: reading: %w", err)
 	}
@@ -158,14 +143,14 @@ func Read(r io.Reader) (*Config, error) {
 // Parse decodes a mig-parted configuration file (YAML 1.1; unknown fields
 // and duplicate keys are errors). It checks the form, not the profiles:
 // device-filter is a string or a list of IDs ("0x20B510DE"), devices is
-// "all" or a list of distinct indices below [MaxDeviceIndex], every count
-// is between 1 and [MaxCount], profile names parse
+// "all" or a list of distinct indices below 64 (maxDeviceIndex), every
+// count is between 1 and [mig.MaxSlots] (maxCount), profile names parse
 // ([mig.ParseProfileName]), and an entry with MIG disabled lists no
 // devices. Errors wrap [mig.ErrParse] (and [topology.ErrLimit] for a
 // limit) and name the configuration at fault.
 func Parse(data []byte) (*Config, error) {
-	if len(data) > MaxConfigBytes {
-		return nil, limitErr("file has %d bytes, more than MaxConfigBytes (%d)", len(data), MaxConfigBytes)
+	if len(data) > maxConfigBytes {
+		return nil, limitErr("file has %d bytes, more than parted limit maxConfigBytes (%d)", len(data), maxConfigBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, parseErr("empty file")
@@ -187,8 +172,8 @@ func Parse(data []byte) (*Config, error) {
 		if !ok || name == "" {
 			return nil, parseErr("configuration name %s is not a non-empty string", short(key))
 		}
-		if len(name) > MaxNameBytes {
-			return nil, limitErr("configuration name of %d bytes, more than MaxNameBytes (%d)", len(name), MaxNameBytes)
+		if len(name) > maxNameBytes {
+			return nil, limitErr("configuration name of %d bytes, more than parted limit maxNameBytes (%d)", len(name), maxNameBytes)
 		}
 		if seen[name] {
 			return nil, parseErr("duplicate configuration %q", name)
@@ -218,8 +203,8 @@ func parseEntries(name string, list []entryYAML) ([]Entry, error) {
 	if len(list) == 0 {
 		return nil, parseErr("configuration %q: no entries", name)
 	}
-	if len(list) > MaxEntries {
-		return nil, limitErr("configuration %q: %d entries, more than MaxEntries (%d)", name, len(list), MaxEntries)
+	if len(list) > maxEntries {
+		return nil, limitErr("configuration %q: %d entries, more than parted limit maxEntries (%d)", name, len(list), maxEntries)
 	}
 	out := make([]Entry, 0, len(list))
 	for k, ey := range list {
@@ -232,8 +217,8 @@ func parseEntries(name string, list []entryYAML) ([]Entry, error) {
 		if e.Devices, err = parseDevices(ey.Devices); err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		if len(ey.MigDevices) > MaxDeviceEntries {
-			return nil, limitErr("%s: %d mig-devices, more than MaxDeviceEntries (%d)", at, len(ey.MigDevices), MaxDeviceEntries)
+		if len(ey.MigDevices) > maxDeviceEntries {
+			return nil, limitErr("%s: %d mig-devices, more than parted limit maxDeviceEntries (%d)", at, len(ey.MigDevices), maxDeviceEntries)
 		}
 		if !e.MigEnabled && len(ey.MigDevices) > 0 {
 			return nil, parseErr("%s: mig-devices with mig-enabled false", at)
@@ -253,8 +238,8 @@ func parseEntries(name string, list []entryYAML) ([]Entry, error) {
 			}
 			profiles[p.String()] = true
 			n, ok := md.Value.(int)
-			if !ok || n < 1 || n > MaxCount {
-				return nil, parseErr("%s: count of %s is %s, want an integer from 1 to %d", at, p, short(md.Value), MaxCount)
+			if !ok || n < 1 || n > maxCount {
+				return nil, parseErr("%s: count of %s is %s, want an integer from 1 to %d", at, p, short(md.Value), maxCount)
 			}
 			e.MigDevices = append(e.MigDevices, mig.TemplateEntry{Profile: p, Count: n})
 		}
@@ -277,8 +262,8 @@ func parseFilter(v any) ([]uint32, error) {
 	default:
 		items = []any{x}
 	}
-	if len(items) > MaxFilterIDs {
-		return nil, limitErr("%d device-filter IDs, more than MaxFilterIDs (%d)", len(items), MaxFilterIDs)
+	if len(items) > maxFilterIDs {
+		return nil, limitErr("%d device-filter IDs, more than parted limit maxFilterIDs (%d)", len(items), maxFilterIDs)
 	}
 	out := make([]uint32, 0, len(items))
 	for _, it := range items {
@@ -319,14 +304,14 @@ func parseDevices(v any) ([]int, error) {
 		if len(x) == 0 {
 			return nil, parseErr("empty devices list")
 		}
-		if len(x) > MaxDeviceIndex {
-			return nil, limitErr("%d devices, more than MaxDeviceIndex (%d)", len(x), MaxDeviceIndex)
+		if len(x) > maxDeviceIndex {
+			return nil, limitErr("%d devices, more than parted limit maxDeviceIndex (%d)", len(x), maxDeviceIndex)
 		}
 		out := make([]int, 0, len(x))
 		for _, it := range x {
 			i, ok := it.(int)
-			if !ok || i < 0 || i >= MaxDeviceIndex {
-				return nil, parseErr("device index %s: want an integer from 0 to %d", short(it), MaxDeviceIndex-1)
+			if !ok || i < 0 || i >= maxDeviceIndex {
+				return nil, parseErr("device index %s: want an integer from 0 to %d", short(it), maxDeviceIndex-1)
 			}
 			if slices.Contains(out, i) {
 				return nil, parseErr("device index %d listed twice", i)
