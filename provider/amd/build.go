@@ -76,8 +76,8 @@ func build(ctx context.Context, t *kfdTree, fsys fs.FS, name string) (*Inventory
 	if gpus > topology.MaxDevices {
 		return nil, fmt.Errorf("%w: KFD lists %d GPU nodes, more than topology.MaxDevices (%d): %w", ErrParse, gpus, topology.MaxDevices, topology.ErrLimit)
 	}
-	if cpus := len(t.nodes) - gpus; cpus > MaxNUMANodes {
-		return nil, fmt.Errorf("%w: KFD lists %d CPU nodes, more than amd.MaxNUMANodes (%d): %w", ErrParse, cpus, MaxNUMANodes, topology.ErrLimit)
+	if cpus := len(t.nodes) - gpus; cpus > maxNUMANodes {
+		return nil, fmt.Errorf("%w: KFD lists %d CPU nodes, more than amd limit maxNUMANodes (%d): %w", ErrParse, cpus, maxNUMANodes, topology.ErrLimit)
 	}
 	b.gpus = make([]*gpu, 0, gpus)
 	for _, n := range t.nodes {
@@ -148,8 +148,8 @@ func (b *builder) numaCount() (int, error) {
 			n++
 		}
 	}
-	if n > MaxNUMANodes {
-		return 0, fmt.Errorf("%w: sysfs lists %d NUMA nodes, more than amd.MaxNUMANodes (%d): %w", ErrParse, n, MaxNUMANodes, topology.ErrLimit)
+	if n > maxNUMANodes {
+		return 0, fmt.Errorf("%w: sysfs lists %d NUMA nodes, more than amd limit maxNUMANodes (%d): %w", ErrParse, n, maxNUMANodes, topology.ErrLimit)
 	}
 	if n == 0 {
 		n = len(b.cpus)
@@ -605,7 +605,7 @@ func (b *builder) numaDistances() ([][]int, error) {
 	for id := range b.cpus {
 		k = max(k, id+1)
 	}
-	if k != len(b.cpus) || k > MaxNUMANodes {
+	if k != len(b.cpus) || k > maxNUMANodes {
 		return nil, nil
 	}
 	d := make([][]int, k)
@@ -629,7 +629,7 @@ func (b *builder) numaDistances() ([][]int, error) {
 func (b *builder) sysfsDistances() ([][]int, error) {
 	dir := path.Join(b.sys, "devices", "system", "node")
 	var d [][]int
-	for i := 0; i < MaxNUMANodes; i++ {
+	for i := 0; i < maxNUMANodes; i++ {
 		raw, err := readFile(b.ctx, b.fsys, path.Join(dir, fmt.Sprintf("node%d", i), "distance"))
 		if errors.Is(err, fs.ErrNotExist) {
 			break
@@ -640,7 +640,7 @@ func (b *builder) sysfsDistances() ([][]int, error) {
 		var row []int
 		for f := range strings.FieldsSeq(string(raw)) {
 			v, err := strconv.Atoi(f)
-			if err != nil || v <= 0 || v > 255 || len(row) == MaxNUMANodes {
+			if err != nil || v <= 0 || v > 255 || len(row) == maxNUMANodes {
 				return nil, nil
 			}
 			row = append(row, v)

@@ -106,8 +106,19 @@
 // (more wraps topology.ErrLimit) and checks the context first, so a
 // cancellation stops the walk at the next file, inside a node as well as
 // between nodes; the context's error is returned as is. A symlink loop or
-// an I/O error is an [ErrParse] error too. Counts are checked before
-// anything per node or device is allocated: at most [MaxKFDNodes] KFD
-// nodes, topology.MaxDevices GPU nodes and [MaxNUMANodes] CPU or sysfs
-// NUMA nodes (errors wrapping [ErrParse] and topology.ErrLimit).
+// an I/O error is an [ErrParse] error too.
+//
+// # Limits
+//
+// Counts are checked before anything per node or device is allocated; a
+// tree beyond a limit fails with an error wrapping [ErrParse] and
+// topology.ErrLimit that names the limit ("amd limit maxKFDNodes"). No
+// caller needs to name them, so they are documented here:
+//
+//	limit              value    bounds
+//	maxKFDNodes        2,048    KFD topology nodes (topology.MaxDevices GPU nodes plus maxNUMANodes), and the links or memory banks of one node
+//	maxNUMANodes       1,024    KFD CPU nodes and sysfs NUMA nodes
+//	maxKFDProcesses    16,384   entries of sys/class/kfd/kfd/proc
+//
+// GPU nodes are at most topology.MaxDevices, and one file at most 64 KiB.
 package amd

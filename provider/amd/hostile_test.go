@@ -77,7 +77,7 @@ func TestHostileTrees(t *testing.T) {
 		{"repeated key", kfd("nodes/2/properties"), writeStr("a 1\na 2\n"), nil},
 		{"link without node_to", kfd("nodes/2/io_links/0/properties"), writeStr("type 2\nnode_from 2\n"), nil},
 		{"link from another node", kfd("nodes/2/io_links/0/properties"), writeStr("type 2\nnode_from 3\nnode_to 0\n"), nil},
-		{"link to an impossible node", kfd("nodes/2/io_links/0/properties"), writeStr(fmt.Sprintf("type 2\nnode_from 2\nnode_to %d\n", MaxKFDNodes+1)), nil},
+		{"link to an impossible node", kfd("nodes/2/io_links/0/properties"), writeStr(fmt.Sprintf("type 2\nnode_from 2\nnode_to %d\n", maxKFDNodes+1)), nil},
 		{"garbage gpu_id", kfd("nodes/2/gpu_id"), writeStr("-1\n"), nil},
 		{"garbage generation_id", kfd("generation_id"), writeStr("soon\n"), nil},
 		{"garbage partition mode", pci + "current_compute_partition", writeStr("HEX\n"), nil},
@@ -169,18 +169,18 @@ func TestUnreadableFile(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrPermission)
 }
 
-// TestTooManyKFDNodes: a nodes/ directory past MaxKFDNodes is refused
+// TestTooManyKFDNodes: a nodes/ directory past maxKFDNodes is refused
 // before any node is read (the nodes here have no files, which reading
 // would report instead).
 func TestTooManyKFDNodes(t *testing.T) {
 	tr := sysfstest.New()
-	for i := range MaxKFDNodes + 1 {
+	for i := range maxKFDNodes + 1 {
 		require.NoError(t, tr.Dir(path.Join(sysfstest.KFDTopology, "nodes", fmt.Sprint(i))))
 	}
 	_, err := New(WithFS(tr.FS())).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
 	require.ErrorIs(t, err, ErrParse)
-	require.Contains(t, err.Error(), "MaxKFDNodes")
+	require.Contains(t, err.Error(), "amd limit maxKFDNodes")
 }
 
 // TestTooManyGPUs: more GPU nodes than topology.MaxDevices is refused

@@ -20,19 +20,19 @@ const (
 	linkTypeXGMI = 11
 )
 
-// MaxNUMANodes bounds the KFD CPU nodes (one per NUMA node) and the sysfs
+// maxNUMANodes bounds the KFD CPU nodes (one per NUMA node) and the sysfs
 // NUMA nodes read.
-const MaxNUMANodes = 1024
+const maxNUMANodes = 1024
 
-// MaxKFDNodes bounds the KFD topology nodes read: [topology.MaxDevices] GPU
-// nodes plus [MaxNUMANodes] CPU nodes. A larger nodes/ directory is an
+// maxKFDNodes bounds the KFD topology nodes read: [topology.MaxDevices] GPU
+// nodes plus maxNUMANodes CPU nodes. A larger nodes/ directory is an
 // error wrapping [ErrParse] and [topology.ErrLimit], returned before
 // any node is read.
-const MaxKFDNodes = topology.MaxDevices + MaxNUMANodes
+const maxKFDNodes = topology.MaxDevices + maxNUMANodes
 
 // maxEntries bounds the numbered entries of one node's link or bank
 // directory: a link per other node at most.
-const maxEntries = MaxKFDNodes
+const maxEntries = maxKFDNodes
 
 // readNodeHook runs before each node is read; tests use it to change the
 // tree during a walk.
@@ -119,7 +119,7 @@ func readKFD(ctx context.Context, fsys fs.FS, dir string) (*kfdTree, error) {
 
 func readNodes(ctx context.Context, fsys fs.FS, dir string) (*kfdTree, error) {
 	nodesDir := path.Join(dir, "nodes")
-	ids, err := numberedEntries(ctx, fsys, nodesDir, MaxKFDNodes, "amd.MaxKFDNodes")
+	ids, err := numberedEntries(ctx, fsys, nodesDir, maxKFDNodes, "amd limit maxKFDNodes")
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func readNode(ctx context.Context, fsys fs.FS, dir string, id int) (*kfdNode, er
 				return nil, fmt.Errorf("%w: %s: node_from or node_to missing", ErrParse, r.path)
 			case from != uint64(id):
 				return nil, fmt.Errorf("%w: %s: node_from is %d in the directory of node %d", ErrParse, r.path, from, id)
-			case to > MaxKFDNodes:
+			case to > maxKFDNodes:
 				return nil, fmt.Errorf("%w: %s: node_to %d out of range", ErrParse, r.path, to)
 			}
 			l.from, l.to = int(from), int(to)
@@ -208,7 +208,7 @@ type propFile struct {
 // readPropertyDir reads <dir>/<n>/properties for every numbered entry; a
 // missing dir gives nothing.
 func readPropertyDir(ctx context.Context, fsys fs.FS, dir string) ([]propFile, error) {
-	ids, err := numberedEntries(ctx, fsys, dir, maxEntries, "amd.MaxKFDNodes")
+	ids, err := numberedEntries(ctx, fsys, dir, maxEntries, "amd limit maxKFDNodes")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -239,9 +239,9 @@ func physicalGPUs(inv *Inventory) []PhysicalGPU {
 	return out
 }
 
-// MaxKFDProcesses bounds the entries of sys/class/kfd/kfd/proc read; more
+// maxKFDProcesses bounds the entries of sys/class/kfd/kfd/proc read; more
 // is an error wrapping ErrParse and topology.ErrLimit.
-const MaxKFDProcesses = sysfile.MaxDirEntries
+const maxKFDProcesses = sysfile.MaxDirEntries
 
 // kfdProcs is what sys/class/kfd/kfd/proc shows.
 type kfdProcs struct {
@@ -259,7 +259,7 @@ const kfdProc = "sys/class/kfd/kfd/proc"
 // context on. A missing directory means no process.
 func readKFDProcs(ctx context.Context, fsys fs.FS) (*kfdProcs, error) {
 	out := &kfdProcs{byGPU: map[uint64][]int{}}
-	pids, err := numberedEntries(ctx, fsys, kfdProc, MaxKFDProcesses, "amd.MaxKFDProcesses")
+	pids, err := numberedEntries(ctx, fsys, kfdProc, maxKFDProcesses, "amd limit maxKFDProcesses")
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}

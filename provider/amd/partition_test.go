@@ -224,7 +224,7 @@ func TestPartitionStateHostileKFDProcs(t *testing.T) {
 
 	// More process entries than the bound is an error naming it.
 	fsys := writeMachine(t, base).FS()
-	for pid := range MaxKFDProcesses + 1 {
+	for pid := range maxKFDProcesses + 1 {
 		fsys[fmt.Sprintf("sys/class/kfd/kfd/proc/%d", pid+1)] = &fstest.MapFile{Mode: fs.ModeDir | 0o555}
 	}
 	_, err = New(WithFS(fsys)).PartitionState(context.Background())
