@@ -15,4 +15,17 @@
 // lacks, more memory used than the device has, an instance on an illegal
 // placement) are errors wrapping [ErrInvalidReadings], never a silently
 // wrong state.
+//
+// # Limits
+//
+// Readings beyond a limit are errors wrapping [ErrInvalidReadings] that
+// name the limit ("live limit maxPartitions"; a partition count beyond it
+// also wraps topology.ErrLimit), refused before anything grows with them.
+// No caller needs to name them, so they are documented here:
+//
+//	limit            value        bounds
+//	maxPartitions    64           partitions one device lists (a MIG GPU has at most 7 GPU instances, an AMD GPU 8 compute partitions)
+//	maxProcesses     1,048,576    the process count one device reports
+//
+// Devices are at most those of the node's topology (topology.MaxDevices).
 package live

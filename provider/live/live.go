@@ -16,13 +16,14 @@ import (
 // topology.ErrLimit). It wraps topology.ErrInvalidRequest.
 var ErrInvalidReadings = fmt.Errorf("live: readings do not describe the node: %w", topology.ErrInvalidRequest)
 
-// Limits on one Node's readings.
+// Limits on one Node's readings (the Limits table of the package
+// documentation).
 const (
-	// MaxPartitions is the most partitions one device may list (a MIG GPU
+	// maxPartitions is the most partitions one device may list (a MIG GPU
 	// has at most 7 GPU instances; an AMD GPU at most 8 compute partitions).
-	MaxPartitions = 64
-	// MaxProcesses is the largest process count a device may report.
-	MaxProcesses = 1 << 20
+	maxPartitions = 64
+	// maxProcesses is the largest process count a device may report.
+	maxProcesses = 1 << 20
 )
 
 // Node is what a provider read of one node's accelerators now.
@@ -128,11 +129,11 @@ func (r *Node) check(node *topology.Node) ([]*Device, error) {
 				return nil, fmt.Errorf("%w: device %d uses %d bytes of memory, it has %d", ErrInvalidReadings, d.Index, m.Used, capacity)
 			}
 		}
-		if d.ProcessesKnown && (d.Processes < 0 || d.Processes > MaxProcesses) {
-			return nil, fmt.Errorf("%w: device %d reports %d processes (want 0..%d)", ErrInvalidReadings, d.Index, d.Processes, MaxProcesses)
+		if d.ProcessesKnown && (d.Processes < 0 || d.Processes > maxProcesses) {
+			return nil, fmt.Errorf("%w: device %d reports %d processes (want 0..%d, live limit maxProcesses)", ErrInvalidReadings, d.Index, d.Processes, maxProcesses)
 		}
-		if len(d.Partitions) > MaxPartitions {
-			return nil, fmt.Errorf("%w: device %d lists %d partitions, more than live.MaxPartitions (%d)", errors.Join(ErrInvalidReadings, topology.ErrLimit), d.Index, len(d.Partitions), MaxPartitions)
+		if len(d.Partitions) > maxPartitions {
+			return nil, fmt.Errorf("%w: device %d lists %d partitions, more than live limit maxPartitions (%d)", errors.Join(ErrInvalidReadings, topology.ErrLimit), d.Index, len(d.Partitions), maxPartitions)
 		}
 		if len(d.Partitions) > 0 && !d.Partitioned {
 			return nil, fmt.Errorf("%w: device %d lists partitions but is not partitioned", ErrInvalidReadings, d.Index)
