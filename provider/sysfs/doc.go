@@ -28,13 +28,28 @@
 // so the fallback never claims an empty node. Attributes that exist but
 // cannot be parsed give errors wrapping [ErrParse] naming the file; a
 // NUMA table that is incomplete is left out with a note. Every file is read
-// through a bounded, regular-files-only reader that checks the context; see
-// the limits [MaxPCIFunctions], [MaxAccelerators], [MaxNUMANodes],
-// [MaxPCIIDsBytes].
+// through a bounded, regular-files-only reader that checks the context (see
+// Limits).
 //
 // The filesystem root is injectable ([WithRoot], ghw's chroot: the
 // directory holding sys/, as for every provider), so tests run on ghw
 // snapshots and generated trees. It must be a real directory: ghw reads
 // real paths, so this provider has no WithFS (provider/sysfstest writes an
 // in-memory tree to a directory with Tree.WriteDir).
+//
+// # Limits
+//
+// Counts are checked before anything per device is allocated; a tree
+// beyond a limit fails with an error wrapping [ErrParse] and
+// topology.ErrLimit that names the limit ("sysfs limit maxNUMANodes"). No
+// caller needs to name them, so they are documented here:
+//
+//	limit              value     bounds
+//	maxPCIFunctions    16,384    PCI functions listed under /sys/bus/pci/devices
+//	maxAccelerators    1,024     accelerators of one node (topology.MaxDevices)
+//	maxNUMANodes       1,024     NUMA nodes read from /sys/devices/system/node
+//	maxPCIIDsBytes     16 MiB    the pci.ids database, decompressed (a larger one is not loaded: names are unknown)
+//
+// Every other directory holds at most 16,384 entries and every file at
+// most 64 KiB.
 package sysfs

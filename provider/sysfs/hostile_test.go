@@ -104,17 +104,32 @@ func TestPCIIDsNotRegular(t *testing.T) {
 	require.False(t, ok)
 }
 
-// TestTooManyNUMANodes: a NUMA directory listing more than MaxNUMANodes
+// TestTooManyNUMANodes: a NUMA directory listing more than maxNUMANodes
 // nodes is refused before the distance table is allocated.
 func TestTooManyNUMANodes(t *testing.T) {
 	tr := hgxH100(t, "")
-	for i := 2; i <= MaxNUMANodes; i++ {
+	for i := 2; i <= maxNUMANodes; i++ {
 		require.NoError(t, os.Mkdir(filepath.Join(tr.root(t), "sys/devices/system/node", fmt.Sprintf("node%d", i)), 0o755))
 	}
 	_, err := New(WithRoot(tr.root(t))).Scan(context.Background())
 	require.ErrorIs(t, err, topology.ErrLimit)
 	require.ErrorIs(t, err, ErrParse)
-	require.Contains(t, err.Error(), "MaxNUMANodes")
+	require.Contains(t, err.Error(), "sysfs limit maxNUMANodes")
+}
+
+// TestTooManyPCIFunctions: a PCI devices directory listing more than
+// maxPCIFunctions entries is refused, naming the limit, before any
+// function is read.
+func TestTooManyPCIFunctions(t *testing.T) {
+	tr := hgxH100(t, "")
+	dir := filepath.Join(tr.root(t), "sys/bus/pci/devices")
+	for i := range maxPCIFunctions + 1 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("0001:%02x:%02x.%x", i>>8, (i>>3)&0x1f, i&7)), nil, 0o644))
+	}
+	_, err := New(WithRoot(tr.root(t))).Scan(context.Background())
+	require.ErrorIs(t, err, topology.ErrLimit)
+	require.ErrorIs(t, err, ErrParse)
+	require.Contains(t, err.Error(), "sysfs limit maxPCIFunctions")
 }
 
 // TestCanceledInScan: a context canceled before Scan returns its error

@@ -50,19 +50,20 @@ var (
 // [ErrParse] and topology.ErrLimit, returned before anything per
 // device is allocated.
 const (
-	// MaxPCIFunctions bounds the PCI functions listed under
-	// /sys/bus/pci/devices (the largest servers list a few thousand).
-	MaxPCIFunctions = sysfile.MaxDirEntries
-	// MaxAccelerators bounds the accelerators of one node:
+	// maxPCIFunctions bounds the PCI functions listed under
+	// /sys/bus/pci/devices (the largest servers list a few thousand): the
+	// directory bound of every sysfs directory read.
+	maxPCIFunctions = sysfile.MaxDirEntries
+	// maxAccelerators bounds the accelerators of one node:
 	// topology.MaxDevices.
-	MaxAccelerators = topology.MaxDevices
-	// MaxNUMANodes bounds the NUMA nodes read from
+	maxAccelerators = topology.MaxDevices
+	// maxNUMANodes bounds the NUMA nodes read from
 	// /sys/devices/system/node.
-	MaxNUMANodes = 1024
-	// MaxPCIIDsBytes bounds the pci.ids database (about 1.5 MB today);
+	maxNUMANodes = 1024
+	// maxPCIIDsBytes bounds the pci.ids database (about 1.5 MB today);
 	// a larger one, or one that is not a regular file, is not loaded and
 	// names are then unknown.
-	MaxPCIIDsBytes = 16 << 20
+	maxPCIIDsBytes = 16 << 20
 )
 
 // NoFabric is the note every answer of this provider carries.
@@ -249,6 +250,9 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: no PCI bus in sysfs (%s): %w", ErrNotDetected, sysfile.Path(p.fsys, devDir), err)
+	case errors.Is(err, topology.ErrLimit) && ctx.Err() == nil:
+		// sysfile.ReadDir refuses a directory past maxPCIFunctions entries.
+		return nil, fmt.Errorf("%w: more than sysfs limit maxPCIFunctions (%d) PCI functions: %w", ErrParse, maxPCIFunctions, err)
 	case err != nil:
 		return nil, fileErr(ctx, err)
 	}
@@ -276,8 +280,8 @@ func (p *Provider) Scan(ctx context.Context) (*Inventory, error) {
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("%w: none of the %d PCI functions is an accelerator", ErrNotDetected, len(info.Devices))
 	}
-	if len(cands) > MaxAccelerators {
-		return nil, fmt.Errorf("%w: %d accelerators, more than sysfs.MaxAccelerators (%d): %w", ErrParse, len(cands), MaxAccelerators, topology.ErrLimit)
+	if len(cands) > maxAccelerators {
+		return nil, fmt.Errorf("%w: %d accelerators, more than sysfs limit maxAccelerators (%d): %w", ErrParse, len(cands), maxAccelerators, topology.ErrLimit)
 	}
 	numa, dist, notes, err := p.numa(ctx)
 	if err != nil {
@@ -379,8 +383,8 @@ func (p *Provider) numa(ctx context.Context) (count int, dist [][]int, notes []s
 		if err != nil || id < 0 || !strings.HasPrefix(e.Name(), "node") {
 			continue
 		}
-		if len(ids) == MaxNUMANodes {
-			return 0, nil, nil, fmt.Errorf("%w: %s lists more than sysfs.MaxNUMANodes (%d) NUMA nodes: %w", ErrParse, sysfile.Path(p.fsys, dir), MaxNUMANodes, topology.ErrLimit)
+		if len(ids) == maxNUMANodes {
+			return 0, nil, nil, fmt.Errorf("%w: %s lists more than sysfs limit maxNUMANodes (%d) NUMA nodes: %w", ErrParse, sysfile.Path(p.fsys, dir), maxNUMANodes, topology.ErrLimit)
 		}
 		ids = append(ids, id)
 	}
@@ -464,7 +468,7 @@ func fileErr(ctx context.Context, err error) error {
 
 // pciDB loads the pci.ids database once (under the root), or an empty one
 // when none is installed, or the first one found is not a regular file or
-// is larger than MaxPCIIDsBytes (decompressed): names are then unknown but
+// is larger than maxPCIIDsBytes (decompressed): names are then unknown but
 // ids still work.
 func (p *Provider) pciDB() *pcidb.PCIDB {
 	p.dbOnce.Do(func() {
@@ -485,7 +489,7 @@ func (p *Provider) pciDB() *pcidb.PCIDB {
 
 // pciIDsPath finds the pci.ids database under root where pcidb looks for
 // it, and reports whether it is safe to load: a regular file of at most
-// MaxPCIIDsBytes, decompressed.
+// maxPCIIDsBytes, decompressed.
 func pciIDsPath(root string) (string, bool) {
 	for _, rel := range []string{"usr/share/hwdata/pci.ids", "usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids.gz", "usr/share/misc/pci.ids.gz"} {
 		path := filepath.Join(root, rel)
@@ -493,13 +497,13 @@ func pciIDsPath(root string) (string, bool) {
 		if err != nil {
 			continue
 		}
-		if !st.Mode().IsRegular() || st.Size() > MaxPCIIDsBytes {
+		if !st.Mode().IsRegular() || st.Size() > maxPCIIDsBytes {
 			return "", false
 		}
 		if !strings.HasSuffix(path, ".gz") {
 			return path, true
 		}
-		return path, gzipWithin(path, MaxPCIIDsBytes)
+		return path, gzipWithin(path, maxPCIIDsBytes)
 	}
 	return "", false
 }
