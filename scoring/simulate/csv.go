@@ -50,25 +50,26 @@ func (p Pod) TotalGPUMilli() int64 { return int64(p.GPUs) * p.GPUMilli }
 // Sharing reports whether the pod takes a fraction of one GPU.
 func (p Pod) Sharing() bool { return p.GPUs == 1 && p.GPUMilli < Milli }
 
-// Limits of [ReadNodes] and [ReadPods]. Input beyond them is a
+// Limits of [ReadNodes] and [ReadPods] (the Limits table of the package
+// documentation). Input beyond them is a
 // [*ParseError] wrapping [ErrParse] and topology.ErrLimit, found while
-// streaming: at most MaxLineBytes of one line (plus small buffers) is held
+// streaming: at most maxLineBytes of one line (plus small buffers) is held
 // before it is checked, whatever the input's size.
 const (
-	// MaxLineBytes bounds one line (the trace's lines are about 100 bytes).
-	MaxLineBytes = 64 << 10
-	// MaxColumns bounds the header's columns (the trace has 11).
-	MaxColumns = 256
-	// MaxRows bounds the rows after the header (the trace has 8,152 pods).
-	MaxRows = 1 << 20
-	// MaxCSVBytes bounds the whole input.
-	MaxCSVBytes = 256 << 20
+	// maxLineBytes bounds one line (the trace's lines are about 100 bytes).
+	maxLineBytes = 64 << 10
+	// maxColumns bounds the header's columns (the trace has 11).
+	maxColumns = 256
+	// maxRows bounds the rows after the header (the trace has 8,152 pods).
+	maxRows = 1 << 20
+	// maxCSVBytes bounds the whole input.
+	maxCSVBytes = 256 << 20
 )
 
-// limits used by the reader; tests lower them.
+// The limits the reader checks; tests lower them.
 var (
-	maxRows     = MaxRows
-	maxCSVBytes = int64(MaxCSVBytes)
+	rowLimit     = maxRows
+	csvByteLimit = int64(maxCSVBytes)
 )
 
 // quoteMax bounds what an error message quotes of the input.
@@ -105,7 +106,7 @@ func (e *ParseError) Unwrap() error { return e.Err }
 func (e *ParseError) Is(target error) bool { return target == ErrParse }
 
 // boundedReader passes its input through, failing once the input passes
-// maxCSVBytes or a line passes MaxLineBytes; it remembers the reader's own
+// csvByteLimit or a line passes maxLineBytes; it remembers the reader's own
 // error so that it is reported as a read error, not a parse error.
 type boundedReader struct {
 	r      io.Reader
@@ -131,10 +132,10 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 			b.line++
 		}
 		switch {
-		case b.total > maxCSVBytes:
-			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("input longer than simulate.MaxCSVBytes (%d bytes): %w", maxCSVBytes, topology.ErrLimit)}
-		case b.line > MaxLineBytes:
-			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("line longer than simulate.MaxLineBytes (%d bytes): %w", MaxLineBytes, topology.ErrLimit)}
+		case b.total > csvByteLimit:
+			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("input longer than simulate limit maxCSVBytes (%d bytes): %w", csvByteLimit, topology.ErrLimit)}
+		case b.line > maxLineBytes:
+			b.limErr = &ParseError{Line: b.lines + 1, Err: fmt.Errorf("line longer than simulate limit maxLineBytes (%d bytes): %w", maxLineBytes, topology.ErrLimit)}
 		default:
 			continue
 		}
@@ -181,8 +182,8 @@ func newTable(ctx context.Context, in io.Reader, required ...string) (*table, er
 	if err != nil {
 		return nil, t.readError(err)
 	}
-	if len(header) > MaxColumns {
-		return nil, &ParseError{Line: 1, Err: fmt.Errorf("header has %d columns, more than simulate.MaxColumns (%d): %w", len(header), MaxColumns, topology.ErrLimit)}
+	if len(header) > maxColumns {
+		return nil, &ParseError{Line: 1, Err: fmt.Errorf("header has %d columns, more than simulate limit maxColumns (%d): %w", len(header), maxColumns, topology.ErrLimit)}
 	}
 	for i, h := range header {
 		h = strings.TrimSpace(h)
@@ -248,8 +249,8 @@ func (t *table) next() (bool, error) {
 	}
 	t.record = rec
 	t.line, _ = t.r.FieldPos(0)
-	if t.rows++; t.rows > maxRows {
-		return false, &ParseError{Line: t.line, Err: fmt.Errorf("more than simulate.MaxRows (%d) rows: %w", maxRows, topology.ErrLimit)}
+	if t.rows++; t.rows > rowLimit {
+		return false, &ParseError{Line: t.line, Err: fmt.Errorf("more than simulate limit maxRows (%d) rows: %w", rowLimit, topology.ErrLimit)}
 	}
 	return true, nil
 }
@@ -304,9 +305,9 @@ const mib = 1 << 20
 // converted to [Node.MemoryBytes]. Nodes with gpu 0 are CPU-only and must
 // have an empty model; GPU nodes must name one. Node names must be unique.
 // Errors are [*ParseError]s wrapping [ErrParse] (and topology.ErrLimit past
-// [MaxLineBytes], [MaxColumns], [MaxRows] or [MaxCSVBytes]), or wrap
-// [ErrRead] when in fails. It looks at ctx every 1,024 rows and returns its
-// error once it is done (a Read of in that blocks is not interrupted).
+// a limit in the package's Limits table), or wrap [ErrRead] when in fails.
+// It looks at ctx every 1,024 rows and returns its error once it is done
+// (a Read of in that blocks is not interrupted).
 func ReadNodes(ctx context.Context, in io.Reader) ([]Node, error) {
 	t, err := newTable(ctx, in, "sn", "cpu_milli", "memory_mib", "gpu", "model")
 	if err != nil {

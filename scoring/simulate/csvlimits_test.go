@@ -47,7 +47,7 @@ func (g *genReader) Read(p []byte) (int, error) {
 // allocated returns the bytes f allocates.
 
 // TestHugeLinesCostLittle: a 50 MB header line, or a 50 MB field in a
-// row, fails with ErrLimit after reading about MaxLineBytes, allocating
+// row, fails with ErrLimit after reading about maxLineBytes, allocating
 // well under a megabyte.
 func TestHugeLinesCostLittle(t *testing.T) {
 	const size = 50 << 20
@@ -62,10 +62,10 @@ func TestHugeLinesCostLittle(t *testing.T) {
 			alloc := hostile.Allocated(func() { _, err = ReadNodes(context.Background(), in) })
 			require.ErrorIs(t, err, ErrParse)
 			require.ErrorIs(t, err, topology.ErrLimit)
-			require.Contains(t, err.Error(), "MaxLineBytes")
+			require.Contains(t, err.Error(), "simulate limit maxLineBytes")
 			require.Less(t, len(err.Error()), 200)
 			require.Less(t, alloc, uint64(1<<20), "allocated %d bytes", alloc)
-			require.Less(t, in.pos, int64(2*MaxLineBytes), "read %d bytes", in.pos)
+			require.Less(t, in.pos, int64(2*maxLineBytes), "read %d bytes", in.pos)
 		})
 	}
 }
@@ -92,15 +92,15 @@ func TestMissingColumnQuotesLittle(t *testing.T) {
 
 func TestCSVLimits(t *testing.T) {
 	t.Run("columns", func(t *testing.T) {
-		header := "sn,cpu_milli,memory_mib,gpu,model" + strings.Repeat(",x", MaxColumns)
+		header := "sn,cpu_milli,memory_mib,gpu,model" + strings.Repeat(",x", maxColumns)
 		_, err := ReadNodes(context.Background(), strings.NewReader(header+"\n"))
 		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
-		require.Contains(t, err.Error(), "MaxColumns")
+		require.Contains(t, err.Error(), "simulate limit maxColumns")
 	})
 	t.Run("rows", func(t *testing.T) {
-		defer func(v int) { maxRows = v }(maxRows)
-		maxRows = 3
+		defer func(v int) { rowLimit = v }(rowLimit)
+		rowLimit = 3
 		rows := func(n int) string {
 			var b strings.Builder
 			b.WriteString(nodeHeader)
@@ -115,22 +115,22 @@ func TestCSVLimits(t *testing.T) {
 		_, err = ReadNodes(context.Background(), strings.NewReader(rows(4)))
 		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
-		require.Contains(t, err.Error(), "MaxRows")
+		require.Contains(t, err.Error(), "simulate limit maxRows")
 		var pe *ParseError
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, 5, pe.Line)
 	})
 	t.Run("bytes", func(t *testing.T) {
-		defer func(v int64) { maxCSVBytes = v }(maxCSVBytes)
-		maxCSVBytes = int64(len(nodeHeader)) + 10
+		defer func(v int64) { csvByteLimit = v }(csvByteLimit)
+		csvByteLimit = int64(len(nodeHeader)) + 10
 		_, err := ReadNodes(context.Background(), strings.NewReader(nodeHeader+"a,1,1,1,T4\nb,1,1,1,T4\n"))
 		require.ErrorIs(t, err, ErrParse)
 		require.ErrorIs(t, err, topology.ErrLimit)
-		require.Contains(t, err.Error(), "MaxCSVBytes")
+		require.Contains(t, err.Error(), "simulate limit maxCSVBytes")
 		// Blank lines count too (the CSV reader skips them).
 		_, err = ReadNodes(context.Background(), &genReader{prefix: nodeHeader, fill: '\n', n: 1 << 20})
 		require.ErrorIs(t, err, topology.ErrLimit)
-		require.Contains(t, err.Error(), "MaxCSVBytes")
+		require.Contains(t, err.Error(), "simulate limit maxCSVBytes")
 	})
 	t.Run("long value quoted briefly", func(t *testing.T) {
 		_, err := ReadNodes(context.Background(), strings.NewReader(nodeHeader+"a,"+strings.Repeat("9x", 10000)+",1,1,T4\n"))

@@ -8,10 +8,9 @@
 // [ReadNodes] and [ReadPods] read the trace's CSV node and pod lists
 // (openb_node_list_*.csv, openb_pod_list_*.csv, including the 5-column
 // multigpu variant), rejecting malformed rows with their line number. They
-// stream their input within stated bounds ([MaxLineBytes], [MaxColumns],
-// [MaxRows], [MaxCSVBytes]; errors wrap [ErrParse] and
-// topology.ErrLimit), so a 50 MB line costs a few hundred KB before it is
-// refused; a failing reader's error wraps [ErrRead]. Memory is in bytes
+// stream their input within stated bounds (see Limits; errors wrap
+// [ErrParse] and topology.ErrLimit), so a 50 MB line costs a few hundred
+// KB before it is refused; a failing reader's error wraps [ErrRead]. Memory is in bytes
 // everywhere ([Node.MemoryBytes], [Pod.MemoryBytes], [State.FreeMemory]);
 // the readers convert the trace's MiB.
 // [Synthetic] generates lists of the same shape when the trace is absent;
@@ -55,6 +54,22 @@
 // [ErrRead], and [ErrInvalidConfig], [ErrNoPods], [ErrInvalidPod],
 // [ErrInvalidCluster] and [ErrInvalidPlacement], which all wrap
 // topology.ErrInvalidRequest.
+//
+// # Limits
+//
+// Inputs are bounded, and an input beyond a limit fails with an error
+// wrapping topology.ErrLimit that names the limit ("simulate limit
+// maxRows"). [MaxGPUsPerNode], [MaxInflation], [MaxReplayPods] and
+// [MaxSyntheticNodes] are exported (the gputopo CLI checks its flags and
+// cluster files against them); the others are documented here:
+//
+//	limit                  value        bounds
+//	maxLineBytes           64 KiB       one line of a CSV list
+//	maxColumns             256          the columns of its header
+//	maxRows                1,048,576    the rows after the header
+//	maxCSVBytes            256 MiB      a whole CSV list
+//	maxBandwidthGPUs       8            GPUs of a pod whose bandwidth a replay measures (larger pods are placed, not measured)
+//	maxBandwidthNodeGPUs   16           GPUs of a node on which pods' bandwidth is measured
 //
 // # Tie-breaking
 //

@@ -50,11 +50,12 @@ const NoInflation = -1
 const MaxInflation = 100
 
 // MaxReplayPods bounds the clones of [Config.Inflation]: an inflation
-// that would make a replay longer than this many pods (twice [MaxRows]; a
-// replay allocates about 500 bytes per pod, so at most about 1 GB) is an error
-// wrapping [ErrInvalidConfig] and topology.ErrLimit. A list longer than
-// this replayed as it is ([NoInflation]) is not refused.
-const MaxReplayPods = 2 * MaxRows
+// that would make a replay longer than this many pods (2,097,152, twice
+// the rows a CSV list may hold; a replay allocates about 500 bytes per pod,
+// so at most about 1 GB) is an error wrapping [ErrInvalidConfig] and
+// topology.ErrLimit. A list longer than this replayed as it is
+// ([NoInflation]) is not refused.
+const MaxReplayPods = 2 * maxRows
 
 // maxReplayPods is MaxReplayPods; tests lower it.
 var maxReplayPods = MaxReplayPods

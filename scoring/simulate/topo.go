@@ -11,15 +11,15 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// MaxBandwidthGPUs is the largest multi-GPU pod whose bandwidth a replay
-// measures on a topology-rich node, and MaxBandwidthNodeGPUs the largest
+// maxBandwidthGPUs is the largest multi-GPU pod whose bandwidth a replay
+// measures on a topology-rich node, and maxBandwidthNodeGPUs the largest
 // node: the best set of an empty node is found by trying every set of the
 // pod's size (at most C(16, 8) = 12,870 sets, each a ring search
 // exponential in the pod's size). Other pods are placed as usual and not
 // measured.
 const (
-	MaxBandwidthGPUs     = 8
-	MaxBandwidthNodeGPUs = 16
+	maxBandwidthGPUs     = 8
+	maxBandwidthNodeGPUs = 16
 )
 
 // PodBandwidth is what a multi-GPU pod got from its node's links, beside
@@ -140,7 +140,7 @@ func (t *topoNode) selectDevices(k int, free []int64) (GPUSet, bool) {
 // size on the empty machine.
 func (t *topoNode) bandwidth(set GPUSet) *PodBandwidth {
 	k := set.Len()
-	if k < 2 || k > MaxBandwidthGPUs || t.node.Len() > MaxBandwidthNodeGPUs {
+	if k < 2 || k > maxBandwidthGPUs || t.node.Len() > maxBandwidthNodeGPUs {
 		return nil
 	}
 	idx := set.Slice()
@@ -207,11 +207,11 @@ func ringBottleneck(n *topology.Node, idx []int) float64 {
 	return levels[lo]
 }
 
-// hamiltonian reports whether the graph on k <= MaxBandwidthGPUs vertices with the
+// hamiltonian reports whether the graph on k <= maxBandwidthGPUs vertices with the
 // given edges has a Hamiltonian cycle (Held-Karp over subsets holding
 // vertex 0).
 func hamiltonian(k int, edge func(a, b int) bool) bool {
-	var adj [MaxBandwidthGPUs]uint32 // k <= MaxBandwidthGPUs
+	var adj [maxBandwidthGPUs]uint32 // k <= maxBandwidthGPUs
 	for a := range k {
 		for b := range k {
 			if a != b && edge(a, b) {
@@ -240,7 +240,7 @@ func hamiltonian(k int, edge func(a, b int) bool) bool {
 // bandwidth over every set of k devices of the node (each best on its own).
 func bestOnEmpty(n *topology.Node, k int) (ring, agg float64) {
 	m := n.Len()
-	if k > m || m > MaxBandwidthNodeGPUs || k > MaxBandwidthGPUs {
+	if k > m || m > maxBandwidthNodeGPUs || k > maxBandwidthGPUs {
 		return 0, 0
 	}
 	idx := make([]int, k)
