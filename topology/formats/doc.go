@@ -21,4 +21,18 @@
 // [topology.ErrParse], input beyond a size limit wraps [topology.ErrLimit],
 // a model the format cannot express wraps [errors.ErrUnsupported] or
 // [topology.ErrInvalidRequest].
+//
+// # Limits
+//
+// Readers check their input against a limit before anything grows with
+// it, and an error for input beyond one names the limit ("formats limit
+// maxHostlistNames"); clusters are bounded by topology's limits
+// (topology.MaxClusterNodes, topology.MaxDomainDepth). No caller needs to
+// name the package's own, so they are documented here:
+//
+//	limit                    value      bounds
+//	maxHostlistBytes         1 MiB      a hostlist expression (ExpandHostlist)
+//	maxHostlistNames         131,072    the names it expands to (topology.MaxClusterNodes)
+//	maxTopographGraphBytes   64 MiB     a Topograph graph-engine JSON document (ParseTopographGraph)
+//	maxTopographLayers       15         network layers of one instance, and one more than the largest tier label number (topology.MaxDomainDepth-1)
 package formats

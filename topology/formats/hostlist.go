@@ -9,13 +9,13 @@ import (
 	"github.com/gputopo/gputopo/topology"
 )
 
-// MaxHostlistNames bounds how many names [ExpandHostlist] produces (the
+// maxHostlistNames bounds how many names [ExpandHostlist] produces (the
 // cluster limit, [topology.MaxClusterNodes]).
-const MaxHostlistNames = topology.MaxClusterNodes
+const maxHostlistNames = topology.MaxClusterNodes
 
-// MaxHostlistBytes bounds the length of a hostlist expression
+// maxHostlistBytes bounds the length of a hostlist expression
 // [ExpandHostlist] reads.
-const MaxHostlistBytes = 1 << 20
+const maxHostlistBytes = 1 << 20
 
 type hostName struct {
 	prefix string
@@ -125,13 +125,14 @@ func CompressHostlist(names []string) string {
 
 // ExpandHostlist expands a Slurm hostlist expression ("node[01-03,07],gpu-a")
 // into its names, in the order written. It reads one bracket per item
-// (prefix[ranges]suffix). More than [MaxHostlistNames] names, or an
-// expression longer than [MaxHostlistBytes], fail with an error wrapping
-// [topology.ErrLimit] before the names are produced; malformed expressions
-// fail with an error wrapping [topology.ErrParse].
+// (prefix[ranges]suffix). More than [topology.MaxClusterNodes] names, or
+// an expression longer than 1 MiB, fail with an error wrapping
+// [topology.ErrLimit] before the names are produced (the limits
+// maxHostlistNames and maxHostlistBytes in the package's Limits table);
+// malformed expressions fail with an error wrapping [topology.ErrParse].
 func ExpandHostlist(expr string) ([]string, error) {
-	if len(expr) > MaxHostlistBytes {
-		return nil, fmt.Errorf("formats: hostlist of %d bytes, more than formats.MaxHostlistBytes (%d): %w", len(expr), MaxHostlistBytes, topology.ErrLimit)
+	if len(expr) > maxHostlistBytes {
+		return nil, fmt.Errorf("formats: hostlist of %d bytes, more than formats limit maxHostlistBytes (%d): %w", len(expr), maxHostlistBytes, topology.ErrLimit)
 	}
 	var items []string
 	depth, start := 0, 0
@@ -200,8 +201,8 @@ func ExpandHostlist(expr string) ([]string, error) {
 			}
 			p.ranges = append(p.ranges, rng{a, b})
 			total += b - a + 1
-			if total > MaxHostlistNames {
-				return nil, fmt.Errorf("formats: hostlist %q names more than formats.MaxHostlistNames (%d): %w", expr, MaxHostlistNames, topology.ErrLimit)
+			if total > maxHostlistNames {
+				return nil, fmt.Errorf("formats: hostlist %q names more than formats limit maxHostlistNames (%d): %w", expr, maxHostlistNames, topology.ErrLimit)
 			}
 		}
 		parsed = append(parsed, p)

@@ -50,17 +50,18 @@ const (
 	labelTierPrefix = "network.topology.nvidia.com/tier-"
 )
 
-// Limits of the Topograph readers.
+// Limits of the Topograph readers (the Limits table of the package
+// documentation).
 const (
-	// MaxTopographGraphBytes is the largest graph-engine JSON document
+	// maxTopographGraphBytes is the largest graph-engine JSON document
 	// [ParseTopographGraph] reads (about 300 bytes per instance leaves room
 	// for topology.MaxClusterNodes instances).
-	MaxTopographGraphBytes = 64 << 20
-	// MaxTopographLayers is the most network layers one instance may list,
+	maxTopographGraphBytes = 64 << 20
+	// maxTopographLayers is the most network layers one instance may list,
 	// and one more than the largest tier number a tier label may carry:
 	// together with the accelerator level they must fit
 	// topology.MaxDomainDepth.
-	MaxTopographLayers = topology.MaxDomainDepth - 1
+	maxTopographLayers = topology.MaxDomainDepth - 1
 )
 
 // TopographTierKey returns the Topograph 1.0 label key of switch tier n,
@@ -70,10 +71,10 @@ func TopographTierKey(n int) string { return LabelTierPrefix + strconv.Itoa(n) }
 // ParseTopographTierKey reports the tier number of a Topograph 1.0 tier
 // key. ok is false for a key that is not "fabric.topograph.run/tier-"
 // followed by digits. A tier key whose number has a leading zero fails
-// with an error wrapping [topology.ErrInvalidCluster]; one at or above
-// [MaxTopographLayers] (however many digits) fails with an error wrapping
-// [topology.ErrLimit]. The number is never converted before its length is
-// checked, so a hostile key costs nothing.
+// with an error wrapping [topology.ErrInvalidCluster]; one at or above 15
+// (the limit maxTopographLayers; however many digits) fails with an error
+// wrapping [topology.ErrLimit]. The number is never converted before its
+// length is checked, so a hostile key costs nothing.
 func ParseTopographTierKey(key string) (n int, ok bool, err error) {
 	digits, found := strings.CutPrefix(key, LabelTierPrefix)
 	if !found || digits == "" {
@@ -88,11 +89,11 @@ func ParseTopographTierKey(key string) (n int, ok bool, err error) {
 		return 0, true, fmt.Errorf("formats: Topograph label %q: tier number with a leading zero: %w", truncate(key, 64), topology.ErrInvalidCluster)
 	}
 	if len(digits) > 3 {
-		return 0, true, fmt.Errorf("formats: Topograph label %q: tier number beyond formats.MaxTopographLayers (%d): %w", truncate(key, 64), MaxTopographLayers, topology.ErrLimit)
+		return 0, true, fmt.Errorf("formats: Topograph label %q: tier number beyond formats limit maxTopographLayers (%d): %w", truncate(key, 64), maxTopographLayers, topology.ErrLimit)
 	}
 	n, _ = strconv.Atoi(digits)
-	if n >= MaxTopographLayers {
-		return 0, true, fmt.Errorf("formats: Topograph label %q: tier %d, beyond formats.MaxTopographLayers (%d): %w", key, n, MaxTopographLayers, topology.ErrLimit)
+	if n >= maxTopographLayers {
+		return 0, true, fmt.Errorf("formats: Topograph label %q: tier %d, beyond formats limit maxTopographLayers (%d): %w", key, n, maxTopographLayers, topology.ErrLimit)
 	}
 	return n, true, nil
 }
@@ -125,7 +126,7 @@ func TopographLayerKey(i int) string {
 // first.
 func legacyOrder() []string {
 	var out []string
-	for i := MaxTopographLayers - 1; i >= 3; i-- {
+	for i := maxTopographLayers - 1; i >= 3; i-- {
 		out = append(out, TopographLayerKey(i))
 	}
 	return append(out, LabelCore, LabelDatacenter, LabelSpine, LabelLeaf, LabelBlock, LabelAccelerator)
@@ -143,7 +144,7 @@ func legacyAs1(key string) string {
 	case LabelCore, LabelDatacenter:
 		return TopographTierKey(2)
 	}
-	for i := 3; i < MaxTopographLayers; i++ {
+	for i := 3; i < maxTopographLayers; i++ {
 		if key == TopographLayerKey(i) {
 			return TopographTierKey(i)
 		}
@@ -168,8 +169,8 @@ func legacyAs1(key string) string {
 // keys sit with core and leaf).
 //
 // Other labels are kept on the nodes but do not shape the tree. A tier key
-// with a number at or above [MaxTopographLayers] wraps [topology.ErrLimit]
-// (see [ParseTopographTierKey]); other errors are those of
+// with a number at or above 15 (maxTopographLayers) wraps
+// [topology.ErrLimit] (see [ParseTopographTierKey]); other errors are those of
 // [topology.NewClusterFromLabels] (limits wrap [topology.ErrLimit]; a
 // label value with '/' or a duplicate node name wraps
 // [topology.ErrInvalidCluster]).
@@ -178,7 +179,7 @@ func ClusterFromTopographLabels(nodes []topology.ClusterNode) (*topology.Cluster
 		return nil, fmt.Errorf("formats: Topograph labels: %d nodes, more than topology.MaxClusterNodes (%d): %w", len(nodes), topology.MaxClusterNodes, topology.ErrLimit)
 	}
 	present := map[string]bool{}
-	var tiers [MaxTopographLayers]bool
+	var tiers [maxTopographLayers]bool
 	v1 := false
 	for _, n := range nodes {
 		for k, v := range n.Labels {
@@ -209,7 +210,7 @@ func ClusterFromTopographLabels(nodes []topology.ClusterNode) (*topology.Cluster
 		}
 	} else {
 		nodes = translateLegacy(nodes, &tiers, present)
-		for t := MaxTopographLayers - 1; t >= 0; t-- {
+		for t := maxTopographLayers - 1; t >= 0; t-- {
 			if tiers[t] {
 				levels = append(levels, TopographTierKey(t))
 			}
@@ -231,7 +232,7 @@ func ClusterFromTopographLabels(nodes []topology.ClusterNode) (*topology.Cluster
 // translateLegacy returns nodes with each node's pre-1.0 Topograph keys
 // also under their 1.0 keys ([TopographUpgradeLabels]), copying only the
 // nodes it changes, and marks the tiers and the domain it adds.
-func translateLegacy(nodes []topology.ClusterNode, tiers *[MaxTopographLayers]bool, present map[string]bool) []topology.ClusterNode {
+func translateLegacy(nodes []topology.ClusterNode, tiers *[maxTopographLayers]bool, present map[string]bool) []topology.ClusterNode {
 	var out []topology.ClusterNode
 	for i, n := range nodes {
 		labels, changed := upgradeLabels(n.Labels)
@@ -419,21 +420,21 @@ type TopographGraph struct {
 // into a cluster: each instance is a node (Topology nil) labelled with
 // Topograph's keys (network_layers[i] under [TopographLayerKey](i), the
 // "nvlink" attribute under [LabelAccelerator]) and the tree is built as
-// [ClusterFromTopographLabels] builds it. Input over
-// [MaxTopographGraphBytes], more than topology.MaxClusterNodes instances
-// or more than [MaxTopographLayers] layers fail with an error wrapping
+// [ClusterFromTopographLabels] builds it. Input over 64 MiB
+// (maxTopographGraphBytes), more than topology.MaxClusterNodes instances or
+// more than 15 layers (maxTopographLayers) fail with an error wrapping
 // [topology.ErrLimit]; malformed JSON, an instance without an id or an
 // empty layer name fail with an error wrapping [topology.ErrParse].
 func ParseTopographGraph(r io.Reader) (*topology.Cluster, error) {
 	if r == nil {
 		return nil, fmt.Errorf("formats: Topograph graph from a nil reader: %w", topology.ErrInvalidRequest)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxTopographGraphBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxTopographGraphBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("formats: Topograph graph: reading: %w", err)
 	}
-	if len(data) > MaxTopographGraphBytes {
-		return nil, fmt.Errorf("formats: Topograph graph: more than formats.MaxTopographGraphBytes (%d) bytes: %w", MaxTopographGraphBytes, topology.ErrLimit)
+	if len(data) > maxTopographGraphBytes {
+		return nil, fmt.Errorf("formats: Topograph graph: more than formats limit maxTopographGraphBytes (%d) bytes: %w", maxTopographGraphBytes, topology.ErrLimit)
 	}
 	var g TopographGraph
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -457,8 +458,8 @@ func ClusterFromTopographGraph(g TopographGraph) (*topology.Cluster, error) {
 		if in.ID == "" {
 			return nil, fmt.Errorf("formats: Topograph graph: instance %d has no id: %w", k, topology.ErrParse)
 		}
-		if len(in.NetworkLayers) > MaxTopographLayers {
-			return nil, fmt.Errorf("formats: Topograph graph: instance %q lists %d network layers, more than formats.MaxTopographLayers (%d): %w", in.ID, len(in.NetworkLayers), MaxTopographLayers, topology.ErrLimit)
+		if len(in.NetworkLayers) > maxTopographLayers {
+			return nil, fmt.Errorf("formats: Topograph graph: instance %q lists %d network layers, more than formats limit maxTopographLayers (%d): %w", in.ID, len(in.NetworkLayers), maxTopographLayers, topology.ErrLimit)
 		}
 		labels := map[string]string{}
 		for i, sw := range in.NetworkLayers {
@@ -496,7 +497,7 @@ func TopographGraphOf(c *topology.Cluster) (TopographGraph, error) {
 			in.Attributes = map[string]string{"nvlink": v}
 		}
 		top := -1
-		for k := 0; k < MaxTopographLayers; k++ {
+		for k := 0; k < maxTopographLayers; k++ {
 			if _, ok := l[TopographLayerKey(k)]; ok {
 				top = k
 			}
