@@ -196,7 +196,7 @@ type NIC struct {
 // virtual functions) under the sysfs mounted at sys in fsys, ordered by
 // address. A
 // missing PCI directory gives no NICs and no error. A directory of more
-// than [sysfile.MaxDirEntries] functions, or more than [MaxNICs] network
+// than [sysfile.MaxDirEntries] functions, or more than maxNICs network
 // functions, is an error wrapping [topology.ErrLimit].
 func NICs(ctx context.Context, fsys fs.FS, sys string) ([]NIC, error) {
 	dir := DevicesDir(sys)
@@ -223,8 +223,8 @@ func NICs(ctx context.Context, fsys fs.FS, sys string) ([]NIC, error) {
 		if _, err := sysfile.Lstat(ctx, fsys, path.Join(dir, e.Name(), "physfn")); err == nil {
 			continue
 		}
-		if len(out) == MaxNICs {
-			return nil, fmt.Errorf("%w: %s lists more than pcitree.MaxNICs (%d) network functions: %w", ErrParse, sysfile.Path(fsys, dir), MaxNICs, topology.ErrLimit)
+		if len(out) == maxNICs {
+			return nil, fmt.Errorf("%w: %s lists more than topology.MaxDevices (%d) network functions: %w", ErrParse, sysfile.Path(fsys, dir), maxNICs, topology.ErrLimit)
 		}
 		f, err := Read(ctx, fsys, sys, addr)
 		if err != nil {
@@ -245,8 +245,10 @@ func NICs(ctx context.Context, fsys fs.FS, sys string) ([]NIC, error) {
 	return out, nil
 }
 
-// MaxNICs bounds the network functions [NICs] returns.
-const MaxNICs = topology.MaxDevices
+// maxNICs bounds the network functions [NICs] returns: as many as a node
+// may have devices (an error names topology.MaxDevices, the limit a
+// caller can look up).
+const maxNICs = topology.MaxDevices
 
 // firstEntry returns the first name (in sorted order) listed in dir; "" when
 // none or dir cannot be read.

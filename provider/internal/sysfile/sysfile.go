@@ -103,15 +103,15 @@ func (d dirFS) ReadLink(name string) (string, error) {
 	return os.Readlink(p)
 }
 
-// MaxSymlinks bounds the symlinks followed while resolving one name of an
+// maxSymlinks bounds the symlinks followed while resolving one name of an
 // fs.FS other than [DirFS] (the kernel's own bound is 40 as well). A
 // symlink loop is an error wrapping [ErrSymlinkLoop], never a crash (the
 // fs.FS's own resolution might recurse without bound: testing/fstest's
 // MapFS overflows the stack on a loop).
-const MaxSymlinks = 40
+const maxSymlinks = 40
 
 // ErrSymlinkLoop is wrapped when resolving a name of an fs.FS follows more
-// than [MaxSymlinks] symlinks.
+// than maxSymlinks (40) symlinks.
 var ErrSymlinkLoop = errors.New("too many levels of symbolic links")
 
 // stat is fs.Stat of a name resolve returned: fs.Lstat when resolve walked
@@ -167,7 +167,7 @@ func resolve(fsys fs.FS, name string) (string, error) {
 			done = next
 			continue
 		}
-		if links++; links > MaxSymlinks {
+		if links++; links > maxSymlinks {
 			return "", &fs.PathError{Op: "open", Path: name, Err: ErrSymlinkLoop}
 		}
 		target, err := fs.ReadLink(fsys, next)
