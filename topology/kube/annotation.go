@@ -33,20 +33,21 @@ const MaxAnnotationBytes = 256 << 10
 // kilobytes (see the package tests for measured sizes).
 const AnnotationBudget = MaxAnnotationBytes / 2
 
-// MaxDecodedAnnotationBytes bounds the decompressed JSON document of an
+// maxDecodedAnnotationBytes bounds the decompressed JSON document of an
 // annotation, against gzip bombs: [DecodeAnnotation] stops decompressing
 // past it, and [EncodeAnnotation] refuses a node whose document is larger,
 // so everything it writes decodes. The largest node that fits
 // [AnnotationBudget] (about 256 fully linked GPUs) takes 2.5 MB; real
 // machines take a few kilobytes. Decoding the largest accepted document
 // allocates about 8 times its size in all (measured in the package tests).
-const MaxDecodedAnnotationBytes = 4 << 20
+const maxDecodedAnnotationBytes = 4 << 20
 
 // EncodeAnnotation returns the value of [AnnotationTopology] for n. The
 // encoding is deterministic: equal nodes give equal strings, so an agent
 // can compare before patching. It fails with [ErrTooLarge] (and
 // [topology.ErrLimit]) when key plus value would exceed [AnnotationBudget]
-// or the document [MaxDecodedAnnotationBytes].
+// or the document 4 MiB (maxDecodedAnnotationBytes, in the package's
+// Limits table), so everything it writes decodes.
 func EncodeAnnotation(n *topology.Node) (string, error) {
 	if n == nil {
 		return "", fmt.Errorf("%w: nil node", topology.ErrInvalidTopology)
@@ -59,8 +60,8 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 	if err := json.Compact(&compact, doc); err != nil {
 		return "", fmt.Errorf("%w: kube: compacting topology JSON: %v", topology.ErrInternal, err)
 	}
-	if compact.Len() > MaxDecodedAnnotationBytes {
-		return "", fmt.Errorf("%w: %d-byte document for %d devices, more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, compact.Len(), n.Len(), MaxDecodedAnnotationBytes)
+	if compact.Len() > maxDecodedAnnotationBytes {
+		return "", fmt.Errorf("%w: %d-byte document for %d devices, more than kube limit maxDecodedAnnotationBytes (%d)", ErrTooLarge, compact.Len(), n.Len(), maxDecodedAnnotationBytes)
 	}
 	var zipped bytes.Buffer
 	// gzip into memory fails only on a bad level.
@@ -88,11 +89,12 @@ func EncodeAnnotation(n *topology.Node) (string, error) {
 // fault) or [ErrTooLarge].
 //
 // Decoding is bounded: a value over [MaxAnnotationBytes], a document that
-// decompresses past [MaxDecodedAnnotationBytes], or one declaring more
-// than [topology.MaxDevices] devices (or any other topology limit) fails
-// with an error wrapping [ErrTooLarge] and [topology.ErrLimit] before the
-// excess is allocated, so one hostile node annotation costs a scheduler at
-// most a few tens of megabytes, briefly (see [MaxDecodedAnnotationBytes]).
+// decompresses past 4 MiB (maxDecodedAnnotationBytes), or one declaring
+// more than [topology.MaxDevices] devices (or any other topology limit)
+// fails with an error wrapping [ErrTooLarge] and [topology.ErrLimit]
+// before the excess is allocated, so one hostile node annotation costs a
+// scheduler at most a few tens of megabytes, briefly (decoding the largest
+// accepted document allocates about 8 times its size).
 func DecodeAnnotation(value string) (*topology.Node, error) {
 	if len(value) > MaxAnnotationBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than kube.MaxAnnotationBytes (%d), what Kubernetes stores", ErrTooLarge, len(value), MaxAnnotationBytes)
@@ -108,12 +110,12 @@ func DecodeAnnotation(value string) (*topology.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrBadAnnotation, err)
 		}
-		doc, err = io.ReadAll(io.LimitReader(zr, MaxDecodedAnnotationBytes+1))
+		doc, err = io.ReadAll(io.LimitReader(zr, maxDecodedAnnotationBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrBadAnnotation, err)
 		}
-		if len(doc) > MaxDecodedAnnotationBytes {
-			return nil, fmt.Errorf("%w: decompresses to more than kube.MaxDecodedAnnotationBytes (%d)", ErrTooLarge, MaxDecodedAnnotationBytes)
+		if len(doc) > maxDecodedAnnotationBytes {
+			return nil, fmt.Errorf("%w: decompresses to more than kube limit maxDecodedAnnotationBytes (%d)", ErrTooLarge, maxDecodedAnnotationBytes)
 		}
 	case strings.HasPrefix(strings.TrimSpace(value), "{"):
 		doc = []byte(value)

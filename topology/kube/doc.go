@@ -38,4 +38,18 @@
 // the topology package: ErrBadLabel and ErrBadAnnotation wrap
 // [topology.ErrParse], ErrTooLarge wraps [topology.ErrLimit] (see
 // docs/errors.md at the repository root).
+//
+// # Limits
+//
+// An annotation beyond a limit fails with an error wrapping [ErrTooLarge]
+// that names the limit ("kube limit maxDecodedAnnotationBytes"); the
+// decoded topology is bounded by the topology package's limits.
+// [MaxAnnotationBytes] (schedulers check annotations against it) and
+// [AnnotationBudget] (the most EncodeAnnotation writes) are
+// exported; the other is documented here:
+//
+//	limit                       value     bounds
+//	MaxAnnotationBytes          256 KiB   an annotation value DecodeAnnotation reads (Kubernetes' limit for all of an object's annotations)
+//	AnnotationBudget            128 KiB   what EncodeAnnotation writes, key plus value
+//	maxDecodedAnnotationBytes   4 MiB     the decompressed JSON document (gzip bombs; EncodeAnnotation refuses a larger one)
 package kube

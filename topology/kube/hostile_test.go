@@ -65,7 +65,7 @@ func TestHostileAnnotations(t *testing.T) {
 
 // The largest document DecodeAnnotation accepts decodes at a bounded cost,
 // and EncodeAnnotation refuses what DecodeAnnotation would: the two agree
-// on MaxDecodedAnnotationBytes.
+// on maxDecodedAnnotationBytes.
 func TestAnnotationDecodedLimitAgrees(t *testing.T) {
 	b64 := func(s string) string { return kube.EncodingV1 + strings.TrimRight(encodeB64Gzip(t, s), "=") }
 	pad := kube.MaxDecodedAnnotationBytes - len(devicesJSON(1, ""))
@@ -83,7 +83,7 @@ func TestAnnotationDecodedLimitAgrees(t *testing.T) {
 	_, err = kube.EncodeAnnotation(n)
 	require.ErrorIs(t, err, kube.ErrTooLarge)
 	require.ErrorIs(t, err, topology.ErrLimit)
-	assert.Contains(t, err.Error(), "kube.MaxDecodedAnnotationBytes")
+	assert.Contains(t, err.Error(), "kube limit maxDecodedAnnotationBytes")
 }
 
 // ClusterNodes refuses a node list over topology.MaxClusterNodes before it
