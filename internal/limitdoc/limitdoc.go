@@ -1,0 +1,103 @@
+// Package limitdoc reads the Limits table of a package's documentation, for
+// the tests that check it against the package's constants:
+//
+//	// # Limits
+//	//
+//	//	limit         value    bounds
+//	//	maxRows       1,024    rows of one file
+//	//	maxFileBytes  2 MiB    a file
+//
+// A value is a decimal with optional thousands commas and an optional
+// " KiB", " MiB" or " GiB" unit.
+package limitdoc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// row is one line of a table: tab, name, value (with its unit), two or
+// more spaces, what it bounds.
+var row = regexp.MustCompile(`^//\t(\w+)\s+([0-9][0-9,]*(?: [KMG]iB)?)(?:\s{2,}\S.*)?$`)
+
+// errNoTable is returned for a file without a "# Limits" heading.
+var errNoTable = errors.New("limitdoc: no Limits table")
+
+// Table returns the rows of the Limits table in the Go source file path:
+// each limit's name and its value.
+func Table(path string) (map[string]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in, seen := false, false
+	out := map[string]int64{}
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "// # Limits":
+			in, seen = true, true
+		case !in:
+		case strings.HasPrefix(line, "// #") || !strings.HasPrefix(line, "//"):
+			in = false
+		case strings.HasPrefix(line, "//\tlimit "):
+		case strings.HasPrefix(line, "//\t"):
+			m := row.FindStringSubmatch(line)
+			if m == nil {
+				return nil, fmt.Errorf("limitdoc: %s: cannot read the row %q", path, line)
+			}
+			v, err := value(m[2])
+			if err != nil {
+				return nil, fmt.Errorf("limitdoc: %s: %q: %w", path, line, err)
+			}
+			out[m[1]] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if !seen {
+		return nil, fmt.Errorf("%w in %s", errNoTable, path)
+	}
+	return out, nil
+}
+
+// value reads "16,384", "64 KiB" or "2 MiB".
+func value(s string) (int64, error) {
+	num, unit, _ := strings.Cut(s, " ")
+	v, err := strconv.ParseInt(strings.ReplaceAll(num, ",", ""), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	switch unit {
+	case "":
+	case "KiB":
+		v <<= 10
+	case "MiB":
+		v <<= 20
+	case "GiB":
+		v <<= 30
+	default:
+		return 0, fmt.Errorf("unknown unit %q", unit)
+	}
+	return v, nil
+}
+
+// Check fails t unless the Limits table of the Go source file path lists
+// exactly the limits of want, with their values.
+func Check(t testing.TB, path string, want map[string]int64) {
+	t.Helper()
+	got, err := Table(path)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the Limits table of %s", path)
+}

@@ -1,0 +1,16 @@
+package parted
+
+import (
+	"testing"
+
+	"github.com/gputopo/gputopo/internal/limitdoc"
+)
+
+// TestDocLimitsTable: the Limits table of the package documentation lists
+// the package's limits with their values.
+func TestDocLimitsTable(t *testing.T) {
+	limitdoc.Check(t, "doc.go", map[string]int64{
+		"maxConfigBytes": maxConfigBytes, "maxConfigs": maxConfigs, "maxNameBytes": maxNameBytes, "maxEntries": maxEntries,
+		"maxDeviceEntries": maxDeviceEntries, "maxCount": maxCount, "maxFilterIDs": maxFilterIDs, "maxDeviceIndex": maxDeviceIndex,
+	})
+}
