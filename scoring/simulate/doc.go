@@ -70,6 +70,7 @@
 //	maxCSVBytes            256 MiB      a whole CSV list
 //	maxBandwidthGPUs       8            GPUs of a pod whose bandwidth a replay measures (larger pods are placed, not measured)
 //	maxBandwidthNodeGPUs   16           GPUs of a node on which pods' bandwidth is measured
+//	maxClassDemandTasks    1,048,576    the tasks of Lookahead's per-class demand evaluators in one replay (further node classes use the whole cluster's)
 //
 // # Tie-breaking
 //

@@ -12,5 +12,6 @@ func TestDocLimitsTable(t *testing.T) {
 	limitdoc.Check(t, "doc.go", map[string]int64{
 		"maxLineBytes": maxLineBytes, "maxColumns": maxColumns, "maxRows": maxRows, "maxCSVBytes": maxCSVBytes,
 		"maxBandwidthGPUs": maxBandwidthGPUs, "maxBandwidthNodeGPUs": maxBandwidthNodeGPUs,
+		"maxClassDemandTasks": maxClassDemandTasks,
 	})
 }

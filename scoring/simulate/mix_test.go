@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/scoring/fgd"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -116,7 +118,7 @@ func TestDemandWorkload(t *testing.T) {
 		}
 		typical, err := TypicalWorkload(context.Background(), pods, 1, false)
 		require.NoError(t, err)
-		w := demandWorkload(typical, pods, nodes)
+		w := demandWorkload(typical, demandTasks(typical, pods, nodes))
 		type key struct {
 			cpu, milli int64
 			gpus       int
@@ -138,7 +140,7 @@ func TestDemandWorkload(t *testing.T) {
 	pods := []Pod{{Name: "one", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli}, {Name: "four", CPUMilli: 1000, GPUs: 4, GPUMilli: Milli}}
 	typical, err := TypicalWorkload(context.Background(), pods, 1, false)
 	require.NoError(t, err)
-	w := demandWorkload(typical, pods, nodes)
+	w := demandWorkload(typical, demandTasks(typical, pods, nodes))
 	for _, task := range w.Tasks() {
 		want := 1.0 / 3 // weights 1 and 2 (4-GPU task: 8 GPUs / 4 that fit it), normalised
 		if task.GPUs == 4 {
@@ -146,4 +148,78 @@ func TestDemandWorkload(t *testing.T) {
 		}
 		assert.InDelta(t, want, task.Weight, 1e-12, "%+v", task)
 	}
+}
+
+// TestClassDemand: a task's shape pressure weighs it only on the nodes it
+// fits. The 4-GPU task fits only the 4-GPU node (half the GPUs): there it
+// weighs twice the 1-GPU task, as in the whole cluster's demand workload;
+// on the 1-GPU nodes, which it cannot use, both keep their popularity.
+// A pinned task's model pressure weighs it on every node of its model.
+func TestClassDemand(t *testing.T) {
+	big := Node{Name: "big", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 4, Model: "A"}
+	nodes := []Node{big}
+	for i := range 4 {
+		nodes = append(nodes, Node{Name: fmt.Sprint("small", i), CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 1, Model: "A"})
+	}
+	pods := []Pod{{Name: "one", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli}, {Name: "four", CPUMilli: 1000, GPUs: 4, GPUMilli: Milli}}
+	typical, err := TypicalWorkload(context.Background(), pods, 1, false)
+	require.NoError(t, err)
+	tasks := demandTasks(typical, pods, nodes)
+	weights := func(w *fgd.Workload) map[int]float64 {
+		out := map[int]float64{}
+		for _, task := range w.Tasks() {
+			out[task.GPUs] += task.Weight
+		}
+		return out
+	}
+	assert.InDeltaMapValues(t, map[int]float64{1: 1.0 / 3, 4: 2.0 / 3}, weights(classDemand(typical, tasks, classOf(big))), 1e-12, "on the 4-GPU node")
+	assert.InDeltaMapValues(t, map[int]float64{1: 0.5, 4: 0.5}, weights(classDemand(typical, tasks, classOf(nodes[1]))), 1e-12, "on a 1-GPU node")
+
+	// model pressure: B has a quarter of the GPUs; a 1-GPU task pinned to
+	// B weighs 4 times the one that accepts any model on every B node
+	nodes = []Node{{Name: "b", CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "B"}}
+	for i := range 3 {
+		nodes = append(nodes, Node{Name: fmt.Sprint("a", i), CPUMilli: 64000, MemoryBytes: 1 << 40, GPUs: 2, Model: "A"})
+	}
+	pods = []Pod{{Name: "any", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli}, {Name: "pinned", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli, Models: "B"}}
+	typical, err = TypicalWorkload(context.Background(), pods, 1, false)
+	require.NoError(t, err)
+	tasks = demandTasks(typical, pods, nodes)
+	byModels := map[string]float64{}
+	for _, task := range classDemand(typical, tasks, classOf(nodes[0])).Tasks() {
+		byModels[task.Models] += task.Weight
+	}
+	assert.InDeltaMapValues(t, map[string]float64{"": 0.2, "B": 0.8}, byModels, 1e-12, "on the B node")
+}
+
+// TestDemandEvaluatorsBounded: the per-class evaluators of one scorer hold
+// at most classDemandTaskLimit tasks; nodes of further classes share their
+// model's evaluator of the whole cluster's demand workload.
+func TestDemandEvaluatorsBounded(t *testing.T) {
+	var nodes []Node
+	for i := range 200 {
+		nodes = append(nodes, Node{Name: fmt.Sprint("n", i), CPUMilli: int64(32000 + 1000*i), MemoryBytes: 1 << 40, GPUs: 8, Model: "A"})
+	}
+	pods := []Pod{{Name: "one", CPUMilli: 1000, GPUs: 1, GPUMilli: Milli}, {Name: "eight", CPUMilli: 100000, GPUs: 8, GPUMilli: Milli}}
+	typical, err := TypicalWorkload(context.Background(), pods, 1, false)
+	require.NoError(t, err)
+	tasks := demandTasks(typical, pods, nodes)
+	st, err := NewState(nodes)
+	require.NoError(t, err)
+	whole := demandWorkload(typical, tasks)
+
+	distinct := func(evals []*fgd.Evaluator) int {
+		seen := map[*fgd.Evaluator]bool{}
+		for _, e := range evals {
+			seen[e] = true
+		}
+		return len(seen)
+	}
+	assert.Equal(t, 200, distinct(demandEvaluators(typical, whole, tasks, st)), "one evaluator per class within the limit")
+
+	defer func(v int) { classDemandTaskLimit = v }(classDemandTaskLimit)
+	classDemandTaskLimit = 5 * len(tasks)
+	evals := demandEvaluators(typical, whole, tasks, st)
+	assert.Equal(t, 6, distinct(evals), "five classes, then the model's evaluator of the whole demand")
+	assert.Same(t, evals[5], evals[199])
 }

@@ -15,8 +15,9 @@ import (
 
 // mixGrid is the grid of synthetic mixes docs/quality.md reports: pinned
 // 0/25/50%, shared 0/50/100% and multi 0/20/40/70% of the GPU pods
-// (shared + multi at most 100%), then CPU-heavy mixes with 30% and 50% of
-// all pods CPU-only.
+// (shared + multi at most 100%); the trace's share of shared pods (44%)
+// with multi 10/30/50/55%; then CPU-heavy mixes with 30% and 50% of all
+// pods CPU-only.
 func mixGrid() []Mix {
 	var out []Mix
 	for _, pin := range []float64{0, 0.25, 0.5} {
@@ -28,11 +29,19 @@ func mixGrid() []Mix {
 			}
 		}
 	}
+	out = append(out, traceSharedMixes()...)
 	for _, cpu := range []float64{0.3, 0.5} {
 		out = append(out, Mix{Shared: defaultShared, Multi: defaultMulti, CPU: cpu},
 			Mix{Multi: 0.4, CPU: cpu}, Mix{Pinned: 0.25, Shared: 0.5, Multi: 0.2, CPU: cpu})
 	}
 	return out
+}
+
+// traceSharedMixes keep the trace's share of GPU-sharing pods and vary
+// the multi-GPU share (`gputopo simulate --mix multi=M%`).
+func traceSharedMixes() []Mix {
+	return []Mix{{Shared: defaultShared, Multi: 0.1}, {Shared: defaultShared, Multi: 0.3},
+		{Shared: defaultShared, Multi: 0.5}, {Shared: defaultShared, Multi: 0.55}}
 }
 
 // gridSubset is the part of the grid CI replays: the mixes where
@@ -66,8 +75,9 @@ func lookaheadVsFGD(t *testing.T, nodes []Node, pods []Pod, seeds []int64) (fgd,
 }
 
 // TestMixGridSubset: on the grid's hardest mixes (600 synthetic nodes,
-// seeds 42 and 43), Lookahead allocates at least as much as FGD at 100%
-// and 110% arrival. CI runs it (GPUTOPO_MIXGRID_SUBSET=1, under a minute
+// seeds 42 and 43), and on the trace's share of sharing pods with 10-55%
+// multi-GPU pods (1,200 nodes, seeds 42-51), Lookahead allocates at least
+// as much as FGD at 100% and 110% arrival. CI runs it (GPUTOPO_MIXGRID_SUBSET=1, under a minute
 // on two cores); the full grid is TestMixGrid.
 func TestMixGridSubset(t *testing.T) {
 	if os.Getenv("GPUTOPO_MIXGRID_SUBSET") == "" {
@@ -81,6 +91,17 @@ func TestMixGridSubset(t *testing.T) {
 			assert.False(t, behind(la[i], fgd[i]), "mix %v at %d%%: Lookahead %.2f, FGD %.2f", m, a, la[i], fgd[i])
 		}
 		t.Logf("%v: FGD %.2f / %.2f, Lookahead %.2f / %.2f", m, fgd[0], fgd[1], la[0], la[1])
+	}
+	// the trace's share of sharing pods at the grid's full size, seeds
+	// 42-51: `gputopo simulate --synthetic 1200 --mix multi=50%` is one
+	for _, m := range traceSharedMixes() {
+		nodes, pods, err := SyntheticMix(context.Background(), 1200, 1, m)
+		require.NoError(t, err)
+		fgd, la := lookaheadVsFGD(t, nodes, pods, []int64{42, 43, 44, 45, 46, 47, 48, 49, 50, 51})
+		for i, a := range []int{100, 110} {
+			assert.False(t, behind(la[i], fgd[i]), "mix %v at %d%%, 1,200 nodes: Lookahead %.2f, FGD %.2f", m, a, la[i], fgd[i])
+		}
+		t.Logf("%v, 1,200 nodes: FGD %.2f / %.2f, Lookahead %.2f / %.2f", m, fgd[0], fgd[1], la[0], la[1])
 	}
 }
 

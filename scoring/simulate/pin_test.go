@@ -89,8 +89,8 @@ var pinnedDigests = map[string]string{
 	"mix/BestFit/random":        "13b1e06636f08998",
 	"mix/FGD/first":             "522bb85bc4fdce91",
 	"mix/FGD/random":            "d4ab95b72b316beb",
-	"mix/Lookahead/first":       "d08bd2114fda4a87",
-	"mix/Lookahead/random":      "802e8a125baf2b95",
+	"mix/Lookahead/first":       "45dc9f63626ed7a4",
+	"mix/Lookahead/random":      "6dae345785b16426",
 }
 
 // checkPinned replays every policy with both tie-breaks (seed 42) and
