@@ -19,7 +19,7 @@
 # directory, builds each listed package's test binary there (go test -c),
 # runs every listed benchmark under
 #
-#   GOMAXPROCS=1 GOGC=400 GODEBUG=asyncpreemptoff=1 \
+#   GOMAXPROCS=1 GOGC=off GOMEMLIMIT=4GiB GODEBUG=asyncpreemptoff=1 \
 #     valgrind --tool=callgrind PKG.test -test.run='^$' \
 #       -test.bench='^BenchmarkX$/^sub$' -test.benchtime=Nx
 #
@@ -28,8 +28,13 @@
 # (I(N2) - I(N1)) / (N2 - N1), which cancels the process start and the
 # benchmark's setup. One P (GOMAXPROCS=1) keeps idle runtime threads from
 # spinning, which otherwise adds millions of load-dependent instructions;
-# a benchmark is so measured as the work of one core. Rows more than 5%
-# slower are flagged. A benchmark that is missing on a side, or skips
+# a benchmark is so measured as the work of one core. The garbage
+# collector is off (GOGC=off; GOMEMLIMIT only guards memory), since
+# whether a collection falls inside the N2 - N1 iterations moved a
+# benchmark's count by 10%: the counts are the benchmark's own work,
+# allocation included, collection excluded, and the allocs/op columns show
+# what the collector would have to do. Rows more than 5% slower are
+# flagged. A benchmark that is missing on a side, or skips
 # there (some read ../shared, found through $GPUTOPO_SHARED, which this
 # script sets to the shared directory beside the repository when there is
 # one), shows "-".
@@ -51,13 +56,14 @@ if [[ "${1:-}" == "--one" ]]; then
 	cg=$(mktemp "${TMPDIR:-/tmp}/benchcmp.cg.XXXXXX")
 	log=$(mktemp "${TMPDIR:-/tmp}/benchcmp.log.XXXXXX")
 	rc=0
-	(cd "$dir" && GOMAXPROCS=1 GOGC=400 GODEBUG=asyncpreemptoff=1 \
+	(cd "$dir" && GOMAXPROCS=1 GOGC=off GOMEMLIMIT=4GiB GODEBUG=asyncpreemptoff=1 \
 		valgrind --tool=callgrind --callgrind-out-file="$cg" \
 		"$bin" -test.run='^$' -test.bench="$pattern" -test.benchtime="${n}x") >"$log" 2>&1 || rc=$?
 	# The benchmark ran when its result line (name, then the count) is there.
 	esc=$(printf '%s' "$name" | sed 's/[][\.*^$+?(){}|/]/\\&/g')
 	if [[ $rc -eq 0 ]] && grep -Eq "^${esc}[[:space:]]+${n}[[:space:]]" "$log"; then
-		printf '%s\t%s\n' "$n" "$(awk '/^summary:/ {print $2}' "$cg")" >"$out"
+		allocs=$(grep -E "^${esc}[[:space:]]" "$log" | awk '{for (i = 2; i <= NF; i++) if ($i == "allocs/op") print $(i-1)}')
+		printf '%s\t%s\t%s\n' "$n" "$(awk '/^summary:/ {print $2}' "$cg")" "${allocs:--}" >"$out"
 	else
 		printf '%s\t-\n' "$n" >"$out"
 		cp "$log" "$out.log"
@@ -141,6 +147,9 @@ echo "benchcmp: $total callgrind runs, $jobs at a time" >&2
 xargs -0 -n 5 -P "$jobs" "$self" --one <"$work/tasks"
 
 # The table.
+commas() { # 1234567 -> 1,234,567
+	echo "$1" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta'
+}
 per_op() { # file1 file2 n1 n2
 	local a b
 	a=$(cut -f2 "$1" 2>/dev/null || echo -)
@@ -149,8 +158,8 @@ per_op() { # file1 file2 n1 n2
 	echo $(((b - a) / ($4 - $3)))
 }
 {
-	echo "| benchmark | before | after | change |"
-	echo "|---|---:|---:|---:|"
+	echo "| benchmark | before | after | change | allocs/op before, after |"
+	echo "|---|---:|---:|---:|---:|"
 	i=0
 	while read -r pkg name n1 n2 bpkg; do
 		i=$((i + 1))
@@ -166,7 +175,9 @@ per_op() { # file1 file2 n1 n2
 				c = (b - a) * 100 / a
 				s = sprintf("%+.1f%%", c); if (c > 5) s = s " **slower**"; print s }')
 		fi
-		printf '| %s | %s | %s | %s |\n' "$label" "$before" "$after" "$change"
+		ab=$(cut -f3 "$work/res/$i.base.$n2" 2>/dev/null || echo -)
+		ah=$(cut -f3 "$work/res/$i.head.$n2" 2>/dev/null || echo -)
+		printf '| %s | %s | %s | %s | %s, %s |\n' "$label" "$(commas "$before")" "$(commas "$after")" "$change" "${ab:--}" "${ah:--}"
 	done <"$work/list"
 } | tee "$work/table.md"
 if [[ -n $keep ]]; then
