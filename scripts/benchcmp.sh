@@ -165,7 +165,7 @@ per_op() { # file1 file2 n1 n2
 		i=$((i + 1))
 		before=$(per_op "$work/res/$i.base.$n1" "$work/res/$i.base.$n2" "$n1" "$n2")
 		after=$(per_op "$work/res/$i.head.$n1" "$work/res/$i.head.$n2" "$n1" "$n2")
-		label="$pkg $name"
+		label="$pkg ${name#Benchmark}"
 		[[ $bpkg != "$pkg" ]] && label+=" (before: $bpkg)"
 		printf '%s\t%s\t%s\t%s\n' "$pkg" "$name" "$before" "$after" >>"$work/results.tsv"
 		if [[ $before == - || $after == - || $before -le 0 ]]; then
