@@ -50,6 +50,20 @@ func memoScratch(t fataler, sv *solver) {
 			t.Fatal(fmt.Sprintf("incremental %s %v, from scratch %v (view %s %+v)", c.name, c.got, c.ref, sv.search.view.name, sv.search.view.follow))
 		}
 	}
+	// the rooms the state kept from earlier solves (the others are worked
+	// out when asked for)
+	if st := sv.roomSt; st != nil {
+		for n, r := range st.nodeRoom {
+			if r >= 0 && r != ref.nodeRoom(int32(n)) {
+				t.Fatal(fmt.Sprintf("kept room %d of node %d, from scratch %d (view %s)", r, n, ref.nodeRoom(int32(n)), sv.search.view.name))
+			}
+		}
+		for d, r := range st.domRoom {
+			if r >= 0 && r != ref.domRoom(int32(d)) {
+				t.Fatal(fmt.Sprintf("kept room %d of domain %d, from scratch %d (view %s)", r, d, ref.domRoom(int32(d)), sv.search.view.name))
+			}
+		}
+	}
 }
 
 // untilScratch is the reservation view at t recomputed from w: every

@@ -69,7 +69,10 @@ type solver struct {
 	most    int64
 	onlyReq bool
 
-	// rooms (nodeRoom, domRoom) of the current attempt, stamped roomGen
+	// rooms (nodeRoom, domRoom) of the current attempt, stamped roomGen;
+	// roomSt, when set, is the memo state the attempt reads, which keeps
+	// them between solves instead
+	roomSt                *capState
 	roomGen               uint32
 	nodeRoomAt, domRoomAt []uint32
 	nodeRoomV, domRoomV   []room
@@ -501,8 +504,17 @@ func (sv *solver) roomOf(i int, n int32) room {
 }
 
 // nodeRoom is roomOf summed over the job's pod sets, remembered for the
-// current attempt.
+// current attempt, or in the memo state the attempt reads (kept between
+// solves until the node's usage changes).
 func (sv *solver) nodeRoom(n int32) room {
+	if st := sv.roomSt; st != nil {
+		if r := st.nodeRoom[n]; r >= 0 {
+			return r
+		}
+		r := sv.roomOf(0, n) // (one set, no restriction: memoKey)
+		st.nodeRoom[n] = r
+		return r
+	}
 	if len(sv.nodeRoomAt) != len(sv.s.nodes) {
 		sv.nodeRoomAt, sv.nodeRoomV = make([]uint32, len(sv.s.nodes)), make([]room, len(sv.s.nodes))
 	}
@@ -519,10 +531,24 @@ func (sv *solver) nodeRoom(n int32) room {
 	return r
 }
 
-// domRoom is nodeRoom summed over domain d's subtree, remembered for the
-// current attempt.
+// domRoom is nodeRoom summed over domain d's subtree, remembered as
+// nodeRoom is.
 func (sv *solver) domRoom(d int32) room {
 	t := sv.s.tree
+	if st := sv.roomSt; st != nil {
+		if r := st.domRoom[d]; r >= 0 {
+			return r
+		}
+		var r room
+		for _, n := range t.doms[d].nodes {
+			r = r.add(sv.nodeRoom(n))
+		}
+		for _, k := range t.doms[d].children {
+			r = r.add(sv.domRoom(k))
+		}
+		st.domRoom[d] = r
+		return r
+	}
 	if len(sv.domRoomAt) != len(t.doms) {
 		sv.domRoomAt, sv.domRoomV = make([]uint32, len(t.doms)), make([]room, len(t.doms))
 	}
@@ -553,6 +579,7 @@ func (sv *solver) gpuFree(free int64) int64 {
 
 // resetRoom forgets the rooms of the previous attempt.
 func (sv *solver) resetRoom() {
+	sv.roomSt = nil
 	sv.roomGen++
 	if sv.roomGen == 0 { // wrapped: stale stamps could match
 		clear(sv.nodeRoomAt)

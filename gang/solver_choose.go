@@ -8,7 +8,7 @@ type choice struct {
 	node  int32
 	level int
 	t     []int64 // pods per set to place there, members included
-	room  room    // pods of the job's shape it takes, every resource counted: the fewer, the tighter
+	room  room    // pods of the job's shape it takes, every resource counted: the fewer, the tighter (negative until fillRoom works it out)
 	cap   int64   // what the domain holds of the job (capped at its replicas)
 	free  int64
 }
@@ -25,6 +25,18 @@ func (a *choice) tighter(b *choice) bool {
 		return a.free < b.free
 	}
 	return a.room.compare(b.room) < 0
+}
+
+// fillRoom sets c's room when it is not yet known (negative).
+func (sv *solver) fillRoom(c *choice) {
+	if c.room >= 0 {
+		return
+	}
+	if c.dom >= 0 {
+		c.room = sv.domRoom(c.dom)
+	} else {
+		c.room = sv.nodeRoom(c.node)
+	}
 }
 
 // target picks the vector to place in a subtree with front f: the most
@@ -107,10 +119,12 @@ func (sv *solver) choose() (choice, bool, error) {
 				}
 			}
 			c.t, c.cap, c.level = tt, f.total(), lv
-			if c.dom >= 0 {
-				c.room = sv.domRoom(c.dom)
-			} else {
-				c.room = sv.nodeRoom(c.node)
+			// The room breaks ties of capacity and free GPUs only: worked
+			// out for the two choices that tie, not for every candidate.
+			c.room = -1
+			if found && c.cap == best.cap && c.free == best.free {
+				sv.fillRoom(&c)
+				sv.fillRoom(&best)
 			}
 			if !found || c.tighter(&best) {
 				best, found = c, true

@@ -11,7 +11,9 @@ import "time"
 // in states keyed by what decides them (the pod shape and counts, the
 // sub-group rounding), each with the usage every node was counted at, and
 // recomputes only the nodes whose usage in the view is not that one, and
-// their ancestors.
+// their ancestors. A state also keeps the rooms BestFit ranks by (nodeRoom,
+// domRoom), which depend on nothing else: worked out when a search first
+// asks for them, forgotten where a node is recomputed.
 //
 // Node usages are immutable once built (every change of a snapshot or a
 // view builds a new one), so a node whose usage in the view is the very
@@ -112,6 +114,9 @@ type capState struct {
 	// the arrays run computes (see attemptState)
 	nodeFree, nodeCPU, nodeMem, nodeClass, nodeCap, nodeLow []int64
 	domFree, domMembers, domCap, domLow                     []int64
+	// the rooms (nodeRoom, domRoom) at the counted usages, worked out when
+	// a search first asks for them (-1: not yet, or their node changed)
+	nodeRoom, domRoom []room
 }
 
 // ownArrays are a solver's own buffers, set aside while it borrows a
@@ -170,6 +175,7 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 		st.nodeFree, st.nodeCPU, st.nodeMem = make([]int64, nn), make([]int64, nn), make([]int64, nn)
 		st.nodeClass, st.nodeCap, st.nodeLow = make([]int64, nn), make([]int64, nn), make([]int64, nn)
 		st.domFree, st.domMembers, st.domCap, st.domLow = make([]int64, nd), make([]int64, nd), make([]int64, nd), make([]int64, nd)
+		st.nodeRoom, st.domRoom = make([]room, nn), make([]room, nd)
 	}
 	st.log = nil // a new follower: every node is rechecked
 	if sib != nil && len(sib.u) == nn && len(sib.domCap) == nd {
@@ -185,10 +191,14 @@ func (m *capMemo) state(key capKey, tag capTag, nn, nd int) *capState {
 		copy(st.domMembers, sib.domMembers)
 		copy(st.domCap, sib.domCap)
 		copy(st.domLow, sib.domLow)
+		copy(st.nodeRoom, sib.nodeRoom)
+		copy(st.domRoom, sib.domRoom)
 	} else {
 		m.fresh++
 		clear(st.u) // every node is recomputed
 		st.full = true
+		fillUnknown(st.nodeRoom)
+		fillUnknown(st.domRoom)
 	}
 	return st
 }
@@ -233,6 +243,7 @@ func (sv *solver) runMemo(st *capState) error {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
 		st.nodeCap[n], st.nodeLow[n] = capacity, low
+		st.nodeRoom[n] = -1
 		for d := t.nodeDom[n]; d >= 0 && !st.dirt[d]; d = t.doms[d].parent {
 			st.dirt[d] = true
 		}
@@ -271,6 +282,7 @@ func (sv *solver) runMemo(st *capState) error {
 		for d := range t.doms {
 			if st.dirt[d] || st.full {
 				st.dirt[d] = false
+				st.domRoom[d] = -1
 				sv.scalarDomain(st, int32(d), z, zl, L)
 			}
 		}
@@ -282,6 +294,7 @@ func (sv *solver) runMemo(st *capState) error {
 	}
 	sv.nodeFree, sv.nodeCPU, sv.nodeMem, sv.nodeClass, sv.nodeCap, sv.nodeLow = st.nodeFree, st.nodeCPU, st.nodeMem, st.nodeClass, st.nodeCap, st.nodeLow
 	sv.domFree, sv.domMembers, sv.domCap, sv.domLow = st.domFree, st.domMembers, st.domCap, st.domLow
+	sv.roomSt = st
 	sv.countReleasing()
 	if checkMemo != nil {
 		checkMemo(sv)
@@ -304,4 +317,11 @@ func (sv *solver) scalarDomain(st *capState, d int32, z int64, zl, L int) {
 	}
 	st.domCap[d], st.domLow[d] = domainCapLow(t, td, st.nodeCap, st.nodeLow, st.domCap, st.domLow, z, zl, L)
 	st.domFree[d], st.domMembers[d] = free, members
+}
+
+// fillUnknown marks every room of r not worked out yet.
+func fillUnknown(r []room) {
+	for i := range r {
+		r[i] = -1
+	}
 }
