@@ -17,7 +17,7 @@ type child struct {
 	node  int32 // -1 for a domain
 	dom   int32
 	cap   int64 // pods it holds in all
-	room  room  // pods of the job's shape it takes, every resource counted (nodeRoom)
+	room  room  // pods of the job's shape it takes, every resource counted (nodeRoom; -1 until childRoom works it out)
 	low   int64 // members it already holds
 	free  int64 // free capacity, in eighths of a GPU
 	rel   int64 // terminating capacity, in eighths of a GPU
@@ -28,17 +28,36 @@ type child struct {
 // members, then the most capacity (fewest children used), the least
 // terminating capacity (free now beats free soon), the least free GPU
 // capacity (the tightest), the least room for the job's pods (every
-// resource counted: CPU, memory, pod slots), then tree order.
-func compareChildren(a, b *child) int {
-	return cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.cap, a.cap), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free),
-		a.room.compare(b.room), cmp.Compare(a.order, b.order))
+// resource counted: CPU, memory, pod slots), then tree order. The rooms
+// are worked out only for children that tie on everything before.
+func (sv *solver) compareChildren(a, b *child) int {
+	if c := cmp.Or(cmp.Compare(b.low, a.low), cmp.Compare(b.cap, a.cap), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free)); c != 0 {
+		return c
+	}
+	return cmp.Or(sv.childRoom(a).compare(sv.childRoom(b)), cmp.Compare(a.order, b.order))
 }
 
 // compareLeastFree orders the children LeastFreeCapacity fills first:
 // those with members, then the least room for the job's pods, the least
 // terminating capacity, the least free GPU capacity, then tree order.
-func compareLeastFree(a, b *child) int {
-	return cmp.Or(cmp.Compare(b.low, a.low), a.room.compare(b.room), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+func (sv *solver) compareLeastFree(a, b *child) int {
+	if c := cmp.Compare(b.low, a.low); c != 0 {
+		return c
+	}
+	return cmp.Or(sv.childRoom(a).compare(sv.childRoom(b)), cmp.Compare(a.rel, b.rel), cmp.Compare(a.free, b.free), cmp.Compare(a.order, b.order))
+}
+
+// childRoom returns c's room, working it out (domRoom, nodeRoom) when it
+// is not yet known.
+func (sv *solver) childRoom(c *child) room {
+	if c.room < 0 {
+		if c.dom >= 0 {
+			c.room = sv.domRoom(c.dom)
+		} else {
+			c.room = sv.nodeRoom(c.node)
+		}
+	}
+	return c.room
 }
 
 // usedChildren returns the indices of the n children that used says the
@@ -58,7 +77,7 @@ func usedChildren(n int, at func(j int) *child, used func(j int) bool) []int {
 // holds that share (holds(j, last)): the tightest (tighterChild). Kueue's
 // BestFit moves the last share there. best is -1 when there is none or the last
 // child holds members.
-func tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func(j, last int) bool) (last, best int) {
+func (sv *solver) tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func(j, last int) bool) (last, best int) {
 	last, best = -1, -1
 	for j := range n {
 		if used(j) {
@@ -74,7 +93,7 @@ func tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func
 		if c.low > 0 || c.cap >= lc.cap || !holds(j, last) {
 			continue
 		}
-		if best < 0 || tighterChild(c, at(best)) {
+		if best < 0 || sv.tighterChild(c, at(best)) {
 			best = j
 		}
 	}
@@ -83,9 +102,13 @@ func tighterHome(n int, at func(j int) *child, used func(j int) bool, holds func
 
 // tighterChild says whether BestFit finds a tighter than b: less capacity
 // for the job, then less free GPU capacity, then less room for its pods
-// (every resource counted: CPU, memory, pod slots, devices).
-func tighterChild(a, b *child) bool {
-	return cmp.Or(cmp.Compare(a.cap, b.cap), cmp.Compare(a.free, b.free), a.room.compare(b.room)) < 0
+// (every resource counted: CPU, memory, pod slots, devices), worked out
+// only when the rest ties.
+func (sv *solver) tighterChild(a, b *child) bool {
+	if c := cmp.Or(cmp.Compare(a.cap, b.cap), cmp.Compare(a.free, b.free)); c != 0 {
+		return c < 0
+	}
+	return sv.childRoom(a).compare(sv.childRoom(b)) < 0
 }
 
 // shareWithin rounds the feasible range [lo, hi] of a child's share
@@ -152,10 +175,10 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 		items = append(items, it)
 	}
 	for _, k := range tr.doms[d].children {
-		add(item{child: child{node: -1, dom: k, room: sv.domRoom(k), free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, f: sv.edge(sv.frontOfDom(k), lv, tr.doms[k].level)})
+		add(item{child: child{node: -1, dom: k, room: -1, free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, f: sv.edge(sv.frontOfDom(k), lv, tr.doms[k].level)})
 	}
 	for _, n := range tr.doms[d].nodes {
-		add(item{child: child{node: n, dom: -1, room: sv.nodeRoom(n), free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, f: sv.edge(sv.frontOfNode(n), lv, L)})
+		add(item{child: child{node: n, dom: -1, room: -1, free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, f: sv.edge(sv.frontOfNode(n), lv, L)})
 	}
 	excl := make([]bool, sv.sets)
 	gran := make([]int64, sv.sets)
@@ -166,9 +189,9 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 			gran[i] = z
 		}
 	}
-	order := compareChildren
+	order := sv.compareChildren
 	if sv.search.strategy == LeastFreeCapacity {
-		order = compareLeastFree
+		order = sv.compareLeastFree
 	}
 	slices.SortStableFunc(items, func(a, b item) int { return order(&a.child, &b.child) })
 	split, err := sv.split(items, t, excl, gran)
@@ -202,7 +225,7 @@ func (sv *solver) split(items []item, t []int64, excl []bool, gran []int64) ([][
 		return res, nil // each child as far as it goes, least room first
 	}
 	if sv.search.strategy == BestFit {
-		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].f.holds(res[last]) })
+		last, best := sv.tighterHome(len(items), at, used, func(j, last int) bool { return items[j].f.holds(res[last]) })
 		if best >= 0 {
 			res[best], res[last] = res[last], res[best]
 		}
@@ -343,18 +366,18 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 		}
 	}
 	for _, k := range tr.doms[d].children {
-		add(child{node: -1, dom: k, cap: sv.domCap[k], low: sv.domLow[k], room: sv.domRoom(k), free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, tr.doms[k].level)
+		add(child{node: -1, dom: k, cap: sv.domCap[k], low: sv.domLow[k], room: -1, free: sv.gpuFree(sv.domFree[k]), rel: sv.releasing(k, -1)}, tr.doms[k].level)
 	}
 	for _, n := range tr.doms[d].nodes {
-		add(child{node: n, dom: -1, cap: sv.nodeCap[n], low: sv.nodeLow[n], room: sv.nodeRoom(n), free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, L)
+		add(child{node: n, dom: -1, cap: sv.nodeCap[n], low: sv.nodeLow[n], room: -1, free: sv.gpuFree(sv.nodeFree[n]), rel: sv.releasing(-1, n)}, L)
 	}
 	g := int64(1)
 	if z, zl := sv.subGroupOf(0); z > 1 && lv < zl {
 		g = z
 	}
-	order := compareChildren
+	order := sv.compareChildren
 	if sv.search.strategy == LeastFreeCapacity {
-		order = compareLeastFree
+		order = sv.compareLeastFree
 	}
 	slices.SortStableFunc(items, func(a, b sitem) int { return order(&a.child, &b.child) })
 	if !splitScalar(items, t, g, nil) {
@@ -376,7 +399,7 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 			items = sub
 		}
 	} else if sv.search.strategy == BestFit {
-		last, best := tighterHome(len(items), at, used, func(j, last int) bool { return items[j].cap >= items[last].share })
+		last, best := sv.tighterHome(len(items), at, used, func(j, last int) bool { return items[j].cap >= items[last].share })
 		if best >= 0 {
 			items[best].share, items[last].share = items[last].share, 0
 		}
