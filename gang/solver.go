@@ -539,13 +539,7 @@ func (sv *solver) domRoom(d int32) room {
 		if r := st.domRoom[d]; r >= 0 {
 			return r
 		}
-		var r room
-		for _, n := range t.doms[d].nodes {
-			r = r.add(sv.nodeRoom(n))
-		}
-		for _, k := range t.doms[d].children {
-			r = r.add(sv.domRoom(k))
-		}
+		r := sv.subtreeRoom(d)
 		st.domRoom[d] = r
 		return r
 	}
@@ -555,14 +549,21 @@ func (sv *solver) domRoom(d int32) room {
 	if sv.domRoomAt[d] == sv.roomGen {
 		return sv.domRoomV[d]
 	}
+	r := sv.subtreeRoom(d)
+	sv.domRoomAt[d], sv.domRoomV[d] = sv.roomGen, r
+	return r
+}
+
+// subtreeRoom sums the rooms of domain d's own nodes and child domains.
+func (sv *solver) subtreeRoom(d int32) room {
+	dom := &sv.s.tree.doms[d]
 	var r room
-	for _, n := range t.doms[d].nodes {
+	for _, n := range dom.nodes {
 		r = r.add(sv.nodeRoom(n))
 	}
-	for _, k := range t.doms[d].children {
+	for _, k := range dom.children {
 		r = r.add(sv.domRoom(k))
 	}
-	sv.domRoomAt[d], sv.domRoomV[d] = sv.roomGen, r
 	return r
 }
 
