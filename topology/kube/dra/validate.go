@@ -40,18 +40,18 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 	var order []poolKey
 	for si, s := range slices {
 		where := fmt.Sprintf("slice %d (%s)", si, s.Name)
-		if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
+		if msgs := subdomainProblems(s.Name); len(msgs) > 0 {
 			bad("%s: name: %s", where, strings.Join(msgs, "; "))
 		}
 		spec := s.Spec
-		if msgs := validation.IsDNS1123Subdomain(spec.Driver); len(msgs) > 0 || len(spec.Driver) > resourceapi.DriverNameMaxLength {
+		if msgs := subdomainProblems(spec.Driver); len(msgs) > 0 || len(spec.Driver) > resourceapi.DriverNameMaxLength {
 			bad("%s: driver %q must be a lower-case DNS subdomain of at most %d characters", where, spec.Driver, resourceapi.DriverNameMaxLength)
 		}
 		if spec.Pool.Name == "" || len(spec.Pool.Name) > resourceapi.PoolNameMaxLength {
 			bad("%s: pool name %q must have 1 to %d characters", where, spec.Pool.Name, resourceapi.PoolNameMaxLength)
 		} else {
 			for _, part := range strings.Split(spec.Pool.Name, "/") {
-				if msgs := validation.IsDNS1123Subdomain(part); len(msgs) > 0 {
+				if msgs := subdomainProblems(part); len(msgs) > 0 {
 					bad("%s: pool name %q: %s", where, spec.Pool.Name, strings.Join(msgs, "; "))
 				}
 			}
@@ -62,7 +62,7 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 		selections := 0
 		if spec.NodeName != nil {
 			selections++
-			if msgs := validation.IsDNS1123Subdomain(*spec.NodeName); len(msgs) > 0 {
+			if msgs := subdomainProblems(*spec.NodeName); len(msgs) > 0 {
 				bad("%s: node name %q: %s", where, *spec.NodeName, strings.Join(msgs, "; "))
 			}
 		}
@@ -97,7 +97,7 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 			bad("%s: %d counter sets, at most %d per slice", where, len(spec.SharedCounters), maxCounterSets)
 		}
 		for _, cs := range spec.SharedCounters {
-			if msgs := validation.IsDNS1123Label(cs.Name); len(msgs) > 0 {
+			if msgs := labelProblems(cs.Name); len(msgs) > 0 {
 				bad("%s: counter set %q: %s", where, cs.Name, strings.Join(msgs, "; "))
 			}
 			if _, dup := p.sets[cs.Name]; dup {
@@ -108,7 +108,7 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 				bad("%s: counter set %q has %d counters, must have 1 to %d", where, cs.Name, len(cs.Counters), maxCountersPerCounterSet)
 			}
 			for name, c := range cs.Counters {
-				if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+				if msgs := labelProblems(name); len(msgs) > 0 {
 					bad("%s: counter set %q: counter %q: %s", where, cs.Name, name, strings.Join(msgs, "; "))
 				}
 				if c.Value.Sign() < 0 {
@@ -136,7 +136,7 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 		}
 		for _, d := range spec.Devices {
 			dw := fmt.Sprintf("%s: device %q", where, d.Name)
-			if msgs := validation.IsDNS1123Label(d.Name); len(msgs) > 0 {
+			if msgs := labelProblems(d.Name); len(msgs) > 0 {
 				bad("%s: name: %s", dw, strings.Join(msgs, "; "))
 			}
 			if p.devices[d.Name] {
@@ -244,9 +244,6 @@ func Validate(slices []resourceapi.ResourceSlice) error {
 	return errors.Join(errs...)
 }
 
-// qualifiedName checks a device attribute or capacity name: a C
-// identifier of at most 32 characters, optionally behind a DNS subdomain
-// of at most 63 characters and a slash. It returns "" when valid.
 // checkPolicy checks a capacity's request policy the way the API server
 // does: at most one of validValues and validRange, a default that is one
 // of the valid values or inside the range (on a step), values ascending,
@@ -299,16 +296,19 @@ func onStep(v, minQ, step resource.Quantity) bool {
 	return d >= 0 && s > 0 && d%s == 0
 }
 
+// qualifiedName checks a device attribute or capacity name: a C
+// identifier of at most 32 characters, optionally behind a DNS subdomain
+// of at most 63 characters and a slash. It returns "" when valid.
 func qualifiedName(name string) string {
 	domain, id, hasDomain := strings.Cut(name, "/")
 	if !hasDomain {
 		id, domain = domain, ""
 	} else {
-		if msgs := validation.IsDNS1123Subdomain(domain); len(msgs) > 0 || len(domain) > resourceapi.DeviceMaxDomainLength {
+		if msgs := subdomainProblems(domain); len(msgs) > 0 || len(domain) > resourceapi.DeviceMaxDomainLength {
 			return fmt.Sprintf("domain %q must be a DNS subdomain of at most %d characters", domain, resourceapi.DeviceMaxDomainLength)
 		}
 	}
-	if msgs := validation.IsCIdentifier(id); len(msgs) > 0 || len(id) > resourceapi.DeviceMaxIDLength {
+	if msgs := cIdentifierProblems(id); len(msgs) > 0 || len(id) > resourceapi.DeviceMaxIDLength {
 		return fmt.Sprintf("%q must be a C identifier of at most %d characters", id, resourceapi.DeviceMaxIDLength)
 	}
 	return ""
