@@ -97,7 +97,7 @@
 //	maxModelNames           64           aliases and PCI IDs of one model
 //	maxMixTotal             1e300        the sum of a Mix's weights (each finite, not negative)
 //	maxNoPlanExamples       3            examples per cause in a NoPlanError
-//	maxArrangeSteps         2^20         placements a template arrangement search tries
+//	maxArrangeSteps         1,048,576    placements a template arrangement search tries
 //
 // Zero values and nil pointers of the package's types return errors (or
 // empty results), never panic; see [Mix.Validate] for a Mix's weights.

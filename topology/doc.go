@@ -53,8 +53,8 @@
 //	MaxJSONBytes           64 MiB           a JSON document (ParseJSON, ParseJSONLenient)
 //	maxSMIBytes            4 MiB            an `nvidia-smi topo -m` printout
 //	maxSMILineBytes        64 KiB           one line of that printout
-//	maxSMIColumns          MaxDevices+256   device columns of its matrix
-//	maxSMIRows             MaxDevices+256   device rows (and NIC legend entries)
+//	maxSMIColumns          1,280            device columns of its matrix (MaxDevices + maxNICs)
+//	maxSMIRows             1,280            device rows and NIC legend entries (MaxDevices + maxNICs)
 //	maxReportedProblems    20               validation errors, lenient warnings
 //	MaxClusterNodes        131,072          nodes of one Cluster
 //	maxHyperNodes          131,072          HyperNodes of one cluster

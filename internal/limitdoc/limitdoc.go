@@ -8,7 +8,7 @@
 //	//	maxFileBytes  2 MiB    a file
 //
 // A value is a decimal with optional thousands commas and an optional
-// " KiB", " MiB" or " GiB" unit.
+// " KiB", " MiB" or " GiB" unit, or a power of ten written 1e300.
 package limitdoc
 
 import (
@@ -26,14 +26,14 @@ import (
 
 // row is one line of a table: tab, name, value (with its unit), two or
 // more spaces, what it bounds.
-var row = regexp.MustCompile(`^//\t(\w+)\s+([0-9][0-9,]*(?: [KMG]iB)?)(?:\s{2,}\S.*)?$`)
+var row = regexp.MustCompile(`^//\t(\w+)\s+([0-9][0-9,]*(?: [KMG]iB)?|1e[0-9]+)(?:\s{2,}\S.*)?$`)
 
 // errNoTable is returned for a file without a "# Limits" heading.
 var errNoTable = errors.New("limitdoc: no Limits table")
 
 // Table returns the rows of the Limits table in the Go source file path:
 // each limit's name and its value.
-func Table(path string) (map[string]int64, error) {
+func Table(path string) (map[string]float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func Table(path string) (map[string]int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	in, seen := false, false
-	out := map[string]int64{}
+	out := map[string]float64{}
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -72,8 +72,16 @@ func Table(path string) (map[string]int64, error) {
 	return out, nil
 }
 
-// value reads "16,384", "64 KiB" or "2 MiB".
-func value(s string) (int64, error) {
+// value reads "16,384", "64 KiB", "2 MiB" or "1e300". Integers stay exact
+// (up to 2^53, beyond any limit of the project).
+func value(s string) (float64, error) {
+	if exp, ok := strings.CutPrefix(s, "1e"); ok {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e > 308 {
+			return 0, fmt.Errorf("power of ten %q out of range", s)
+		}
+		return strconv.ParseFloat(s, 64)
+	}
 	num, unit, _ := strings.Cut(s, " ")
 	v, err := strconv.ParseInt(strings.ReplaceAll(num, ",", ""), 10, 64)
 	if err != nil {
@@ -90,14 +98,21 @@ func value(s string) (int64, error) {
 	default:
 		return 0, fmt.Errorf("unknown unit %q", unit)
 	}
-	return v, nil
+	if v >= 1<<53 {
+		return 0, fmt.Errorf("%q is not exact as a float64", s)
+	}
+	return float64(v), nil
 }
 
 // Check fails t unless the Limits table of the Go source file path lists
 // exactly the limits of want, with their values.
-func Check(t testing.TB, path string, want map[string]int64) {
+func Check[V int64 | float64](t testing.TB, path string, want map[string]V) {
 	t.Helper()
 	got, err := Table(path)
 	require.NoError(t, err)
-	require.Equal(t, want, got, "the Limits table of %s", path)
+	wantFloat := make(map[string]float64, len(want))
+	for name, v := range want {
+		wantFloat[name] = float64(v)
+	}
+	require.Equal(t, wantFloat, got, "the Limits table of %s", path)
 }

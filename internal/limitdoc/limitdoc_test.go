@@ -21,6 +21,7 @@ func TestTable(t *testing.T) {
 //	maxLine       64 KiB    one line (a long comment, with  two spaces)
 //	MaxFile       2 MiB     a file
 //	maxDepth      15        levels
+//	maxTotal      1e300     a sum of weights
 //
 // # Other
 //
@@ -30,14 +31,16 @@ package p
 	require.NoError(t, os.WriteFile(path, []byte(src), 0o644))
 	got, err := Table(path)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"maxRows": 1 << 20, "maxLine": 64 << 10, "MaxFile": 2 << 20, "maxDepth": 15}, got)
+	require.Equal(t, map[string]float64{"maxRows": 1 << 20, "maxLine": 64 << 10, "MaxFile": 2 << 20, "maxDepth": 15, "maxTotal": 1e300}, got)
 }
 
 func TestTableErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, src := range map[string]string{
 		"none.go":  "// Package p.\npackage p\n",
-		"bad.go":   "// # Limits\n//\n//\tmaxX  1e300  a sum\npackage p\n",
+		"bad.go":   "// # Limits\n//\n//\tmaxX  1.5e3  a sum\npackage p\n",
+		"expr.go":  "// # Limits\n//\n//\tmaxX  MaxDevices+256  rows\npackage p\n",
+		"power.go": "// # Limits\n//\n//\tmaxX  1e999  a sum\npackage p\n",
 		"unit.go":  "// # Limits\n//\n//\tmaxX  2 PiB  bytes\npackage p\n",
 		"range.go": "// # Limits\n//\n//\tmaxX  99999999999999999999  bytes\npackage p\n",
 	} {

@@ -37,6 +37,23 @@
 // capacities. [Validate] checks a pool against these rules and the naming
 // formats, so callers that edit slices can recheck them.
 //
+// # Limits
+//
+// The API's limits that k8s.io/api declares (128 devices per slice, 32
+// attributes and capacities per device, 64-byte attribute strings, name
+// lengths) are read from it; the others are the package's own constants
+// (k8s.io/api declares most of them only from v0.35 on), with the values
+// of the 1.35 validation:
+//
+//	limit                                   value  bounds
+//	maxCounterSets                          8      counter sets in one slice
+//	maxCountersPerCounterSet                32     counters in one counter set
+//	maxDevicesWithAdvancedFeatures          64     devices in a slice where any consumes counters, has taints or has list attributes
+//	maxAttributeValuesPerDevice             48     values of all scalar and list attributes of one device
+//	maxTaintsPerDevice                      4      taints of one device
+//	maxDeviceCounterConsumptionsPerDevice   2      counter sets one device consumes from
+//	maxCountersPerDeviceCounterConsumption  32     counters one device consumes from one set
+//
 // The package needs k8s.io/api; the core packages do not import it. It is
 // part of the module github.com/gputopo/gputopo/topology/kube, which builds
 // against the Kubernetes 1.34 libraries (k8s.io/api and k8s.io/apimachinery
