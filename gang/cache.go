@@ -117,6 +117,13 @@ type cache struct {
 
 func newCache() *cache { return &cache{byKey: map[classKey]int32{}} }
 
+// classCount returns the number of classes the cache holds.
+func (c *cache) classCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.classes)
+}
+
 // usageKey encodes a node's usage: per device its mode, whether it is
 // held whole, what shares hold on it, and every MIG instance.
 func usageKey(st *nodeStatic, state *scoring.State, layouts []*mig.Layout) string {

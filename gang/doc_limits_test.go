@@ -13,5 +13,7 @@ func TestDocLimitsTable(t *testing.T) {
 		"maxQueueWork": maxQueueWork, "maxFairJobs": maxFairJobs, "maxFairWork": maxFairWork,
 		"maxQueueDepth": maxQueueDepth, "maxGroupUnits": maxGroupUnits, "maxWarnings": maxWarnings,
 		"defaultGroupBudget": defaultGroupBudget, "defaultClearingBudget": defaultClearingBudget,
+		"tidyDeadAllocations": int64(tidyDeadAllocations), "tidyCacheClasses": int64(tidyCacheClasses),
+		"tidyCacheClassesPerNode": int64(tidyCacheClassesPerNode),
 	})
 }

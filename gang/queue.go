@@ -472,7 +472,7 @@ func (qp *queuePass) decide(p *problem, e *QueueEntry) error {
 
 // remove releases a job's pods in the working snapshot.
 func (qp *queuePass) remove(job string) {
-	qp.w.RemoveJob(job)
+	qp.w.removeJob(job)
 	qp.hold = nil
 }
 

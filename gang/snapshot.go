@@ -167,8 +167,10 @@ type nodeUsage struct {
 // has, and what running pods hold. Check and the other planners read it
 // and never change it; Assume, Add, RemovePod and RemoveJob change it (so a
 // scheduler can keep one snapshot and update it as pods start and end, like
-// kube-scheduler's cache). Reads may run concurrently; a change must not
-// run concurrently with anything else on the same snapshot. Clone is cheap.
+// kube-scheduler's cache; a snapshot kept that way stays in proportion to
+// what it holds, see the Limits). Reads may run concurrently; a change must
+// not run concurrently with anything else on the same snapshot. Clone is
+// cheap.
 //
 // A nil or zero Snapshot (not made by NewSnapshot) holds nothing: its
 // read methods answer empty (Cluster nil, no allocations, no jobs, Clone
@@ -771,6 +773,16 @@ func (s *Snapshot) RemoveJob(job string) int {
 	if s == nil {
 		return 0
 	}
+	n := s.removeJob(job)
+	if n > 0 {
+		s.tidy()
+	}
+	return n
+}
+
+// removeJob is RemoveJob without tidy, for the passes that remove jobs
+// from their working copy while their solver holds its class ids.
+func (s *Snapshot) removeJob(job string) int {
 	ks := s.byJob[job]
 	if len(ks) == 0 {
 		return 0
@@ -802,6 +814,7 @@ func (s *Snapshot) Assume(j *Job, p *Placement) error {
 		return err
 	}
 	s.assume(j, p)
+	s.tidy()
 	return nil
 }
 
@@ -902,6 +915,7 @@ func (s *Snapshot) Add(allocs ...Allocation) error {
 	for ni, u := range usage {
 		s.usage[ni] = u
 	}
+	s.tidy()
 	return nil
 }
 
@@ -931,6 +945,9 @@ func (s *Snapshot) RemovePod(pod string) int {
 		} else {
 			s.byJob[j] = ks
 		}
+	}
+	if n > 0 {
+		s.tidy()
 	}
 	return n
 }

@@ -1,0 +1,124 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// TestLongLivedSnapshotStaysBounded keeps one snapshot the way a scheduler
+// keeps its cache: 6,000 jobs, each of shares of a size no job before it
+// asked for, checked, assumed and removed again two jobs later. Without
+// tidy the snapshot kept every allocation and a cache class for every
+// usage pattern it ever saw (12,000 classes, about 90 MiB here); with it
+// both stay within their limits and the heap within a few MiB.
+func TestLongLivedSnapshotStaysBounded(t *testing.T) {
+	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
+	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 6000 {
+		j := sharedJob(fmt.Sprintf("j%d", i), 2, uint64(1+i)<<20, 100)
+		r, err := Check(context.Background(), s, j)
+		require.NoError(t, err)
+		require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
+		require.NoError(t, s.Assume(j, r.Placement))
+		if i >= 2 {
+			require.Equal(t, 2, s.RemoveJob(fmt.Sprintf("j%d", i-2)))
+		}
+		require.LessOrEqual(t, len(s.allocs)-s.nlive, max(tidyDeadAllocations, s.nlive), "dead allocations after job %d", i)
+		require.LessOrEqual(t, s.cache.classCount(), max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes))+8, "cached classes after job %d", i)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, grown, int64(48<<20), "heap grew by %d bytes", grown)
+	assert.Equal(t, 4, s.nlive)
+}
+
+// TestTidyKeepsAnswers drives two copies of one snapshot through the same
+// random starts and removals, one tidied at every change (the limits 0)
+// and one never: every Check answers the same on both, and the tidied one
+// holds the classes and usages of a snapshot built anew from its
+// allocations.
+func TestTidyKeepsAnswers(t *testing.T) {
+	deadLimit, classLimit, perNode := tidyDeadAllocations, tidyCacheClasses, tidyCacheClassesPerNode
+	t.Cleanup(func() {
+		tidyDeadAllocations, tidyCacheClasses, tidyCacheClassesPerNode = deadLimit, classLimit, perNode
+	})
+	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
+	sp := spec{nodes: 3, topo: func(int) *topology.Node { return node }}
+	rapid.Check(t, func(rt *rapid.T) {
+		tidied, kept := sp.build(t), sp.build(t)
+		with := func(tidy bool, f func(s *Snapshot)) {
+			if tidy {
+				tidyDeadAllocations, tidyCacheClasses, tidyCacheClassesPerNode = 0, 0, 0
+				f(tidied)
+			} else {
+				tidyDeadAllocations, tidyCacheClasses = math.MaxInt, math.MaxInt
+				f(kept)
+			}
+		}
+		var running []string
+		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			if len(running) > 0 && rapid.Bool().Draw(rt, "remove") {
+				i := rapid.IntRange(0, len(running)-1).Draw(rt, "which")
+				byPod := rapid.Bool().Draw(rt, "byPod")
+				for _, tidy := range []bool{true, false} {
+					with(tidy, func(s *Snapshot) {
+						if byPod {
+							s.RemovePod(s.JobAllocations(running[i])[0].Pod)
+						} else {
+							s.RemoveJob(running[i])
+						}
+					})
+				}
+				if !byPod || len(tidied.JobAllocations(running[i])) == 0 {
+					running = append(running[:i], running[i+1:]...)
+				}
+				continue
+			}
+			var j *Job
+			name := fmt.Sprintf("j%d", step)
+			if rapid.Bool().Draw(rt, "shared") {
+				j = sharedJob(name, rapid.IntRange(1, 4).Draw(rt, "pods"), uint64(rapid.IntRange(1, 40).Draw(rt, "GiB"))<<30, 100*rapid.IntRange(1, 5).Draw(rt, "tenths"))
+			} else {
+				j = &Job{Name: name, PodSets: []PodSet{{Name: "s", Replicas: rapid.IntRange(1, 3).Draw(rt, "pods"), Pod: Pod{Devices: scoring.Request{Count: rapid.IntRange(1, 4).Draw(rt, "gpus")}}}}}
+			}
+			var results [2]*Result
+			for i, tidy := range []bool{true, false} {
+				with(tidy, func(s *Snapshot) {
+					r, err := Check(context.Background(), s, j)
+					require.NoError(rt, err)
+					results[i] = r
+					if r.Placement != nil {
+						require.NoError(rt, s.Assume(j, r.Placement))
+					}
+				})
+			}
+			require.Equal(rt, results[1], results[0], "step %d: tidied and kept snapshots answer differently", step)
+			if results[0].Placement == nil {
+				continue // nothing changed, so nothing was tidied
+			}
+			running = append(running, name)
+			fresh, err := NewSnapshot(context.Background(), tidied.cluster, nil, tidied.Allocations())
+			require.NoError(rt, err)
+			require.Equal(rt, fresh.Allocations(), tidied.Allocations())
+			require.LessOrEqual(rt, len(tidied.allocs)-tidied.nlive, tidied.nlive, "dead allocations kept")
+			require.Equal(rt, fresh.cache.classCount(), tidied.cache.classCount())
+			for n := range fresh.usage {
+				require.True(rt, sameUsage(fresh.usage[n], tidied.usage[n]), "node %d", n)
+			}
+		}
+	})
+}
