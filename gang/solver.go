@@ -297,7 +297,14 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 	}
 	sv.setCaps = sv.setCaps[:sv.sets]
 	for i := range sv.setCaps {
-		sv.setCaps[i] = sv.capsByShape[p.sets[i].shape]
+		sh := &p.sets[i].shape
+		c, ok := sv.capsByShape[*sh]
+		if !ok && sh.devices() {
+			// what other solvers of the cache worked out
+			c = s.cache.capsOf(sh)
+			sv.capsByShape[*sh] = c
+		}
+		sv.setCaps[i] = c
 	}
 	return nil
 }
@@ -372,6 +379,9 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	c[cl] = n
 	sv.setCaps[i] = c
 	sv.capsByShape[*sh] = c
+	if sv.poll.Err() == nil { // (a sequence cut short by ctx is no answer)
+		sv.s.cache.setCap(sh, cl, n)
+	}
 	return int64(n)
 }
 
