@@ -389,7 +389,7 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 // cpu, mem and pod slots left (negative: untracked).
 func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft, memLeft, podsLeft int64) int64 {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.closed || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
@@ -493,13 +493,15 @@ func (r room) compare(o room) int { return cmp.Compare(r, o) }
 // roomOf returns node n's room for set i.
 func (sv *solver) roomOf(i int, n int32) room {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.closed || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := int64(unlimited)
-	if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
-		c = pl
+	if sv.s.rules.pods {
+		if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
+			c = pl
+		}
 	}
 	if sp.shape.devices() {
 		c = min(c, sv.devCap(i, int32(sv.nodeClass[n])))
