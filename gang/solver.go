@@ -388,15 +388,23 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 // fitsMore returns how many more pods of set i fit node n at class cl with
 // cpu, mem and pod slots left (negative: untracked).
 func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft, memLeft, podsLeft int64) int64 {
+	c := sv.fitsMoreNoSlots(i, n, cl, cpuLeft, memLeft)
+	if podsLeft >= 0 {
+		c = min(c, podsLeft)
+	}
+	return c
+}
+
+// fitsMoreNoSlots is fitsMore without the pod-slot bound (podsLeft
+// negative): the capacity pass's call where no node of the snapshot
+// declares its pod count.
+func (sv *solver) fitsMoreNoSlots(i int, n int32, cl int32, cpuLeft, memLeft int64) int64 {
 	st := &sv.s.nodes[n]
 	if st.closed || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := min(sv.devCap(i, cl), sp.want)
-	if podsLeft >= 0 {
-		c = min(c, podsLeft)
-	}
 	if sp.cpu > 0 && cpuLeft >= 0 {
 		c = min(c, cpuLeft/sp.cpu)
 	}

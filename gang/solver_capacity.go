@@ -126,11 +126,14 @@ func (sv *solver) capacityScalar() error {
 			sv.nodeCap[n], sv.nodeLow[n] = members, members
 			continue
 		}
-		pods := int64(-1)
+		var c int64
 		if slots {
-			pods = sv.podsLeft(int32(n), sv.search.view.usage(int32(n)))
+			pods := sv.podsLeft(int32(n), sv.search.view.usage(int32(n)))
+			c = sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n], pods)
+		} else {
+			c = sv.fitsMoreNoSlots(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n])
 		}
-		capacity, low := members+sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n], pods), members
+		capacity, low := members+c, members
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
