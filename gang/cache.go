@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gputopo/gputopo/mig"
@@ -113,9 +114,33 @@ type cache struct {
 	mu      sync.Mutex
 	classes []*class
 	byKey   map[classKey]int32
+	// caps: per pod shape, per class, how many pods its devices take (the
+	// length of the shape's sequence; -1: not known yet), shared by the
+	// solvers of the snapshots that share the cache (solver.devCap)
+	caps map[shapeKey][]int32
 }
 
-func newCache() *cache { return &cache{byKey: map[classKey]int32{}} }
+func newCache() *cache { return &cache{byKey: map[classKey]int32{}, caps: map[shapeKey][]int32{}} }
+
+// capsOf returns a copy of the device capacities known for shape k, per
+// class (nil: none).
+func (c *cache) capsOf(k *shapeKey) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.caps[*k])
+}
+
+// setCap records that class cl takes n pods of shape k.
+func (c *cache) setCap(k *shapeKey, cl int32, n int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.caps[*k]
+	for int(cl) >= len(t) {
+		t = append(t, -1)
+	}
+	t[cl] = n
+	c.caps[*k] = t
+}
 
 // classCount returns the number of classes the cache holds.
 func (c *cache) classCount() int {

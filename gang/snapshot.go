@@ -140,6 +140,7 @@ type nodeStatic struct {
 	topo     *topology.Node
 	compiled *scoring.Compiled // of the canonical topology; nil without devices
 	info     NodeInfo
+	closed   bool // info.Unschedulable or info.NotReady: nothing new goes there
 	devices  int
 	migOn    []bool       // per device: MIG mode
 	migModel []*mig.Model // per device: profile table (nil when unknown or not MIG)
@@ -192,8 +193,10 @@ type Snapshot struct {
 	warn    []string
 	nwarn   int // warnings, including those beyond maxWarnings
 	// rules: some node has a taint of effect NoSchedule or NoExecute, or
-	// is not ready (hard); some node has a PreferNoSchedule taint (soft)
-	rules struct{ hard, soft bool }
+	// is not ready (hard); some node has a PreferNoSchedule taint (soft);
+	// some node declares its pod count (pods: without, no search looks
+	// at pod slots)
+	rules struct{ hard, soft, pods bool }
 }
 
 // usable returns an error wrapping ErrInvalidSnapshot for a nil or zero
@@ -271,6 +274,7 @@ func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, all
 			}
 		}
 		s.rules.hard = s.rules.hard || info.NotReady
+		s.rules.pods = s.rules.pods || info.MaxPods > 0
 		for d := range st.devices {
 			if st.migOn[d] && st.migModel[d] == nil {
 				s.warnf("node %s gpu%d is in MIG mode but its model %q has no known profile table; it takes no pods",
@@ -320,7 +324,7 @@ func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, all
 }
 
 func newNodeStatic(cn topology.ClusterNode, info NodeInfo, cat *mig.Catalog, canon map[*topology.Node]*scoring.Compiled) (nodeStatic, error) {
-	st := nodeStatic{name: cn.Name, labels: cn.Labels, topo: cn.Topology, info: info}
+	st := nodeStatic{name: cn.Name, labels: cn.Labels, topo: cn.Topology, info: info, closed: info.Unschedulable || info.NotReady}
 	if info.CPUMilli < 0 {
 		return st, snapErr("node %s: negative CPU capacity %d", cn.Name, info.CPUMilli)
 	}

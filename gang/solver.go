@@ -297,7 +297,14 @@ func (sv *solver) prepare(s *Snapshot, poll *ctxpoll.Poller, p *problem, q searc
 	}
 	sv.setCaps = sv.setCaps[:sv.sets]
 	for i := range sv.setCaps {
-		sv.setCaps[i] = sv.capsByShape[p.sets[i].shape]
+		sh := &p.sets[i].shape
+		c, ok := sv.capsByShape[*sh]
+		if !ok && sh.devices() {
+			// what other solvers of the cache worked out
+			c = s.cache.capsOf(sh)
+			sv.capsByShape[*sh] = c
+		}
+		sv.setCaps[i] = c
 	}
 	return nil
 }
@@ -372,21 +379,32 @@ func (sv *solver) devCap(i int, cl int32) int64 {
 	c[cl] = n
 	sv.setCaps[i] = c
 	sv.capsByShape[*sh] = c
+	if sv.poll.Err() == nil { // (a sequence cut short by ctx is no answer)
+		sv.s.cache.setCap(sh, cl, n)
+	}
 	return int64(n)
 }
 
 // fitsMore returns how many more pods of set i fit node n at class cl with
 // cpu, mem and pod slots left (negative: untracked).
 func (sv *solver) fitsMore(i int, n int32, cl int32, cpuLeft, memLeft, podsLeft int64) int64 {
+	c := sv.fitsMoreNoSlots(i, n, cl, cpuLeft, memLeft)
+	if podsLeft >= 0 {
+		c = min(c, podsLeft)
+	}
+	return c
+}
+
+// fitsMoreNoSlots is fitsMore without the pod-slot bound (podsLeft
+// negative): the capacity pass's call where no node of the snapshot
+// declares its pod count.
+func (sv *solver) fitsMoreNoSlots(i int, n int32, cl int32, cpuLeft, memLeft int64) int64 {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.closed || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := min(sv.devCap(i, cl), sp.want)
-	if podsLeft >= 0 {
-		c = min(c, podsLeft)
-	}
 	if sp.cpu > 0 && cpuLeft >= 0 {
 		c = min(c, cpuLeft/sp.cpu)
 	}
@@ -483,13 +501,15 @@ func (r room) compare(o room) int { return cmp.Compare(r, o) }
 // roomOf returns node n's room for set i.
 func (sv *solver) roomOf(i int, n int32) room {
 	st := &sv.s.nodes[n]
-	if st.info.Unschedulable || st.info.NotReady || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
+	if st.closed || (sv.eligible[i] != nil && !sv.eligible[i][n]) {
 		return 0
 	}
 	sp := &sv.p.sets[i]
 	c := int64(unlimited)
-	if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
-		c = pl
+	if sv.s.rules.pods {
+		if pl := sv.podsLeft(n, sv.search.view.usage(n)); pl >= 0 {
+			c = pl
+		}
 	}
 	if sp.shape.devices() {
 		c = min(c, sv.devCap(i, int32(sv.nodeClass[n])))

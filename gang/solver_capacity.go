@@ -113,6 +113,7 @@ func (sv *solver) capacityScalar() error {
 	sv.nodeCap, sv.nodeLow = resize(sv.nodeCap, nn), resize(sv.nodeLow, nn)
 	z, zl := sv.subGroupOf(0)
 	L := t.nodeLevel()
+	slots := sv.s.rules.pods // (without, every node's pod slots are untracked)
 	for n := range nn {
 		if err := sv.poll.Tick(1); err != nil {
 			return err
@@ -125,8 +126,14 @@ func (sv *solver) capacityScalar() error {
 			sv.nodeCap[n], sv.nodeLow[n] = members, members
 			continue
 		}
-		pods := sv.podsLeft(int32(n), sv.search.view.usage(int32(n)))
-		capacity, low := members+sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n], pods), members
+		var c int64
+		if slots {
+			pods := sv.podsLeft(int32(n), sv.search.view.usage(int32(n)))
+			c = sv.fitsMore(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n], pods)
+		} else {
+			c = sv.fitsMoreNoSlots(0, int32(n), int32(sv.nodeClass[n]), sv.nodeCPU[n], sv.nodeMem[n])
+		}
+		capacity, low := members+c, members
 		if z > 1 && zl == L {
 			capacity, low = roundToSlices(capacity, low, z)
 		}
@@ -301,7 +308,7 @@ func (sv *solver) vectorNode(n int32, L int) front {
 				mask |= 1 << i
 			}
 		}
-		if sv.s.nodes[n].info.Unschedulable || sv.s.nodes[n].info.NotReady {
+		if sv.s.nodes[n].closed {
 			mask = 0
 		}
 		key = nodeKey{class: u.class, cpu: cpu, mem: uint64(mem), pods: pods, sets: mask}

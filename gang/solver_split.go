@@ -189,11 +189,13 @@ func (sv *solver) descend(d int32, t []int64, out *[]assign) error {
 			gran[i] = z
 		}
 	}
-	order := sv.compareChildren
+	// (each comparison calls its method directly: through a method value,
+	// a and b would move to the heap at every comparison)
+	order := func(a, b item) int { return sv.compareChildren(&a.child, &b.child) }
 	if sv.search.strategy == LeastFreeCapacity {
-		order = sv.compareLeastFree
+		order = func(a, b item) int { return sv.compareLeastFree(&a.child, &b.child) }
 	}
-	slices.SortStableFunc(items, func(a, b item) int { return order(&a.child, &b.child) })
+	slices.SortStableFunc(items, order)
 	split, err := sv.split(items, t, excl, gran)
 	if err != nil {
 		return fmt.Errorf("domain %q: %w", tr.path(d), err)
@@ -375,11 +377,13 @@ func (sv *solver) descendScalar(d int32, t int64, out *[]assign) error {
 	if z, zl := sv.subGroupOf(0); z > 1 && lv < zl {
 		g = z
 	}
-	order := sv.compareChildren
+	// (each comparison calls its method directly: through a method value,
+	// a and b would move to the heap at every comparison)
+	order := func(a, b sitem) int { return sv.compareChildren(&a.child, &b.child) }
 	if sv.search.strategy == LeastFreeCapacity {
-		order = sv.compareLeastFree
+		order = func(a, b sitem) int { return sv.compareLeastFree(&a.child, &b.child) }
 	}
-	slices.SortStableFunc(items, func(a, b sitem) int { return order(&a.child, &b.child) })
+	slices.SortStableFunc(items, order)
 	if !splitScalar(items, t, g, nil) {
 		return fmt.Errorf("domain %q: %w", tr.path(d), internalErr("target %d not held by the sub-domains", t))
 	}
