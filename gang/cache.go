@@ -118,7 +118,14 @@ type cache struct {
 	// length of the shape's sequence; -1: not known yet), shared by the
 	// solvers of the snapshots that share the cache (solver.devCap)
 	caps map[shapeKey][]int32
+	// capEntries: the entries of caps' slices, at most cacheMaxCapEntries
+	capEntries int
 }
+
+// cacheMaxCapEntries bounds the device capacities a cache shares (4 bytes
+// each, per shape and class): past it, solvers work out the others for
+// themselves.
+const cacheMaxCapEntries = 1 << 20
 
 func newCache() *cache { return &cache{byKey: map[classKey]int32{}, caps: map[shapeKey][]int32{}} }
 
@@ -135,8 +142,14 @@ func (c *cache) setCap(k *shapeKey, cl int32, n int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.caps[*k]
-	for int(cl) >= len(t) {
-		t = append(t, -1)
+	if grow := int(cl) + 1 - len(t); grow > 0 {
+		if c.capEntries+grow > cacheMaxCapEntries {
+			return
+		}
+		c.capEntries += grow
+		for range grow {
+			t = append(t, -1)
+		}
 	}
 	t[cl] = n
 	c.caps[*k] = t

@@ -145,6 +145,7 @@
 //	tidyDeadAllocations      1,024        removed allocations a snapshot keeps (or as many as it has live ones)
 //	tidyCacheClasses         4,096        usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
 //	tidyCacheClassesPerNode  4            usage patterns per node a snapshot's cache may keep
+//	cacheMaxCapEntries       1,048,576    device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
 //
 // Victim
 // searches scale their budget to the snapshot's size, and

@@ -15,5 +15,6 @@ func TestDocLimitsTable(t *testing.T) {
 		"defaultGroupBudget": defaultGroupBudget, "defaultClearingBudget": defaultClearingBudget,
 		"tidyDeadAllocations": int64(tidyDeadAllocations), "tidyCacheClasses": int64(tidyCacheClasses),
 		"tidyCacheClassesPerNode": int64(tidyCacheClassesPerNode),
+		"cacheMaxCapEntries":      cacheMaxCapEntries,
 	})
 }
