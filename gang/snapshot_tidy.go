@@ -18,8 +18,8 @@ var (
 	// snapshot's cache holds before the snapshot starts a fresh cache with
 	// the classes of its nodes only (and at least tidyCacheClassesPerNode
 	// per node, so that starting one costs O(1) per class cached).
-	tidyCacheClasses        = 4096
-	tidyCacheClassesPerNode = 4
+	tidyCacheClasses        = 1024
+	tidyCacheClassesPerNode = 2
 )
 
 // tidy compacts the allocation table and starts a fresh cache when they

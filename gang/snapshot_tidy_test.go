@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/internal/hostile"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -19,8 +20,8 @@ import (
 // keeps its cache: 6,000 jobs, each of shares of a size no job before it
 // asked for, checked, assumed and removed again two jobs later. Without
 // tidy the snapshot kept every allocation and a cache class for every
-// usage pattern it ever saw (12,000 classes, about 90 MiB here); with it
-// both stay within their limits and the heap within a few MiB.
+// usage pattern it ever saw (12,000 classes, 133 MiB of heap here); with it
+// both stay within their limits and the heap under 16 MiB (8.7 MiB).
 func TestLongLivedSnapshotStaysBounded(t *testing.T) {
 	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
 	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
@@ -42,7 +43,8 @@ func TestLongLivedSnapshotStaysBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	assert.Less(t, grown, int64(48<<20), "heap grew by %d bytes", grown)
+	t.Logf("heap grew by %.1f MiB", float64(grown)/(1<<20))
+	assert.Less(t, grown, int64(16<<20)*hostile.RaceSlack, "heap grew by %d bytes", grown)
 	assert.Equal(t, 4, s.nlive)
 }
 
