@@ -1,7 +1,10 @@
 package scoring
 
 import (
+	"cmp"
 	"math"
+	"math/bits"
+	"slices"
 	"testing"
 
 	"github.com/gputopo/gputopo/topology"
@@ -10,10 +13,12 @@ import (
 )
 
 // The collapsed search sums a set's pair levels from a packed per-class-pair
-// table and tests its first bound one key level at a time. The plain
-// computations below are what those replace: every sum taken pair by pair
-// from the model, every term of the score worked out before one mayWin.
-// The tests check that both give the same answers.
+// table and tests its first bound one key level at a time; the small
+// tables take each mask's pair sums from a row sum and sort the masks by
+// key with a counting sort. The plain computations below are what those
+// replace: every sum taken pair by pair from the model, every term of the
+// score worked out before one mayWin, a stable sort. The tests check that
+// both give the same answers.
 
 // statsNoRingPlain is statsNoRing summed over every class pair from the
 // model's per-device tables.
@@ -102,6 +107,7 @@ func genIslands(t *rapid.T, maxGroups int) *topology.Node {
 	n := max(groups*size-rapid.IntRange(0, size-1).Draw(t, "short"), 2)
 	groups = (n + size - 1) / size
 	numas := rapid.IntRange(0, 3).Draw(t, "numas")
+	maxLanes := rapid.SampledFrom([]int{18, 1024}).Draw(t, "maxlanes")
 	b := topology.NewBuilder().SetName("islands")
 	for i := range n {
 		g := i / size
@@ -123,7 +129,7 @@ func genIslands(t *rapid.T, maxGroups int) *topology.Node {
 			k := rapid.SampledFrom(kinds).Draw(t, "kind")
 			l := topology.Link{Kind: k}
 			if k.IsFabric() {
-				l.Lanes = rapid.IntRange(1, 18).Draw(t, "lanes")
+				l.Lanes = rapid.IntRange(1, maxLanes).Draw(t, "lanes")
 				l.PCIe = kinds[rapid.IntRange(0, 5).Draw(t, "pcie")]
 			}
 			link[g*groups+h], link[h*groups+g] = l, l
@@ -195,5 +201,83 @@ func TestLargeScoreMatchesPlain(t *testing.T) {
 		}
 		require.NoError(t, err)
 		require.Equal(t, want, got)
+	})
+}
+
+// TestSmallTablesMatchPlain: every mask's own components, levels and
+// touched scopes equal the ones summed pair by pair, and every size's key
+// order equals a stable sort of the ascending masks by key, descending.
+func TestSmallTablesMatchPlain(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var node *topology.Node
+		if rapid.Bool().Draw(t, "islands") {
+			node = genIslands(t, 4)
+		} else {
+			node = genNode(t, 12)
+		}
+		if node.Len() > smallMax {
+			return
+		}
+		m, err := newModel(node)
+		require.NoError(t, err)
+		n := m.n
+		tb := newSmallTables(m)
+		for mask := 1; mask < 1<<n; mask++ {
+			st := setStats{ringRV: tb.ringRV[mask]}
+			var numaSeen uint64
+			var touched [scopeKinds]uint32
+			for i := range n {
+				if mask&(1<<i) == 0 {
+					continue
+				}
+				st.k++
+				if m.numaKnown[i] {
+					numaSeen |= 1 << uint(m.numa[i]&63)
+				}
+				for k := range scopeKinds {
+					touched[k] |= uint32(m.scope[k][i].lowBits())
+				}
+				for j := range i {
+					if mask&(1<<j) == 0 {
+						continue
+					}
+					if m.sw[i*n+j] {
+						st.switched += m.bw[i*n+j]
+					} else {
+						st.direct += m.bw[i*n+j]
+					}
+					st.pcieSum += int(m.pcie[i*n+j])
+					st.laneSum += int(m.lanes[i*n+j])
+					if m.numaKnown[i] && m.numaKnown[j] && m.numa[i] == m.numa[j] {
+						st.numaPairs++
+					}
+				}
+			}
+			st.numaSpan = bits.OnesCount64(numaSeen)
+			require.Equal(t, st.components(), tb.own[mask], "mask %b", mask)
+			require.Equal(t, levels(m, st), tb.level[mask], "mask %b", mask)
+			for k := range scopeKinds {
+				require.Equal(t, touched[k], tb.touched[k][mask], "mask %b scope kind %d", mask, k)
+			}
+		}
+		w := Weights{}
+		for _, f := range []*float64{&w.Ring, &w.Aggregate, &w.NUMA, &w.PCIe} {
+			*f = float64(rapid.IntRange(0, 3).Draw(t, "w"))
+		}
+		wt := newWeightedTables(tb, unitKey(&w))
+		for k := 0; k <= n; k++ {
+			ms := slices.Clone(tb.byCount[k])
+			slices.SortStableFunc(ms, func(a, b uint32) int { return cmp.Compare(wt.uk[b].key, wt.uk[a].key) })
+			start := []int32{0}
+			for i := 1; i < len(ms); i++ {
+				if wt.uk[ms[i]].key != wt.uk[ms[i-1]].key {
+					start = append(start, int32(i))
+				}
+			}
+			start = append(start, int32(len(ms)))
+			e := wt.keyOrder(tb, k)
+			require.Equal(t, ms, e.masks, "k=%d", k)
+			require.Equal(t, start, e.start, "k=%d", k)
+		}
 	})
 }
