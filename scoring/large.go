@@ -238,8 +238,9 @@ func (q *query) searchLarge(state *State) (Result, error) {
 	lm := q.c.large
 	m := q.m
 	C := len(lm.cls)
-	s := &largeSearch{q: q, lm: lm, C: C, free: make([]int, C), req: make([]int, C), chosen: make([][]int, C),
-		affC: make([]float64, C), twinOf: make([]int, C), x: make([]int, C), suffix: make([]int, C+1), nz: make([]int, 0, C)}
+	ints := make([]int, 6*C+1) // free, req, twinOf, x, nz, suffix
+	s := &largeSearch{q: q, lm: lm, C: C, free: ints[:C:C], req: ints[C : 2*C : 2*C], chosen: make([][]int, C),
+		affC: make([]float64, C), twinOf: ints[2*C : 3*C : 3*C], x: ints[3*C : 4*C : 4*C], nz: ints[4*C : 4*C : 5*C], suffix: ints[5*C:]}
 	for k := range scopeKinds {
 		s.scopeN[k] = make([]int, m.n)
 	}
