@@ -150,7 +150,7 @@ func newShape(key shapeKey, m *model) *shape {
 		sh.bytes += N*(int64(unsafe.Sizeof(own{}))+8+4*scopeKinds+4+8) + sh.def.bytes()
 	} else {
 		sh.large = newLargeModel(m)
-		sh.bytes += n*n*(8+1+1) + n*64 + largeRingCacheMax*48
+		sh.bytes += n*n*(8+1+1+8) + n*64 + largeRingCacheMax*48 // class links, NVSwitch flags, PCIe, pair levels
 	}
 	return sh
 }

@@ -56,6 +56,26 @@ type class struct {
 	intraSW bool
 	intraPC int8
 	numa    int
+	intraLv uint64 // a pair inside the class, packed as pairLevels
+}
+
+// pairLevels packs a device pair's PCIe closeness (at most 5), same-NUMA
+// flag (0 or 1) and fabric lanes (at most math.MaxInt16) into one word so
+// that a set's three sums are one multiply-add per class pair. Summed over
+// the at most MaxDevices·(MaxDevices-1)/2 = 32,640 pairs of a set, the
+// fields stay below 163,200 < 2^18, 32,640 < 2^15 and 1,069,514,880 < 2^31:
+// no field carries into the next.
+const (
+	lvNUMAShift = 18
+	lvLaneShift = lvNUMAShift + 15
+)
+
+func pairLevels(pcie int8, sameNUMA bool, lanes int16) uint64 {
+	v := uint64(pcie) | uint64(lanes)<<lvLaneShift
+	if sameNUMA {
+		v |= 1 << lvNUMAShift
+	}
+	return v
 }
 
 // largeRingCacheMax bounds a large model's cache of quotient rings.
@@ -69,7 +89,8 @@ type largeModel struct {
 	crv     []int64 // their ring values
 	csw     []bool
 	cpc     []int8
-	order   []int // classes in locality order, for look-ahead chunking
+	clv     []uint64 // C×C representative pairs' levels (pairLevels), a < b
+	order   []int    // classes in locality order, for look-ahead chunking
 
 	// split[k][c]: class c's members lie in different (single-device)
 	// scopes of kind k.
@@ -152,6 +173,19 @@ func newLargeModel(m *model) *largeModel {
 			}
 		}
 	}
+	// The lower request-first levels (fabric lanes, same-NUMA pairs, PCIe)
+	// per class pair and inside each class, as statsNoRing sums them.
+	lm.clv = make([]uint64, C*C)
+	for a := range C {
+		ra := lm.cls[a].members[0]
+		cl := &lm.cls[a]
+		cl.intraLv = pairLevels(cl.intraPC, m.numaKnown[ra], m.lanes[ra*n+cl.members[min(1, len(cl.members)-1)]])
+		for b := a + 1; b < C; b++ {
+			rb := lm.cls[b].members[0]
+			same := m.numaKnown[ra] && m.numaKnown[rb] && cl.numa == lm.cls[b].numa
+			lm.clv[a*C+b] = pairLevels(lm.cpc[a*C+b], same, m.lanes[ra*n+rb])
+		}
+	}
 	lm.order = make([]int, C)
 	for c := range lm.order {
 		lm.order[c] = c
@@ -197,14 +231,16 @@ type largeSearch struct {
 	count     int
 	truncated bool
 	gpuFree   []int64 // per device now, then after the share (fragBuf), with the fragmentation term
+	nz        []int   // statsNoRing's scratch: the touched classes
 }
 
 func (q *query) searchLarge(state *State) (Result, error) {
 	lm := q.c.large
 	m := q.m
 	C := len(lm.cls)
-	s := &largeSearch{q: q, lm: lm, C: C, free: make([]int, C), req: make([]int, C), chosen: make([][]int, C),
-		affC: make([]float64, C), twinOf: make([]int, C), x: make([]int, C), suffix: make([]int, C+1)}
+	ints := make([]int, 6*C+1) // free, req, twinOf, x, nz, suffix
+	s := &largeSearch{q: q, lm: lm, C: C, free: ints[:C:C], req: ints[C : 2*C : 2*C], chosen: make([][]int, C),
+		affC: make([]float64, C), twinOf: ints[2*C : 3*C : 3*C], x: ints[3*C : 4*C : 4*C], nz: ints[4*C : 4*C : 5*C], suffix: ints[5*C:]}
 	for k := range scopeKinds {
 		s.scopeN[k] = make([]int, m.n)
 	}
@@ -395,7 +431,7 @@ func (s *largeSearch) considerCounts() {
 // known (allowed tables), else it is derived from the counts.
 func (s *largeSearch) consider(set DeviceSet) {
 	s.count++
-	key, sc, ok := s.score()
+	key, sc, ok := largeScore(s)
 	if !ok {
 		return
 	}
@@ -462,51 +498,55 @@ func (s *largeSearch) ringOfCounts(x []int) int64 {
 	return s.ringOf(x, touched, wide)
 }
 
-// statsNoRing computes setStats for counts x, all but the ring.
+// statsNoRing computes setStats for counts x, all but the ring: one pass
+// over x for the touched classes, then one multiply-add per pair of them
+// for each of the direct and NVSwitch bandwidth and the packed levels.
 func (s *largeSearch) statsNoRing(x []int) setStats {
 	lm := s.lm
 	C := s.C
 	st := setStats{}
 	var numaSeen [MaxDevices / 64]uint64
+	nz := s.nz[:0]
+	var lv uint64
 	for a, ca := range x {
 		if ca == 0 {
 			continue
 		}
+		nz = append(nz, a)
 		st.k += ca
 		cl := &lm.cls[a]
 		if g := cl.numa; lm.m.numaKnown[cl.members[0]] && numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
 			numaSeen[g>>6] |= 1 << (uint(g) & 63)
 			st.numaSpan++
 		}
-		in := int64(ca * (ca - 1) / 2)
-		st.laneSum += int(in) * int(lm.m.lanes[cl.members[0]*lm.m.n+cl.members[min(1, len(cl.members)-1)]])
-		if lm.m.numaKnown[cl.members[0]] {
-			st.numaPairs += int(in)
+		if ca < 2 {
+			continue
 		}
+		in := int64(ca * (ca - 1) / 2)
+		lv += uint64(in) * cl.intraLv
 		if cl.intraSW {
 			st.switched += in * cl.intraBW
 		} else {
 			st.direct += in * cl.intraBW
 		}
-		st.pcieSum += int(in) * int(cl.intraPC)
-		for b := a + 1; b < C; b++ {
-			cb := x[b]
-			if cb == 0 {
-				continue
-			}
-			p := int64(ca * cb)
-			st.laneSum += int(p) * int(lm.m.lanes[cl.members[0]*lm.m.n+lm.cls[b].members[0]])
-			if rb := lm.cls[b].members[0]; lm.m.numaKnown[cl.members[0]] && lm.m.numaKnown[rb] && cl.numa == lm.cls[b].numa {
-				st.numaPairs += int(p)
-			}
-			if lm.csw[a*C+b] {
-				st.switched += p * lm.cbw[a*C+b]
+	}
+	for i, a := range nz {
+		ca := int64(x[a])
+		row := a * C
+		for _, b := range nz[i+1:] {
+			p := ca * int64(x[b])
+			lv += uint64(p) * lm.clv[row+b]
+			if lm.csw[row+b] {
+				st.switched += p * lm.cbw[row+b]
 			} else {
-				st.direct += p * lm.cbw[a*C+b]
+				st.direct += p * lm.cbw[row+b]
 			}
-			st.pcieSum += int(p) * int(lm.cpc[a*C+b])
 		}
 	}
+	s.nz = nz
+	st.pcieSum = int(lv & (1<<lvNUMAShift - 1))
+	st.numaPairs = int(lv >> lvNUMAShift & (1<<(lvLaneShift-lvNUMAShift) - 1))
+	st.laneSum = int(lv >> lvLaneShift)
 	return st
 }
 
@@ -607,22 +647,56 @@ func (s *largeSearch) quotientRing(cls []int) int64 {
 // proves the counts cannot beat the incumbent(s): first with the ring
 // bounded by the bottleneck spanning tree of the touched classes (every ring
 // contains a spanning path) and the look-ahead by u, then with the ring
-// computed and the look-ahead by u.
+// computed and the look-ahead by u. The first bound is tested as mayWin
+// would, one key level at a time: the ring class with the affinity and
+// preferred-scope level before the pair sums, and the sums before the
+// terms of the score, which it needs only when the keys tie.
 func (s *largeSearch) score() (int64, float64, bool) {
 	q := s.q
-	pack, aff, scope, fit, frag := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm(), 1.0
-	if q.wFrag > 0 {
-		frag = q.fragOf(s.gpuFree, s.setOf(s.x))
+	aff, scope := s.affinity(), s.scopeTerm()
+	lim := s.best
+	if q.explain {
+		lim = s.second
 	}
-	st := s.statsNoRing(s.x)
-	if st.k >= 2 {
-		st.ringRV = s.ringUpper(s.x)
-		o := st.components()
-		u := unitScore(o, &q.w)
-		if !s.mayWin(q.key(st, aff, scope), q.combine(u, u, pack, aff, scope, fit, frag)) {
+	k := 0
+	for _, c := range s.x {
+		k += c
+	}
+	var st setStats
+	var pack, fit, frag float64
+	terms := false
+	if k >= 2 {
+		ringUB := s.ringUpper(s.x)
+		var key int64
+		if q.lex {
+			cls, own := ringClass(ringUB), q.ownQ(aff, scope)
+			// The lower levels lie below 1<<keyOwnShift (packKey).
+			if lim.ok && packKey(cls, own, 0, &q.w)>>keyOwnShift < lim.key>>keyOwnShift {
+				return 0, 0, false
+			}
+			st = s.statsNoRing(s.x)
+			key = packKey(cls, own, levels(q.m, st), &q.w)
+		} else {
+			st = s.statsNoRing(s.x)
+		}
+		if lim.ok && key < lim.key {
 			return 0, 0, false
 		}
+		if lim.ok && key == lim.key {
+			pack, fit, frag = s.terms()
+			terms = true
+			st.ringRV = ringUB
+			u := unitScore(st.components(), &q.w)
+			if !(q.combine(u, u, pack, aff, scope, fit, frag) >= lim.score) {
+				return 0, 0, false
+			}
+		}
 		st.ringRV = s.ringOfCounts(s.x)
+	} else {
+		st = s.statsNoRing(s.x)
+	}
+	if !terms {
+		pack, fit, frag = s.terms()
 	}
 	o := st.components()
 	u := unitScore(o, &q.w)
@@ -635,6 +709,20 @@ func (s *largeSearch) score() (int64, float64, bool) {
 	}
 	return key, q.combine(u, math.Min(u, s.lookAhead()), pack, aff, scope, fit, frag), true
 }
+
+// terms returns the packing, fit and fragmentation terms of the current
+// counts.
+func (s *largeSearch) terms() (pack, fit, frag float64) {
+	pack, fit, frag = s.packing(), s.fitTerm(), 1.0
+	if s.q.wFrag > 0 {
+		frag = s.q.fragOf(s.gpuFree, s.setOf(s.x))
+	}
+	return pack, fit, frag
+}
+
+// largeScore is the collapsed search's scoring of the current counts (the
+// tests swap in the plain computation to compare).
+var largeScore = (*largeSearch).score
 
 // mayWin reports whether a candidate whose key and score are at most key
 // and ub could still become the best (or, with an explanation, the

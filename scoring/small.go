@@ -1,7 +1,6 @@
 package scoring
 
 import (
-	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -26,6 +25,17 @@ type smallTables struct {
 	level   []int64
 	touched [scopeKinds][]uint32
 }
+
+// A set's summed PCIe closeness (at most 5 a pair), same-NUMA pairs and
+// fabric lanes (at most math.MaxInt16 a pair) packed in one word where
+// levels packs them: over the at most 120 pairs of 16 devices the first two
+// stay below 2^10 and 2^7, inside their key fields, and the lanes, on top,
+// below 2^22. So the word is the set's levels whenever the node's lanes fit
+// their field unscaled.
+const (
+	smallLvNUMAShift = keyNUMAShift
+	smallLvLaneShift = keyLaneShift
+)
 
 func newSmallTables(m *model) *smallTables {
 	n := m.n
@@ -69,36 +79,62 @@ func newSmallTables(m *model) *smallTables {
 		t.byCount[c] = append(t.byCount[c], uint32(mask))
 	}
 
+	// Pair sums by mask, each the previous mask's (the highest device
+	// dropped) plus that device's row sum into the rest, itself the row sum
+	// of the rest less its lowest device plus one pair: O(1) a mask. The
+	// masks of highest device h come in order, 1<<h | r for r from 0 to
+	// 1<<h - 1, so one row buffer of N/2 serves every h. PCIe closeness,
+	// same-NUMA pairs and lanes are packed in one word (smallLv*).
+	pairD := make([]int64, 3*n*n) // direct bandwidth, NVSwitch bandwidth, packed levels
+	pairS, pairL := pairD[n*n:2*n*n], pairD[2*n*n:]
+	for h := range n {
+		for j := range n {
+			if m.sw[h*n+j] {
+				pairS[h*n+j] = m.bw[h*n+j]
+			} else {
+				pairD[h*n+j] = m.bw[h*n+j]
+			}
+			lv := int64(m.pcie[h*n+j]) | int64(m.lanes[h*n+j])<<smallLvLaneShift
+			if m.numaKnown[h] && m.numaKnown[j] && m.numa[h] == m.numa[j] {
+				lv |= 1 << smallLvNUMAShift
+			}
+			pairL[h*n+j] = lv
+		}
+	}
+	var scopeLow [scopeKinds][smallMax]uint32
+	for k := range scopeKinds {
+		for h := range n {
+			scopeLow[k][h] = uint32(m.scope[k][h].lowBits())
+		}
+	}
 	direct := make([]int64, N)
 	switched := make([]int64, N)
-	pcie := make([]int32, N)
-	numaPairs := make([]uint8, N) // at most 120 pairs on 16 devices
-	laneSum := make([]int32, N)
+	level := make([]int64, N)
 	numaBits := make([]uint64, N)
+	// levels(m, st) is the packed word itself (k >= 2) when no set's lanes
+	// can exceed their field.
+	lvExact := n*(n-1)/2*m.maxLanes <= 1<<keyLaneBits-1
+	row := make([]int64, 3*(N/2))
+	rowD, rowS, rowL := row[:N/2], row[N/2:2*(N/2)], row[2*(N/2):]
 	for mask := 1; mask < N; mask++ {
 		h := 63 - bits.LeadingZeros64(uint64(mask))
 		prev := mask &^ (1 << h)
-		d, s, p, np, ls := direct[prev], switched[prev], pcie[prev], numaPairs[prev], laneSum[prev]
-		for r := uint64(prev); r != 0; r &= r - 1 {
-			j := bits.TrailingZeros64(r)
-			ls += int32(m.lanes[h*n+j])
-			if m.numaKnown[h] && m.numaKnown[j] && m.numa[h] == m.numa[j] {
-				np++
-			}
-			if m.sw[h*n+j] {
-				s += m.bw[h*n+j]
-			} else {
-				d += m.bw[h*n+j]
-			}
-			p += int32(m.pcie[h*n+j])
+		if prev != 0 {
+			j := bits.TrailingZeros64(uint64(prev))
+			r := prev & (prev - 1)
+			rowD[prev] = rowD[r] + pairD[h*n+j]
+			rowS[prev] = rowS[r] + pairS[h*n+j]
+			rowL[prev] = rowL[r] + pairL[h*n+j]
 		}
-		direct[mask], switched[mask], pcie[mask], numaPairs[mask], laneSum[mask] = d, s, p, np, ls
+		d, s, lv := direct[prev]+rowD[prev], switched[prev]+rowS[prev], level[prev]+rowL[prev]
+		direct[mask], switched[mask], level[mask] = d, s, lv
+		p, np, ls := lv&(1<<smallLvNUMAShift-1), lv>>smallLvNUMAShift&(1<<(smallLvLaneShift-smallLvNUMAShift)-1), lv>>smallLvLaneShift
 		numaBits[mask] = numaBits[prev]
 		if m.numaKnown[h] {
 			numaBits[mask] |= 1 << uint(m.numa[h]&63)
 		}
 		for k := range t.touched {
-			t.touched[k][mask] = t.touched[k][prev] | uint32(m.scope[k][h].lowBits())
+			t.touched[k][mask] = t.touched[k][prev] | scopeLow[k][h]
 		}
 		k := bits.OnesCount64(uint64(mask))
 		st := setStats{k: k, direct: d, switched: s, numaSpan: bits.OnesCount64(numaBits[mask]), numaPairs: int(np), pcieSum: int(p), laneSum: int(ls)}
@@ -108,7 +144,11 @@ func newSmallTables(m *model) *smallTables {
 		t.ringRV[mask] = st.ringRV
 		t.class[mask] = uint16(st.class())
 		t.own[mask] = st.components()
-		t.level[mask] = levels(m, st)
+		if lvExact && k >= 2 {
+			t.level[mask] = lv
+		} else {
+			t.level[mask] = levels(m, st)
+		}
 	}
 	return t
 }
@@ -247,15 +287,36 @@ type keyOrder struct {
 func (wt *weightedTables) keyOrder(t *smallTables, k int) *keyOrder {
 	e := &wt.byKey[k]
 	e.once.Do(func() {
-		ms := slices.Clone(t.byCount[k])
-		slices.SortStableFunc(ms, func(a, b uint32) int { return cmp.Compare(wt.uk[b].key, wt.uk[a].key) })
-		start := []int32{0}
-		for i := 1; i < len(ms); i++ {
-			if wt.uk[ms[i]].key != wt.uk[ms[i-1]].key {
-				start = append(start, int32(i))
-			}
+		// A stable sort by key, descending, of the masks in ascending
+		// order: a counting sort over the distinct keys.
+		ms := t.byCount[k]
+		keys := make([]int64, len(ms))
+		for i, mask := range ms {
+			keys[i] = wt.uk[mask].key
 		}
-		e.masks, e.start = ms, append(start, int32(len(ms)))
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		D := len(keys)
+		group := make([]int32, len(ms))
+		start := make([]int32, D+1)
+		for i, mask := range ms {
+			j, _ := slices.BinarySearch(keys, wt.uk[mask].key)
+			group[i] = int32(D - 1 - j)
+			start[D-j]++
+		}
+		for g := range D {
+			start[g+1] += start[g]
+		}
+		pos := slices.Clone(start[:D])
+		out := make([]uint32, len(ms))
+		for i, mask := range ms {
+			out[pos[group[i]]] = mask
+			pos[group[i]]++
+		}
+		if D == 0 {
+			start = append(start, 0)
+		}
+		e.masks, e.start = out, start
 		if wt.charge != nil {
 			wt.charge(4 * int64(len(e.masks)+len(e.start)))
 		}
