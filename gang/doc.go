@@ -143,7 +143,7 @@
 //	defaultGroupBudget       16,384       CheckGroups' domain choices without WithSearchBudget
 //	defaultClearingBudget    2,048        ClearDomain's fit tests without WithSearchBudget
 //	tidyDeadAllocations      1,024        removed allocations a snapshot keeps (or as many as it has live ones)
-//	tidyCacheClasses         1,024        usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
+//	tidyCacheClasses         256          usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
 //	tidyCacheClassesPerNode  2            usage patterns per node a snapshot's cache may keep
 //	cacheMaxCapEntries       1,048,576    device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
 //

@@ -410,7 +410,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	}
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
-	fp := &fairPass{input: s, working: s.Clone(), noneReleasing: !s.hasReleasing(), signatures: map[*problem]string{}, nodeVersion: make([]uint32, len(s.nodes)), untilMemos: map[time.Duration]*untilMemo{}, untilUsages: make([][]untilEntry, len(s.nodes)), poll: ctxpoll.New(inner, "gang:"), spent: spent, settings: &fs, options: newConfig(opts), queues: map[string]*queueState{},
+	fp := &fairPass{input: s, working: s.clone(), noneReleasing: !s.hasReleasing(), signatures: map[*problem]string{}, nodeVersion: make([]uint32, len(s.nodes)), untilMemos: map[time.Duration]*untilMemo{}, untilUsages: make([][]untilEntry, len(s.nodes)), poll: ctxpoll.New(inner, "gang:"), spent: spent, settings: &fs, options: newConfig(opts), queues: map[string]*queueState{},
 		problems: map[string]*problem{}, demands: map[string]Amounts{}, failedFits: map[string]int{}, evicted: map[string]bool{}, neverFits: map[string]bool{}, reclaimFailed: map[string]int{}}
 	fp.solver.memo = &capMemo{limit: memoLimit}
 	fp.viewFollow = follow{log: &fp.touchLog}

@@ -194,7 +194,7 @@ func PlanQueue(ctx context.Context, s *Snapshot, jobs []Job, opts ...Option) (*Q
 	}
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
-	qp := &queuePass{s: s, poll: ctxpoll.New(inner, "gang:"), w: s.Clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
+	qp := &queuePass{s: s, poll: ctxpoll.New(inner, "gang:"), w: s.clone(), probs: probs, cfg: cfg, never: map[string]*Placement{}, sigs: map[string]bool{}}
 	order := qp.fairOrder(jobs, weights)
 	plan := &QueuePlan{}
 	perQueue := map[string]int{}

@@ -749,9 +749,25 @@ func (s *Snapshot) Jobs() []string {
 	return out
 }
 
-// Clone returns an independent copy; static data and per-node usage are
-// shared until changed.
+// Clone returns an independent copy; static data, per-node usage and the
+// cache of what planning calls worked out are shared until changed. When
+// that cache has grown past its limits (see the Limits: a snapshot that
+// answered many calls for pods of many shapes), the copy starts a fresh
+// one holding its own nodes' usage patterns, with the same answers; so a
+// scheduler that keeps a snapshot and plans on it bounds its memory by
+// keeping Clone's copy in its place now and then.
 func (s *Snapshot) Clone() *Snapshot {
+	c := s.clone()
+	if c != nil {
+		c.tidy()
+	}
+	return c
+}
+
+// clone is Clone sharing the cache whatever its size, for the passes that
+// plan on a copy with a solver that holds class ids of the original's
+// cache.
+func (s *Snapshot) clone() *Snapshot {
 	if s == nil {
 		return nil
 	}

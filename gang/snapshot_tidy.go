@@ -5,8 +5,10 @@ package gang
 // saw: removed allocations stay in its table (marked dead), and its cache
 // keeps a class for every usage pattern any node ever had, or any search
 // tried, with the pod sequences worked out on it (about 7.5 KB a class).
-// tidy, run at the end of each of those calls, bounds both by what the
-// snapshot holds now.
+// tidy, run at the end of each of those calls and on Clone's copy, bounds
+// both by what the snapshot holds now. (Planning calls grow the cache too,
+// with the usage patterns their searches try; a snapshot only read is
+// tidied through its Clone.)
 
 // The limits are variables so that tests can lower them.
 var (
@@ -18,7 +20,7 @@ var (
 	// snapshot's cache holds before the snapshot starts a fresh cache with
 	// the classes of its nodes only (and at least tidyCacheClassesPerNode
 	// per node, so that starting one costs O(1) per class cached).
-	tidyCacheClasses        = 1024
+	tidyCacheClasses        = 256
 	tidyCacheClassesPerNode = 2
 )
 
@@ -27,8 +29,8 @@ var (
 // do not change: the allocations keep their order, and the fresh cache
 // interns the nodes in the order NewSnapshot does, so the snapshot is as
 // one built anew from its allocations. Clones sharing the old cache keep
-// it. Only the exported mutators call it, never a planner in a pass (whose
-// solver holds class ids of the cache it started with).
+// it. Only the exported mutators and Clone call it, never a planner in a
+// pass (whose solver holds class ids of the cache it started with).
 func (s *Snapshot) tidy() {
 	if s.cache == nil {
 		return // a zero Snapshot

@@ -27,7 +27,10 @@ import (
 // gives (deviceAllocation, the function the snapshot is built with). A NodeInfo of generation 0 (not one of the
 // scheduler's) or a view rebuilt from the NodeInfo (not the tracker's) is
 // never matched. Bound: one entry per domain of the last cycles; the map
-// is cleared when it holds more than maxDomainSnaps.
+// is cleared when it holds more than maxDomainSnaps. A reused snapshot's
+// cache grows with the pod shapes checked on it, so every
+// domainSnapCloneEvery-th reuse replaces it by its Clone, which starts a
+// fresh cache once the old one is past gang's limit.
 type domainSnaps struct {
 	mu sync.Mutex
 	m  map[string]*domainSnap
@@ -36,11 +39,17 @@ type domainSnaps struct {
 // maxDomainSnaps bounds domainSnaps' entries.
 const maxDomainSnaps = 4096
 
+// domainSnapCloneEvery is how many reuses of a domain's snapshot pass
+// before the entry keeps its Clone instead.
+const domainSnapCloneEvery = 32
+
 // domainSnap is one domain's snapshot and what it was built from.
 type domainSnap struct {
 	nodes []domainNode
 	marks string
 	snap  *gang.Snapshot
+	// reuses counts the cycles that reused snap
+	reuses int
 }
 
 // domainNode is what a snapshot of a node depends on.
@@ -61,15 +70,17 @@ func (p *Plugin) domainSnapshot(ctx context.Context, key string, infos []fwk.Nod
 		e := p.domains.m[key]
 		p.domains.mu.Unlock()
 		if e != nil && e.marks == marks && p.sameDomainNodes(e.nodes, deps) {
-			if !slices.Equal(e.nodes, deps) {
-				// the next cycle compares with the views of this one
-				p.domains.mu.Lock()
-				if p.domains.m[key] == e {
-					p.domains.m[key] = &domainSnap{nodes: deps, marks: marks, snap: e.snap}
-				}
-				p.domains.mu.Unlock()
+			snap := e.snap
+			if e.reuses%domainSnapCloneEvery == domainSnapCloneEvery-1 {
+				snap = snap.Clone() // (a fresh cache once the old one is past its limit)
 			}
-			return e.snap, nil
+			// the next cycle compares with the views of this one
+			p.domains.mu.Lock()
+			if p.domains.m[key] == e {
+				p.domains.m[key] = &domainSnap{nodes: deps, marks: marks, snap: snap, reuses: e.reuses + 1}
+			}
+			p.domains.mu.Unlock()
+			return snap, nil
 		}
 	}
 	snap, err := p.gangSnapshotOfMarked(ctx, infos, nil, filtered)

@@ -254,6 +254,24 @@ func TestDomainSnapshotReuse(t *testing.T) {
 	require.Equal(t, []string{"example.com/rack=r1"}, generate())
 	require.Equal(t, int64(2), p.gangSnapshots.Load(), "both racks reused")
 
+	// Every domainSnapCloneEvery-th reuse keeps the snapshot's Clone (whose
+	// cache starts afresh once the old one is past gang's limit): the same
+	// answer, no rebuild.
+	entry := func() *gang.Snapshot {
+		p.domains.mu.Lock()
+		defer p.domains.mu.Unlock()
+		return p.domains.m["example.com/rack=r1"].snap
+	}
+	first, replaced := entry(), 0
+	for range 2 * domainSnapCloneEvery {
+		require.Equal(t, []string{"example.com/rack=r1"}, generate())
+		if e := entry(); e != first {
+			first, replaced = e, replaced+1
+		}
+	}
+	require.Equal(t, 2, replaced, "the snapshot is replaced by its Clone every %d reuses", domainSnapCloneEvery)
+	require.Equal(t, int64(2), p.gangSnapshots.Load(), "a Clone is no rebuild")
+
 	// r1's first tray now holds two GPU pods (a new generation): r1 is
 	// rebuilt, and no longer fits the group; r2 is reused.
 	ni := infos[0].(genNodeInfo)
