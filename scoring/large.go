@@ -51,12 +51,15 @@ const maxLargeCandidates = 1 << 18
 
 type class struct {
 	members []int // ascending
-	intraBW int64
-	intraRV int64
-	intraSW bool
-	intraPC int8
-	numa    int
-	intraLv uint64 // a pair inside the class, packed as pairLevels
+	// a pair of the class's members: its link bandwidth, ring value,
+	// whether the link is switched, PCIe closeness, and the last with the
+	// same-NUMA flag and lanes packed as pairLevels
+	innerBandwidth int64
+	innerRing      int64
+	innerSwitched  bool
+	innerPCIe      int8
+	numa           int
+	innerPacked    uint64
 }
 
 // pairLevels packs a device pair's PCIe closeness (at most 5), same-NUMA
@@ -83,14 +86,18 @@ const largeRingCacheMax = 4096
 
 type largeModel struct {
 	m       *model
-	cls     []class
+	classes []class
 	classOf []int
-	cbw     []int64 // C×C representative links
-	crv     []int64 // their ring values
-	csw     []bool
-	cpc     []int8
-	clv     []uint64 // C×C representative pairs' levels (pairLevels), a < b
-	order   []int    // classes in locality order, for look-ahead chunking
+	// C×C tables over pairs of distinct classes, read off their first
+	// members: link bandwidth, ring value, whether the link is switched,
+	// PCIe closeness, and (for a < b only) the last with the same-NUMA flag
+	// and lanes packed as pairLevels
+	pairBandwidth []int64
+	pairRing      []int64
+	pairSwitched  []bool
+	pairPCIe      []int8
+	pairPacked    []uint64
+	order         []int // classes in locality order, for look-ahead chunking
 
 	// split[k][c]: class c's members lie in different (single-device)
 	// scopes of kind k.
@@ -129,18 +136,18 @@ func newLargeModel(m *model) *largeModel {
 	}
 	for i := range n {
 		placed := false
-		for c := range lm.cls {
-			cl := &lm.cls[c]
+		for c := range lm.classes {
+			cl := &lm.classes[c]
 			rep := cl.members[0]
 			if !twin(i, rep) {
 				continue
 			}
-			if len(cl.members) >= 2 && (m.bw[i*n+rep] != cl.intraBW || m.rv[i*n+rep] != cl.intraRV || m.sw[i*n+rep] != cl.intraSW || m.pcie[i*n+rep] != cl.intraPC) {
+			if len(cl.members) >= 2 && (m.bw[i*n+rep] != cl.innerBandwidth || m.rv[i*n+rep] != cl.innerRing || m.sw[i*n+rep] != cl.innerSwitched || m.pcie[i*n+rep] != cl.innerPCIe) {
 				continue
 			}
 			if len(cl.members) == 1 {
-				cl.intraBW, cl.intraSW, cl.intraPC = m.bw[i*n+rep], m.sw[i*n+rep], m.pcie[i*n+rep]
-				cl.intraRV = m.rv[i*n+rep]
+				cl.innerBandwidth, cl.innerSwitched, cl.innerPCIe = m.bw[i*n+rep], m.sw[i*n+rep], m.pcie[i*n+rep]
+				cl.innerRing = m.rv[i*n+rep]
 			}
 			cl.members = append(cl.members, i)
 			lm.classOf[i] = c
@@ -148,14 +155,14 @@ func newLargeModel(m *model) *largeModel {
 			break
 		}
 		if !placed {
-			lm.classOf[i] = len(lm.cls)
-			lm.cls = append(lm.cls, class{members: []int{i}, numa: m.numa[i]})
+			lm.classOf[i] = len(lm.classes)
+			lm.classes = append(lm.classes, class{members: []int{i}, numa: m.numa[i]})
 		}
 	}
-	C := len(lm.cls)
+	C := len(lm.classes)
 	for k := range scopeKinds {
 		lm.split[k] = make([]bool, C)
-		for c, cl := range lm.cls {
+		for c, cl := range lm.classes {
 			for _, i := range cl.members[1:] {
 				if m.scopeID[k][i] != m.scopeID[k][cl.members[0]] {
 					lm.split[k][c] = true
@@ -163,27 +170,27 @@ func newLargeModel(m *model) *largeModel {
 			}
 		}
 	}
-	lm.cbw, lm.csw, lm.cpc, lm.crv = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C), make([]int64, C*C)
+	lm.pairBandwidth, lm.pairSwitched, lm.pairPCIe, lm.pairRing = make([]int64, C*C), make([]bool, C*C), make([]int8, C*C), make([]int64, C*C)
 	for a := range C {
 		for b := range C {
 			if a != b {
-				i, j := lm.cls[a].members[0], lm.cls[b].members[0]
-				lm.cbw[a*C+b], lm.csw[a*C+b], lm.cpc[a*C+b] = m.bw[i*n+j], m.sw[i*n+j], m.pcie[i*n+j]
-				lm.crv[a*C+b] = m.rv[i*n+j]
+				i, j := lm.classes[a].members[0], lm.classes[b].members[0]
+				lm.pairBandwidth[a*C+b], lm.pairSwitched[a*C+b], lm.pairPCIe[a*C+b] = m.bw[i*n+j], m.sw[i*n+j], m.pcie[i*n+j]
+				lm.pairRing[a*C+b] = m.rv[i*n+j]
 			}
 		}
 	}
 	// The lower request-first levels (fabric lanes, same-NUMA pairs, PCIe)
 	// per class pair and inside each class, as statsNoRing sums them.
-	lm.clv = make([]uint64, C*C)
+	lm.pairPacked = make([]uint64, C*C)
 	for a := range C {
-		ra := lm.cls[a].members[0]
-		cl := &lm.cls[a]
-		cl.intraLv = pairLevels(cl.intraPC, m.numaKnown[ra], m.lanes[ra*n+cl.members[min(1, len(cl.members)-1)]])
+		ra := lm.classes[a].members[0]
+		cl := &lm.classes[a]
+		cl.innerPacked = pairLevels(cl.innerPCIe, m.numaKnown[ra], m.lanes[ra*n+cl.members[min(1, len(cl.members)-1)]])
 		for b := a + 1; b < C; b++ {
-			rb := lm.cls[b].members[0]
-			same := m.numaKnown[ra] && m.numaKnown[rb] && cl.numa == lm.cls[b].numa
-			lm.clv[a*C+b] = pairLevels(lm.cpc[a*C+b], same, m.lanes[ra*n+rb])
+			rb := lm.classes[b].members[0]
+			same := m.numaKnown[ra] && m.numaKnown[rb] && cl.numa == lm.classes[b].numa
+			lm.pairPacked[a*C+b] = pairLevels(lm.pairPCIe[a*C+b], same, m.lanes[ra*n+rb])
 		}
 	}
 	lm.order = make([]int, C)
@@ -191,7 +198,7 @@ func newLargeModel(m *model) *largeModel {
 		lm.order[c] = c
 	}
 	key := func(c int) [5]int {
-		r := lm.cls[c].members[0]
+		r := lm.classes[c].members[0]
 		return [5]int{m.scopeID[0][r], m.numa[r], m.scopeID[1][r], m.scopeID[3][r], c}
 	}
 	slices.SortFunc(lm.order, func(a, b int) int {
@@ -214,42 +221,42 @@ func (c *largeCand) cand() candidate { return candidate{c.set, c.key, c.score, c
 
 // largeSearch is the per-query state of the collapsed search.
 type largeSearch struct {
-	q         *query
-	lm        *largeModel
-	C         int
-	free      []int   // usable members per class
-	req       []int   // required members per class
-	chosen    [][]int // per class, usable members in the order they are taken
-	fitPre    [][]float64
-	affC      []float64
-	twinOf    []int             // previous class of the same symmetry group, -1 if none
-	x         []int             // current counts
-	suffix    []int             // usable devices in classes c.. (for pruning)
-	scopeN    [scopeKinds][]int // usable devices per scope id
-	best      largeCand
-	second    largeCand
-	count     int
-	truncated bool
-	gpuFree   []int64 // per device now, then after the share (fragBuf), with the fragmentation term
-	nz        []int   // statsNoRing's scratch: the touched classes
+	q             *query
+	lm            *largeModel
+	C             int
+	free          []int             // usable members per class
+	req           []int             // required members per class
+	chosen        [][]int           // per class, usable members in the order they are taken
+	fitPrefix     [][]float64       // shared requests: per class, the fit of its first j chosen members summed
+	classAffinity []float64         // per class, its members' affinity to the request (Request.Affinity)
+	twinOf        []int             // previous class of the same symmetry group, -1 if none
+	counts        []int             // current counts: members taken per class
+	suffix        []int             // usable devices in classes c.. (for pruning)
+	scopeFree     [scopeKinds][]int // usable devices per scope id
+	best          largeCand
+	second        largeCand
+	count         int
+	truncated     bool
+	gpuFree       []int64 // per device now, then after the share (fragBuf), with the fragmentation term
+	touched       []int   // statsNoRing's scratch: the classes with members taken
 }
 
 func (q *query) searchLarge(state *State) (Result, error) {
 	lm := q.c.large
 	m := q.m
-	C := len(lm.cls)
-	ints := make([]int, 6*C+1) // free, req, twinOf, x, nz, suffix
+	C := len(lm.classes)
+	ints := make([]int, 6*C+1) // free, req, twinOf, counts, touched, suffix
 	s := &largeSearch{q: q, lm: lm, C: C, free: ints[:C:C], req: ints[C : 2*C : 2*C], chosen: make([][]int, C),
-		affC: make([]float64, C), twinOf: ints[2*C : 3*C : 3*C], x: ints[3*C : 4*C : 4*C], nz: ints[4*C : 4*C : 5*C], suffix: ints[5*C:]}
+		classAffinity: make([]float64, C), twinOf: ints[2*C : 3*C : 3*C], counts: ints[3*C : 4*C : 4*C], touched: ints[4*C : 4*C : 5*C], suffix: ints[5*C:]}
 	for k := range scopeKinds {
-		s.scopeN[k] = make([]int, m.n)
+		s.scopeFree[k] = make([]int, m.n)
 	}
 	for i := range q.free.All() {
 		for k := range scopeKinds {
-			s.scopeN[k][m.scopeID[k][i]]++
+			s.scopeFree[k][m.scopeID[k][i]]++
 		}
 	}
-	for c, cl := range lm.cls {
+	for c, cl := range lm.classes {
 		var reqd, rest []int
 		for _, i := range cl.members {
 			switch {
@@ -274,14 +281,14 @@ func (q *query) searchLarge(state *State) (Result, error) {
 		s.req[c] = len(reqd)
 		s.free[c] = len(reqd) + len(rest)
 		if q.aff != nil {
-			s.affC[c] = q.aff[cl.members[0]]
+			s.classAffinity[c] = q.aff[cl.members[0]]
 		}
 		if q.shared {
 			pre := make([]float64, len(s.chosen[c])+1)
 			for j, i := range s.chosen[c] {
 				pre[j+1] = pre[j] + q.fit[i]
 			}
-			s.fitPre = append(s.fitPre, pre)
+			s.fitPrefix = append(s.fitPrefix, pre)
 		}
 	}
 	for c := C - 1; c >= 0; c-- {
@@ -297,9 +304,9 @@ func (q *query) searchLarge(state *State) (Result, error) {
 			if !set.SubsetOf(q.free) || !q.required.SubsetOf(set) {
 				continue
 			}
-			clear(s.x)
+			clear(s.counts)
 			for i := range set.All() {
-				s.x[lm.classOf[i]]++
+				s.counts[lm.classOf[i]]++
 			}
 			if q.scopeReq && q.scopeOf(set) == 0 {
 				continue
@@ -314,10 +321,10 @@ func (q *query) searchLarge(state *State) (Result, error) {
 	}
 	res := Result{Set: s.best.set, Score: s.best.score, Candidates: s.count}
 	if q.explain {
-		copy(s.x, s.best.x)
+		copy(s.counts, s.best.x)
 		res.Components = s.components()
 		if s.second.ok {
-			copy(s.x, s.second.x)
+			copy(s.counts, s.second.x)
 			comps := s.components()
 			res.RunnerUp = &RunnerUp{Set: s.second.set, Score: s.second.score, Components: comps,
 				Why: explainLoss(s.best.set, s.second.set, s.best.score, s.second.score, s.best.key, s.second.key, res.Components, comps)}
@@ -339,7 +346,7 @@ func (s *largeSearch) symmetry() {
 	}
 	// ownScope: the scope of kind k of class c's members lies inside c.
 	ownScope := func(c, k int) bool {
-		for i := range m.scope[k][lm.cls[c].members[0]].All() {
+		for i := range m.scope[k][lm.classes[c].members[0]].All() {
 			if lm.classOf[i] != c {
 				return false
 			}
@@ -348,10 +355,10 @@ func (s *largeSearch) symmetry() {
 	}
 	for c := range C {
 		for p := c - 1; p >= 0; p-- {
-			a, b := &lm.cls[p], &lm.cls[c]
+			a, b := &lm.classes[p], &lm.classes[c]
 			if len(a.members) != len(b.members) || s.free[p] != s.free[c] || s.req[p] != 0 || s.req[c] != 0 ||
-				a.intraBW != b.intraBW || a.intraSW != b.intraSW || a.intraPC != b.intraPC ||
-				s.affC[p] != s.affC[c] {
+				a.innerBandwidth != b.innerBandwidth || a.innerSwitched != b.innerSwitched || a.innerPCIe != b.innerPCIe ||
+				s.classAffinity[p] != s.classAffinity[c] {
 				continue
 			}
 			// Same scope of every kind (NUMA included), or each alone in
@@ -364,11 +371,11 @@ func (s *largeSearch) symmetry() {
 				}
 			}
 			for x := 0; same && x < C; x++ {
-				if x != p && x != c && (lm.cbw[p*C+x] != lm.cbw[c*C+x] || lm.csw[p*C+x] != lm.csw[c*C+x] || lm.cpc[p*C+x] != lm.cpc[c*C+x]) {
+				if x != p && x != c && (lm.pairBandwidth[p*C+x] != lm.pairBandwidth[c*C+x] || lm.pairSwitched[p*C+x] != lm.pairSwitched[c*C+x] || lm.pairPCIe[p*C+x] != lm.pairPCIe[c*C+x]) {
 					same = false
 				}
 			}
-			if same && lm.cbw[p*C+c] == lm.cbw[c*C+p] {
+			if same && lm.pairBandwidth[p*C+c] == lm.pairBandwidth[c*C+p] {
 				s.twinOf[c] = p
 				break
 			}
@@ -383,7 +390,7 @@ func (s *largeSearch) enumerate(c, left int) {
 	}
 	if left == 0 {
 		for j := c; j < s.C; j++ {
-			s.x[j] = 0
+			s.counts[j] = 0
 			if s.req[j] > 0 {
 				return
 			}
@@ -398,15 +405,15 @@ func (s *largeSearch) enumerate(c, left int) {
 	if t := s.twinOf[c]; t >= 0 {
 		// Within a group of interchangeable classes, fill classes in
 		// order: a class is taken only when its predecessor is full.
-		if s.x[t] < s.free[t] {
+		if s.counts[t] < s.free[t] {
 			hi = 0
 		}
 	}
 	for x := hi; x >= s.req[c]; x-- {
-		s.x[c] = x
+		s.counts[c] = x
 		s.enumerate(c+1, left-x)
 	}
-	s.x[c] = 0
+	s.counts[c] = 0
 }
 
 func (s *largeSearch) setOf(x []int) DeviceSet {
@@ -436,15 +443,15 @@ func (s *largeSearch) consider(set DeviceSet) {
 		return
 	}
 	if set.IsEmpty() && (s.mayWin(key, sc) || !s.best.ok || (key == s.best.key && sc >= s.best.score)) {
-		set = s.setOf(s.x)
+		set = s.setOf(s.counts)
 	}
 	if better(set, key, sc, s.best.cand()) {
 		if s.q.explain && s.best.ok {
 			s.second = s.best
 		}
-		s.best = largeCand{slices.Clone(s.x), key, sc, set, true}
+		s.best = largeCand{slices.Clone(s.counts), key, sc, set, true}
 	} else if s.q.explain && better(set, key, sc, s.second.cand()) {
-		s.second = largeCand{slices.Clone(s.x), key, sc, set, true}
+		s.second = largeCand{slices.Clone(s.counts), key, sc, set, true}
 	}
 }
 
@@ -453,18 +460,18 @@ func (s *largeSearch) sameScope(k int) bool {
 	id := -1
 	total := 0
 	split := false
-	for c, cnt := range s.x {
+	for c, cnt := range s.counts {
 		total += cnt
 		split = split || (cnt > 0 && s.lm.split[k][c])
 	}
 	if split { // a split class's devices are each alone in their scope
 		return total <= 1
 	}
-	for c, cnt := range s.x {
+	for c, cnt := range s.counts {
 		if cnt == 0 {
 			continue
 		}
-		r := s.lm.cls[c].members[0]
+		r := s.lm.classes[c].members[0]
 		if id >= 0 && m.scopeID[k][r] != id {
 			return false
 		}
@@ -506,15 +513,15 @@ func (s *largeSearch) statsNoRing(x []int) setStats {
 	C := s.C
 	st := setStats{}
 	var numaSeen [MaxDevices / 64]uint64
-	nz := s.nz[:0]
-	var lv uint64
+	touched := s.touched[:0]
+	var packed uint64
 	for a, ca := range x {
 		if ca == 0 {
 			continue
 		}
-		nz = append(nz, a)
+		touched = append(touched, a)
 		st.k += ca
-		cl := &lm.cls[a]
+		cl := &lm.classes[a]
 		if g := cl.numa; lm.m.numaKnown[cl.members[0]] && numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
 			numaSeen[g>>6] |= 1 << (uint(g) & 63)
 			st.numaSpan++
@@ -523,30 +530,30 @@ func (s *largeSearch) statsNoRing(x []int) setStats {
 			continue
 		}
 		in := int64(ca * (ca - 1) / 2)
-		lv += uint64(in) * cl.intraLv
-		if cl.intraSW {
-			st.switched += in * cl.intraBW
+		packed += uint64(in) * cl.innerPacked
+		if cl.innerSwitched {
+			st.switched += in * cl.innerBandwidth
 		} else {
-			st.direct += in * cl.intraBW
+			st.direct += in * cl.innerBandwidth
 		}
 	}
-	for i, a := range nz {
+	for i, a := range touched {
 		ca := int64(x[a])
 		row := a * C
-		for _, b := range nz[i+1:] {
+		for _, b := range touched[i+1:] {
 			p := ca * int64(x[b])
-			lv += uint64(p) * lm.clv[row+b]
-			if lm.csw[row+b] {
-				st.switched += p * lm.cbw[row+b]
+			packed += uint64(p) * lm.pairPacked[row+b]
+			if lm.pairSwitched[row+b] {
+				st.switched += p * lm.pairBandwidth[row+b]
 			} else {
-				st.direct += p * lm.cbw[row+b]
+				st.direct += p * lm.pairBandwidth[row+b]
 			}
 		}
 	}
-	s.nz = nz
-	st.pcieSum = int(lv & (1<<lvNUMAShift - 1))
-	st.numaPairs = int(lv >> lvNUMAShift & (1<<(lvLaneShift-lvNUMAShift) - 1))
-	st.laneSum = int(lv >> lvLaneShift)
+	s.touched = touched
+	st.pcieSum = int(packed & (1<<lvNUMAShift - 1))
+	st.numaPairs = int(packed >> lvNUMAShift & (1<<(lvLaneShift-lvNUMAShift) - 1))
+	st.laneSum = int(packed >> lvLaneShift)
 	return st
 }
 
@@ -560,7 +567,7 @@ func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
 		if cnt > 0 {
 			cls = append(cls, c)
 			if cnt >= 2 {
-				intra = min(intra, lm.cls[c].intraRV)
+				intra = min(intra, lm.classes[c].innerRing)
 			}
 		}
 	}
@@ -569,7 +576,7 @@ func (s *largeSearch) ringOf(x []int, touched uint64, wide bool) int64 {
 	case len(cls) == 1:
 		return intra
 	case len(cls) == 2:
-		cross = lm.crv[cls[0]*C+cls[1]]
+		cross = lm.pairRing[cls[0]*C+cls[1]]
 	case wide:
 		cross = s.quotientRing(cls)
 	default:
@@ -595,7 +602,7 @@ func (s *largeSearch) quotientRing(cls []int) int64 {
 	lm := s.lm
 	C := s.C
 	k := len(cls)
-	w := func(a, b int) int64 { return lm.crv[cls[a]*C+cls[b]] }
+	w := func(a, b int) int64 { return lm.pairRing[cls[a]*C+cls[b]] }
 	if k > 14 {
 		visited := make([]bool, k)
 		visited[0] = true
@@ -659,14 +666,14 @@ func (s *largeSearch) score() (int64, float64, bool) {
 		lim = s.second
 	}
 	k := 0
-	for _, c := range s.x {
+	for _, c := range s.counts {
 		k += c
 	}
 	var st setStats
 	var pack, fit, frag float64
 	terms := false
 	if k >= 2 {
-		ringUB := s.ringUpper(s.x)
+		ringUB := s.ringUpper(s.counts)
 		var key int64
 		if q.lex {
 			cls, own := ringClass(ringUB), q.ownQ(aff, scope)
@@ -674,10 +681,10 @@ func (s *largeSearch) score() (int64, float64, bool) {
 			if lim.ok && packKey(cls, own, 0, &q.w)>>keyOwnShift < lim.key>>keyOwnShift {
 				return 0, 0, false
 			}
-			st = s.statsNoRing(s.x)
+			st = s.statsNoRing(s.counts)
 			key = packKey(cls, own, levels(q.m, st), &q.w)
 		} else {
-			st = s.statsNoRing(s.x)
+			st = s.statsNoRing(s.counts)
 		}
 		if lim.ok && key < lim.key {
 			return 0, 0, false
@@ -691,9 +698,9 @@ func (s *largeSearch) score() (int64, float64, bool) {
 				return 0, 0, false
 			}
 		}
-		st.ringRV = s.ringOfCounts(s.x)
+		st.ringRV = s.ringOfCounts(s.counts)
 	} else {
-		st = s.statsNoRing(s.x)
+		st = s.statsNoRing(s.counts)
 	}
 	if !terms {
 		pack, fit, frag = s.terms()
@@ -715,7 +722,7 @@ func (s *largeSearch) score() (int64, float64, bool) {
 func (s *largeSearch) terms() (pack, fit, frag float64) {
 	pack, fit, frag = s.packing(), s.fitTerm(), 1.0
 	if s.q.wFrag > 0 {
-		frag = s.q.fragOf(s.gpuFree, s.setOf(s.x))
+		frag = s.q.fragOf(s.gpuFree, s.setOf(s.counts))
 	}
 	return pack, fit, frag
 }
@@ -753,7 +760,7 @@ func (s *largeSearch) ringUpper(x []int) int64 {
 			cls[k] = c
 			k++
 			if cnt >= 2 {
-				ub = min(ub, lm.cls[c].intraRV)
+				ub = min(ub, lm.classes[c].innerRing)
 			}
 		}
 	}
@@ -773,7 +780,7 @@ func (s *largeSearch) ringUpper(x []int) int64 {
 		ub = min(ub, key[v])
 		for i := range k {
 			if !in[i] {
-				key[i] = max(key[i], lm.crv[cls[v]*C+cls[i]])
+				key[i] = max(key[i], lm.pairRing[cls[v]*C+cls[i]])
 			}
 		}
 	}
@@ -789,7 +796,7 @@ func (s *largeSearch) lookAhead() float64 {
 	g := make([]int, s.C)
 	var pool []int // classes of leftover devices, in locality order
 	for _, c := range lm.order {
-		r := s.free[c] - s.x[c]
+		r := s.free[c] - s.counts[c]
 		if full := r / L; full > 0 {
 			clear(g)
 			g[c] = L
@@ -805,9 +812,9 @@ func (s *largeSearch) lookAhead() float64 {
 	C := s.C
 	link := func(a, b int) int64 {
 		if a == b {
-			return lm.cls[a].intraBW
+			return lm.classes[a].innerBandwidth
 		}
-		return lm.cbw[a*C+b]
+		return lm.pairBandwidth[a*C+b]
 	}
 	var grp []int
 	for len(pool) >= L {
@@ -850,7 +857,7 @@ func (s *largeSearch) packing() float64 {
 		}
 		var seen DeviceSet
 		freeIn := 0
-		for c, cnt := range s.x {
+		for c, cnt := range s.counts {
 			if cnt == 0 {
 				continue
 			}
@@ -858,10 +865,10 @@ func (s *largeSearch) packing() float64 {
 				freeIn += cnt
 				continue
 			}
-			id := m.scopeID[kind][s.lm.cls[c].members[0]]
+			id := m.scopeID[kind][s.lm.classes[c].members[0]]
 			if !seen.Contains(id) {
 				seen = seen.With(id)
-				freeIn += s.scopeN[kind][id]
+				freeIn += s.scopeFree[kind][id]
 			}
 		}
 		sum += float64(q.k) / float64(freeIn)
@@ -875,8 +882,8 @@ func (s *largeSearch) affinity() float64 {
 		return 1
 	}
 	sum := 0.0
-	for c, cnt := range s.x {
-		sum += float64(cnt) * s.affC[c]
+	for c, cnt := range s.counts {
+		sum += float64(cnt) * s.classAffinity[c]
 	}
 	return sum / float64(s.q.k)
 }
@@ -893,22 +900,22 @@ func (s *largeSearch) fitTerm() float64 {
 		return 1
 	}
 	sum := 0.0
-	for c, cnt := range s.x {
-		sum += s.fitPre[c][cnt]
+	for c, cnt := range s.counts {
+		sum += s.fitPrefix[c][cnt]
 	}
 	return sum / float64(s.q.k)
 }
 
 func (s *largeSearch) components() []Component {
 	q := s.q
-	st := s.stats(s.x)
+	st := s.stats(s.counts)
 	o := st.components()
 	u := unitScore(o, &q.w)
 	la, detail := lookaheadTerm(q.L, u, math.Inf(1), "")
 	if q.wLA > 0 {
 		la, detail = lookaheadTerm(q.L, u, s.lookAhead(), " (greedy estimate)")
 	}
-	set := s.setOf(s.x)
+	set := s.setOf(s.counts)
 	return q.components(set, o, st.ringRV, la, detail, q.aff, q.fit, s.gpuFree)
 }
 

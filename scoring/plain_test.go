@@ -32,7 +32,7 @@ func (s *largeSearch) statsNoRingPlain(x []int) setStats {
 			continue
 		}
 		st.k += ca
-		cl := &lm.cls[a]
+		cl := &lm.classes[a]
 		if g := cl.numa; lm.m.numaKnown[cl.members[0]] && numaSeen[g>>6]&(1<<(uint(g)&63)) == 0 {
 			numaSeen[g>>6] |= 1 << (uint(g) & 63)
 			st.numaSpan++
@@ -42,28 +42,28 @@ func (s *largeSearch) statsNoRingPlain(x []int) setStats {
 		if lm.m.numaKnown[cl.members[0]] {
 			st.numaPairs += int(in)
 		}
-		if cl.intraSW {
-			st.switched += in * cl.intraBW
+		if cl.innerSwitched {
+			st.switched += in * cl.innerBandwidth
 		} else {
-			st.direct += in * cl.intraBW
+			st.direct += in * cl.innerBandwidth
 		}
-		st.pcieSum += int(in) * int(cl.intraPC)
+		st.pcieSum += int(in) * int(cl.innerPCIe)
 		for b := a + 1; b < C; b++ {
 			cb := x[b]
 			if cb == 0 {
 				continue
 			}
 			p := int64(ca * cb)
-			st.laneSum += int(p) * int(lm.m.lanes[cl.members[0]*lm.m.n+lm.cls[b].members[0]])
-			if rb := lm.cls[b].members[0]; lm.m.numaKnown[cl.members[0]] && lm.m.numaKnown[rb] && cl.numa == lm.cls[b].numa {
+			st.laneSum += int(p) * int(lm.m.lanes[cl.members[0]*lm.m.n+lm.classes[b].members[0]])
+			if rb := lm.classes[b].members[0]; lm.m.numaKnown[cl.members[0]] && lm.m.numaKnown[rb] && cl.numa == lm.classes[b].numa {
 				st.numaPairs += int(p)
 			}
-			if lm.csw[a*C+b] {
-				st.switched += p * lm.cbw[a*C+b]
+			if lm.pairSwitched[a*C+b] {
+				st.switched += p * lm.pairBandwidth[a*C+b]
 			} else {
-				st.direct += p * lm.cbw[a*C+b]
+				st.direct += p * lm.pairBandwidth[a*C+b]
 			}
-			st.pcieSum += int(p) * int(lm.cpc[a*C+b])
+			st.pcieSum += int(p) * int(lm.pairPCIe[a*C+b])
 		}
 	}
 	return st
@@ -75,16 +75,16 @@ func (s *largeSearch) scorePlain() (int64, float64, bool) {
 	q := s.q
 	pack, aff, scope, fit, frag := s.packing(), s.affinity(), s.scopeTerm(), s.fitTerm(), 1.0
 	if q.wFrag > 0 {
-		frag = q.fragOf(s.gpuFree, s.setOf(s.x))
+		frag = q.fragOf(s.gpuFree, s.setOf(s.counts))
 	}
-	st := s.statsNoRingPlain(s.x)
+	st := s.statsNoRingPlain(s.counts)
 	if st.k >= 2 {
-		st.ringRV = s.ringUpper(s.x)
+		st.ringRV = s.ringUpper(s.counts)
 		u := unitScore(st.components(), &q.w)
 		if !s.mayWin(q.key(st, aff, scope), q.combine(u, u, pack, aff, scope, fit, frag)) {
 			return 0, 0, false
 		}
-		st.ringRV = s.ringOfCounts(s.x)
+		st.ringRV = s.ringOfCounts(s.counts)
 	}
 	u := unitScore(st.components(), &q.w)
 	key := q.key(st, aff, scope)
@@ -158,13 +158,13 @@ func TestLargeStatsMatchPlain(t *testing.T) {
 			node = genNode(t, 24)
 		}
 		lm := compileLarge(t, node).large
-		C := len(lm.cls)
-		s := &largeSearch{lm: lm, C: C, nz: make([]int, 0, C)}
+		C := len(lm.classes)
+		s := &largeSearch{lm: lm, C: C, touched: make([]int, 0, C)}
 		for range 20 {
 			x := make([]int, C)
 			for c := range x {
 				if rapid.IntRange(0, 2).Draw(t, "touch") > 0 {
-					x[c] = rapid.IntRange(0, len(lm.cls[c].members)).Draw(t, "count")
+					x[c] = rapid.IntRange(0, len(lm.classes[c].members)).Draw(t, "count")
 				}
 			}
 			require.Equal(t, s.statsNoRingPlain(x), s.statsNoRing(x), "counts %v", x)
