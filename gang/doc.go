@@ -65,7 +65,12 @@
 // its pods from one child only, and placed members are lower bounds. For a
 // single pod set this is one integer per domain, computed in one pass over
 // the nodes. The gang fits exactly when some domain of the job's level holds
-// the thresholds. The placement descends from the tightest such domain
+// the thresholds. A node's vectors place the pod sets one after the other,
+// each set's pods taking its greedy sequence on what the sets before left;
+// with two or three sets that ask for devices every order is tried (a
+// large share first can leave no room for three small ones that fit
+// first), and the placement reads each node's devices in the order that
+// found its counts. The placement descends from the tightest such domain
 // (BestFit: the least capacity for the job, then the fewest free GPUs,
 // then the least room for the job's pods with every resource they ask for
 // counted: devices, MIG slices, shared memory, CPU, memory; or Balanced,

@@ -104,7 +104,8 @@ func (hs *hierSearch) build() (*Placement, []int, error) {
 	if err := split(hs.root(), nil); err != nil {
 		return nil, nil, err
 	}
-	// devices, node by node, classes in the flat problem's packing order
+	// devices, node by node, classes in an order the node's capacity found
+	// them in (orderFor)
 	p := hs.job.flatProblem
 	placed := make([]int, len(hs.job.leaves))
 	var pods []PodPlacement
@@ -116,13 +117,21 @@ func (hs *hierSearch) build() (*Placement, []int, error) {
 	for _, n := range nodes {
 		items := nodeItems[n]
 		cl := hs.solver.search.view.usage(n).class
-		for _, ci := range p.order {
+		podsOf := func(ci int) int64 {
 			var k int64
 			for _, it := range items {
 				if it.class == ci {
 					k += it.pods
 				}
 			}
+			return k
+		}
+		order, err := hs.solver.orderFor(cl, podsOf)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, ci := range order {
+			k := podsOf(ci)
 			if k == 0 {
 				continue
 			}

@@ -112,6 +112,40 @@ func (p *Placement) String() string {
 	return fmt.Sprintf("%s: %d pods on %d nodes in %s", p.Job, len(p.Pods), len(p.Nodes()), where)
 }
 
+// orderFor returns the first of the problem's node orders in which a node
+// of class cl takes newPods(i) new pods of every set i: the order its
+// capacity found them in (vectorNode tries the same orders). With none,
+// order itself (build then reports the shortfall).
+func (sv *solver) orderFor(cl int32, newPods func(i int) int64) ([]int, error) {
+	p := sv.p
+	if len(p.nodeOrders) == 1 {
+		return p.order, nil
+	}
+	ctx := sv.poll.Context()
+orders:
+	for _, order := range p.nodeOrders {
+		at := cl
+		for _, i := range order {
+			sh, k := p.sets[i].shape, newPods(i)
+			if k <= 0 || !sh.devices() {
+				continue
+			}
+			seq, err := sv.s.cache.seq(ctx, at, sh)
+			if err != nil {
+				return nil, err
+			}
+			if int64(len(seq.pods)) < k {
+				continue orders
+			}
+			if at, err = sv.s.cache.after(ctx, at, sh, int(k)); err != nil {
+				return nil, err
+			}
+		}
+		return order, nil
+	}
+	return p.order, nil
+}
+
 // build turns node shares into a placement.
 func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 	s, p, tr := sv.s, sv.p, sv.s.tree
@@ -132,11 +166,18 @@ func (sv *solver) build(ch choice, shares []assign) (*Placement, error) {
 		u := sv.search.view.usage(a.node)
 		cl := u.class
 		e := sv.members.perNode[a.node]
-		for _, i := range p.order {
-			k := a.t[i]
+		newPods := func(i int) int64 {
 			if e != nil {
-				k -= e[i]
+				return a.t[i] - e[i]
 			}
+			return a.t[i]
+		}
+		order, err := sv.orderFor(cl, newPods)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range order {
+			k := newPods(i)
 			if k < 0 {
 				return nil, internalErr("node %s gets fewer pods of set %q than it holds", s.nodes[a.node].name, p.sets[i].ps.Name)
 			}

@@ -46,6 +46,7 @@ type problem struct {
 	// job-level constraint: try levels jobPref, jobPref-1, ..., jobReq.
 	jobPref, jobReq int
 	order           []int    // node packing order: most constrained set first
+	nodeOrders      [][]int  // the orders a node's capacity tries (nodeOrders), order first
 	never           []string // required levels the cluster lacks
 	hasShared       bool     // some set asks for shares
 	notes           []string // preferred levels the cluster lacks
@@ -187,7 +188,48 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		}
 		return 0
 	})
+	p.nodeOrders = nodeOrders(p)
 	return p, nil
+}
+
+// maxOrderedSets is the most pod sets with devices whose every order a
+// node's capacity tries (3: six orders).
+const maxOrderedSets = 3
+
+// nodeOrders returns the orders in which a node's capacity places the pod
+// sets, order first. Pods of one set take devices pod after pod (the
+// shape's greedy sequence) and the next set takes what they leave, so the
+// order matters when two or more sets ask for devices: 40 GB and three 20
+// GB shares fit a node's half-used and free GPUs only when the small
+// shares go first. Up to maxOrderedSets such sets every order is tried;
+// beyond, order alone.
+func nodeOrders(p *problem) [][]int {
+	devices := 0
+	for i := range p.sets {
+		if p.sets[i].shape.devices() {
+			devices++
+		}
+	}
+	if devices < 2 || len(p.sets) > maxOrderedSets {
+		return [][]int{p.order}
+	}
+	out := [][]int{p.order}
+	var permute func(k int, cur []int)
+	permute = func(k int, cur []int) {
+		if k == len(cur) {
+			if !slices.Equal(cur, p.order) {
+				out = append(out, slices.Clone(cur))
+			}
+			return
+		}
+		for j := k; j < len(cur); j++ {
+			cur[k], cur[j] = cur[j], cur[k]
+			permute(k+1, cur)
+			cur[k], cur[j] = cur[j], cur[k]
+		}
+	}
+	permute(0, slices.Clone(p.order))
+	return out
 }
 
 func (p *problem) m() int { return len(p.sets) }

@@ -319,13 +319,14 @@ func (sv *solver) vectorNode(n int32, L int) front {
 	var pts [][]int64
 	cur := make([]int64, m)
 	budget := maxFront * 8
+	var order []int
 	var rec func(k int, cl int32, cpu, mem, pods int64)
 	rec = func(k int, cl int32, cpu, mem, pods int64) {
 		if budget <= 0 {
 			sv.exact = false
 			return
 		}
-		i := sv.p.order[k]
+		i := order[k]
 		sp := &sv.p.sets[i]
 		most := min(sv.fitsMore(i, n, cl, cpu, mem, pods), max(sp.want-members[i], 0))
 		if k == m-1 {
@@ -358,7 +359,9 @@ func (sv *solver) vectorNode(n int32, L int) front {
 		}
 		cur[i] = 0
 	}
-	rec(0, u.class, cpu, mem, pods)
+	for _, order = range sv.p.nodeOrders {
+		rec(0, u.class, cpu, mem, pods)
+	}
 	f := front{low: slices.Clone(members), pts: prune(members, pts)}
 	if len(f.pts) > maxFront {
 		f.pts = f.pts[:maxFront]

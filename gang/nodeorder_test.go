@@ -1,0 +1,44 @@
+package gang
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/scoring"
+	"github.com/gputopo/gputopo/topology"
+)
+
+// TestNodeOrderOfShares: a node's capacity for two pod sets of shares
+// tries both orders. Two of the node's four 80 GB GPUs are held whole, one
+// holds a 30 GB share: a 40 GB share and three 20 GB shares fit only when
+// the small shares go first (two on the half-used GPU, one on the free one,
+// which keeps 60 GB for the large share); the large one first takes the
+// half-used GPU and leaves room for two small ones. Found by
+// TestIndependentPodSetsOracle, which the one order failed.
+func TestNodeOrderOfShares(t *testing.T) {
+	node := nvswitchNode(t, "n", 4, "H100", 80<<30, false)
+	s := spec{nodes: 1, topo: func(int) *topology.Node { return node }, allocs: []Allocation{
+		{Job: "x", Pod: "x0", Node: "n00", Devices: []int{0}},
+		{Job: "x", Pod: "x1", Node: "n00", Devices: []int{1}},
+		{Job: "y", Pod: "y0", Node: "n00", Devices: []int{2}, Shared: &scoring.Share{MemoryBytes: 30 << 30}},
+	}}.build(t)
+	for _, independent := range []bool{false, true} {
+		j := &Job{Name: "job", Independent: independent, PodSets: []PodSet{
+			{Name: "large", Replicas: 1, Pod: sharedPod(40<<30, 250)},
+			{Name: "small", Replicas: 3, Pod: sharedPod(20<<30, 500)},
+		}}
+		r, err := Check(context.Background(), s, j)
+		require.NoError(t, err)
+		require.Equal(t, Fits, r.Verdict, "independent %v: %v", independent, r.Reasons)
+		require.NoError(t, s.Validate(j, r.Placement))
+		on := map[string][]int{}
+		for _, pp := range r.Placement.Pods {
+			on[pp.Set] = append(on[pp.Set], pp.Devices...)
+		}
+		assert.Equal(t, []int{3}, on["large"], "independent %v", independent)
+		assert.ElementsMatch(t, []int{2, 2, 3}, on["small"], "independent %v", independent)
+	}
+}
