@@ -42,3 +42,18 @@ func TestNodeOrderOfShares(t *testing.T) {
 		assert.ElementsMatch(t, []int{2, 2, 3}, on["small"], "independent %v", independent)
 	}
 }
+
+// TestNodeOrders: every order of the sets with devices, the sets without
+// keeping their places, the problem's order first; beyond maxOrderedSets
+// such sets, the problem's order alone.
+func TestNodeOrders(t *testing.T) {
+	dev, none := shapeKey{gpus: 1}, shapeKey{}
+	p := &problem{sets: []setPlan{{shape: dev}, {shape: none}, {shape: dev}, {shape: dev}}, order: []int{0, 1, 2, 3}}
+	assert.Equal(t, [][]int{{0, 1, 2, 3}, {0, 1, 3, 2}, {2, 1, 0, 3}, {2, 1, 3, 0}, {3, 1, 2, 0}, {3, 1, 0, 2}}, nodeOrders(p))
+	p = &problem{sets: []setPlan{{shape: dev}, {shape: none}, {shape: dev}}, order: []int{2, 0, 1}}
+	assert.Equal(t, [][]int{{2, 0, 1}, {0, 2, 1}}, nodeOrders(p))
+	p = &problem{sets: []setPlan{{shape: dev}, {shape: none}}, order: []int{0, 1}}
+	assert.Equal(t, [][]int{{0, 1}}, nodeOrders(p))
+	p = &problem{sets: []setPlan{{shape: dev}, {shape: dev}, {shape: dev}, {shape: dev}}, order: []int{0, 1, 2, 3}}
+	assert.Equal(t, [][]int{{0, 1, 2, 3}}, nodeOrders(p))
+}

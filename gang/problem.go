@@ -201,34 +201,37 @@ const maxOrderedSets = 3
 // shape's greedy sequence) and the next set takes what they leave, so the
 // order matters when two or more sets ask for devices: 40 GB and three 20
 // GB shares fit a node's half-used and free GPUs only when the small
-// shares go first. Up to maxOrderedSets such sets every order is tried;
-// beyond, order alone.
+// shares go first. Up to maxOrderedSets such sets every order of them is
+// tried, the sets without devices keeping their places (what they take,
+// CPU, memory and pod slots, is the same in any order); beyond, order
+// alone.
 func nodeOrders(p *problem) [][]int {
-	devices := 0
-	for i := range p.sets {
+	var at []int // the positions in order of the sets with devices
+	for k, i := range p.order {
 		if p.sets[i].shape.devices() {
-			devices++
+			at = append(at, k)
 		}
 	}
-	if devices < 2 || len(p.sets) > maxOrderedSets {
+	if len(at) < 2 || len(at) > maxOrderedSets {
 		return [][]int{p.order}
 	}
 	out := [][]int{p.order}
-	var permute func(k int, cur []int)
-	permute = func(k int, cur []int) {
-		if k == len(cur) {
+	cur := slices.Clone(p.order)
+	var permute func(k int)
+	permute = func(k int) {
+		if k == len(at) {
 			if !slices.Equal(cur, p.order) {
 				out = append(out, slices.Clone(cur))
 			}
 			return
 		}
-		for j := k; j < len(cur); j++ {
-			cur[k], cur[j] = cur[j], cur[k]
-			permute(k+1, cur)
-			cur[k], cur[j] = cur[j], cur[k]
+		for j := k; j < len(at); j++ {
+			cur[at[k]], cur[at[j]] = cur[at[j]], cur[at[k]]
+			permute(k + 1)
+			cur[at[k]], cur[at[j]] = cur[at[j]], cur[at[k]]
 		}
 	}
-	permute(0, slices.Clone(p.order))
+	permute(0)
 	return out
 }
 
