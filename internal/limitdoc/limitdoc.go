@@ -87,20 +87,22 @@ func value(s string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	shift := 0
 	switch unit {
 	case "":
 	case "KiB":
-		v <<= 10
+		shift = 10
 	case "MiB":
-		v <<= 20
+		shift = 20
 	case "GiB":
-		v <<= 30
+		shift = 30
 	default:
 		return 0, fmt.Errorf("unknown unit %q", unit)
 	}
-	if v >= 1<<53 {
+	if v >= 1<<(53-shift) { // (checked before the shift, which would overflow)
 		return 0, fmt.Errorf("%q is not exact as a float64", s)
 	}
+	v <<= shift
 	return float64(v), nil
 }
 

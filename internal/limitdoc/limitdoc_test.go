@@ -41,6 +41,7 @@ func TestTableErrors(t *testing.T) {
 		"bad.go":   "// # Limits\n//\n//\tmaxX  1.5e3  a sum\npackage p\n",
 		"expr.go":  "// # Limits\n//\n//\tmaxX  MaxDevices+256  rows\npackage p\n",
 		"power.go": "// # Limits\n//\n//\tmaxX  1e999  a sum\npackage p\n",
+		"huge.go":  "// # Limits\n//\n//\tmaxX  9,000,000,000 GiB  bytes\npackage p\n",
 		"unit.go":  "// # Limits\n//\n//\tmaxX  2 PiB  bytes\npackage p\n",
 		"range.go": "// # Limits\n//\n//\tmaxX  99999999999999999999  bytes\npackage p\n",
 	} {
