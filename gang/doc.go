@@ -50,43 +50,44 @@
 // "can this gang still be completed" at Permit time.
 //
 // The search is exact, not greedy. Nodes with the same hardware shape and
-// the same usage form one class; for each class and pod shape, the
-// sequence of device sets that scoring.SelectDevices (whole GPUs) or
-// mig.Place (MIG slots) chooses pod after pod is computed once and cached;
-// a MIG pod first takes an idle pre-created instance of its profile
-// (NodeInfo.MIGInstances; the slot says Existing), and only then creates
-// one in free slices (idle instances of other profiles keep theirs). Memory
-// slices are counted from the profile tables (1g.20gb is 2 on an H100).
-// The length of that sequence is the node's capacity for the shape. A
-// dynamic programme over the domain tree then computes, for every domain,
-// the set of pod-count vectors (one count per pod set) its nodes can hold
-// under the job's constraints: counts add up across children, sub-groups round
-// down to whole sub-groups at their level, a pod set confined to one domain takes
-// its pods from one child only, and placed members are lower bounds. For a
-// single pod set this is one integer per domain, computed in one pass over
-// the nodes. The gang fits exactly when some domain of the job's level holds
-// the thresholds. A node's vectors place the pod sets one after the other,
-// each set's pods taking its greedy sequence on what the sets before left;
-// with two or three sets that ask for devices every order is tried (a
-// large share first can leave no room for three small ones that fit
-// first), and the placement reads each node's devices in the order that
-// found its counts. The placement descends from the tightest such domain
-// (BestFit: the least capacity for the job, then the fewest free GPUs,
-// then the least room for the job's pods with every resource they ask for
-// counted: devices, MIG slices, shared memory, CPU, memory; or Balanced,
-// or LeastFreeCapacity, which fills the sub-domains with the least room
-// first), splitting the counts over children so that what remains stays
-// feasible at every step, and reads each node's devices off its cached
-// sequence.
+// the same usage form one class; for each class and pod shape, the sequence
+// of device sets that scoring.SelectDevices (whole GPUs) or mig.Place (MIG
+// slots) chooses pod after pod is computed once and cached; a MIG pod first
+// takes an idle pre-created instance of its profile (NodeInfo.MIGInstances;
+// the slot says Existing), and only then creates one in free slices (idle
+// instances of other profiles keep theirs). Memory slices are counted from
+// the profile tables (1g.20gb is 2 on an H100). The length of that sequence
+// is the node's capacity for the shape. A dynamic programme over the domain
+// tree then computes, for every domain, the set of pod-count vectors (one
+// count per pod set) its nodes can hold under the job's constraints: counts
+// add up across children, sub-groups round down to whole sub-groups at their
+// level, a pod set confined to one domain takes its pods from one child
+// only, and placed members are lower bounds. For a single pod set this is
+// one integer per domain, computed in one pass over the nodes. The gang fits
+// exactly when some domain of the job's level holds the thresholds. A node's
+// vectors place the pod sets one after the other, each set's pods taking its
+// greedy sequence on what the sets before left; every order of the sets that
+// ask for devices is tried, up to 24 orders that differ in their device
+// shapes (a large share first can leave no room for three small ones that
+// fit first; two sets of one shape take the same devices in either order),
+// and the placement reads each node's devices in the order that found its
+// counts. The placement descends from the tightest such domain (BestFit: the
+// least capacity for the job, then the fewest free GPUs, then the least room
+// for the job's pods with every resource they ask for counted: devices, MIG
+// slices, shared memory, CPU, memory; or Balanced, or LeastFreeCapacity,
+// which fills the sub-domains with the least room first), splitting the
+// counts over children so that what remains stays feasible at every step,
+// and reads each node's devices off its cached sequence.
 //
 // The verdicts are exact relative to each node's capacity; Result.Proven is
 // false only when a pod-count frontier exceeded its bound (jobs with several
-// pod sets and large replica counts). Node capacity is the greedy sequence's
-// length, which equals the true maximum whenever scoring's hard constraints
-// partition the devices (no scope, or one scope kind); property tests check
-// it, and the two-shape step the frontier relies on, against brute force on
-// synthetic and real machines, and mig.Place's count against the best MIG
-// packing.
+// pod sets and large replica counts) or a node tried its pod sets in one
+// order only (more than 24 orders of device shapes). Node capacity is the
+// greedy sequence's length, which equals the true maximum whenever scoring's
+// hard constraints partition the devices (no scope, or one scope kind);
+// property tests check it, and the two-shape step the frontier relies on,
+// against brute force on synthetic and real machines, and mig.Place's count
+// against the best MIG packing.
 //
 // # Queue
 //
@@ -151,9 +152,9 @@
 //	tidyCacheClasses         256          usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
 //	tidyCacheClassesPerNode  2            usage patterns per node a snapshot's cache may keep
 //	cacheMaxCapEntries       1,048,576    device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
+//	maxNodeOrders            24           orders of a job's pod sets with devices a node tries (beyond, one order, unproven)
 //
-// Victim
-// searches scale their budget to the snapshot's size, and
+// Victim searches scale their budget to the snapshot's size, and
 // Preemption.Exact says when one stopped early. Check, Preempt and
 // PlanQueue take a context and stop soon after it is cancelled.
 //

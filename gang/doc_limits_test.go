@@ -16,5 +16,6 @@ func TestDocLimitsTable(t *testing.T) {
 		"tidyDeadAllocations": int64(tidyDeadAllocations), "tidyCacheClasses": int64(tidyCacheClasses),
 		"tidyCacheClassesPerNode": int64(tidyCacheClassesPerNode),
 		"cacheMaxCapEntries":      cacheMaxCapEntries,
+		"maxNodeOrders":           maxNodeOrders,
 	})
 }

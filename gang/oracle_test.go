@@ -547,9 +547,12 @@ func genConstraint(t *rapid.T, label string) Constraint {
 func genJob(t *rapid.T) *Job { return genJobSets(t, 1) }
 
 // genJobSets draws a job of at least minSets (1 or 2) pod sets.
-func genJobSets(t *rapid.T, minSets int) *Job {
+func genJobSets(t *rapid.T, minSets int) *Job { return genJobSetsUpTo(t, minSets, 2) }
+
+// genJobSetsUpTo draws a job of minSets to maxSets pod sets.
+func genJobSetsUpTo(t *rapid.T, minSets, maxSets int) *Job {
 	j := &Job{Name: "job", Priority: 5}
-	m := rapid.IntRange(minSets, 2).Draw(t, "sets")
+	m := rapid.IntRange(minSets, maxSets).Draw(t, "sets")
 	for s := range m {
 		ps := PodSet{Name: fmt.Sprintf("s%d", s), Replicas: rapid.IntRange(1, 3).Draw(t, "replicas")}
 		switch rapid.IntRange(0, 6).Draw(t, "podkind") {
@@ -800,4 +803,43 @@ func countSet(allocs []Allocation, idx []int, set string) int {
 		}
 	}
 	return n
+}
+
+// TestManyPodSetsOracle checks Check against the oracle (which tries every
+// order of the pod sets on each node) for jobs of three and four pod sets,
+// and for jobs of two to four sets of shares and whole GPUs, whose order on
+// a node with shares already running decides whether they fit. Sets of
+// one shape are not reordered by Check (nodeOrders), so the oracle also
+// checks that doing so loses nothing.
+func TestManyPodSetsOracle(t *testing.T) {
+	t.Run("any", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) {
+			oracleCase(t, genJobSetsUpTo(t, 3, 4))
+		})
+	})
+	t.Run("shares", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) {
+			oracleCase(t, genShareSets(t))
+		})
+	})
+}
+
+// genShareSets draws a job of two to four pod sets, each of shares of one
+// GPU or of whole GPUs.
+func genShareSets(t *rapid.T) *Job {
+	j := &Job{Name: "job", Priority: 5}
+	for s := range rapid.IntRange(2, 4).Draw(t, "sets") {
+		ps := PodSet{Name: fmt.Sprintf("s%d", s), Replicas: rapid.IntRange(1, 3).Draw(t, "replicas")}
+		if rapid.IntRange(0, 3).Draw(t, "whole") == 0 {
+			ps.Pod.Devices.Count = 1
+		} else {
+			ps.Pod.Devices.Shared = &scoring.Share{MemoryBytes: uint64(rapid.SampledFrom([]int{10, 20, 30, 40}).Draw(t, "shmem")) * gib,
+				ComputeMilli: rapid.SampledFrom([]int{0, 250, 500}).Draw(t, "shmilli")}
+		}
+		j.PodSets = append(j.PodSets, ps)
+	}
+	if rapid.Bool().Draw(t, "onenode") {
+		j.Topology = Constraint{Level: LevelNode}
+	}
+	return j
 }

@@ -47,6 +47,7 @@ type problem struct {
 	jobPref, jobReq int
 	order           []int    // node packing order: most constrained set first
 	nodeOrders      [][]int  // the orders a node's capacity tries (nodeOrders), order first
+	ordersCut       bool     // nodeOrders left orders out: negative verdicts are not proven
 	never           []string // required levels the cluster lacks
 	hasShared       bool     // some set asks for shares
 	notes           []string // preferred levels the cluster lacks
@@ -188,32 +189,36 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		}
 		return 0
 	})
-	p.nodeOrders = nodeOrders(p)
+	p.nodeOrders, p.ordersCut = nodeOrders(p)
 	return p, nil
 }
 
-// maxOrderedSets is the most pod sets with devices whose every order a
-// node's capacity tries (3: six orders).
-const maxOrderedSets = 3
+// maxNodeOrders is the most orders of the pod sets a node's capacity tries
+// (24: every order of four sets with different device shapes).
+const maxNodeOrders = 24
 
 // nodeOrders returns the orders in which a node's capacity places the pod
-// sets, order first. Pods of one set take devices pod after pod (the
-// shape's greedy sequence) and the next set takes what they leave, so the
-// order matters when two or more sets ask for devices: 40 GB and three 20
-// GB shares fit a node's half-used and free GPUs only when the small
-// shares go first. Up to maxOrderedSets such sets every order of them is
-// tried, the sets without devices keeping their places (what they take,
-// CPU, memory and pod slots, is the same in any order); beyond, order
-// alone.
-func nodeOrders(p *problem) [][]int {
+// sets, order first, and whether it left some out. Pods of one set take
+// devices pod after pod (the shape's greedy sequence) and the next set takes
+// what they leave, so the order matters when two or more sets ask for
+// devices of different shapes: 40 GB and three 20 GB shares fit a node's
+// half-used and free GPUs only when the small shares go first. Every
+// distinct order of the sets with devices is tried while there are at most
+// maxNodeOrders of them; the sets without devices keep their places (what
+// they take, CPU, memory and pod slots, is the same in any order), and two
+// sets of one device shape are never swapped: the greedy sequence goes on
+// from where the first one stopped, so either order takes the same devices
+// for the same counts. Beyond maxNodeOrders, the problem's order alone, and
+// cut is true (a verdict that the job does not fit is then not proven).
+func nodeOrders(p *problem) (orders [][]int, cut bool) {
 	var at []int // the positions in order of the sets with devices
 	for k, i := range p.order {
 		if p.sets[i].shape.devices() {
 			at = append(at, k)
 		}
 	}
-	if len(at) < 2 || len(at) > maxOrderedSets {
-		return [][]int{p.order}
+	if distinctOrders(p, at) > maxNodeOrders {
+		return [][]int{p.order}, true
 	}
 	out := [][]int{p.order}
 	cur := slices.Clone(p.order)
@@ -226,13 +231,33 @@ func nodeOrders(p *problem) [][]int {
 			return
 		}
 		for j := k; j < len(at); j++ {
+			if slices.ContainsFunc(at[k:j], func(x int) bool { return p.sets[cur[x]].shape == p.sets[cur[at[j]]].shape }) {
+				continue // this shape was tried at position k already
+			}
 			cur[at[k]], cur[at[j]] = cur[at[j]], cur[at[k]]
 			permute(k + 1)
 			cur[at[k]], cur[at[j]] = cur[at[j]], cur[at[k]]
 		}
 	}
 	permute(0)
-	return out
+	return out, false
+}
+
+// distinctOrders counts the orders of the sets at positions at of p.order
+// that differ in their sequence of shapes (the multinomial coefficient),
+// stopping once it passes maxNodeOrders.
+func distinctOrders(p *problem, at []int) int {
+	same := map[shapeKey]int{}
+	n := 1
+	for k, pos := range at {
+		same[p.sets[p.order[pos]].shape]++
+		// n = (k+1)! / prod(count!) so far, multiplied step by step
+		n = n * (k + 1) / same[p.sets[p.order[pos]].shape]
+		if n > maxNodeOrders {
+			return n
+		}
+	}
+	return n
 }
 
 func (p *problem) m() int { return len(p.sets) }

@@ -359,6 +359,9 @@ func (sv *solver) vectorNode(n int32, L int) front {
 		}
 		cur[i] = 0
 	}
+	if sv.p.ordersCut {
+		sv.exact = false // the orders left out might hold more
+	}
 	for _, order = range sv.p.nodeOrders {
 		rec(0, u.class, cpu, mem, pods)
 	}
