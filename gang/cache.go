@@ -120,6 +120,8 @@ type cache struct {
 	caps map[shapeKey][]int32
 	// capEntries: the entries of caps' slices, at most cacheMaxCapEntries
 	capEntries int
+	// seqs: the greedy sequences the classes hold (their packs, together)
+	seqs int
 }
 
 // cacheMaxCapEntries bounds the device capacities a cache shares (4 bytes
@@ -153,6 +155,14 @@ func (c *cache) setCap(k *shapeKey, cl int32, n int32) {
 	}
 	t[cl] = n
 	c.caps[*k] = t
+}
+
+// seqCount returns the number of greedy sequences the cache's classes
+// hold.
+func (c *cache) seqCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seqs
 }
 
 // classCount returns the number of classes the cache holds.
@@ -259,6 +269,7 @@ func (c *cache) seqLocked(ctx context.Context, cl *class, k shapeKey) (*packSeq,
 		return nil, err
 	}
 	cl.packs[k] = p
+	c.seqs++
 	return p, nil
 }
 

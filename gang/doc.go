@@ -139,20 +139,22 @@
 // limit. The limits and defaults no caller needs to name are documented
 // here:
 //
-//	limit                    value        bounds
-//	maxQueueWork             33,554,432   one PlanQueue pass: jobs × nodes (512 jobs on 65,536 nodes)
-//	maxFairJobs              32,768       pending jobs of one PlanFairShare pass
-//	maxFairWork              134,217,728  one PlanFairShare pass: jobs × nodes
-//	maxQueueDepth            8            depth of a FairShare queue tree (a top-level queue is 1)
-//	maxGroupUnits            4,096        groups and sub-groups one CheckGroups search assigns
-//	maxWarnings              100          Snapshot.Warnings kept (then one line counts the rest)
-//	defaultGroupBudget       16,384       CheckGroups' domain choices without WithSearchBudget
-//	defaultClearingBudget    2,048        ClearDomain's fit tests without WithSearchBudget
-//	tidyDeadAllocations      1,024        removed allocations a snapshot keeps (or as many as it has live ones)
-//	tidyCacheClasses         256          usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
-//	tidyCacheClassesPerNode  2            usage patterns per node a snapshot's cache may keep
-//	cacheMaxCapEntries       1,048,576    device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
-//	maxNodeOrders            24           orders of a job's pod sets with devices a node tries (beyond, one order, unproven)
+//	limit                      value         bounds
+//	maxQueueWork               33,554,432    one PlanQueue pass: jobs × nodes (512 jobs on 65,536 nodes)
+//	maxFairJobs                32,768        pending jobs of one PlanFairShare pass
+//	maxFairWork                134,217,728   one PlanFairShare pass: jobs × nodes
+//	maxQueueDepth              8             depth of a FairShare queue tree (a top-level queue is 1)
+//	maxGroupUnits              4,096         groups and sub-groups one CheckGroups search assigns
+//	maxWarnings                100           Snapshot.Warnings kept (then one line counts the rest)
+//	defaultGroupBudget         16,384        CheckGroups' domain choices without WithSearchBudget
+//	defaultClearingBudget      2,048         ClearDomain's fit tests without WithSearchBudget
+//	tidyDeadAllocations        1,024         removed allocations a snapshot keeps (or as many as it has live ones)
+//	tidyCacheClasses           256           usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
+//	tidyCacheClassesPerNode    2             usage patterns per node a snapshot's cache may keep
+//	tidyCacheSequences         1,024         pod sequences (per usage pattern and pod shape) a snapshot's cache keeps (or tidyCacheSequencesPerNode per node)
+//	tidyCacheSequencesPerNode  16            pod sequences per node a snapshot's cache may keep
+//	cacheMaxCapEntries         1,048,576     device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
+//	maxNodeOrders              24            orders of a job's pod sets with devices a node tries (beyond, one order, unproven)
 //
 // Victim searches scale their budget to the snapshot's size, and
 // Preemption.Exact says when one stopped early. Check, Preempt and

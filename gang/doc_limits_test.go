@@ -15,7 +15,8 @@ func TestDocLimitsTable(t *testing.T) {
 		"defaultGroupBudget": defaultGroupBudget, "defaultClearingBudget": defaultClearingBudget,
 		"tidyDeadAllocations": int64(tidyDeadAllocations), "tidyCacheClasses": int64(tidyCacheClasses),
 		"tidyCacheClassesPerNode": int64(tidyCacheClassesPerNode),
-		"cacheMaxCapEntries":      cacheMaxCapEntries,
-		"maxNodeOrders":           maxNodeOrders,
+		"tidyCacheSequences":      int64(tidyCacheSequences), "tidyCacheSequencesPerNode": int64(tidyCacheSequencesPerNode),
+		"cacheMaxCapEntries": cacheMaxCapEntries,
+		"maxNodeOrders":      maxNodeOrders,
 	})
 }

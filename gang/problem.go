@@ -217,6 +217,9 @@ func nodeOrders(p *problem) (orders [][]int, cut bool) {
 			at = append(at, k)
 		}
 	}
+	if len(at) < 2 {
+		return [][]int{p.order}, false
+	}
 	if distinctOrders(p, at) > maxNodeOrders {
 		return [][]int{p.order}, true
 	}
@@ -247,12 +250,17 @@ func nodeOrders(p *problem) (orders [][]int, cut bool) {
 // that differ in their sequence of shapes (the multinomial coefficient),
 // stopping once it passes maxNodeOrders.
 func distinctOrders(p *problem, at []int) int {
-	same := map[shapeKey]int{}
 	n := 1
 	for k, pos := range at {
-		same[p.sets[p.order[pos]].shape]++
-		// n = (k+1)! / prod(count!) so far, multiplied step by step
-		n = n * (k + 1) / same[p.sets[p.order[pos]].shape]
+		shape := &p.sets[p.order[pos]].shape
+		same := 1 // the sets at positions at[:k+1] of this shape
+		for _, before := range at[:k] {
+			if p.sets[p.order[before]].shape == *shape {
+				same++
+			}
+		}
+		// n = (k+1)! / the product of each shape's count! so far
+		n = n * (k + 1) / same
 		if n > maxNodeOrders {
 			return n
 		}

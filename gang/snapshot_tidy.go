@@ -4,9 +4,12 @@ package gang
 // Add, RemovePod, RemoveJob) would otherwise grow with every pod it ever
 // saw: removed allocations stay in its table (marked dead), and its cache
 // keeps a class for every usage pattern any node ever had, or any search
-// tried, with the pod sequences worked out on it (about 7.5 KB a class).
+// tried, with the pod sequences worked out on it (about 7.5 KB a class),
+// and on each class a sequence for every pod shape ever checked (about
+// 1.2 KB each: a pod of its own MinFreeMemory is a shape of its own, so a
+// snapshot with few classes still grows with the shapes it is asked about).
 // tidy, run at the end of each of those calls and on Clone's copy, bounds
-// both by what the snapshot holds now. (Planning calls grow the cache too,
+// all of it by what the snapshot holds now. (Planning calls grow the cache too,
 // with the usage patterns their searches try; a snapshot only read is
 // tidied through its Clone.)
 
@@ -22,6 +25,11 @@ var (
 	// per node, so that starting one costs O(1) per class cached).
 	tidyCacheClasses        = 256
 	tidyCacheClassesPerNode = 2
+	// tidyCacheSequences is the number of greedy sequences (one per class
+	// and pod shape) a snapshot's cache holds before the snapshot starts a
+	// fresh cache, and at least tidyCacheSequencesPerNode per node.
+	tidyCacheSequences        = 1024
+	tidyCacheSequencesPerNode = 16
 )
 
 // tidy compacts the allocation table and starts a fresh cache when they
@@ -38,7 +46,8 @@ func (s *Snapshot) tidy() {
 	if dead := len(s.allocs) - s.nlive; dead > max(tidyDeadAllocations, s.nlive) {
 		s.compactAllocations()
 	}
-	if s.cache.classCount() > max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes)) {
+	if s.cache.classCount() > max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes)) ||
+		s.cache.seqCount() > max(tidyCacheSequences, tidyCacheSequencesPerNode*len(s.nodes)) {
 		s.freshCache()
 	}
 }
