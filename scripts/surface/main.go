@@ -7,10 +7,13 @@
 //
 // A name declared in several files of a package (a cgo and a stub build of
 // the same function) counts once. Test files, testdata and the examples
-// are left out. It exits 1 only when a directory cannot be parsed.
+// are left out. It also lists every library file longer than maxLines
+// lines, and then exits 1; otherwise it exits 1 only when a directory
+// cannot be parsed. (A count over its target is printed, not failed.)
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -33,6 +36,9 @@ var targets = map[string]int{
 	"gang/queue":      7,
 }
 
+// maxLines is the most lines a library file (not a test) may have.
+const maxLines = 1000
+
 func main() {
 	if err := run(os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "surface:", err)
@@ -48,6 +54,7 @@ func run(w io.Writer, dirs []string) error {
 		}
 		dirs = all
 	}
+	var long []string
 	for _, dir := range dirs {
 		n, err := count(dir)
 		if err != nil {
@@ -56,6 +63,11 @@ func run(w io.Writer, dirs []string) error {
 		if n == 0 {
 			continue
 		}
+		files, err := longFiles(dir)
+		if err != nil {
+			return err
+		}
+		long = append(long, files...)
 		line := fmt.Sprintf("%-28s %4d", filepath.ToSlash(filepath.Clean(dir)), n)
 		if t, ok := targets[filepath.ToSlash(filepath.Clean(dir))]; ok {
 			verdict := "ok"
@@ -66,7 +78,40 @@ func run(w io.Writer, dirs []string) error {
 		}
 		fmt.Fprintln(w, line)
 	}
+	for _, f := range long {
+		fmt.Fprintln(w, f)
+	}
+	if len(long) > 0 {
+		return fmt.Errorf("%d library files are longer than %d lines", len(long), maxLines)
+	}
 	return nil
+}
+
+// longFiles lists the non-test Go files of dir longer than maxLines lines,
+// each as "path: N lines, more than maxLines".
+func longFiles(dir string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, path := range matches {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		n := bytes.Count(src, []byte("\n"))
+		if len(src) > 0 && src[len(src)-1] != '\n' {
+			n++ // a last line without its newline
+		}
+		if n > maxLines {
+			out = append(out, fmt.Sprintf("%s: %d lines, more than %d", filepath.ToSlash(path), n, maxLines))
+		}
+	}
+	return out, nil
 }
 
 // packageDirs lists the directories under root holding non-test Go files,

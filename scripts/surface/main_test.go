@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +47,24 @@ func TestRunMarksPackagesOverTarget(t *testing.T) {
 	out.Reset()
 	require.NoError(t, run(&out, []string{"topology"}))
 	assert.Contains(t, out.String(), "topology                       61  target <= 60: over")
+}
+
+// TestRunFailsOnLongFiles: a library file of 1,001 lines is listed and
+// fails the run; 1,000 lines and a long test file do not.
+func TestRunFailsOnLongFiles(t *testing.T) {
+	dir := t.TempDir()
+	lines := func(n int) []byte {
+		return []byte("package p\n\nfunc F() {}\n" + strings.Repeat("\n", n-3))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.go"), lines(1000), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a_test.go"), lines(5000), 0o600))
+	var out bytes.Buffer
+	require.NoError(t, run(&out, []string{dir}))
+	assert.NotContains(t, out.String(), "more than")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.go"), lines(1001), 0o600))
+	out.Reset()
+	err := run(&out, []string{dir})
+	require.Error(t, err)
+	assert.Contains(t, out.String(), "b.go: 1001 lines, more than 1000")
+	assert.NotContains(t, out.String(), "a.go:")
 }
