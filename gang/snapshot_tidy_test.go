@@ -25,25 +25,21 @@ import (
 func TestLongLivedSnapshotStaysBounded(t *testing.T) {
 	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
 	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range 6000 {
-		j := sharedJob(fmt.Sprintf("j%d", i), 2, uint64(1+i)<<20, 100)
-		r, err := Check(context.Background(), s, j)
-		require.NoError(t, err)
-		require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
-		require.NoError(t, s.Assume(j, r.Placement))
-		if i >= 2 {
-			require.Equal(t, 2, s.RemoveJob(fmt.Sprintf("j%d", i-2)))
+	grown := heapHeld(t, func() any {
+		for i := range 6000 {
+			j := sharedJob(fmt.Sprintf("j%d", i), 2, uint64(1+i)<<20, 100)
+			r, err := Check(context.Background(), s, j)
+			require.NoError(t, err)
+			require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
+			require.NoError(t, s.Assume(j, r.Placement))
+			if i >= 2 {
+				require.Equal(t, 2, s.RemoveJob(fmt.Sprintf("j%d", i-2)))
+			}
+			require.LessOrEqual(t, len(s.allocs)-s.nlive, max(tidyDeadAllocations, s.nlive), "dead allocations after job %d", i)
+			require.LessOrEqual(t, s.cache.classCount(), max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes))+8, "cached classes after job %d", i)
 		}
-		require.LessOrEqual(t, len(s.allocs)-s.nlive, max(tidyDeadAllocations, s.nlive), "dead allocations after job %d", i)
-		require.LessOrEqual(t, s.cache.classCount(), max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes))+8, "cached classes after job %d", i)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("heap grew by %.1f MiB", float64(grown)/(1<<20))
+		return s
+	})
 	assert.Less(t, grown, int64(16<<20)*hostile.RaceSlack, "heap grew by %d bytes", grown)
 	assert.Equal(t, 4, s.nlive)
 }
@@ -57,26 +53,21 @@ func TestLongLivedSnapshotStaysBounded(t *testing.T) {
 func TestManyShapesStayBounded(t *testing.T) {
 	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
 	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	limit := max(tidyCacheSequences, tidyCacheSequencesPerNode*len(s.nodes))
-	for i := range 20000 {
-		j := &Job{Name: fmt.Sprintf("j%d", i), PodSets: []PodSet{{Name: "s", Replicas: 3,
-			Pod: Pod{Devices: scoring.Request{Count: 1, MinFreeMemory: uint64(1+i) << 20}}}}}
-		r, err := Check(context.Background(), s, j)
-		require.NoError(t, err)
-		require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
-		if i%50 == 49 {
-			s = s.Clone()
+	grown := heapHeld(t, func() any {
+		limit := max(tidyCacheSequences, tidyCacheSequencesPerNode*len(s.nodes))
+		for i := range 20000 {
+			j := &Job{Name: fmt.Sprintf("j%d", i), PodSets: []PodSet{{Name: "s", Replicas: 3,
+				Pod: Pod{Devices: scoring.Request{Count: 1, MinFreeMemory: uint64(1+i) << 20}}}}}
+			r, err := Check(context.Background(), s, j)
+			require.NoError(t, err)
+			require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
+			if i%50 == 49 {
+				s = s.Clone()
+			}
+			require.LessOrEqual(t, s.cache.seqCount(), limit+50*8, "cached sequences after job %d", i)
 		}
-		require.LessOrEqual(t, s.cache.seqCount(), limit+50*8, "cached sequences after job %d", i)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(s) // what it holds is what is measured
-	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("heap grew by %.1f MiB", float64(grown)/(1<<20))
+		return s
+	})
 	assert.Less(t, grown, int64(8<<20)*hostile.RaceSlack, "heap grew by %d bytes", grown)
 }
 
@@ -167,29 +158,39 @@ func TestTidyKeepsAnswers(t *testing.T) {
 func TestClonedSnapshotStaysBounded(t *testing.T) {
 	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
 	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
+	grown := heapHeld(t, func() any {
+		for i := range 6000 {
+			j := sharedJob(fmt.Sprintf("j%d", i), 3, uint64(1+i)<<20, 100)
+			r, err := Check(context.Background(), s, j)
+			require.NoError(t, err)
+			require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
+			if i%50 == 49 {
+				c := s.Clone()
+				if i%1000 == 999 {
+					again, err := Check(context.Background(), c, j)
+					require.NoError(t, err)
+					require.Equal(t, r, again, "job %d on the Clone", i)
+				}
+				s = c
+			}
+			require.LessOrEqual(t, s.cache.classCount(), max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes))+50*4, "cached classes after job %d", i)
+		}
+		return s
+	})
+	assert.Less(t, grown, int64(16<<20)*hostile.RaceSlack, "heap grew by %d bytes", grown)
+}
+
+// heapHeld returns how much the heap grew while run ran, counting what the
+// value it returns holds (kept alive until the heap is read).
+func heapHeld(t *testing.T, run func() any) int64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	for i := range 6000 {
-		j := sharedJob(fmt.Sprintf("j%d", i), 3, uint64(1+i)<<20, 100)
-		r, err := Check(context.Background(), s, j)
-		require.NoError(t, err)
-		require.NotNil(t, r.Placement, "job %d: %v", i, r.Verdict)
-		if i%50 == 49 {
-			c := s.Clone()
-			if i%1000 == 999 {
-				again, err := Check(context.Background(), c, j)
-				require.NoError(t, err)
-				require.Equal(t, r, again, "job %d on the Clone", i)
-			}
-			s = c
-		}
-		require.LessOrEqual(t, s.cache.classCount(), max(tidyCacheClasses, tidyCacheClassesPerNode*len(s.nodes))+50*4, "cached classes after job %d", i)
-	}
+	held := run()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(s) // what it holds is what is measured
+	runtime.KeepAlive(held)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("heap grew by %.1f MiB", float64(grown)/(1<<20))
-	assert.Less(t, grown, int64(16<<20)*hostile.RaceSlack, "heap grew by %d bytes", grown)
+	return grown
 }
