@@ -149,10 +149,10 @@
 //	defaultGroupBudget         16,384        CheckGroups' domain choices without WithSearchBudget
 //	defaultClearingBudget      2,048         ClearDomain's fit tests without WithSearchBudget
 //	tidyDeadAllocations        1,024         removed allocations a snapshot keeps (or as many as it has live ones)
-//	tidyCacheClasses           256           usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
+//	tidyCacheClasses           32            usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
 //	tidyCacheClassesPerNode    2             usage patterns per node a snapshot's cache may keep
-//	tidyCacheSequences         1,024         pod sequences (per usage pattern and pod shape) a snapshot's cache keeps (or tidyCacheSequencesPerNode per node)
-//	tidyCacheSequencesPerNode  16            pod sequences per node a snapshot's cache may keep
+//	tidyCacheSequences         128           pod sequences (per usage pattern and pod shape) a snapshot's cache keeps (or tidyCacheSequencesPerNode per node)
+//	tidyCacheSequencesPerNode  4             pod sequences per node a snapshot's cache may keep
 //	cacheMaxCapEntries         1,048,576     device capacities (per pod shape and usage pattern) a snapshot's cache shares between solvers
 //	maxNodeOrders              24            orders of a job's pod sets with devices a node tries (beyond, one order, unproven)
 //

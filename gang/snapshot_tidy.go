@@ -23,13 +23,13 @@ var (
 	// snapshot's cache holds before the snapshot starts a fresh cache with
 	// the classes of its nodes only (and at least tidyCacheClassesPerNode
 	// per node, so that starting one costs O(1) per class cached).
-	tidyCacheClasses        = 256
+	tidyCacheClasses        = 32
 	tidyCacheClassesPerNode = 2
 	// tidyCacheSequences is the number of greedy sequences (one per class
 	// and pod shape) a snapshot's cache holds before the snapshot starts a
 	// fresh cache, and at least tidyCacheSequencesPerNode per node.
-	tidyCacheSequences        = 1024
-	tidyCacheSequencesPerNode = 16
+	tidyCacheSequences        = 128
+	tidyCacheSequencesPerNode = 4
 )
 
 // tidy compacts the allocation table and starts a fresh cache when they
