@@ -19,12 +19,7 @@ import (
 // half-used GPU and leaves room for two small ones. Found by
 // TestIndependentPodSetsOracle, which the one order failed.
 func TestNodeOrderOfShares(t *testing.T) {
-	node := nvswitchNode(t, "n", 4, "H100", 80<<30, false)
-	s := spec{nodes: 1, topo: func(int) *topology.Node { return node }, allocs: []Allocation{
-		{Job: "x", Pod: "x0", Node: "n00", Devices: []int{0}},
-		{Job: "x", Pod: "x1", Node: "n00", Devices: []int{1}},
-		{Job: "y", Pod: "y0", Node: "n00", Devices: []int{2}, Shared: &scoring.Share{MemoryBytes: 30 << 30}},
-	}}.build(t)
+	s := halfUsedNode(t, 4)
 	for _, independent := range []bool{false, true} {
 		j := &Job{Name: "job", Independent: independent, PodSets: []PodSet{
 			{Name: "large", Replicas: 1, Pod: sharedPod(40<<30, 250)},
@@ -49,12 +44,7 @@ func TestNodeOrderOfShares(t *testing.T) {
 // first. With the problem's order alone the job was Fragmented, and the
 // verdict said it was proven.
 func TestNodeOrdersOfManySets(t *testing.T) {
-	node := nvswitchNode(t, "n", 6, "H100", 80<<30, false)
-	s := spec{nodes: 1, topo: func(int) *topology.Node { return node }, allocs: []Allocation{
-		{Job: "x", Pod: "x0", Node: "n00", Devices: []int{0}},
-		{Job: "x", Pod: "x1", Node: "n00", Devices: []int{1}},
-		{Job: "y", Pod: "y0", Node: "n00", Devices: []int{2}, Shared: &scoring.Share{MemoryBytes: 30 << 30}},
-	}}.build(t)
+	s := halfUsedNode(t, 6)
 	whole := Pod{Devices: scoring.Request{Count: 1}}
 	j := &Job{Name: "job", PodSets: []PodSet{
 		{Name: "w1", Replicas: 1, Pod: whole},
@@ -143,4 +133,15 @@ func TestCutOrdersAreNotProven(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, Fits, r.Verdict)
 	assert.False(t, r.Proven)
+}
+
+// halfUsedNode is a snapshot of one node of gpus 80 GB GPUs: the first two
+// held whole, the third holding a 30 GB share, the others free.
+func halfUsedNode(t *testing.T, gpus int) *Snapshot {
+	node := nvswitchNode(t, "n", gpus, "H100", 80<<30, false)
+	return spec{nodes: 1, topo: func(int) *topology.Node { return node }, allocs: []Allocation{
+		{Job: "x", Pod: "x0", Node: "n00", Devices: []int{0}},
+		{Job: "x", Pod: "x1", Node: "n00", Devices: []int{1}},
+		{Job: "y", Pod: "y0", Node: "n00", Devices: []int{2}, Shared: &scoring.Share{MemoryBytes: 30 << 30}},
+	}}.build(t)
 }

@@ -183,16 +183,20 @@ func TestClonedSnapshotStaysBounded(t *testing.T) {
 // heapHeld returns how much the heap grew while run ran, counting what the
 // value it returns holds (kept alive until the heap is read).
 func heapHeld(t *testing.T, run func() any) int64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := heapInUse()
 	held := run()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	grown := heapInUse() - before
 	runtime.KeepAlive(held)
-	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("heap grew by %.1f MiB", float64(grown)/(1<<20))
 	return grown
+}
+
+// heapInUse returns the heap's live bytes after a collection.
+func heapInUse() int64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // TestSmallSnapshotPeak: what one domain snapshot of kube-scheduler's
@@ -206,13 +210,7 @@ func heapHeld(t *testing.T, run func() any) int64 {
 // for; larger domains hold more, in proportion to their nodes.
 func TestSmallSnapshotPeak(t *testing.T) {
 	node := nvswitchNode(t, "n", 8, "H100", 80<<30, false)
-	heap := func() int64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
-	zero := heap()
+	zero := heapInUse()
 	s := spec{nodes: 4, topo: func(int) *topology.Node { return node }}.build(t)
 	peak := int64(0)
 	for k := range 20000 {
@@ -227,7 +225,7 @@ func TestSmallSnapshotPeak(t *testing.T) {
 			s = s.Clone()
 		}
 		if k%32 == 30 { // just before a Clone, when the cache is largest
-			peak = max(peak, heap()-zero)
+			peak = max(peak, heapInUse()-zero)
 			runtime.KeepAlive(s)
 		}
 	}
