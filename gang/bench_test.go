@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -121,19 +122,19 @@ func BenchmarkPlanQueue(b *testing.B) {
 	}
 	s := sp.build(b)
 	jobs := queueJobs(1000, 4)
-	opts := WithQueues(QueueSpec{Name: "prod", Weight: 3}, QueueSpec{Name: "research", Weight: 2})
-	plan, err := PlanQueue(context.Background(), s, jobs, opts)
+	opts := withQueues(queuepass.QueueSpec{Name: "prod", Weight: 3}, queuepass.QueueSpec{Name: "research", Weight: 2})
+	plan, err := planQueue(context.Background(), s, jobs, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	counts := map[Action]int{}
+	counts := map[queuepass.Action]int{}
 	for _, e := range plan.Entries {
 		counts[e.Action]++
 	}
 	b.Logf("actions: %v, reservation: %v", counts, plan.Reservation != nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := PlanQueue(context.Background(), s, jobs, opts); err != nil {
+		if _, err := planQueue(context.Background(), s, jobs, opts); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // A pass's budget is its context's deadline. PlanQueue and PlanFairShare
@@ -49,6 +51,6 @@ func passBudget(ctx context.Context) (inner context.Context, spent func() bool, 
 }
 
 // unplanned marks entry e as one the pass had no budget left for.
-func unplanned(e *QueueEntry) {
-	e.Action, e.Verdict, e.Placement, e.Reason, e.Unplanned = Wait, Blocked, nil, unplannedReason, true
+func unplanned(e *queueEntry) {
+	e.Action, e.Verdict, e.Placement, e.Reason, e.Unplanned = queuepass.Wait, Blocked, nil, unplannedReason, true
 }

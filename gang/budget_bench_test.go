@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkPlanQueueMaxWork(b *testing.B) {
 					if budget > 0 {
 						ctx, cancel = context.WithTimeout(ctx, budget)
 					}
-					plan, err := PlanQueue(ctx, s, jobs)
+					plan, err := planQueue(ctx, s, jobs)
 					cancel()
 					if err != nil {
 						b.Fatal(err)
@@ -77,7 +78,7 @@ func BenchmarkPlanQueueMaxWork(b *testing.B) {
 func BenchmarkPlanFairShareMaxWork(b *testing.B) {
 	s := busy(fourTier(b, 16, 16, 16, 16), 0.4, 1).build(b)
 	jobs := rackPreferredJobs(2048, 7)
-	fs := FairShare{Queues: []FairQueue{{Name: "research", Deserved: Amounts{ResourceGPU: 100_000}}, {Name: "prod", Deserved: Amounts{ResourceGPU: 300_000}}, {Name: "batch"}}}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "research", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 100_000}}, {Name: "prod", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 300_000}}, {Name: "batch"}}}
 	for _, budget := range []time.Duration{0, time.Second} {
 		name := "whole"
 		if budget > 0 {
@@ -90,7 +91,7 @@ func BenchmarkPlanFairShareMaxWork(b *testing.B) {
 				if budget > 0 {
 					ctx, cancel = context.WithTimeout(ctx, budget)
 				}
-				plan, err := PlanFairShare(ctx, s, jobs, fs)
+				plan, err := planFairShare(ctx, s, jobs, fs)
 				cancel()
 				if err != nil {
 					b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/internal/hostile"
 )
 
@@ -42,12 +43,12 @@ func (c *budgetCtx) Err() error {
 func TestPlanQueueBudget(t *testing.T) {
 	s := busy(fourTier(t, 2, 5, 5, 10), 0.4, 1).build(t)
 	jobs := queueJobs(60, 4)
-	full, err := PlanQueue(context.Background(), s, jobs)
+	full, err := planQueue(context.Background(), s, jobs)
 	require.NoError(t, err)
 	require.False(t, full.Partial)
 	for _, k := range []int{0, 1, 7, 30, 59} {
 		// one look at the start, then one before each job
-		plan, err := PlanQueue(newBudgetCtx(1+k), s, jobs)
+		plan, err := planQueue(newBudgetCtx(1+k), s, jobs)
 		require.NoError(t, err, "k=%d", k)
 		require.True(t, plan.Partial, "k=%d", k)
 		require.Len(t, plan.Entries, len(full.Entries))
@@ -57,26 +58,26 @@ func TestPlanQueueBudget(t *testing.T) {
 				continue
 			}
 			assert.True(t, e.Unplanned, "k=%d entry %d", k, i)
-			assert.Equal(t, Wait, e.Action)
+			assert.Equal(t, queuepass.Wait, e.Action)
 			assert.Nil(t, e.Placement)
 			assert.Equal(t, full.Entries[i].Job, e.Job, "the order is the full pass's")
 		}
 		assertStartsHold(t, s, jobs, plan.Entries, nil)
 	}
-	plan, err := PlanQueue(newBudgetCtx(1000), s, jobs)
+	plan, err := planQueue(newBudgetCtx(1000), s, jobs)
 	require.NoError(t, err)
 	assert.Equal(t, full, plan, "budget to spare: the full pass")
 
 	// A cancellation (not a deadline) is still an error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = PlanQueue(ctx, s, jobs)
+	_, err = planQueue(ctx, s, jobs)
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
 // assertStartsHold assumes every started job's placement, with the
 // evictions gone first: none may double-book capacity.
-func assertStartsHold(t *testing.T, s *Snapshot, jobs []Job, entries []QueueEntry, evictions []Eviction) {
+func assertStartsHold(t *testing.T, s *Snapshot, jobs []Job, entries []queueEntry, evictions []queuepass.Eviction) {
 	t.Helper()
 	w := s.Clone()
 	for _, ev := range evictions {
@@ -100,25 +101,25 @@ func assertStartsHold(t *testing.T, s *Snapshot, jobs []Job, entries []QueueEntr
 func TestPlanFairShareBudget(t *testing.T) {
 	s := busy(fourTier(t, 2, 5, 5, 10), 0.4, 1).build(t)
 	jobs := queueJobs(60, 4)
-	fs := FairShare{Queues: []FairQueue{{Name: "research", Deserved: Amounts{ResourceGPU: 100}}, {Name: "prod", Deserved: Amounts{ResourceGPU: 300}}, {Name: "batch"}}}
-	full, err := PlanFairShare(context.Background(), s, jobs, fs)
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "research", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 100}}, {Name: "prod", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 300}}, {Name: "batch"}}}
+	full, err := planFairShare(context.Background(), s, jobs, fs)
 	require.NoError(t, err)
 	require.False(t, full.Partial)
 	for _, k := range []int{0, 1, 10, 40} {
-		plan, err := PlanFairShare(newBudgetCtx(1+k), s, jobs, fs)
+		plan, err := planFairShare(newBudgetCtx(1+k), s, jobs, fs)
 		require.NoError(t, err, "k=%d", k)
 		require.True(t, plan.Partial, "k=%d", k)
-		var entries []QueueEntry
+		var entries []queueEntry
 		for i, e := range plan.Entries {
 			entries = append(entries, e.QueueEntry)
 			assert.Equal(t, i >= k, e.Unplanned, "k=%d entry %d", k, i)
 			if e.Unplanned {
-				assert.Equal(t, Wait, e.Action)
+				assert.Equal(t, queuepass.Wait, e.Action)
 			}
 		}
 		assertStartsHold(t, s, jobs, entries, plan.Evictions)
 	}
-	plan, err := PlanFairShare(newBudgetCtx(100000), s, jobs, fs)
+	plan, err := planFairShare(newBudgetCtx(100000), s, jobs, fs)
 	require.NoError(t, err)
 	assert.Equal(t, full.Entries, plan.Entries, "budget to spare: the full pass")
 }
@@ -170,9 +171,9 @@ func TestPlanQueueBudgetBoundsWork(t *testing.T) {
 	jobs := rackPreferredJobs(4096, 7)
 	require.Equal(t, maxQueueWork, len(jobs)*s.Cluster().Len())
 	for _, k := range []int{0, 20} {
-		var plan *QueuePlan
+		var plan *queuePlan
 		var err error
-		n := hostile.Allocated(func() { plan, err = PlanQueue(newBudgetCtx(1+k), s, jobs) })
+		n := hostile.Allocated(func() { plan, err = planQueue(newBudgetCtx(1+k), s, jobs) })
 		require.NoError(t, err)
 		require.True(t, plan.Partial)
 		decided := 0

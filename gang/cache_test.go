@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -95,13 +96,13 @@ func TestPassesCancelledDuringMIGSequence(t *testing.T) {
 	for i := range jobs {
 		jobs[i].Arrival = int64(i)
 	}
-	fs := FairShare{Queues: []FairQueue{{Name: ""}}}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: ""}}}
 	for _, c := range []struct {
 		name string
 		call func(ctx context.Context, s *Snapshot) (any, error)
 	}{
-		{"PlanQueue", func(ctx context.Context, s *Snapshot) (any, error) { return PlanQueue(ctx, s, jobs) }},
-		{"PlanFairShare", func(ctx context.Context, s *Snapshot) (any, error) { return PlanFairShare(ctx, s, jobs, fs) }},
+		{"PlanQueue", func(ctx context.Context, s *Snapshot) (any, error) { return planQueue(ctx, s, jobs) }},
+		{"PlanFairShare", func(ctx context.Context, s *Snapshot) (any, error) { return planFairShare(ctx, s, jobs, fs) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			full := newCountingCtx(0)
@@ -188,7 +189,7 @@ func TestCancelledCallLeavesCapsWhole(t *testing.T) {
 	for i := range jobs {
 		jobs[i].Arrival = int64(i)
 	}
-	fs := FairShare{Queues: []FairQueue{{Name: ""}}}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: ""}}}
 	check := func(ctx context.Context, s *Snapshot) (any, error) { return Check(ctx, s, mixed) }
 	for _, c := range []struct {
 		name string
@@ -196,8 +197,8 @@ func TestCancelledCallLeavesCapsWhole(t *testing.T) {
 	}{
 		{"Check", check},
 		{"Preempt", func(ctx context.Context, s *Snapshot) (any, error) { return Preempt(ctx, s, &urgent) }},
-		{"PlanQueue", func(ctx context.Context, s *Snapshot) (any, error) { return PlanQueue(ctx, s, jobs) }},
-		{"PlanFairShare", func(ctx context.Context, s *Snapshot) (any, error) { return PlanFairShare(ctx, s, jobs, fs) }},
+		{"PlanQueue", func(ctx context.Context, s *Snapshot) (any, error) { return planQueue(ctx, s, jobs) }},
+		{"PlanFairShare", func(ctx context.Context, s *Snapshot) (any, error) { return planFairShare(ctx, s, jobs, fs) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantCheck, err := check(context.Background(), sp.build(t))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // countingCtx counts how often the searches look at it (Err) and cancels
@@ -103,12 +105,12 @@ func TestCancel(t *testing.T) {
 			return nilIfNil(p == nil, p, err)
 		}},
 		{"PlanQueue", func(ctx context.Context) (any, error) {
-			p, err := PlanQueue(ctx, small, jobs)
+			p, err := planQueue(ctx, small, jobs)
 			return nilIfNil(p == nil, p, err)
 		}},
 		{"PlanFairShare", func(ctx context.Context) (any, error) {
-			fs := FairShare{Queues: []FairQueue{{Name: "research", Deserved: Amounts{ResourceGPU: 100}}, {Name: "prod", Deserved: Amounts{ResourceGPU: 300}}, {Name: "batch"}}}
-			p, err := PlanFairShare(ctx, small, jobs, fs)
+			fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "research", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 100}}, {Name: "prod", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 300}}, {Name: "batch"}}}
+			p, err := planFairShare(ctx, small, jobs, fs)
 			return nilIfNil(p == nil, p, err)
 		}},
 	} {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
@@ -145,14 +146,14 @@ func (r *Result) Err() error {
 }
 
 // Option tunes one call of the package: NewSnapshot, Check, CheckGroups,
-// ClearDomain, Preempt, PlanQueue or PlanFairShare (and gang/queue's
-// PlanWaitForBetter). An option that does not concern a call (a queue option passed to Check, a MIG catalog passed
-// to CheckGroups) is ignored.
+// ClearDomain or Preempt. An option that does not concern a call (a MIG
+// catalog passed to CheckGroups) is ignored. The queue passes of
+// gang/queue take that package's options.
 type Option func(*config)
 
 type config struct {
 	strategy      Strategy
-	queues        []QueueSpec
+	queues        []queuepass.QueueSpec
 	noReservation bool
 	// searchBudget is WithSearchBudget's value; 0 means the call's default
 	// (defaultGroupBudget for CheckGroups, defaultClearingBudget for
@@ -165,16 +166,14 @@ type config struct {
 // WithStrategy sets how a gang spreads inside its domain (default BestFit).
 func WithStrategy(s Strategy) Option { return func(c *config) { c.strategy = s } }
 
-// WithQueues sets PlanQueue's queue weights; a queue not listed weighs 1.
-// Several WithQueues add up.
-func WithQueues(queues ...QueueSpec) Option {
+// withQueues sets a queue pass's queue weights (queue.WithQueues).
+func withQueues(queues ...queuepass.QueueSpec) Option {
 	return func(c *config) { c.queues = append(c.queues, queues...) }
 }
 
-// WithoutReservation turns PlanQueue's head-of-line reservation off: every
-// job that fits starts, in order (plain priority order, which can starve
-// large gangs).
-func WithoutReservation() Option { return func(c *config) { c.noReservation = true } }
+// withoutReservation turns a queue pass's head-of-line reservation off
+// (queue.WithoutReservation).
+func withoutReservation() Option { return func(c *config) { c.noReservation = true } }
 
 func newConfig(opts []Option) config {
 	var c config

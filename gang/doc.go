@@ -89,19 +89,14 @@
 // against brute force on synthetic and real machines, and mig.Place's count
 // against the best MIG packing.
 //
-// # Queue
+// # Queues
 //
-// [PlanQueue] orders jobs by priority then arrival within a queue, and
-// across queues by weighted fair share of GPUs. For each job it reports the
-// position, the GPU demand ahead and what to do now. The first job that
-// cannot start gets a head-of-line [Reservation]: the pods it waits for
-// (those ending soonest when run times are known, else the fewest whole jobs)
-// and the placement it will take. Later jobs start only when they do not
-// delay it: when they fit beside the reservation, or when their declared run
-// time ends before the reservation's start (EASY backfill). A gang with
-// members placed that cannot complete either keeps them under a reservation
-// (waiting only for running jobs) or is told to release them, so no two gangs
-// ever hold part of the cluster while waiting for each other.
+// Package gang/queue runs scheduling passes over queues of pending jobs on
+// a Snapshot, with this package's checks: PlanQueue (priority, weighted
+// fair share between queues, a head-of-line reservation with EASY
+// backfill), PlanFairShare (a queue tree with deserved quota, limit,
+// over-quota weight and reclaim) and PlanWaitForBetter (jobs that wait
+// for a tighter topology level before accepting a looser one).
 //
 // # Preemption
 //
@@ -118,12 +113,8 @@
 // Optimal, Gap) and a verdict per group. [ClearDomain] plans a
 // domain-clearing preemption: the cheapest domain of the job's required
 // level to clear of whole lower-priority jobs, as a sticky
-// [ClearingTarget]. [PlanFairShare] runs a pass over a queue tree
-// ([FairShare]: deserved quota, limit, over-quota weight per resource,
-// time-decayed usage) with reclaim and one reservation per queue.
-// [ScaleUp] and [ShrinkOrder] grow and shrink elastic jobs.
-// Package gang/queue's PlanWaitForBetter lets jobs wait for a tighter
-// level before accepting a looser one.
+// [ClearingTarget]. [ScaleUp] and [ShrinkOrder] grow and shrink elastic
+// jobs.
 //
 // # Files
 //
@@ -140,10 +131,10 @@
 // here:
 //
 //	limit                      value         bounds
-//	maxQueueWork               33,554,432    one PlanQueue pass: jobs × nodes (512 jobs on 65,536 nodes)
-//	maxFairJobs                32,768        pending jobs of one PlanFairShare pass
-//	maxFairWork                134,217,728   one PlanFairShare pass: jobs × nodes
-//	maxQueueDepth              8             depth of a FairShare queue tree (a top-level queue is 1)
+//	maxQueueWork               33,554,432    one queue.PlanQueue pass: jobs × nodes (512 jobs on 65,536 nodes)
+//	maxFairJobs                32,768        pending jobs of one queue.PlanFairShare pass
+//	maxFairWork                134,217,728   one queue.PlanFairShare pass: jobs × nodes
+//	maxQueueDepth              8             depth of a queue.FairShare queue tree (a top-level queue is 1)
 //	maxGroupUnits              4,096         groups and sub-groups one CheckGroups search assigns
 //	maxWarnings                100           Snapshot.Warnings kept (then one line counts the rest)
 //	defaultGroupBudget         16,384        CheckGroups' domain choices without WithSearchBudget
@@ -157,8 +148,9 @@
 //	maxNodeOrders              24            orders of a job's pod sets with devices a node tries (beyond, one order, unproven)
 //
 // Victim searches scale their budget to the snapshot's size, and
-// Preemption.Exact says when one stopped early. Check, Preempt and
-// PlanQueue take a context and stop soon after it is cancelled.
+// Preemption.Exact says when one stopped early. Check, CheckGroups and
+// Preempt (and gang/queue's passes) take a context and stop soon after it
+// is cancelled.
 //
 // Every error wraps a sentinel (ErrInvalidJob, ErrInvalidSnapshot,
 // ErrInvalidPlacement, ErrParse, ErrInternal, or the context's error),

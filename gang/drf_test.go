@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -32,7 +33,7 @@ import (
 type drfQueue struct {
 	name, parent string
 	kids         []string
-	deserved     Amounts
+	deserved     queuepass.Amounts
 	jobs         []*Job // in the queue's own order
 }
 
@@ -70,25 +71,25 @@ func TestFairShareDRFOracle(t *testing.T) {
 				leaves = append(leaves, root)
 			}
 		}
-		fs := FairShare{}
+		fs := queuepass.FairShare{}
 		if rapid.Bool().Draw(t, "history") {
 			fs.HalfLife = time.Hour
 		}
 		for _, q := range qs {
 			byName[q.name] = q
-			q.deserved = Amounts{}
+			q.deserved = queuepass.Amounts{}
 			if rapid.Bool().Draw(t, "hasdes") {
-				q.deserved[ResourceGPU] = int64(rapid.IntRange(0, 4).Draw(t, "desgpu"))
+				q.deserved[queuepass.ResourceGPU] = int64(rapid.IntRange(0, 4).Draw(t, "desgpu"))
 			}
 			if rapid.Bool().Draw(t, "hasdesmig") {
-				q.deserved[ResourceMIGPrefix+migProfile] = int64(rapid.IntRange(0, 2).Draw(t, "desmig"))
+				q.deserved[queuepass.ResourceMIGPrefix+migProfile] = int64(rapid.IntRange(0, 2).Draw(t, "desmig"))
 			}
-			fq := FairQueue{Name: q.name, Parent: q.parent, Deserved: q.deserved,
-				OverQuotaWeight: map[string]float64{ResourceGPU: float64(rapid.IntRange(1, 3).Draw(t, "w"))}}
+			fq := queuepass.FairQueue{Name: q.name, Parent: q.parent, Deserved: q.deserved,
+				OverQuotaWeight: map[string]float64{queuepass.ResourceGPU: float64(rapid.IntRange(1, 3).Draw(t, "w"))}}
 			fs.Queues = append(fs.Queues, fq)
 			if fs.HalfLife > 0 && rapid.Bool().Draw(t, "sample") {
-				fs.History = append(fs.History, UsageSample{Queue: q.name, Age: time.Duration(rapid.IntRange(0, 2).Draw(t, "age")) * time.Hour,
-					Used: Amounts{ResourceGPU: int64(rapid.IntRange(0, 4).Draw(t, "used"))}})
+				fs.History = append(fs.History, queuepass.UsageSample{Queue: q.name, Age: time.Duration(rapid.IntRange(0, 2).Draw(t, "age")) * time.Hour,
+					Used: queuepass.Amounts{queuepass.ResourceGPU: int64(rapid.IntRange(0, 4).Draw(t, "used"))}})
 			}
 		}
 
@@ -116,21 +117,21 @@ func TestFairShareDRFOracle(t *testing.T) {
 
 		// pending jobs, each of a leaf queue
 		var jobs []Job
-		need := map[string]Amounts{}
+		need := map[string]queuepass.Amounts{}
 		n := rapid.IntRange(1, 6).Draw(t, "pending")
 		for i := range n {
 			j := Job{Name: fmt.Sprintf("j%d", i), Queue: rapid.SampledFrom(leaves).Draw(t, "jobq").name,
 				Priority: rapid.IntRange(0, 1).Draw(t, "prio"), Arrival: int64(i)}
 			reps := rapid.IntRange(1, 2).Draw(t, "reps")
-			d := Amounts{}
+			d := queuepass.Amounts{}
 			if nMIG > 0 && rapid.IntRange(0, 2).Draw(t, "migjob") == 0 {
 				j.PodSets = []PodSet{{Name: "w", Replicas: reps, Pod: Pod{MIGProfile: mig.MustParseProfileName(migProfile)}}}
-				d[ResourceMIGPrefix+migProfile] = int64(reps)
+				d[queuepass.ResourceMIGPrefix+migProfile] = int64(reps)
 			} else {
 				g := rapid.IntRange(1, 2).Draw(t, "jobgpus")
 				j.PodSets = []PodSet{{Name: "w", Replicas: reps, Pod: Pod{Devices: scoring.Request{Count: g}}}}
-				d[ResourceGPU] = int64(reps * g)
-				d[ResourceGPUMemory] = int64(reps*g) * int64(h100Mem) // every GPU is an H100 80GB
+				d[queuepass.ResourceGPU] = int64(reps * g)
+				d[queuepass.ResourceGPUMemory] = int64(reps*g) * int64(h100Mem) // every GPU is an H100 80GB
 			}
 			need[j.Name] = d
 			jobs = append(jobs, j)
@@ -148,24 +149,24 @@ func TestFairShareDRFOracle(t *testing.T) {
 			})
 		}
 
-		plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+		plan, err := planFairShare(context.Background(), s, jobs, fs)
 		require.NoError(t, err)
 		got := make([]string, len(plan.Entries))
 		for i, e := range plan.Entries {
 			got[i] = e.Job
 		}
-		fair := map[string]Amounts{}
+		fair := map[string]queuepass.Amounts{}
 		for _, st := range plan.Queues {
 			fair[st.Name] = st.FairShare
 		}
 
 		// usage: running pods, then decayed history, per queue subtree
-		usage := map[string]Amounts{}
+		usage := map[string]queuepass.Amounts{}
 		decayed := map[string]map[string]float64{}
 		for _, q := range qs {
-			usage[q.name], decayed[q.name] = Amounts{}, map[string]float64{}
+			usage[q.name], decayed[q.name] = queuepass.Amounts{}, map[string]float64{}
 		}
-		addUsage := func(qn string, a Amounts) {
+		addUsage := func(qn string, a queuepass.Amounts) {
 			for x := qn; x != ""; x = byName[x].parent {
 				for r, v := range a {
 					usage[x][r] += v
@@ -173,12 +174,12 @@ func TestFairShareDRFOracle(t *testing.T) {
 			}
 		}
 		for _, a := range allocs {
-			am := Amounts{}
+			am := queuepass.Amounts{}
 			if len(a.Devices) > 0 {
-				am[ResourceGPU], am[ResourceGPUMemory] = 1, int64(h100Mem)
+				am[queuepass.ResourceGPU], am[queuepass.ResourceGPUMemory] = 1, int64(h100Mem)
 			}
 			for _, m := range a.MIG {
-				am[ResourceMIGPrefix+m.Profile]++
+				am[queuepass.ResourceMIGPrefix+m.Profile]++
 			}
 			addUsage(a.Queue, am)
 		}
@@ -290,7 +291,7 @@ func TestFairShareDRFOracle(t *testing.T) {
 				cur = append(cur, j.Name)
 				rec()
 				cur = cur[:len(cur)-1]
-				neg := Amounts{}
+				neg := queuepass.Amounts{}
 				for r, v := range need[j.Name] {
 					neg[r] = -v
 				}

@@ -121,30 +121,3 @@ func ExampleClearDomain() {
 	// evict f [r1-n2]
 	// now: waiting
 }
-
-// Queue "search" (deserved 16 GPUs, using none) reclaims from "batch",
-// which uses all 64 GPUs against a deserved 16: one whole job goes, batch
-// keeps more than its quota.
-func ExamplePlanFairShare() {
-	var allocs []gang.Allocation
-	for r := range 2 {
-		for i := range 4 {
-			n := fmt.Sprintf("r%d-n%d", r, i)
-			allocs = append(allocs, wholeNode("batch-"+n, n, "batch", 0))
-		}
-	}
-	s := hgxRacks(2, allocs)
-	fs := gang.FairShare{Queues: []gang.FairQueue{
-		{Name: "batch", Deserved: gang.Amounts{gang.ResourceGPU: 16}},
-		{Name: "search", Deserved: gang.Amounts{gang.ResourceGPU: 16}},
-	}}
-	jobs := []gang.Job{{Name: "index", Queue: "search", PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Count: 8}}}}}}
-	plan, err := gang.PlanFairShare(context.Background(), s, jobs, fs)
-	if err != nil {
-		panic(err)
-	}
-	e, _ := plan.Entry("index")
-	fmt.Println(e.Action, len(plan.Evictions), "eviction from", plan.Evictions[0].Queue)
-	// Output:
-	// start 1 eviction from batch
-}

@@ -121,25 +121,3 @@ func ExamplePreempt() {
 	// r1/nvl1.1 1 jobs, 2 pods, 8 GPUs, max priority 1 true
 	// infer
 }
-
-// A queue pass reserves capacity for the head of the line and backfills
-// only what does not delay it.
-func ExamplePlanQueue() {
-	s := racks(2)
-	jobs := []gang.Job{
-		{Name: "full-rack", Priority: 9, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 18, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
-		{Name: "rack-0", Priority: 1, Arrival: 1, NVLink: &gang.NVLink{}, PodSets: []gang.PodSet{{Name: "w", Replicas: 17, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
-		{Name: "one-tray", Priority: 1, Arrival: 2, PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Count: 4}}}}},
-	}
-	plan, err := gang.PlanQueue(context.Background(), s, jobs)
-	if err != nil {
-		panic(err)
-	}
-	for _, e := range plan.Entries {
-		fmt.Println(e.Position, e.Job, e.Action, e.GPUsAhead)
-	}
-	// Output:
-	// 1 full-rack start 0
-	// 2 rack-0 reserve 72
-	// 3 one-tray backfill 140
-}

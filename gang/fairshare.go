@@ -3,23 +3,13 @@ package gang
 import (
 	"cmp"
 	"context"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
 	"slices"
 	"strings"
 	"time"
-)
 
-// Resource names of fair-share amounts (Amounts keys).
-const (
-	// ResourceGPU counts whole GPUs.
-	ResourceGPU = "gpu"
-	// ResourceGPUMemory counts bytes of GPU memory: a whole device's
-	// memory, a share's memory.
-	ResourceGPUMemory = "gpu-memory"
-	// ResourceMIGPrefix prefixes a MIG profile: "mig/1g.10gb" counts
-	// instances of that profile.
-	ResourceMIGPrefix = "mig/"
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 )
 
 // Limits of a fair-share pass.
@@ -34,135 +24,12 @@ const (
 	maxFairWork = 1 << 27
 )
 
-// Amounts are quantities per resource (ResourceGPU, ResourceGPUMemory,
-// ResourceMIGPrefix+profile).
-type Amounts map[string]int64
-
-// FairQueue is one queue of a fair-share tree.
-type FairQueue struct {
-	// Name identifies the queue; jobs name it in Job.Queue (leaves and
-	// inner queues alike may hold jobs).
-	Name string
-	// Parent is the parent queue's name ("" for a top-level queue).
-	Parent string
-	// Deserved is the queue's guaranteed quota: while it uses less, its
-	// jobs may reclaim capacity from queues over theirs.
-	Deserved Amounts
-	// Limit caps what the queue (its subtree) may use; a resource absent
-	// or 0 is not limited.
-	Limit Amounts
-	// OverQuotaWeight is the queue's weight, per resource, in sharing what
-	// is left beyond the deserved quotas (absent: 1).
-	OverQuotaWeight map[string]float64
-}
-
-// UsageSample is past usage of a queue, for time-decayed fair share.
-type UsageSample struct {
-	Queue string
-	// Age is how long ago the usage was measured.
-	Age time.Duration
-	// Used is what the queue used then (e.g. GPU-hours as GPUs).
-	Used Amounts
-}
-
-// FairShare configures PlanFairShare.
-type FairShare struct {
-	Queues []FairQueue
-	// HalfLife decays History: a sample of age a counts 2^(-a/HalfLife).
-	// 0 ignores History (fair share by current usage only).
-	HalfLife time.Duration
-	History  []UsageSample
-	// RunningMin gives running elastic jobs' minimum pod counts: reclaim
-	// may take their pods above it (surplus first) instead of the whole
-	// job. Other running jobs are reclaimed whole.
-	RunningMin map[string]int
-	// ReclaimBudget bounds the fit tests of one job's reclaim search
-	// (0: 256).
-	ReclaimBudget int
-}
-
-// Eviction is running capacity a fair-share pass reclaims.
-type Eviction struct {
-	Job   string `json:"job"`
-	Queue string `json:"queue"`
-	// Pods are the pods to evict; Whole says whether they are all of the
-	// job's (else the job keeps at least its minimum).
-	Pods  []string `json:"pods"`
-	Whole bool     `json:"whole"`
-	// For is the job the capacity is reclaimed for.
-	For string `json:"for"`
-}
-
-// QueueStatus is one queue's state after a fair-share pass.
-type QueueStatus struct {
-	Name   string `json:"name"`
-	Parent string `json:"parent,omitempty"`
-	// Deserved, Limit: as configured. Usage: what its subtree holds after
-	// the pass (running, minus evictions, plus starts). Demand: usage
-	// before the pass plus what its pending jobs ask. FairShare: its share
-	// of the cluster (deserved, then the rest by over-quota weight up to
-	// its demand and limit).
-	Deserved  Amounts `json:"deserved,omitempty"`
-	Limit     Amounts `json:"limit,omitempty"`
-	Usage     Amounts `json:"usage"`
-	Demand    Amounts `json:"demand"`
-	FairShare Amounts `json:"fairShare"`
-	// DominantShare is the largest, over resources, of its (decayed)
-	// usage over its fair share, after the pass.
-	DominantShare float64 `json:"dominantShare"`
-	// Reserved names the job holding the queue's head-of-line
-	// reservation.
-	Reserved string `json:"reserved,omitempty"`
-}
-
-// FairEntry is one pending job's outcome in a fair-share pass.
-type FairEntry struct {
-	QueueEntry
-	// Reclaimed lists the evictions (FairPlan.Evictions) that make room
-	// for the job.
-	Reclaimed []string `json:"reclaimed,omitempty"`
-}
-
-// FairPlan is the outcome of PlanFairShare.
-type FairPlan struct {
-	Entries []FairEntry `json:"entries"`
-	// Partial: the budget (the context's deadline) ran out during the
-	// pass, as for QueuePlan.Partial: the jobs from the first Unplanned
-	// one on wait, and the reclaim sweep stopped.
-	Partial bool `json:"partial,omitempty"`
-	// Reservations hold capacity for the head of several queues at once:
-	// none overlaps another, and no job started in the pass delays one.
-	Reservations []Reservation  `json:"reservations"`
-	Evictions    []Eviction     `json:"evictions"`
-	Queues       []QueueStatus  `json:"queues"`
-	Stats        FairPassStats  `json:"stats"`
-	byJob        map[string]int `json:"-"`
-}
-
-// FairPassStats counts a pass's work.
-type FairPassStats struct {
-	Searches int `json:"searches"`
-	Skipped  int `json:"skipped"`
-}
-
-// Entry returns the entry of the named job.
-func (p *FairPlan) Entry(job string) (FairEntry, bool) {
-	if p == nil {
-		return FairEntry{}, false
-	}
-	i, ok := p.byJob[job]
-	if !ok {
-		return FairEntry{}, false
-	}
-	return p.Entries[i], true
-}
-
 // queueState is one queue of the fair-share tree during a pass: its
 // configuration, its place in the tree, what its subtree uses, asks for and
 // deserves, and its pending jobs in the order they are tried.
 type queueState struct {
 	// spec is the queue as configured.
-	spec FairQueue
+	spec queuepass.FairQueue
 	// parent is the enclosing queue (nil for a top-level queue).
 	parent *queueState
 	// children are the queues whose Parent is this one.
@@ -171,16 +38,16 @@ type queueState struct {
 	depth int
 	// usage is what the subtree holds now: running jobs, plus jobs
 	// started in the pass, minus evictions.
-	usage Amounts
+	usage queuepass.Amounts
 	// decayedUsage is the subtree's History, each sample decayed by its
 	// age (empty when HalfLife is 0).
 	decayedUsage map[string]float64
 	// demand is the subtree's usage before the pass plus what its
 	// pending jobs ask for.
-	demand Amounts
+	demand queuepass.Amounts
 	// fairShare is the subtree's share of the cluster: deserved, then the
 	// rest by over-quota weight up to demand and limit.
-	fairShare Amounts
+	fairShare queuepass.Amounts
 	// pending are the queue's own pending jobs, by priority.
 	pending []*Job
 	// nextPending indexes the first of pending not yet decided.
@@ -224,7 +91,7 @@ type fairPass struct {
 	// run out.
 	spent func() bool
 	// settings is the fair-share configuration of the pass.
-	settings *FairShare
+	settings *queuepass.FairShare
 	// options are the pass's Options (strategy and the rest).
 	options config
 
@@ -237,7 +104,7 @@ type fairPass struct {
 	// problems are the pending jobs, compiled, by job name.
 	problems map[string]*problem
 	// demands are the pending jobs' demands, by job name.
-	demands map[string]Amounts
+	demands map[string]queuepass.Amounts
 	// signatures are each pending job's signature: jobs alike in what
 	// they ask share cached fit results.
 	signatures map[*problem]string
@@ -265,9 +132,9 @@ type fairPass struct {
 	// nowhere.
 	neverFits map[string]bool
 	// stats counts the pass's searches and the ones its caches skipped.
-	stats FairPassStats
+	stats queuepass.FairPassStats
 	// plan is the outcome being built.
-	plan *FairPlan
+	plan *fairPlan
 	// evicted are the running jobs evicted whole so far.
 	evicted map[string]bool
 	// noneReleasing: no pod of input (so of working) is terminating.
@@ -361,41 +228,10 @@ func (s *Snapshot) removeAllocs(ks []int32) {
 	}
 }
 
-// PlanFairShare runs one fair-share scheduling pass over pending jobs on
-// snapshot s (which it does not change), with queues in a tree (KAI's,
-// Volcano's and Kueue's hierarchical queues):
-//
-//   - each queue's fair share is its deserved quota, then what is left
-//     shared by over-quota weight, per resource (GPUs, GPU memory, MIG
-//     profiles), up to its demand and limit;
-//   - jobs are taken in hierarchical dominant-resource-fair order: at every
-//     level the child queue within its deserved quota first, then the one
-//     whose largest usage-to-fair-share ratio (with time-decayed History)
-//     is smallest; within a queue by priority, then arrival;
-//   - a job that would take its queue (or an ancestor) over its limit
-//     waits;
-//   - a job that fits starts, unless it would delay a reservation;
-//   - a job that does not fit but stays within its queue's deserved quota
-//     reclaims: whole jobs (or an elastic job's pods above its minimum,
-//     FairShare.RunningMin) of queues over their deserved quota, never
-//     taking one below it, never breaking a running job below its
-//     minimum, never taking reserved capacity;
-//   - otherwise the first such job of each queue gets a head-of-line
-//     reservation, when the running pods it waits for have known end
-//     times and its placement overlaps no other reservation; later jobs
-//     start only beside every reservation, or when their declared run
-//     time ends before the earliest reservation starts (EASY backfill
-//     that delays none of them).
-//
-// A final sweep retries reclaim for every job within its deserved quota
-// that did not start, so that at the end no such job could start by
-// reclaiming from queues over quota. Hierarchical jobs (HierJob) are not
-// taken; a job's pods already placed (members) are not completed.
-//
-// A ctx deadline is the pass's budget, as for PlanQueue: once it passes,
-// the jobs not yet decided wait, marked Unplanned, the sweep stops, and
-// the plan is Partial. A cancelled ctx is an error.
-func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, opts ...Option) (*FairPlan, error) {
+// planFairShare runs one fair-share pass (gang/queue's PlanFairShare,
+// where its order, reclaim, reservations and budget are documented)
+// against s, which it does not change.
+func planFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs queuepass.FairShare, opts ...Option) (*fairPlan, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -411,7 +247,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 	inner, spent, stop := passBudget(ctx)
 	defer stop()
 	fp := &fairPass{input: s, working: s.clone(), noneReleasing: !s.hasReleasing(), signatures: map[*problem]string{}, nodeVersion: make([]uint32, len(s.nodes)), untilMemos: map[time.Duration]*untilMemo{}, untilUsages: make([][]untilEntry, len(s.nodes)), poll: ctxpoll.New(inner, "gang:"), spent: spent, settings: &fs, options: newConfig(opts), queues: map[string]*queueState{},
-		problems: map[string]*problem{}, demands: map[string]Amounts{}, failedFits: map[string]int{}, evicted: map[string]bool{}, neverFits: map[string]bool{}, reclaimFailed: map[string]int{}}
+		problems: map[string]*problem{}, demands: map[string]queuepass.Amounts{}, failedFits: map[string]int{}, evicted: map[string]bool{}, neverFits: map[string]bool{}, reclaimFailed: map[string]int{}}
 	fp.solver.memo = &capMemo{limit: memoLimit}
 	fp.viewFollow = follow{log: &fp.touchLog}
 	if fs.ReclaimBudget <= 0 {
@@ -421,8 +257,8 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		return nil, err
 	}
 	var avgMem int64
-	if c := fp.capacity(); c[ResourceGPU] > 0 {
-		avgMem = c[ResourceGPUMemory] / c[ResourceGPU]
+	if c := fp.capacity(); c[queuepass.ResourceGPU] > 0 {
+		avgMem = c[queuepass.ResourceGPUMemory] / c[queuepass.ResourceGPU]
 	}
 	sigMemo := map[sigKey]string{}
 	for i := range jobs {
@@ -444,16 +280,16 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		fp.problems[j.Name] = p
 		fp.signatures[p] = p.signatureIn(sigMemo)
 		fp.demands[j.Name] = demandAmounts(p)
-		if g := fp.demands[j.Name][ResourceGPU]; g > 0 && avgMem > 0 {
+		if g := fp.demands[j.Name][queuepass.ResourceGPU]; g > 0 && avgMem > 0 {
 			// whole GPUs of unknown memory: the cluster's average
-			fp.demands[j.Name][ResourceGPUMemory] = max(fp.demands[j.Name][ResourceGPUMemory], g*avgMem)
+			fp.demands[j.Name][queuepass.ResourceGPUMemory] = max(fp.demands[j.Name][queuepass.ResourceGPUMemory], g*avgMem)
 		}
 		q.pending = append(q.pending, j)
 	}
 	fp.sortPending()
 	fp.usage()
 	fp.fairShares()
-	plan := &FairPlan{byJob: map[string]int{}, Reservations: []Reservation{}, Evictions: []Eviction{}}
+	plan := &fairPlan{ByJob: map[string]int{}, Reservations: []queueReservation{}, Evictions: []queuepass.Eviction{}}
 	fp.plan = plan
 	order := fp.order(len(jobs))
 	perQueue := map[string]int{}
@@ -462,10 +298,10 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		p := fp.problems[j.Name]
 		perQueue[j.Queue]++
 		need := minDemand(p)
-		e := FairEntry{QueueEntry: QueueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1,
+		e := fairEntry{QueueEntry: queueEntry{Job: j.Name, Queue: j.Queue, Priority: j.Priority, Position: pos + 1,
 			QueuePosition: perQueue[j.Queue], JobsAhead: pos, GPUsAhead: ahead, GPUs: need.GPUs}}
 		ahead += need.GPUs
-		plan.byJob[j.Name] = len(plan.Entries)
+		plan.ByJob[j.Name] = len(plan.Entries)
 		plan.Entries = append(plan.Entries, e)
 		if plan.Partial = plan.Partial || spent(); plan.Partial {
 			unplanned(&plan.Entries[len(plan.Entries)-1].QueueEntry)
@@ -477,7 +313,7 @@ func PlanFairShare(ctx context.Context, s *Snapshot, jobs []Job, fs FairShare, o
 		return nil, err
 	}
 	for _, r := range fp.reservations {
-		plan.Reservations = append(plan.Reservations, Reservation{Job: r.job, Placement: r.placement, WaitsFor: r.waitsFor, Start: r.start, StartKnown: true})
+		plan.Reservations = append(plan.Reservations, queueReservation{Job: r.job, Placement: r.placement, WaitsFor: r.waitsFor, Start: r.start, StartKnown: true})
 	}
 	plan.Queues = fp.status()
 	plan.Stats = fp.stats
@@ -503,7 +339,7 @@ func (fp *fairPass) buildQueues() error {
 				return jobErr("queue %q: over-quota weight %v for %s, want a finite number ≥ 0", q.Name, w, r)
 			}
 		}
-		fp.queues[q.Name] = &queueState{spec: q, usage: Amounts{}, decayedUsage: map[string]float64{}, demand: Amounts{}, fairShare: Amounts{}}
+		fp.queues[q.Name] = &queueState{spec: q, usage: queuepass.Amounts{}, decayedUsage: map[string]float64{}, demand: queuepass.Amounts{}, fairShare: queuepass.Amounts{}}
 	}
 	for _, q := range fp.queues {
 		if q.spec.Parent == "" {

@@ -2,12 +2,14 @@ package gang
 
 import (
 	"math"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // order interleaves the queues: hierarchical DRF, in-quota first.
 func (fp *fairPass) order(n int) []*Job {
 	// ordering works on a copy of the usage: it grows as jobs are taken
-	saved := map[*queueState]Amounts{}
+	saved := map[*queueState]queuepass.Amounts{}
 	for _, q := range fp.queues {
 		saved[q] = maps(q.usage)
 	}
@@ -28,7 +30,7 @@ func (fp *fairPass) order(n int) []*Job {
 		}
 		return has(q)
 	}
-	headDemand := func(q *queueState) Amounts {
+	headDemand := func(q *queueState) queuepass.Amounts {
 		// the next job of q's subtree, taken as the queue's own next job
 		// when it has one
 		if q.nextPending < len(q.pending) {
@@ -96,7 +98,7 @@ func (fp *fairPass) order(n int) []*Job {
 		q.nextPending++
 		out = append(out, j)
 		for r, v := range fp.demands[j.Name] {
-			addUp(q, r, v, func(x *queueState) Amounts { return x.usage })
+			addUp(q, r, v, func(x *queueState) queuepass.Amounts { return x.usage })
 		}
 		for x := q; x != nil; x = x.parent {
 			delete(ranks, x)

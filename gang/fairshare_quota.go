@@ -5,25 +5,27 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // demandAmounts is what a pending job's thresholds ask for.
-func demandAmounts(p *problem) Amounts {
-	out := Amounts{}
+func demandAmounts(p *problem) queuepass.Amounts {
+	out := queuepass.Amounts{}
 	for _, sp := range p.sets {
 		n := sp.need
 		if n == 0 {
 			n = sp.want
 		}
 		if sp.gpuUnits > 0 {
-			out[ResourceGPU] += n * sp.gpuUnits
-			out[ResourceGPUMemory] += n * sp.gpuUnits * int64(sp.shape.mem)
+			out[queuepass.ResourceGPU] += n * sp.gpuUnits
+			out[queuepass.ResourceGPUMemory] += n * sp.gpuUnits * int64(sp.shape.mem)
 		}
 		if sp.shape.shared {
-			out[ResourceGPUMemory] += n * int64(sp.shape.shMem)
+			out[queuepass.ResourceGPUMemory] += n * int64(sp.shape.shMem)
 		}
 		if sp.shape.migN > 0 {
-			out[ResourceMIGPrefix+sp.shape.profile.String()] += n * int64(sp.shape.migN)
+			out[queuepass.ResourceMIGPrefix+sp.shape.profile.String()] += n * int64(sp.shape.migN)
 		}
 	}
 	return out
@@ -38,21 +40,21 @@ func (s *Snapshot) allocAmounts(a *Allocation, add func(r string, v int64)) {
 	st := &s.nodes[ni]
 	for _, d := range a.Devices {
 		if a.Shared != nil {
-			add(ResourceGPUMemory, int64(a.Shared.MemoryBytes))
+			add(queuepass.ResourceGPUMemory, int64(a.Shared.MemoryBytes))
 			continue
 		}
-		add(ResourceGPU, 1)
+		add(queuepass.ResourceGPU, 1)
 		if d >= 0 && d < st.devices {
-			add(ResourceGPUMemory, int64(min(st.topo.Device(d).MemoryBytes, MaxBytes)))
+			add(queuepass.ResourceGPUMemory, int64(min(st.topo.Device(d).MemoryBytes, MaxBytes)))
 		}
 	}
 	for _, m := range a.MIG {
-		add(ResourceMIGPrefix+m.Profile, 1)
+		add(queuepass.ResourceMIGPrefix+m.Profile, 1)
 	}
 }
 
 // addUp adds v of resource r to queue q and its ancestors.
-func addUp(q *queueState, r string, v int64, field func(*queueState) Amounts) {
+func addUp(q *queueState, r string, v int64, field func(*queueState) queuepass.Amounts) {
 	for x := q; x != nil; x = x.parent {
 		field(x)[r] += v
 	}
@@ -69,14 +71,14 @@ func (fp *fairPass) usage() {
 			continue
 		}
 		fp.input.allocAmounts(a, func(r string, v int64) {
-			addUp(q, r, v, func(x *queueState) Amounts { return x.usage })
-			addUp(q, r, v, func(x *queueState) Amounts { return x.demand })
+			addUp(q, r, v, func(x *queueState) queuepass.Amounts { return x.usage })
+			addUp(q, r, v, func(x *queueState) queuepass.Amounts { return x.demand })
 		})
 	}
 	for _, q := range fp.queues {
 		for _, j := range q.pending {
 			for r, v := range fp.demands[j.Name] {
-				addUp(q, r, v, func(x *queueState) Amounts { return x.demand })
+				addUp(q, r, v, func(x *queueState) queuepass.Amounts { return x.demand })
 			}
 		}
 	}
@@ -98,8 +100,8 @@ func (fp *fairPass) usage() {
 
 // capacity is what the cluster offers per resource (schedulable nodes,
 // healthy devices not in MIG mode); MIG profiles count their demand.
-func (fp *fairPass) capacity() Amounts {
-	out := Amounts{}
+func (fp *fairPass) capacity() queuepass.Amounts {
+	out := queuepass.Amounts{}
 	for n := range fp.input.nodes {
 		st := &fp.input.nodes[n]
 		if st.info.Unschedulable {
@@ -107,14 +109,14 @@ func (fp *fairPass) capacity() Amounts {
 		}
 		for d := range st.devices {
 			if st.healthy[d] && !st.migOn[d] {
-				out[ResourceGPU]++
-				out[ResourceGPUMemory] += int64(min(st.topo.Device(d).MemoryBytes, MaxBytes))
+				out[queuepass.ResourceGPU]++
+				out[queuepass.ResourceGPUMemory] += int64(min(st.topo.Device(d).MemoryBytes, MaxBytes))
 			}
 		}
 	}
 	for _, q := range fp.roots {
 		for r, v := range q.demand {
-			if strings.HasPrefix(r, ResourceMIGPrefix) {
+			if strings.HasPrefix(r, queuepass.ResourceMIGPrefix) {
 				out[r] += v
 			}
 		}
@@ -126,8 +128,8 @@ func (fp *fairPass) capacity() Amounts {
 // when over-committed), the rest by over-quota weight (water-filling), up
 // to demand and limit.
 func (fp *fairPass) fairShares() {
-	var divide func(kids []*queueState, c Amounts)
-	divide = func(kids []*queueState, c Amounts) {
+	var divide func(kids []*queueState, c queuepass.Amounts)
+	divide = func(kids []*queueState, c queuepass.Amounts) {
 		res := map[string]bool{}
 		for r := range c {
 			res[r] = true
@@ -202,7 +204,7 @@ func weightOf(q *queueState, r string) float64 {
 // inQuota says whether queue q stays within its deserved quota with d
 // more (every resource d asks for that q has a deserved quota for; at
 // least one).
-func inQuota(q *queueState, d Amounts) bool {
+func inQuota(q *queueState, d queuepass.Amounts) bool {
 	any := false
 	for r, v := range d {
 		des, ok := q.spec.Deserved[r]
@@ -239,8 +241,8 @@ func belowDeserved(q *queueState) bool {
 	return false
 }
 
-func maps(a Amounts) Amounts {
-	out := make(Amounts, len(a))
+func maps(a queuepass.Amounts) queuepass.Amounts {
+	out := make(queuepass.Amounts, len(a))
 	for k, v := range a {
 		out[k] = v
 	}
@@ -249,7 +251,7 @@ func maps(a Amounts) Amounts {
 
 // overLimit names the first queue from q up that d would take over its
 // limit ("" when none).
-func overLimit(q *queueState, d Amounts) string {
+func overLimit(q *queueState, d queuepass.Amounts) string {
 	for x := q; x != nil; x = x.parent {
 		for r, v := range d {
 			if l := x.spec.Limit[r]; l > 0 && x.usage[r]+v > l {
@@ -260,8 +262,8 @@ func overLimit(q *queueState, d Amounts) string {
 	return ""
 }
 
-func (fp *fairPass) status() []QueueStatus {
-	var out []QueueStatus
+func (fp *fairPass) status() []queuepass.QueueStatus {
+	var out []queuepass.QueueStatus
 	names := make([]string, 0, len(fp.queues))
 	for n := range fp.queues {
 		names = append(names, n)
@@ -269,7 +271,7 @@ func (fp *fairPass) status() []QueueStatus {
 	sort.Strings(names)
 	for _, n := range names {
 		q := fp.queues[n]
-		st := QueueStatus{Name: n, Parent: q.spec.Parent, Deserved: q.spec.Deserved, Limit: q.spec.Limit,
+		st := queuepass.QueueStatus{Name: n, Parent: q.spec.Parent, Deserved: q.spec.Deserved, Limit: q.spec.Limit,
 			Usage: maps(q.usage), Demand: maps(q.demand), FairShare: maps(q.fairShare), DominantShare: share(q)}
 		if q.reservation != nil {
 			st.Reserved = q.reservation.job

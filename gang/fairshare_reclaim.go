@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // reclaimUnit is capacity reclaim may take: a whole running job, or an
@@ -21,7 +23,7 @@ type reclaimUnit struct {
 	// minimum).
 	whole bool
 	// take is what evicting pods frees, per resource.
-	take Amounts
+	take queuepass.Amounts
 	// simple says take holds GPUs and GPU memory only, counted in gpus
 	// and mem.
 	simple bool
@@ -31,15 +33,15 @@ type reclaimUnit struct {
 
 // newUnit returns the unit of pods ks of running job name (queue vq).
 func (fp *fairPass) newUnit(name string, vq *queueState, ks []int32, whole bool) reclaimUnit {
-	u := reclaimUnit{job: name, queue: vq, pods: ks, whole: whole, take: Amounts{}, simple: true}
+	u := reclaimUnit{job: name, queue: vq, pods: ks, whole: whole, take: queuepass.Amounts{}, simple: true}
 	for _, k := range ks {
 		fp.working.allocAmounts(&fp.working.allocs[k], func(r string, v int64) { u.take[r] += v })
 	}
 	for r, v := range u.take {
 		switch r {
-		case ResourceGPU:
+		case queuepass.ResourceGPU:
 			u.gpus = v
-		case ResourceGPUMemory:
+		case queuepass.ResourceGPUMemory:
 			u.mem = v
 		default:
 			u.simple = false
@@ -53,8 +55,8 @@ func (fp *fairPass) newUnit(name string, vq *queueState, ks []int32, whole bool)
 func roomOf(q *queueState) [2]int64 {
 	r := [2]int64{math.MaxInt64, math.MaxInt64}
 	for x := q; x != nil; x = x.parent {
-		r[0] = min(r[0], max(x.usage[ResourceGPU]-x.spec.Deserved[ResourceGPU], 0))
-		r[1] = min(r[1], max(x.usage[ResourceGPUMemory]-x.spec.Deserved[ResourceGPUMemory], 0))
+		r[0] = min(r[0], max(x.usage[queuepass.ResourceGPU]-x.spec.Deserved[queuepass.ResourceGPU], 0))
+		r[1] = min(r[1], max(x.usage[queuepass.ResourceGPUMemory]-x.spec.Deserved[queuepass.ResourceGPUMemory], 0))
 	}
 	return r
 }
@@ -266,12 +268,14 @@ func overDeserved(q *queueState) bool {
 // deserved quota.
 type taker struct {
 	// taken is, per queue, what the units added take of its subtree.
-	taken map[*queueState]Amounts
+	taken map[*queueState]queuepass.Amounts
 	// jobs are the jobs with a unit added (one unit per job).
 	jobs map[string]bool
 }
 
-func newTaker() *taker { return &taker{taken: map[*queueState]Amounts{}, jobs: map[string]bool{}} }
+func newTaker() *taker {
+	return &taker{taken: map[*queueState]queuepass.Amounts{}, jobs: map[string]bool{}}
+}
 
 // add takes u when allowed, and reports whether it did.
 func (t *taker) add(u reclaimUnit) bool {
@@ -288,7 +292,7 @@ func (t *taker) add(u reclaimUnit) bool {
 	t.jobs[u.job] = true
 	for x := u.queue; x != nil; x = x.parent {
 		if t.taken[x] == nil {
-			t.taken[x] = Amounts{}
+			t.taken[x] = queuepass.Amounts{}
 		}
 		for r, v := range u.take {
 			t.taken[x][r] += v
@@ -313,7 +317,7 @@ func allowedAlone(u reclaimUnit) bool {
 // allowed says whether taking set from their queues keeps every queue at
 // or above its deserved quota (what it used below it stays).
 func allowed(set []reclaimUnit) bool {
-	taken := map[*queueState]Amounts{}
+	taken := map[*queueState]queuepass.Amounts{}
 	jobs := map[string]bool{}
 	for _, u := range set {
 		if jobs[u.job] {
@@ -322,7 +326,7 @@ func allowed(set []reclaimUnit) bool {
 		jobs[u.job] = true
 		for x := u.queue; x != nil; x = x.parent {
 			if taken[x] == nil {
-				taken[x] = Amounts{}
+				taken[x] = queuepass.Amounts{}
 			}
 			for r, v := range u.take {
 				taken[x][r] += v
@@ -341,7 +345,7 @@ func allowed(set []reclaimUnit) bool {
 
 // reclaim looks for units whose eviction lets j fit (beside every
 // reservation); greedy first, then every subset when there are few.
-func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
+func (fp *fairPass) reclaim(j *Job, e *fairEntry) (bool, error) {
 	q := fp.queues[j.Queue]
 	p := fp.problems[j.Name]
 	key := j.Queue + "|" + fp.signatures[p]
@@ -457,7 +461,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 				ok = allowedAlone(u)
 			}
 			if ok {
-				most[u.job] = max(most[u.job], u.take[ResourceGPU])
+				most[u.job] = max(most[u.job], u.take[queuepass.ResourceGPU])
 			}
 		}
 		for _, v := range most {
@@ -480,7 +484,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 			}
 			if tk.add(u) {
 				set = append(set, u)
-				freed += u.take[ResourceGPU]
+				freed += u.take[queuepass.ResourceGPU]
 			}
 		}
 		if len(set) == 0 {
@@ -555,13 +559,13 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 		return false, nil
 	}
 	for _, u := range best {
-		ev := Eviction{Job: u.job, Queue: u.queue.spec.Name, Whole: u.whole, For: j.Name}
+		ev := queuepass.Eviction{Job: u.job, Queue: u.queue.spec.Name, Whole: u.whole, For: j.Name}
 		for _, k := range u.pods {
 			ev.Pods = append(ev.Pods, fp.working.allocs[k].Pod)
 		}
 		slices.Sort(ev.Pods)
 		for r, v := range u.take {
-			addUp(u.queue, r, -v, func(x *queueState) Amounts { return x.usage })
+			addUp(u.queue, r, -v, func(x *queueState) queuepass.Amounts { return x.usage })
 		}
 		for _, k := range u.pods {
 			ni, _ := fp.working.cluster.NodeIndex(fp.working.allocs[k].Node)
@@ -579,7 +583,7 @@ func (fp *fairPass) reclaim(j *Job, e *FairEntry) (bool, error) {
 	fp.stateVersion++
 	fp.heldView = nil
 	found = true
-	return true, fp.start(j, e, bestPl, Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
+	return true, fp.start(j, e, bestPl, queuepass.Start, fmt.Sprintf("within the deserved quota of queue %s: reclaims %d jobs' capacity from queues over theirs", q.spec.Name, len(best)))
 }
 
 // avoids says whether placement pl uses none of the nodes of u's pods.
@@ -627,16 +631,16 @@ func (fp *fairPass) sweep(order []*Job) error {
 			if fp.plan.Partial = fp.plan.Partial || fp.spent(); fp.plan.Partial {
 				return nil
 			}
-			i := fp.plan.byJob[j.Name]
+			i := fp.plan.ByJob[j.Name]
 			e := &fp.plan.Entries[i]
-			if e.Action != Wait && e.Action != Reserve {
+			if e.Action != queuepass.Wait && e.Action != queuepass.Reserve {
 				continue
 			}
 			q := fp.queues[j.Queue]
 			if !inQuota(q, fp.demands[j.Name]) || overLimit(q, fp.demands[j.Name]) != "" {
 				continue
 			}
-			if e.Action == Reserve {
+			if e.Action == queuepass.Reserve {
 				// the reservation stays unless reclaim starts the job
 				ok, err := fp.reclaimReserved(j, e)
 				if err != nil {
@@ -649,7 +653,7 @@ func (fp *fairPass) sweep(order []*Job) error {
 			if pl, err := fp.fits(fp.problems[j.Name], fp.holdView(""), "held"); err != nil {
 				return err
 			} else if pl != nil {
-				if err := fp.start(j, e, pl, Backfill, "fits beside the reservations once capacity was reclaimed"); err != nil {
+				if err := fp.start(j, e, pl, queuepass.Backfill, "fits beside the reservations once capacity was reclaimed"); err != nil {
 					return err
 				}
 				changed = true
@@ -665,14 +669,14 @@ func (fp *fairPass) sweep(order []*Job) error {
 	return nil
 }
 
-func (fp *fairPass) reclaimReserved(j *Job, e *FairEntry) (bool, error) {
+func (fp *fairPass) reclaimReserved(j *Job, e *fairEntry) (bool, error) {
 	// its own reservation's capacity may be free already
 	pl, err := fp.fits(fp.problems[j.Name], fp.holdView(j.Name), "")
 	if err != nil {
 		return false, err
 	}
 	if pl != nil {
-		if err := fp.start(j, e, pl, Start, "fits now beside the other reservations"); err != nil {
+		if err := fp.start(j, e, pl, queuepass.Start, "fits now beside the other reservations"); err != nil {
 			return false, err
 		}
 	} else if ok, err := fp.reclaim(j, e); err != nil || !ok {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
 // fits places p in v after a cheap capacity bound; failures are cached per
@@ -36,7 +38,7 @@ func (fp *fairPass) fits(p *problem, v *view, tag string) (*Placement, error) {
 	return pl, nil
 }
 
-func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why string) error {
+func (fp *fairPass) start(j *Job, e *fairEntry, pl *Placement, a queuepass.Action, why string) error {
 	p := fp.problems[j.Name]
 	if err := fp.working.Validate(j, pl); err != nil {
 		return fmt.Errorf("%w: fair-share placement for %s does not validate: %w", ErrInternal, j.Name, err)
@@ -54,19 +56,19 @@ func (fp *fairPass) start(j *Job, e *FairEntry, pl *Placement, a Action, why str
 	q := fp.queues[j.Queue]
 	for _, pp := range pl.Pods {
 		a := Allocation{Node: pp.Node, Devices: pp.Devices, Shared: pp.Shared, MIG: pp.MIG}
-		fp.working.allocAmounts(&a, func(r string, v int64) { addUp(q, r, v, func(x *queueState) Amounts { return x.usage }) })
+		fp.working.allocAmounts(&a, func(r string, v int64) { addUp(q, r, v, func(x *queueState) queuepass.Amounts { return x.usage }) })
 	}
 	_ = p
 	e.Action, e.Verdict, e.Placement, e.Reason = a, Fits, pl, why
 	return nil
 }
 
-func (fp *fairPass) decide(j *Job, e *FairEntry) error {
+func (fp *fairPass) decide(j *Job, e *fairEntry) error {
 	p := fp.problems[j.Name]
 	q := fp.queues[j.Queue]
 	d := fp.demands[j.Name]
 	if why := overLimit(q, d); why != "" {
-		e.Action, e.Verdict, e.Reason = Wait, Blocked, why
+		e.Action, e.Verdict, e.Reason = queuepass.Wait, Blocked, why
 		return nil
 	}
 	if len(fp.reservations) == 0 {
@@ -75,7 +77,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			return err
 		}
 		if pl != nil {
-			return fp.start(j, e, pl, Start, "fits now")
+			return fp.start(j, e, pl, queuepass.Start, "fits now")
 		}
 	} else {
 		pl, err := fp.fits(p, fp.holdView(""), "held")
@@ -83,7 +85,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			return err
 		}
 		if pl != nil {
-			return fp.start(j, e, pl, Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.reservations)))
+			return fp.start(j, e, pl, queuepass.Backfill, fmt.Sprintf("fits beside the %d reservations", len(fp.reservations)))
 		}
 		if t := fp.earliest(); j.RunTime > 0 && j.RunTime <= t {
 			pl, err := fp.fits(p, fp.nowView(), "now")
@@ -91,12 +93,12 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 				return err
 			}
 			if pl != nil {
-				return fp.start(j, e, pl, Backfill, fmt.Sprintf("its run time %v ends before the earliest reservation starts (in %v)", j.RunTime, t))
+				return fp.start(j, e, pl, queuepass.Backfill, fmt.Sprintf("its run time %v ends before the earliest reservation starts (in %v)", j.RunTime, t))
 			}
 		}
 	}
 	if len(p.never) > 0 {
-		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster: "+p.never[0]
+		e.Action, e.Verdict, e.Reason = queuepass.Never, NeverFits, "never fits this cluster: "+p.never[0]
 		return nil
 	}
 	sig := fp.signatures[p]
@@ -110,7 +112,7 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 		fp.neverFits[sig] = never
 	}
 	if never {
-		e.Action, e.Verdict, e.Reason = Never, NeverFits, "never fits this cluster"
+		e.Action, e.Verdict, e.Reason = queuepass.Never, NeverFits, "never fits this cluster"
 		return nil
 	}
 	if inQuota(q, d) {
@@ -131,12 +133,12 @@ func (fp *fairPass) decide(j *Job, e *FairEntry) error {
 			q.reservation = r
 			fp.heldView = nil
 			fp.stateVersion++
-			e.Action, e.Placement = Reserve, r.placement
+			e.Action, e.Placement = queuepass.Reserve, r.placement
 			e.Reason = fmt.Sprintf("head of queue %s: capacity reserved, starts in %v", q.spec.Name, r.start)
 			return nil
 		}
 	}
-	e.Action = Wait
+	e.Action = queuepass.Wait
 	switch {
 	case q.reservation != nil:
 		e.Reason = fmt.Sprintf("behind the reservation of %s in queue %s", q.reservation.job, q.spec.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -32,25 +33,25 @@ func TestFairShareReclaim(t *testing.T) {
 	sp := fourTier(t, 1, 1, 1, 2)
 	sp.allocs = []Allocation{fullNode("b1", "b", 0, 0), fullNode("b2", "b", 1, 0)}
 	s := sp.build(t)
-	fs := FairShare{Queues: []FairQueue{
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{
 		{Name: "org"},
-		{Name: "a", Parent: "org", Deserved: Amounts{ResourceGPU: 8}},
-		{Name: "b", Parent: "org", Deserved: Amounts{ResourceGPU: 8}},
+		{Name: "a", Parent: "org", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 8}},
+		{Name: "b", Parent: "org", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 8}},
 	}}
-	plan, err := PlanFairShare(context.Background(), s, []Job{fairJob("a1", "a", 1, 8), fairJob("b3", "b", 1, 8)}, fs)
+	plan, err := planFairShare(context.Background(), s, []Job{fairJob("a1", "a", 1, 8), fairJob("b3", "b", 1, 8)}, fs)
 	require.NoError(t, err)
 	e, _ := plan.Entry("a1")
-	require.Equal(t, Start, e.Action, e.Reason)
+	require.Equal(t, queuepass.Start, e.Action, e.Reason)
 	require.Len(t, plan.Evictions, 1)
 	require.Equal(t, "b", plan.Evictions[0].Queue)
 	e, _ = plan.Entry("b3")
-	require.Equal(t, Wait, e.Action)
+	require.Equal(t, queuepass.Wait, e.Action)
 	for _, q := range plan.Queues {
 		if q.Name == "b" {
-			require.Equal(t, int64(8), q.Usage[ResourceGPU])
+			require.Equal(t, int64(8), q.Usage[queuepass.ResourceGPU])
 		}
 		if q.Name == "org" {
-			require.Equal(t, int64(16), q.Usage[ResourceGPU])
+			require.Equal(t, int64(16), q.Usage[queuepass.ResourceGPU])
 		}
 	}
 	// an elastic running job gives up its surplus pods instead
@@ -60,7 +61,7 @@ func TestFairShareReclaim(t *testing.T) {
 	}
 	s = sp.build(t)
 	fs.RunningMin = map[string]int{"el": 1}
-	plan, err = PlanFairShare(context.Background(), s, []Job{fairJob("a1", "a", 1, 8)}, fs)
+	plan, err = planFairShare(context.Background(), s, []Job{fairJob("a1", "a", 1, 8)}, fs)
 	require.NoError(t, err)
 	require.Len(t, plan.Evictions, 1)
 	require.False(t, plan.Evictions[0].Whole)
@@ -71,8 +72,8 @@ func TestFairShareLimitAndReservations(t *testing.T) {
 	sp := fourTier(t, 1, 1, 1, 4)
 	sp.allocs = []Allocation{fullNode("r0", "c", 0, time.Hour), fullNode("r1", "c", 1, 2*time.Hour), fullNode("r2", "c", 2, 3*time.Hour)}
 	s := sp.build(t)
-	fs := FairShare{Queues: []FairQueue{
-		{Name: "a", Limit: Amounts{ResourceGPU: 16}},
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{
+		{Name: "a", Limit: queuepass.Amounts{queuepass.ResourceGPU: 16}},
 		{Name: "b"},
 		{Name: "c"},
 	}}
@@ -81,10 +82,10 @@ func TestFairShareLimitAndReservations(t *testing.T) {
 	long := fairJob("long", "b", 1, 1)
 	jobs := []Job{fairJob("a-big", "a", 2, 8), fairJob("a-over", "a", 3, 8), fairJob("b-big", "b", 2, 8), short, long}
 	jobs[1].Arrival = 1
-	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	plan, err := planFairShare(context.Background(), s, jobs, fs)
 	require.NoError(t, err)
 	e, _ := plan.Entry("a-over")
-	require.Equal(t, Wait, e.Action)
+	require.Equal(t, queuepass.Wait, e.Action)
 	require.Contains(t, e.Reason, "limit")
 	// a-big and b-big both reserved, on different nodes
 	require.Len(t, plan.Reservations, 2, "%+v", plan.Entries)
@@ -96,26 +97,26 @@ func TestFairShareLimitAndReservations(t *testing.T) {
 		}
 	}
 	e, _ = plan.Entry("short")
-	require.Equal(t, Backfill, e.Action, e.Reason)
+	require.Equal(t, queuepass.Backfill, e.Action, e.Reason)
 	e, _ = plan.Entry("long")
-	require.Equal(t, Wait, e.Action, e.Reason)
+	require.Equal(t, queuepass.Wait, e.Action, e.Reason)
 }
 
 func TestFairShareValidate(t *testing.T) {
 	s := fourTier(t, 1, 1, 1, 1).build(t)
-	bad := []FairShare{
-		{Queues: []FairQueue{{Name: "a", Parent: "zz"}}},
-		{Queues: []FairQueue{{Name: "a"}, {Name: "a"}}},
-		{Queues: []FairQueue{{Name: "a", Parent: "b"}, {Name: "b", Parent: "a"}}},
-		{Queues: []FairQueue{{Name: "a", Deserved: Amounts{ResourceGPU: -1}}}},
+	bad := []queuepass.FairShare{
+		{Queues: []queuepass.FairQueue{{Name: "a", Parent: "zz"}}},
+		{Queues: []queuepass.FairQueue{{Name: "a"}, {Name: "a"}}},
+		{Queues: []queuepass.FairQueue{{Name: "a", Parent: "b"}, {Name: "b", Parent: "a"}}},
+		{Queues: []queuepass.FairQueue{{Name: "a", Deserved: queuepass.Amounts{queuepass.ResourceGPU: -1}}}},
 	}
 	for _, fs := range bad {
-		_, err := PlanFairShare(context.Background(), s, []Job{fairJob("j", "a", 1, 1)}, fs)
+		_, err := planFairShare(context.Background(), s, []Job{fairJob("j", "a", 1, 1)}, fs)
 		require.ErrorIs(t, err, ErrInvalidJob, "%+v", fs)
 	}
-	_, err := PlanFairShare(context.Background(), s, []Job{fairJob("j", "nope", 1, 1)}, FairShare{Queues: []FairQueue{{Name: "a"}}})
+	_, err := planFairShare(context.Background(), s, []Job{fairJob("j", "nope", 1, 1)}, queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "a"}}})
 	require.ErrorIs(t, err, ErrInvalidJob)
-	_, err = PlanFairShare(context.Background(), s, make([]Job, maxFairJobs+1), FairShare{})
+	_, err = planFairShare(context.Background(), s, make([]Job, maxFairJobs+1), queuepass.FairShare{})
 	require.ErrorIs(t, err, topology.ErrLimit)
 }
 
@@ -160,7 +161,7 @@ func TestFairShareOracle(t *testing.T) {
 			runGPUs: 2, runJobs: 5, remHours: 4, elastic: func() bool { return rapid.IntRange(0, 3).Draw(t, "elastic") == 0 },
 			pending: 4, podsMax: 2, jobGPUs: func() int { return rapid.IntRange(1, 2).Draw(t, "pg") },
 		})
-		plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+		plan, err := planFairShare(context.Background(), s, jobs, fs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestFairShareOracle(t *testing.T) {
 		deserved := map[string]int64{}
 		limit := map[string]int64{}
 		for _, q := range fs.Queues {
-			parent[q.Name], deserved[q.Name], limit[q.Name] = q.Parent, q.Deserved[ResourceGPU], q.Limit[ResourceGPU]
+			parent[q.Name], deserved[q.Name], limit[q.Name] = q.Parent, q.Deserved[queuepass.ResourceGPU], q.Limit[queuepass.ResourceGPU]
 		}
 		usage := map[string]int64{}
 		jobQueue := map[string]string{}
@@ -272,7 +273,7 @@ func TestFairShareOracle(t *testing.T) {
 		}
 		slices.Sort(victims)
 		for _, e := range plan.Entries {
-			if e.Action != Wait && e.Action != Reserve {
+			if e.Action != queuepass.Wait && e.Action != queuepass.Reserve {
 				continue
 			}
 			j := byName[e.Job]
@@ -347,19 +348,19 @@ func TestFairShareOracle(t *testing.T) {
 // fairBench10k is BenchmarkFairShare10k's instance: 10,000 pending jobs
 // in 50 leaf queues (5 departments × 10 teams, under one root) on 5,000
 // nodes of 8 GPUs, 40% of them partly busy.
-func fairBench10k(tb testing.TB) (*Snapshot, []Job, FairShare) {
+func fairBench10k(tb testing.TB) (*Snapshot, []Job, queuepass.FairShare) {
 	sp := busy(fourTier(tb, 10, 10, 5, 10), 0.4, 1)
 	r := rand.New(rand.NewPCG(5, 5))
-	fs := FairShare{Queues: []FairQueue{{Name: "root"}}, HalfLife: 24 * time.Hour}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "root"}}, HalfLife: 24 * time.Hour}
 	var leaves []string
 	for d := range 5 {
 		dept := fmt.Sprintf("dept%d", d)
-		fs.Queues = append(fs.Queues, FairQueue{Name: dept, Parent: "root", Deserved: Amounts{ResourceGPU: 6000}, OverQuotaWeight: map[string]float64{ResourceGPU: float64(1 + d)}})
+		fs.Queues = append(fs.Queues, queuepass.FairQueue{Name: dept, Parent: "root", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 6000}, OverQuotaWeight: map[string]float64{queuepass.ResourceGPU: float64(1 + d)}})
 		for t := range 10 {
 			team := fmt.Sprintf("%s-team%d", dept, t)
 			leaves = append(leaves, team)
-			fs.Queues = append(fs.Queues, FairQueue{Name: team, Parent: dept, Deserved: Amounts{ResourceGPU: 500}, Limit: Amounts{ResourceGPU: 4000}})
-			fs.History = append(fs.History, UsageSample{Queue: team, Age: time.Duration(r.IntN(72)) * time.Hour, Used: Amounts{ResourceGPU: int64(r.IntN(2000))}})
+			fs.Queues = append(fs.Queues, queuepass.FairQueue{Name: team, Parent: dept, Deserved: queuepass.Amounts{queuepass.ResourceGPU: 500}, Limit: queuepass.Amounts{queuepass.ResourceGPU: 4000}})
+			fs.History = append(fs.History, queuepass.UsageSample{Queue: team, Age: time.Duration(r.IntN(72)) * time.Hour, Used: queuepass.Amounts{queuepass.ResourceGPU: int64(r.IntN(2000))}})
 		}
 	}
 	for i := range sp.allocs {
@@ -379,11 +380,11 @@ func fairBench10k(tb testing.TB) (*Snapshot, []Job, FairShare) {
 
 func BenchmarkFairShare10k(b *testing.B) {
 	s, jobs, fs := fairBench10k(b)
-	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	plan, err := planFairShare(context.Background(), s, jobs, fs)
 	if err != nil {
 		b.Fatal(err)
 	}
-	counts := map[Action]int{}
+	counts := map[queuepass.Action]int{}
 	for _, e := range plan.Entries {
 		counts[e.Action]++
 	}
@@ -391,7 +392,7 @@ func BenchmarkFairShare10k(b *testing.B) {
 	b.ReportAllocs()
 	cpu0, ops := cpuNow(), 0
 	for b.Loop() {
-		if _, err := PlanFairShare(context.Background(), s, jobs, fs); err != nil {
+		if _, err := planFairShare(context.Background(), s, jobs, fs); err != nil {
 			b.Fatal(err)
 		}
 		ops++
@@ -403,7 +404,7 @@ func BenchmarkFairShare10k(b *testing.B) {
 // fairPlanDigest hashes what a fair-share plan decides: every entry's
 // action, verdict, placement and reclaimed jobs, every eviction and
 // reservation.
-func fairPlanDigest(p *FairPlan) string {
+func fairPlanDigest(p *fairPlan) string {
 	h := sha256.New()
 	pl := func(x *Placement) {
 		if x == nil {
@@ -436,9 +437,9 @@ func TestFairShare10kPlan(t *testing.T) {
 		t.Skip("a full 10,000-job pass")
 	}
 	s, jobs, fs := fairBench10k(t)
-	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	plan, err := planFairShare(context.Background(), s, jobs, fs)
 	require.NoError(t, err)
-	counts := map[Action]int{}
+	counts := map[queuepass.Action]int{}
 	for _, e := range plan.Entries {
 		counts[e.Action]++
 	}
@@ -474,7 +475,7 @@ type fairGen struct {
 // queued jobs, a queue tree and pending jobs, and returns the snapshot, the
 // pending jobs, the fair-share configuration and the pods of each running
 // job.
-func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, FairShare, map[string]int) {
+func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, queuepass.FairShare, map[string]int) {
 	N := rapid.IntRange(g.nodes[0], g.nodes[1]).Draw(t, "nodes")
 	var cn []topology.ClusterNode
 	gpus := make([]int, N)
@@ -488,20 +489,20 @@ func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, FairShare, map[s
 		t.Fatal(err)
 	}
 	queues := []string{"qa", "qb", "qc"}
-	fs := FairShare{Queues: []FairQueue{{Name: "top"}}}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "top"}}}
 	if g.nested {
 		queues = append(queues, "qd")
-		fs.Queues = append(fs.Queues, FairQueue{Name: "left", Parent: "top"})
+		fs.Queues = append(fs.Queues, queuepass.FairQueue{Name: "left", Parent: "top"})
 	}
 	for i, q := range queues {
 		parent := "top"
 		if g.nested && i%2 == 1 {
 			parent = "left"
 		}
-		fs.Queues = append(fs.Queues, FairQueue{Name: q, Parent: parent, Deserved: Amounts{ResourceGPU: int64(rapid.IntRange(0, g.deserved).Draw(t, "deserved"))}})
+		fs.Queues = append(fs.Queues, queuepass.FairQueue{Name: q, Parent: parent, Deserved: queuepass.Amounts{queuepass.ResourceGPU: int64(rapid.IntRange(0, g.deserved).Draw(t, "deserved"))}})
 	}
 	if g.limit && rapid.Bool().Draw(t, "limit") {
-		fs.Queues[1].Limit = Amounts{ResourceGPU: int64(rapid.IntRange(1, 6).Draw(t, "lim"))}
+		fs.Queues[1].Limit = queuepass.Amounts{queuepass.ResourceGPU: int64(rapid.IntRange(1, 6).Draw(t, "lim"))}
 	}
 	fs.RunningMin = map[string]int{}
 	var allocs []Allocation

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/scoring"
 )
@@ -150,8 +151,8 @@ func unitsScratch(fp *fairPass, q *queueState) []reclaimUnit {
 		if !overDeserved(vq) {
 			continue
 		}
-		amount := func(ks []int32) Amounts {
-			am := Amounts{}
+		amount := func(ks []int32) queuepass.Amounts {
+			am := queuepass.Amounts{}
 			for _, k := range ks {
 				w.allocAmounts(&w.allocs[k], func(r string, v int64) { am[r] += v })
 			}
@@ -254,7 +255,7 @@ func TestFairShareIncremental(tt *testing.T) {
 			pending: 12, podsMax: 3, jobGPUs: func() int { return rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "pg") }, rackPref: true,
 		})
 		withIncrementalChecks(t, rapid.IntRange(1, 4).Draw(t, "states"), func() {
-			if _, err := PlanFairShare(context.Background(), s, jobs, fs); err != nil {
+			if _, err := planFairShare(context.Background(), s, jobs, fs); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -398,7 +399,7 @@ func TestSignatureIn(t *testing.T) {
 func TestFairShareMemoFollows(t *testing.T) {
 	sp := busy(fourTier(t, 2, 5, 5, 10), 0.4, 3)
 	r := rand.New(rand.NewPCG(3, 3))
-	fs := FairShare{Queues: []FairQueue{{Name: "a", Deserved: Amounts{ResourceGPU: 1500}}, {Name: "b", Deserved: Amounts{ResourceGPU: 1500}}}}
+	fs := queuepass.FairShare{Queues: []queuepass.FairQueue{{Name: "a", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 1500}}, {Name: "b", Deserved: queuepass.Amounts{queuepass.ResourceGPU: 1500}}}}
 	for i := range sp.allocs {
 		sp.allocs[i].Queue = []string{"a", "b"}[r.IntN(2)]
 		if r.IntN(2) == 0 {
@@ -413,7 +414,7 @@ func TestFairShareMemoFollows(t *testing.T) {
 	var m *capMemo
 	checkMemo = func(sv *solver) { m = sv.memo }
 	defer func() { checkMemo = nil }()
-	plan, err := PlanFairShare(context.Background(), s, jobs, fs)
+	plan, err := planFairShare(context.Background(), s, jobs, fs)
 	require.NoError(t, err)
 	require.NotNil(t, m)
 	solves := m.hits + m.fresh + m.copied

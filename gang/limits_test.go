@@ -30,7 +30,7 @@ func TestHostileAPI(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			hostile.Check(t, func() error { _, err := Check(context.Background(), s, j); return err }, ErrInvalidJob, topology.ErrLimit)
 			hostile.Check(t, func() error { _, err := Preempt(context.Background(), s, j); return err }, ErrInvalidJob, topology.ErrLimit)
-			hostile.Check(t, func() error { _, err := PlanQueue(context.Background(), s, []Job{*j}); return err }, ErrInvalidJob, topology.ErrLimit)
+			hostile.Check(t, func() error { _, err := planQueue(context.Background(), s, []Job{*j}); return err }, ErrInvalidJob, topology.ErrLimit)
 		})
 	}
 	t.Run("negative replicas", func(t *testing.T) {
@@ -38,7 +38,7 @@ func TestHostileAPI(t *testing.T) {
 	})
 	t.Run("too many jobs", func(t *testing.T) {
 		many := make([]Job, MaxJobs+1)
-		hostile.Check(t, func() error { _, err := PlanQueue(context.Background(), s, many); return err }, ErrInvalidJob, topology.ErrLimit)
+		hostile.Check(t, func() error { _, err := planQueue(context.Background(), s, many); return err }, ErrInvalidJob, topology.ErrLimit)
 	})
 	c := s.Cluster()
 	node := c.Node(0).Name
@@ -121,5 +121,5 @@ func TestLargeSearchesBounded(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = *workers(fmt.Sprintf("q%d", i), 1, 1)
 	}
-	hostile.Check(t, func() error { _, err := PlanQueue(context.Background(), s, jobs); return err }, ErrInvalidJob, topology.ErrLimit)
+	hostile.Check(t, func() error { _, err := planQueue(context.Background(), s, jobs); return err }, ErrInvalidJob, topology.ErrLimit)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"pgregory.net/rapid"
@@ -95,7 +96,7 @@ func TestPlanQueue_BackfillNeverDelaysReservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s, c, infos, allocs := genQueueSnapshot(t, true)
 		jobs := genPending(t, rapid.IntRange(1, 7).Draw(t, "pending"))
-		plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}))
+		plan, err := planQueue(context.Background(), s, jobs, withQueues(queuepass.QueueSpec{Name: "a", Weight: rapid.IntRange(1, 3).Draw(t, "wa")}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			}
 			// running pods' remaining time is known when declared
 			refreshRemaining(snap, ends, all, now)
-			plan, err := PlanQueue(context.Background(), snap, pending)
+			plan, err := planQueue(context.Background(), snap, pending)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,16 +214,16 @@ func TestQueue_RandomStreamsNeverDeadlock(t *testing.T) {
 			for _, e := range plan.Entries {
 				j := findJob(pending, e.Job)
 				switch e.Action {
-				case Start, Backfill:
+				case queuepass.Start, queuepass.Backfill:
 					if err := snap.Assume(j, e.Placement); err != nil {
 						t.Fatalf("tick %d: %s: %v", tick, e.Job, err)
 					}
 					ends[e.Job] = now + dur[e.Job]
-				case Release:
+				case queuepass.Release:
 					snap.RemoveJob(e.Job)
-				case Never:
+				case queuepass.Never:
 					never[e.Job] = true
-				case Reserve, Wait:
+				case queuepass.Reserve, queuepass.Wait:
 					if e.Members > 0 {
 						holding++
 					}

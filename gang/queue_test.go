@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -35,7 +36,7 @@ func TestPlanQueue_OrderWithinAndAcrossQueues(t *testing.T) {
 		{Name: "b-3", Queue: "b", Arrival: 3, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
 		{Name: "b-4", Queue: "b", Arrival: 4, PodSets: []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1}}}}},
 	}
-	plan, err := PlanQueue(context.Background(), s, jobs, WithQueues(QueueSpec{Name: "a", Weight: 1}, QueueSpec{Name: "b", Weight: 2}))
+	plan, err := planQueue(context.Background(), s, jobs, withQueues(queuepass.QueueSpec{Name: "a", Weight: 1}, queuepass.QueueSpec{Name: "b", Weight: 2}))
 	require.NoError(t, err)
 	var got []string
 	for _, e := range plan.Entries {
@@ -77,7 +78,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 		gpuJob("small-long", 1, 4, 1, 8, 2*time.Hour),
 		gpuJob("small-2", 1, 5, 1, 8, 0),
 	}
-	plan, err := PlanQueue(context.Background(), s, jobs)
+	plan, err := planQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 	if r == nil || r.Job != "big" || !r.StartKnown || r.Start != time.Hour || fmt.Sprint(r.WaitsFor) != "[old]" {
 		t.Fatalf("reservation %+v", r)
 	}
-	want := map[string]Action{"big": Reserve, "small-unknown": Backfill, "small-short": Backfill, "small-long": Wait, "small-2": Wait}
+	want := map[string]queuepass.Action{"big": queuepass.Reserve, "small-unknown": queuepass.Backfill, "small-short": queuepass.Backfill, "small-long": queuepass.Wait, "small-2": queuepass.Wait}
 	for _, e := range plan.Entries {
 		if e.Action != want[e.Job] {
 			t.Errorf("%s: %v, want %v (%s)", e.Job, e.Action, want[e.Job], e.Reason)
@@ -96,7 +97,7 @@ func TestPlanQueue_EASYBackfill(t *testing.T) {
 	}
 	// Without reservation the small jobs take the free nodes and the gang
 	// keeps waiting.
-	plan, err = PlanQueue(context.Background(), s, jobs, WithoutReservation())
+	plan, err = planQueue(context.Background(), s, jobs, withoutReservation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestPlanQueue_ReservationWithoutRunTimes(t *testing.T) {
 	sp.allocs = append(holdNodes("x", 0, 0), holdNodes("y", 0, 1, 2)...)
 	s := sp.build(t)
 	jobs := []Job{gpuJob("big", 5, 1, 2, 8, 0), gpuJob("small", 1, 2, 1, 8, time.Minute)}
-	plan, err := PlanQueue(context.Background(), s, jobs)
+	plan, err := planQueue(context.Background(), s, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestPlanQueue_ReservationWithoutRunTimes(t *testing.T) {
 	if r == nil || r.StartKnown || fmt.Sprint(r.WaitsFor) != "[x]" {
 		t.Fatalf("reservation %+v", r)
 	}
-	if e, _ := plan.Entry("small"); e.Action != Wait {
+	if e, _ := plan.Entry("small"); e.Action != queuepass.Wait {
 		t.Fatalf("small: %v (%s)", e.Action, e.Reason)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/scoring/fgd"
@@ -280,9 +281,9 @@ func TestSharedQueuePass(t *testing.T) {
 		gpuJob("late-whole", 0, 9, 1, 2, 0), // nothing whole is left
 	}
 	jobs[1].Arrival, jobs[2].Arrival = 2, 3
-	plan, err := PlanQueue(context.Background(), s, jobs)
+	plan, err := planQueue(context.Background(), s, jobs)
 	require.NoError(t, err)
-	act := map[string]Action{}
+	act := map[string]queuepass.Action{}
 	for _, e := range plan.Entries {
 		act[e.Job] = e.Action
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gputopo/gputopo/gang"
 	"github.com/gputopo/gputopo/gang/gangfile"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/provider/catalog"
 )
 
@@ -52,7 +53,7 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(jobFile, "jobs", "", "same as --job")
 	clusterFile := fs.String("cluster", "", "cluster file `FILE` (YAML or JSON): nodes, labels, topologies, running pods")
 	strategy := fs.String("strategy", "bestfit", "how a gang spreads inside its domain: `bestfit`, balanced or leastfreecapacity")
-	queue := fs.Bool("queue", false, "run a queue pass even for a single job")
+	queueFlag := fs.Bool("queue", false, "run a queue pass even for a single job")
 	preempt := fs.Bool("preempt", false, "when the job does not fit, find the fewest lower-priority jobs to evict (a hierarchical job: the cheapest domain to clear)")
 	noResv := fs.Bool("no-reservation", false, "queue pass without head-of-line reservation")
 	summary := fs.Bool("summary", false, "print the verdict and counts, not every pod")
@@ -97,12 +98,12 @@ func runGang(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if done, err := gangFileModes(ctx, stdout, snap, jf, strat, *preempt, *summary, *asJSON); done {
 		return err
 	}
-	if len(jobs) > 1 || *queue {
-		opts := []gang.Option{gang.WithStrategy(strat), gang.WithQueues(queues...)}
+	if len(jobs) > 1 || *queueFlag {
+		opts := []queue.Option{queue.WithStrategy(strat), queue.WithQueues(queues...)}
 		if *noResv {
-			opts = append(opts, gang.WithoutReservation())
+			opts = append(opts, queue.WithoutReservation())
 		}
-		plan, err := gang.PlanQueue(ctx, snap, jobs, opts...)
+		plan, err := queue.PlanQueue(ctx, snap, jobs, opts...)
 		if err != nil {
 			return err
 		}
@@ -360,13 +361,13 @@ func printPartial(w io.Writer, partial bool) {
 	}
 }
 
-func renderQueue(w io.Writer, plan *gang.QueuePlan, summary bool) error {
+func renderQueue(w io.Writer, plan *queue.QueuePlan, summary bool) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tQUEUE\tJOB\tPRIO\tGPUS\tGPUS AHEAD\tACTION\tVERDICT\tREASON")
-	counts := map[gang.Action]int{}
+	counts := map[queue.Action]int{}
 	for _, e := range plan.Entries {
 		counts[e.Action]++
-		if summary && e.Action == gang.Wait {
+		if summary && e.Action == queue.Wait {
 			continue
 		}
 		q := e.Queue
@@ -377,7 +378,7 @@ func renderQueue(w io.Writer, plan *gang.QueuePlan, summary bool) error {
 	}
 	tw.Flush()
 	var parts []string
-	for a := gang.Start; a <= gang.Never; a++ {
+	for a := queue.Start; a <= queue.Never; a++ {
 		if counts[a] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
 		}

@@ -27,7 +27,7 @@ func gangFileModes(ctx context.Context, w io.Writer, snap *gang.Snapshot, jf *ga
 		}
 		return true, gangHier(ctx, w, snap, &jf.Groups[0], preempt, summary, asJSON)
 	case jf.FairShare != nil:
-		plan, err := gang.PlanFairShare(ctx, snap, jf.Jobs, *jf.FairShare, gang.WithStrategy(strat))
+		plan, err := queue.PlanFairShare(ctx, snap, jf.Jobs, *jf.FairShare, queue.WithStrategy(strat))
 		if err != nil {
 			return true, err
 		}
@@ -46,7 +46,7 @@ func gangFileModes(ctx context.Context, w io.Writer, snap *gang.Snapshot, jf *ga
 		}
 		return true, nil
 	case len(jf.Waits) > 0:
-		plan, err := queue.PlanWaitForBetter(ctx, snap, jf.Jobs, jf.Waits, gang.WithStrategy(strat), gang.WithQueues(jf.Queues...))
+		plan, err := queue.PlanWaitForBetter(ctx, snap, jf.Jobs, jf.Waits, queue.WithStrategy(strat), queue.WithQueues(jf.Queues...))
 		if err != nil {
 			return true, err
 		}
@@ -166,7 +166,7 @@ func renderClearing(w io.Writer, t *gang.ClearingTarget, err error, summary bool
 	}
 }
 
-func renderFair(w io.Writer, p *gang.FairPlan, summary bool) {
+func renderFair(w io.Writer, p *queue.FairPlan, summary bool) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tPARENT\tDESERVED\tFAIR SHARE\tUSAGE\tDEMAND\tDOMINANT\tRESERVED")
 	for _, q := range p.Queues {
@@ -226,7 +226,7 @@ func renderWaits(w io.Writer, p *queue.WaitPlan) {
 	}
 }
 
-func amountsStr(a gang.Amounts) string {
+func amountsStr(a queue.Amounts) string {
 	if len(a) == 0 {
 		return "-"
 	}
@@ -238,7 +238,7 @@ func amountsStr(a gang.Amounts) string {
 	var parts []string
 	for _, k := range keys {
 		v := a[k]
-		if k == gang.ResourceGPUMemory {
+		if k == queue.ResourceGPUMemory {
 			parts = append(parts, k+"="+gangBytes(v))
 			continue
 		}

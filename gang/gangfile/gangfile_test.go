@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -73,7 +74,7 @@ func TestParseJobs_ListWithQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || len(qs) != 1 || qs[0] != (gang.QueueSpec{Name: "prod", Weight: 3}) || jobs[1].NVLink == nil {
+	if len(jobs) != 2 || len(qs) != 1 || qs[0] != (queue.QueueSpec{Name: "prod", Weight: 3}) || jobs[1].NVLink == nil {
 		t.Fatalf("jobs %+v queues %+v", jobs, qs)
 	}
 }

@@ -64,7 +64,7 @@ type WaitStep struct {
 }
 
 // FairShare is the fair-share configuration of a job file
-// (gang.FairShare):
+// (queue.FairShare):
 //
 //	fairShare:
 //	  halfLife: 24h
@@ -111,8 +111,8 @@ type JobFile struct {
 	Groups []gang.HierJob
 	// Queues are the flat queue weights (PlanQueue); FairShare the queue
 	// tree (PlanFairShare), nil when the file has none.
-	Queues    []gang.QueueSpec
-	FairShare *gang.FairShare
+	Queues    []queue.QueueSpec
+	FairShare *queue.FairShare
 	// Waits are the wait policies by job name.
 	Waits map[string]queue.WaitPolicy
 }
@@ -195,7 +195,7 @@ func ParseJobFile(data []byte) (*JobFile, error) {
 		if q.Name == "" || q.Weight < 0 {
 			return nil, parseErr("queues[%d]: a queue needs a name and a weight ≥ 0", i)
 		}
-		out.Queues = append(out.Queues, gang.QueueSpec(q))
+		out.Queues = append(out.Queues, queue.QueueSpec(q))
 	}
 	if f.FairShare != nil {
 		fs, err := f.FairShare.convert()
@@ -267,11 +267,11 @@ func (g *Group) convert(where string, depth int, count *int) (gang.Group, error)
 	return out, nil
 }
 
-func amounts(m map[string]Bytes, where string) (gang.Amounts, error) {
+func amounts(m map[string]Bytes, where string) (queue.Amounts, error) {
 	if m == nil {
 		return nil, nil
 	}
-	out := gang.Amounts{}
+	out := queue.Amounts{}
 	for r, v := range m {
 		if err := checkName(where+" resource", r); err != nil {
 			return nil, err
@@ -284,7 +284,7 @@ func amounts(m map[string]Bytes, where string) (gang.Amounts, error) {
 	return out, nil
 }
 
-func (f *FairShare) convert() (*gang.FairShare, error) {
+func (f *FairShare) convert() (*queue.FairShare, error) {
 	if len(f.Queues) > gang.MaxJobs {
 		return nil, limitErr("fairShare.queues has %d entries, more than gang.MaxJobs (%d)", len(f.Queues), gang.MaxJobs)
 	}
@@ -297,7 +297,7 @@ func (f *FairShare) convert() (*gang.FairShare, error) {
 	if f.HalfLife < 0 || f.ReclaimBudget < 0 {
 		return nil, parseErr("fairShare: negative halfLife or reclaimBudget")
 	}
-	out := &gang.FairShare{HalfLife: time.Duration(f.HalfLife), RunningMin: f.RunningMin, ReclaimBudget: f.ReclaimBudget}
+	out := &queue.FairShare{HalfLife: time.Duration(f.HalfLife), RunningMin: f.RunningMin, ReclaimBudget: f.ReclaimBudget}
 	for i, q := range f.Queues {
 		where := fmt.Sprintf("fairShare.queues[%d]", i)
 		if q.Name == "" {
@@ -311,7 +311,7 @@ func (f *FairShare) convert() (*gang.FairShare, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.Queues = append(out.Queues, gang.FairQueue{Name: q.Name, Parent: q.Parent, Deserved: d, Limit: l, OverQuotaWeight: q.OverQuotaWeight})
+		out.Queues = append(out.Queues, queue.FairQueue{Name: q.Name, Parent: q.Parent, Deserved: d, Limit: l, OverQuotaWeight: q.OverQuotaWeight})
 	}
 	for i, h := range f.History {
 		u, err := amounts(h.Used, fmt.Sprintf("fairShare.history[%d].used", i))
@@ -321,7 +321,7 @@ func (f *FairShare) convert() (*gang.FairShare, error) {
 		if h.Age < 0 {
 			return nil, parseErr("fairShare.history[%d]: negative age", i)
 		}
-		out.History = append(out.History, gang.UsageSample{Queue: h.Queue, Age: time.Duration(h.Age), Used: u})
+		out.History = append(out.History, queue.UsageSample{Queue: h.Queue, Age: time.Duration(h.Age), Used: u})
 	}
 	for job, m := range f.RunningMin {
 		if m < 0 {

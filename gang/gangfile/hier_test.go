@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 )
 
 const hierYAML = `
@@ -51,7 +52,7 @@ func TestParseJobFileHier(t *testing.T) {
 	require.Equal(t, time.Hour, f.Waits["infer"].Steps[1].After)
 	require.NotNil(t, f.FairShare)
 	require.Len(t, f.FairShare.Queues, 3)
-	require.Equal(t, int64(1<<40), f.FairShare.Queues[1].Deserved[gang.ResourceGPUMemory])
+	require.Equal(t, int64(1<<40), f.FairShare.Queues[1].Deserved[queue.ResourceGPUMemory])
 	require.Equal(t, 4, f.FairShare.RunningMin["train-7"])
 	// the old entry point refuses groups, reads the rest as before
 	_, _, err = ParseJobs([]byte(hierYAML))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 )
@@ -181,7 +182,7 @@ func subGroupsOf(where string, z, old *SubGroups) (*gang.SubGroups, error) {
 
 // ParseJobs reads a job file (see Jobs): one job or a list, with queue
 // weights. Every job is validated. Errors wrap gang.ErrParse or gang.ErrInvalidJob.
-func ParseJobs(data []byte) ([]gang.Job, []gang.QueueSpec, error) {
+func ParseJobs(data []byte) ([]gang.Job, []queue.QueueSpec, error) {
 	f, err := ParseJobFile(data)
 	if err != nil {
 		return nil, nil, err

@@ -65,3 +65,79 @@ func ExamplePlanWaitForBetter() {
 	// waited 30m0s: level "clique", never; a looser level in 30m0s
 	// waited 1h30m0s: level "rack", start; a looser level in 30m0s
 }
+
+// cluster builds two racks of four 8-GPU machines, with the given pods
+// running.
+func cluster(allocs []gang.Allocation) *gang.Snapshot {
+	h := server()
+	var nodes []topology.ClusterNode
+	for i := range 8 {
+		nodes = append(nodes, topology.ClusterNode{Name: fmt.Sprintf("n%d", i), Topology: h,
+			Labels: map[string]string{"example.com/rack": fmt.Sprint("r", i/4)}})
+	}
+	c, err := topology.NewClusterFromLabels(nodes, []string{"example.com/rack"})
+	if err != nil {
+		panic(err)
+	}
+	s, err := gang.NewSnapshot(context.Background(), c, nil, allocs)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// whole is a pod of job on all 8 GPUs of node.
+func whole(job, node, queueName string, remaining time.Duration) gang.Allocation {
+	return gang.Allocation{Job: job, Pod: job + "-" + node, Node: node, Devices: []int{0, 1, 2, 3, 4, 5, 6, 7}, Queue: queueName, Remaining: remaining}
+}
+
+// A queue pass reserves capacity for the head of the line and backfills
+// only what does not delay it. The 8-node training job waits for the pod
+// on n0, which ends in an hour; a 30-minute job starts beside it, one
+// without a run time waits.
+func ExamplePlanQueue() {
+	s := cluster([]gang.Allocation{whole("infer", "n0", "", time.Hour)})
+	node := gang.PodSet{Name: "w", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Count: 8}}}
+	jobs := []gang.Job{
+		{Name: "train", Priority: 9, PodSets: []gang.PodSet{{Name: "w", Replicas: 8, Pod: node.Pod}}},
+		{Name: "short", Priority: 1, Arrival: 1, RunTime: 30 * time.Minute, PodSets: []gang.PodSet{node}},
+		{Name: "open-ended", Priority: 1, Arrival: 2, PodSets: []gang.PodSet{node}},
+	}
+	plan, err := queue.PlanQueue(context.Background(), s, jobs)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range plan.Entries {
+		fmt.Println(e.Position, e.Job, e.Action, e.GPUsAhead)
+	}
+	fmt.Println("reserved for", plan.Reservation.Job, "in", plan.Reservation.Start)
+	// Output:
+	// 1 train reserve 0
+	// 2 short backfill 64
+	// 3 open-ended wait 72
+	// reserved for train in 1h0m0s
+}
+
+// Queue "search" (deserved 16 GPUs, using none) reclaims from "batch",
+// which uses all 64 GPUs against a deserved 16: one whole job goes, batch
+// keeps more than its quota.
+func ExamplePlanFairShare() {
+	var allocs []gang.Allocation
+	for i := range 8 {
+		allocs = append(allocs, whole(fmt.Sprint("batch-", i), fmt.Sprint("n", i), "batch", 0))
+	}
+	s := cluster(allocs)
+	fs := queue.FairShare{Queues: []queue.FairQueue{
+		{Name: "batch", Deserved: queue.Amounts{queue.ResourceGPU: 16}},
+		{Name: "search", Deserved: queue.Amounts{queue.ResourceGPU: 16}},
+	}}
+	jobs := []gang.Job{{Name: "index", Queue: "search", PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: gang.Pod{Devices: scoring.Request{Count: 8}}}}}}
+	plan, err := queue.PlanFairShare(context.Background(), s, jobs, fs)
+	if err != nil {
+		panic(err)
+	}
+	e, _ := plan.Entry("index")
+	fmt.Println(e.Action, len(plan.Evictions), "eviction from", plan.Evictions[0].Queue)
+	// Output:
+	// start 1 eviction from batch
+}

@@ -54,8 +54,8 @@ type WaitEntry struct {
 
 // WaitPlan is the outcome of PlanWaitForBetter.
 type WaitPlan struct {
-	Queue *gang.QueuePlan `json:"queue"`
-	Waits []WaitEntry     `json:"waits"`
+	Queue *QueuePlan  `json:"queue"`
+	Waits []WaitEntry `json:"waits"`
 }
 
 // Validate checks the policy: 1 to MaxWaitSteps steps, valid level
@@ -94,9 +94,8 @@ func (w *WaitPolicy) Validate() error {
 // acceptable. A policy replaces the job's own Topology; jobs without one
 // are planned as they are.
 //
-// Options are PlanQueue's: gang.WithStrategy, gang.WithQueues,
-// gang.WithoutReservation.
-func PlanWaitForBetter(ctx context.Context, s *gang.Snapshot, jobs []gang.Job, policies map[string]WaitPolicy, opts ...gang.Option) (*WaitPlan, error) {
+// Options are PlanQueue's: WithStrategy, WithQueues, WithoutReservation.
+func PlanWaitForBetter(ctx context.Context, s *gang.Snapshot, jobs []gang.Job, policies map[string]WaitPolicy, opts ...Option) (*WaitPlan, error) {
 	if s.Cluster() == nil {
 		return nil, fmt.Errorf("%w: a nil or zero Snapshot (build one with gang.NewSnapshot)", gang.ErrInvalidSnapshot)
 	}
@@ -156,7 +155,7 @@ func PlanWaitForBetter(ctx context.Context, s *gang.Snapshot, jobs []gang.Job, p
 			return nil, jobErr("wait policy for job %q, which is not in the queue", name)
 		}
 	}
-	q, err := gang.PlanQueue(ctx, s, planned, opts...)
+	q, err := PlanQueue(ctx, s, planned, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func TestPlanWaitForBetter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "rack", plan.Waits[0].Level)
 	e, _ = plan.Queue.Entry("w")
-	require.Equal(t, gang.Start, e.Action)
+	require.Equal(t, Start, e.Action)
 	require.Equal(t, "rack", lastSeg(e.Placement.Level))
 
 	bad := []WaitPolicy{{}, {Steps: []LevelStep{{Level: "rack", After: time.Hour}, {Level: "", After: time.Minute}}}, {Waited: -1, Steps: []LevelStep{{Level: "rack"}}}}

@@ -24,11 +24,11 @@ func TestNilAndZeroSnapshotWithValidJobs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := gang.Check(ctx, s, job)
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "Check")
-			_, err = gang.PlanQueue(ctx, s, []gang.Job{*job})
+			_, err = queue.PlanQueue(ctx, s, []gang.Job{*job})
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "PlanQueue")
 			_, err = gang.Preempt(ctx, s, job)
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "Preempt")
-			_, err = gang.PlanFairShare(ctx, s, []gang.Job{*job}, gang.FairShare{})
+			_, err = queue.PlanFairShare(ctx, s, []gang.Job{*job}, queue.FairShare{})
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "PlanFairShare")
 			_, err = queue.PlanWaitForBetter(ctx, s, []gang.Job{*job}, nil)
 			assert.ErrorIs(t, err, gang.ErrInvalidSnapshot, "PlanWaitForBetter")

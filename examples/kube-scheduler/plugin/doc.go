@@ -80,7 +80,7 @@
 //     Filter plugins (see podSetFilters), and confines the member to the
 //     planned nodes;
 //     the chosen domain is written on the members at PreBind. A gang first
-//     in line that does not fit holds the placement gang.PlanQueue reserves
+//     in line that does not fit holds the placement queue.PlanQueue reserves
 //     for it, so smaller pods backfill only around it (see gangTracker).
 //   - PostFilter (GPUTopologyGang) preempts for a gang member: the fewest whole lower-priority
 //     jobs inside one domain (gang.Preempt), never part of a gang, and

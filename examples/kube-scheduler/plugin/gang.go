@@ -17,6 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -33,7 +34,7 @@ import (
 //
 // A gang that does not fit and is first in line (highest priority, then
 // earliest arrival, among the gangs waiting for capacity) holds the
-// placement gang.PlanQueue reserves for it: devices in it that are free, or
+// placement queue.PlanQueue reserves for it: devices in it that are free, or
 // freed later, are not given to other pods (single pods, lower gangs), so a
 // stream of small pods cannot starve it; pods backfill the devices outside
 // it. The hold stays while the gang assembles and is dropped when it is
@@ -461,7 +462,7 @@ func (g *gangTracker) admitWith(ctx context.Context, state fwk.CycleState, pod *
 	// A gang with members still gated cannot complete: it holds nothing.
 	own := uint64(0) // epoch changes made here (see below)
 	if res.Verdict == gang.Blocked && !gated && g.first(me) {
-		plan, err := gang.PlanQueue(ctx, snap, []gang.Job{*job})
+		plan, err := queue.PlanQueue(ctx, snap, []gang.Job{*job})
 		if err == nil && plan.Reservation != nil && plan.Reservation.Placement != nil {
 			me.placement, me.guarded = plan.Reservation.Placement, true
 			g.setHold(me)
