@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gputopo/gputopo/gang/internal/queuepass"
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -172,15 +173,15 @@ func BenchmarkCheckNodeRules(b *testing.B) {
 		info := NodeInfo{CPUMilli: 224000, MemoryBytes: 2048 * gib, MaxPods: 110}
 		switch i % 3 {
 		case 0:
-			info.Taints = []Taint{{Key: "reserved", Effect: TaintNoSchedule}}
+			info.Taints = []noderule.Taint{{Key: "reserved", Effect: noderule.TaintNoSchedule}}
 		case 1:
-			info.Taints = []Taint{{Key: "spot", Effect: TaintPreferNoSchedule}}
+			info.Taints = []noderule.Taint{{Key: "spot", Effect: noderule.TaintPreferNoSchedule}}
 		}
 		return info
 	}
 	s := sp.build(b)
 	j := workers("train", 64, 8)
-	j.PodSets[0].Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lBlock, Operator: SelectNotIn, Values: []string{"b9"}}}}}
+	j.PodSets[0].Pod.RequiredNodeAffinity = []noderule.SelectorTerm{{Expressions: []noderule.SelectorRequirement{{Key: lBlock, Operator: noderule.SelectNotIn, Values: []string{"b9"}}}}}
 	b.Run("rules", func(b *testing.B) { benchCheck(b, s, j, Fits) })
 	b.Run("least-free-capacity", func(b *testing.B) {
 		r, err := Check(context.Background(), s, workers("train", 64, 8), WithStrategy(LeastFreeCapacity))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 	"github.com/stretchr/testify/require"
@@ -249,7 +250,7 @@ func unpreferred(j *Job) *Job {
 			ps.SubGroups = nil
 		}
 		ps.Pod.PreferredNodeAffinity = nil
-		ps.Pod.Tolerations = append(slices.Clone(ps.Pod.Tolerations), Toleration{Operator: TolerateExists, Effect: TaintPreferNoSchedule})
+		ps.Pod.Tolerations = append(slices.Clone(ps.Pod.Tolerations), noderule.Toleration{Operator: noderule.TolerateExists, Effect: noderule.TaintPreferNoSchedule})
 	}
 	return &tw
 }
@@ -286,7 +287,7 @@ func TestPreferenceNeverPlacesFewerProperty(t *testing.T) {
 // names, while those nodes hold it; otherwise it uses the others.
 func TestNodePreferences(t *testing.T) {
 	nodes := []bfNode{
-		{name: "tainted", rack: "r0", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "spot", Effect: TaintPreferNoSchedule}}}},
+		{name: "tainted", rack: "r0", gpus: 2, info: NodeInfo{Taints: []noderule.Taint{{Key: "spot", Effect: noderule.TaintPreferNoSchedule}}}},
 		{name: "plain", rack: "r0", gpus: 2},
 		{name: "far", rack: "r1", gpus: 2},
 	}
@@ -297,12 +298,12 @@ func TestNodePreferences(t *testing.T) {
 	gpu := scoring.Request{Count: 1}
 	r := one(2, Pod{Devices: gpu})
 	require.NotContains(t, placedNodes(r.Placement), "tainted")
-	r0 := []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r0"}}}}}
+	r0 := []noderule.SelectorTerm{{Expressions: []noderule.SelectorRequirement{{Key: lRack, Operator: noderule.SelectIn, Values: []string{"r0"}}}}}
 	r = one(2, Pod{Devices: gpu, RequiredNodeAffinity: r0})
 	require.Equal(t, map[string]int{"plain": 2}, placedNodes(r.Placement))
-	r = one(2, Pod{Devices: gpu, RequiredNodeAffinity: r0, Tolerations: []Toleration{{Key: "spot", Operator: TolerateExists}}})
+	r = one(2, Pod{Devices: gpu, RequiredNodeAffinity: r0, Tolerations: []noderule.Toleration{{Key: "spot", Operator: noderule.TolerateExists}}})
 	require.Equal(t, map[string]int{"tainted": 2}, placedNodes(r.Placement), "tolerated: the first of two equal nodes")
-	r = one(2, Pod{Devices: gpu, PreferredNodeAffinity: []PreferredTerm{{Weight: 1, Term: SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}}}}})
+	r = one(2, Pod{Devices: gpu, PreferredNodeAffinity: []noderule.PreferredTerm{{Weight: 1, Term: noderule.SelectorTerm{Expressions: []noderule.SelectorRequirement{{Key: lRack, Operator: noderule.SelectIn, Values: []string{"r1"}}}}}}})
 	require.Equal(t, map[string]int{"far": 2}, placedNodes(r.Placement))
 	// 6 pods: the preferred nodes hold 4, so every node is used
 	r = one(6, Pod{Devices: gpu})
@@ -315,15 +316,15 @@ func TestNodePreferences(t *testing.T) {
 // names the taint.
 func TestNodeRules(t *testing.T) {
 	nodes := []bfNode{
-		{name: "a", rack: "r0", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: TaintNoSchedule}}}},
-		{name: "b", rack: "r1", gpus: 2, info: NodeInfo{Taints: []Taint{{Key: "maint", Effect: TaintNoExecute}}}},
+		{name: "a", rack: "r0", gpus: 2, info: NodeInfo{Taints: []noderule.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: noderule.TaintNoSchedule}}}},
+		{name: "b", rack: "r1", gpus: 2, info: NodeInfo{Taints: []noderule.Taint{{Key: "maint", Effect: noderule.TaintNoExecute}}}},
 	}
 	s := bfSnapshot(t, nodes)
 	j := &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
 	r := mustCheck(t, s, j)
 	require.Equal(t, NeverFits, r.Verdict)
 	require.Contains(t, fmt.Sprint(r.Reasons), "nvidia.com/gpu=present:NoSchedule")
-	j.PodSets[0].Pod.Tolerations = []Toleration{{Key: "nvidia.com/gpu", Value: "present"}}
+	j.PodSets[0].Pod.Tolerations = []noderule.Toleration{{Key: "nvidia.com/gpu", Value: "present"}}
 	r = mustCheck(t, s, j)
 	require.Equal(t, map[string]int{"a": 2}, placedNodes(r.Placement))
 
@@ -337,7 +338,7 @@ func TestNodeRules(t *testing.T) {
 	j = &Job{Name: "j", PodSets: []PodSet{{Name: "w", Replicas: 3, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
 	r = mustCheck(t, s, j)
 	require.Equal(t, map[string]int{"one": 1, "ok": 2}, placedNodes(r.Placement))
-	j.PodSets[0].Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectNotIn, Values: []string{"r1"}}}}}
+	j.PodSets[0].Pod.RequiredNodeAffinity = []noderule.SelectorTerm{{Expressions: []noderule.SelectorRequirement{{Key: lRack, Operator: noderule.SelectNotIn, Values: []string{"r1"}}}}}
 	r = mustCheck(t, s, j)
 	require.Equal(t, NeverFits, r.Verdict, r.Reasons)
 }

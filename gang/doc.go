@@ -10,7 +10,7 @@
 // A [Job] has pod sets ([PodSet]: replicas, a per-pod [Pod] request of whole
 // GPUs with scoring's node-level constraints, GPU memory, a MIG profile, CPU,
 // memory, a node selector, node affinity expressions required and
-// preferred, tolerations), a gang threshold (Job.MinCount overall,
+// preferred, tolerations: package gang/noderule's types), a gang threshold (Job.MinCount overall,
 // PodSet.MinReplicas per set), a priority, a queue, an arrival order and a
 // declared run time. Topology constraints ([Constraint]) confine the whole
 // job or one pod set to one domain of a level of the cluster tree, required

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -118,15 +119,15 @@ type Pod struct {
 	// RequiredNodeAffinity: when set, a node must meet one of the terms
 	// (each a conjunction of label expressions: In, NotIn, Exists,
 	// DoesNotExist, Gt, Lt).
-	RequiredNodeAffinity []SelectorTerm
+	RequiredNodeAffinity []noderule.SelectorTerm
 	// PreferredNodeAffinity: terms the pod prefers its node to meet. The
 	// placement first tries the nodes that meet every term of positive
 	// weight (and carry no untolerated PreferNoSchedule taint), and uses
 	// the others only when that would place fewer pods.
-	PreferredNodeAffinity []PreferredTerm
+	PreferredNodeAffinity []noderule.PreferredTerm
 	// Tolerations let the pod use nodes with matching taints
 	// (NodeInfo.Taints).
-	Tolerations []Toleration
+	Tolerations []noderule.Toleration
 }
 
 // IsShared reports whether the pod asks for a share of one device

@@ -3,155 +3,9 @@ package gang
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/gputopo/gputopo/gang/noderule"
 )
-
-// TaintEffect says what a node's taint does to pods that do not tolerate
-// it.
-type TaintEffect string
-
-const (
-	// TaintNoSchedule: no new pod that does not tolerate the taint is
-	// placed on the node (running ones stay).
-	TaintNoSchedule TaintEffect = "NoSchedule"
-	// TaintPreferNoSchedule: the node is used for such pods only when the
-	// nodes without the taint cannot hold as many of them.
-	TaintPreferNoSchedule TaintEffect = "PreferNoSchedule"
-	// TaintNoExecute: as NoSchedule for placement (eviction of running pods
-	// is the cluster's business).
-	TaintNoExecute TaintEffect = "NoExecute"
-)
-
-// Taint marks a node so that only pods that tolerate it use it.
-type Taint struct {
-	Key    string
-	Value  string
-	Effect TaintEffect
-}
-
-// String formats the taint as "key=value:Effect".
-func (t Taint) String() string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
-}
-
-// TolerationOperator says how a toleration matches a taint's value.
-type TolerationOperator string
-
-const (
-	// TolerateEqual (also "") matches a taint of the same key and value.
-	TolerateEqual TolerationOperator = "Equal"
-	// TolerateExists matches any value of the key (with an empty key:
-	// every taint).
-	TolerateExists TolerationOperator = "Exists"
-)
-
-// Toleration lets a pod use nodes with a matching taint.
-type Toleration struct {
-	Key      string
-	Operator TolerationOperator
-	Value    string
-	// Effect is the effect tolerated; "" tolerates every effect.
-	Effect TaintEffect
-}
-
-// tolerates reports whether the toleration matches taint t.
-func (tl *Toleration) tolerates(t *Taint) bool {
-	if tl.Effect != "" && tl.Effect != t.Effect {
-		return false
-	}
-	if tl.Operator == TolerateExists {
-		return tl.Key == "" || tl.Key == t.Key
-	}
-	return tl.Key == t.Key && tl.Value == t.Value
-}
-
-// SelectorOperator is how a node selection expression compares a label.
-type SelectorOperator string
-
-const (
-	// SelectIn: the label is one of Values.
-	SelectIn SelectorOperator = "In"
-	// SelectNotIn: the label is absent or none of Values.
-	SelectNotIn SelectorOperator = "NotIn"
-	// SelectExists: the label is present.
-	SelectExists SelectorOperator = "Exists"
-	// SelectDoesNotExist: the label is absent.
-	SelectDoesNotExist SelectorOperator = "DoesNotExist"
-	// SelectGt: the label is an integer greater than the one value.
-	SelectGt SelectorOperator = "Gt"
-	// SelectLt: the label is an integer less than the one value.
-	SelectLt SelectorOperator = "Lt"
-)
-
-// SelectorRequirement is one node selection expression.
-type SelectorRequirement struct {
-	Key      string
-	Operator SelectorOperator
-	Values   []string
-}
-
-// SelectorTerm holds when every one of its expressions holds.
-type SelectorTerm struct {
-	Expressions []SelectorRequirement
-}
-
-// PreferredTerm is a term a pod prefers its node to meet.
-type PreferredTerm struct {
-	// Weight ranks nothing yet beyond 0 (ignored) and positive (preferred).
-	Weight int
-	Term   SelectorTerm
-}
-
-// matches reports whether labels meet the requirement.
-func (r *SelectorRequirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.Key]
-	switch r.Operator {
-	case SelectIn:
-		for _, w := range r.Values {
-			if ok && v == w {
-				return true
-			}
-		}
-		return false
-	case SelectNotIn:
-		for _, w := range r.Values {
-			if ok && v == w {
-				return false
-			}
-		}
-		return true
-	case SelectExists:
-		return ok
-	case SelectDoesNotExist:
-		return !ok
-	case SelectGt, SelectLt:
-		if !ok {
-			return false
-		}
-		x, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return false
-		}
-		y, _ := strconv.ParseInt(r.Values[0], 10, 64) // validated
-		if r.Operator == SelectGt {
-			return x > y
-		}
-		return x < y
-	}
-	return false
-}
-
-// matches reports whether labels meet every expression of the term.
-func (t *SelectorTerm) matches(labels map[string]string) bool {
-	for i := range t.Expressions {
-		if !t.Expressions[i].matches(labels) {
-			return false
-		}
-	}
-	return true
-}
 
 // nodeAllows reports whether pod p may run on a node with labels and info
 // (its hard rules: selector, required affinity, NoSchedule and NoExecute
@@ -168,7 +22,7 @@ func (p *Pod) nodeAllows(labels map[string]string, info *NodeInfo) bool {
 	if len(p.RequiredNodeAffinity) > 0 {
 		any := false
 		for i := range p.RequiredNodeAffinity {
-			if p.RequiredNodeAffinity[i].matches(labels) {
+			if p.RequiredNodeAffinity[i].Matches(labels) {
 				any = true
 				break
 			}
@@ -185,7 +39,7 @@ func (p *Pod) nodeAllows(labels map[string]string, info *NodeInfo) bool {
 // effect PreferNoSchedule it does not tolerate.
 func (p *Pod) nodePrefers(labels map[string]string, info *NodeInfo) bool {
 	for i := range p.PreferredNodeAffinity {
-		if t := &p.PreferredNodeAffinity[i]; t.Weight > 0 && !t.Term.matches(labels) {
+		if t := &p.PreferredNodeAffinity[i]; t.Weight > 0 && !t.Term.Matches(labels) {
 			return false
 		}
 	}
@@ -206,15 +60,15 @@ func (p *Pod) hasPreferences() bool {
 // untolerated returns the first taint of the node the pod does not
 // tolerate: of effect NoSchedule or NoExecute, or with soft of effect
 // PreferNoSchedule (nil when none).
-func (p *Pod) untolerated(info *NodeInfo, soft bool) *Taint {
+func (p *Pod) untolerated(info *NodeInfo, soft bool) *noderule.Taint {
 	for i := range info.Taints {
 		t := &info.Taints[i]
-		if (t.Effect == TaintPreferNoSchedule) != soft {
+		if (t.Effect == noderule.TaintPreferNoSchedule) != soft {
 			continue
 		}
 		ok := false
 		for k := range p.Tolerations {
-			if p.Tolerations[k].tolerates(t) {
+			if p.Tolerations[k].Tolerates(t) {
 				ok = true
 				break
 			}
@@ -240,11 +94,11 @@ func (p *Pod) validateNodeRules(where string) error {
 			return err
 		}
 		switch tl.Operator {
-		case "", TolerateEqual:
+		case "", noderule.TolerateEqual:
 			if tl.Key == "" {
 				return jobErr("%s: an Equal toleration needs a key", w)
 			}
-		case TolerateExists:
+		case noderule.TolerateExists:
 			if tl.Value != "" {
 				return jobErr("%s: an Exists toleration takes no value", w)
 			}
@@ -261,7 +115,7 @@ func (p *Pod) validateNodeRules(where string) error {
 		return limitErr(ErrInvalidJob, "%s: %d node affinity terms, more than MaxLabels (%d)", where, n, MaxLabels)
 	}
 	for i := range p.RequiredNodeAffinity {
-		if err := p.RequiredNodeAffinity[i].validate(fmt.Sprintf("%s required node affinity term %d", where, i)); err != nil {
+		if err := validateTerm(&p.RequiredNodeAffinity[i], fmt.Sprintf("%s required node affinity term %d", where, i)); err != nil {
 			return err
 		}
 	}
@@ -270,14 +124,15 @@ func (p *Pod) validateNodeRules(where string) error {
 		if t.Weight < 0 || t.Weight > 100 {
 			return jobErr("%s: weight %d, want 0..100", w, t.Weight)
 		}
-		if err := t.Term.validate(w); err != nil {
+		if err := validateTerm(&t.Term, w); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (t *SelectorTerm) validate(where string) error {
+// validateTerm checks a node affinity term.
+func validateTerm(t *noderule.SelectorTerm, where string) error {
 	if len(t.Expressions) > MaxLabels {
 		return limitErr(ErrInvalidJob, "%s: %d expressions, more than MaxLabels (%d)", where, len(t.Expressions), MaxLabels)
 	}
@@ -301,15 +156,15 @@ func (t *SelectorTerm) validate(where string) error {
 			}
 		}
 		switch r.Operator {
-		case SelectIn, SelectNotIn:
+		case noderule.SelectIn, noderule.SelectNotIn:
 			if len(r.Values) == 0 {
 				return jobErr("%s: %s needs at least one value", w, r.Operator)
 			}
-		case SelectExists, SelectDoesNotExist:
+		case noderule.SelectExists, noderule.SelectDoesNotExist:
 			if len(r.Values) > 0 {
 				return jobErr("%s: %s takes no values", w, r.Operator)
 			}
-		case SelectGt, SelectLt:
+		case noderule.SelectGt, noderule.SelectLt:
 			if len(r.Values) != 1 {
 				return jobErr("%s: %s takes exactly one value", w, r.Operator)
 			}
@@ -323,9 +178,9 @@ func (t *SelectorTerm) validate(where string) error {
 	return nil
 }
 
-func validEffect(sentinel error, where string, e TaintEffect) error {
+func validEffect(sentinel error, where string, e noderule.TaintEffect) error {
 	switch e {
-	case TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute:
+	case noderule.TaintNoSchedule, noderule.TaintPreferNoSchedule, noderule.TaintNoExecute:
 		return nil
 	}
 	return fmt.Errorf("%w: %s: unknown taint effect %q (want NoSchedule, PreferNoSchedule or NoExecute)", sentinel, where, e)
@@ -338,7 +193,7 @@ func (info *NodeInfo) validateNodeRules(node string) error {
 	}
 	for i, t := range info.Taints {
 		switch t.Effect {
-		case TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute:
+		case noderule.TaintNoSchedule, noderule.TaintPreferNoSchedule, noderule.TaintNoExecute:
 			if t.Key != "" && len(t.Key) <= MaxNameBytes && len(t.Value) <= MaxNameBytes {
 				continue // valid: no message to build
 			}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
@@ -137,14 +138,14 @@ func (o *oracle) fits(i int, st oState, counts []int) bool {
 // term met (when there are terms).
 func oAllows(p *Pod, n *oNode) bool {
 	for _, t := range n.info.Taints {
-		if t.Effect == TaintPreferNoSchedule {
+		if t.Effect == noderule.TaintPreferNoSchedule {
 			continue
 		}
 		ok := false
 		for _, tl := range p.Tolerations {
 			effect := tl.Effect == "" || tl.Effect == t.Effect
-			key := tl.Key == t.Key || (tl.Key == "" && tl.Operator == TolerateExists)
-			value := tl.Operator == TolerateExists || tl.Value == t.Value
+			key := tl.Key == t.Key || (tl.Key == "" && tl.Operator == noderule.TolerateExists)
+			value := tl.Operator == noderule.TolerateExists || tl.Value == t.Value
 			ok = ok || (effect && key && value)
 		}
 		if !ok {
@@ -164,19 +165,19 @@ func oAllows(p *Pod, n *oNode) bool {
 			}
 			var ok bool
 			switch r.Operator {
-			case SelectIn:
+			case noderule.SelectIn:
 				ok = in
-			case SelectNotIn:
+			case noderule.SelectNotIn:
 				ok = !in
-			case SelectExists:
+			case noderule.SelectExists:
 				ok = has
-			case SelectDoesNotExist:
+			case noderule.SelectDoesNotExist:
 				ok = !has
-			case SelectGt, SelectLt:
+			case noderule.SelectGt, noderule.SelectLt:
 				var x, y int
 				_, e1 := fmt.Sscan(v, &x)
 				_, e2 := fmt.Sscan(r.Values[0], &y)
-				ok = has && e1 == nil && e2 == nil && ((r.Operator == SelectGt && x > y) || (r.Operator == SelectLt && x < y))
+				ok = has && e1 == nil && e2 == nil && ((r.Operator == noderule.SelectGt && x > y) || (r.Operator == noderule.SelectLt && x < y))
 			}
 			all = all && ok
 		}
@@ -474,8 +475,8 @@ func genCluster(t *rapid.T) (*topology.Cluster, []oNode, []NodeInfo, []Allocatio
 		info.NotReady = rapid.IntRange(0, 9).Draw(t, "notready") == 0
 		info.MaxPods = rapid.SampledFrom([]int{0, 0, 1, 2, 3}).Draw(t, "maxpods")
 		if rapid.IntRange(0, 3).Draw(t, "tainted") == 0 {
-			info.Taints = append(info.Taints, Taint{Key: "gpu", Value: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "taintval"),
-				Effect: rapid.SampledFrom([]TaintEffect{TaintNoSchedule, TaintNoExecute, TaintPreferNoSchedule}).Draw(t, "effect")})
+			info.Taints = append(info.Taints, noderule.Taint{Key: "gpu", Value: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "taintval"),
+				Effect: rapid.SampledFrom([]noderule.TaintEffect{noderule.TaintNoSchedule, noderule.TaintNoExecute, noderule.TaintPreferNoSchedule}).Draw(t, "effect")})
 		}
 		labels["tier"] = fmt.Sprint(rapid.IntRange(1, 3).Draw(t, "tier"))
 		infos = append(infos, info)
@@ -586,26 +587,26 @@ func genJobSetsUpTo(t *rapid.T, minSets, maxSets int) *Job {
 		}
 		switch rapid.IntRange(0, 4).Draw(t, "tol") {
 		case 0:
-			ps.Pod.Tolerations = []Toleration{{Key: "gpu", Operator: TolerateExists}}
+			ps.Pod.Tolerations = []noderule.Toleration{{Key: "gpu", Operator: noderule.TolerateExists}}
 		case 1:
-			ps.Pod.Tolerations = []Toleration{{Key: "gpu", Value: "a", Effect: rapid.SampledFrom([]TaintEffect{"", TaintNoSchedule}).Draw(t, "toleffect")}}
+			ps.Pod.Tolerations = []noderule.Toleration{{Key: "gpu", Value: "a", Effect: rapid.SampledFrom([]noderule.TaintEffect{"", noderule.TaintNoSchedule}).Draw(t, "toleffect")}}
 		}
 		if rapid.IntRange(0, 3).Draw(t, "aff") == 0 {
-			req := SelectorRequirement{Key: rapid.SampledFrom([]string{"tier", lRack, topology.LabelClique}).Draw(t, "affkey"),
-				Operator: rapid.SampledFrom([]SelectorOperator{SelectIn, SelectNotIn, SelectExists, SelectDoesNotExist, SelectGt, SelectLt}).Draw(t, "affop")}
+			req := noderule.SelectorRequirement{Key: rapid.SampledFrom([]string{"tier", lRack, topology.LabelClique}).Draw(t, "affkey"),
+				Operator: rapid.SampledFrom([]noderule.SelectorOperator{noderule.SelectIn, noderule.SelectNotIn, noderule.SelectExists, noderule.SelectDoesNotExist, noderule.SelectGt, noderule.SelectLt}).Draw(t, "affop")}
 			switch req.Operator {
-			case SelectIn, SelectNotIn:
+			case noderule.SelectIn, noderule.SelectNotIn:
 				req.Values = []string{rapid.SampledFrom([]string{"1", "2", "r0", "r1"}).Draw(t, "affval")}
-			case SelectGt, SelectLt:
+			case noderule.SelectGt, noderule.SelectLt:
 				req.Values = []string{fmt.Sprint(rapid.IntRange(0, 3).Draw(t, "affnum"))}
 			}
-			ps.Pod.RequiredNodeAffinity = []SelectorTerm{{Expressions: []SelectorRequirement{req}}}
+			ps.Pod.RequiredNodeAffinity = []noderule.SelectorTerm{{Expressions: []noderule.SelectorRequirement{req}}}
 			if rapid.Bool().Draw(t, "affor") {
-				ps.Pod.RequiredNodeAffinity = append(ps.Pod.RequiredNodeAffinity, SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}})
+				ps.Pod.RequiredNodeAffinity = append(ps.Pod.RequiredNodeAffinity, noderule.SelectorTerm{Expressions: []noderule.SelectorRequirement{{Key: lRack, Operator: noderule.SelectIn, Values: []string{"r1"}}}})
 			}
 		}
 		if rapid.IntRange(0, 3).Draw(t, "pref") == 0 {
-			ps.Pod.PreferredNodeAffinity = []PreferredTerm{{Weight: 10, Term: SelectorTerm{Expressions: []SelectorRequirement{{Key: lRack, Operator: SelectIn, Values: []string{"r1"}}}}}}
+			ps.Pod.PreferredNodeAffinity = []noderule.PreferredTerm{{Weight: 10, Term: noderule.SelectorTerm{Expressions: []noderule.SelectorRequirement{{Key: lRack, Operator: noderule.SelectIn, Values: []string{"r1"}}}}}}
 		}
 		j.PodSets = append(j.PodSets, ps)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/mig"
 	"github.com/gputopo/gputopo/scoring"
@@ -32,7 +33,7 @@ type NodeInfo struct {
 	// Taints keep pods off the node unless they tolerate them
 	// (Pod.Tolerations): NoSchedule and NoExecute always, PreferNoSchedule
 	// as a preference.
-	Taints []Taint
+	Taints []noderule.Taint
 	// MIG lists the devices in MIG mode. nil means as the topology says
 	// (Device.Partition: kind mig and enabled); an empty non-nil list means
 	// none.
@@ -267,7 +268,7 @@ func NewSnapshot(ctx context.Context, c *topology.Cluster, nodes []NodeInfo, all
 		}
 		s.nodes[i] = st
 		for _, t := range info.Taints {
-			if t.Effect == TaintPreferNoSchedule {
+			if t.Effect == noderule.TaintPreferNoSchedule {
 				s.rules.soft = true
 			} else {
 				s.rules.hard = true

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/gang/queue"
 	"github.com/gputopo/gputopo/provider/catalog"
 	"github.com/gputopo/gputopo/scoring"
@@ -314,9 +315,9 @@ nodes:
 	require.NoError(t, err)
 	require.Len(t, jobs, 2)
 	w := jobs[0].PodSets[0].Pod
-	require.Equal(t, []gang.Toleration{{Key: "nvidia.com/gpu", Operator: gang.TolerateExists, Effect: gang.TaintNoSchedule}}, w.Tolerations)
+	require.Equal(t, []noderule.Toleration{{Key: "nvidia.com/gpu", Operator: noderule.TolerateExists, Effect: noderule.TaintNoSchedule}}, w.Tolerations)
 	require.Len(t, w.RequiredNodeAffinity, 1)
-	require.Equal(t, gang.SelectGt, w.RequiredNodeAffinity[0].Expressions[0].Operator)
+	require.Equal(t, noderule.SelectGt, w.RequiredNodeAffinity[0].Expressions[0].Operator)
 
 	r, err := gang.Check(context.Background(), s, &jobs[0])
 	require.NoError(t, err)
@@ -396,7 +397,7 @@ func TestParseJobFile_GroupNodeRules(t *testing.T) {
 		"nodeAffinity: {required: [{matchExpressions: [{key: tier, operator: Gt, values: [\"1\"]}]}]}}]"))
 	require.NoError(t, err)
 	pod := f.Groups[0].Root.Groups[0].Pod
-	assert.Equal(t, []gang.Toleration{{Key: "gpu", Operator: gang.TolerateExists}}, pod.Tolerations)
+	assert.Equal(t, []noderule.Toleration{{Key: "gpu", Operator: noderule.TolerateExists}}, pod.Tolerations)
 	require.Len(t, pod.RequiredNodeAffinity, 1)
-	assert.Equal(t, gang.SelectGt, pod.RequiredNodeAffinity[0].Expressions[0].Operator)
+	assert.Equal(t, noderule.SelectGt, pod.RequiredNodeAffinity[0].Expressions[0].Operator)
 }

@@ -1,8 +1,11 @@
 package gangfile
 
-import "github.com/gputopo/gputopo/gang"
+import (
+	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/noderule"
+)
 
-// Taint is a node's taint in a cluster file (gang.Taint): effect is
+// Taint is a node's taint in a cluster file (noderule.Taint): effect is
 // NoSchedule, PreferNoSchedule or NoExecute.
 type Taint struct {
 	Key    string `json:"key"`
@@ -10,7 +13,7 @@ type Taint struct {
 	Effect string `json:"effect"`
 }
 
-// Toleration is a pod set's toleration in a job file (gang.Toleration):
+// Toleration is a pod set's toleration in a job file (noderule.Toleration):
 // operator Equal (default) or Exists; an empty effect tolerates every
 // effect.
 type Toleration struct {
@@ -46,32 +49,32 @@ type SelectorRequirement struct {
 	Values   []string `json:"values,omitempty"`
 }
 
-func taints(ts []Taint) []gang.Taint {
+func taints(ts []Taint) []noderule.Taint {
 	if len(ts) == 0 {
 		return nil
 	}
-	out := make([]gang.Taint, len(ts))
+	out := make([]noderule.Taint, len(ts))
 	for i, t := range ts {
-		out[i] = gang.Taint{Key: t.Key, Value: t.Value, Effect: gang.TaintEffect(t.Effect)}
+		out[i] = noderule.Taint{Key: t.Key, Value: t.Value, Effect: noderule.TaintEffect(t.Effect)}
 	}
 	return out
 }
 
-func tolerations(ts []Toleration) []gang.Toleration {
+func tolerations(ts []Toleration) []noderule.Toleration {
 	if len(ts) == 0 {
 		return nil
 	}
-	out := make([]gang.Toleration, len(ts))
+	out := make([]noderule.Toleration, len(ts))
 	for i, t := range ts {
-		out[i] = gang.Toleration{Key: t.Key, Operator: gang.TolerationOperator(t.Operator), Value: t.Value, Effect: gang.TaintEffect(t.Effect)}
+		out[i] = noderule.Toleration{Key: t.Key, Operator: noderule.TolerationOperator(t.Operator), Value: t.Value, Effect: noderule.TaintEffect(t.Effect)}
 	}
 	return out
 }
 
-func term(rs []SelectorRequirement) gang.SelectorTerm {
-	t := gang.SelectorTerm{Expressions: make([]gang.SelectorRequirement, len(rs))}
+func term(rs []SelectorRequirement) noderule.SelectorTerm {
+	t := noderule.SelectorTerm{Expressions: make([]noderule.SelectorRequirement, len(rs))}
 	for i, r := range rs {
-		t.Expressions[i] = gang.SelectorRequirement{Key: r.Key, Operator: gang.SelectorOperator(r.Operator), Values: r.Values}
+		t.Expressions[i] = noderule.SelectorRequirement{Key: r.Key, Operator: noderule.SelectorOperator(r.Operator), Values: r.Values}
 	}
 	return t
 }
@@ -85,6 +88,6 @@ func (a *NodeAffinity) apply(p *gang.Pod) {
 		p.RequiredNodeAffinity = append(p.RequiredNodeAffinity, term(t.MatchExpressions))
 	}
 	for _, t := range a.Preferred {
-		p.PreferredNodeAffinity = append(p.PreferredNodeAffinity, gang.PreferredTerm{Weight: t.Weight, Term: term(t.MatchExpressions)})
+		p.PreferredNodeAffinity = append(p.PreferredNodeAffinity, noderule.PreferredTerm{Weight: t.Weight, Term: term(t.MatchExpressions)})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/scoring"
 )
 
@@ -56,16 +57,16 @@ func nodeCapacity(node *v1.Node, ni fwk.NodeInfo, gpuPods int) (gang.NodeInfo, *
 }
 
 // nodeTaints is the node's taints in gang's terms (at most gang.MaxLabels).
-func nodeTaints(node *v1.Node) []gang.Taint {
+func nodeTaints(node *v1.Node) []noderule.Taint {
 	if len(node.Spec.Taints) == 0 {
 		return nil
 	}
-	out := make([]gang.Taint, 0, min(len(node.Spec.Taints), gang.MaxLabels))
+	out := make([]noderule.Taint, 0, min(len(node.Spec.Taints), gang.MaxLabels))
 	for _, t := range node.Spec.Taints {
 		if len(out) == gang.MaxLabels {
 			break
 		}
-		out = append(out, gang.Taint{Key: t.Key, Value: t.Value, Effect: gang.TaintEffect(t.Effect)})
+		out = append(out, noderule.Taint{Key: t.Key, Value: t.Value, Effect: noderule.TaintEffect(t.Effect)})
 	}
 	return out
 }
@@ -86,7 +87,7 @@ func podRules(pod *v1.Pod, g *gang.Pod) {
 		return j.Validate() == nil
 	}
 	if len(g.Tolerations) > 0 && !valid(gang.Pod{Tolerations: g.Tolerations}) {
-		g.Tolerations = []gang.Toleration{{Operator: gang.TolerateExists}}
+		g.Tolerations = []noderule.Toleration{{Operator: noderule.TolerateExists}}
 	}
 	if len(g.RequiredNodeAffinity) > 0 && !valid(gang.Pod{RequiredNodeAffinity: g.RequiredNodeAffinity}) {
 		g.RequiredNodeAffinity = nil
@@ -100,15 +101,15 @@ func podRules(pod *v1.Pod, g *gang.Pod) {
 func podRulesRaw(pod *v1.Pod, g *gang.Pod) {
 	g.CPUMilli, g.MemoryBytes = podCPUMem(pod)
 	for _, t := range pod.Spec.Tolerations {
-		g.Tolerations = append(g.Tolerations, gang.Toleration{Key: t.Key, Operator: gang.TolerationOperator(t.Operator),
-			Value: t.Value, Effect: gang.TaintEffect(t.Effect)})
+		g.Tolerations = append(g.Tolerations, noderule.Toleration{Key: t.Key, Operator: noderule.TolerationOperator(t.Operator),
+			Value: t.Value, Effect: noderule.TaintEffect(t.Effect)})
 	}
 	a := pod.Spec.Affinity
 	if a == nil || a.NodeAffinity == nil {
 		return
 	}
 	if r := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; r != nil {
-		var terms []gang.SelectorTerm
+		var terms []noderule.SelectorTerm
 		for _, t := range r.NodeSelectorTerms {
 			if len(t.MatchFields) > 0 || len(t.MatchExpressions) == 0 {
 				terms = nil // a term gang cannot read: any node may meet it
@@ -122,14 +123,14 @@ func podRulesRaw(pod *v1.Pod, g *gang.Pod) {
 		if len(p.Preference.MatchFields) > 0 || len(p.Preference.MatchExpressions) == 0 {
 			continue
 		}
-		g.PreferredNodeAffinity = append(g.PreferredNodeAffinity, gang.PreferredTerm{Weight: int(p.Weight), Term: selectorTerm(p.Preference.MatchExpressions)})
+		g.PreferredNodeAffinity = append(g.PreferredNodeAffinity, noderule.PreferredTerm{Weight: int(p.Weight), Term: selectorTerm(p.Preference.MatchExpressions)})
 	}
 }
 
-func selectorTerm(rs []v1.NodeSelectorRequirement) gang.SelectorTerm {
-	t := gang.SelectorTerm{Expressions: make([]gang.SelectorRequirement, len(rs))}
+func selectorTerm(rs []v1.NodeSelectorRequirement) noderule.SelectorTerm {
+	t := noderule.SelectorTerm{Expressions: make([]noderule.SelectorRequirement, len(rs))}
 	for i, r := range rs {
-		t.Expressions[i] = gang.SelectorRequirement{Key: r.Key, Operator: gang.SelectorOperator(r.Operator), Values: r.Values}
+		t.Expressions[i] = noderule.SelectorRequirement{Key: r.Key, Operator: noderule.SelectorOperator(r.Operator), Values: r.Values}
 	}
 	return t
 }

@@ -13,6 +13,7 @@ import (
 	schedfw "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/noderule"
 )
 
 // The other Filter plugins of the profile (taints, node affinity, ports,
@@ -265,14 +266,14 @@ func excludeFiltered(job *gang.Job, out setFilter) {
 		if len(out[ps.Name]) == 0 {
 			continue
 		}
-		not := gang.SelectorRequirement{Key: filteredKey(ps.Name), Operator: gang.SelectDoesNotExist}
+		not := noderule.SelectorRequirement{Key: filteredKey(ps.Name), Operator: noderule.SelectDoesNotExist}
 		if len(ps.Pod.RequiredNodeAffinity) == 0 {
-			ps.Pod.RequiredNodeAffinity = []gang.SelectorTerm{{Expressions: []gang.SelectorRequirement{not}}}
+			ps.Pod.RequiredNodeAffinity = []noderule.SelectorTerm{{Expressions: []noderule.SelectorRequirement{not}}}
 			continue
 		}
-		terms := make([]gang.SelectorTerm, len(ps.Pod.RequiredNodeAffinity))
+		terms := make([]noderule.SelectorTerm, len(ps.Pod.RequiredNodeAffinity))
 		for k, t := range ps.Pod.RequiredNodeAffinity {
-			terms[k] = gang.SelectorTerm{Expressions: append(append([]gang.SelectorRequirement(nil), t.Expressions...), not)}
+			terms[k] = noderule.SelectorTerm{Expressions: append(append([]noderule.SelectorRequirement(nil), t.Expressions...), not)}
 		}
 		ps.Pod.RequiredNodeAffinity = terms
 	}

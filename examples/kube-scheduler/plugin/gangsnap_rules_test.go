@@ -13,6 +13,7 @@ import (
 	schedfw "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/gang/noderule"
 	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
@@ -185,7 +186,7 @@ func TestPodRulesWidened(t *testing.T) {
 	pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
 		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "k", Operator: v1.NodeSelectorOpIn, Values: values}}}}}}}
 	g := gangPod(pod, scoring.Request{Count: 1})
-	assert.Equal(t, []gang.Toleration{{Operator: gang.TolerateExists}}, g.Tolerations)
+	assert.Equal(t, []noderule.Toleration{{Operator: noderule.TolerateExists}}, g.Tolerations)
 	assert.Nil(t, g.RequiredNodeAffinity)
 	j := gang.Job{Name: "j", PodSets: []gang.PodSet{{Name: "w", Replicas: 1, Pod: g}}}
 	require.NoError(t, j.Validate())
