@@ -59,7 +59,7 @@ func BenchmarkCheck64x8(b *testing.B) {
 	})
 	b.Run("rack-preferred", func(b *testing.B) {
 		j := workers("train", 64, 8)
-		j.Topology = Constraint{Level: "rack", Mode: Preferred}
+		j.Topology = Constraint{Level: "rack", Mode: scoring.ModePreferred}
 		benchCheck(b, s, j, Fits)
 	})
 	b.Run("slices-of-8-per-clique", func(b *testing.B) {
@@ -100,7 +100,7 @@ func queueJobs(n int, seed uint64) []Job {
 			j.PodSets = []PodSet{{Name: "w", Replicas: 1, Pod: Pod{Devices: scoring.Request{Count: 1 << r.IntN(3)}, CPUMilli: 8000}}}
 		case x < 9:
 			j.PodSets = []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
-			j.Topology = Constraint{Level: "rack", Mode: Preferred}
+			j.Topology = Constraint{Level: "rack", Mode: scoring.ModePreferred}
 		default:
 			j.PodSets = []PodSet{{Name: "w", Replicas: 16 << r.IntN(3), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}
 			j.Topology = Constraint{Level: "block"}

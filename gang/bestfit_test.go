@@ -100,14 +100,14 @@ func TestPreferredNeverPlacesFewer(t *testing.T) {
 		{name: "a", rack: "r0", gpus: 2},
 		{name: "b", rack: "r1", gpus: 2},
 	})
-	for _, c := range []Constraint{{}, {Level: "rack", Mode: Preferred}, {Level: LevelNode, Mode: Preferred}} {
+	for _, c := range []Constraint{{}, {Level: "rack", Mode: scoring.ModePreferred}, {Level: LevelNode, Mode: scoring.ModePreferred}} {
 		j := &Job{Name: "pref", MinCount: 2, Topology: c, PodSets: []PodSet{{Name: "w", Replicas: 4, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
 		r := mustCheck(t, s, j)
 		require.Equal(t, Fits, r.Verdict, c.String())
 		require.Len(t, r.Placement.Pods, 4, c.String())
 	}
 	// Where the preferred domain holds every pod, the preference holds.
-	j := &Job{Name: "pref", MinCount: 1, Topology: Constraint{Level: "rack", Mode: Preferred},
+	j := &Job{Name: "pref", MinCount: 1, Topology: Constraint{Level: "rack", Mode: scoring.ModePreferred},
 		PodSets: []PodSet{{Name: "w", Replicas: 2, Pod: Pod{Devices: scoring.Request{Count: 1}}}}}
 	r := mustCheck(t, s, j)
 	require.Len(t, r.Placement.Pods, 2)
@@ -238,15 +238,15 @@ func TestBestFitRanksEveryResourceProperty(t *testing.T) {
 func unpreferred(j *Job) *Job {
 	tw := *j
 	tw.PodSets = append([]PodSet(nil), j.PodSets...)
-	if tw.Topology.Mode == Preferred {
+	if tw.Topology.Mode == scoring.ModePreferred {
 		tw.Topology = Constraint{}
 	}
 	for i := range tw.PodSets {
 		ps := &tw.PodSets[i]
-		if ps.Topology.Mode == Preferred {
+		if ps.Topology.Mode == scoring.ModePreferred {
 			ps.Topology = Constraint{}
 		}
-		if ps.SubGroups != nil && ps.SubGroups.Mode == Preferred {
+		if ps.SubGroups != nil && ps.SubGroups.Mode == scoring.ModePreferred {
 			ps.SubGroups = nil
 		}
 		ps.Pod.PreferredNodeAffinity = nil

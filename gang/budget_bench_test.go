@@ -18,7 +18,7 @@ func rackPreferredJobs(n int, seed uint64) []Job {
 	jobs := make([]Job, n)
 	for i := range jobs {
 		jobs[i] = Job{Name: fmt.Sprintf("r%04d", i), Queue: []string{"research", "prod", "batch"}[r.IntN(3)], Priority: r.IntN(4), Arrival: int64(i),
-			Topology: Constraint{Level: "rack", Mode: Preferred},
+			Topology: Constraint{Level: "rack", Mode: scoring.ModePreferred},
 			PodSets:  []PodSet{{Name: "w", Replicas: 2 + r.IntN(7), Pod: Pod{Devices: scoring.Request{Count: 8}, CPUMilli: 64000}}}}
 	}
 	return jobs

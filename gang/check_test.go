@@ -105,7 +105,7 @@ func TestCheck_Verdicts(t *testing.T) {
 		t.Fatalf("unknown level: %+v", r)
 	}
 	// a preferred level the cluster lacks is only a note
-	j.Topology.Mode = Preferred
+	j.Topology.Mode = scoring.ModePreferred
 	r = mustCheck(t, flat(t, 4).build(t), j)
 	if r.Verdict != Fits || len(r.Placement.Notes) == 0 || !strings.Contains(r.Placement.Notes[0], "ignored") {
 		t.Fatalf("preferred unknown level: %+v", r.Placement)
@@ -115,12 +115,12 @@ func TestCheck_Verdicts(t *testing.T) {
 func TestCheck_PreferredRelaxes(t *testing.T) {
 	s := fourTier(t, 1, 2, 2, 4).build(t) // cliques of 4 nodes
 	j := workers("six", 6, 8)
-	j.Topology = Constraint{Level: "clique", Mode: Preferred}
+	j.Topology = Constraint{Level: "clique", Mode: scoring.ModePreferred}
 	r := mustCheck(t, s, j)
 	if r.Verdict != Fits || r.Placement.Level != lRack || !strings.Contains(strings.Join(r.Placement.Notes, ";"), "no nvidia.com/gpu.clique domain holds the gang") {
 		t.Fatalf("%+v", r.Placement)
 	}
-	j.Topology.Mode = Required
+	j.Topology.Mode = scoring.ModeRequired
 	if r := mustCheck(t, s, j); r.Verdict != NeverFits {
 		t.Fatalf("required: %v", r.Verdict)
 	}
@@ -263,7 +263,7 @@ func TestJob_Validate(t *testing.T) {
 		"negative GPUs":      func(j *Job) { j.PodSets[0].Pod.Devices.Count = -1 },
 		"minCount too big":   func(j *Job) { j.MinCount = 5 },
 		"minCount below set": func(j *Job) { j.PodSets[0].MinReplicas = 3; j.MinCount = 2 },
-		"mode without level": func(j *Job) { j.Topology.Mode = Preferred },
+		"mode without level": func(j *Job) { j.Topology.Mode = scoring.ModePreferred },
 		"sub-group size 0":   func(j *Job) { j.PodSets[0].SubGroups = &SubGroups{Level: "rack"} },
 		"sub-group without level": func(j *Job) {
 			j.PodSets[0].SubGroups = &SubGroups{Size: 2}

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // defaultClearingBudget is the number of fit tests (one hierarchical
@@ -235,7 +237,7 @@ func (c *clearing) run() (*ClearingTarget, error) {
 		return &ClearingTarget{Job: c.h.job.Name, Domain: pl.Domain, Level: pl.Level, Victims: []Victim{}, Placement: pl, Exact: c.exact, Tried: c.tried}, nil
 	}
 	lv := 0
-	if g := c.h.groups[0]; g.mode == Required {
+	if g := c.h.groups[0]; g.mode == scoring.ModeRequired {
 		lv = g.level
 	}
 	// candidate positions: domains of the level, or nodes

@@ -563,7 +563,7 @@ func drawFairInstance(t *rapid.T, g fairGen) (*Snapshot, []Job, queuepass.FairSh
 			j.RunTime = time.Duration(rapid.IntRange(1, g.remHours).Draw(t, "rth")) * time.Hour
 		}
 		if g.rackPref && rapid.Bool().Draw(t, "rack") {
-			j.Topology = Constraint{Level: lRack, Mode: Preferred}
+			j.Topology = Constraint{Level: lRack, Mode: scoring.ModePreferred}
 		}
 		jobs = append(jobs, j)
 	}

@@ -3,8 +3,10 @@ package gang
 import (
 	"context"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // hierOutcome is one attempt's result.
@@ -76,12 +78,12 @@ func (s *Snapshot) solveIn(poll *ctxpoll.Poller, h *resolvedJob, v *view, budget
 
 func (h *resolvedJob) hasPreferred() bool {
 	for _, g := range h.groups {
-		if g.level > 0 && g.mode == Preferred {
+		if g.level > 0 && g.mode == scoring.ModePreferred {
 			return true
 		}
 	}
 	for _, l := range h.leaves {
-		if l.subGroupLevel > 0 && l.subGroupMode == Preferred {
+		if l.subGroupLevel > 0 && l.subGroupMode == scoring.ModePreferred {
 			return true
 		}
 	}

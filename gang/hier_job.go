@@ -2,6 +2,8 @@ package gang
 
 import (
 	"fmt"
+
+	"github.com/gputopo/gputopo/scoring"
 )
 
 // maxHierFront bounds the points of a multi-class front; beyond it the
@@ -23,7 +25,7 @@ type hierGroup struct {
 	// a preferred level the cluster lacks).
 	level int
 	// mode says whether the constraint is required or preferred.
-	mode Mode
+	mode scoring.Mode
 	// leaves index the leaf groups of its subtree in resolvedJob.leaves.
 	leaves []int
 }
@@ -44,7 +46,7 @@ type hierLeaf struct {
 	// subGroupLevel is the level each sub-group must (or should) lie in.
 	subGroupLevel int
 	// subGroupMode says whether sub-groups are required or preferred.
-	subGroupMode Mode
+	subGroupMode scoring.Mode
 }
 
 // hierItem is part of a unit's demand: pods of one leaf (one sub-group).
@@ -125,7 +127,7 @@ func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
 		}
 		l, err := resolveLevel(t.c, c.Level)
 		if err != nil {
-			if c.Mode == Required {
+			if c.Mode == scoring.ModeRequired {
 				h.neverReasons = append(h.neverReasons, fmt.Sprintf("%s requires %v", what, err))
 			} else {
 				h.notes = append(h.notes, fmt.Sprintf("%s prefers a level the cluster lacks (%v); ignored", what, err))
@@ -197,7 +199,7 @@ func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 	walk = func(gi, enc int) error {
 		g := &h.groups[gi]
 		u := enc
-		enforced := !flat && g.level > 0 && (g.mode == Required || !dropPref)
+		enforced := !flat && g.level > 0 && (g.mode == scoring.ModeRequired || !dropPref)
 		if enforced && g.level <= units[enc].level {
 			// implied by the enclosing unit's domain, if that lies in a
 			// domain of this level (levels may skip on some nodes)
@@ -210,7 +212,7 @@ func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 		if g.group.IsLeaf() {
 			li := g.leaves[0]
 			lf := &h.leaves[li]
-			if !flat && lf.subGroupLevel > units[u].level && (lf.subGroupMode == Required || !dropPref) {
+			if !flat && lf.subGroupLevel > units[u].level && (lf.subGroupMode == scoring.ModeRequired || !dropPref) {
 				prev := -1
 				for k := range lf.minPods / lf.subGroupSize {
 					if len(units) >= maxGroupUnits {
@@ -225,7 +227,7 @@ func (h *resolvedJob) units(dropPref, flat bool) ([]hierUnit, error) {
 				return nil
 			}
 			units[u].ownDemand[lf.class] += lf.minPods
-			if lf.subGroupLevel > 0 && (lf.subGroupMode == Required || !dropPref) && !flat {
+			if lf.subGroupLevel > 0 && (lf.subGroupMode == scoring.ModeRequired || !dropPref) && !flat {
 				units[u].mustLieIn = append(units[u].mustLieIn, lf.subGroupLevel)
 				// sub-groups no deeper than the enclosing unit: each lies in its domain
 				for k := range lf.minPods / lf.subGroupSize {

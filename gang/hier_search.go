@@ -3,9 +3,10 @@ package gang
 import (
 	"cmp"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
 	"slices"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 )
 
 // How CheckGroups searches.

@@ -169,7 +169,7 @@ func TestCheckGroupsBeatsGreedy(t *testing.T) {
 func TestCheckGroupsPreferredAndMax(t *testing.T) {
 	s := fourTier(t, 1, 2, 2, 2).build(t)
 	// 6 pods preferred in one clique (2 nodes): relaxed to the cluster
-	j := &HierJob{Name: "p", Root: Group{Name: "p", Topology: Constraint{Level: "clique", Mode: Preferred}, Groups: []Group{leaf("w", 6, 0, 8)}}}
+	j := &HierJob{Name: "p", Root: Group{Name: "p", Topology: Constraint{Level: "clique", Mode: scoring.ModePreferred}, Groups: []Group{leaf("w", 6, 0, 8)}}}
 	r := mustGroups(t, s, j)
 	require.Equal(t, Fits, r.Verdict)
 	require.Contains(t, r.Placement.Notes[len(r.Placement.Notes)-1], "preferred")

@@ -1,6 +1,10 @@
 package gang
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gputopo/gputopo/scoring"
+)
 
 // ValidateGroups checks placement p of hierarchical job j against the
 // snapshot on its own terms: everything Snapshot.Validate checks of
@@ -43,7 +47,7 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 		return t.path(d), true
 	}
 	for _, g := range h.groups {
-		if g.level == 0 || g.mode != Required {
+		if g.level == 0 || g.mode != scoring.ModeRequired {
 			continue
 		}
 		in := map[int]bool{}
@@ -67,7 +71,7 @@ func (s *Snapshot) ValidateGroups(j *HierJob, p *Placement) error {
 		}
 	}
 	for li, lf := range h.leaves {
-		if lf.subGroupLevel == 0 || lf.subGroupMode != Required {
+		if lf.subGroupLevel == 0 || lf.subGroupMode != scoring.ModeRequired {
 			continue
 		}
 		where := map[int]string{}

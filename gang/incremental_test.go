@@ -314,7 +314,7 @@ func TestCapMemoMatchesScratch(tt *testing.T) {
 				j := workers(fmt.Sprintf("j%d", started), rapid.IntRange(1, 4).Draw(t, "pods"), rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "g"))
 				j.PodSets[0].Pod.CPUMilli = int64(rapid.IntRange(0, 2).Draw(t, "cpu")) * 8000
 				if rapid.Bool().Draw(t, "pref") {
-					j.Topology = Constraint{Level: rapid.SampledFrom([]string{lBlock, lRack}).Draw(t, "lvl"), Mode: Preferred}
+					j.Topology = Constraint{Level: rapid.SampledFrom([]string{lBlock, lRack}).Draw(t, "lvl"), Mode: scoring.ModePreferred}
 				}
 				p, err := newProblem(j, s.tree)
 				if err != nil {

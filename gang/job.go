@@ -152,20 +152,6 @@ func (p *Pod) usesDevices() bool {
 // wantsMIG reports whether the pod names a MIG profile.
 func (p *Pod) wantsMIG() bool { return p.MIGProfile != (mig.ProfileName{}) }
 
-// Mode says how strictly a topology constraint applies: the one
-// required/preferred type of the library, scoring.Mode, under gang's names.
-// The zero value is Required, in Go and in job files alike.
-type Mode = scoring.Mode
-
-const (
-	// Required: the pods must share one domain of the level, or the job
-	// does not fit.
-	Required = scoring.ModeRequired
-	// Preferred: one domain of the level if any holds the pods; otherwise
-	// the next broader level, and so on up to the whole cluster.
-	Preferred = scoring.ModePreferred
-)
-
 // Well-known level names a Constraint may use besides the cluster's own
 // level keys.
 const (
@@ -184,9 +170,15 @@ const (
 // LevelClique (or "nvlink") for the NVLink partition, or a short name that
 // is the last segment of exactly one level key ("rack" for
 // "example.com/rack", "block" for "cloud.google.com/gce-topology-block").
+//
+// Mode says how strictly it applies: scoring.ModeRequired (the zero
+// value, in Go and in job files alike), the pods must share one domain of
+// the level or the job does not fit; scoring.ModePreferred, one domain of
+// the level if any holds the pods, otherwise the next broader level, and
+// so on up to the whole cluster.
 type Constraint struct {
 	Level string
-	Mode  Mode
+	Mode  scoring.Mode
 }
 
 // IsZero reports whether c is no constraint.
@@ -205,7 +197,7 @@ func (c Constraint) String() string {
 type SubGroups struct {
 	Size  int
 	Level string
-	Mode  Mode
+	Mode  scoring.Mode
 }
 
 // validate checks sub-groups of a pod set (or group) named where, of replicas
@@ -219,7 +211,7 @@ func (z *SubGroups) validate(where string, replicas, min int) error {
 		return jobErr("%s: sub-group size %d, want ≥ 1", where, z.Size)
 	case z.Level == "":
 		return jobErr("%s: sub-groups need a level", where)
-	case z.Mode > Preferred:
+	case z.Mode > scoring.ModePreferred:
 		return jobErr("%s: unknown sub-group mode %d", where, z.Mode)
 	case replicas%z.Size != 0:
 		return jobErr("%s: replicas %d is not a multiple of the sub-group size %d", where, replicas, z.Size)
@@ -386,10 +378,10 @@ func (c Constraint) validate(where string) error {
 	if err := checkName(ErrInvalidJob, where+" level", c.Level); err != nil {
 		return err
 	}
-	if c.Mode > Preferred {
+	if c.Mode > scoring.ModePreferred {
 		return jobErr("%s: unknown mode %d", where, c.Mode)
 	}
-	if c.Level == "" && c.Mode != Required {
+	if c.Level == "" && c.Mode != scoring.ModeRequired {
 		return jobErr("%s: a mode without a level", where)
 	}
 	return nil

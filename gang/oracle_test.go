@@ -377,7 +377,7 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		nv = topology.LabelClique
 	}
 	for _, g := range groups {
-		if j.Topology.Mode == Required && !same(o.levelKey(j.Topology.Level), g) {
+		if j.Topology.Mode == scoring.ModeRequired && !same(o.levelKey(j.Topology.Level), g) {
 			return false
 		}
 		if j.NVLink != nil && j.NVLink.SubGroupSize == 0 && !same(nv, g) {
@@ -385,14 +385,14 @@ func (o *oracle) valid(counts, members [][]int) bool {
 		}
 	}
 	for s, ps := range j.PodSets {
-		if ps.Topology.Mode == Required && !same(o.levelKey(ps.Topology.Level), []int{s}) {
+		if ps.Topology.Mode == scoring.ModeRequired && !same(o.levelKey(ps.Topology.Level), []int{s}) {
 			return false
 		}
 		z := ps.SubGroups
 		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && (ps.Pod.Devices.Count > 0 || ps.Pod.MIGProfile != (mig.ProfileName{})) {
 			z = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nv}
 		}
-		if z == nil || z.Mode != Required || z.Size <= 1 {
+		if z == nil || z.Mode != scoring.ModeRequired || z.Size <= 1 {
 			continue
 		}
 		lk := o.levelKey(z.Level)
@@ -536,11 +536,11 @@ func genConstraint(t *rapid.T, label string) Constraint {
 	case 1:
 		return Constraint{Level: "rack"}
 	case 2:
-		return Constraint{Level: "rack", Mode: Preferred}
+		return Constraint{Level: "rack", Mode: scoring.ModePreferred}
 	case 3:
 		return Constraint{Level: "clique"}
 	case 4:
-		return Constraint{Level: LevelNode, Mode: rapid.SampledFrom([]Mode{Required, Preferred}).Draw(t, label+"mode")}
+		return Constraint{Level: LevelNode, Mode: rapid.SampledFrom([]scoring.Mode{scoring.ModeRequired, scoring.ModePreferred}).Draw(t, label+"mode")}
 	}
 	return Constraint{}
 }
@@ -580,7 +580,7 @@ func genJobSetsUpTo(t *rapid.T, minSets, maxSets int) *Job {
 		}
 		if ps.Replicas%2 == 0 && ps.MinReplicas%2 == 0 && rapid.IntRange(0, 2).Draw(t, "sliced") == 0 {
 			ps.SubGroups = &SubGroups{Size: 2, Level: rapid.SampledFrom([]string{"clique", LevelNode, "rack"}).Draw(t, "slevel"),
-				Mode: rapid.SampledFrom([]Mode{Required, Preferred}).Draw(t, "smode")}
+				Mode: rapid.SampledFrom([]scoring.Mode{scoring.ModeRequired, scoring.ModePreferred}).Draw(t, "smode")}
 		}
 		if rapid.IntRange(0, 5).Draw(t, "sel") == 0 {
 			ps.Pod.NodeSelector = map[string]string{lRack: "r0"}

@@ -518,7 +518,7 @@ func (s *Snapshot) Validate(j *Job, p *Placement) error {
 				return err
 			}
 		}
-		if sp.subGroupLevel == 0 || sp.subGroupMode != Required {
+		if sp.subGroupLevel == 0 || sp.subGroupMode != scoring.ModeRequired {
 			continue
 		}
 		z := sp.subGroupSize

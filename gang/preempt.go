@@ -5,9 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"slices"
 	"strings"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 )
 
 // ErrNoVictims: no set of whole lower-priority jobs inside one domain makes

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -22,7 +23,7 @@ type setPlan struct {
 	// sub-groups: size, resolved level, mode (subGroupLevel 0: none)
 	subGroupSize  int64
 	subGroupLevel int
-	subGroupMode  Mode
+	subGroupMode  scoring.Mode
 	// set-level constraint (only kept when the job has several sets):
 	// preferred and required level indices (0: none)
 	setPref, setReq int
@@ -93,14 +94,14 @@ func newProblem(j *Job, t *tree) (*problem, error) {
 		}
 		l, err := resolveLevel(t.c, c.Level)
 		if err != nil {
-			if c.Mode == Required {
+			if c.Mode == scoring.ModeRequired {
 				p.never = append(p.never, fmt.Sprintf("%s requires %v", what, err))
 			} else {
 				p.notes = append(p.notes, fmt.Sprintf("%s prefers a level the cluster lacks (%v); ignored", what, err))
 			}
 			return levelPair{}
 		}
-		if c.Mode == Required {
+		if c.Mode == scoring.ModeRequired {
 			return levelPair{pref: l, req: l}
 		}
 		return levelPair{pref: l}
@@ -288,7 +289,7 @@ func (p *problem) attempts() []attempt {
 	for i, s := range p.sets {
 		cur.setLevel[i] = s.setPref
 		cur.subGroups[i] = s.subGroupLevel > 0
-		if s.subGroupLevel > 0 && s.subGroupMode == Preferred {
+		if s.subGroupLevel > 0 && s.subGroupMode == scoring.ModePreferred {
 			prefSubGroups = true
 		}
 	}
@@ -315,7 +316,7 @@ func (p *problem) attempts() []attempt {
 	if prefSubGroups {
 		next := attempt{setLevel: slices.Clone(cur.setLevel), subGroups: slices.Clone(cur.subGroups), note: "preferred sub-groups dropped"}
 		for i, s := range p.sets {
-			if s.subGroupMode == Preferred {
+			if s.subGroupMode == scoring.ModePreferred {
 				next.subGroups[i] = false
 			}
 		}
@@ -355,7 +356,7 @@ type setSig struct {
 	sel             string
 	zs              int64
 	zl              int
-	zm              Mode
+	zm              scoring.Mode
 	setPref, setReq int
 	lieIn           string
 }

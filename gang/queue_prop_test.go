@@ -81,7 +81,7 @@ func genPending(t *rapid.T, n int) []Job {
 		case 1:
 			j.Topology = Constraint{Level: "rack"}
 		case 2:
-			j.Topology = Constraint{Level: LevelNode, Mode: Preferred}
+			j.Topology = Constraint{Level: LevelNode, Mode: scoring.ModePreferred}
 		}
 		jobs = append(jobs, j)
 	}

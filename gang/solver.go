@@ -3,8 +3,9 @@ package gang
 import (
 	"cmp"
 	"fmt"
-	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"math"
+
+	"github.com/gputopo/gputopo/internal/ctxpoll"
 )
 
 // The solver places one job in one view of a snapshot, in three steps per

@@ -53,7 +53,7 @@ func TestParseJobs_OneJob(t *testing.T) {
 	if j.Name != "llm" || j.Queue != "prod" || j.Priority != 100 || j.Arrival != 7 || j.RunTime != 90*time.Minute || j.MinCount != 12 {
 		t.Fatalf("job %+v", j)
 	}
-	if j.Topology != (gang.Constraint{Level: "rack", Mode: gang.Preferred}) {
+	if j.Topology != (gang.Constraint{Level: "rack", Mode: scoring.ModePreferred}) {
 		t.Fatalf("topology %+v", j.Topology)
 	}
 	l, w := j.PodSets[0], j.PodSets[1]
@@ -350,7 +350,7 @@ func TestAllOrNothingInFiles(t *testing.T) {
 // TestSubGroupsOldKeys: the old keys slices and nvlink.sliceSize still
 // read as subGroups and nvlink.subGroupSize; both keys at once are refused.
 func TestSubGroupsOldKeys(t *testing.T) {
-	want := &gang.SubGroups{Size: 2, Level: "clique", Mode: gang.Preferred}
+	want := &gang.SubGroups{Size: 2, Level: "clique", Mode: scoring.ModePreferred}
 	for _, key := range []string{"subGroups", "slices"} {
 		jobs, _, err := ParseJobs([]byte("name: a\npodSets: [{name: w, replicas: 4, gpus: 1, " + key + ": {size: 2, level: clique, mode: preferred}}]"))
 		require.NoError(t, err, key)

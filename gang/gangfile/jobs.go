@@ -99,15 +99,15 @@ type Job struct {
 
 // Constraint is a topology constraint in a job file.
 type Constraint struct {
-	Level string    `json:"level"`
-	Mode  gang.Mode `json:"mode,omitempty"`
+	Level string       `json:"level"`
+	Mode  scoring.Mode `json:"mode,omitempty"`
 }
 
 // SubGroups is a pod set's sub-groups in a job file.
 type SubGroups struct {
-	Size  int       `json:"size"`
-	Level string    `json:"level"`
-	Mode  gang.Mode `json:"mode,omitempty"`
+	Size  int          `json:"size"`
+	Level string       `json:"level"`
+	Mode  scoring.Mode `json:"mode,omitempty"`
 }
 
 // NVLink is a job's multi-node NVLink request in a job file.

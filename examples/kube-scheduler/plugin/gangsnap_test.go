@@ -93,7 +93,7 @@ func TestGangSnapshotLevels(t *testing.T) {
 	assert.NotEqual(t, gang.Fits, res.Verdict)
 
 	// Preferred: it falls back to the rack.
-	job.Topology.Mode = gang.Preferred
+	job.Topology.Mode = scoring.ModePreferred
 	res, _, err = p.gangCheck(context.Background(), job, []*hold{other})
 	require.NoError(t, err)
 	require.Equal(t, gang.Fits, res.Verdict, res.Reasons)

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/gputopo/gputopo/gang"
+	"github.com/gputopo/gputopo/scoring"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -89,9 +90,9 @@ func gangSpecOf(pod *v1.Pod) (spec gangSpec, ok bool, err error) {
 	case hasReq && hasPref:
 		return spec, true, fmt.Errorf("%w: gang %.63q: both %s and %s are set", ErrGangSpec, name, AnnotationGangRequiredTopology, AnnotationGangPreferredTopology)
 	case hasReq:
-		spec.topo = gang.Constraint{Level: req, Mode: gang.Required}
+		spec.topo = gang.Constraint{Level: req, Mode: scoring.ModeRequired}
 	case hasPref:
-		spec.topo = gang.Constraint{Level: pref, Mode: gang.Preferred}
+		spec.topo = gang.Constraint{Level: pref, Mode: scoring.ModePreferred}
 	}
 	if (hasReq || hasPref) && (spec.topo.Level == "" || len(spec.topo.Level) > maxLevelName) {
 		return spec, true, fmt.Errorf("%w: gang %.63q: topology level %.40q is empty or longer than %d bytes", ErrGangSpec, name, spec.topo.Level, maxLevelName)
@@ -112,7 +113,7 @@ func gangSpecOf(pod *v1.Pod) (spec gangSpec, ok bool, err error) {
 		if level == "" || len(level) > maxLevelName {
 			return spec, true, fmt.Errorf("%w: gang %.63q: slice level %.40q is empty or longer than %d bytes", ErrGangSpec, name, level, maxLevelName)
 		}
-		spec.slice = &gang.SubGroups{Size: k, Level: level, Mode: gang.Required}
+		spec.slice = &gang.SubGroups{Size: k, Level: level, Mode: scoring.ModeRequired}
 	}
 	return spec, true, nil
 }

@@ -25,8 +25,8 @@ func TestGangSpec(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "default/pg", spec.key)
 	assert.Equal(t, LabelPodGroup, spec.label, "the scheduler-plugins label is the fallback gang key")
-	assert.Equal(t, gang.Constraint{Level: "clique", Mode: gang.Required}, spec.topo)
-	assert.Equal(t, &gang.SubGroups{Size: 2, Level: "node", Mode: gang.Required}, spec.slice)
+	assert.Equal(t, gang.Constraint{Level: "clique", Mode: scoring.ModeRequired}, spec.topo)
+	assert.Equal(t, &gang.SubGroups{Size: 2, Level: "node", Mode: scoring.ModeRequired}, spec.slice)
 
 	// gputopo.io/gang wins over the pod-group label.
 	pod.Labels[LabelGang] = "g"
@@ -37,7 +37,7 @@ func TestGangSpec(t *testing.T) {
 	pod.Annotations = map[string]string{AnnotationGangPreferredTopology: "rack"}
 	spec, _, err = gangSpecOf(pod)
 	require.NoError(t, err)
-	assert.Equal(t, gang.Constraint{Level: "rack", Mode: gang.Preferred}, spec.topo)
+	assert.Equal(t, gang.Constraint{Level: "rack", Mode: scoring.ModePreferred}, spec.topo)
 
 	// The job package gang sees: replicas rounded up to whole slices.
 	pod.Annotations = map[string]string{AnnotationGangSliceSize: "2", AnnotationGangSliceTopology: "clique"}
