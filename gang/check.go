@@ -49,6 +49,18 @@ func (v Verdict) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
 
+// UnmarshalText implements encoding.TextUnmarshaler: a name String
+// returns; any other text is an error wrapping ErrParse.
+func (v *Verdict) UnmarshalText(b []byte) error {
+	for i, name := range verdictNames {
+		if string(b) == name {
+			*v = Verdict(i)
+			return nil
+		}
+	}
+	return parseErr("unknown verdict %q (want fits, fits-after-release, blocked, fragmented or never-fits)", b)
+}
+
 // Resources sums what pods ask for or what is free.
 type Resources struct {
 	Pods      int `json:"pods,omitempty"`

@@ -136,11 +136,16 @@ func (p *FairPlan) Entry(job string) (FairEntry, bool) {
 	if p == nil {
 		return FairEntry{}, false
 	}
-	i, ok := p.byJob[job]
-	if !ok {
-		return FairEntry{}, false
+	if i, ok := p.byJob[job]; ok && i < len(p.Entries) && p.Entries[i].Job == job {
+		return p.Entries[i], true
 	}
-	return p.Entries[i], true
+	// a plan not made by PlanFairShare (decoded, or its Entries edited)
+	for _, e := range p.Entries {
+		if e.Job == job {
+			return e, true
+		}
+	}
+	return FairEntry{}, false
 }
 
 // PlanFairShare runs one fair-share scheduling pass over pending jobs on

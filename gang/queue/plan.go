@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gputopo/gputopo/gang"
@@ -44,6 +45,17 @@ func (a Action) String() string { return queuepass.Action(a).String() }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: a name String
+// returns; any other text is an error wrapping gang.ErrParse.
+func (a *Action) UnmarshalText(b []byte) error {
+	v, ok := queuepass.ParseAction(string(b))
+	if !ok {
+		return fmt.Errorf("%w: unknown action %q (want start, backfill, reserve, wait, release or never)", gang.ErrParse, b)
+	}
+	*a = Action(v)
+	return nil
+}
 
 // CanStart reports whether the action starts the job now.
 func (a Action) CanStart() bool { return a == Start || a == Backfill }

@@ -39,6 +39,17 @@ func (a Action) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
+// ParseAction returns the action of a name String returns (false for
+// another).
+func ParseAction(name string) (Action, bool) {
+	for i, n := range actionNames {
+		if name == n {
+			return Action(i), true
+		}
+	}
+	return 0, false
+}
+
 // CanStart reports whether the action starts the job now.
 func (a Action) CanStart() bool { return a == Start || a == Backfill }
 
