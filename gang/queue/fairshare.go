@@ -25,7 +25,7 @@ type Amounts map[string]int64
 
 // FairQueue is one queue of a fair-share tree.
 type FairQueue struct {
-	// Name identifies the queue; jobs name it in Job.Queue (leaves and
+	// Name identifies the queue; jobs name it in gang.Job.Queue (leaves and
 	// inner queues alike may hold jobs).
 	Name string
 	// Parent is the parent queue's name ("" for a top-level queue).

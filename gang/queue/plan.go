@@ -141,7 +141,7 @@ func (q *QueuePlan) Entry(job string) (QueueEntry, bool) {
 // Walking that order, a job starts when it fits. The first job that cannot
 // start gets a reservation: its placement once the pods it waits for end —
 // the running pods that end soonest, when their run times are known
-// (Allocation.Remaining, EASY backfill's shadow time), else the fewest whole
+// (gang.Allocation.Remaining, EASY backfill's shadow time), else the fewest whole
 // jobs. After that a job starts only when it fits beside the reservation, or
 // when its declared run time ends before the reservation's start; others
 // wait. So the reservation is never delayed and a large gang is not starved
