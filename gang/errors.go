@@ -26,7 +26,7 @@ var (
 	// slot booked twice, a topology constraint broken, a threshold missed.
 	ErrInvalidPlacement = fmt.Errorf("gang: invalid placement: %w", topology.ErrInvalidRequest)
 	// ErrParse is topology.ErrParse, re-exported: a job or cluster file,
-	// or a name given to an enum parser (ParseStrategy, Mode.UnmarshalText),
+	// or a name given to an enum parser (ParseStrategy, Verdict.UnmarshalText),
 	// is malformed. Parse errors name the field at fault.
 	ErrParse = topology.ErrParse
 	// ErrInternal is topology.ErrInternal, re-exported: an internal
