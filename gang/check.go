@@ -158,9 +158,9 @@ func (r *Result) Err() error {
 }
 
 // Option tunes one call of the package: NewSnapshot, Check, CheckGroups,
-// ClearDomain or Preempt. An option that does not concern a call (a MIG
-// catalog passed to CheckGroups) is ignored. The queue passes of
-// gang/queue take that package's options.
+// ScaleUp or Preempt. An option that does not concern a call (a MIG
+// catalog passed to CheckGroups) is ignored. The queue passes and
+// ClearDomain of gang/queue take that package's options.
 type Option func(*config)
 
 type config struct {
@@ -169,7 +169,7 @@ type config struct {
 	noReservation bool
 	// searchBudget is WithSearchBudget's value; 0 means the call's default
 	// (defaultGroupBudget for CheckGroups, defaultClearingBudget for
-	// ClearDomain).
+	// queue.ClearDomain).
 	searchBudget int
 	// catalog is WithMIGCatalog's value; nil means mig.DefaultCatalog.
 	catalog *mig.Catalog

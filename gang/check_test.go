@@ -349,6 +349,30 @@ func TestValidate_RejectsBrokenPlacements(t *testing.T) {
 	require.NoError(t, s.Validate(j, clone()))
 }
 
+// TestPlannersRefuseAnUnusableSnapshot: every planner given a nil or zero
+// Snapshot and a valid job fails with ErrInvalidSnapshot (none panics).
+func TestPlannersRefuseAnUnusableSnapshot(t *testing.T) {
+	ctx := context.Background()
+	job := workers("w", 2, 8)
+	hier := &HierJob{Name: "h", Root: Group{Name: "h", Groups: []Group{leaf("w", 2, 0, 8)}}}
+	for name, s := range map[string]*Snapshot{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Check(ctx, s, job)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "Check")
+			_, err = CheckGroups(ctx, s, hier)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "CheckGroups")
+			_, err = Preempt(ctx, s, job)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "Preempt")
+			_, err = ScaleUp(ctx, s, job)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "ScaleUp")
+			_, err = clearDomain(ctx, s, hier)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "ClearDomain")
+			_, _, err = recheckTarget(ctx, &clearingTarget{}, s, hier)
+			require.ErrorIs(t, err, ErrInvalidSnapshot, "Recheck")
+		})
+	}
+}
+
 func TestNewSnapshot_Errors(t *testing.T) {
 	sp := flat(t, 2)
 	_, err := NewSnapshot(context.Background(), nil, nil, nil)

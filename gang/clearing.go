@@ -7,120 +7,20 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/internal/ctxpoll"
 	"github.com/gputopo/gputopo/scoring"
 )
 
 // defaultClearingBudget is the number of fit tests (one hierarchical
-// search inside one domain with one victim set gone) ClearDomain may run
-// when no WithSearchBudget is given.
+// search inside one domain with one victim set gone) queue.ClearDomain may
+// run when no queue.WithSearchBudget is given.
 const defaultClearingBudget = 2048
 
-// ClearingTarget is the plan of a domain-clearing preemption: the domain a
-// gang that fits nowhere takes, and the whole jobs to evict from it. It is
-// sticky: the caller holds it (Recheck) while the victims terminate,
-// instead of planning again and clearing a second domain (Kueue's sticky
-// preemption target, KAI's topology-first victim generation).
-type ClearingTarget struct {
-	Job string `json:"job"`
-	// Domain and Level name the cleared domain ("" and "cluster" when the
-	// job has no required level).
-	Domain string `json:"domain"`
-	Level  string `json:"level"`
-	// Victims are the jobs to evict, whole (never part of a gang, so no
-	// running job falls below its minimum).
-	Victims []Victim `json:"victims"`
-	// Placement is where the job goes once the victims are gone.
-	Placement *Placement `json:"placement"`
-	Cost      Cost       `json:"cost"`
-	// Exact is true when no cheaper victim set exists in any domain of the
-	// level: the search ran to its end.
-	Exact bool `json:"exact"`
-	// Gap is, when the budget stopped the search, the number of victims
-	// beyond a lower bound on the fewest any domain needs (0 when Exact).
-	Gap int `json:"gap"`
-	// Domains counts the candidate domains (those that hold the job with
-	// every lower-priority job inside gone); Tried the fit tests run.
-	Domains int `json:"domains"`
-	Tried   int `json:"tried"`
-}
+// clearingTarget is queue.ClearingTarget, the result of clearDomain.
+type clearingTarget = queuepass.ClearingTarget[Victim, Placement, Cost]
 
-// TargetState is what Recheck finds of a held target.
-type TargetState uint8
-
-const (
-	// TargetReady: the job fits the target domain now; start it.
-	TargetReady TargetState = iota
-	// TargetWaiting: the job fits the target domain once the victims'
-	// pods (running or terminating) are gone; keep waiting.
-	TargetWaiting
-	// TargetLost: the job no longer fits the target domain even with the
-	// victims gone (something else took the capacity): plan again.
-	TargetLost
-)
-
-var targetStateNames = [...]string{"ready", "waiting", "lost"}
-
-// String returns "ready", "waiting" or "lost".
-func (t TargetState) String() string {
-	if int(t) < len(targetStateNames) {
-		return targetStateNames[t]
-	}
-	return fmt.Sprintf("TargetState(%d)", t)
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (t TargetState) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
-
-// GroupsOf returns a flat job as a hierarchical one: the job's constraint
-// (and multi-node NVLink without sub-groups) on the root, one leaf per pod set
-// with the set's constraint and sub-groups (NVLink sub-groups become clique
-// sub-groups; for Independent pod sets the job's constraint goes on each
-// leaf instead of the root). A job-wide MinCount other than the sum of the sets' minimums
-// has no hierarchical form: ErrInvalidJob.
-func GroupsOf(j *Job) (*HierJob, error) {
-	if err := j.Validate(); err != nil {
-		return nil, err
-	}
-	h := &HierJob{Name: j.Name, Queue: j.Queue, Priority: j.Priority, Arrival: j.Arrival, RunTime: j.RunTime,
-		Root: Group{Name: j.Name, Topology: j.Topology}}
-	nvLevel := LevelClique
-	if j.NVLink != nil && j.NVLink.Level != "" {
-		nvLevel = j.NVLink.Level
-	}
-	if j.NVLink != nil && j.NVLink.SubGroupSize == 0 {
-		h.Root.Topology = Constraint{Level: nvLevel}
-	}
-	mins := 0
-	for _, ps := range j.PodSets {
-		g := Group{Name: ps.Name, Topology: ps.Topology, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: ps.Pod, SubGroups: ps.SubGroups}
-		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && ps.Pod.usesDevices() {
-			g.SubGroups = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nvLevel}
-		}
-		if g.Name == j.Name {
-			g.Name = ps.Name + "-pods"
-		}
-		mins += g.min()
-		if apart := h.Root.Topology; j.Independent && len(j.PodSets) > 1 && !apart.IsZero() {
-			// independent pod sets: the job's constraint holds per set
-			if g.Topology.IsZero() {
-				g.Topology = apart
-			} else {
-				g = Group{Name: g.Name + "-apart", Topology: apart, Groups: []Group{g}}
-			}
-		}
-		h.Root.Groups = append(h.Root.Groups, g)
-	}
-	if j.Independent && len(j.PodSets) > 1 {
-		h.Root.Topology = Constraint{}
-	}
-	if j.MinCount > 0 && j.MinCount != mins {
-		return nil, jobErr("job %q: minCount %d is not the sum of its pod sets' minimums (%d); a hierarchical job has no job-wide threshold", j.Name, j.MinCount, mins)
-	}
-	return h, h.Validate()
-}
-
-// clearing is one ClearDomain search.
+// clearing is one clearDomain search.
 type clearing struct {
 	s      *Snapshot
 	poll   *ctxpoll.Poller
@@ -195,23 +95,9 @@ func (c *clearing) fits(x *clearCand, victims map[string]bool) (*Placement, bool
 	return o.pl, o.found, nil
 }
 
-// ClearDomain plans a domain-clearing preemption for job j, which fits
-// nowhere now: for every domain of the job's required level (the root
-// group's; the whole cluster when it has none) that holds the job once
-// every lower-priority job inside is gone, it looks for the cheapest set
-// (see Cost) of whole lower-priority jobs with pods there whose eviction
-// lets the job fit inside it, and returns the cheapest over all domains as
-// a sticky target. Terminating pods count as gone. When the job fits now
-// the target has no victims.
-//
-// The search is branch and bound per domain (victims by priority, the
-// GPU deficit and cost bounds pruning), domains most promising first;
-// WithSearchBudget bounds its fit tests (default 2,048, the gang limit defaultClearingBudget).
-// When the budget stops it, the target is the best found, Exact is false
-// and Gap says how many victims it may have beyond the fewest. Errors wrap
-// ErrInvalidJob for a malformed job, ErrNoVictims (a *NoVictimsError) when
-// no domain can be cleared, and ctx.Err() when ctx is cancelled.
-func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...Option) (*ClearingTarget, error) {
+// clearDomain is queue.ClearDomain (whose doc says what it finds and
+// how), with the search budget given as WithSearchBudget.
+func clearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...Option) (*clearingTarget, error) {
 	cfg := newGroupConfig(opts, defaultClearingBudget)
 	poll, h, err := s.hierJobIn(ctx, j, "ClearDomain")
 	if err != nil {
@@ -227,14 +113,14 @@ func ClearDomain(ctx context.Context, s *Snapshot, j *HierJob, opts ...Option) (
 	return c.run()
 }
 
-func (c *clearing) run() (*ClearingTarget, error) {
+func (c *clearing) run() (*clearingTarget, error) {
 	s, t := c.s, c.s.tree
 	// fits now (terminating pods gone)?
 	whole := &clearCand{x: -1}
 	if pl, ok, err := c.fits(whole, nil); err != nil {
 		return nil, err
 	} else if ok {
-		return &ClearingTarget{Job: c.h.job.Name, Domain: pl.Domain, Level: pl.Level, Victims: []Victim{}, Placement: pl, Exact: c.exact, Tried: c.tried}, nil
+		return &clearingTarget{Job: c.h.job.Name, Domain: pl.Domain, Level: pl.Level, Victims: []Victim{}, Placement: pl, Exact: c.exact, Tried: c.tried}, nil
 	}
 	lv := 0
 	if g := c.h.groups[0]; g.mode == scoring.ModeRequired {
@@ -517,9 +403,9 @@ func (c *clearing) jobCost(job string) Cost {
 	return out
 }
 
-func (c *clearing) target(b *clearBest) *ClearingTarget {
+func (c *clearing) target(b *clearBest) *clearingTarget {
 	s := c.s
-	out := &ClearingTarget{Job: c.h.job.Name, Placement: b.pl, Cost: b.cost, Exact: c.exact, Tried: c.tried, Victims: []Victim{}}
+	out := &clearingTarget{Job: c.h.job.Name, Placement: b.pl, Cost: b.cost, Exact: c.exact, Tried: c.tried, Victims: []Victim{}}
 	x := b.c.x
 	if int(x) < len(s.nodes) {
 		out.Domain, out.Level = s.nodes[x].name, LevelNode
@@ -531,15 +417,13 @@ func (c *clearing) target(b *clearBest) *ClearingTarget {
 	return out
 }
 
-// Recheck looks at a held target in a later snapshot: whether job j fits
-// the target's domain now (TargetReady, with the placement), once the
-// victims' remaining pods are gone (TargetWaiting), or not even then
-// (TargetLost: plan again). Other jobs that started in the domain count.
-func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (TargetState, *Placement, error) {
+// recheckTarget is queue.ClearingTarget.Recheck: whether job j fits t's
+// domain now, once t's victims are gone, or not even then.
+func recheckTarget(ctx context.Context, t *clearingTarget, s *Snapshot, j *HierJob) (queuepass.TargetState, *Placement, error) {
 	poll := ctxpoll.New(ctx, "gang:")
 	h, err := newResolvedJob(s, j)
 	if err != nil {
-		return TargetLost, nil, err
+		return queuepass.TargetLost, nil, err
 	}
 	var only []bool
 	if t.Domain != "" {
@@ -547,13 +431,13 @@ func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (
 		if t.Level == LevelNode {
 			n, ok := s.cluster.NodeIndex(t.Domain)
 			if !ok {
-				return TargetLost, nil, nil
+				return queuepass.TargetLost, nil, nil
 			}
 			only[n] = true
 		} else {
 			d, ok := s.cluster.Domain(t.Domain)
 			if !ok {
-				return TargetLost, nil, nil
+				return queuepass.TargetLost, nil, nil
 			}
 			for _, n := range d.Nodes() {
 				only[n] = true
@@ -562,10 +446,10 @@ func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (
 	}
 	o, err := s.solveIn(poll, h, s.viewNow(), defaultGroupBudget, false, only)
 	if err != nil {
-		return TargetLost, nil, err
+		return queuepass.TargetLost, nil, err
 	}
 	if o.found {
-		return TargetReady, o.pl, nil
+		return queuepass.TargetReady, o.pl, nil
 	}
 	victims := map[string]bool{}
 	for _, v := range t.Victims {
@@ -573,10 +457,10 @@ func (t *ClearingTarget) Recheck(ctx context.Context, s *Snapshot, j *HierJob) (
 	}
 	o, err = s.solveIn(poll, h, s.viewWithout("without victims", func(a *Allocation) bool { return a.Releasing || victims[a.jobName()] }), defaultGroupBudget, false, only)
 	if err != nil {
-		return TargetLost, nil, err
+		return queuepass.TargetLost, nil, err
 	}
 	if o.found {
-		return TargetWaiting, o.pl, nil
+		return queuepass.TargetWaiting, o.pl, nil
 	}
-	return TargetLost, nil, nil
+	return queuepass.TargetLost, nil, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gputopo/gputopo/gang/internal/queuepass"
 	"github.com/gputopo/gputopo/topology"
 )
 
@@ -23,7 +24,7 @@ func TestClearDomainRack(t *testing.T) {
 	}
 	s := sp.build(t)
 	j := &HierJob{Name: "train", Priority: 5, Root: Group{Name: "train", Topology: Constraint{Level: "rack"}, Groups: []Group{leaf("w", 4, 0, 8)}}}
-	tg, err := ClearDomain(context.Background(), s, j)
+	tg, err := clearDomain(context.Background(), s, j)
 	require.NoError(t, err)
 	require.Equal(t, "b0/r1", tg.Domain)
 	require.Equal(t, 3, tg.Cost.Jobs)
@@ -32,33 +33,33 @@ func TestClearDomainRack(t *testing.T) {
 	require.Len(t, tg.Placement.Pods, 4)
 
 	// held while victims terminate: waiting, then ready
-	st, _, err := tg.Recheck(context.Background(), s, j)
+	st, _, err := recheckTarget(context.Background(), tg, s, j)
 	require.NoError(t, err)
-	require.Equal(t, TargetWaiting, st)
+	require.Equal(t, queuepass.TargetWaiting, st)
 	s2 := s.Clone()
 	for _, v := range tg.Victims {
 		s2.RemoveJob(v.Job)
 	}
-	st, pl, err := tg.Recheck(context.Background(), s2, j)
+	st, pl, err := recheckTarget(context.Background(), tg, s2, j)
 	require.NoError(t, err)
-	require.Equal(t, TargetReady, st)
+	require.Equal(t, queuepass.TargetReady, st)
 	require.NoError(t, s2.ValidateGroups(j, pl))
 	// another job takes a freed node: lost
 	require.NoError(t, s2.Add(Allocation{Job: "thief", Pod: "thief-0", Node: "n04", Devices: []int{0}, Priority: 9}))
-	st, _, err = tg.Recheck(context.Background(), s2, j)
+	st, _, err = recheckTarget(context.Background(), tg, s2, j)
 	require.NoError(t, err)
-	require.Equal(t, TargetLost, st)
+	require.Equal(t, queuepass.TargetLost, st)
 
 	// equal priority: nothing may be evicted
 	j.Priority = 1
-	_, err = ClearDomain(context.Background(), s, j)
+	_, err = clearDomain(context.Background(), s, j)
 	require.ErrorIs(t, err, ErrNoVictims)
 	var nv *NoVictimsError
 	require.True(t, errors.As(err, &nv))
 
 	// a tiny budget stops the search: the best found, with a gap
 	j.Priority = 5
-	tg, err = ClearDomain(context.Background(), s, j, WithSearchBudget(3))
+	tg, err = clearDomain(context.Background(), s, j, WithSearchBudget(3))
 	if err == nil {
 		require.False(t, tg.Exact)
 	} else {
@@ -66,14 +67,14 @@ func TestClearDomainRack(t *testing.T) {
 	}
 }
 
-func TestGroupsOf(t *testing.T) {
+func TestJobHierarchical(t *testing.T) {
 	j := workers("w", 4, 8)
 	j.Topology = Constraint{Level: "rack"}
-	h, err := GroupsOf(j)
+	h, err := j.Hierarchical()
 	require.NoError(t, err)
 	require.Equal(t, 4, h.MinPods())
 	j.MinCount = 2
-	_, err = GroupsOf(j)
+	_, err = j.Hierarchical()
 	require.ErrorIs(t, err, ErrInvalidJob)
 }
 
@@ -185,7 +186,7 @@ func TestClearDomainOracle(t *testing.T) {
 				best = &cc
 			}
 		}
-		tg, err := ClearDomain(context.Background(), s, j)
+		tg, err := clearDomain(context.Background(), s, j)
 		if best == nil {
 			if !errors.Is(err, ErrNoVictims) {
 				t.Fatalf("oracle: no victim set helps; ClearDomain: %+v, %v", tg, err)
@@ -227,14 +228,14 @@ func BenchmarkClearDomain1000(b *testing.B) {
 	}
 	s := sp.build(b)
 	j := &HierJob{Name: "train", Priority: 10, Root: Group{Name: "train", Topology: Constraint{Level: "rack"}, Groups: []Group{leaf("w", 16, 0, 8)}}}
-	tg, err := ClearDomain(context.Background(), s, j)
+	tg, err := clearDomain(context.Background(), s, j)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	cpu0, ops := cpuNow(), 0
 	for b.Loop() {
-		if _, err := ClearDomain(context.Background(), s, j); err != nil {
+		if _, err := clearDomain(context.Background(), s, j); err != nil {
 			b.Fatal(err)
 		}
 		ops++

@@ -102,7 +102,10 @@
 //
 // [Preempt] finds, for a gang that does not fit, the fewest whole
 // lower-priority jobs inside one domain whose removal makes it fit, never a
-// part of a gang, with the cost of the eviction.
+// part of a gang, with the cost of the eviction. Package gang/queue's
+// ClearDomain plans, for a hierarchical job that fits nowhere, the
+// cheapest domain of its required level to clear, as a target the
+// scheduler holds across cycles while the victims terminate.
 //
 // # Beyond one flat job
 //
@@ -110,11 +113,9 @@
 // depth ≤ 4, each with its own level; leaves with min/max pods and sub-groups),
 // every group's constraint holding across all its sub-groups, by branch
 // and bound over domain choices with a work budget (HierResult.Proven,
-// Optimal, Gap) and a verdict per group. [ClearDomain] plans a
-// domain-clearing preemption: the cheapest domain of the job's required
-// level to clear of whole lower-priority jobs, as a sticky
-// [ClearingTarget]. [ScaleUp] and [ShrinkOrder] grow and shrink elastic
-// jobs.
+// Optimal, Gap) and a verdict per group; [Job.Hierarchical] gives a flat
+// job's hierarchical form. [ScaleUp] and [Snapshot.ShrinkOrder] grow and
+// shrink elastic jobs.
 //
 // # Files
 //
@@ -138,7 +139,7 @@
 //	maxGroupUnits              4,096         groups and sub-groups one CheckGroups search assigns
 //	maxWarnings                100           Snapshot.Warnings kept (then one line counts the rest)
 //	defaultGroupBudget         16,384        CheckGroups' domain choices without WithSearchBudget
-//	defaultClearingBudget      2,048         ClearDomain's fit tests without WithSearchBudget
+//	defaultClearingBudget      2,048         queue.ClearDomain's fit tests without queue.WithSearchBudget
 //	tidyDeadAllocations        1,024         removed allocations a snapshot keeps (or as many as it has live ones)
 //	tidyCacheClasses           32            usage patterns a snapshot's cache keeps (or tidyCacheClassesPerNode per node)
 //	tidyCacheClassesPerNode    2             usage patterns per node a snapshot's cache may keep

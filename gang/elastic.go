@@ -15,7 +15,7 @@ import (
 // where it holds fewest pods (evicting them frees whole nodes), then the
 // newest (the highest pod name). Terminating pods are not counted. The
 // result has min(n, pods) names.
-func ShrinkOrder(s *Snapshot, job string, n int) []string {
+func (s *Snapshot) ShrinkOrder(job string, n int) []string {
 	if s.usable() != nil {
 		return nil
 	}

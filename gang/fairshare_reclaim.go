@@ -125,7 +125,7 @@ func (fp *fairPass) unitsFrom(name string, ks []int32, vq *queueState) []reclaim
 	w := fp.working
 	var out []reclaimUnit
 	if m, ok := fp.settings.RunningMin[name]; ok && m < len(ks) {
-		surplus := ShrinkOrder(w, name, len(ks)-m)
+		surplus := w.ShrinkOrder(name, len(ks)-m)
 		var sk []int32
 		for _, pod := range surplus {
 			for _, k := range ks {

@@ -130,8 +130,8 @@ func TestShrinkOrderAndScaleUp(t *testing.T) {
 	}
 	s := sp.build(t)
 	// n02 is alone in its rack's clique: it goes first, then n01's lone pod
-	require.Equal(t, []string{"el-worker-3", "el-worker-2"}, ShrinkOrder(s, "el", 2))
-	require.Len(t, ShrinkOrder(s, "el", 10), 4)
+	require.Equal(t, []string{"el-worker-3", "el-worker-2"}, s.ShrinkOrder("el", 2))
+	require.Len(t, s.ShrinkOrder("el", 10), 4)
 
 	// scale-up keeps the rack: the job's pods on rack 0 only
 	sp.allocs = sp.allocs[:3]

@@ -299,3 +299,52 @@ func (r *HierResult) Err() error {
 	rr := Result{Job: r.Job, Verdict: r.Verdict, Reasons: r.Reasons}
 	return rr.Err()
 }
+
+// Hierarchical returns the job as a hierarchical one, for CheckGroups:
+// the job's constraint (and multi-node NVLink without sub-groups) on the
+// root, one leaf per pod set with the set's constraint and sub-groups
+// (NVLink sub-groups become clique sub-groups; for Independent pod sets
+// the job's constraint goes on each leaf instead of the root). A job-wide
+// MinCount other than the sum of the sets' minimums has no hierarchical
+// form: ErrInvalidJob.
+func (j *Job) Hierarchical() (*HierJob, error) {
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	h := &HierJob{Name: j.Name, Queue: j.Queue, Priority: j.Priority, Arrival: j.Arrival, RunTime: j.RunTime,
+		Root: Group{Name: j.Name, Topology: j.Topology}}
+	nvLevel := LevelClique
+	if j.NVLink != nil && j.NVLink.Level != "" {
+		nvLevel = j.NVLink.Level
+	}
+	if j.NVLink != nil && j.NVLink.SubGroupSize == 0 {
+		h.Root.Topology = Constraint{Level: nvLevel}
+	}
+	mins := 0
+	for _, ps := range j.PodSets {
+		g := Group{Name: ps.Name, Topology: ps.Topology, Replicas: ps.Replicas, MinReplicas: ps.MinReplicas, Pod: ps.Pod, SubGroups: ps.SubGroups}
+		if j.NVLink != nil && j.NVLink.SubGroupSize > 0 && ps.Pod.usesDevices() {
+			g.SubGroups = &SubGroups{Size: j.NVLink.SubGroupSize, Level: nvLevel}
+		}
+		if g.Name == j.Name {
+			g.Name = ps.Name + "-pods"
+		}
+		mins += g.min()
+		if apart := h.Root.Topology; j.Independent && len(j.PodSets) > 1 && !apart.IsZero() {
+			// independent pod sets: the job's constraint holds per set
+			if g.Topology.IsZero() {
+				g.Topology = apart
+			} else {
+				g = Group{Name: g.Name + "-apart", Topology: apart, Groups: []Group{g}}
+			}
+		}
+		h.Root.Groups = append(h.Root.Groups, g)
+	}
+	if j.Independent && len(j.PodSets) > 1 {
+		h.Root.Topology = Constraint{}
+	}
+	if j.MinCount > 0 && j.MinCount != mins {
+		return nil, jobErr("job %q: minCount %d is not the sum of its pod sets' minimums (%d); a hierarchical job has no job-wide threshold", j.Name, j.MinCount, mins)
+	}
+	return h, h.Validate()
+}

@@ -116,6 +116,9 @@ type resolvedJob struct {
 }
 
 func newResolvedJob(s *Snapshot, j *HierJob) (*resolvedJob, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}

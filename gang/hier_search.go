@@ -32,16 +32,16 @@ import (
 // Optimal false and a gap to a lower bound.
 
 // groupConfig is what the hierarchical searches (CheckGroups,
-// ClearDomain) take from the options.
+// queue.ClearDomain) take from the options.
 type groupConfig struct {
 	// budget is how many domain choices (CheckGroups) or fit tests
-	// (ClearDomain) the search may try.
+	// (queue.ClearDomain) the search may try.
 	budget int
 }
 
-// WithSearchBudget sets how many domain choices CheckGroups (and the
-// domain-clearing preemption) may try before stopping (default
-// 16,384, the gang limit defaultGroupBudget; at least 1).
+// WithSearchBudget sets how many domain choices CheckGroups may try
+// before stopping (default 16,384, the gang limit defaultGroupBudget; at
+// least 1). queue.WithSearchBudget sets queue.ClearDomain's.
 func WithSearchBudget(n int) Option {
 	return func(c *config) { c.searchBudget = max(n, 1) }
 }

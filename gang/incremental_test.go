@@ -159,7 +159,7 @@ func unitsScratch(fp *fairPass, q *queueState) []reclaimUnit {
 			return am
 		}
 		if m, ok := fp.settings.RunningMin[name]; ok && m < len(ks) {
-			surplus := ShrinkOrder(w, name, len(ks)-m)
+			surplus := w.ShrinkOrder(name, len(ks)-m)
 			var sk []int32
 			for _, pod := range surplus {
 				for _, k := range ks {

@@ -69,15 +69,15 @@ func TestCheck_IndependentPodSets(t *testing.T) {
 	assert.Nil(t, r.Placement)
 }
 
-// TestGroupsOf_Independent: the hierarchical form of independent pod sets
+// TestJobHierarchical_Independent: the hierarchical form of independent pod sets
 // carries the job's constraint on every leaf, and CheckGroups agrees.
-func TestGroupsOf_Independent(t *testing.T) {
+func TestJobHierarchical_Independent(t *testing.T) {
 	s := fourTier(t, 1, 2, 1, 2).build(t)
 	j := &Job{Name: "apart", Independent: true, Topology: Constraint{Level: "rack"}, PodSets: []PodSet{
 		{Name: "a", Replicas: 16, Pod: Pod{Devices: scoring.Request{Count: 1}}},
 		{Name: "b", Replicas: 8, Topology: Constraint{Level: LevelNode}, Pod: Pod{Devices: scoring.Request{Count: 1}}},
 	}}
-	h, err := GroupsOf(j)
+	h, err := j.Hierarchical()
 	require.NoError(t, err)
 	assert.True(t, h.Root.Topology.IsZero())
 	assert.Equal(t, Constraint{Level: "rack"}, h.Root.Groups[0].Topology)
@@ -90,7 +90,7 @@ func TestGroupsOf_Independent(t *testing.T) {
 }
 
 // TestCheckGroupsNodeRulesProperty: a flat job without a job-wide
-// threshold and its hierarchical form (GroupsOf: one leaf per pod set)
+// threshold and its hierarchical form (Job.Hierarchical: one leaf per pod set)
 // agree on whether they fit now, on clusters with taints, node affinity,
 // NotReady and cordoned nodes, pod counts and CPU limits: CheckGroups
 // applies Check's node rules. Run it with -rapid.checks=1000 in CI.
@@ -102,7 +102,7 @@ func TestCheckGroupsNodeRulesProperty(t *testing.T) {
 		for i := range j.PodSets {
 			j.PodSets[i].AllOrNothing, j.PodSets[i].MinReplicas = false, 0 // both forms: every replica
 		}
-		h, err := GroupsOf(j)
+		h, err := j.Hierarchical()
 		if err != nil {
 			t.Skip(err)
 		}

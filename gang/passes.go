@@ -6,9 +6,9 @@ import (
 	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
-// The queue passes run here, beside the solver and the snapshot's views
-// they share; package gang/queue is their API, and reaches them through
-// what this registers.
+// The queue passes and domain clearing run here, beside the solver and
+// the snapshot's views they share; package gang/queue is their API, and
+// reaches them through what this registers.
 func init() {
 	queuepass.Register(queuepass.Passes[Snapshot, Job, Placement, Verdict, Strategy]{
 		PlanQueue: func(ctx context.Context, s *Snapshot, jobs []Job, cfg queuepass.Config[Strategy]) (*queuepass.QueuePlan[Placement, Verdict], error) {
@@ -17,6 +17,15 @@ func init() {
 		PlanFairShare: func(ctx context.Context, s *Snapshot, jobs []Job, fs queuepass.FairShare, cfg queuepass.Config[Strategy]) (*queuepass.FairPlan[Placement, Verdict], error) {
 			return planFairShare(ctx, s, jobs, fs, passOptions(cfg)...)
 		},
+	}, queuepass.Clearing[Snapshot, HierJob, Placement, Victim, Cost]{
+		ClearDomain: func(ctx context.Context, s *Snapshot, j *HierJob, budget int) (*clearingTarget, error) {
+			var opts []Option
+			if budget > 0 {
+				opts = append(opts, WithSearchBudget(budget))
+			}
+			return clearDomain(ctx, s, j, opts...)
+		},
+		Recheck: recheckTarget,
 	})
 }
 

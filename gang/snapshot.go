@@ -177,8 +177,8 @@ type nodeUsage struct {
 // A nil or zero Snapshot (not made by NewSnapshot) holds nothing: its
 // read methods answer empty (Cluster nil, no allocations, no jobs, Clone
 // nil, removals 0); Add, Assume, Validate and the planners (Check,
-// PlanQueue, Preempt, PlanFairShare, CheckGroups, queue.PlanWaitForBetter) fail
-// with an error wrapping ErrInvalidSnapshot, and ShrinkOrder returns nil.
+// CheckGroups, Preempt, ScaleUp and package gang/queue's) fail with an
+// error wrapping ErrInvalidSnapshot, and ShrinkOrder returns nil.
 type Snapshot struct {
 	cluster *topology.Cluster
 	tree    *tree

@@ -16,7 +16,7 @@ import (
 )
 
 // gangFileModes runs what a job file holds beyond flat jobs and queue
-// weights: a hierarchical job (CheckGroups, ClearDomain with --preempt),
+// weights: a hierarchical job (CheckGroups, queue.ClearDomain with --preempt),
 // a fair-share queue tree (PlanFairShare), wait policies
 // (PlanWaitForBetter). It reports false when the file holds none of them.
 func gangFileModes(ctx context.Context, w io.Writer, snap *gang.Snapshot, jf *gangfile.JobFile, strat gang.Strategy, preempt, summary, asJSON bool) (bool, error) {
@@ -75,10 +75,10 @@ func gangHier(ctx context.Context, w io.Writer, snap *gang.Snapshot, j *gang.Hie
 	if err != nil {
 		return err
 	}
-	var tg *gang.ClearingTarget
+	var tg *queue.ClearingTarget
 	var tgErr error
 	if preempt && res.Verdict != gang.Fits {
-		tg, tgErr = gang.ClearDomain(ctx, snap, j)
+		tg, tgErr = queue.ClearDomain(ctx, snap, j)
 		if tgErr != nil && !errors.Is(tgErr, gang.ErrNoVictims) {
 			return tgErr
 		}
@@ -86,8 +86,8 @@ func gangHier(ctx context.Context, w io.Writer, snap *gang.Snapshot, j *gang.Hie
 	if asJSON {
 		out := struct {
 			*gang.HierResult
-			Clearing   *gang.ClearingTarget `json:"clearing,omitempty"`
-			NoClearing string               `json:"noClearing,omitempty"`
+			Clearing   *queue.ClearingTarget `json:"clearing,omitempty"`
+			NoClearing string                `json:"noClearing,omitempty"`
 		}{HierResult: res, Clearing: tg}
 		if tgErr != nil {
 			out.NoClearing = tgErr.Error()
@@ -146,7 +146,7 @@ func renderHier(w io.Writer, j *gang.HierJob, r *gang.HierResult, summary bool) 
 	}
 }
 
-func renderClearing(w io.Writer, t *gang.ClearingTarget, err error, summary bool) {
+func renderClearing(w io.Writer, t *queue.ClearingTarget, err error, summary bool) {
 	if err != nil {
 		fmt.Fprintf(w, "domain clearing: %v\n", err)
 		return
@@ -160,7 +160,7 @@ func renderClearing(w io.Writer, t *gang.ClearingTarget, err error, summary bool
 	for _, v := range t.Victims {
 		fmt.Fprintf(w, "  - %s (priority %d): %d pods, %d GPUs on %s\n", v.Job, v.Priority, v.Pods, v.GPUs, strings.Join(v.Nodes, ", "))
 	}
-	fmt.Fprintln(w, "  hold this target while the victims terminate (gang.ClearingTarget.Recheck)")
+	fmt.Fprintln(w, "  hold this target while the victims terminate (queue.ClearingTarget.Recheck)")
 	if t.Placement != nil && !summary {
 		renderPods(w, t.Placement)
 	}

@@ -14,7 +14,7 @@ import (
 // when a field is left out.
 
 // passes are package gang's queue passes.
-var passes = queuepass.Registered().(queuepass.Passes[gang.Snapshot, gang.Job, gang.Placement, gang.Verdict, gang.Strategy])
+var passes = queuepass.Registered[queuepass.Passes[gang.Snapshot, gang.Job, gang.Placement, gang.Verdict, gang.Strategy]]()
 
 type (
 	passEntry       = queuepass.QueueEntry[gang.Placement, gang.Verdict]

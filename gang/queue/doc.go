@@ -1,7 +1,9 @@
 // Package queue runs scheduling passes over queues of pending jobs on a
 // gang.Snapshot, which they never change. Each pass walks the jobs in an
 // order, decides what to do with each now (start, backfill, reserve,
-// wait, release, never) and says why.
+// wait, release, never) and says why. It also holds the plans a scheduler
+// keeps across cycles: waiting for a better placement, and the domain a
+// preemption clears.
 //
 // # Queue pass
 //
@@ -36,6 +38,17 @@
 // and reports per level whether and when it becomes acceptable and whether
 // it fits now.
 //
+// # Clearing a domain
+//
+// [ClearDomain] plans a domain-clearing preemption for a hierarchical job
+// that fits nowhere: the cheapest domain of the job's required level to
+// clear of whole lower-priority jobs (never part of a gang), as a sticky
+// [ClearingTarget]. The scheduler holds the target across cycles while
+// the victims terminate and asks [ClearingTarget.Recheck] each time
+// whether the job is ready, still waiting or has lost the domain, instead
+// of planning again and clearing a second one. [WithSearchBudget] bounds
+// the search's fit tests.
+//
 // # Budget and limits
 //
 // A pass's budget is its context's deadline: once it passes, the jobs not
@@ -52,6 +65,7 @@
 // wrapping gang.ErrInvalidJob and topology.ErrLimit. Every error wraps a
 // sentinel of package gang or the context's error.
 //
-// The passes run inside package gang, beside the solver and snapshot
-// state they share with gang.Check; this package is their API.
+// The passes and the clearing search run inside package gang, beside the
+// solver and snapshot state they share with gang.Check; this package is
+// their API.
 package queue

@@ -141,3 +141,39 @@ func ExamplePlanFairShare() {
 	// Output:
 	// start 1 eviction from batch
 }
+
+// A rack-wide job fits nowhere: every node runs something. Rack r1 is
+// the cheapest to clear (two low-priority jobs, one of them on two nodes;
+// its last node runs a job above the gang's priority, which the gang
+// leaves alone); the target is held while the victims terminate.
+func ExampleClearDomain() {
+	pod := func(job, node string, priority int) gang.Allocation {
+		a := whole(job, node, "", 0)
+		a.Priority = priority
+		return a
+	}
+	s := cluster([]gang.Allocation{
+		pod("a", "n0", 1), pod("b", "n1", 1), pod("c", "n2", 1), pod("d", "n3", 1),
+		pod("e", "n4", 1), pod("e", "n5", 1), pod("f", "n6", 1), pod("g", "n7", 9),
+	})
+	job := &gang.HierJob{Name: "train", Priority: 5, Root: gang.Group{Name: "train", Topology: gang.Constraint{Level: "rack"},
+		Groups: []gang.Group{{Name: "w", Replicas: 3, Pod: gang.Pod{Devices: scoring.Request{Count: 8}}}}}}
+	t, err := queue.ClearDomain(context.Background(), s, job)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(t.Domain, t.Cost, "exact:", t.Exact)
+	for _, v := range t.Victims {
+		fmt.Println("evict", v.Job, v.Nodes)
+	}
+	state, _, err := t.Recheck(context.Background(), s, job)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("now:", state)
+	// Output:
+	// r1 2 jobs, 3 pods, 24 GPUs, max priority 1 exact: true
+	// evict e [n4 n5]
+	// evict f [n6]
+	// now: waiting
+}

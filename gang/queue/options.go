@@ -5,10 +5,10 @@ import (
 	"github.com/gputopo/gputopo/gang/internal/queuepass"
 )
 
-// Option tunes one pass of the package: PlanQueue, PlanFairShare or
-// PlanWaitForBetter. An option that does not concern a pass (queue
-// weights given to PlanFairShare, whose queues are its FairShare's) is
-// ignored.
+// Option tunes one call of the package: PlanQueue, PlanFairShare,
+// PlanWaitForBetter or ClearDomain. An option that does not concern a
+// call (queue weights given to PlanFairShare, whose queues are its
+// FairShare's) is ignored.
 type Option func(*queuepass.Config[gang.Strategy])
 
 // WithStrategy sets how each gang spreads inside its domain (default
@@ -32,6 +32,13 @@ func WithQueues(queues ...QueueSpec) Option {
 // large gangs).
 func WithoutReservation() Option {
 	return func(c *queuepass.Config[gang.Strategy]) { c.NoReservation = true }
+}
+
+// WithSearchBudget sets how many fit tests ClearDomain may run before it
+// stops with the best target found (default 2,048, package gang's limit
+// defaultClearingBudget; at least 1).
+func WithSearchBudget(n int) Option {
+	return func(c *queuepass.Config[gang.Strategy]) { c.SearchBudget = max(n, 1) }
 }
 
 func configOf(opts []Option) queuepass.Config[gang.Strategy] {

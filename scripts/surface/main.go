@@ -33,7 +33,7 @@ var targets = map[string]int{
 	"provider/nvidia": 40,
 	"scoring":         45,
 	"gang":            70,
-	"gang/queue":      36,
+	"gang/queue":      43,
 	"gang/noderule":   19,
 }
 

@@ -1,10 +1,10 @@
-// Package queuepass carries the queue passes' inputs and results between
-// package gang, which runs the passes beside its solver and snapshot
-// internals, and package gang/queue, which is their public API and
-// documentation. Each type here has a twin of the same name in gang/queue,
-// field for field (gang/queue's tests check that they stay so); the
-// generic ones take gang's Placement (P) and Verdict (V), which this
-// package cannot import.
+// Package queuepass carries the inputs and results of the queue passes
+// and of domain clearing between package gang, which runs them beside its
+// solver and snapshot internals, and package gang/queue, which is their
+// public API and documentation. Each type here has a twin of the same name
+// in gang/queue, field for field (gang/queue's tests check that they stay
+// so); the generic ones take gang's types (Placement P, Verdict V, Victim
+// Vi, Cost C), which this package cannot import.
 package queuepass
 
 import (
@@ -199,10 +199,37 @@ type FairPassStats struct {
 }
 
 // Config is what queue's options set for one pass; St is gang.Strategy.
+// SearchBudget is ClearDomain's (0: gang's default).
 type Config[St any] struct {
 	Strategy      St
 	Queues        []QueueSpec
 	NoReservation bool
+	SearchBudget  int
+}
+
+// TargetState is queue.TargetState.
+type TargetState uint8
+
+// The states, in queue.TargetState's order.
+const (
+	TargetReady TargetState = iota
+	TargetWaiting
+	TargetLost
+)
+
+// ClearingTarget is queue.ClearingTarget; Vi, P and C are gang's Victim,
+// Placement and Cost.
+type ClearingTarget[Vi, P, C any] struct {
+	Job       string
+	Domain    string
+	Level     string
+	Victims   []Vi
+	Placement *P
+	Cost      C
+	Exact     bool
+	Gap       int
+	Domains   int
+	Tried     int
 }
 
 // Passes are the queue passes package gang registers: S, J, P, V and St
@@ -212,11 +239,28 @@ type Passes[S, J, P, V, St any] struct {
 	PlanFairShare func(ctx context.Context, s *S, jobs []J, fs FairShare, cfg Config[St]) (*FairPlan[P, V], error)
 }
 
-var registered any
+// Clearing is the domain-clearing preemption package gang registers: S,
+// H, P, Vi and C are gang's Snapshot, HierJob, Placement, Victim and Cost.
+type Clearing[S, H, P, Vi, C any] struct {
+	ClearDomain func(ctx context.Context, s *S, j *H, budget int) (*ClearingTarget[Vi, P, C], error)
+	Recheck     func(ctx context.Context, t *ClearingTarget[Vi, P, C], s *S, j *H) (TargetState, *P, error)
+}
 
-// Register records package gang's passes (a Passes value); gang calls it
-// once, as it is initialised.
-func Register(passes any) { registered = passes }
+var registered []any
 
-// Registered returns what Register recorded (nil before).
-func Registered() any { return registered }
+// Register records what package gang runs for gang/queue (a Passes and a
+// Clearing value); gang calls it once, as it is initialised.
+func Register(values ...any) { registered = append(registered, values...) }
+
+// Registered returns the registered value of type T. It panics when there
+// is none: package gang registers its values before any importer of it
+// runs, so a miss is a programming error.
+func Registered[T any]() T {
+	for _, v := range registered {
+		if t, ok := v.(T); ok {
+			return t
+		}
+	}
+	var zero T
+	panic(fmt.Sprintf("queuepass: nothing of type %T is registered", zero))
+}
