@@ -1,9 +1,11 @@
 // Package gang decides whether a distributed job fits a GPU cluster all at
 // once, and where: every worker of a gang is placed, on nodes, devices and
 // MIG slots chosen together across the cluster's topology tiers, or none is.
-// It also orders jobs in queues, reserves capacity for the head of the line
-// with backfill that never delays it, and finds the fewest whole jobs to
-// preempt for a high-priority gang.
+// It also finds the fewest whole jobs to preempt for a high-priority gang,
+// and grows and shrinks elastic jobs. Package gang/queue runs passes over
+// queues of such jobs (a reservation for the head of the line with
+// backfill that never delays it, fair share) and plans domain-clearing
+// preemption, with this package's checks.
 //
 // # Model
 //

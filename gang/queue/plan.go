@@ -58,7 +58,7 @@ func (a *Action) UnmarshalText(b []byte) error {
 }
 
 // CanStart reports whether the action starts the job now.
-func (a Action) CanStart() bool { return a == Start || a == Backfill }
+func (a Action) CanStart() bool { return queuepass.Action(a).CanStart() }
 
 // QueueEntry is one job's place in the queue and what to do with it.
 type QueueEntry struct {
