@@ -40,7 +40,18 @@ func TestNodeRulesMatchKubernetes(t *testing.T) {
 		for range rapid.IntRange(1, 3).Draw(t, "expressions") {
 			op := rapid.SampledFrom([]v1.NodeSelectorOperator{v1.NodeSelectorOpIn, v1.NodeSelectorOpNotIn, v1.NodeSelectorOpExists,
 				v1.NodeSelectorOpDoesNotExist, v1.NodeSelectorOpGt, v1.NodeSelectorOpLt}).Draw(t, "operator")
-			vals := rapid.SliceOfN(rapid.SampledFrom(values), 0, 3).Draw(t, "values")
+			// Most expressions are well formed for their operator (else few
+			// terms of up to three would be compared); the others have 0 to 3
+			// values of any kind, which gang must refuse as Kubernetes does.
+			var vals []string
+			switch wellFormed := rapid.IntRange(0, 3).Draw(t, "well formed") > 0; {
+			case !wellFormed:
+				vals = rapid.SliceOfN(rapid.SampledFrom(values), 0, 3).Draw(t, "values")
+			case op == v1.NodeSelectorOpIn || op == v1.NodeSelectorOpNotIn:
+				vals = rapid.SliceOfN(rapid.SampledFrom(values), 1, 3).Draw(t, "values")
+			case op == v1.NodeSelectorOpGt || op == v1.NodeSelectorOpLt:
+				vals = []string{rapid.SampledFrom([]string{"3", "-2", "10"}).Draw(t, "number")}
+			}
 			reqs = append(reqs, v1.NodeSelectorRequirement{Key: rapid.SampledFrom(keys).Draw(t, "key"), Operator: op, Values: vals})
 		}
 		var g gang.Pod
@@ -81,6 +92,7 @@ func TestNodeRulesMatchKubernetes(t *testing.T) {
 			}
 		}
 	})
+	t.Logf("%d terms and %d tolerations compared", compared, tolerations)
 	// most draws must be compared, not skipped
 	if compared < 10 || tolerations < 10 {
 		t.Fatalf("only %d terms and %d tolerations compared", compared, tolerations)
